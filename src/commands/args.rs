@@ -1,0 +1,94 @@
+//! A cursor over a command's arguments, shared by every handler so option
+//! parsing (`NX`, `PX ms`, `WITHSCORES`, `LIMIT off count` …) reads the same
+//! way everywhere and produces Redis's errors for bad values.
+
+use bytes::Bytes;
+
+use crate::error::{CmdError, CmdResult};
+use crate::numfmt;
+
+pub struct Args<'a> {
+    argv: &'a [Bytes],
+    pos: usize,
+}
+
+impl<'a> Args<'a> {
+    /// A cursor positioned after the command name.
+    pub fn new(argv: &'a [Bytes]) -> Args<'a> {
+        Args { argv, pos: 1 }
+    }
+
+    /// A cursor positioned after a subcommand (`CLIENT SETNAME …`).
+    pub fn after_subcommand(argv: &'a [Bytes]) -> Args<'a> {
+        Args { argv, pos: 2 }
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.argv.len().saturating_sub(self.pos)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.remaining() == 0
+    }
+
+    pub fn peek(&self) -> Option<&'a Bytes> {
+        self.argv.get(self.pos)
+    }
+
+    pub fn next(&mut self) -> Option<&'a Bytes> {
+        let a = self.argv.get(self.pos)?;
+        self.pos += 1;
+        Some(a)
+    }
+
+    /// The next argument, or a syntax error if there is none.
+    pub fn req(&mut self) -> CmdResult<&'a Bytes> {
+        self.next().ok_or_else(CmdError::syntax)
+    }
+
+    /// Consumes the next argument if it equals `keyword`, ignoring case.
+    pub fn eat(&mut self, keyword: &str) -> bool {
+        match self.peek() {
+            Some(a) if a.eq_ignore_ascii_case(keyword.as_bytes()) => {
+                self.pos += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Everything not consumed yet.
+    pub fn rest(&self) -> &'a [Bytes] {
+        &self.argv[self.pos.min(self.argv.len())..]
+    }
+
+    pub fn i64(&mut self) -> CmdResult<i64> {
+        parse_i64(self.req()?)
+    }
+
+    pub fn f64(&mut self) -> CmdResult<f64> {
+        parse_f64(self.req()?)
+    }
+}
+
+/// The next argument's upper-cased text, for matching options.
+pub fn upper(a: &[u8]) -> String {
+    String::from_utf8_lossy(a).to_ascii_uppercase()
+}
+
+pub fn parse_i64(a: &[u8]) -> CmdResult<i64> {
+    numfmt::parse_i64(a).ok_or_else(CmdError::not_integer)
+}
+
+pub fn parse_f64(a: &[u8]) -> CmdResult<f64> {
+    numfmt::parse_f64(a).ok_or_else(CmdError::not_float)
+}
+
+/// A count or index that must not be negative, with Redis's message.
+pub fn parse_positive(a: &[u8], what: &str) -> CmdResult<i64> {
+    let n = parse_i64(a)?;
+    if n < 0 {
+        return Err(CmdError::out_of_range_positive(what));
+    }
+    Ok(n)
+}

@@ -1,0 +1,451 @@
+//! Connection commands: PING, ECHO, QUIT, RESET, SELECT, AUTH, HELLO, the
+//! CLIENT family, READONLY / READWRITE.
+
+use bytes::Bytes;
+
+use super::table::{CommandSpec, Group, cmd, container, flag::*};
+use super::{Args, CmdError, CmdResult, Ctx, Reply};
+use crate::engine::Client;
+
+const G: Group = Group::Connection;
+
+pub const COMMANDS: &[CommandSpec] = &[
+    cmd("ping", -1, ping).flags(FAST | SENTINEL | SUBSCRIBED_OK).doc(G, "1.0.0", "Returns the server's liveliness response."),
+    cmd("echo", 2, echo).flags(FAST).doc(G, "1.0.0", "Returns the given string."),
+    cmd("quit", -1, quit)
+        .flags(ALLOW_BUSY | NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SUBSCRIBED_OK | TX_CONTROL)
+        .doc(G, "1.0.0", "Closes the connection."),
+    cmd("reset", 1, reset)
+        .flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | SUBSCRIBED_OK | TX_CONTROL)
+        .doc(G, "6.2.0", "Resets the connection."),
+    cmd("select", 2, select).flags(LOADING | STALE | FAST).doc(G, "1.0.0", "Changes the selected database."),
+    cmd("auth", -2, auth)
+        .flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | SENTINEL)
+        .doc(G, "1.0.0", "Authenticates the connection."),
+    cmd("hello", -1, hello)
+        .flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | SENTINEL)
+        .doc(G, "6.0.0", "Handshakes with the Redis server."),
+    cmd("readonly", 1, readonly).flags(LOADING | STALE | FAST).doc(G, "3.0.0", "Enables read-only queries for a connection to a Redis Cluster replica node."),
+    cmd("readwrite", 1, readonly).flags(LOADING | STALE | FAST).doc(G, "3.0.0", "Enables read-write queries for a connection to a Reids Cluster replica node."),
+    container("client", CLIENT).doc(G, "2.4.0", "A container for client connection commands."),
+];
+
+const CLIENT: &[CommandSpec] = &[
+    cmd("id", 2, client_id).flags(NOSCRIPT | LOADING | STALE).doc(G, "5.0.0", "Returns the unique client ID of the connection."),
+    cmd("setname", 3, client_setname).flags(NOSCRIPT | LOADING | STALE).doc(G, "2.6.9", "Sets the connection name."),
+    cmd("getname", 2, client_getname).flags(NOSCRIPT | LOADING | STALE).doc(G, "2.6.9", "Returns the name of the connection."),
+    cmd("setinfo", 4, client_setinfo).flags(NOSCRIPT | LOADING | STALE).doc(G, "7.2.0", "Sets information specific to the client or connection."),
+    cmd("capa", -3, client_capa).flags(NOSCRIPT | LOADING | STALE).doc(G, "8.0.0", "Declares the client's capabilities."),
+    cmd("list", -2, client_list).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(G, "2.4.0", "Lists open connections."),
+    cmd("info", 2, client_info).flags(NOSCRIPT | LOADING | STALE).doc(G, "6.2.0", "Returns information about the connection."),
+    cmd("kill", -3, client_kill).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(G, "2.4.0", "Terminates open connections."),
+    cmd("no-evict", 3, client_no_evict).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(G, "7.0.0", "Sets the client eviction mode of the connection."),
+    cmd("no-touch", 3, client_no_touch).flags(NOSCRIPT | LOADING | STALE).doc(G, "7.2.0", "Controls whether commands sent by the client affect the LRU/LFU of accessed keys."),
+    cmd("getredir", 2, client_getredir).flags(NOSCRIPT | LOADING | STALE).doc(G, "6.0.0", "Returns the client ID to which the connection's tracking notifications are redirected."),
+    cmd("help", 2, client_help).flags(LOADING | STALE).doc(G, "5.0.0", "Returns helpful text about the different subcommands."),
+];
+
+fn ping(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() > 2 {
+        return Err(CmdError::arity("ping"));
+    }
+    if ctx.client.resp == 2 && ctx.client.in_pubsub_mode() {
+        let payload = argv.get(1).cloned().unwrap_or_default();
+        return Ok(Reply::Array(vec![Reply::bulk_static("pong"), Reply::Bulk(payload)]));
+    }
+    Ok(match argv.get(1) {
+        Some(msg) => Reply::Bulk(msg.clone()),
+        None => Reply::status("PONG"),
+    })
+}
+
+fn echo(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::Bulk(argv[1].clone()))
+}
+
+fn quit(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    ctx.client.close_after_reply = true;
+    Ok(Reply::OK)
+}
+
+fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    super::transactions::discard_and_unwatch(ctx);
+    super::pubsub::unsubscribe_everything(ctx);
+    if ctx.client.monitor {
+        ctx.client.monitor = false;
+        let id = ctx.client.id;
+        ctx.state.monitors.retain(|&m| m != id);
+    }
+    ctx.client.db = 0;
+    ctx.client.resp = 2;
+    ctx.client.name = None;
+    ctx.client.no_evict = false;
+    ctx.client.no_touch = false;
+    ctx.client.authenticated = !auth_required(ctx);
+    Ok(Reply::status("RESET"))
+}
+
+fn select(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let n = super::args::parse_i64(&argv[1])?;
+    if n < 0 || n as usize >= ctx.state.dbs.len() {
+        return Err(CmdError::db_index_out_of_range());
+    }
+    ctx.client.db = n as usize;
+    Ok(Reply::OK)
+}
+
+fn requirepass(ctx: &Ctx) -> Option<String> {
+    ctx.state.params.value("requirepass").filter(|p| !p.is_empty()).map(str::to_string)
+}
+
+pub fn auth_required(ctx: &Ctx) -> bool {
+    requirepass(ctx).is_some()
+}
+
+/// Checks a user/password pair against the default user.
+fn check_password(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> CmdResult<()> {
+    let ok = match requirepass(ctx) {
+        // With no password, the default user is "nopass": any password works.
+        None => user.is_none_or(|u| u == b"default"),
+        Some(p) => user.is_none_or(|u| u == b"default") && pass == p.as_bytes(),
+    };
+    if ok {
+        ctx.client.authenticated = true;
+        Ok(())
+    } else {
+        Err(CmdError::wrongpass())
+    }
+}
+
+fn auth(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    match argv.len() {
+        2 => {
+            if !auth_required(ctx) {
+                return Err(CmdError::err(
+                    "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+                ));
+            }
+            check_password(ctx, None, &argv[1])?;
+        }
+        3 => check_password(ctx, Some(&argv[1]), &argv[2])?,
+        _ => return Err(CmdError::syntax()),
+    }
+    Ok(Reply::OK)
+}
+
+fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let mut args = Args::new(argv);
+    let mut proto = None;
+    if let Some(v) = args.next() {
+        let v = crate::numfmt::parse_i64(v).ok_or_else(|| CmdError::err("Protocol version is not an integer or out of range"))?;
+        if !(2..=3).contains(&v) {
+            return Err(CmdError::new("NOPROTO unsupported protocol version"));
+        }
+        proto = Some(v as u8);
+    }
+    let mut credentials = None;
+    let mut name = None;
+    while let Some(opt) = args.next() {
+        let remaining = args.remaining();
+        if opt.eq_ignore_ascii_case(b"auth") && remaining >= 2 {
+            let user = args.req()?.clone();
+            let pass = args.req()?.clone();
+            credentials = Some((user, pass));
+        } else if opt.eq_ignore_ascii_case(b"setname") && remaining >= 1 {
+            name = Some(args.req()?.clone());
+        } else {
+            return Err(CmdError::err(format!("Syntax error in HELLO option '{}'", String::from_utf8_lossy(opt))));
+        }
+    }
+    if let Some((user, pass)) = credentials {
+        check_password(ctx, Some(&user), &pass)?;
+    }
+    if !ctx.client.authenticated {
+        return Err(CmdError::new(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+        ));
+    }
+    if let Some(name) = name {
+        validate_name(&name)?;
+        ctx.client.name = if name.is_empty() { None } else { Some(name) };
+    }
+    if let Some(p) = proto {
+        ctx.client.resp = p;
+    }
+    Ok(Reply::Map(vec![
+        (Reply::bulk_static("server"), Reply::bulk_static("redis")),
+        (Reply::bulk_static("version"), Reply::bulk_static(crate::REDIS_VERSION)),
+        (Reply::bulk_static("proto"), Reply::Int(ctx.client.resp as i64)),
+        (Reply::bulk_static("id"), Reply::Int(ctx.client.id as i64)),
+        (Reply::bulk_static("mode"), Reply::bulk_static("standalone")),
+        (Reply::bulk_static("role"), Reply::bulk_static("master")),
+        (Reply::bulk_static("modules"), Reply::Array(vec![])),
+    ]))
+}
+
+/// Accepted so cluster-aware clients can send them to a single node.
+fn readonly(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::OK)
+}
+
+fn client_id(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::Int(ctx.client.id as i64))
+}
+
+fn validate_name(name: &[u8]) -> CmdResult<()> {
+    if name.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
+        return Err(CmdError::err("Client names cannot contain spaces, newlines or special characters."));
+    }
+    Ok(())
+}
+
+fn client_setname(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    validate_name(&argv[2])?;
+    ctx.client.name = if argv[2].is_empty() { None } else { Some(argv[2].clone()) };
+    Ok(Reply::OK)
+}
+
+fn client_getname(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::opt_bulk(ctx.client.name.clone()))
+}
+
+fn client_setinfo(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let attr = String::from_utf8_lossy(&argv[2]).to_ascii_lowercase();
+    let value = &argv[3];
+    let slot = match attr.as_str() {
+        "lib-name" => &mut ctx.client.lib_name,
+        "lib-ver" => &mut ctx.client.lib_ver,
+        _ => return Err(CmdError::err(format!("Unrecognized option '{}'", String::from_utf8_lossy(&argv[2])))),
+    };
+    if value.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
+        return Err(CmdError::err(format!("{attr} cannot contain spaces, newlines or special characters.")));
+    }
+    *slot = if value.is_empty() { None } else { Some(value.clone()) };
+    Ok(Reply::OK)
+}
+
+fn client_capa(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    for capa in &argv[2..] {
+        if capa.eq_ignore_ascii_case(b"redirect") {
+            ctx.client.capa_redirect = true;
+        }
+    }
+    Ok(Reply::OK)
+}
+
+/// Which clients CLIENT LIST TYPE selects.
+fn client_type_matches(c: &Client, kind: &str) -> bool {
+    match kind {
+        "normal" => !c.in_pubsub_mode(),
+        "pubsub" => c.in_pubsub_mode(),
+        _ => false,
+    }
+}
+
+fn all_clients<'a>(ctx: &'a Ctx) -> Vec<&'a Client> {
+    let mut all: Vec<&Client> = ctx.state.clients.values().collect();
+    all.push(ctx.client);
+    all.sort_by_key(|c| c.id);
+    all
+}
+
+fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let mut args = Args::after_subcommand(argv);
+    let mut kind: Option<String> = None;
+    let mut ids: Option<Vec<u64>> = None;
+    while let Some(opt) = args.next() {
+        if opt.eq_ignore_ascii_case(b"type") && args.remaining() >= 1 {
+            let k = String::from_utf8_lossy(args.req()?).to_ascii_lowercase();
+            if !matches!(k.as_str(), "normal" | "master" | "replica" | "slave" | "pubsub") {
+                return Err(CmdError::err(format!("Unknown client type '{k}'")));
+            }
+            kind = Some(k);
+        } else if opt.eq_ignore_ascii_case(b"id") && args.remaining() >= 1 {
+            let mut list = Vec::new();
+            for id in args.rest() {
+                let n = crate::numfmt::parse_i64(id).filter(|&n| n > 0).ok_or_else(|| CmdError::err("Invalid client ID"))?;
+                list.push(n as u64);
+            }
+            ids = Some(list);
+            break;
+        } else {
+            return Err(CmdError::syntax());
+        }
+    }
+    let now = ctx.now_ms;
+    let mut text = String::new();
+    for c in all_clients(ctx) {
+        if kind.as_deref().is_some_and(|k| !client_type_matches(c, k)) {
+            continue;
+        }
+        if ids.as_ref().is_some_and(|ids| !ids.contains(&c.id)) {
+            continue;
+        }
+        text.push_str(&c.info_line(now));
+        text.push('\n');
+    }
+    Ok(Reply::Verbatim(Bytes::from(text)))
+}
+
+fn client_info(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let mut line = ctx.client.info_line(ctx.now_ms);
+    line.push('\n');
+    Ok(Reply::Verbatim(Bytes::from(line)))
+}
+
+/// Filters of the CLIENT KILL filter form.
+#[derive(Default)]
+struct KillFilter {
+    id: Option<u64>,
+    addr: Option<Vec<u8>>,
+    laddr: Option<Vec<u8>>,
+    kind: Option<String>,
+    user: Option<Vec<u8>>,
+    skip_me: bool,
+    max_age: Option<u64>,
+}
+
+fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() == 3 {
+        // The old form: CLIENT KILL addr:port.
+        let target = &argv[2];
+        let victim = all_clients(ctx).into_iter().find(|c| c.peer.to_string().as_bytes() == &target[..]).map(|c| c.id);
+        return match victim {
+            Some(id) => {
+                kill(ctx, id);
+                Ok(Reply::OK)
+            }
+            None => Err(CmdError::err("No such client")),
+        };
+    }
+    let mut f = KillFilter { skip_me: true, ..KillFilter::default() };
+    let mut args = Args::after_subcommand(argv);
+    while let Some(opt) = args.next() {
+        let Some(val) = args.next() else { return Err(CmdError::syntax()) };
+        match String::from_utf8_lossy(opt).to_ascii_lowercase().as_str() {
+            "id" => {
+                let n = crate::numfmt::parse_i64(val).filter(|&n| n > 0).ok_or_else(|| CmdError::err("client-id should be greater than 0"))?;
+                f.id = Some(n as u64);
+            }
+            "addr" => f.addr = Some(val.to_vec()),
+            "laddr" => f.laddr = Some(val.to_vec()),
+            "type" => {
+                let k = String::from_utf8_lossy(val).to_ascii_lowercase();
+                if !matches!(k.as_str(), "normal" | "master" | "replica" | "slave" | "pubsub") {
+                    return Err(CmdError::err(format!("Unknown client type '{}'", String::from_utf8_lossy(val))));
+                }
+                f.kind = Some(k);
+            }
+            "user" => f.user = Some(val.to_vec()),
+            "skipme" => {
+                f.skip_me = if val.eq_ignore_ascii_case(b"yes") {
+                    true
+                } else if val.eq_ignore_ascii_case(b"no") {
+                    false
+                } else {
+                    return Err(CmdError::syntax());
+                }
+            }
+            "maxage" => {
+                let n = crate::numfmt::parse_i64(val).ok_or_else(CmdError::syntax)?;
+                f.max_age = Some(n.max(0) as u64);
+            }
+            _ => return Err(CmdError::syntax()),
+        }
+    }
+    let now = ctx.now_ms;
+    let me = ctx.client.id;
+    let victims: Vec<u64> = all_clients(ctx)
+        .into_iter()
+        .filter(|c| {
+            f.id.is_none_or(|id| c.id == id)
+                && f.addr.as_ref().is_none_or(|a| c.peer.to_string().as_bytes() == a.as_slice())
+                && f.laddr.as_ref().is_none_or(|a| c.local.to_string().as_bytes() == a.as_slice())
+                && f.kind.as_deref().is_none_or(|k| client_type_matches(c, k))
+                && f.user.as_ref().is_none_or(|u| u.as_slice() == b"default")
+                && f.max_age.is_none_or(|age| now.saturating_sub(c.created_ms) / 1000 >= age)
+                && !(f.skip_me && c.id == me)
+        })
+        .map(|c| c.id)
+        .collect();
+    for &id in &victims {
+        kill(ctx, id);
+    }
+    Ok(Reply::Int(victims.len() as i64))
+}
+
+fn kill(ctx: &mut Ctx, id: u64) {
+    if id == ctx.client.id {
+        ctx.client.close_after_reply = true;
+    } else {
+        ctx.state.kill_queue.push(id);
+    }
+}
+
+fn on_off(v: &[u8]) -> CmdResult<bool> {
+    if v.eq_ignore_ascii_case(b"on") {
+        Ok(true)
+    } else if v.eq_ignore_ascii_case(b"off") {
+        Ok(false)
+    } else {
+        Err(CmdError::syntax())
+    }
+}
+
+fn client_no_evict(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    ctx.client.no_evict = on_off(&argv[2])?;
+    Ok(Reply::OK)
+}
+
+fn client_no_touch(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    ctx.client.no_touch = on_off(&argv[2])?;
+    Ok(Reply::OK)
+}
+
+fn client_getredir(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::Int(-1))
+}
+
+fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(super::server::help_reply(
+        "CLIENT",
+        &[
+            "GETNAME",
+            "    Return the name of the current connection.",
+            "ID",
+            "    Return the ID of the current connection.",
+            "INFO",
+            "    Return information about the current client connection.",
+            "KILL <ip:port>",
+            "    Kill connection made from <ip:port>.",
+            "KILL <option> <value> [<option> <value> [...]]",
+            "    Kill connections. Options are:",
+            "    * ADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made from the specified address",
+            "    * LADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made to specified local address",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Kill connections by type.",
+            "    * USER <username>",
+            "      Kill connections authenticated by <username>.",
+            "    * SKIPME (YES|NO)",
+            "      Skip killing current connection (default: yes).",
+            "    * ID <client-id>",
+            "      Kill connections by client id.",
+            "    * MAXAGE <maxage>",
+            "      Kill connections older than the specified age.",
+            "LIST [options ...]",
+            "    Return information about client connections. Options:",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Return clients of specified type.",
+            "NO-EVICT (ON|OFF)",
+            "    Protect current client connection from eviction.",
+            "SETNAME <name>",
+            "    Assign the name <name> to the current connection.",
+            "SETINFO <option> <value>",
+            "    Set client meta attr. Options are:",
+            "    * LIB-NAME: the client lib name.",
+            "    * LIB-VER: the client lib version.",
+        ],
+    ))
+}

@@ -1,0 +1,222 @@
+//! INFO: the server's state in Redis's `# Section` / `field:value` format.
+//!
+//! Fields clients and monitoring tools parse are reported with Redis's
+//! names; `redis_version` says 7.0.15 (the Redis keylock answers as) and
+//! `keylock_version` says what is really running.
+
+use std::fmt::Write;
+
+use super::Ctx;
+use super::table::Registry;
+
+const DEFAULT: &[&str] = &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules", "errorstats", "cluster", "keyspace"];
+const ALL_EXTRA: &[&str] = &["commandstats", "latencystats"];
+
+/// Renders the sections asked for (`default` when none).
+pub fn render(ctx: &mut Ctx, requested: &[String]) -> String {
+    let mut sections: Vec<&str> = Vec::new();
+    let add = |s: &'static str, sections: &mut Vec<&'static str>| {
+        if !sections.contains(&s) {
+            sections.push(s);
+        }
+    };
+    if requested.is_empty() {
+        for s in DEFAULT {
+            add(s, &mut sections);
+        }
+    }
+    let mut sections_owned: Vec<&'static str> = sections.clone();
+    for r in requested {
+        match r.as_str() {
+            "default" => DEFAULT.iter().for_each(|s| add(s, &mut sections_owned)),
+            "all" | "everything" => {
+                DEFAULT.iter().for_each(|s| add(s, &mut sections_owned));
+                ALL_EXTRA.iter().for_each(|s| add(s, &mut sections_owned));
+            }
+            other => {
+                if let Some(s) = DEFAULT.iter().chain(ALL_EXTRA).find(|s| **s == other) {
+                    add(s, &mut sections_owned);
+                }
+            }
+        }
+    }
+    let mut out = String::new();
+    for s in sections_owned {
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        section(ctx, s, &mut out);
+    }
+    out
+}
+
+fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
+    let st = &*ctx.state;
+    let now_us = st.clock.now_us();
+    let uptime = st.started.elapsed().as_secs();
+    macro_rules! line {
+        ($($arg:tt)*) => {{ let _ = write!(out, $($arg)*); out.push_str("\r\n"); }};
+    }
+    match name {
+        "server" => {
+            line!("# Server");
+            line!("redis_version:{}", crate::REDIS_VERSION);
+            line!("keylock_version:{}", crate::VERSION);
+            line!("redis_git_sha1:00000000");
+            line!("redis_git_dirty:0");
+            line!("redis_build_id:0");
+            line!("redis_mode:standalone");
+            line!("os:{} {}", std::env::consts::OS, std::env::consts::ARCH);
+            line!("arch_bits:64");
+            line!("multiplexing_api:epoll");
+            line!("process_id:{}", std::process::id());
+            line!("process_supervised:no");
+            line!("run_id:{}", st.run_id);
+            line!("tcp_port:{}", st.port);
+            line!("server_time_usec:{}", now_us);
+            line!("uptime_in_seconds:{}", uptime);
+            line!("uptime_in_days:{}", uptime / 86400);
+            line!("hz:{}", st.config.hz);
+            line!("configured_hz:{}", st.config.hz);
+            line!("lru_clock:{}", (now_us / 1_000_000) & ((1 << 24) - 1));
+            line!("executable:{}", std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default());
+            line!("config_file:");
+            line!("io_threads_active:0");
+        }
+        "clients" => {
+            let pubsub_clients = st.clients.values().filter(|c| c.in_pubsub_mode()).count() + ctx.client.in_pubsub_mode() as usize;
+            line!("# Clients");
+            line!("connected_clients:{}", st.total_clients());
+            line!("cluster_connections:0");
+            line!("maxclients:{}", st.config.maxclients);
+            line!("client_recent_max_input_buffer:0");
+            line!("client_recent_max_output_buffer:0");
+            line!("blocked_clients:0");
+            line!("tracking_clients:0");
+            line!("pubsub_clients:{}", pubsub_clients);
+            line!("clients_in_timeout_table:0");
+        }
+        "memory" => {
+            let used = crate::memory::used_bytes();
+            let rss = crate::memory::rss_bytes();
+            let maxmemory = st.params.int("maxmemory").unwrap_or(0);
+            line!("# Memory");
+            line!("used_memory:{}", used);
+            line!("used_memory_human:{}", human_bytes(used));
+            line!("used_memory_rss:{}", rss);
+            line!("used_memory_rss_human:{}", human_bytes(rss));
+            line!("used_memory_peak:{}", crate::memory::peak_bytes());
+            line!("used_memory_peak_human:{}", human_bytes(crate::memory::peak_bytes()));
+            line!("used_memory_lua:0");
+            line!("used_memory_scripts:0");
+            line!("number_of_cached_scripts:0");
+            line!("maxmemory:{}", maxmemory);
+            line!("maxmemory_human:{}", human_bytes(maxmemory.max(0) as u64));
+            line!("maxmemory_policy:{}", st.params.value("maxmemory-policy").unwrap_or("noeviction"));
+            line!("mem_fragmentation_ratio:{:.2}", if used > 0 { rss as f64 / used as f64 } else { 0.0 });
+            line!("mem_allocator:libc");
+        }
+        "persistence" => {
+            line!("# Persistence");
+            line!("loading:0");
+            line!("async_loading:0");
+            line!("rdb_changes_since_last_save:0");
+            line!("rdb_bgsave_in_progress:0");
+            line!("rdb_last_bgsave_status:ok");
+            line!("aof_enabled:0");
+            line!("aof_rewrite_in_progress:0");
+            line!("aof_last_write_status:ok");
+        }
+        "stats" => {
+            let s = &st.stats;
+            let expired: u64 = st.dbs.iter().map(|d| d.expired_keys).sum();
+            line!("# Stats");
+            line!("total_connections_received:{}", s.total_connections_received);
+            line!("total_commands_processed:{}", s.total_commands_processed);
+            line!("instantaneous_ops_per_sec:0");
+            line!("rejected_connections:{}", s.rejected_connections);
+            line!("expired_keys:{}", expired);
+            line!("evicted_keys:0");
+            line!("keyspace_hits:{}", s.keyspace_hits);
+            line!("keyspace_misses:{}", s.keyspace_misses);
+            line!("pubsub_channels:{}", st.pubsub.channel_count());
+            line!("pubsub_patterns:{}", st.pubsub.pattern_count());
+            line!("total_error_replies:{}", s.total_error_replies);
+        }
+        "replication" => {
+            line!("# Replication");
+            line!("role:master");
+            line!("connected_slaves:0");
+            line!("master_failover_state:no-failover");
+            line!("master_replid:{}", st.run_id);
+            line!("master_replid2:0000000000000000000000000000000000000000");
+            line!("master_repl_offset:0");
+            line!("second_repl_offset:-1");
+            line!("repl_backlog_active:0");
+        }
+        "cpu" => {
+            let (user, sys) = crate::memory::cpu_times();
+            line!("# CPU");
+            line!("used_cpu_sys:{:.6}", sys);
+            line!("used_cpu_user:{:.6}", user);
+        }
+        "modules" => {
+            line!("# Modules");
+        }
+        "errorstats" => {
+            line!("# Errorstats");
+            for (prefix, count) in &st.stats.errors {
+                line!("errorstat_{}:count={}", prefix, count);
+            }
+        }
+        "cluster" => {
+            line!("# Cluster");
+            line!("cluster_enabled:0");
+        }
+        "keyspace" => {
+            line!("# Keyspace");
+            for (i, db) in st.dbs.iter().enumerate() {
+                if db.len() > 0 {
+                    line!("db{}:keys={},expires={},avg_ttl=0", i, db.len(), db.expires_len());
+                }
+            }
+        }
+        "commandstats" => {
+            line!("# Commandstats");
+            for (i, (_, name)) in Registry::get().all.iter().enumerate() {
+                let c = &st.stats.cmd[i];
+                if c.calls == 0 && c.rejected_calls == 0 && c.failed_calls == 0 {
+                    continue;
+                }
+                let per = if c.calls > 0 { c.usec as f64 / c.calls as f64 } else { 0.0 };
+                line!(
+                    "cmdstat_{}:calls={},usec={},usec_per_call={:.2},rejected_calls={},failed_calls={}",
+                    name,
+                    c.calls,
+                    c.usec,
+                    per,
+                    c.rejected_calls,
+                    c.failed_calls
+                );
+            }
+        }
+        "latencystats" => {
+            line!("# Latencystats");
+        }
+        _ => {}
+    }
+}
+
+/// Redis's `bytesToHuman`.
+pub fn human_bytes(n: u64) -> String {
+    let n = n as f64;
+    if n < 1024.0 {
+        format!("{}B", n as u64)
+    } else if n < 1024.0 * 1024.0 {
+        format!("{:.2}K", n / 1024.0)
+    } else if n < 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2}M", n / (1024.0 * 1024.0))
+    } else {
+        format!("{:.2}G", n / (1024.0 * 1024.0 * 1024.0))
+    }
+}

@@ -1,0 +1,436 @@
+//! Generic key commands: existence, deletion, renaming, expiry, iteration.
+
+use bytes::Bytes;
+
+use super::args::{parse_i64, upper};
+use super::table::{CommandSpec, Group, cmd, container, flag::*};
+use super::{Args, CmdError, CmdResult, Ctx, Reply};
+use crate::glob;
+
+const G: Group = Group::Generic;
+
+pub const COMMANDS: &[CommandSpec] = &[
+    cmd("del", -2, del).flags(WRITE).keys(1, -1, 1).doc(G, "1.0.0", "Deletes one or more keys."),
+    cmd("unlink", -2, del).flags(WRITE | FAST).keys(1, -1, 1).doc(G, "4.0.0", "Asynchronously deletes one or more keys."),
+    cmd("exists", -2, exists).flags(READONLY | FAST).keys(1, -1, 1).doc(G, "1.0.0", "Determines whether one or more keys exist."),
+    cmd("type", 2, type_).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Determines the type of value stored at a key."),
+    cmd("keys", 2, keys).flags(READONLY).doc(G, "1.0.0", "Returns all key names that match a pattern."),
+    cmd("scan", -2, scan).flags(READONLY).doc(G, "2.8.0", "Iterates over the key names in the database."),
+    cmd("rename", 3, rename).flags(WRITE).keys(1, 2, 1).doc(G, "1.0.0", "Renames a key and overwrites the destination."),
+    cmd("renamenx", 3, renamenx).flags(WRITE | FAST).keys(1, 2, 1).doc(G, "1.0.0", "Renames a key only when the target key name doesn't exist."),
+    cmd("expire", -3, expire).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Sets the expiration time of a key in seconds."),
+    cmd("pexpire", -3, pexpire).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "2.6.0", "Sets the expiration time of a key in milliseconds."),
+    cmd("expireat", -3, expireat).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "1.2.0", "Sets the expiration time of a key to a Unix timestamp."),
+    cmd("pexpireat", -3, pexpireat).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp."),
+    cmd("ttl", 2, ttl).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Returns the expiration time in seconds of a key."),
+    cmd("pttl", 2, pttl).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "2.6.0", "Returns the expiration time in milliseconds of a key."),
+    cmd("expiretime", 2, expiretime).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "7.0.0", "Returns the expiration time of a key as a Unix timestamp."),
+    cmd("pexpiretime", 2, pexpiretime).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp."),
+    cmd("persist", 2, persist).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "2.2.0", "Removes the expiration time of a key."),
+    cmd("touch", -2, exists).flags(READONLY | FAST).keys(1, -1, 1).doc(G, "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed."),
+    cmd("randomkey", 1, randomkey).flags(READONLY).doc(G, "1.0.0", "Returns a random key name from the database."),
+    cmd("move", 3, move_).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Moves a key to another database."),
+    cmd("copy", -3, copy).flags(WRITE | DENYOOM).keys(1, 2, 1).doc(G, "6.2.0", "Copies the value of a key to a new key."),
+    cmd("wait", 3, wait).flags(NOSCRIPT).doc(G, "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
+    cmd("waitaof", 4, waitaof).flags(NOSCRIPT).doc(G, "7.2.0", "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas."),
+    container("object", OBJECT).doc(G, "2.2.3", "A container for object introspection commands."),
+];
+
+const OBJECT: &[CommandSpec] = &[
+    cmd("encoding", 3, object_encoding).flags(READONLY).keys(2, 2, 1).doc(G, "2.2.3", "Returns the internal encoding of a Redis object."),
+    cmd("freq", 3, object_freq).flags(READONLY).keys(2, 2, 1).doc(G, "4.0.0", "Returns the logarithmic access frequency counter of a Redis object."),
+    cmd("idletime", 3, object_idletime).flags(READONLY).keys(2, 2, 1).doc(G, "2.2.3", "Returns the time since the last access to a Redis object."),
+    cmd("refcount", 3, object_refcount).flags(READONLY).keys(2, 2, 1).doc(G, "2.2.3", "Returns the reference count of a value of a key."),
+    cmd("help", 2, object_help).flags(LOADING | STALE).doc(G, "6.2.0", "Returns helpful text about the different subcommands."),
+];
+
+fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    let mut n = 0;
+    for key in &argv[1..] {
+        db.expire_if_needed(key, now);
+        if db.remove(key).is_some() {
+            n += 1;
+        }
+    }
+    Ok(Reply::Int(n))
+}
+
+fn exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    Ok(Reply::Int(argv[1..].iter().filter(|k| db.contains(k, now)).count() as i64))
+}
+
+fn type_(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now_ms;
+    let name = ctx.db().get(&argv[1], now).map_or("none", |v| v.type_name());
+    Ok(Reply::status(name))
+}
+
+fn keys(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now_ms;
+    let pattern = &argv[1];
+    let all = pattern.as_ref() == b"*";
+    let found: Vec<Bytes> = ctx
+        .db()
+        .keys(now)
+        .filter(|k| all || glob::matches(pattern, k, false))
+        .cloned()
+        .collect();
+    Ok(Reply::bulks(found))
+}
+
+/// The options shared by SCAN, HSCAN, SSCAN and ZSCAN.
+pub struct ScanOptions {
+    pub cursor: u64,
+    pub pattern: Option<Bytes>,
+    pub count: usize,
+    pub type_filter: Option<Bytes>,
+}
+
+/// Parses `cursor [MATCH p] [COUNT n] [TYPE t]` starting at `argv[cursor_at]`.
+pub fn parse_scan(argv: &[Bytes], cursor_at: usize, allow_type: bool) -> CmdResult<ScanOptions> {
+    let cursor = crate::numfmt::parse_u64(&argv[cursor_at]).ok_or_else(|| CmdError::err("invalid cursor"))?;
+    let mut o = ScanOptions { cursor, pattern: None, count: 10, type_filter: None };
+    let mut i = cursor_at + 1;
+    while i < argv.len() {
+        let has_value = i + 1 < argv.len();
+        match upper(&argv[i]).as_str() {
+            "COUNT" if has_value => {
+                let n = parse_i64(&argv[i + 1])?;
+                if n < 1 {
+                    return Err(CmdError::syntax());
+                }
+                o.count = n as usize;
+            }
+            "MATCH" if has_value => {
+                o.pattern = if argv[i + 1].as_ref() == b"*" { None } else { Some(argv[i + 1].clone()) };
+            }
+            "TYPE" if has_value && allow_type => o.type_filter = Some(argv[i + 1].clone()),
+            _ => return Err(CmdError::syntax()),
+        }
+        i += 2;
+    }
+    Ok(o)
+}
+
+pub fn scan_reply(cursor: u64, items: Vec<Bytes>) -> Reply {
+    Reply::Array(vec![Reply::Bulk(Bytes::from(cursor.to_string())), Reply::bulks(items)])
+}
+
+fn scan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let o = parse_scan(argv, 1, true)?;
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    let (next, found) = db.scan(o.cursor, o.count);
+    let keys: Vec<Bytes> = found
+        .into_iter()
+        .filter(|(k, v)| {
+            o.pattern.as_ref().is_none_or(|p| glob::matches(p, k, false))
+                && o.type_filter.as_ref().is_none_or(|t| t.eq_ignore_ascii_case(v.type_name().as_bytes()))
+        })
+        .map(|(k, _)| k.clone())
+        .collect();
+    // Expired keys are filtered out (and reclaimed) as Redis does.
+    let keys = keys.into_iter().filter(|k| !db.expire_if_needed(k, now)).collect();
+    Ok(scan_reply(next, keys))
+}
+
+fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
+    let (src, dst) = (&argv[1], &argv[2]);
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    if !db.contains(src, now) {
+        return Err(CmdError::no_such_key());
+    }
+    if src == dst {
+        return Ok(if nx { Reply::Int(0) } else { Reply::OK });
+    }
+    if nx && db.contains(dst, now) {
+        return Ok(Reply::Int(0));
+    }
+    let (_, value, at) = db.take_with_ttl(src).ok_or_else(CmdError::no_such_key)?;
+    db.remove(dst);
+    db.restore_with_ttl(dst.clone(), value, at);
+    Ok(if nx { Reply::Int(1) } else { Reply::OK })
+}
+
+fn rename(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    rename_generic(ctx, argv, false)
+}
+
+fn renamenx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    rename_generic(ctx, argv, true)
+}
+
+/// Redis's `expireGenericCommand`: `when` relative to `base_ms`, in
+/// seconds or milliseconds, with NX / XX / GT / LT.
+pub fn expire_generic(ctx: &mut Ctx, argv: &[Bytes], base_ms: i64, seconds: bool) -> CmdResult<i64> {
+    let name = String::from_utf8_lossy(&argv[0]).to_ascii_lowercase();
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for opt in &argv[3..] {
+        match upper(opt).as_str() {
+            "NX" => nx = true,
+            "XX" => xx = true,
+            "GT" => gt = true,
+            "LT" => lt = true,
+            _ => return Err(CmdError::err(format!("Unsupported option {}", String::from_utf8_lossy(opt)))),
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return Err(CmdError::err("NX and XX, GT or LT options at the same time are not compatible"));
+    }
+    if gt && lt {
+        return Err(CmdError::err("GT and LT options at the same time are not compatible"));
+    }
+    let mut when = parse_i64(&argv[2])?;
+    if seconds {
+        if when > i64::MAX / 1000 || when < i64::MIN / 1000 {
+            return Err(CmdError::invalid_expire(&name));
+        }
+        when *= 1000;
+    }
+    if when > i64::MAX - base_ms {
+        return Err(CmdError::invalid_expire(&name));
+    }
+    when += base_ms;
+    let key = &argv[1];
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    if !db.contains(key, now) {
+        return Ok(0);
+    }
+    let current = db.expire_at(key).map(|t| t as i64);
+    if (nx && current.is_some()) || (xx && current.is_none()) {
+        return Ok(0);
+    }
+    if gt && current.is_none_or(|c| when <= c) {
+        return Ok(0);
+    }
+    if lt && current.is_some_and(|c| when >= c) {
+        return Ok(0);
+    }
+    if when <= now as i64 {
+        db.remove(key);
+    } else {
+        db.set_expire(key, when as u64);
+    }
+    Ok(1)
+}
+
+fn expire(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now_ms as i64;
+    expire_generic(ctx, argv, now, true).map(Reply::Int)
+}
+
+fn pexpire(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now_ms as i64;
+    expire_generic(ctx, argv, now, false).map(Reply::Int)
+}
+
+fn expireat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    expire_generic(ctx, argv, 0, true).map(Reply::Int)
+}
+
+fn pexpireat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    expire_generic(ctx, argv, 0, false).map(Reply::Int)
+}
+
+/// -2 for a missing key, -1 for no TTL, else the deadline.
+fn deadline(ctx: &mut Ctx, key: &[u8]) -> Result<u64, i64> {
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    if !db.contains(key, now) {
+        return Err(-2);
+    }
+    db.expire_at(key).ok_or(-1)
+}
+
+pub fn pttl_of(ctx: &mut Ctx, key: &[u8]) -> i64 {
+    let now = ctx.now_ms;
+    match deadline(ctx, key) {
+        Ok(at) => at.saturating_sub(now) as i64,
+        Err(code) => code,
+    }
+}
+
+fn ttl(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let ms = pttl_of(ctx, &argv[1]);
+    Ok(Reply::Int(if ms < 0 { ms } else { (ms + 500) / 1000 }))
+}
+
+fn pttl(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::Int(pttl_of(ctx, &argv[1])))
+}
+
+fn expiretime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::Int(match deadline(ctx, &argv[1]) {
+        Ok(at) => (at / 1000) as i64,
+        Err(code) => code,
+    }))
+}
+
+fn pexpiretime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::Int(match deadline(ctx, &argv[1]) {
+        Ok(at) => at as i64,
+        Err(code) => code,
+    }))
+}
+
+fn persist(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    if !db.contains(&argv[1], now) {
+        return Ok(Reply::Int(0));
+    }
+    Ok(Reply::from(db.persist(&argv[1])))
+}
+
+fn randomkey(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now_ms;
+    Ok(Reply::opt_bulk(ctx.db().random_key(now)))
+}
+
+fn parse_db_index(ctx: &Ctx, raw: &[u8]) -> CmdResult<usize> {
+    let n = parse_i64(raw)?;
+    if n < 0 || n as usize >= ctx.state.dbs.len() {
+        return Err(CmdError::db_index_out_of_range());
+    }
+    Ok(n as usize)
+}
+
+fn move_(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let target = parse_db_index(ctx, &argv[2])?;
+    let src = ctx.client.db;
+    if target == src {
+        return Err(CmdError::err("source and destination objects are the same"));
+    }
+    let now = ctx.now_ms;
+    let key = &argv[1];
+    if !ctx.state.dbs[src].contains(key, now) || ctx.state.dbs[target].contains(key, now) {
+        return Ok(Reply::Int(0));
+    }
+    let (k, v, at) = ctx.state.dbs[src].take_with_ttl(key).ok_or_else(CmdError::no_such_key)?;
+    ctx.state.dbs[target].restore_with_ttl(k, v, at);
+    Ok(Reply::Int(1))
+}
+
+fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let mut args = Args::new(argv);
+    args.next();
+    args.next();
+    let mut target = ctx.client.db;
+    let mut replace = false;
+    while let Some(opt) = args.next() {
+        match upper(opt).as_str() {
+            "REPLACE" => replace = true,
+            "DB" if args.remaining() > 0 => target = parse_db_index(ctx, args.req()?)?,
+            _ => return Err(CmdError::syntax()),
+        }
+    }
+    let (src_key, dst_key) = (&argv[1], &argv[2]);
+    let src = ctx.client.db;
+    if src == target && src_key == dst_key {
+        return Err(CmdError::err("source and destination objects are the same"));
+    }
+    let now = ctx.now_ms;
+    let Some(value) = ctx.state.dbs[src].get(src_key, now).cloned() else { return Ok(Reply::Int(0)) };
+    let at = ctx.state.dbs[src].expire_at(src_key);
+    let dst = &mut ctx.state.dbs[target];
+    if dst.contains(dst_key, now) {
+        if !replace {
+            return Ok(Reply::Int(0));
+        }
+        dst.remove(dst_key);
+    }
+    dst.restore_with_ttl(dst_key.clone(), value, at);
+    Ok(Reply::Int(1))
+}
+
+/// Parses a WAIT-style timeout.
+fn parse_timeout(raw: &[u8]) -> CmdResult<i64> {
+    let t = crate::numfmt::parse_i64(raw).ok_or_else(|| CmdError::err("timeout is not an integer or out of range"))?;
+    if t < 0 {
+        return Err(CmdError::err("timeout is negative"));
+    }
+    Ok(t)
+}
+
+/// keylock has no replicas: WAIT is satisfied at once by zero of them.
+fn wait(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    parse_i64(&argv[1])?;
+    parse_timeout(&argv[2])?;
+    Ok(Reply::Int(0))
+}
+
+/// As Redis 7.2 answers with appendonly off: nothing is fsynced locally.
+fn waitaof(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let numlocal = parse_i64(&argv[1])?;
+    parse_i64(&argv[2])?;
+    parse_timeout(&argv[3])?;
+    if numlocal > 0 && ctx.state.params.value("appendonly") != Some("yes") {
+        return Err(CmdError::err("WAITAOF cannot be used when numlocal is set but appendonly is disabled."));
+    }
+    Ok(Reply::Array(vec![Reply::Int(0), Reply::Int(0)]))
+}
+
+fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    use crate::db::Value;
+    let now = ctx.now_ms;
+    let Some(v) = ctx.db().get(&argv[2], now) else { return Ok(Reply::Nil) };
+    let enc = match v {
+        Value::Str(s) if crate::numfmt::parse_i64(s).is_some() && s.len() <= 20 => "int",
+        Value::Str(s) if s.len() <= 44 => "embstr",
+        Value::Str(_) => "raw",
+        Value::Hash(h) if h.len() <= 128 && h.iter().all(|(k, v)| k.len() <= 64 && v.len() <= 64) => "listpack",
+        Value::Hash(_) => "hashtable",
+        Value::List(_) => "quicklist",
+        Value::Set(s) if s.len() <= 512 && s.iter().all(|m| crate::numfmt::parse_i64(m).is_some()) => "intset",
+        Value::Set(_) => "hashtable",
+        Value::ZSet(z) if z.len() <= 128 => "listpack",
+        Value::ZSet(_) => "skiplist",
+    };
+    Ok(Reply::bulk_static(enc))
+}
+
+fn object_freq(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now_ms;
+    if ctx.db().get(&argv[2], now).is_none() {
+        return Ok(Reply::Nil);
+    }
+    Err(CmdError::err(
+        "An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+    ))
+}
+
+fn object_idletime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now_ms;
+    Ok(if ctx.db().get(&argv[2], now).is_some() { Reply::Int(0) } else { Reply::Nil })
+}
+
+fn object_refcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now_ms;
+    Ok(if ctx.db().get(&argv[2], now).is_some() { Reply::Int(1) } else { Reply::Nil })
+}
+
+fn object_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(super::server::help_reply(
+        "OBJECT",
+        &[
+            "ENCODING <key>",
+            "    Return the kind of internal representation used in order to store the value",
+            "    associated with a <key>.",
+            "FREQ <key>",
+            "    Return the access frequency index of the <key>. The returned integer is",
+            "    proportional to the logarithm of the recent access frequency of the key.",
+            "IDLETIME <key>",
+            "    Return the idle time of the <key>, that is the approximated number of",
+            "    seconds elapsed since the last access to the key.",
+            "REFCOUNT <key>",
+            "    Return the number of references of the value associated with the specified",
+            "    <key>.",
+        ],
+    ))
+}

@@ -1,0 +1,67 @@
+//! Command handlers, one module per family, and the context they run in.
+//!
+//! A handler is a plain function `fn(&mut Ctx, &[Bytes]) -> CmdResult`:
+//! arguments in (argv[0] is the command name), a [`Reply`] or a
+//! [`CmdError`] out. It reaches the keyspace, the client's own state and
+//! the rest of the engine through [`Ctx`], and knows nothing of sockets.
+
+pub mod args;
+pub mod connection;
+pub mod hashes;
+pub mod info;
+pub mod keys;
+pub mod lists;
+pub mod pubsub;
+pub mod server;
+pub mod sets;
+pub mod strings;
+pub mod table;
+pub mod transactions;
+pub mod zsets;
+
+use crate::db::Db;
+use crate::engine::{Client, State};
+
+pub use crate::error::{CmdError, CmdResult};
+pub use crate::reply::Reply;
+pub use args::Args;
+
+/// What a handler may touch: the engine's state and the calling client.
+pub struct Ctx<'a> {
+    pub state: &'a mut State,
+    pub client: &'a mut Client,
+    /// The time this command runs at, read once.
+    pub now_ms: u64,
+}
+
+impl Ctx<'_> {
+    /// The client's selected database.
+    pub fn db(&mut self) -> &mut Db {
+        &mut self.state.dbs[self.client.db]
+    }
+
+    /// Counts a read's outcome for INFO's keyspace_hits / keyspace_misses.
+    pub fn count_lookup(&mut self, hit: bool) {
+        if hit {
+            self.state.stats.keyspace_hits += 1;
+        } else {
+            self.state.stats.keyspace_misses += 1;
+        }
+    }
+}
+
+/// Every family's table rows, in COMMAND listing order.
+pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
+    &[
+        connection::COMMANDS,
+        server::COMMANDS,
+        keys::COMMANDS,
+        strings::COMMANDS,
+        hashes::COMMANDS,
+        lists::COMMANDS,
+        sets::COMMANDS,
+        zsets::COMMANDS,
+        pubsub::COMMANDS,
+        transactions::COMMANDS,
+    ]
+}

@@ -1,0 +1,195 @@
+//! Pub/sub commands: (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PUBLISH, SPUBLISH
+//! and PUBSUB introspection.
+//!
+//! Subscription confirmations are one reply per channel (a `Reply::Many`);
+//! they are arrays in RESP2 and pushes in RESP3, as in Redis.
+
+use bytes::Bytes;
+
+use super::table::{CommandSpec, Group, cmd, container, flag::*};
+use super::{CmdError, CmdResult, Ctx, Reply};
+use crate::pubsub::Kind;
+
+const G: Group = Group::PubSub;
+const SUB: u32 = PUBSUB | NOSCRIPT | LOADING | STALE | SUBSCRIBED_OK;
+
+pub const COMMANDS: &[CommandSpec] = &[
+    cmd("subscribe", -2, subscribe).flags(SUB).doc(G, "2.0.0", "Listens for messages published to channels."),
+    cmd("unsubscribe", -1, unsubscribe).flags(SUB).doc(G, "2.0.0", "Stops listening to messages posted to channels."),
+    cmd("psubscribe", -2, psubscribe).flags(SUB).doc(G, "2.0.0", "Listens for messages published to channels that match one or more patterns."),
+    cmd("punsubscribe", -1, punsubscribe).flags(SUB).doc(G, "2.0.0", "Stops listening to messages published to channels that match one or more patterns."),
+    cmd("ssubscribe", -2, ssubscribe).flags(SUB).keys(1, -1, 1).doc(G, "7.0.0", "Listens for messages published to shard channels."),
+    cmd("sunsubscribe", -1, sunsubscribe).flags(SUB).keys(1, -1, 1).doc(G, "7.0.0", "Stops listening to messages posted to shard channels."),
+    cmd("publish", 3, publish).flags(PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE).doc(G, "2.0.0", "Posts a message to a channel."),
+    cmd("spublish", 3, spublish).flags(PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE).keys(1, 1, 1).doc(G, "7.0.0", "Post a message to a shard channel"),
+    container("pubsub", PUBSUB_SUBCOMMANDS).doc(G, "2.8.0", "A container for Pub/Sub commands."),
+];
+
+const PUBSUB_SUBCOMMANDS: &[CommandSpec] = &[
+    cmd("channels", -2, pubsub_channels).flags(PUBSUB | LOADING | STALE).doc(G, "2.8.0", "Returns the active channels."),
+    cmd("numsub", -2, pubsub_numsub).flags(PUBSUB | LOADING | STALE).doc(G, "2.8.0", "Returns a count of subscribers to channels."),
+    cmd("numpat", 2, pubsub_numpat).flags(PUBSUB | LOADING | STALE).doc(G, "2.8.0", "Returns a count of unique pattern subscriptions."),
+    cmd("shardchannels", -2, pubsub_shardchannels).flags(PUBSUB | LOADING | STALE).doc(G, "7.0.0", "Returns the active shard channels."),
+    cmd("shardnumsub", -2, pubsub_shardnumsub).flags(PUBSUB | LOADING | STALE).doc(G, "7.0.0", "Returns the count of subscribers of shard channels."),
+    cmd("help", 2, pubsub_help).flags(LOADING | STALE).doc(G, "6.2.0", "Returns helpful text about the different subcommands."),
+];
+
+fn confirmation(kind: &'static str, channel: Option<Bytes>, count: usize) -> Reply {
+    Reply::Push(vec![Reply::bulk_static(kind), Reply::opt_bulk(channel), Reply::Int(count as i64)])
+}
+
+fn subscribe(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let mut out = Vec::new();
+    for ch in &argv[1..] {
+        if ctx.client.channels.insert(ch.clone()) {
+            ctx.state.pubsub.subscribe(Kind::Channel, ch.clone(), ctx.client.id);
+        }
+        out.push(confirmation("subscribe", Some(ch.clone()), ctx.client.subscription_count()));
+    }
+    Ok(Reply::Many(out))
+}
+
+fn ssubscribe(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let mut out = Vec::new();
+    for ch in &argv[1..] {
+        if ctx.client.shard_channels.insert(ch.clone()) {
+            ctx.state.pubsub.subscribe(Kind::Shard, ch.clone(), ctx.client.id);
+        }
+        out.push(confirmation("ssubscribe", Some(ch.clone()), ctx.client.shard_channels.len()));
+    }
+    Ok(Reply::Many(out))
+}
+
+fn psubscribe(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let mut out = Vec::new();
+    for p in &argv[1..] {
+        if ctx.client.patterns.insert(p.clone()) {
+            ctx.state.pubsub.psubscribe(p.clone(), ctx.client.id);
+        }
+        out.push(confirmation("psubscribe", Some(p.clone()), ctx.client.subscription_count()));
+    }
+    Ok(Reply::Many(out))
+}
+
+fn unsubscribe(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let targets: Vec<Bytes> = if argv.len() > 1 { argv[1..].to_vec() } else { ctx.client.channels.iter().cloned().collect() };
+    if targets.is_empty() {
+        return Ok(Reply::Many(vec![confirmation("unsubscribe", None, ctx.client.subscription_count())]));
+    }
+    let mut out = Vec::new();
+    for ch in targets {
+        if ctx.client.channels.remove(&ch) {
+            ctx.state.pubsub.unsubscribe(Kind::Channel, &ch, ctx.client.id);
+        }
+        out.push(confirmation("unsubscribe", Some(ch), ctx.client.subscription_count()));
+    }
+    Ok(Reply::Many(out))
+}
+
+fn sunsubscribe(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let targets: Vec<Bytes> = if argv.len() > 1 { argv[1..].to_vec() } else { ctx.client.shard_channels.iter().cloned().collect() };
+    if targets.is_empty() {
+        return Ok(Reply::Many(vec![confirmation("sunsubscribe", None, ctx.client.shard_channels.len())]));
+    }
+    let mut out = Vec::new();
+    for ch in targets {
+        if ctx.client.shard_channels.remove(&ch) {
+            ctx.state.pubsub.unsubscribe(Kind::Shard, &ch, ctx.client.id);
+        }
+        out.push(confirmation("sunsubscribe", Some(ch), ctx.client.shard_channels.len()));
+    }
+    Ok(Reply::Many(out))
+}
+
+fn punsubscribe(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let targets: Vec<Bytes> = if argv.len() > 1 { argv[1..].to_vec() } else { ctx.client.patterns.iter().cloned().collect() };
+    if targets.is_empty() {
+        return Ok(Reply::Many(vec![confirmation("punsubscribe", None, ctx.client.subscription_count())]));
+    }
+    let mut out = Vec::new();
+    for p in targets {
+        if ctx.client.patterns.remove(&p) {
+            ctx.state.pubsub.punsubscribe(&p, ctx.client.id);
+        }
+        out.push(confirmation("punsubscribe", Some(p), ctx.client.subscription_count()));
+    }
+    Ok(Reply::Many(out))
+}
+
+/// Drops every subscription of the calling client (RESET).
+pub fn unsubscribe_everything(ctx: &mut Ctx) {
+    let id = ctx.client.id;
+    for ch in ctx.client.channels.drain() {
+        ctx.state.pubsub.unsubscribe(Kind::Channel, &ch, id);
+    }
+    for ch in ctx.client.shard_channels.drain() {
+        ctx.state.pubsub.unsubscribe(Kind::Shard, &ch, id);
+    }
+    for p in ctx.client.patterns.drain() {
+        ctx.state.pubsub.punsubscribe(&p, id);
+    }
+}
+
+fn publish(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let n = ctx.state.publish(ctx.client, Kind::Channel, &argv[1], &argv[2]);
+    Ok(Reply::Int(n as i64))
+}
+
+fn spublish(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let n = ctx.state.publish(ctx.client, Kind::Shard, &argv[1], &argv[2]);
+    Ok(Reply::Int(n as i64))
+}
+
+fn pubsub_channels(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() > 3 {
+        return Err(CmdError::arity("pubsub|channels"));
+    }
+    Ok(Reply::bulks(ctx.state.pubsub.channel_names(Kind::Channel, argv.get(2).map(|b| b.as_ref()))))
+}
+
+fn pubsub_shardchannels(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() > 3 {
+        return Err(CmdError::arity("pubsub|shardchannels"));
+    }
+    Ok(Reply::bulks(ctx.state.pubsub.channel_names(Kind::Shard, argv.get(2).map(|b| b.as_ref()))))
+}
+
+fn numsub(ctx: &mut Ctx, argv: &[Bytes], kind: Kind) -> Reply {
+    let mut out = Vec::new();
+    for ch in &argv[2..] {
+        out.push(Reply::Bulk(ch.clone()));
+        out.push(Reply::Int(ctx.state.pubsub.subscribers(kind, ch).len() as i64));
+    }
+    Reply::Array(out)
+}
+
+fn pubsub_numsub(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    Ok(numsub(ctx, argv, Kind::Channel))
+}
+
+fn pubsub_shardnumsub(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    Ok(numsub(ctx, argv, Kind::Shard))
+}
+
+fn pubsub_numpat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::Int(ctx.state.pubsub.pattern_count() as i64))
+}
+
+fn pubsub_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(super::server::help_reply(
+        "PUBSUB",
+        &[
+            "CHANNELS [<pattern>]",
+            "    Return the currently active channels matching a <pattern> (default: '*').",
+            "NUMPAT",
+            "    Return number of subscriptions to patterns.",
+            "NUMSUB [<channel> ...]",
+            "    Return the number of subscribers for the specified channels, excluding",
+            "    pattern subscriptions(default: no channels).",
+            "SHARDCHANNELS [<pattern>]",
+            "    Return the currently active shard level channels matching a <pattern> (default: '*').",
+            "SHARDNUMSUB [<shardchannel> ...]",
+            "    Return the number of subscribers for the specified shard level channel(s)",
+        ],
+    ))
+}

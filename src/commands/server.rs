@@ -1,0 +1,429 @@
+//! Server commands: INFO, CONFIG, COMMAND, DBSIZE, FLUSHDB/FLUSHALL, TIME,
+//! MONITOR, SHUTDOWN, SWAPDB, the FUNCTION answers of a server with no
+//! functions, and the persistence commands a memory-only server can answer.
+
+use bytes::Bytes;
+
+use super::args::upper;
+use super::table::{CommandSpec, Group, Registry, cmd, container, flag, flag::*};
+use super::{CmdError, CmdResult, Ctx, Reply};
+
+const G: Group = Group::Server;
+
+pub const COMMANDS: &[CommandSpec] = &[
+    cmd("info", -1, info).flags(LOADING | STALE | SENTINEL).doc(G, "1.0.0", "Returns information and statistics about the server."),
+    cmd("dbsize", 1, dbsize).flags(READONLY | FAST).doc(G, "1.0.0", "Returns the number of keys in the database."),
+    cmd("flushdb", -1, flushdb).flags(WRITE).doc(G, "1.0.0", "Remove all keys from the current database."),
+    cmd("flushall", -1, flushall).flags(WRITE).doc(G, "1.0.0", "Removes all keys from all databases."),
+    cmd("swapdb", 3, swapdb).flags(WRITE | FAST).doc(G, "4.0.0", "Swaps two Redis databases."),
+    cmd("time", 1, time).flags(LOADING | STALE | FAST).doc(G, "2.6.0", "Returns the server time."),
+    cmd("lastsave", 1, lastsave).flags(LOADING | STALE | FAST).doc(G, "1.0.0", "Returns the Unix timestamp of the last successful save to disk."),
+    cmd("save", 1, save).flags(ADMIN | NOSCRIPT | NO_MULTI).doc(G, "1.0.0", "Synchronously saves the database(s) to disk."),
+    cmd("bgsave", -1, bgsave).flags(ADMIN | NOSCRIPT).doc(G, "1.0.0", "Asynchronously saves the database(s) to disk."),
+    cmd("monitor", 1, monitor).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(G, "1.0.0", "Listens for all requests received by the server in real-time."),
+    cmd("shutdown", -1, shutdown)
+        .flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SENTINEL | ALLOW_BUSY)
+        .doc(G, "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server."),
+    container("config", CONFIG).doc(G, "2.0.0", "A container for server configuration commands."),
+    cmd("command", -1, command).flags(LOADING | STALE | SENTINEL).doc(G, "2.8.13", "Returns detailed information about all commands."),
+    container("function", FUNCTION).doc(Group::Scripting, "7.0.0", "A container for function commands."),
+];
+
+const CONFIG: &[CommandSpec] = &[
+    cmd("get", -3, config_get).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(G, "2.0.0", "Returns the effective values of configuration parameters."),
+    cmd("set", -4, config_set).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(G, "2.0.0", "Sets configuration parameters in-flight."),
+    cmd("resetstat", 2, config_resetstat).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(G, "2.0.0", "Resets the server's statistics."),
+    cmd("rewrite", 2, config_rewrite).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(G, "2.8.0", "Persists the effective configuration to file."),
+    cmd("help", 2, config_help).flags(LOADING | STALE).doc(G, "5.0.0", "Returns helpful text about the different subcommands."),
+];
+
+const FUNCTION: &[CommandSpec] = &[
+    cmd("flush", -2, function_flush).flags(WRITE | NOSCRIPT).doc(Group::Scripting, "7.0.0", "Deletes all libraries and functions."),
+    cmd("list", -2, function_list).flags(NOSCRIPT).doc(Group::Scripting, "7.0.0", "Returns information about all libraries."),
+    cmd("stats", 2, function_stats).flags(NOSCRIPT | ALLOW_BUSY).doc(Group::Scripting, "7.0.0", "Returns information about a function during execution."),
+];
+
+/// Redis's `addReplyHelp`: the usage lines of a container command.
+pub fn help_reply(command: &str, lines: &[&str]) -> Reply {
+    let mut out = vec![Reply::Status(Bytes::from(format!("{command} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:")))];
+    out.extend(lines.iter().map(|l| Reply::Status(Bytes::copy_from_slice(l.as_bytes()))));
+    out.push(Reply::status("HELP"));
+    out.push(Reply::status("    Print this help."));
+    Reply::Array(out)
+}
+
+fn dbsize(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    // Keys past their deadline but not yet reclaimed are not counted.
+    let live = db.keys(now).count();
+    Ok(Reply::Int(live as i64))
+}
+
+/// FLUSHDB / FLUSHALL accept ASYNC or SYNC and nothing else.
+fn flush_mode(argv: &[Bytes]) -> CmdResult<()> {
+    match argv.len() {
+        1 => Ok(()),
+        2 if argv[1].eq_ignore_ascii_case(b"async") || argv[1].eq_ignore_ascii_case(b"sync") => Ok(()),
+        _ => Err(CmdError::syntax()),
+    }
+}
+
+fn flushdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    flush_mode(argv)?;
+    ctx.db().clear();
+    Ok(Reply::OK)
+}
+
+fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    flush_mode(argv)?;
+    for db in &mut ctx.state.dbs {
+        db.clear();
+    }
+    Ok(Reply::OK)
+}
+
+fn swapdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let parse = |raw: &[u8]| crate::numfmt::parse_i64(raw).ok_or_else(|| CmdError::err("invalid first DB index"));
+    let a = parse(&argv[1])?;
+    let b = crate::numfmt::parse_i64(&argv[2]).ok_or_else(|| CmdError::err("invalid second DB index"))?;
+    let n = ctx.state.dbs.len() as i64;
+    if a < 0 || a >= n || b < 0 || b >= n {
+        return Err(CmdError::db_index_out_of_range());
+    }
+    ctx.state.dbs.swap(a as usize, b as usize);
+    Ok(Reply::OK)
+}
+
+fn time(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let us = ctx.state.clock.now_us();
+    Ok(Reply::Array(vec![
+        Reply::Bulk(Bytes::from((us / 1_000_000).to_string())),
+        Reply::Bulk(Bytes::from((us % 1_000_000).to_string())),
+    ]))
+}
+
+fn lastsave(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let started = ctx.state.clock.now_ms() / 1000 - ctx.state.started.elapsed().as_secs();
+    Ok(Reply::Int(started as i64))
+}
+
+/// keylock keeps data in memory only; a save has nothing to write.
+fn save(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::OK)
+}
+
+fn bgsave(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    match argv.len() {
+        1 => {}
+        2 if argv[1].eq_ignore_ascii_case(b"schedule") => {}
+        _ => return Err(CmdError::syntax()),
+    }
+    Ok(Reply::status("Background saving started"))
+}
+
+fn monitor(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    if !ctx.client.monitor {
+        ctx.client.monitor = true;
+        ctx.state.monitors.push(ctx.client.id);
+    }
+    Ok(Reply::OK)
+}
+
+fn shutdown(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    for opt in &argv[1..] {
+        match upper(opt).as_str() {
+            "NOSAVE" | "SAVE" | "NOW" | "FORCE" => {}
+            "ABORT" => return Err(CmdError::err("No shutdown in progress.")),
+            _ => return Err(CmdError::syntax()),
+        }
+    }
+    tracing::warn!("SHUTDOWN requested by client {}", ctx.client.id);
+    ctx.state.shutdown = true;
+    ctx.client.close_after_reply = true;
+    Ok(Reply::OK)
+}
+
+fn config_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let patterns: Vec<&[u8]> = argv[2..].iter().map(|b| b.as_ref()).collect();
+    let pairs = ctx.state.params.get(&patterns);
+    Ok(Reply::Map(
+        pairs
+            .into_iter()
+            .map(|(k, v)| (Reply::Bulk(Bytes::from(k)), Reply::Bulk(Bytes::from(v))))
+            .collect(),
+    ))
+}
+
+fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() % 2 != 0 {
+        return Err(CmdError::arity("config|set"));
+    }
+    let pairs: Vec<(&[u8], &[u8])> = argv[2..].chunks(2).map(|p| (p[0].as_ref(), p[1].as_ref())).collect();
+    ctx.state.params.set(&pairs)?;
+    Ok(Reply::OK)
+}
+
+fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    ctx.state.stats.reset();
+    for db in &mut ctx.state.dbs {
+        db.expired_keys = 0;
+    }
+    Ok(Reply::OK)
+}
+
+fn config_rewrite(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Err(CmdError::err("The server is running without a config file"))
+}
+
+fn config_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(help_reply(
+        "CONFIG",
+        &[
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
+        ],
+    ))
+}
+
+fn function_flush(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    match argv.len() {
+        2 => {}
+        3 if argv[2].eq_ignore_ascii_case(b"async") || argv[2].eq_ignore_ascii_case(b"sync") => {}
+        _ => return Err(CmdError::err("FUNCTION FLUSH only supports SYNC|ASYNC option")),
+    }
+    Ok(Reply::OK)
+}
+
+fn function_list(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let mut i = 2;
+    while i < argv.len() {
+        match upper(&argv[i]).as_str() {
+            "WITHCODE" => i += 1,
+            "LIBRARYNAME" if i + 1 < argv.len() => i += 2,
+            _ => return Err(CmdError::err(format!("Unknown argument {}", String::from_utf8_lossy(&argv[i])))),
+        }
+    }
+    Ok(Reply::Array(vec![]))
+}
+
+fn function_stats(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::Map(vec![
+        (Reply::bulk_static("running_script"), Reply::Nil),
+        (
+            Reply::bulk_static("engines"),
+            Reply::Map(vec![(
+                Reply::bulk_static("LUA"),
+                Reply::Map(vec![
+                    (Reply::bulk_static("libraries_count"), Reply::Int(0)),
+                    (Reply::bulk_static("functions_count"), Reply::Int(0)),
+                ]),
+            )]),
+        ),
+    ]))
+}
+
+/// COMMAND and its subcommands, all generated from the command table.
+fn command(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let registry = Registry::get();
+    let Some(sub) = argv.get(1) else {
+        let mut all: Vec<&super::table::Command> = registry.commands.values().collect();
+        all.sort_by_key(|c| c.stat_index);
+        return Ok(Reply::Array(all.into_iter().map(command_info).collect()));
+    };
+    match upper(sub).as_str() {
+        "COUNT" if argv.len() == 2 => Ok(Reply::Int(registry.commands.len() as i64)),
+        "INFO" => {
+            if argv.len() == 2 {
+                let mut all: Vec<&super::table::Command> = registry.commands.values().collect();
+                all.sort_by_key(|c| c.stat_index);
+                return Ok(Reply::Array(all.into_iter().map(command_info).collect()));
+            }
+            Ok(Reply::Array(
+                argv[2..]
+                    .iter()
+                    .map(|name| lookup_full(name).map_or(Reply::NilArray, command_info))
+                    .collect(),
+            ))
+        }
+        "DOCS" => {
+            let mut out = Vec::new();
+            let names: Vec<&super::table::Command> = if argv.len() == 2 {
+                let mut all: Vec<_> = registry.commands.values().collect();
+                all.sort_by_key(|c| c.stat_index);
+                all
+            } else {
+                argv[2..].iter().filter_map(|n| lookup_full(n)).collect()
+            };
+            for c in names {
+                out.push((Reply::Bulk(Bytes::from(c.full_name.clone())), command_docs(c)));
+            }
+            Ok(Reply::Map(out))
+        }
+        "LIST" => command_list(argv),
+        "GETKEYS" if argv.len() >= 3 => {
+            let cmd = registry.lookup(&argv[2]).ok_or_else(|| CmdError::err("Invalid command specified"))?;
+            if !cmd.spec.arity_ok(argv.len() - 2) {
+                return Err(CmdError::err("Invalid number of arguments specified for command"));
+            }
+            let positions = cmd.spec.key_positions(argv.len() - 2);
+            if positions.is_empty() {
+                return Err(CmdError::err("The command has no key arguments"));
+            }
+            Ok(Reply::bulks(positions.into_iter().map(|i| argv[i + 2].clone())))
+        }
+        "HELP" if argv.len() == 2 => Ok(help_reply(
+            "COMMAND",
+            &[
+                "(no subcommand)",
+                "    Return details about all Redis commands.",
+                "COUNT",
+                "    Return the total number of commands in this Redis server.",
+                "LIST",
+                "    Return a list of all commands in this Redis server.",
+                "INFO [<command-name> ...]",
+                "    Return details about multiple Redis commands.",
+                "    If no command names are given, documentation details for all",
+                "    commands are returned.",
+                "DOCS [<command-name> ...]",
+                "    Return documentation details about multiple Redis commands.",
+                "    If no command names are given, documentation details for all",
+                "    commands are returned.",
+                "GETKEYS <full-command>",
+                "    Return the keys from a full Redis command.",
+            ],
+        )),
+        "COUNT" | "HELP" | "GETKEYS" => Err(CmdError::arity(&format!("command|{}", String::from_utf8_lossy(sub).to_ascii_lowercase()))),
+        _ => {
+            let _ = ctx;
+            Err(CmdError::unknown_subcommand(sub, "command"))
+        }
+    }
+}
+
+/// Finds `name` or `container|sub`.
+fn lookup_full(name: &[u8]) -> Option<&'static super::table::Command> {
+    let registry = Registry::get();
+    let text = String::from_utf8_lossy(name).to_ascii_lowercase();
+    match text.split_once('|') {
+        Some((parent, sub)) => registry.lookup(parent.as_bytes())?.subcommand(sub.as_bytes()),
+        None => registry.lookup(text.as_bytes()),
+    }
+}
+
+fn command_list(argv: &[Bytes]) -> CmdResult {
+    let registry = Registry::get();
+    let filter = match argv.len() {
+        2 => None,
+        5 if argv[2].eq_ignore_ascii_case(b"filterby") => Some((upper(&argv[3]), argv[4].clone())),
+        _ => return Err(CmdError::syntax()),
+    };
+    let mut out = Vec::new();
+    for (spec, name) in &registry.all {
+        let keep = match &filter {
+            None => true,
+            Some((kind, value)) => match kind.as_str() {
+                "MODULE" => false,
+                "ACLCAT" => {
+                    let cat = format!("@{}", String::from_utf8_lossy(value).to_ascii_lowercase());
+                    spec.acl_categories().contains(&cat.as_str())
+                }
+                "PATTERN" => crate::glob::matches(value, name.as_bytes(), true),
+                _ => return Err(CmdError::syntax()),
+            },
+        };
+        if keep {
+            out.push(Bytes::from(name.clone()));
+        }
+    }
+    Ok(Reply::bulks(out))
+}
+
+/// One COMMAND INFO entry, in Redis 7.0's ten-field shape.
+fn command_info(c: &super::table::Command) -> Reply {
+    let spec = c.spec;
+    let flags: Vec<Reply> = flag::NAMES
+        .iter()
+        .filter(|(f, _)| spec.has(*f))
+        .map(|(_, n)| Reply::Status(Bytes::from_static(n.as_bytes())))
+        .collect();
+    let cats: Vec<Reply> = spec.acl_categories().into_iter().map(|c| Reply::Status(Bytes::from_static(c.as_bytes()))).collect();
+    let key_specs = if spec.first_key > 0 {
+        vec![Reply::Map(vec![
+            (Reply::bulk_static("flags"), Reply::Array(vec![Reply::status(if spec.has(WRITE) { "RW" } else { "RO" })])),
+            (
+                Reply::bulk_static("begin_search"),
+                Reply::Map(vec![
+                    (Reply::bulk_static("type"), Reply::bulk_static("index")),
+                    (Reply::bulk_static("spec"), Reply::Map(vec![(Reply::bulk_static("index"), Reply::Int(spec.first_key as i64))])),
+                ]),
+            ),
+            (
+                Reply::bulk_static("find_keys"),
+                Reply::Map(vec![
+                    (Reply::bulk_static("type"), Reply::bulk_static("range")),
+                    (
+                        Reply::bulk_static("spec"),
+                        Reply::Map(vec![
+                            (
+                                Reply::bulk_static("lastkey"),
+                                Reply::Int(if spec.last_key < 0 { spec.last_key as i64 } else { (spec.last_key - spec.first_key) as i64 }),
+                            ),
+                            (Reply::bulk_static("keystep"), Reply::Int(spec.key_step as i64)),
+                            (Reply::bulk_static("limit"), Reply::Int(0)),
+                        ]),
+                    ),
+                ]),
+            ),
+        ])]
+    } else {
+        vec![]
+    };
+    let subs: Vec<Reply> = {
+        let mut subs: Vec<&super::table::Command> = c.subcommands.values().collect();
+        subs.sort_by_key(|s| s.stat_index);
+        subs.into_iter().map(command_info).collect()
+    };
+    Reply::Array(vec![
+        Reply::Bulk(Bytes::from(c.full_name.clone())),
+        Reply::Int(spec.arity as i64),
+        Reply::Set(flags),
+        Reply::Int(spec.first_key as i64),
+        Reply::Int(spec.last_key as i64),
+        Reply::Int(spec.key_step as i64),
+        Reply::Set(cats),
+        Reply::Array(vec![]),
+        Reply::Array(key_specs),
+        Reply::Array(subs),
+    ])
+}
+
+fn command_docs(c: &super::table::Command) -> Reply {
+    let spec = c.spec;
+    let mut fields = vec![
+        (Reply::bulk_static("summary"), Reply::bulk_static(spec.summary)),
+        (Reply::bulk_static("since"), Reply::bulk_static(spec.since)),
+        (Reply::bulk_static("group"), Reply::bulk_static(spec.group.doc_name())),
+    ];
+    if !c.subcommands.is_empty() {
+        let mut subs: Vec<&super::table::Command> = c.subcommands.values().collect();
+        subs.sort_by_key(|s| s.stat_index);
+        fields.push((
+            Reply::bulk_static("subcommands"),
+            Reply::Map(subs.into_iter().map(|s| (Reply::Bulk(Bytes::from(s.full_name.clone())), command_docs(s))).collect()),
+        ));
+    }
+    Reply::Map(fields)
+}
+
+fn info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let requested: Vec<String> = argv[1..].iter().map(|a| String::from_utf8_lossy(a).to_ascii_lowercase()).collect();
+    let text = super::info::render(ctx, &requested);
+    Ok(Reply::Verbatim(Bytes::from(text)))
+}

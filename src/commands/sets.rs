@@ -1,0 +1,5 @@
+//! sets commands (in progress).
+
+use super::table::CommandSpec;
+
+pub const COMMANDS: &[CommandSpec] = &[];

@@ -1,0 +1,307 @@
+//! The command table: every command described once, as data.
+//!
+//! Dispatch, arity errors, subcommand errors, COMMAND / COMMAND INFO /
+//! COMMAND DOCS / COMMAND COUNT, MONITOR filtering, the RESP2 subscribed-mode
+//! rules, MULTI queueing rules and INFO commandstats all read this one
+//! description. Each family module contributes a `COMMANDS` slice built with
+//! the const builder below; adding a command is one row plus one handler.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+
+use super::Ctx;
+use crate::error::CmdResult;
+
+pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
+
+/// Command flags, named as in Redis's command table.
+pub mod flag {
+    pub const WRITE: u32 = 1;
+    pub const READONLY: u32 = 1 << 1;
+    pub const DENYOOM: u32 = 1 << 2;
+    pub const ADMIN: u32 = 1 << 3;
+    pub const PUBSUB: u32 = 1 << 4;
+    pub const NOSCRIPT: u32 = 1 << 5;
+    pub const BLOCKING: u32 = 1 << 6;
+    pub const LOADING: u32 = 1 << 7;
+    pub const STALE: u32 = 1 << 8;
+    pub const SKIP_MONITOR: u32 = 1 << 9;
+    pub const SKIP_SLOWLOG: u32 = 1 << 10;
+    pub const FAST: u32 = 1 << 11;
+    pub const NO_AUTH: u32 = 1 << 12;
+    pub const MAY_REPLICATE: u32 = 1 << 13;
+    pub const NO_MULTI: u32 = 1 << 14;
+    pub const ALLOW_BUSY: u32 = 1 << 15;
+    pub const SENTINEL: u32 = 1 << 16;
+    /// Allowed in RESP2 subscribed mode.
+    pub const SUBSCRIBED_OK: u32 = 1 << 17;
+    /// Runs immediately inside MULTI instead of being queued.
+    pub const TX_CONTROL: u32 = 1 << 18;
+    pub const NO_MANDATORY_KEYS: u32 = 1 << 19;
+
+    pub const NAMES: &[(u32, &str)] = &[
+        (WRITE, "write"),
+        (READONLY, "readonly"),
+        (DENYOOM, "denyoom"),
+        (ADMIN, "admin"),
+        (PUBSUB, "pubsub"),
+        (NOSCRIPT, "noscript"),
+        (BLOCKING, "blocking"),
+        (LOADING, "loading"),
+        (STALE, "stale"),
+        (SKIP_MONITOR, "skip_monitor"),
+        (SKIP_SLOWLOG, "skip_slowlog"),
+        (FAST, "fast"),
+        (NO_AUTH, "no_auth"),
+        (MAY_REPLICATE, "may_replicate"),
+        (NO_MULTI, "no_multi"),
+        (ALLOW_BUSY, "allow_busy"),
+        (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+    ];
+}
+
+/// Which documentation group a command belongs to (COMMAND DOCS, ACL categories).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    Connection,
+    Server,
+    Generic,
+    String,
+    Hash,
+    List,
+    Set,
+    SortedSet,
+    PubSub,
+    Transactions,
+    Scripting,
+}
+
+impl Group {
+    pub fn doc_name(self) -> &'static str {
+        match self {
+            Group::Connection => "connection",
+            Group::Server => "server",
+            Group::Generic => "generic",
+            Group::String => "string",
+            Group::Hash => "hash",
+            Group::List => "list",
+            Group::Set => "set",
+            Group::SortedSet => "sorted_set",
+            Group::PubSub => "pubsub",
+            Group::Transactions => "transactions",
+            Group::Scripting => "scripting",
+        }
+    }
+
+    fn acl_category(self) -> Option<&'static str> {
+        Some(match self {
+            Group::Connection => "@connection",
+            Group::Generic => "@keyspace",
+            Group::String => "@string",
+            Group::Hash => "@hash",
+            Group::List => "@list",
+            Group::Set => "@set",
+            Group::SortedSet => "@sortedset",
+            Group::PubSub => "@pubsub",
+            Group::Transactions => "@transaction",
+            Group::Scripting => "@scripting",
+            Group::Server => return None,
+        })
+    }
+}
+
+#[derive(Debug)]
+pub struct CommandSpec {
+    /// Lowercase name; for a subcommand, the subcommand alone (`setname`).
+    pub name: &'static str,
+    /// Redis arity: exact argument count including the name, or -N for at least N.
+    pub arity: i32,
+    pub flags: u32,
+    pub first_key: i32,
+    pub last_key: i32,
+    pub key_step: i32,
+    pub group: Group,
+    pub since: &'static str,
+    pub summary: &'static str,
+    pub handler: Option<Handler>,
+    pub subcommands: &'static [CommandSpec],
+}
+
+/// Starts a table row: `cmd("get", 2, get).flags(READONLY | FAST).keys(1, 1, 1)`.
+pub const fn cmd(name: &'static str, arity: i32, handler: Handler) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags: 0,
+        first_key: 0,
+        last_key: 0,
+        key_step: 0,
+        group: Group::Generic,
+        since: "1.0.0",
+        summary: "",
+        handler: Some(handler),
+        subcommands: &[],
+    }
+}
+
+/// A container command (`CLIENT`, `CONFIG` …) dispatching to subcommands.
+pub const fn container(name: &'static str, subcommands: &'static [CommandSpec]) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity: -2,
+        flags: 0,
+        first_key: 0,
+        last_key: 0,
+        key_step: 0,
+        group: Group::Server,
+        since: "1.0.0",
+        summary: "",
+        handler: None,
+        subcommands,
+    }
+}
+
+impl CommandSpec {
+    pub const fn flags(mut self, flags: u32) -> Self {
+        self.flags = flags;
+        self
+    }
+
+    /// Key positions as Redis's legacy (first, last, step) triple.
+    pub const fn keys(mut self, first: i32, last: i32, step: i32) -> Self {
+        self.first_key = first;
+        self.last_key = last;
+        self.key_step = step;
+        self
+    }
+
+    pub const fn doc(mut self, group: Group, since: &'static str, summary: &'static str) -> Self {
+        self.group = group;
+        self.since = since;
+        self.summary = summary;
+        self
+    }
+
+    pub fn has(&self, f: u32) -> bool {
+        self.flags & f != 0
+    }
+
+    /// True if `argc` (name included) satisfies the arity.
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let a = self.arity;
+        if a >= 0 { argc == a as usize } else { argc >= (-a) as usize }
+    }
+
+    /// The ACL categories COMMAND INFO lists, derived from group and flags.
+    pub fn acl_categories(&self) -> Vec<&'static str> {
+        let mut cats = Vec::new();
+        if let Some(c) = self.group.acl_category() {
+            cats.push(c);
+        }
+        if self.has(flag::WRITE) {
+            cats.push("@write");
+        }
+        if self.has(flag::READONLY) {
+            cats.push("@read");
+        }
+        if self.has(flag::ADMIN) {
+            cats.push("@admin");
+            cats.push("@dangerous");
+        }
+        if self.has(flag::PUBSUB) && self.group != Group::PubSub {
+            cats.push("@pubsub");
+        }
+        if self.has(flag::BLOCKING) {
+            cats.push("@blocking");
+        }
+        cats.push(if self.has(flag::FAST) { "@fast" } else { "@slow" });
+        cats
+    }
+
+    /// Positions of the key arguments in `argv` (name at 0).
+    pub fn key_positions(&self, argc: usize) -> Vec<usize> {
+        if self.first_key <= 0 || argc <= self.first_key as usize {
+            return Vec::new();
+        }
+        let first = self.first_key as usize;
+        let last = if self.last_key < 0 {
+            (argc as i64 + self.last_key as i64) as usize
+        } else {
+            (self.last_key as usize).min(argc - 1)
+        };
+        let step = self.key_step.max(1) as usize;
+        (first..=last).step_by(step).collect()
+    }
+}
+
+/// A command as dispatch sees it: its spec, its full name (`client|setname`)
+/// and its index in the statistics table.
+#[derive(Debug)]
+pub struct Command {
+    pub spec: &'static CommandSpec,
+    pub full_name: String,
+    pub stat_index: usize,
+    /// For containers: subcommands by lowercase name.
+    pub subcommands: HashMap<&'static str, Command>,
+}
+
+pub struct Registry {
+    pub commands: HashMap<&'static str, Command>,
+    /// Every command and subcommand in a stable order; index = stat_index.
+    pub all: Vec<(&'static CommandSpec, String)>,
+}
+
+impl Registry {
+    pub fn get() -> &'static Registry {
+        static REGISTRY: OnceLock<Registry> = OnceLock::new();
+        REGISTRY.get_or_init(|| Registry::build(super::all_families()))
+    }
+
+    fn build(families: &[&'static [CommandSpec]]) -> Registry {
+        let mut all = Vec::new();
+        let mut commands = HashMap::new();
+        for family in families {
+            for spec in family.iter() {
+                let mut cmd = Command {
+                    spec,
+                    full_name: spec.name.to_string(),
+                    stat_index: all.len(),
+                    subcommands: HashMap::new(),
+                };
+                all.push((spec, spec.name.to_string()));
+                for sub in spec.subcommands {
+                    let full = format!("{}|{}", spec.name, sub.name);
+                    cmd.subcommands.insert(
+                        sub.name,
+                        Command { spec: sub, full_name: full.clone(), stat_index: all.len(), subcommands: HashMap::new() },
+                    );
+                    all.push((sub, full));
+                }
+                commands.insert(spec.name, cmd);
+            }
+        }
+        Registry { commands, all }
+    }
+
+    /// Finds a command by name, ignoring case.
+    pub fn lookup(&self, name: &[u8]) -> Option<&Command> {
+        let mut buf = [0u8; 32];
+        if name.len() > buf.len() {
+            return None;
+        }
+        let lower = &mut buf[..name.len()];
+        lower.copy_from_slice(name);
+        lower.make_ascii_lowercase();
+        let lower = std::str::from_utf8(lower).ok()?;
+        self.commands.get(lower)
+    }
+}
+
+impl Command {
+    pub fn subcommand(&self, name: &[u8]) -> Option<&Command> {
+        let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
+        self.subcommands.get(lower.as_str())
+    }
+}

@@ -1,0 +1,104 @@
+//! Transactions: MULTI / EXEC / DISCARD and optimistic locking with WATCH.
+//!
+//! Queueing happens in the engine's dispatch (commands that are not
+//! transaction control are queued while `client.multi` is set); EXEC runs
+//! the queue through the same `State::call` as any command, so statistics,
+//! MONITOR and WATCH behave identically inside and outside a transaction.
+
+use bytes::Bytes;
+
+use super::table::{CommandSpec, Group, Registry, cmd, flag::*};
+use super::{CmdError, CmdResult, Ctx, Reply};
+use crate::engine::{Client, State};
+use crate::engine::client::Multi;
+
+const G: Group = Group::Transactions;
+
+pub const COMMANDS: &[CommandSpec] = &[
+    cmd("multi", 1, multi).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL).doc(G, "1.2.0", "Starts a transaction."),
+    cmd("exec", 1, exec).flags(NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG | TX_CONTROL).doc(G, "1.2.0", "Executes all commands in a transaction."),
+    cmd("discard", 1, discard).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL).doc(G, "2.0.0", "Discards a transaction."),
+    cmd("watch", -2, watch).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL).keys(1, -1, 1).doc(G, "2.2.0", "Monitors changes to keys to determine the execution of a transaction."),
+    cmd("unwatch", 1, unwatch).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY).doc(G, "2.2.0", "Forgets about watched keys of a transaction."),
+];
+
+fn multi(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    if ctx.client.multi.is_some() {
+        return Err(CmdError::multi_nested());
+    }
+    ctx.client.multi = Some(Multi::default());
+    Ok(Reply::OK)
+}
+
+fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let Some(multi) = ctx.client.multi.take() else { return Err(CmdError::exec_without_multi()) };
+    if multi.aborted {
+        unwatch_all(ctx.state, ctx.client);
+        return Err(CmdError::new("EXECABORT Transaction discarded because of previous errors."));
+    }
+    if ctx.client.watch_dirty {
+        unwatch_all(ctx.state, ctx.client);
+        return Ok(Reply::NilArray);
+    }
+    // Keys watched must not change under the transaction's own writes.
+    unwatch_all(ctx.state, ctx.client);
+    let registry = Registry::get();
+    let mut replies = Vec::with_capacity(multi.queued.len());
+    for argv in multi.queued {
+        let reply = match resolve(registry, &argv) {
+            Some(cmd) => ctx.state.call(ctx.client, cmd, &argv),
+            None => Reply::Error(Bytes::from(CmdError::unknown_command(&argv).0.into_owned())),
+        };
+        replies.push(reply);
+    }
+    Ok(Reply::Array(replies))
+}
+
+fn resolve(registry: &'static Registry, argv: &[Bytes]) -> Option<&'static super::table::Command> {
+    let cmd = registry.lookup(&argv[0])?;
+    if cmd.spec.handler.is_some() { Some(cmd) } else { cmd.subcommand(argv.get(1)?) }
+}
+
+fn discard(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    if ctx.client.multi.take().is_none() {
+        return Err(CmdError::err("DISCARD without MULTI"));
+    }
+    unwatch_all(ctx.state, ctx.client);
+    Ok(Reply::OK)
+}
+
+fn watch(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if ctx.client.multi.is_some() {
+        return Err(CmdError::err("WATCH inside MULTI is not allowed"));
+    }
+    let db = ctx.client.db;
+    for key in &argv[1..] {
+        if ctx.client.watched.iter().any(|(d, k)| *d == db && k == key) {
+            continue;
+        }
+        ctx.state.dbs[db].watch(key.clone(), ctx.client.id);
+        ctx.client.watched.push((db, key.clone()));
+        ctx.state.watching += 1;
+    }
+    Ok(Reply::OK)
+}
+
+fn unwatch(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    unwatch_all(ctx.state, ctx.client);
+    Ok(Reply::OK)
+}
+
+/// Forgets every key a client watches and clears its dirty flag.
+pub fn unwatch_all(state: &mut State, client: &mut Client) {
+    for (db, key) in client.watched.drain(..) {
+        state.dbs[db].unwatch(&key, client.id);
+        state.watching = state.watching.saturating_sub(1);
+    }
+    client.watch_dirty = false;
+}
+
+/// RESET's part: leave any transaction and forget watches.
+pub fn discard_and_unwatch(ctx: &mut Ctx) {
+    ctx.client.multi = None;
+    unwatch_all(ctx.state, ctx.client);
+}

@@ -1,0 +1,5 @@
+//! zsets commands (in progress).
+
+use super::table::CommandSpec;
+
+pub const COMMANDS: &[CommandSpec] = &[];

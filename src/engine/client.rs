@@ -1,0 +1,196 @@
+//! What the engine knows about one connected client.
+//!
+//! The connection task owns the socket; the engine owns this state (selected
+//! database, protocol, name, transaction, watches, subscriptions) and talks
+//! back through the client's [`Outbox`]. Keeping the state here means every
+//! command sees and changes it without locks.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::Bytes;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::db::ClientId;
+
+/// What the engine sends to a connection task.
+#[derive(Debug)]
+pub enum Outbound {
+    /// The replies to one batch of commands; the connection may read again.
+    Replies { data: Bytes, close: bool, authenticated: bool },
+    /// Data not tied to a batch: pub/sub messages, MONITOR lines.
+    Push(Bytes),
+    /// Close the connection now (CLIENT KILL, output buffer limit).
+    Close,
+}
+
+/// The sending side of a connection, with a count of bytes queued but not
+/// yet written, so a slow subscriber can be cut off as Redis's
+/// client-output-buffer-limit does.
+#[derive(Clone, Debug)]
+pub struct Outbox {
+    tx: UnboundedSender<Outbound>,
+    pending: Arc<AtomicUsize>,
+}
+
+impl Outbox {
+    pub fn new(tx: UnboundedSender<Outbound>, pending: Arc<AtomicUsize>) -> Outbox {
+        Outbox { tx, pending }
+    }
+
+    pub fn send_replies(&self, data: Bytes, close: bool, authenticated: bool) {
+        self.pending.fetch_add(data.len(), Ordering::Relaxed);
+        let _ = self.tx.send(Outbound::Replies { data, close, authenticated });
+    }
+
+    /// Queues a push; returns the bytes now pending for this client.
+    pub fn push(&self, data: Bytes) -> usize {
+        let n = self.pending.fetch_add(data.len(), Ordering::Relaxed) + data.len();
+        let _ = self.tx.send(Outbound::Push(data));
+        n
+    }
+
+    pub fn close(&self) {
+        let _ = self.tx.send(Outbound::Close);
+    }
+
+    pub fn pending_bytes(&self) -> usize {
+        self.pending.load(Ordering::Relaxed)
+    }
+}
+
+/// A transaction being queued after MULTI.
+#[derive(Debug, Default)]
+pub struct Multi {
+    pub queued: Vec<Vec<Bytes>>,
+    /// A command failed to queue (unknown, arity…): EXEC will abort.
+    pub aborted: bool,
+}
+
+#[derive(Debug)]
+pub struct Client {
+    pub id: ClientId,
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    pub outbox: Outbox,
+    pub db: usize,
+    /// 2 or 3, set by HELLO.
+    pub resp: u8,
+    pub authenticated: bool,
+    pub name: Option<Bytes>,
+    pub lib_name: Option<Bytes>,
+    pub lib_ver: Option<Bytes>,
+    pub created_ms: u64,
+    pub last_interaction_ms: u64,
+    pub last_command: &'static str,
+    pub multi: Option<Multi>,
+    /// Keys this client WATCHes, as (db, key).
+    pub watched: Vec<(usize, Bytes)>,
+    /// A watched key changed: the next EXEC fails.
+    pub watch_dirty: bool,
+    pub channels: HashSet<Bytes>,
+    pub patterns: HashSet<Bytes>,
+    pub shard_channels: HashSet<Bytes>,
+    pub monitor: bool,
+    /// Close once the current batch's replies are written (QUIT, protocol errors).
+    pub close_after_reply: bool,
+    /// Redisson and other clients announce capabilities with CLIENT CAPA.
+    pub capa_redirect: bool,
+    pub no_evict: bool,
+    pub no_touch: bool,
+}
+
+impl Client {
+    pub fn new(id: ClientId, peer: SocketAddr, local: SocketAddr, outbox: Outbox, now_ms: u64, authenticated: bool) -> Client {
+        Client {
+            id,
+            peer,
+            local,
+            outbox,
+            db: 0,
+            resp: 2,
+            authenticated,
+            name: None,
+            lib_name: None,
+            lib_ver: None,
+            created_ms: now_ms,
+            last_interaction_ms: now_ms,
+            last_command: "NULL",
+            multi: None,
+            watched: Vec::new(),
+            watch_dirty: false,
+            channels: HashSet::new(),
+            patterns: HashSet::new(),
+            shard_channels: HashSet::new(),
+            monitor: false,
+            close_after_reply: false,
+            capa_redirect: false,
+            no_evict: false,
+            no_touch: false,
+        }
+    }
+
+    /// Channel + pattern subscriptions, the count SUBSCRIBE replies carry.
+    pub fn subscription_count(&self) -> usize {
+        self.channels.len() + self.patterns.len()
+    }
+
+    /// True while any subscription is active (RESP2 subscribed mode).
+    pub fn in_pubsub_mode(&self) -> bool {
+        !self.channels.is_empty() || !self.patterns.is_empty() || !self.shard_channels.is_empty()
+    }
+
+    /// CLIENT LIST / CLIENT INFO line for this client.
+    pub fn info_line(&self, now_ms: u64) -> String {
+        let mut flags = String::new();
+        if self.monitor {
+            flags.push('O');
+        }
+        if self.in_pubsub_mode() {
+            flags.push('P');
+        }
+        if self.multi.is_some() {
+            flags.push('x');
+        }
+        if self.close_after_reply {
+            flags.push('A');
+        }
+        if self.no_evict {
+            flags.push('e');
+        }
+        if self.no_touch {
+            flags.push('T');
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        let text = |b: &Option<Bytes>| b.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
+        let (multi, qbuf_cmds) = match &self.multi {
+            Some(m) => (m.queued.len() as i64, 0),
+            None => (-1, 0),
+        };
+        let _ = qbuf_cmds;
+        format!(
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl=0 oll=0 omem={} tot-mem=1024 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            self.id,
+            self.peer,
+            self.local,
+            text(&self.name),
+            now_ms.saturating_sub(self.created_ms) / 1000,
+            now_ms.saturating_sub(self.last_interaction_ms) / 1000,
+            flags,
+            self.db,
+            self.channels.len(),
+            self.patterns.len(),
+            self.shard_channels.len(),
+            multi,
+            self.outbox.pending_bytes(),
+            self.last_command,
+            self.resp,
+            text(&self.lib_name),
+            text(&self.lib_ver),
+        )
+    }
+}

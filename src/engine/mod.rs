@@ -1,0 +1,461 @@
+//! The engine: one thread that owns every database, every client's state
+//! and the pub/sub index, and runs commands one after another.
+//!
+//! Connection tasks send [`Request`]s over a channel; a pipeline arrives as
+//! one `Batch` and its replies go back as one buffer, so a pipeline costs
+//! one thread hop, not one per command. Because nothing else touches the
+//! data, every command (and every EXEC) is atomic with no locks in the data
+//! path. Between requests the engine runs its cron: active expiry and
+//! statistics, `hz` times a second.
+
+pub mod client;
+pub mod stats;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+
+pub use client::{Client, Outbound, Outbox};
+use stats::Stats;
+
+use crate::clock::Clock;
+use crate::commands::Ctx;
+use crate::commands::table::{Command, Registry, flag};
+use crate::config::Config;
+use crate::config_params::ConfigParams;
+use crate::db::{ClientId, Db};
+use crate::error::CmdError;
+use crate::pubsub::{Kind, PubSub};
+use crate::reply::Reply;
+
+/// A message from the network side to the engine.
+pub enum Request {
+    Connect { id: ClientId, peer: SocketAddr, local: SocketAddr, outbox: Outbox },
+    Batch { id: ClientId, commands: Vec<Vec<Bytes>> },
+    Disconnect { id: ClientId },
+    Shutdown,
+}
+
+/// Pub/sub clients are cut off past this many queued bytes (Redis's
+/// `client-output-buffer-limit pubsub 32mb`).
+const PUBSUB_OUTPUT_LIMIT: usize = 32 * 1024 * 1024;
+
+/// Everything the engine owns, handed to command handlers through [`Ctx`].
+pub struct State {
+    pub dbs: Vec<Db>,
+    /// Connected clients, except the one whose batch is executing.
+    pub clients: HashMap<ClientId, Client>,
+    pub pubsub: PubSub,
+    pub params: ConfigParams,
+    pub config: Config,
+    pub stats: Stats,
+    pub clock: Clock,
+    pub started: Instant,
+    pub run_id: String,
+    /// The address the server listens on (INFO tcp_port).
+    pub port: u16,
+    /// Clients in MONITOR mode.
+    pub monitors: Vec<ClientId>,
+    /// How many clients WATCH something; while zero, writes skip the check.
+    pub watching: usize,
+    /// Set by SHUTDOWN: the engine stops after this batch.
+    pub shutdown: bool,
+    /// Clients to disconnect after the current batch (CLIENT KILL).
+    pub kill_queue: Vec<ClientId>,
+}
+
+impl State {
+    pub fn new(config: Config, port: u16) -> State {
+        let mut params = ConfigParams::new();
+        params.set_default("save", "");
+        params.set_default("appendonly", "no");
+        params.set_default("port", &port.to_string());
+        for (name, values) in &config.directives {
+            // Start-up validated the directives keylock itself reads;
+            // the rest are recorded as Redis would.
+            let _ = params.apply_directive(name, values);
+        }
+        params.set_default("port", &port.to_string());
+        State {
+            dbs: (0..config.databases).map(|_| Db::default()).collect(),
+            clients: HashMap::new(),
+            pubsub: PubSub::default(),
+            params,
+            stats: Stats::new(Registry::get().all.len()),
+            clock: config.clock.clone(),
+            started: Instant::now(),
+            run_id: (0..40).map(|_| fastrand::alphanumeric().to_ascii_lowercase()).collect(),
+            port,
+            config,
+            monitors: Vec::new(),
+            watching: 0,
+            shutdown: false,
+            kill_queue: Vec::new(),
+        }
+    }
+
+    /// Delivers a message to a channel's subscribers (and matching
+    /// patterns); returns how many clients received it.
+    pub fn publish(&mut self, current: &mut Client, kind: Kind, channel: &Bytes, message: &Bytes) -> usize {
+        let mut receivers = 0;
+        let kind_name: &'static str = if kind == Kind::Shard { "smessage" } else { "message" };
+        let mut encoded = EncodedOnce::new(Reply::Push(vec![
+            Reply::bulk_static(kind_name),
+            Reply::Bulk(channel.clone()),
+            Reply::Bulk(message.clone()),
+        ]));
+        let subs: Vec<ClientId> = self.pubsub.subscribers(kind, channel).to_vec();
+        for id in subs {
+            receivers += 1;
+            self.deliver(current, id, &mut encoded);
+        }
+        if kind == Kind::Channel {
+            let matches: Vec<(Bytes, ClientId)> =
+                self.pubsub.pattern_matches(channel).map(|(p, c)| (p.clone(), c)).collect();
+            for (pattern, id) in matches {
+                receivers += 1;
+                let mut msg = EncodedOnce::new(Reply::Push(vec![
+                    Reply::bulk_static("pmessage"),
+                    Reply::Bulk(pattern),
+                    Reply::Bulk(channel.clone()),
+                    Reply::Bulk(message.clone()),
+                ]));
+                self.deliver(current, id, &mut msg);
+            }
+        }
+        receivers
+    }
+
+    fn deliver(&mut self, current: &mut Client, id: ClientId, msg: &mut EncodedOnce) {
+        let client = if id == current.id { Some(current) } else { self.clients.get_mut(&id) };
+        if let Some(c) = client {
+            let pending = c.outbox.push(msg.get(c.resp));
+            if pending > PUBSUB_OUTPUT_LIMIT {
+                tracing::warn!(client = c.id, pending, "pub/sub client over its output buffer limit, closing");
+                c.outbox.close();
+            }
+        }
+    }
+
+    /// Sends a MONITOR line for a command that ran.
+    pub fn feed_monitors(&mut self, current: &Client, db: usize, origin: &str, argv: &[Bytes]) {
+        if self.monitors.is_empty() {
+            return;
+        }
+        let us = self.clock.now_us();
+        let mut line = format!("+{}.{:06} [{} {}]", us / 1_000_000, us % 1_000_000, db, origin);
+        for a in argv {
+            line.push(' ');
+            line.push_str(&repr(a));
+        }
+        line.push_str("\r\n");
+        let data = Bytes::from(line);
+        for id in &self.monitors {
+            if *id == current.id {
+                continue;
+            }
+            if let Some(c) = self.clients.get(id) {
+                c.outbox.push(data.clone());
+            }
+        }
+    }
+
+    /// Marks clients whose watched keys changed.
+    fn collect_watch_invalidations(&mut self, current: &mut Client) {
+        if self.watching == 0 {
+            return;
+        }
+        for db in &mut self.dbs {
+            if !db.has_invalidated() {
+                continue;
+            }
+            for id in db.take_invalidated() {
+                if id == current.id {
+                    current.watch_dirty = true;
+                } else if let Some(c) = self.clients.get_mut(&id) {
+                    c.watch_dirty = true;
+                }
+            }
+        }
+    }
+
+    /// Runs a resolved command: the handler, statistics, WATCH and MONITOR.
+    pub fn call(&mut self, client: &mut Client, cmd: &'static Command, argv: &[Bytes]) -> Reply {
+        let Some(handler) = cmd.spec.handler else {
+            return Reply::Error(Bytes::from_static(b"ERR internal: container without handler"));
+        };
+        let started = Instant::now();
+        let now_ms = self.clock.now_ms();
+        client.last_interaction_ms = now_ms;
+        client.last_command = &cmd.full_name;
+        let result = {
+            let mut ctx = Ctx { state: self, client, now_ms };
+            handler(&mut ctx, argv)
+        };
+        let elapsed = started.elapsed();
+        let stat = &mut self.stats.cmd[cmd.stat_index];
+        stat.calls += 1;
+        stat.usec += elapsed.as_micros() as u64;
+        self.collect_watch_invalidations(client);
+        if !self.monitors.is_empty() && !cmd.spec.has(flag::SKIP_MONITOR | flag::ADMIN) {
+            let origin = client.peer.to_string();
+            self.feed_monitors(client, client.db, &origin, argv);
+        }
+        match result {
+            Ok(reply) => {
+                if let Reply::Error(e) = &reply {
+                    self.stats.cmd[cmd.stat_index].failed_calls += 1;
+                    self.stats.count_error_text(e);
+                }
+                reply
+            }
+            Err(e) => {
+                self.stats.cmd[cmd.stat_index].failed_calls += 1;
+                self.stats.count_error(&e);
+                Reply::Error(Bytes::from(e.0.into_owned()))
+            }
+        }
+    }
+
+    pub fn total_clients(&self) -> usize {
+        self.clients.len() + 1
+    }
+}
+
+/// A reply encoded at most once per protocol, for fan-out.
+struct EncodedOnce {
+    reply: Reply,
+    resp2: Option<Bytes>,
+    resp3: Option<Bytes>,
+}
+
+impl EncodedOnce {
+    fn new(reply: Reply) -> EncodedOnce {
+        EncodedOnce { reply, resp2: None, resp3: None }
+    }
+
+    fn get(&mut self, resp: u8) -> Bytes {
+        let slot = if resp >= 3 { &mut self.resp3 } else { &mut self.resp2 };
+        slot.get_or_insert_with(|| {
+            let mut out = BytesMut::new();
+            self.reply.encode(resp, &mut out);
+            out.freeze()
+        })
+        .clone()
+    }
+}
+
+/// Redis's `sdscatrepr`: a quoted, escaped argument for MONITOR lines.
+pub fn repr(a: &[u8]) -> String {
+    let mut s = String::with_capacity(a.len() + 2);
+    s.push('"');
+    for &c in a {
+        match c {
+            b'\\' => s.push_str("\\\\"),
+            b'"' => s.push_str("\\\""),
+            b'\n' => s.push_str("\\n"),
+            b'\r' => s.push_str("\\r"),
+            b'\t' => s.push_str("\\t"),
+            0x07 => s.push_str("\\a"),
+            0x08 => s.push_str("\\b"),
+            c if c.is_ascii_graphic() || c == b' ' => s.push(c as char),
+            c => s.push_str(&format!("\\x{c:02x}")),
+        }
+    }
+    s.push('"');
+    s
+}
+
+pub struct Engine {
+    pub state: State,
+    requests: Receiver<Request>,
+    on_shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+impl Engine {
+    pub fn new(state: State, requests: Receiver<Request>, on_shutdown: tokio::sync::watch::Sender<bool>) -> Engine {
+        Engine { state, requests, on_shutdown }
+    }
+
+    /// Runs until SHUTDOWN or until every sender is gone.
+    pub fn run(mut self) {
+        let interval = self.state.config.cron_interval();
+        let mut next_cron = Instant::now() + interval;
+        loop {
+            let wait = next_cron.saturating_duration_since(Instant::now());
+            match self.requests.recv_timeout(wait) {
+                Ok(req) => self.handle(req),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            if self.state.shutdown {
+                break;
+            }
+            if Instant::now() >= next_cron {
+                self.cron();
+                next_cron = Instant::now() + interval;
+            }
+        }
+        for c in self.state.clients.values() {
+            c.outbox.close();
+        }
+        let _ = self.on_shutdown.send(true);
+    }
+
+    fn handle(&mut self, req: Request) {
+        match req {
+            Request::Connect { id, peer, local, outbox } => {
+                let now = self.state.clock.now_ms();
+                let authenticated = self.requirepass().is_none();
+                let client = Client::new(id, peer, local, outbox, now, authenticated);
+                self.state.clients.insert(id, client);
+                self.state.stats.total_connections_received += 1;
+            }
+            Request::Batch { id, commands } => self.run_batch(id, commands),
+            Request::Disconnect { id } => {
+                if let Some(mut c) = self.state.clients.remove(&id) {
+                    self.forget_client(&mut c);
+                }
+            }
+            Request::Shutdown => self.state.shutdown = true,
+        }
+    }
+
+    fn requirepass(&self) -> Option<&str> {
+        self.state.params.value("requirepass").filter(|p| !p.is_empty())
+    }
+
+    /// Drops everything the engine indexed for a client that is gone.
+    fn forget_client(&mut self, c: &mut Client) {
+        for ch in c.channels.drain() {
+            self.state.pubsub.unsubscribe(Kind::Channel, &ch, c.id);
+        }
+        for ch in c.shard_channels.drain() {
+            self.state.pubsub.unsubscribe(Kind::Shard, &ch, c.id);
+        }
+        for p in c.patterns.drain() {
+            self.state.pubsub.punsubscribe(&p, c.id);
+        }
+        crate::commands::transactions::unwatch_all(&mut self.state, c);
+        if c.monitor {
+            self.state.monitors.retain(|&m| m != c.id);
+        }
+    }
+
+    fn run_batch(&mut self, id: ClientId, commands: Vec<Vec<Bytes>>) {
+        let Some(mut client) = self.state.clients.remove(&id) else { return };
+        let mut out = BytesMut::with_capacity(64 * commands.len().min(1024));
+        for argv in commands {
+            let reply = self.dispatch(&mut client, argv);
+            if self.state.shutdown {
+                // A successful SHUTDOWN closes connections without a reply.
+                break;
+            }
+            reply.encode(client.resp, &mut out);
+            if client.close_after_reply {
+                break;
+            }
+        }
+        client.outbox.send_replies(out.freeze(), client.close_after_reply, client.authenticated);
+        self.state.clients.insert(id, client);
+        for victim in std::mem::take(&mut self.state.kill_queue) {
+            if let Some(c) = self.state.clients.get(&victim) {
+                c.outbox.close();
+            }
+        }
+    }
+
+    /// Everything Redis's `processCommand` checks before running a command.
+    pub fn dispatch(&mut self, client: &mut Client, argv: Vec<Bytes>) -> Reply {
+        self.state.stats.total_commands_processed += 1;
+        match self.resolve(client, &argv) {
+            Ok(cmd) => {
+                if let Some(multi) = client.multi.as_mut()
+                    && !cmd.spec.has(flag::TX_CONTROL)
+                {
+                    multi.queued.push(argv);
+                    return Reply::status("QUEUED");
+                }
+                self.state.call(client, cmd, &argv)
+            }
+            Err((err, abort_multi)) => {
+                if abort_multi && let Some(m) = client.multi.as_mut() {
+                    m.aborted = true;
+                }
+                self.state.stats.count_error(&err);
+                Reply::Error(Bytes::from(err.0.into_owned()))
+            }
+        }
+    }
+
+    /// Finds the command and checks arity, authentication and pub/sub mode.
+    /// The flag says whether the error aborts a transaction being queued.
+    fn resolve(&mut self, client: &Client, argv: &[Bytes]) -> Result<&'static Command, (CmdError, bool)> {
+        let registry = Registry::get();
+        let Some(mut cmd) = registry.lookup(&argv[0]) else {
+            return Err((CmdError::unknown_command(argv), true));
+        };
+        if cmd.spec.handler.is_none() {
+            if argv.len() < 2 {
+                return Err((CmdError::arity(&cmd.full_name), true));
+            }
+            match cmd.subcommand(&argv[1]) {
+                Some(sub) => cmd = sub,
+                None => return Err((CmdError::unknown_subcommand(&argv[1], cmd.spec.name), true)),
+            }
+        }
+        if !cmd.spec.arity_ok(argv.len()) {
+            self.state.stats.cmd[cmd.stat_index].rejected_calls += 1;
+            return Err((CmdError::arity(&cmd.full_name), true));
+        }
+        if !client.authenticated && !cmd.spec.has(flag::NO_AUTH) {
+            self.state.stats.cmd[cmd.stat_index].rejected_calls += 1;
+            return Err((CmdError::noauth(), true));
+        }
+        if client.resp == 2 && client.in_pubsub_mode() && !cmd.spec.has(flag::SUBSCRIBED_OK) {
+            self.state.stats.cmd[cmd.stat_index].rejected_calls += 1;
+            return Err((
+                CmdError::err(format!(
+                    "Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                    cmd.full_name
+                )),
+                false,
+            ));
+        }
+        Ok(cmd)
+    }
+
+    fn cron(&mut self) {
+        let now = self.state.clock.now_ms();
+        let deadline = Instant::now() + Duration::from_millis(25);
+        for db in &mut self.state.dbs {
+            // Redis's rule: keep sampling while more than a quarter of a
+            // sample turns out expired, within the time budget.
+            while db.expires_len() > 0 && Instant::now() < deadline {
+                if db.active_expire_cycle(now, 20) <= 5 {
+                    break;
+                }
+            }
+        }
+        let idle_timeout = self.state.params.int("timeout").unwrap_or(0);
+        if idle_timeout > 0 {
+            let limit = idle_timeout as u64 * 1000;
+            for c in self.state.clients.values() {
+                if !c.in_pubsub_mode() && !c.monitor && now.saturating_sub(c.last_interaction_ms) > limit {
+                    c.outbox.close();
+                }
+            }
+        }
+    }
+}
+
+/// Starts the engine thread.
+pub fn spawn(state: State, on_shutdown: tokio::sync::watch::Sender<bool>) -> std::io::Result<(Sender<Request>, std::thread::JoinHandle<()>)> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let engine = Engine::new(state, rx, on_shutdown);
+    let handle = std::thread::Builder::new().name("keylock-engine".into()).spawn(move || engine.run())?;
+    Ok((tx, handle))
+}

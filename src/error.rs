@@ -1,0 +1,116 @@
+//! Every error text keylock sends, in one place.
+//!
+//! Clients match on these strings (Redisson on prefixes such as `NOSCRIPT`,
+//! `BUSY `, `NOAUTH`, `WRONGPASS`; redis-py and others on whole texts), so
+//! each one is written exactly as Redis 7.0 writes it.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use bytes::Bytes;
+
+/// A command's failure: the full error line, prefix included, without the
+/// leading `-`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CmdError(pub Cow<'static, str>);
+
+pub type CmdResult<T = crate::reply::Reply> = Result<T, CmdError>;
+
+impl fmt::Display for CmdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl CmdError {
+    pub fn new(text: impl Into<Cow<'static, str>>) -> CmdError {
+        CmdError(text.into())
+    }
+
+    /// `ERR <text>`.
+    pub fn err(text: impl fmt::Display) -> CmdError {
+        CmdError(Cow::Owned(format!("ERR {text}")))
+    }
+
+    pub fn syntax() -> CmdError {
+        CmdError::new("ERR syntax error")
+    }
+
+    pub fn wrong_type() -> CmdError {
+        CmdError::new("WRONGTYPE Operation against a key holding the wrong kind of value")
+    }
+
+    pub fn not_integer() -> CmdError {
+        CmdError::new("ERR value is not an integer or out of range")
+    }
+
+    pub fn not_float() -> CmdError {
+        CmdError::new("ERR value is not a valid float")
+    }
+
+    pub fn overflow() -> CmdError {
+        CmdError::new("ERR increment or decrement would overflow")
+    }
+
+    pub fn no_such_key() -> CmdError {
+        CmdError::new("ERR no such key")
+    }
+
+    pub fn index_out_of_range() -> CmdError {
+        CmdError::new("ERR index out of range")
+    }
+
+    pub fn out_of_range_positive(what: &str) -> CmdError {
+        CmdError::err(format!("{what} is out of range, must be positive"))
+    }
+
+    pub fn arity(full_name: &str) -> CmdError {
+        CmdError::err(format!("wrong number of arguments for '{full_name}' command"))
+    }
+
+    pub fn unknown_command(argv: &[Bytes]) -> CmdError {
+        let name = String::from_utf8_lossy(&argv[0]);
+        let name: String = name.chars().take(128).collect();
+        let mut args = String::new();
+        for a in argv[1..].iter() {
+            if args.len() >= 128 {
+                break;
+            }
+            let a = String::from_utf8_lossy(a);
+            let room = 128 - args.len();
+            let a: String = a.chars().take(room).collect();
+            args.push_str(&format!("'{a}' "));
+        }
+        CmdError::err(format!("unknown command '{name}', with args beginning with: {args}"))
+    }
+
+    pub fn unknown_subcommand(sub: &[u8], command: &str) -> CmdError {
+        let sub = String::from_utf8_lossy(sub);
+        let sub: String = sub.chars().take(128).collect();
+        CmdError::err(format!("unknown subcommand '{sub}'. Try {}.", command.to_ascii_uppercase() + " HELP"))
+    }
+
+    pub fn noauth() -> CmdError {
+        CmdError::new("NOAUTH Authentication required.")
+    }
+
+    pub fn wrongpass() -> CmdError {
+        CmdError::new("WRONGPASS invalid username-password pair or user is disabled.")
+    }
+
+    pub fn invalid_expire(cmd: &str) -> CmdError {
+        CmdError::err(format!("invalid expire time in '{cmd}' command"))
+    }
+
+    pub fn db_index_out_of_range() -> CmdError {
+        CmdError::new("ERR DB index is out of range")
+    }
+
+    pub fn exec_without_multi() -> CmdError {
+        CmdError::new("ERR EXEC without MULTI")
+    }
+
+    pub fn multi_nested() -> CmdError {
+        CmdError::new("ERR MULTI calls can not be nested")
+    }
+}

@@ -1,0 +1,45 @@
+//! keylock: an in-memory server that speaks the Redis protocol, built as a
+//! lock server for Redisson and as a test double for any Redis client.
+//!
+//! The crate is a library plus the `keylock` binary. Embedding it:
+//!
+//! ```no_run
+//! let server = keylock::Server::ephemeral().start().unwrap();
+//! println!("keylock on {}", server.addr());
+//! server.shutdown();
+//! ```
+//!
+//! Module map (data flows top to bottom):
+//! - [`server`]: listener, connections, the RESP request parser.
+//! - [`engine`]: the single command loop that owns all data.
+//! - [`commands`]: the command table and one module per command family.
+//! - [`db`]: databases, value types and expiry.
+//! - [`pubsub`]: the subscription index.
+//! - [`reply`]: replies and their RESP2/RESP3 encoding.
+//! - [`config`], [`config_params`]: start-up flags and the CONFIG parameter table.
+//! - [`clock`]: real or test-controlled time.
+
+pub mod clock;
+pub mod commands;
+pub mod config;
+#[path = "config_params_shim.rs"]
+pub mod config_params;
+pub mod db;
+pub mod engine;
+pub mod error;
+pub mod glob;
+pub mod memory;
+pub mod numfmt;
+pub mod pubsub;
+pub mod reply;
+pub mod server;
+
+pub use clock::Clock;
+pub use config::Config;
+pub use server::{Server, ServerHandle};
+
+/// keylock's own version, reported as `keylock_version` in INFO.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The Redis version keylock answers as, for clients that check it.
+pub const REDIS_VERSION: &str = "7.0.15";

@@ -1,0 +1,78 @@
+//! The `keylock` binary: redis-server's command line, then serve until
+//! SHUTDOWN, SIGINT or SIGTERM.
+
+use keylock::{Config, Server};
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("KEYLOCK_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if matches!(args.first().map(String::as_str), Some("-h" | "--help")) {
+        print!("{}", HELP);
+        return;
+    }
+    if matches!(args.first().map(String::as_str), Some("-v" | "--version")) {
+        println!("keylock {} (redis_version {})", keylock::VERSION, keylock::REDIS_VERSION);
+        return;
+    }
+    let mut config = match Config::from_args(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("keylock: {e}");
+            std::process::exit(1);
+        }
+    };
+    config.announce = config.port == 0;
+    let server = match Server::new(config).start() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("keylock: could not start: {e}");
+            std::process::exit(1);
+        }
+    };
+    stop_on_signals(&server);
+    let mut server = server;
+    server.wait();
+}
+
+/// SIGINT and SIGTERM stop the server cleanly, as SHUTDOWN does.
+fn stop_on_signals(server: &keylock::ServerHandle) {
+    let stopper = server.stopper();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("signal runtime");
+        rt.block_on(async {
+            use tokio::signal::unix::{SignalKind, signal};
+            let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+            let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+            tokio::select! {
+                _ = term.recv() => {},
+                _ = int.recv() => {},
+            }
+        });
+        tracing::warn!("received a stop signal, shutting down");
+        stopper.stop();
+    });
+}
+
+const HELP: &str = "\
+keylock: a Redis-protocol server for locks and tests
+
+Usage:
+  keylock [/path/to/keylock.conf] [--directive value ...]
+
+Every redis.conf directive is accepted as a flag, as with redis-server:
+  --port N                 TCP port (default 6379; 0 picks a free port and
+                           prints `listening on ADDR`)
+  --bind ADDR ...          addresses to listen on (default 127.0.0.1)
+  --requirepass PASS       require AUTH
+  --databases N            number of databases (default 16)
+  --proto-max-bulk-len N   largest bulk argument accepted (default 512mb)
+  --hz N                   background task frequency (default 10)
+
+Logging: KEYLOCK_LOG=info (tracing filter syntax).
+";
+
+#[global_allocator]
+static ALLOC: keylock::memory::CountingAlloc = keylock::memory::CountingAlloc;

@@ -1,0 +1,226 @@
+//! Replies as values, and their encoding for RESP2 and RESP3.
+//!
+//! Handlers return a [`Reply`]; the engine encodes it for the protocol the
+//! client negotiated (HELLO 2/3). The RESP3-only shapes (map, set, double,
+//! boolean, push, verbatim, null) degrade to their RESP2 forms exactly as
+//! Redis 7.0's `addReply*` functions do, so one handler serves both
+//! protocols.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::numfmt;
+
+/// One reply to a command, or a message pushed to a client.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// `+text`: status replies (`OK`, `PONG`, `QUEUED`, type names).
+    Status(Bytes),
+    /// `-text`: the full error text, prefix included (`ERR …`, `WRONGTYPE …`).
+    Error(Bytes),
+    Int(i64),
+    Bulk(Bytes),
+    /// A missing value: `$-1` in RESP2, `_` in RESP3.
+    Nil,
+    /// A missing aggregate: `*-1` in RESP2, `_` in RESP3.
+    NilArray,
+    Array(Vec<Reply>),
+    /// RESP3 map; a flat array of key, value, key, value… in RESP2.
+    Map(Vec<(Reply, Reply)>),
+    /// RESP3 set; an array in RESP2.
+    Set(Vec<Reply>),
+    /// RESP3 double; a bulk string formatted `%.17g` in RESP2.
+    Double(f64),
+    /// RESP3 boolean; the integer 1 or 0 in RESP2.
+    Bool(bool),
+    /// RESP3 verbatim string (`txt`); a bulk string in RESP2.
+    Verbatim(Bytes),
+    /// RESP3 push (pub/sub messages, invalidations); an array in RESP2.
+    Push(Vec<Reply>),
+    /// Several replies to one command, sent back to back: SUBSCRIBE and
+    /// friends answer once per channel.
+    Many(Vec<Reply>),
+}
+
+impl Reply {
+    pub const OK: Reply = Reply::Status(Bytes::from_static(b"OK"));
+
+    pub fn status(s: &'static str) -> Reply {
+        Reply::Status(Bytes::from_static(s.as_bytes()))
+    }
+
+    pub fn bulk(b: impl Into<Bytes>) -> Reply {
+        Reply::Bulk(b.into())
+    }
+
+    pub fn bulk_str(s: &str) -> Reply {
+        Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    pub fn bulk_static(s: &'static str) -> Reply {
+        Reply::Bulk(Bytes::from_static(s.as_bytes()))
+    }
+
+    /// A bulk reply for an optional value: nil when absent.
+    pub fn opt_bulk(b: Option<Bytes>) -> Reply {
+        b.map_or(Reply::Nil, Reply::Bulk)
+    }
+
+    pub fn bulks<I: IntoIterator<Item = Bytes>>(items: I) -> Reply {
+        Reply::Array(items.into_iter().map(Reply::Bulk).collect())
+    }
+
+    pub fn is_error(&self) -> bool {
+        matches!(self, Reply::Error(_))
+    }
+
+    /// Appends this reply, encoded for protocol `resp` (2 or 3), to `out`.
+    pub fn encode(&self, resp: u8, out: &mut BytesMut) {
+        match self {
+            Reply::Status(s) => line(out, b'+', s),
+            Reply::Error(e) => line(out, b'-', e),
+            Reply::Int(n) => {
+                out.put_u8(b':');
+                put_int(out, *n);
+                out.put_slice(b"\r\n");
+            }
+            Reply::Bulk(b) => bulk(out, b),
+            Reply::Nil => out.put_slice(if resp >= 3 { b"_\r\n" } else { b"$-1\r\n" }),
+            Reply::NilArray => out.put_slice(if resp >= 3 { b"_\r\n" } else { b"*-1\r\n" }),
+            Reply::Array(items) => {
+                header(out, b'*', items.len());
+                for r in items {
+                    r.encode(resp, out);
+                }
+            }
+            Reply::Set(items) => {
+                header(out, if resp >= 3 { b'~' } else { b'*' }, items.len());
+                for r in items {
+                    r.encode(resp, out);
+                }
+            }
+            Reply::Push(items) => {
+                header(out, if resp >= 3 { b'>' } else { b'*' }, items.len());
+                for r in items {
+                    r.encode(resp, out);
+                }
+            }
+            Reply::Many(replies) => {
+                for r in replies {
+                    r.encode(resp, out);
+                }
+            }
+            Reply::Map(pairs) => {
+                if resp >= 3 {
+                    header(out, b'%', pairs.len());
+                } else {
+                    header(out, b'*', pairs.len() * 2);
+                }
+                for (k, v) in pairs {
+                    k.encode(resp, out);
+                    v.encode(resp, out);
+                }
+            }
+            Reply::Double(d) => {
+                if resp >= 3 {
+                    out.put_u8(b',');
+                    out.put_slice(numfmt::resp3_double(*d).as_bytes());
+                    out.put_slice(b"\r\n");
+                } else {
+                    bulk(out, numfmt::reply_double(*d).as_bytes());
+                }
+            }
+            Reply::Bool(b) => {
+                if resp >= 3 {
+                    out.put_slice(if *b { b"#t\r\n" } else { b"#f\r\n" });
+                } else {
+                    out.put_slice(if *b { b":1\r\n" } else { b":0\r\n" });
+                }
+            }
+            Reply::Verbatim(text) => {
+                if resp >= 3 {
+                    header(out, b'=', text.len() + 4);
+                    out.put_slice(b"txt:");
+                    out.put_slice(text);
+                    out.put_slice(b"\r\n");
+                } else {
+                    bulk(out, text);
+                }
+            }
+        }
+    }
+}
+
+fn put_int(out: &mut BytesMut, n: i64) {
+    let mut buf = itoa::Buffer::new();
+    out.put_slice(buf.format(n).as_bytes());
+}
+
+fn header(out: &mut BytesMut, kind: u8, len: usize) {
+    out.put_u8(kind);
+    let mut buf = itoa::Buffer::new();
+    out.put_slice(buf.format(len).as_bytes());
+    out.put_slice(b"\r\n");
+}
+
+fn line(out: &mut BytesMut, kind: u8, text: &[u8]) {
+    out.reserve(text.len() + 3);
+    out.put_u8(kind);
+    out.put_slice(text);
+    out.put_slice(b"\r\n");
+}
+
+fn bulk(out: &mut BytesMut, b: &[u8]) {
+    header(out, b'$', b.len());
+    out.put_slice(b);
+    out.put_slice(b"\r\n");
+}
+
+impl From<i64> for Reply {
+    fn from(n: i64) -> Reply {
+        Reply::Int(n)
+    }
+}
+
+impl From<usize> for Reply {
+    fn from(n: usize) -> Reply {
+        Reply::Int(n as i64)
+    }
+}
+
+impl From<bool> for Reply {
+    /// Redis's many "1 if it happened, 0 if not" integer replies.
+    fn from(b: bool) -> Reply {
+        Reply::Int(b as i64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enc(r: &Reply, resp: u8) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        r.encode(resp, &mut out);
+        out.to_vec()
+    }
+
+    #[test]
+    fn map_is_a_flat_array_in_resp2() {
+        let m = Reply::Map(vec![(Reply::bulk_static("a"), Reply::Int(1))]);
+        assert_eq!(enc(&m, 2), b"*2\r\n$1\r\na\r\n:1\r\n");
+        assert_eq!(enc(&m, 3), b"%1\r\n$1\r\na\r\n:1\r\n");
+    }
+
+    #[test]
+    fn nil_shapes_differ_by_protocol() {
+        assert_eq!(enc(&Reply::Nil, 2), b"$-1\r\n");
+        assert_eq!(enc(&Reply::NilArray, 2), b"*-1\r\n");
+        assert_eq!(enc(&Reply::Nil, 3), b"_\r\n");
+    }
+
+    #[test]
+    fn double_is_bulk_in_resp2() {
+        assert_eq!(enc(&Reply::Double(1.5), 2), b"$3\r\n1.5\r\n");
+        assert_eq!(enc(&Reply::Double(1.5), 3), b",1.5\r\n");
+    }
+}

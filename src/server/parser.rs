@@ -1,0 +1,322 @@
+//! Splits a client's input into commands, as Redis's `processMultibulkBuffer`
+//! and `processInlineBuffer` do.
+//!
+//! Redis accepts two request shapes: RESP arrays of bulk strings, and inline
+//! commands (a line of words, as telnet and redis-cli in some modes send).
+//! Clients notice the exact protocol-error texts and the fact that the
+//! connection closes after one, so this parser is written against Redis's
+//! request grammar rather than a general RESP decoder: it never allocates
+//! for a declared length, refuses lengths above the limits before reading
+//! their data, and keeps its place across reads so a large pipeline is
+//! scanned once.
+
+use bytes::{Buf, Bytes, BytesMut};
+
+use crate::numfmt::parse_i64;
+
+/// The longest inline request or length line Redis accepts (PROTO_INLINE_MAX_SIZE).
+pub const INLINE_MAX: usize = 64 * 1024;
+/// Array and bulk size limits for clients that have not authenticated yet.
+const UNAUTH_MULTIBULK_MAX: i64 = 1024 * 1024;
+const UNAUTH_BULK_MAX: i64 = 16384;
+
+/// Limits that depend on configuration and on the client's state.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub proto_max_bulk_len: i64,
+    pub authenticated: bool,
+}
+
+/// A fatal protocol error; the text is sent as `-ERR Protocol error: …` and
+/// the connection closes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError(pub &'static str);
+
+impl ProtocolError {
+    pub fn reply_text(&self) -> String {
+        format!("ERR Protocol error: {}", self.0)
+    }
+}
+
+/// Parser state kept between reads of one connection.
+#[derive(Default)]
+pub struct RequestParser {
+    /// Inside a multibulk: the arguments read so far and how many remain.
+    pending: Option<Multibulk>,
+}
+
+struct Multibulk {
+    args: Vec<Bytes>,
+    remaining: usize,
+    /// The declared length of the bulk being read, once its header is consumed.
+    bulk_len: Option<usize>,
+}
+
+impl RequestParser {
+    /// Takes the next complete command off the front of `buf`.
+    ///
+    /// `Ok(None)` means more input is needed. Empty requests (an empty line,
+    /// `*0`) are skipped silently, as Redis does.
+    pub fn next(&mut self, buf: &mut BytesMut, limits: Limits) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+        loop {
+            if self.pending.is_none() {
+                if buf.is_empty() {
+                    return Ok(None);
+                }
+                if buf[0] != b'*' {
+                    match inline(buf)? {
+                        None => return Ok(None),
+                        Some(args) if args.is_empty() => continue,
+                        Some(args) => return Ok(Some(args)),
+                    }
+                }
+                let Some(line) = take_line(buf, "too big mbulk count string")? else {
+                    return Ok(None);
+                };
+                let count = parse_i64(&line[1..]);
+                let count = match count {
+                    Some(n) if n <= i32::MAX as i64 => n,
+                    _ => return Err(ProtocolError("invalid multibulk length")),
+                };
+                if !limits.authenticated && count > UNAUTH_MULTIBULK_MAX {
+                    return Err(ProtocolError("unauthenticated multibulk length"));
+                }
+                if count <= 0 {
+                    continue;
+                }
+                let count = count as usize;
+                self.pending = Some(Multibulk {
+                    args: Vec::with_capacity(count.min(1024)),
+                    remaining: count,
+                    bulk_len: None,
+                });
+            }
+            let mb = self.pending.as_mut().expect("pending multibulk");
+            while mb.remaining > 0 {
+                let len = match mb.bulk_len {
+                    Some(len) => len,
+                    None => {
+                        if buf.is_empty() {
+                            return Ok(None);
+                        }
+                        if buf[0] != b'$' {
+                            return Err(ProtocolError(expected_dollar(buf[0])));
+                        }
+                        let Some(line) = take_line(buf, "too big bulk count string")? else {
+                            return Ok(None);
+                        };
+                        let len = match parse_i64(&line[1..]) {
+                            Some(n) if n >= 0 && n <= limits.proto_max_bulk_len => n,
+                            _ => return Err(ProtocolError("invalid bulk length")),
+                        };
+                        if !limits.authenticated && len > UNAUTH_BULK_MAX {
+                            return Err(ProtocolError("unauthenticated bulk length"));
+                        }
+                        mb.bulk_len = Some(len as usize);
+                        len as usize
+                    }
+                };
+                if buf.len() < len + 2 {
+                    // Let the buffer grow once for a large argument instead of
+                    // doubling many times while it arrives.
+                    buf.reserve(len + 2 - buf.len());
+                    return Ok(None);
+                }
+                let arg = buf.split_to(len).freeze();
+                // Like Redis, the two bytes after the data are skipped, not checked.
+                buf.advance(2);
+                mb.args.push(arg);
+                mb.bulk_len = None;
+                mb.remaining -= 1;
+            }
+            let done = self.pending.take().expect("pending multibulk");
+            return Ok(Some(done.args));
+        }
+    }
+}
+
+/// Redis names the offending byte in this error; a static text per byte
+/// keeps `ProtocolError` allocation-free.
+fn expected_dollar(got: u8) -> &'static str {
+    static TEXTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let texts = TEXTS.get_or_init(|| {
+        (0..=255u8)
+            .map(|b| format!("expected '$', got '{}'", b as char))
+            .collect()
+    });
+    texts[got as usize].as_str()
+}
+
+/// Takes a `\r\n`-terminated header line (without the terminator).
+fn take_line(buf: &mut BytesMut, too_big: &'static str) -> Result<Option<BytesMut>, ProtocolError> {
+    match memchr(b'\r', buf) {
+        Some(pos) if pos + 1 < buf.len() => {
+            let line = buf.split_to(pos);
+            buf.advance(2);
+            Ok(Some(line))
+        }
+        Some(_) => Ok(None),
+        None if buf.len() > INLINE_MAX => Err(ProtocolError(too_big)),
+        None => Ok(None),
+    }
+}
+
+fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|&b| b == needle)
+}
+
+/// One inline request: a line split into words the way `sdssplitargs` does.
+fn inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    let Some(nl) = memchr(b'\n', buf) else {
+        if buf.len() > INLINE_MAX {
+            return Err(ProtocolError("too big inline request"));
+        }
+        return Ok(None);
+    };
+    let mut line = buf.split_to(nl + 1);
+    line.truncate(nl);
+    if line.last() == Some(&b'\r') {
+        line.truncate(nl - 1);
+    }
+    split_args(&line)
+        .map(|words| Some(words.into_iter().map(Bytes::from).collect()))
+        .ok_or(ProtocolError("unbalanced quotes in request"))
+}
+
+/// Redis's `sdssplitargs`: words separated by spaces, with "double quotes"
+/// (C escapes and `\xHH`) and 'single quotes'. `None` on unbalanced quotes.
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut words = Vec::new();
+    let mut i = 0;
+    let at = |i: usize| line.get(i).copied().unwrap_or(0);
+    loop {
+        while at(i) != 0 && at(i).is_ascii_whitespace() || at(i) == 0x0b {
+            i += 1;
+        }
+        if at(i) == 0 {
+            return Some(words);
+        }
+        let mut word = Vec::new();
+        let (mut in_double, mut in_single) = (false, false);
+        loop {
+            let c = at(i);
+            if in_double {
+                if c == b'\\' && at(i + 1) == b'x' && at(i + 2).is_ascii_hexdigit() && at(i + 3).is_ascii_hexdigit() {
+                    let hex = [at(i + 2), at(i + 3)];
+                    let s = std::str::from_utf8(&hex).ok()?;
+                    word.push(u8::from_str_radix(s, 16).ok()?);
+                    i += 3;
+                } else if c == b'\\' && at(i + 1) != 0 {
+                    i += 1;
+                    word.push(match at(i) {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 0x08,
+                        b'a' => 0x07,
+                        other => other,
+                    });
+                } else if c == b'"' {
+                    if at(i + 1) != 0 && !is_space(at(i + 1)) {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else if c == 0 {
+                    return None;
+                } else {
+                    word.push(c);
+                }
+            } else if in_single {
+                if c == b'\\' && at(i + 1) == b'\'' {
+                    i += 1;
+                    word.push(b'\'');
+                } else if c == b'\'' {
+                    if at(i + 1) != 0 && !is_space(at(i + 1)) {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else if c == 0 {
+                    return None;
+                } else {
+                    word.push(c);
+                }
+            } else {
+                match c {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
+                    b'"' => in_double = true,
+                    b'\'' => in_single = true,
+                    _ => word.push(c),
+                }
+            }
+            i += 1;
+        }
+        words.push(word);
+    }
+}
+
+fn is_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: Limits = Limits { proto_max_bulk_len: 512 * 1024 * 1024, authenticated: true };
+
+    fn parse_all(input: &[u8]) -> (Vec<Vec<Bytes>>, Option<ProtocolError>) {
+        let mut p = RequestParser::default();
+        let mut buf = BytesMut::from(input);
+        let mut out = Vec::new();
+        loop {
+            match p.next(&mut buf, LIMITS) {
+                Ok(Some(cmd)) => out.push(cmd),
+                Ok(None) => return (out, None),
+                Err(e) => return (out, Some(e)),
+            }
+        }
+    }
+
+    #[test]
+    fn pipeline_of_multibulk_and_inline() {
+        let (cmds, err) = parse_all(b"*1\r\n$4\r\nPING\r\nset a \"b c\"\r\n*0\r\n\r\n");
+        assert!(err.is_none());
+        assert_eq!(cmds.len(), 2);
+        assert_eq!(cmds[1], vec![Bytes::from("set"), Bytes::from("a"), Bytes::from("b c")]);
+    }
+
+    #[test]
+    fn partial_input_resumes() {
+        let mut p = RequestParser::default();
+        let mut buf = BytesMut::from(&b"*2\r\n$3\r\nGET\r\n$1"[..]);
+        assert_eq!(p.next(&mut buf, LIMITS), Ok(None));
+        buf.extend_from_slice(b"\r\nk\r\n");
+        assert_eq!(p.next(&mut buf, LIMITS).unwrap().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn protocol_errors_have_redis_texts() {
+        assert_eq!(parse_all(b"*x\r\n").1, Some(ProtocolError("invalid multibulk length")));
+        assert_eq!(parse_all(b"*1\r\n+foo\r\n").1, Some(ProtocolError("expected '$', got '+'")));
+        assert_eq!(parse_all(b"*1\r\n$-3\r\n").1, Some(ProtocolError("invalid bulk length")));
+        assert_eq!(parse_all(b"set \"a\r\n").1, Some(ProtocolError("unbalanced quotes in request")));
+    }
+
+    #[test]
+    fn huge_declared_lengths_are_refused_before_data() {
+        let (_, err) = parse_all(b"*1\r\n$999999999999\r\n");
+        assert_eq!(err, Some(ProtocolError("invalid bulk length")));
+        let mut p = RequestParser::default();
+        let mut buf = BytesMut::from(&b"*2000000\r\n"[..]);
+        let unauth = Limits { authenticated: false, ..LIMITS };
+        assert_eq!(p.next(&mut buf, unauth), Err(ProtocolError("unauthenticated multibulk length")));
+    }
+
+    #[test]
+    fn split_args_handles_escapes() {
+        assert_eq!(split_args(b"a \"\\x41\\n\" 'it\\'s'").unwrap(), vec![b"a".to_vec(), b"A\n".to_vec(), b"it's".to_vec()]);
+        assert!(split_args(b"\"a\"b").is_none());
+    }
+}
