@@ -1,0 +1,176 @@
+//! Shared test harness: an in-process keylock on a free port, clients for
+//! it (the `redis` crate, and a raw connection for byte-exact checks), and
+//! a real redis-server for differential tests.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub use keylock::{Config, Server, ServerHandle};
+
+/// Starts keylock in-process on a free loopback port.
+pub fn start() -> ServerHandle {
+    Server::ephemeral().start().expect("keylock starts")
+}
+
+/// Starts keylock with a configuration tweak.
+pub fn start_with(f: impl FnOnce(&mut Config)) -> ServerHandle {
+    let mut config = Config::ephemeral();
+    f(&mut config);
+    Server::new(config).start().expect("keylock starts")
+}
+
+/// A `redis` crate connection.
+pub fn conn(server: &ServerHandle) -> redis::Connection {
+    redis::Client::open(server.url()).unwrap().get_connection().expect("connect")
+}
+
+/// Runs one command and returns the value, panicking on errors.
+pub fn q<T: redis::FromRedisValue>(c: &mut redis::Connection, args: &[&str]) -> T {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query(c).unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
+}
+
+/// Runs one command expecting an error; returns its full text ("ERR …").
+pub fn q_err(c: &mut redis::Connection, args: &[&str]) -> String {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    match cmd.query::<redis::Value>(c) {
+        Ok(v) => panic!("{args:?} succeeded with {v:?}, expected an error"),
+        Err(e) => {
+            let code = e.code().unwrap_or("").to_string();
+            let detail = e.detail().unwrap_or("").to_string();
+            if code.is_empty() { detail } else if detail.is_empty() { code } else { format!("{code} {detail}") }
+        }
+    }
+}
+
+/// A raw TCP connection that reads whole replies as the bytes the server sent.
+pub struct Raw {
+    pub reader: BufReader<TcpStream>,
+    pub writer: TcpStream,
+}
+
+impl Raw {
+    pub fn connect(addr: SocketAddr) -> Raw {
+        let s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        Raw { reader: BufReader::new(s.try_clone().unwrap()), writer: s }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).unwrap();
+    }
+
+    /// Sends a command as a RESP array of bulk strings.
+    pub fn send_cmd(&mut self, args: &[&[u8]]) {
+        self.send(&encode(args));
+    }
+
+    /// Sends a command and returns its raw reply.
+    pub fn call(&mut self, args: &[&str]) -> Vec<u8> {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        self.send_cmd(&args);
+        self.reply()
+    }
+
+    fn line(&mut self) -> Vec<u8> {
+        let mut line = Vec::new();
+        self.reader.read_until(b'\n', &mut line).expect("read reply line");
+        assert!(!line.is_empty(), "connection closed");
+        line
+    }
+
+    /// One whole reply, raw.
+    pub fn reply(&mut self) -> Vec<u8> {
+        let line = self.line();
+        let kind = line[0];
+        let rest = std::str::from_utf8(&line[1..line.len() - 2]).unwrap_or("").to_string();
+        let mut out = line.clone();
+        if b"$=!".contains(&kind) && rest != "-1" {
+            let n: usize = rest.parse().unwrap();
+            let mut data = vec![0; n + 2];
+            self.reader.read_exact(&mut data).unwrap();
+            out.extend(data);
+        } else if b"*~>%|".contains(&kind) && rest != "-1" {
+            let n: usize = rest.parse().unwrap();
+            let n = if b"%|".contains(&kind) { n * 2 } else { n };
+            for _ in 0..n {
+                out.extend(self.reply());
+            }
+        }
+        out
+    }
+
+    /// True once the server has closed the connection.
+    pub fn is_closed(&mut self) -> bool {
+        let mut buf = [0u8; 1];
+        matches!(self.reader.read(&mut buf), Ok(0))
+    }
+}
+
+pub fn encode(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend(b"\r\n");
+    }
+    out
+}
+
+/// A real redis-server on a free port, stopped on drop.
+pub struct RealRedis {
+    child: Child,
+    pub addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for RealRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts Debian's redis-server, or returns None (after printing how to
+/// install it) when it is missing. With KEYLOCK_REQUIRE_REDIS=1 a missing
+/// redis-server is a test failure instead.
+pub fn real_redis() -> Option<RealRedis> {
+    let found = Command::new("redis-server").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    if !found {
+        if std::env::var("KEYLOCK_REQUIRE_REDIS").is_ok_and(|v| v == "1") {
+            panic!("redis-server is required (KEYLOCK_REQUIRE_REDIS=1) but not on PATH");
+        }
+        eprintln!("skipping differential test: redis-server not found; install it with `apt-get install -y redis-server`");
+        return None;
+    }
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn redis-server");
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    for _ in 0..200 {
+        if TcpStream::connect(addr).is_ok() {
+            return Some(RealRedis { child, addr, _dir: dir });
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("redis-server did not start on {addr}");
+}
