@@ -48,7 +48,10 @@ impl Clock {
         if manual != 0 {
             return manual;
         }
-        let real = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0);
+        let real = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(0);
         (real as i64 + self.inner.offset_us.load(Ordering::Relaxed)) as u64
     }
 

@@ -53,7 +53,10 @@ impl Default for Config {
 impl Config {
     /// The in-process test double's defaults: a free port on loopback.
     pub fn ephemeral() -> Config {
-        Config { port: 0, ..Config::default() }
+        Config {
+            port: 0,
+            ..Config::default()
+        }
     }
 
     /// Parses redis-server style arguments (without the program name).
@@ -115,10 +118,16 @@ impl Config {
                 self.requirepass = if v.is_empty() { None } else { Some(v.clone()) };
             }
             "databases" => {
-                self.databases = one()?.parse().ok().filter(|&n: &usize| n >= 1).ok_or("Invalid number of databases")?
+                self.databases = one()?
+                    .parse()
+                    .ok()
+                    .filter(|&n: &usize| n >= 1)
+                    .ok_or("Invalid number of databases")?
             }
             "proto-max-bulk-len" => {
-                self.proto_max_bulk_len = parse_memory(one()?).filter(|&n| n >= 1024 * 1024).ok_or("Invalid proto-max-bulk-len")?
+                self.proto_max_bulk_len = parse_memory(one()?)
+                    .filter(|&n| n >= 1024 * 1024)
+                    .ok_or("Invalid proto-max-bulk-len")?
             }
             "hz" => self.hz = one()?.parse::<u32>().map_err(|_| "Invalid hz")?.clamp(1, 500),
             "maxclients" => self.maxclients = one()?.parse().map_err(|_| "Invalid max clients limit")?,

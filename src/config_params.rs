@@ -134,6 +134,18 @@ enum Kind {
     LatencyTrackingPercentiles,
 }
 
+/// What CONFIG SET does after storing a changed value, where Redis's apply
+/// function changes the reply. (The config-file path does not run these.)
+#[derive(Clone, Copy)]
+enum OnSet {
+    Nothing,
+    /// Raise the value to this minimum (Redis's resizeReplicationBacklog).
+    RaiseTo(i64),
+    /// Turning TLS on fails: keylock has no TLS, and Redis fails the same
+    /// way when no certificate is configured.
+    NoTls,
+}
+
 /// One parameter: Redis's `standardConfig`, plus its default as CONFIG GET
 /// shows it.
 struct Param {
@@ -142,10 +154,17 @@ struct Param {
     flags: u8,
     kind: Kind,
     default: &'static str,
+    on_set: OnSet,
 }
 
 const fn param(name: &'static str, alias: Option<&'static str>, flags: u8, kind: Kind, default: &'static str) -> Param {
-    Param { name, alias, flags, kind, default }
+    Param { name, alias, flags, kind, default, on_set: OnSet::Nothing }
+}
+
+impl Param {
+    const fn on_set(self, on_set: OnSet) -> Param {
+        Param { on_set, ..self }
+    }
 }
 
 const fn boolean(name: &'static str, alias: Option<&'static str>, flags: u8, default: &'static str) -> Param {
@@ -424,7 +443,8 @@ static PARAMS: &[Param] = &[
     number("latency-monitor-threshold", None, MODIFIABLE, signed(0, LONG_MAX), Unit::Plain, "0"),
     number("proto-max-bulk-len", None, MODIFIABLE, signed(1024 * 1024, LONG_MAX), Unit::Memory, "536870912"),
     number("stream-node-max-entries", None, MODIFIABLE, signed(0, LONG_MAX), Unit::Plain, "100"),
-    number("repl-backlog-size", None, MODIFIABLE, signed(1, LONG_MAX), Unit::Memory, "1048576"),
+    number("repl-backlog-size", None, MODIFIABLE, signed(1, LONG_MAX), Unit::Memory, "1048576")
+        .on_set(OnSet::RaiseTo(16 * 1024)),
     // C unsigned long long.
     number("maxmemory", None, MODIFIABLE, unsigned(0, ULLONG_MAX), Unit::Memory, "0"),
     number("cluster-link-sendbuf-limit", None, MODIFIABLE, unsigned(0, ULLONG_MAX), Unit::Memory, "0"),
@@ -446,11 +466,11 @@ static PARAMS: &[Param] = &[
     number("auto-aof-rewrite-min-size", None, MODIFIABLE, signed(0, LONG_MAX), Unit::Memory, "67108864"),
     number("loading-process-events-interval-bytes", None, MODIFIABLE | HIDDEN, signed(1024, INT_MAX), Unit::Plain, "2097152"),
     // TLS (the reference server is built with TLS, so it lists these).
-    int("tls-port", None, MODIFIABLE, 0, 65535, "0"),
+    int("tls-port", None, MODIFIABLE, 0, 65535, "0").on_set(OnSet::NoTls),
     int("tls-session-cache-size", None, MODIFIABLE, 0, INT_MAX, "20480"),
     int("tls-session-cache-timeout", None, MODIFIABLE, 0, INT_MAX, "300"),
-    boolean("tls-cluster", None, MODIFIABLE, "no"),
-    boolean("tls-replication", None, MODIFIABLE, "no"),
+    boolean("tls-cluster", None, MODIFIABLE, "no").on_set(OnSet::NoTls),
+    boolean("tls-replication", None, MODIFIABLE, "no").on_set(OnSet::NoTls),
     choice("tls-auth-clients", MODIFIABLE, TLS_AUTH_CLIENTS, "yes"),
     boolean("tls-prefer-server-ciphers", None, MODIFIABLE, "no"),
     boolean("tls-session-caching", None, MODIFIABLE, "yes"),
@@ -658,11 +678,29 @@ impl ConfigParams {
             }
         }
 
+        // Redis runs a parameter's apply function only when its value
+        // changed, after every value was stored.
         let mut changed = Vec::new();
         for &(entry, _) in &targets {
-            let param = self.entries[entry].param;
+            let Entry { name: used_name, param } = self.entries[entry];
+            if values[param] == self.values[param] {
+                continue;
+            }
+            match PARAMS[param].on_set {
+                OnSet::Nothing => {}
+                OnSet::RaiseTo(minimum) => {
+                    if values[param].parse::<i64>().is_ok_and(|v| v < minimum) {
+                        values[param] = minimum.to_string();
+                    }
+                }
+                OnSet::NoTls => {
+                    if values[param] != "no" && values[param] != "0" {
+                        return Err(set_failed(used_name, "Unable to update TLS configuration. Check server logs."));
+                    }
+                }
+            }
             let name = PARAMS[param].name;
-            if values[param] != self.values[param] && !changed.contains(&name) {
+            if !changed.contains(&name) {
                 changed.push(name);
             }
         }
@@ -684,8 +722,8 @@ impl ConfigParams {
     /// list-max-ziplist-value and lua-replicate-commands directives are
     /// accepted and ignored, as Redis 7.0 does.
     ///
-    /// As in Redis, the first `save` directive replaces the default schedule
-    /// and later ones add to it.
+    /// As in Redis 7.0.15, the first `save` directive replaces the default
+    /// schedule, later ones add to it, and `save ""` empties it.
     pub fn apply_directive(&mut self, name: &str, args: &[String]) -> Result<(), String> {
         let lower = name.to_ascii_lowercase();
         let Some(&entry) = self.by_name.get(lower.as_str()) else {
@@ -702,11 +740,10 @@ impl ConfigParams {
         let mut value = parse(param, &words, &self.values).map_err(Cow::into_owned)?;
         if matches!(PARAMS[param].kind, Kind::Save) {
             let first = !std::mem::replace(&mut self.save_directive_seen, true);
+            let empties = words == [""];
             let earlier = &self.values[param];
-            if !first && !earlier.is_empty() && !value.is_empty() {
+            if !first && !empties && !earlier.is_empty() {
                 value = format!("{earlier} {value}");
-            } else if !first && value.is_empty() {
-                value = earlier.clone();
             }
         }
         self.values[param] = value;
@@ -822,7 +859,7 @@ fn parse(param: usize, args: &[&str], values: &[String]) -> Result<String, Probl
                 Err("template format is invalid or contains unknown variables".into())
             }
         }
-        Kind::Dir => parse_dir(args),
+        Kind::Dir => parse_dir(args, &values[param]),
         Kind::Save => parse_save(args),
         Kind::ClientOutputBufferLimit => parse_client_output_buffer_limit(args, &values[param]),
         Kind::OomScoreAdjValues => parse_oom_score_adj_values(args),
@@ -1106,10 +1143,12 @@ fn proc_title_template_valid(template: &str, unixsocket: &str) -> bool {
 }
 
 /// `dir`: must name an existing directory; stored as an absolute path, as
-/// Redis shows its working directory after chdir. The error is the system's
-/// text, as Redis shows strerror.
-fn parse_dir(args: &[&str]) -> Result<String, Problem> {
+/// Redis shows its working directory after chdir. A relative path is taken
+/// from the current `dir`, as a second chdir would. The error is the
+/// system's text, as Redis shows strerror.
+fn parse_dir(args: &[&str], current: &str) -> Result<String, Problem> {
     let [path] = args else { return Err(WRONG_ARG_COUNT.into()) };
+    let path = std::path::Path::new(current).join(path);
     let os_error = |e: std::io::Error| -> Problem {
         let text = e.to_string();
         // io::Error shows "No such file or directory (os error 2)".
@@ -1118,11 +1157,11 @@ fn parse_dir(args: &[&str]) -> Result<String, Problem> {
             None => text.into(),
         }
     };
-    let meta = std::fs::metadata(path).map_err(os_error)?;
+    let meta = std::fs::metadata(&path).map_err(os_error)?;
     if !meta.is_dir() {
         return Err("Not a directory".into());
     }
-    let absolute = std::fs::canonicalize(path).map_err(os_error)?;
+    let absolute = std::fs::canonicalize(&path).map_err(os_error)?;
     Ok(absolute.to_string_lossy().into_owned())
 }
 
@@ -1293,7 +1332,8 @@ fn parse_replicaof(args: &[&str]) -> Result<String, Problem> {
     if host.eq_ignore_ascii_case("no") && port.eq_ignore_ascii_case("one") {
         return Ok(String::new());
     }
-    match c_strtoll_whole(port) {
+    // Redis keeps strtol's result in an int before checking it.
+    match c_strtoll_whole(port).map(|p| p as i32) {
         Some(port) if (0..=65535).contains(&port) => Ok(format!("{host} {port}")),
         _ => Err("Invalid master port".into()),
     }
@@ -1341,6 +1381,9 @@ fn string2d(text: &str) -> Option<f64> {
         None => (false, text.strip_prefix('+').unwrap_or(text)),
     };
     let lower = body.to_ascii_lowercase();
+    if !lower.starts_with(|c: char| c.is_ascii_digit() || c == '.' || c == 'i') {
+        return None;
+    }
     let magnitude = if lower == "inf" || lower == "infinity" {
         f64::INFINITY
     } else if let Some(hex) = lower.strip_prefix("0x") {
@@ -1569,6 +1612,26 @@ mod tests {
         assert_eq!(params.value("hz"), Some("500"));
         set(&mut params, &[("hz", "0")]).unwrap();
         assert_eq!(params.value("hz"), Some("1"));
+    }
+
+    #[test]
+    fn repl_backlog_size_is_raised_to_16k_by_config_set_only() {
+        let mut params = ConfigParams::new();
+        set(&mut params, &[("repl-backlog-size", "1kb")]).unwrap();
+        assert_eq!(params.value("repl-backlog-size"), Some("16384"));
+        params.apply_directive("repl-backlog-size", &["1kb".to_string()]).unwrap();
+        assert_eq!(params.value("repl-backlog-size"), Some("1024"));
+    }
+
+    #[test]
+    fn turning_tls_on_fails() {
+        let mut params = ConfigParams::new();
+        assert_eq!(
+            set_err(&mut params, &[("timeout", "5"), ("tls-cluster", "yes")]),
+            "ERR CONFIG SET failed (possibly related to argument 'tls-cluster') - Unable to update TLS configuration. Check server logs."
+        );
+        assert_eq!(params.value("timeout"), Some("0"));
+        assert_eq!(set(&mut params, &[("tls-cluster", "no"), ("tls-ciphers", "x")]), Ok(vec!["tls-ciphers"]));
     }
 
     #[test]
@@ -1801,6 +1864,9 @@ mod tests {
         params.apply_directive("save", &["60".to_string(), "1".to_string()]).unwrap();
         params.apply_directive("save", &["300".to_string(), "10".to_string()]).unwrap();
         assert_eq!(params.value("save"), Some("60 1 300 10"));
+        params.apply_directive("save", &[String::new()]).unwrap();
+        params.apply_directive("save", &["900".to_string(), "1".to_string()]).unwrap();
+        assert_eq!(params.value("save"), Some("900 1"));
         assert_eq!(params.apply_directive("save", &["3600 1".to_string()]), Err("Invalid save parameters".to_string()));
     }
 

@@ -87,7 +87,20 @@ impl CmdError {
     pub fn unknown_subcommand(sub: &[u8], command: &str) -> CmdError {
         let sub = String::from_utf8_lossy(sub);
         let sub: String = sub.chars().take(128).collect();
-        CmdError::err(format!("unknown subcommand '{sub}'. Try {}.", command.to_ascii_uppercase() + " HELP"))
+        CmdError::err(format!(
+            "unknown subcommand '{sub}'. Try {}.",
+            command.to_ascii_uppercase() + " HELP"
+        ))
+    }
+
+    /// Redis's `addReplySubcommandSyntaxError`, for subcommands that check
+    /// their own argument count.
+    pub fn subcommand_syntax(sub: &[u8], command: &str) -> CmdError {
+        CmdError::err(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
+            String::from_utf8_lossy(sub),
+            command.to_ascii_uppercase()
+        ))
     }
 
     pub fn noauth() -> CmdError {

@@ -41,7 +41,10 @@ fn main() {
 fn stop_on_signals(server: &keylock::ServerHandle) {
     let stopper = server.stopper();
     std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("signal runtime");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("signal runtime");
         rt.block_on(async {
             use tokio::signal::unix::{SignalKind, signal};
             let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");

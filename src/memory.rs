@@ -35,11 +35,19 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
 /// Live heap bytes if the counting allocator is installed, else the RSS.
 pub fn used_bytes() -> u64 {
-    if INSTALLED.load(Ordering::Relaxed) { USED.load(Ordering::Relaxed) as u64 } else { rss_bytes() }
+    if INSTALLED.load(Ordering::Relaxed) {
+        USED.load(Ordering::Relaxed) as u64
+    } else {
+        rss_bytes()
+    }
 }
 
 pub fn peak_bytes() -> u64 {
-    if INSTALLED.load(Ordering::Relaxed) { PEAK.load(Ordering::Relaxed) as u64 } else { rss_bytes() }
+    if INSTALLED.load(Ordering::Relaxed) {
+        PEAK.load(Ordering::Relaxed) as u64
+    } else {
+        rss_bytes()
+    }
 }
 
 /// Resident set size from /proc/self/statm.
@@ -52,7 +60,9 @@ pub fn rss_bytes() -> u64 {
 
 /// (user, system) CPU seconds of this process, from /proc/self/stat.
 pub fn cpu_times() -> (f64, f64) {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return (0.0, 0.0) };
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return (0.0, 0.0);
+    };
     let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = after.split_whitespace().collect();
     let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 100.0;

@@ -133,7 +133,9 @@ pub fn parse_f64(s: &[u8]) -> Option<f64> {
             }
         }
         FloatSyntax::Hex => {
-            let ld = X87DoubleExtended::from_str_r(text, Round::NearestTiesToEven).ok()?.value;
+            let ld = X87DoubleExtended::from_str_r(&hex_for_apfloat(text), Round::NearestTiesToEven)
+                .ok()?
+                .value;
             let v: rustc_apfloat::ieee::Double = ld.convert(&mut false).value;
             f64::from_bits(v.to_bits() as u64)
         }
@@ -146,6 +148,16 @@ pub fn parse_f64(s: &[u8]) -> Option<f64> {
         }
     };
     if v.is_nan() { None } else { Some(v) }
+}
+
+/// strtod's hex floats (`0x10`, `0X1.8P3`) in the spelling the apfloat
+/// parser takes: lowercase, with an explicit binary exponent.
+fn hex_for_apfloat(text: &str) -> String {
+    let mut t = text.to_ascii_lowercase();
+    if !t.contains('p') {
+        t.push_str("p0");
+    }
+    t
 }
 
 /// C's `%.{prec}g`.
@@ -210,7 +222,12 @@ impl LongDouble {
                 if s[0] == b'-' { -inf } else { inf }
             }
             FloatSyntax::Hex | FloatSyntax::Decimal { .. } => {
-                let parsed = X87DoubleExtended::from_str_r(text, Round::NearestTiesToEven).ok()?;
+                let text = if matches!(syntax, FloatSyntax::Hex) {
+                    hex_for_apfloat(text)
+                } else {
+                    text.to_string()
+                };
+                let parsed = X87DoubleExtended::from_str_r(&text, Round::NearestTiesToEven).ok()?;
                 let v = parsed.value;
                 let nonzero = matches!(syntax, FloatSyntax::Decimal { nonzero: true });
                 if v.is_infinite() || (v.is_zero() && nonzero) {
@@ -306,6 +323,9 @@ mod tests {
         assert_eq!(parse_f64(b"-inf"), Some(f64::NEG_INFINITY));
         assert_eq!(parse_f64(b".5"), Some(0.5));
         assert_eq!(parse_f64(b"0x10"), Some(16.0));
+        assert_eq!(parse_f64(b"0X1P4"), Some(16.0));
+        assert_eq!(parse_f64(b"-0x1.8p1"), Some(-3.0));
+        assert_eq!(LongDouble::parse(b"0x10").map(|v| v.to_human()), Some("16".to_string()));
         for bad in [&b"nan"[..], b" 1", b"1e", b"1e999", b"1e-999", b"abc", b""] {
             assert_eq!(parse_f64(bad), None, "{:?}", bad);
         }
@@ -316,7 +336,13 @@ mod tests {
         let a = LongDouble::parse(b"10.50").unwrap();
         let b = LongDouble::parse(b"0.1").unwrap();
         assert_eq!(a.add(b).to_human(), "10.6");
-        assert_eq!(LongDouble::parse(b"5.0e3").unwrap().add(LongDouble::parse(b"2.0e2").unwrap()).to_human(), "5200");
+        assert_eq!(
+            LongDouble::parse(b"5.0e3")
+                .unwrap()
+                .add(LongDouble::parse(b"2.0e2").unwrap())
+                .to_human(),
+            "5200"
+        );
         assert_eq!(LongDouble::parse(b"0.1").unwrap().to_human(), "0.1");
         assert_eq!(LongDouble::parse(b"-0.0").unwrap().to_human(), "0");
     }

@@ -10,7 +10,9 @@ use crate::engine::Client;
 const G: Group = Group::Connection;
 
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("ping", -1, ping).flags(FAST | SENTINEL | SUBSCRIBED_OK).doc(G, "1.0.0", "Returns the server's liveliness response."),
+    cmd("ping", -1, ping)
+        .flags(FAST | SENTINEL | SUBSCRIBED_OK)
+        .doc(G, "1.0.0", "Returns the server's liveliness response."),
     cmd("echo", 2, echo).flags(FAST).doc(G, "1.0.0", "Returns the given string."),
     cmd("quit", -1, quit)
         .flags(ALLOW_BUSY | NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SUBSCRIBED_OK | TX_CONTROL)
@@ -18,31 +20,73 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("reset", 1, reset)
         .flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | SUBSCRIBED_OK | TX_CONTROL)
         .doc(G, "6.2.0", "Resets the connection."),
-    cmd("select", 2, select).flags(LOADING | STALE | FAST).doc(G, "1.0.0", "Changes the selected database."),
+    cmd("select", 2, select)
+        .flags(LOADING | STALE | FAST)
+        .doc(G, "1.0.0", "Changes the selected database."),
     cmd("auth", -2, auth)
         .flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | SENTINEL)
         .doc(G, "1.0.0", "Authenticates the connection."),
     cmd("hello", -1, hello)
         .flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | SENTINEL)
         .doc(G, "6.0.0", "Handshakes with the Redis server."),
-    cmd("readonly", 1, readonly).flags(LOADING | STALE | FAST).doc(G, "3.0.0", "Enables read-only queries for a connection to a Redis Cluster replica node."),
-    cmd("readwrite", 1, readonly).flags(LOADING | STALE | FAST).doc(G, "3.0.0", "Enables read-write queries for a connection to a Reids Cluster replica node."),
+    cmd("readonly", 1, readonly).flags(LOADING | STALE | FAST).doc(
+        G,
+        "3.0.0",
+        "Enables read-only queries for a connection to a Redis Cluster replica node.",
+    ),
+    cmd("readwrite", 1, readonly).flags(LOADING | STALE | FAST).doc(
+        G,
+        "3.0.0",
+        "Enables read-write queries for a connection to a Reids Cluster replica node.",
+    ),
     container("client", CLIENT).doc(G, "2.4.0", "A container for client connection commands."),
 ];
 
 const CLIENT: &[CommandSpec] = &[
-    cmd("id", 2, client_id).flags(NOSCRIPT | LOADING | STALE).doc(G, "5.0.0", "Returns the unique client ID of the connection."),
-    cmd("setname", 3, client_setname).flags(NOSCRIPT | LOADING | STALE).doc(G, "2.6.9", "Sets the connection name."),
-    cmd("getname", 2, client_getname).flags(NOSCRIPT | LOADING | STALE).doc(G, "2.6.9", "Returns the name of the connection."),
-    cmd("setinfo", 4, client_setinfo).flags(NOSCRIPT | LOADING | STALE).doc(G, "7.2.0", "Sets information specific to the client or connection."),
-    cmd("capa", -3, client_capa).flags(NOSCRIPT | LOADING | STALE).doc(G, "8.0.0", "Declares the client's capabilities."),
-    cmd("list", -2, client_list).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(G, "2.4.0", "Lists open connections."),
-    cmd("info", 2, client_info).flags(NOSCRIPT | LOADING | STALE).doc(G, "6.2.0", "Returns information about the connection."),
-    cmd("kill", -3, client_kill).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(G, "2.4.0", "Terminates open connections."),
-    cmd("no-evict", 3, client_no_evict).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(G, "7.0.0", "Sets the client eviction mode of the connection."),
-    cmd("no-touch", 3, client_no_touch).flags(NOSCRIPT | LOADING | STALE).doc(G, "7.2.0", "Controls whether commands sent by the client affect the LRU/LFU of accessed keys."),
-    cmd("getredir", 2, client_getredir).flags(NOSCRIPT | LOADING | STALE).doc(G, "6.0.0", "Returns the client ID to which the connection's tracking notifications are redirected."),
-    cmd("help", 2, client_help).flags(LOADING | STALE).doc(G, "5.0.0", "Returns helpful text about the different subcommands."),
+    cmd("id", 2, client_id)
+        .flags(NOSCRIPT | LOADING | STALE)
+        .doc(G, "5.0.0", "Returns the unique client ID of the connection."),
+    cmd("setname", 3, client_setname)
+        .flags(NOSCRIPT | LOADING | STALE)
+        .doc(G, "2.6.9", "Sets the connection name."),
+    cmd("getname", 2, client_getname)
+        .flags(NOSCRIPT | LOADING | STALE)
+        .doc(G, "2.6.9", "Returns the name of the connection."),
+    cmd("setinfo", 4, client_setinfo).flags(NOSCRIPT | LOADING | STALE).doc(
+        G,
+        "7.2.0",
+        "Sets information specific to the client or connection.",
+    ),
+    cmd("capa", -3, client_capa)
+        .flags(NOSCRIPT | LOADING | STALE)
+        .doc(G, "8.0.0", "Declares the client's capabilities."),
+    cmd("list", -2, client_list)
+        .flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc(G, "2.4.0", "Lists open connections."),
+    cmd("info", 2, client_info)
+        .flags(NOSCRIPT | LOADING | STALE)
+        .doc(G, "6.2.0", "Returns information about the connection."),
+    cmd("kill", -3, client_kill)
+        .flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc(G, "2.4.0", "Terminates open connections."),
+    cmd("no-evict", 3, client_no_evict).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(
+        G,
+        "7.0.0",
+        "Sets the client eviction mode of the connection.",
+    ),
+    cmd("no-touch", 3, client_no_touch).flags(NOSCRIPT | LOADING | STALE).doc(
+        G,
+        "7.2.0",
+        "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.",
+    ),
+    cmd("getredir", 2, client_getredir).flags(NOSCRIPT | LOADING | STALE).doc(
+        G,
+        "6.0.0",
+        "Returns the client ID to which the connection's tracking notifications are redirected.",
+    ),
+    cmd("help", 2, client_help)
+        .flags(LOADING | STALE)
+        .doc(G, "5.0.0", "Returns helpful text about the different subcommands."),
 ];
 
 fn ping(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -154,7 +198,10 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         } else if opt.eq_ignore_ascii_case(b"setname") && remaining >= 1 {
             name = Some(args.req()?.clone());
         } else {
-            return Err(CmdError::err(format!("Syntax error in HELLO option '{}'", String::from_utf8_lossy(opt))));
+            return Err(CmdError::err(format!(
+                "Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(opt)
+            )));
         }
     }
     if let Some((user, pass)) = credentials {
@@ -215,10 +262,17 @@ fn client_setinfo(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let slot = match attr.as_str() {
         "lib-name" => &mut ctx.client.lib_name,
         "lib-ver" => &mut ctx.client.lib_ver,
-        _ => return Err(CmdError::err(format!("Unrecognized option '{}'", String::from_utf8_lossy(&argv[2])))),
+        _ => {
+            return Err(CmdError::err(format!(
+                "Unrecognized option '{}'",
+                String::from_utf8_lossy(&argv[2])
+            )));
+        }
     };
     if value.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
-        return Err(CmdError::err(format!("{attr} cannot contain spaces, newlines or special characters.")));
+        return Err(CmdError::err(format!(
+            "{attr} cannot contain spaces, newlines or special characters."
+        )));
     }
     *slot = if value.is_empty() { None } else { Some(value.clone()) };
     Ok(Reply::OK)
@@ -263,7 +317,9 @@ fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         } else if opt.eq_ignore_ascii_case(b"id") && args.remaining() >= 1 {
             let mut list = Vec::new();
             for id in args.rest() {
-                let n = crate::numfmt::parse_i64(id).filter(|&n| n > 0).ok_or_else(|| CmdError::err("Invalid client ID"))?;
+                let n = crate::numfmt::parse_i64(id)
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| CmdError::err("Invalid client ID"))?;
                 list.push(n as u64);
             }
             ids = Some(list);
@@ -309,7 +365,10 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() == 3 {
         // The old form: CLIENT KILL addr:port.
         let target = &argv[2];
-        let victim = all_clients(ctx).into_iter().find(|c| c.peer.to_string().as_bytes() == &target[..]).map(|c| c.id);
+        let victim = all_clients(ctx)
+            .into_iter()
+            .find(|c| c.peer.to_string().as_bytes() == &target[..])
+            .map(|c| c.id);
         return match victim {
             Some(id) => {
                 kill(ctx, id);
@@ -318,13 +377,18 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             None => Err(CmdError::err("No such client")),
         };
     }
-    let mut f = KillFilter { skip_me: true, ..KillFilter::default() };
+    let mut f = KillFilter {
+        skip_me: true,
+        ..KillFilter::default()
+    };
     let mut args = Args::after_subcommand(argv);
     while let Some(opt) = args.next() {
         let Some(val) = args.next() else { return Err(CmdError::syntax()) };
         match String::from_utf8_lossy(opt).to_ascii_lowercase().as_str() {
             "id" => {
-                let n = crate::numfmt::parse_i64(val).filter(|&n| n > 0).ok_or_else(|| CmdError::err("client-id should be greater than 0"))?;
+                let n = crate::numfmt::parse_i64(val)
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| CmdError::err("client-id should be greater than 0"))?;
                 f.id = Some(n as u64);
             }
             "addr" => f.addr = Some(val.to_vec()),

@@ -9,7 +9,19 @@ use std::fmt::Write;
 use super::Ctx;
 use super::table::Registry;
 
-const DEFAULT: &[&str] = &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules", "errorstats", "cluster", "keyspace"];
+const DEFAULT: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "errorstats",
+    "cluster",
+    "keyspace",
+];
 const ALL_EXTRA: &[&str] = &["commandstats", "latencystats"];
 
 /// Renders the sections asked for (`default` when none).
@@ -79,7 +91,10 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("hz:{}", st.config.hz);
             line!("configured_hz:{}", st.config.hz);
             line!("lru_clock:{}", (now_us / 1_000_000) & ((1 << 24) - 1));
-            line!("executable:{}", std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default());
+            line!(
+                "executable:{}",
+                std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default()
+            );
             line!("config_file:");
             line!("io_threads_active:0");
         }
@@ -113,7 +128,10 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("maxmemory:{}", maxmemory);
             line!("maxmemory_human:{}", human_bytes(maxmemory.max(0) as u64));
             line!("maxmemory_policy:{}", st.params.value("maxmemory-policy").unwrap_or("noeviction"));
-            line!("mem_fragmentation_ratio:{:.2}", if used > 0 { rss as f64 / used as f64 } else { 0.0 });
+            line!(
+                "mem_fragmentation_ratio:{:.2}",
+                if used > 0 { rss as f64 / used as f64 } else { 0.0 }
+            );
             line!("mem_allocator:libc");
         }
         "persistence" => {

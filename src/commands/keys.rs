@@ -37,11 +37,27 @@ pub const COMMANDS: &[CommandSpec] = &[
 ];
 
 const OBJECT: &[CommandSpec] = &[
-    cmd("encoding", 3, object_encoding).flags(READONLY).keys(2, 2, 1).doc(G, "2.2.3", "Returns the internal encoding of a Redis object."),
-    cmd("freq", 3, object_freq).flags(READONLY).keys(2, 2, 1).doc(G, "4.0.0", "Returns the logarithmic access frequency counter of a Redis object."),
-    cmd("idletime", 3, object_idletime).flags(READONLY).keys(2, 2, 1).doc(G, "2.2.3", "Returns the time since the last access to a Redis object."),
-    cmd("refcount", 3, object_refcount).flags(READONLY).keys(2, 2, 1).doc(G, "2.2.3", "Returns the reference count of a value of a key."),
-    cmd("help", 2, object_help).flags(LOADING | STALE).doc(G, "6.2.0", "Returns helpful text about the different subcommands."),
+    cmd("encoding", 3, object_encoding)
+        .flags(READONLY)
+        .keys(2, 2, 1)
+        .doc(G, "2.2.3", "Returns the internal encoding of a Redis object."),
+    cmd("freq", 3, object_freq).flags(READONLY).keys(2, 2, 1).doc(
+        G,
+        "4.0.0",
+        "Returns the logarithmic access frequency counter of a Redis object.",
+    ),
+    cmd("idletime", 3, object_idletime).flags(READONLY).keys(2, 2, 1).doc(
+        G,
+        "2.2.3",
+        "Returns the time since the last access to a Redis object.",
+    ),
+    cmd("refcount", 3, object_refcount)
+        .flags(READONLY)
+        .keys(2, 2, 1)
+        .doc(G, "2.2.3", "Returns the reference count of a value of a key."),
+    cmd("help", 2, object_help)
+        .flags(LOADING | STALE)
+        .doc(G, "6.2.0", "Returns helpful text about the different subcommands."),
 ];
 
 fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -92,8 +108,13 @@ pub struct ScanOptions {
 
 /// Parses `cursor [MATCH p] [COUNT n] [TYPE t]` starting at `argv[cursor_at]`.
 pub fn parse_scan(argv: &[Bytes], cursor_at: usize, allow_type: bool) -> CmdResult<ScanOptions> {
-    let cursor = crate::numfmt::parse_u64(&argv[cursor_at]).ok_or_else(|| CmdError::err("invalid cursor"))?;
-    let mut o = ScanOptions { cursor, pattern: None, count: 10, type_filter: None };
+    let cursor = parse_cursor(&argv[cursor_at])?;
+    let mut o = ScanOptions {
+        cursor,
+        pattern: None,
+        count: 10,
+        type_filter: None,
+    };
     let mut i = cursor_at + 1;
     while i < argv.len() {
         let has_value = i + 1 < argv.len();
@@ -106,7 +127,11 @@ pub fn parse_scan(argv: &[Bytes], cursor_at: usize, allow_type: bool) -> CmdResu
                 o.count = n as usize;
             }
             "MATCH" if has_value => {
-                o.pattern = if argv[i + 1].as_ref() == b"*" { None } else { Some(argv[i + 1].clone()) };
+                o.pattern = if argv[i + 1].as_ref() == b"*" {
+                    None
+                } else {
+                    Some(argv[i + 1].clone())
+                };
             }
             "TYPE" if has_value && allow_type => o.type_filter = Some(argv[i + 1].clone()),
             _ => return Err(CmdError::syntax()),
@@ -114,6 +139,28 @@ pub fn parse_scan(argv: &[Bytes], cursor_at: usize, allow_type: bool) -> CmdResu
         i += 2;
     }
     Ok(o)
+}
+
+/// Redis parses cursors with `strtoul`: an optional sign (a negative value
+/// wraps around), digits, nothing else; an empty string is cursor 0.
+fn parse_cursor(raw: &[u8]) -> CmdResult<u64> {
+    let invalid = || CmdError::err("invalid cursor");
+    let (negative, digits) = match raw.first() {
+        Some(b'-') => (true, &raw[1..]),
+        Some(b'+') => (false, &raw[1..]),
+        _ => (false, raw),
+    };
+    if !digits.iter().all(u8::is_ascii_digit) {
+        return Err(invalid());
+    }
+    let mut v: u64 = 0;
+    for &d in digits {
+        v = v
+            .checked_mul(10)
+            .and_then(|v| v.checked_add((d - b'0') as u64))
+            .ok_or_else(invalid)?;
+    }
+    Ok(if negative { v.wrapping_neg() } else { v })
 }
 
 pub fn scan_reply(cursor: u64, items: Vec<Bytes>) -> Reply {
@@ -129,7 +176,9 @@ fn scan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         .into_iter()
         .filter(|(k, v)| {
             o.pattern.as_ref().is_none_or(|p| glob::matches(p, k, false))
-                && o.type_filter.as_ref().is_none_or(|t| t.eq_ignore_ascii_case(v.type_name().as_bytes()))
+                && o.type_filter
+                    .as_ref()
+                    .is_none_or(|t| t.eq_ignore_ascii_case(v.type_name().as_bytes()))
         })
         .map(|(k, _)| k.clone())
         .collect();
@@ -267,7 +316,8 @@ fn pttl(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn expiretime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Int(match deadline(ctx, &argv[1]) {
-        Ok(at) => (at / 1000) as i64,
+        // Redis rounds to the nearest second here too.
+        Ok(at) => (at.saturating_add(500) / 1000) as i64,
         Err(code) => code,
     }))
 }
@@ -336,7 +386,9 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err("source and destination objects are the same"));
     }
     let now = ctx.now_ms;
-    let Some(value) = ctx.state.dbs[src].get(src_key, now).cloned() else { return Ok(Reply::Int(0)) };
+    let Some(value) = ctx.state.dbs[src].get(src_key, now).cloned() else {
+        return Ok(Reply::Int(0));
+    };
     let at = ctx.state.dbs[src].expire_at(src_key);
     let dst = &mut ctx.state.dbs[target];
     if dst.contains(dst_key, now) {
@@ -371,7 +423,9 @@ fn waitaof(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     parse_i64(&argv[2])?;
     parse_timeout(&argv[3])?;
     if numlocal > 0 && ctx.state.params.value("appendonly") != Some("yes") {
-        return Err(CmdError::err("WAITAOF cannot be used when numlocal is set but appendonly is disabled."));
+        return Err(CmdError::err(
+            "WAITAOF cannot be used when numlocal is set but appendonly is disabled.",
+        ));
     }
     Ok(Reply::Array(vec![Reply::Int(0), Reply::Int(0)]))
 }
@@ -379,7 +433,9 @@ fn waitaof(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     use crate::db::Value;
     let now = ctx.now_ms;
-    let Some(v) = ctx.db().get(&argv[2], now) else { return Ok(Reply::Nil) };
+    let Some(v) = ctx.db().get(&argv[2], now) else {
+        return Ok(Reply::Nil);
+    };
     let enc = match v {
         Value::Str(s) if crate::numfmt::parse_i64(s).is_some() && s.len() <= 20 => "int",
         Value::Str(s) if s.len() <= 44 => "embstr",
@@ -407,12 +463,20 @@ fn object_freq(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn object_idletime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let now = ctx.now_ms;
-    Ok(if ctx.db().get(&argv[2], now).is_some() { Reply::Int(0) } else { Reply::Nil })
+    Ok(if ctx.db().get(&argv[2], now).is_some() {
+        Reply::Int(0)
+    } else {
+        Reply::Nil
+    })
 }
 
 fn object_refcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let now = ctx.now_ms;
-    Ok(if ctx.db().get(&argv[2], now).is_some() { Reply::Int(1) } else { Reply::Nil })
+    Ok(if ctx.db().get(&argv[2], now).is_some() {
+        Reply::Int(1)
+    } else {
+        Reply::Nil
+    })
 }
 
 fn object_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {

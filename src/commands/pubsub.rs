@@ -14,24 +14,62 @@ const G: Group = Group::PubSub;
 const SUB: u32 = PUBSUB | NOSCRIPT | LOADING | STALE | SUBSCRIBED_OK;
 
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("subscribe", -2, subscribe).flags(SUB).doc(G, "2.0.0", "Listens for messages published to channels."),
-    cmd("unsubscribe", -1, unsubscribe).flags(SUB).doc(G, "2.0.0", "Stops listening to messages posted to channels."),
-    cmd("psubscribe", -2, psubscribe).flags(SUB).doc(G, "2.0.0", "Listens for messages published to channels that match one or more patterns."),
-    cmd("punsubscribe", -1, punsubscribe).flags(SUB).doc(G, "2.0.0", "Stops listening to messages published to channels that match one or more patterns."),
-    cmd("ssubscribe", -2, ssubscribe).flags(SUB).keys(1, -1, 1).doc(G, "7.0.0", "Listens for messages published to shard channels."),
-    cmd("sunsubscribe", -1, sunsubscribe).flags(SUB).keys(1, -1, 1).doc(G, "7.0.0", "Stops listening to messages posted to shard channels."),
-    cmd("publish", 3, publish).flags(PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE).doc(G, "2.0.0", "Posts a message to a channel."),
-    cmd("spublish", 3, spublish).flags(PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE).keys(1, 1, 1).doc(G, "7.0.0", "Post a message to a shard channel"),
+    cmd("subscribe", -2, subscribe)
+        .flags(SUB)
+        .doc(G, "2.0.0", "Listens for messages published to channels."),
+    cmd("unsubscribe", -1, unsubscribe)
+        .flags(SUB)
+        .doc(G, "2.0.0", "Stops listening to messages posted to channels."),
+    cmd("psubscribe", -2, psubscribe).flags(SUB).doc(
+        G,
+        "2.0.0",
+        "Listens for messages published to channels that match one or more patterns.",
+    ),
+    cmd("punsubscribe", -1, punsubscribe).flags(SUB).doc(
+        G,
+        "2.0.0",
+        "Stops listening to messages published to channels that match one or more patterns.",
+    ),
+    cmd("ssubscribe", -2, ssubscribe)
+        .flags(SUB)
+        .keys(1, -1, 1)
+        .doc(G, "7.0.0", "Listens for messages published to shard channels."),
+    cmd("sunsubscribe", -1, sunsubscribe).flags(SUB).keys(1, -1, 1).doc(
+        G,
+        "7.0.0",
+        "Stops listening to messages posted to shard channels.",
+    ),
+    cmd("publish", 3, publish)
+        .flags(PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE)
+        .doc(G, "2.0.0", "Posts a message to a channel."),
+    cmd("spublish", 3, spublish)
+        .flags(PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE)
+        .keys(1, 1, 1)
+        .doc(G, "7.0.0", "Post a message to a shard channel"),
     container("pubsub", PUBSUB_SUBCOMMANDS).doc(G, "2.8.0", "A container for Pub/Sub commands."),
 ];
 
 const PUBSUB_SUBCOMMANDS: &[CommandSpec] = &[
-    cmd("channels", -2, pubsub_channels).flags(PUBSUB | LOADING | STALE).doc(G, "2.8.0", "Returns the active channels."),
-    cmd("numsub", -2, pubsub_numsub).flags(PUBSUB | LOADING | STALE).doc(G, "2.8.0", "Returns a count of subscribers to channels."),
-    cmd("numpat", 2, pubsub_numpat).flags(PUBSUB | LOADING | STALE).doc(G, "2.8.0", "Returns a count of unique pattern subscriptions."),
-    cmd("shardchannels", -2, pubsub_shardchannels).flags(PUBSUB | LOADING | STALE).doc(G, "7.0.0", "Returns the active shard channels."),
-    cmd("shardnumsub", -2, pubsub_shardnumsub).flags(PUBSUB | LOADING | STALE).doc(G, "7.0.0", "Returns the count of subscribers of shard channels."),
-    cmd("help", 2, pubsub_help).flags(LOADING | STALE).doc(G, "6.2.0", "Returns helpful text about the different subcommands."),
+    cmd("channels", -2, pubsub_channels)
+        .flags(PUBSUB | LOADING | STALE)
+        .doc(G, "2.8.0", "Returns the active channels."),
+    cmd("numsub", -2, pubsub_numsub)
+        .flags(PUBSUB | LOADING | STALE)
+        .doc(G, "2.8.0", "Returns a count of subscribers to channels."),
+    cmd("numpat", 2, pubsub_numpat)
+        .flags(PUBSUB | LOADING | STALE)
+        .doc(G, "2.8.0", "Returns a count of unique pattern subscriptions."),
+    cmd("shardchannels", -2, pubsub_shardchannels)
+        .flags(PUBSUB | LOADING | STALE)
+        .doc(G, "7.0.0", "Returns the active shard channels."),
+    cmd("shardnumsub", -2, pubsub_shardnumsub).flags(PUBSUB | LOADING | STALE).doc(
+        G,
+        "7.0.0",
+        "Returns the count of subscribers of shard channels.",
+    ),
+    cmd("help", 2, pubsub_help)
+        .flags(LOADING | STALE)
+        .doc(G, "6.2.0", "Returns helpful text about the different subcommands."),
 ];
 
 fn confirmation(kind: &'static str, channel: Option<Bytes>, count: usize) -> Reply {
@@ -72,9 +110,17 @@ fn psubscribe(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn unsubscribe(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let targets: Vec<Bytes> = if argv.len() > 1 { argv[1..].to_vec() } else { ctx.client.channels.iter().cloned().collect() };
+    let targets: Vec<Bytes> = if argv.len() > 1 {
+        argv[1..].to_vec()
+    } else {
+        ctx.client.channels.iter().cloned().collect()
+    };
     if targets.is_empty() {
-        return Ok(Reply::Many(vec![confirmation("unsubscribe", None, ctx.client.subscription_count())]));
+        return Ok(Reply::Many(vec![confirmation(
+            "unsubscribe",
+            None,
+            ctx.client.subscription_count(),
+        )]));
     }
     let mut out = Vec::new();
     for ch in targets {
@@ -87,9 +133,17 @@ fn unsubscribe(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn sunsubscribe(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let targets: Vec<Bytes> = if argv.len() > 1 { argv[1..].to_vec() } else { ctx.client.shard_channels.iter().cloned().collect() };
+    let targets: Vec<Bytes> = if argv.len() > 1 {
+        argv[1..].to_vec()
+    } else {
+        ctx.client.shard_channels.iter().cloned().collect()
+    };
     if targets.is_empty() {
-        return Ok(Reply::Many(vec![confirmation("sunsubscribe", None, ctx.client.shard_channels.len())]));
+        return Ok(Reply::Many(vec![confirmation(
+            "sunsubscribe",
+            None,
+            ctx.client.shard_channels.len(),
+        )]));
     }
     let mut out = Vec::new();
     for ch in targets {
@@ -102,9 +156,17 @@ fn sunsubscribe(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn punsubscribe(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let targets: Vec<Bytes> = if argv.len() > 1 { argv[1..].to_vec() } else { ctx.client.patterns.iter().cloned().collect() };
+    let targets: Vec<Bytes> = if argv.len() > 1 {
+        argv[1..].to_vec()
+    } else {
+        ctx.client.patterns.iter().cloned().collect()
+    };
     if targets.is_empty() {
-        return Ok(Reply::Many(vec![confirmation("punsubscribe", None, ctx.client.subscription_count())]));
+        return Ok(Reply::Many(vec![confirmation(
+            "punsubscribe",
+            None,
+            ctx.client.subscription_count(),
+        )]));
     }
     let mut out = Vec::new();
     for p in targets {
@@ -142,16 +204,20 @@ fn spublish(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn pubsub_channels(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() > 3 {
-        return Err(CmdError::arity("pubsub|channels"));
+        return Err(CmdError::subcommand_syntax(&argv[1], "pubsub"));
     }
-    Ok(Reply::bulks(ctx.state.pubsub.channel_names(Kind::Channel, argv.get(2).map(|b| b.as_ref()))))
+    Ok(Reply::bulks(
+        ctx.state.pubsub.channel_names(Kind::Channel, argv.get(2).map(|b| b.as_ref())),
+    ))
 }
 
 fn pubsub_shardchannels(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() > 3 {
-        return Err(CmdError::arity("pubsub|shardchannels"));
+        return Err(CmdError::subcommand_syntax(&argv[1], "pubsub"));
     }
-    Ok(Reply::bulks(ctx.state.pubsub.channel_names(Kind::Shard, argv.get(2).map(|b| b.as_ref()))))
+    Ok(Reply::bulks(
+        ctx.state.pubsub.channel_names(Kind::Shard, argv.get(2).map(|b| b.as_ref())),
+    ))
 }
 
 fn numsub(ctx: &mut Ctx, argv: &[Bytes], kind: Kind) -> Reply {

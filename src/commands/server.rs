@@ -11,41 +11,95 @@ use super::{CmdError, CmdResult, Ctx, Reply};
 const G: Group = Group::Server;
 
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("info", -1, info).flags(LOADING | STALE | SENTINEL).doc(G, "1.0.0", "Returns information and statistics about the server."),
-    cmd("dbsize", 1, dbsize).flags(READONLY | FAST).doc(G, "1.0.0", "Returns the number of keys in the database."),
-    cmd("flushdb", -1, flushdb).flags(WRITE).doc(G, "1.0.0", "Remove all keys from the current database."),
-    cmd("flushall", -1, flushall).flags(WRITE).doc(G, "1.0.0", "Removes all keys from all databases."),
-    cmd("swapdb", 3, swapdb).flags(WRITE | FAST).doc(G, "4.0.0", "Swaps two Redis databases."),
-    cmd("time", 1, time).flags(LOADING | STALE | FAST).doc(G, "2.6.0", "Returns the server time."),
-    cmd("lastsave", 1, lastsave).flags(LOADING | STALE | FAST).doc(G, "1.0.0", "Returns the Unix timestamp of the last successful save to disk."),
-    cmd("save", 1, save).flags(ADMIN | NOSCRIPT | NO_MULTI).doc(G, "1.0.0", "Synchronously saves the database(s) to disk."),
-    cmd("bgsave", -1, bgsave).flags(ADMIN | NOSCRIPT).doc(G, "1.0.0", "Asynchronously saves the database(s) to disk."),
-    cmd("monitor", 1, monitor).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(G, "1.0.0", "Listens for all requests received by the server in real-time."),
+    cmd("info", -1, info)
+        .flags(LOADING | STALE | SENTINEL)
+        .doc(G, "1.0.0", "Returns information and statistics about the server."),
+    cmd("dbsize", 1, dbsize)
+        .flags(READONLY | FAST)
+        .doc(G, "1.0.0", "Returns the number of keys in the database."),
+    cmd("flushdb", -1, flushdb)
+        .flags(WRITE)
+        .doc(G, "1.0.0", "Remove all keys from the current database."),
+    cmd("flushall", -1, flushall)
+        .flags(WRITE)
+        .doc(G, "1.0.0", "Removes all keys from all databases."),
+    cmd("swapdb", 3, swapdb)
+        .flags(WRITE | FAST)
+        .doc(G, "4.0.0", "Swaps two Redis databases."),
+    cmd("time", 1, time)
+        .flags(LOADING | STALE | FAST)
+        .doc(G, "2.6.0", "Returns the server time."),
+    cmd("lastsave", 1, lastsave).flags(LOADING | STALE | FAST).doc(
+        G,
+        "1.0.0",
+        "Returns the Unix timestamp of the last successful save to disk.",
+    ),
+    cmd("save", 1, save)
+        .flags(ADMIN | NOSCRIPT | NO_MULTI)
+        .doc(G, "1.0.0", "Synchronously saves the database(s) to disk."),
+    cmd("bgsave", -1, bgsave)
+        .flags(ADMIN | NOSCRIPT)
+        .doc(G, "1.0.0", "Asynchronously saves the database(s) to disk."),
+    cmd("monitor", 1, monitor).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(
+        G,
+        "1.0.0",
+        "Listens for all requests received by the server in real-time.",
+    ),
     cmd("shutdown", -1, shutdown)
         .flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SENTINEL | ALLOW_BUSY)
-        .doc(G, "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server."),
+        .doc(
+            G,
+            "1.0.0",
+            "Synchronously saves the database(s) to disk and shuts down the Redis server.",
+        ),
     container("config", CONFIG).doc(G, "2.0.0", "A container for server configuration commands."),
-    cmd("command", -1, command).flags(LOADING | STALE | SENTINEL).doc(G, "2.8.13", "Returns detailed information about all commands."),
+    cmd("command", -1, command)
+        .flags(LOADING | STALE | SENTINEL)
+        .doc(G, "2.8.13", "Returns detailed information about all commands."),
     container("function", FUNCTION).doc(Group::Scripting, "7.0.0", "A container for function commands."),
 ];
 
 const CONFIG: &[CommandSpec] = &[
-    cmd("get", -3, config_get).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(G, "2.0.0", "Returns the effective values of configuration parameters."),
-    cmd("set", -4, config_set).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(G, "2.0.0", "Sets configuration parameters in-flight."),
-    cmd("resetstat", 2, config_resetstat).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(G, "2.0.0", "Resets the server's statistics."),
-    cmd("rewrite", 2, config_rewrite).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(G, "2.8.0", "Persists the effective configuration to file."),
-    cmd("help", 2, config_help).flags(LOADING | STALE).doc(G, "5.0.0", "Returns helpful text about the different subcommands."),
+    cmd("get", -3, config_get).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(
+        G,
+        "2.0.0",
+        "Returns the effective values of configuration parameters.",
+    ),
+    cmd("set", -4, config_set)
+        .flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc(G, "2.0.0", "Sets configuration parameters in-flight."),
+    cmd("resetstat", 2, config_resetstat)
+        .flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc(G, "2.0.0", "Resets the server's statistics."),
+    cmd("rewrite", 2, config_rewrite).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(
+        G,
+        "2.8.0",
+        "Persists the effective configuration to file.",
+    ),
+    cmd("help", 2, config_help)
+        .flags(LOADING | STALE)
+        .doc(G, "5.0.0", "Returns helpful text about the different subcommands."),
 ];
 
 const FUNCTION: &[CommandSpec] = &[
-    cmd("flush", -2, function_flush).flags(WRITE | NOSCRIPT).doc(Group::Scripting, "7.0.0", "Deletes all libraries and functions."),
-    cmd("list", -2, function_list).flags(NOSCRIPT).doc(Group::Scripting, "7.0.0", "Returns information about all libraries."),
-    cmd("stats", 2, function_stats).flags(NOSCRIPT | ALLOW_BUSY).doc(Group::Scripting, "7.0.0", "Returns information about a function during execution."),
+    cmd("flush", -2, function_flush)
+        .flags(WRITE | NOSCRIPT)
+        .doc(Group::Scripting, "7.0.0", "Deletes all libraries and functions."),
+    cmd("list", -2, function_list)
+        .flags(NOSCRIPT)
+        .doc(Group::Scripting, "7.0.0", "Returns information about all libraries."),
+    cmd("stats", 2, function_stats).flags(NOSCRIPT | ALLOW_BUSY).doc(
+        Group::Scripting,
+        "7.0.0",
+        "Returns information about a function during execution.",
+    ),
 ];
 
 /// Redis's `addReplyHelp`: the usage lines of a container command.
 pub fn help_reply(command: &str, lines: &[&str]) -> Reply {
-    let mut out = vec![Reply::Status(Bytes::from(format!("{command} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:")))];
+    let mut out = vec![Reply::Status(Bytes::from(format!(
+        "{command} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
+    )))];
     out.extend(lines.iter().map(|l| Reply::Status(Bytes::copy_from_slice(l.as_bytes()))));
     out.push(Reply::status("HELP"));
     out.push(Reply::status("    Print this help."));
@@ -157,7 +211,7 @@ fn config_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() % 2 != 0 {
-        return Err(CmdError::arity("config|set"));
+        return Err(CmdError::syntax());
     }
     let pairs: Vec<(&[u8], &[u8])> = argv[2..].chunks(2).map(|p| (p[0].as_ref(), p[1].as_ref())).collect();
     ctx.state.params.set(&pairs)?;
@@ -248,7 +302,7 @@ fn command(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             Ok(Reply::Array(
                 argv[2..]
                     .iter()
-                    .map(|name| lookup_full(name).map_or(Reply::NilArray, command_info))
+                    .map(|name| lookup_full(name).map_or(Reply::Nil, command_info))
                     .collect(),
             ))
         }
@@ -268,7 +322,9 @@ fn command(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
         "LIST" => command_list(argv),
         "GETKEYS" if argv.len() >= 3 => {
-            let cmd = registry.lookup(&argv[2]).ok_or_else(|| CmdError::err("Invalid command specified"))?;
+            let cmd = registry
+                .lookup(&argv[2])
+                .ok_or_else(|| CmdError::err("Invalid command specified"))?;
             if !cmd.spec.arity_ok(argv.len() - 2) {
                 return Err(CmdError::err("Invalid number of arguments specified for command"));
             }
@@ -299,7 +355,10 @@ fn command(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 "    Return the keys from a full Redis command.",
             ],
         )),
-        "COUNT" | "HELP" | "GETKEYS" => Err(CmdError::arity(&format!("command|{}", String::from_utf8_lossy(sub).to_ascii_lowercase()))),
+        "COUNT" | "HELP" | "GETKEYS" => Err(CmdError::arity(&format!(
+            "command|{}",
+            String::from_utf8_lossy(sub).to_ascii_lowercase()
+        ))),
         _ => {
             let _ = ctx;
             Err(CmdError::unknown_subcommand(sub, "command"))
@@ -353,15 +412,25 @@ fn command_info(c: &super::table::Command) -> Reply {
         .filter(|(f, _)| spec.has(*f))
         .map(|(_, n)| Reply::Status(Bytes::from_static(n.as_bytes())))
         .collect();
-    let cats: Vec<Reply> = spec.acl_categories().into_iter().map(|c| Reply::Status(Bytes::from_static(c.as_bytes()))).collect();
+    let cats: Vec<Reply> = spec
+        .acl_categories()
+        .into_iter()
+        .map(|c| Reply::Status(Bytes::from_static(c.as_bytes())))
+        .collect();
     let key_specs = if spec.first_key > 0 {
         vec![Reply::Map(vec![
-            (Reply::bulk_static("flags"), Reply::Array(vec![Reply::status(if spec.has(WRITE) { "RW" } else { "RO" })])),
+            (
+                Reply::bulk_static("flags"),
+                Reply::Array(vec![Reply::status(if spec.has(WRITE) { "RW" } else { "RO" })]),
+            ),
             (
                 Reply::bulk_static("begin_search"),
                 Reply::Map(vec![
                     (Reply::bulk_static("type"), Reply::bulk_static("index")),
-                    (Reply::bulk_static("spec"), Reply::Map(vec![(Reply::bulk_static("index"), Reply::Int(spec.first_key as i64))])),
+                    (
+                        Reply::bulk_static("spec"),
+                        Reply::Map(vec![(Reply::bulk_static("index"), Reply::Int(spec.first_key as i64))]),
+                    ),
                 ]),
             ),
             (
@@ -373,7 +442,11 @@ fn command_info(c: &super::table::Command) -> Reply {
                         Reply::Map(vec![
                             (
                                 Reply::bulk_static("lastkey"),
-                                Reply::Int(if spec.last_key < 0 { spec.last_key as i64 } else { (spec.last_key - spec.first_key) as i64 }),
+                                Reply::Int(if spec.last_key < 0 {
+                                    spec.last_key as i64
+                                } else {
+                                    (spec.last_key - spec.first_key) as i64
+                                }),
                             ),
                             (Reply::bulk_static("keystep"), Reply::Int(spec.key_step as i64)),
                             (Reply::bulk_static("limit"), Reply::Int(0)),
@@ -416,7 +489,11 @@ fn command_docs(c: &super::table::Command) -> Reply {
         subs.sort_by_key(|s| s.stat_index);
         fields.push((
             Reply::bulk_static("subcommands"),
-            Reply::Map(subs.into_iter().map(|s| (Reply::Bulk(Bytes::from(s.full_name.clone())), command_docs(s))).collect()),
+            Reply::Map(
+                subs.into_iter()
+                    .map(|s| (Reply::Bulk(Bytes::from(s.full_name.clone())), command_docs(s)))
+                    .collect(),
+            ),
         ));
     }
     Reply::Map(fields)

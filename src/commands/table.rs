@@ -275,7 +275,12 @@ impl Registry {
                     let full = format!("{}|{}", spec.name, sub.name);
                     cmd.subcommands.insert(
                         sub.name,
-                        Command { spec: sub, full_name: full.clone(), stat_index: all.len(), subcommands: HashMap::new() },
+                        Command {
+                            spec: sub,
+                            full_name: full.clone(),
+                            stat_index: all.len(),
+                            subcommands: HashMap::new(),
+                        },
                     );
                     all.push((sub, full));
                 }

@@ -9,17 +9,28 @@ use bytes::Bytes;
 
 use super::table::{CommandSpec, Group, Registry, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
-use crate::engine::{Client, State};
 use crate::engine::client::Multi;
+use crate::engine::{Client, State};
 
 const G: Group = Group::Transactions;
 
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("multi", 1, multi).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL).doc(G, "1.2.0", "Starts a transaction."),
-    cmd("exec", 1, exec).flags(NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG | TX_CONTROL).doc(G, "1.2.0", "Executes all commands in a transaction."),
-    cmd("discard", 1, discard).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL).doc(G, "2.0.0", "Discards a transaction."),
-    cmd("watch", -2, watch).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL).keys(1, -1, 1).doc(G, "2.2.0", "Monitors changes to keys to determine the execution of a transaction."),
-    cmd("unwatch", 1, unwatch).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY).doc(G, "2.2.0", "Forgets about watched keys of a transaction."),
+    cmd("multi", 1, multi)
+        .flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL)
+        .doc(G, "1.2.0", "Starts a transaction."),
+    cmd("exec", 1, exec)
+        .flags(NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG | TX_CONTROL)
+        .doc(G, "1.2.0", "Executes all commands in a transaction."),
+    cmd("discard", 1, discard)
+        .flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL)
+        .doc(G, "2.0.0", "Discards a transaction."),
+    cmd("watch", -2, watch)
+        .flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL)
+        .keys(1, -1, 1)
+        .doc(G, "2.2.0", "Monitors changes to keys to determine the execution of a transaction."),
+    cmd("unwatch", 1, unwatch)
+        .flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY)
+        .doc(G, "2.2.0", "Forgets about watched keys of a transaction."),
 ];
 
 fn multi(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
@@ -31,7 +42,9 @@ fn multi(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    let Some(multi) = ctx.client.multi.take() else { return Err(CmdError::exec_without_multi()) };
+    let Some(multi) = ctx.client.multi.take() else {
+        return Err(CmdError::exec_without_multi());
+    };
     if multi.aborted {
         unwatch_all(ctx.state, ctx.client);
         return Err(CmdError::new("EXECABORT Transaction discarded because of previous errors."));
@@ -56,7 +69,11 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 
 fn resolve(registry: &'static Registry, argv: &[Bytes]) -> Option<&'static super::table::Command> {
     let cmd = registry.lookup(&argv[0])?;
-    if cmd.spec.handler.is_some() { Some(cmd) } else { cmd.subcommand(argv.get(1)?) }
+    if cmd.spec.handler.is_some() {
+        Some(cmd)
+    } else {
+        cmd.subcommand(argv.get(1)?)
+    }
 }
 
 fn discard(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {

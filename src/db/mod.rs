@@ -22,8 +22,8 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use indexmap::IndexMap;
 
-pub use value::Value;
 use value::Hasher;
+pub use value::Value;
 
 use crate::error::CmdResult;
 
@@ -179,10 +179,7 @@ impl Db {
         let len = self.entries.len() as u64;
         let start = if cursor == 0 || cursor > len { len } else { cursor };
         let end = start.saturating_sub(count as u64);
-        let found = (end..start)
-            .rev()
-            .filter_map(|i| self.entries.get_index(i as usize))
-            .collect();
+        let found = (end..start).rev().filter_map(|i| self.entries.get_index(i as usize)).collect();
         (end, found)
     }
 

@@ -42,7 +42,11 @@ impl Outbox {
 
     pub fn send_replies(&self, data: Bytes, close: bool, authenticated: bool) {
         self.pending.fetch_add(data.len(), Ordering::Relaxed);
-        let _ = self.tx.send(Outbound::Replies { data, close, authenticated });
+        let _ = self.tx.send(Outbound::Replies {
+            data,
+            close,
+            authenticated,
+        });
     }
 
     /// Queues a push; returns the bytes now pending for this client.

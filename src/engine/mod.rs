@@ -33,9 +33,19 @@ use crate::reply::Reply;
 
 /// A message from the network side to the engine.
 pub enum Request {
-    Connect { id: ClientId, peer: SocketAddr, local: SocketAddr, outbox: Outbox },
-    Batch { id: ClientId, commands: Vec<Vec<Bytes>> },
-    Disconnect { id: ClientId },
+    Connect {
+        id: ClientId,
+        peer: SocketAddr,
+        local: SocketAddr,
+        outbox: Outbox,
+    },
+    Batch {
+        id: ClientId,
+        commands: Vec<Vec<Bytes>>,
+    },
+    Disconnect {
+        id: ClientId,
+    },
     Shutdown,
 }
 
@@ -113,8 +123,7 @@ impl State {
             self.deliver(current, id, &mut encoded);
         }
         if kind == Kind::Channel {
-            let matches: Vec<(Bytes, ClientId)> =
-                self.pubsub.pattern_matches(channel).map(|(p, c)| (p.clone(), c)).collect();
+            let matches: Vec<(Bytes, ClientId)> = self.pubsub.pattern_matches(channel).map(|(p, c)| (p.clone(), c)).collect();
             for (pattern, id) in matches {
                 receivers += 1;
                 let mut msg = EncodedOnce::new(Reply::Push(vec![
@@ -130,7 +139,11 @@ impl State {
     }
 
     fn deliver(&mut self, current: &mut Client, id: ClientId, msg: &mut EncodedOnce) {
-        let client = if id == current.id { Some(current) } else { self.clients.get_mut(&id) };
+        let client = if id == current.id {
+            Some(current)
+        } else {
+            self.clients.get_mut(&id)
+        };
         if let Some(c) = client {
             let pending = c.outbox.push(msg.get(c.resp));
             if pending > PUBSUB_OUTPUT_LIMIT {
@@ -192,7 +205,11 @@ impl State {
         client.last_interaction_ms = now_ms;
         client.last_command = &cmd.full_name;
         let result = {
-            let mut ctx = Ctx { state: self, client, now_ms };
+            let mut ctx = Ctx {
+                state: self,
+                client,
+                now_ms,
+            };
             handler(&mut ctx, argv)
         };
         let elapsed = started.elapsed();
@@ -234,7 +251,11 @@ struct EncodedOnce {
 
 impl EncodedOnce {
     fn new(reply: Reply) -> EncodedOnce {
-        EncodedOnce { reply, resp2: None, resp3: None }
+        EncodedOnce {
+            reply,
+            resp2: None,
+            resp3: None,
+        }
     }
 
     fn get(&mut self, resp: u8) -> Bytes {
@@ -277,7 +298,11 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(state: State, requests: Receiver<Request>, on_shutdown: tokio::sync::watch::Sender<bool>) -> Engine {
-        Engine { state, requests, on_shutdown }
+        Engine {
+            state,
+            requests,
+            on_shutdown,
+        }
     }
 
     /// Runs until SHUTDOWN or until every sender is gone.
@@ -359,7 +384,9 @@ impl Engine {
                 break;
             }
         }
-        client.outbox.send_replies(out.freeze(), client.close_after_reply, client.authenticated);
+        client
+            .outbox
+            .send_replies(out.freeze(), client.close_after_reply, client.authenticated);
         self.state.clients.insert(id, client);
         for victim in std::mem::take(&mut self.state.kill_queue) {
             if let Some(c) = self.state.clients.get(&victim) {
@@ -384,6 +411,15 @@ impl Engine {
             Err((err, abort_multi)) => {
                 if abort_multi && let Some(m) = client.multi.as_mut() {
                     m.aborted = true;
+                    if argv[0].eq_ignore_ascii_case(b"exec") {
+                        // Redis's execCommandAbort: a rejected EXEC ends the transaction.
+                        client.multi = None;
+                        crate::commands::transactions::unwatch_all(&mut self.state, client);
+                        let reason = err.0.strip_prefix("ERR ").unwrap_or(&err.0).to_string();
+                        let err = CmdError::new(format!("EXECABORT Transaction discarded because of: {reason}"));
+                        self.state.stats.count_error(&err);
+                        return Reply::Error(Bytes::from(err.0.into_owned()));
+                    }
                 }
                 self.state.stats.count_error(&err);
                 Reply::Error(Bytes::from(err.0.into_owned()))
@@ -453,9 +489,14 @@ impl Engine {
 }
 
 /// Starts the engine thread.
-pub fn spawn(state: State, on_shutdown: tokio::sync::watch::Sender<bool>) -> std::io::Result<(Sender<Request>, std::thread::JoinHandle<()>)> {
+pub fn spawn(
+    state: State,
+    on_shutdown: tokio::sync::watch::Sender<bool>,
+) -> std::io::Result<(Sender<Request>, std::thread::JoinHandle<()>)> {
     let (tx, rx) = std::sync::mpsc::channel();
     let engine = Engine::new(state, rx, on_shutdown);
-    let handle = std::thread::Builder::new().name("keylock-engine".into()).spawn(move || engine.run())?;
+    let handle = std::thread::Builder::new()
+        .name("keylock-engine".into())
+        .spawn(move || engine.run())?;
     Ok((tx, handle))
 }

@@ -29,7 +29,10 @@ pub struct Stats {
 
 impl Stats {
     pub fn new(commands: usize) -> Stats {
-        Stats { cmd: vec![CommandStat::default(); commands], ..Stats::default() }
+        Stats {
+            cmd: vec![CommandStat::default(); commands],
+            ..Stats::default()
+        }
     }
 
     pub fn reset(&mut self) {

@@ -163,7 +163,10 @@ type Batch = Vec<Vec<bytes::Bytes>>;
 /// Every complete command in the buffer; on a protocol error, the commands
 /// before it and the error text.
 fn next_batch(parser: &mut RequestParser, input: &mut BytesMut, shared: &Shared, authenticated: bool) -> Result<Batch, (Batch, String)> {
-    let limits = Limits { proto_max_bulk_len: shared.proto_max_bulk_len, authenticated };
+    let limits = Limits {
+        proto_max_bulk_len: shared.proto_max_bulk_len,
+        authenticated,
+    };
     let mut batch = Vec::new();
     loop {
         match parser.next(input, limits) {

@@ -104,7 +104,11 @@ async fn bind_all(config: &Config) -> std::io::Result<Vec<TcpListener>> {
     let mut port = config.port;
     for host in &config.bind {
         let host = host.trim_start_matches('-');
-        let addr = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+        let addr = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
         let listener = TcpListener::bind(&addr).await?;
         // With port 0, every further address shares the first one's port.
         port = listener.local_addr()?.port();
@@ -151,7 +155,9 @@ impl ServerHandle {
 
     /// A handle that can stop the server from another thread (signal handlers).
     pub fn stopper(&self) -> Stopper {
-        Stopper { engine_tx: self.engine_tx.clone() }
+        Stopper {
+            engine_tx: self.engine_tx.clone(),
+        }
     }
 
     /// Blocks until the server stops (SHUTDOWN, or `shutdown`).

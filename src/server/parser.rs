@@ -139,11 +139,7 @@ impl RequestParser {
 /// keeps `ProtocolError` allocation-free.
 fn expected_dollar(got: u8) -> &'static str {
     static TEXTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    let texts = TEXTS.get_or_init(|| {
-        (0..=255u8)
-            .map(|b| format!("expected '$', got '{}'", b as char))
-            .collect()
-    });
+    let texts = TEXTS.get_or_init(|| (0..=255u8).map(|b| format!("expected '$', got '{}'", b as char)).collect());
     texts[got as usize].as_str()
 }
 
@@ -264,7 +260,10 @@ fn is_space(c: u8) -> bool {
 mod tests {
     use super::*;
 
-    const LIMITS: Limits = Limits { proto_max_bulk_len: 512 * 1024 * 1024, authenticated: true };
+    const LIMITS: Limits = Limits {
+        proto_max_bulk_len: 512 * 1024 * 1024,
+        authenticated: true,
+    };
 
     fn parse_all(input: &[u8]) -> (Vec<Vec<Bytes>>, Option<ProtocolError>) {
         let mut p = RequestParser::default();
@@ -310,13 +309,19 @@ mod tests {
         assert_eq!(err, Some(ProtocolError("invalid bulk length")));
         let mut p = RequestParser::default();
         let mut buf = BytesMut::from(&b"*2000000\r\n"[..]);
-        let unauth = Limits { authenticated: false, ..LIMITS };
+        let unauth = Limits {
+            authenticated: false,
+            ..LIMITS
+        };
         assert_eq!(p.next(&mut buf, unauth), Err(ProtocolError("unauthenticated multibulk length")));
     }
 
     #[test]
     fn split_args_handles_escapes() {
-        assert_eq!(split_args(b"a \"\\x41\\n\" 'it\\'s'").unwrap(), vec![b"a".to_vec(), b"A\n".to_vec(), b"it's".to_vec()]);
+        assert_eq!(
+            split_args(b"a \"\\x41\\n\" 'it\\'s'").unwrap(),
+            vec![b"a".to_vec(), b"A\n".to_vec(), b"it's".to_vec()]
+        );
         assert!(split_args(b"\"a\"b").is_none());
     }
 }
