@@ -109,14 +109,20 @@ const fn unsigned(min: i64, max: i64) -> Range {
 }
 
 type EnumOptions = &'static [(&'static str, u32)];
+/// A parameter's own check of a parsed value; the error is the text Redis
+/// shows after `- `.
+type Check<T> = Option<fn(T) -> Result<(), &'static str>>;
+/// [`Check`] of a text value (a separate alias keeps `fn(&str)` generic
+/// over the borrow).
+type TextCheck = Option<fn(&str) -> Result<(), &'static str>>;
 
 /// What kind of value a parameter holds, with its validation.
 enum Kind {
-    Bool(Option<fn(bool) -> Result<(), &'static str>>),
-    Text(Option<fn(&str) -> Result<(), &'static str>>),
+    Bool(Check<bool>),
+    Text(TextCheck),
     /// Options in Redis's order, which is also the order of the error text.
     /// With MULTI_ARG the options are bit flags that combine.
-    Enum(EnumOptions, Option<fn(u32) -> Result<(), &'static str>>),
+    Enum(EnumOptions, Check<u32>),
     Number {
         range: Range,
         unit: Unit,
@@ -158,7 +164,14 @@ struct Param {
 }
 
 const fn param(name: &'static str, alias: Option<&'static str>, flags: u8, kind: Kind, default: &'static str) -> Param {
-    Param { name, alias, flags, kind, default, on_set: OnSet::Nothing }
+    Param {
+        name,
+        alias,
+        flags,
+        kind,
+        default,
+        on_set: OnSet::Nothing,
+    }
 }
 
 impl Param {
@@ -234,7 +247,13 @@ const PROPAGATION_ERROR_BEHAVIOR: EnumOptions = &[("ignore", 0), ("panic", 1), (
 const SHUTDOWN_SAVE: u32 = 1;
 const SHUTDOWN_NOSAVE: u32 = 2;
 /// Bit flags (the parameters are MULTI_ARG): `save now` is SAVE|NOW.
-const SHUTDOWN_ON_SIGNAL: EnumOptions = &[("default", 0), ("save", SHUTDOWN_SAVE), ("nosave", SHUTDOWN_NOSAVE), ("now", 4), ("force", 8)];
+const SHUTDOWN_ON_SIGNAL: EnumOptions = &[
+    ("default", 0),
+    ("save", SHUTDOWN_SAVE),
+    ("nosave", SHUTDOWN_NOSAVE),
+    ("now", 4),
+    ("force", 8),
+];
 
 /// The value of `enable-protected-configs` (and of the two other
 /// protected-action switches) that allows the action for local clients only.
@@ -244,7 +263,9 @@ fn no_active_defrag(on: bool) -> Result<(), &'static str> {
     // The reference redis-server 7.0.15 is built without Redis's jemalloc
     // defrag hint, and keylock has no active defragmentation either.
     if on {
-        Err("Active defragmentation cannot be enabled: it requires a Redis server compiled with a modified Jemalloc like the one shipped by default with the Redis source distribution")
+        Err(
+            "Active defragmentation cannot be enabled: it requires a Redis server compiled with a modified Jemalloc like the one shipped by default with the Redis source distribution",
+        )
     } else {
         Ok(())
     }
@@ -264,7 +285,11 @@ fn is_base_name(path: &str) -> bool {
 }
 
 fn valid_dbfilename(v: &str) -> Result<(), &'static str> {
-    if is_base_name(v) { Ok(()) } else { Err("dbfilename can't be a path, just a filename") }
+    if is_base_name(v) {
+        Ok(())
+    } else {
+        Err("dbfilename can't be a path, just a filename")
+    }
 }
 
 fn valid_appendfilename(v: &str) -> Result<(), &'static str> {
@@ -368,7 +393,13 @@ static PARAMS: &[Param] = &[
     text("aof_rewrite_cpulist", None, IMMUTABLE, ""),
     text("bgsave_cpulist", None, IMMUTABLE, ""),
     text("ignore-warnings", None, MODIFIABLE, ""),
-    special("proc-title-template", None, MODIFIABLE, Kind::ProcTitleTemplate, "{title} {listen-addr} {server-mode}"),
+    special(
+        "proc-title-template",
+        None,
+        MODIFIABLE,
+        Kind::ProcTitleTemplate,
+        "{title} {listen-addr} {server-mode}",
+    ),
     text("bind-source-addr", None, MODIFIABLE, ""),
     text("logfile", None, IMMUTABLE, ""),
     text("masterauth", None, MODIFIABLE, ""),
@@ -388,15 +419,41 @@ static PARAMS: &[Param] = &[
     choice("enable-module-command", IMMUTABLE, PROTECTED_ACTION, "no"),
     choice("cluster-preferred-endpoint-type", MODIFIABLE, CLUSTER_ENDPOINT_TYPE, "ip"),
     choice("propagation-error-behavior", MODIFIABLE, PROPAGATION_ERROR_BEHAVIOR, "ignore"),
-    param("shutdown-on-sigint", None, MODIFIABLE | MULTI_ARG, Kind::Enum(SHUTDOWN_ON_SIGNAL, Some(shutdown_flags_valid)), "default"),
-    param("shutdown-on-sigterm", None, MODIFIABLE | MULTI_ARG, Kind::Enum(SHUTDOWN_ON_SIGNAL, Some(shutdown_flags_valid)), "default"),
+    param(
+        "shutdown-on-sigint",
+        None,
+        MODIFIABLE | MULTI_ARG,
+        Kind::Enum(SHUTDOWN_ON_SIGNAL, Some(shutdown_flags_valid)),
+        "default",
+    ),
+    param(
+        "shutdown-on-sigterm",
+        None,
+        MODIFIABLE | MULTI_ARG,
+        Kind::Enum(SHUTDOWN_ON_SIGNAL, Some(shutdown_flags_valid)),
+        "default",
+    ),
     // C int.
     int("databases", None, IMMUTABLE, 1, INT_MAX, "16"),
     int("port", None, MODIFIABLE, 0, 65535, "6379"),
     int("io-threads", None, IMMUTABLE, 1, 128, "1"),
     int("auto-aof-rewrite-percentage", None, MODIFIABLE, 0, INT_MAX, "100"),
-    int("cluster-replica-validity-factor", Some("cluster-slave-validity-factor"), MODIFIABLE, 0, INT_MAX, "10"),
-    int("list-max-listpack-size", Some("list-max-ziplist-size"), MODIFIABLE, INT_MIN, INT_MAX, "-2"),
+    int(
+        "cluster-replica-validity-factor",
+        Some("cluster-slave-validity-factor"),
+        MODIFIABLE,
+        0,
+        INT_MAX,
+        "10",
+    ),
+    int(
+        "list-max-listpack-size",
+        Some("list-max-ziplist-size"),
+        MODIFIABLE,
+        INT_MIN,
+        INT_MAX,
+        "-2",
+    ),
     int("tcp-keepalive", None, MODIFIABLE, 0, INT_MAX, "300"),
     int("cluster-migration-barrier", None, MODIFIABLE, 0, INT_MAX, "1"),
     int("active-defrag-cycle-min", None, MODIFIABLE, 1, 99, "1"),
@@ -417,12 +474,29 @@ static PARAMS: &[Param] = &[
     int("cluster-announce-port", None, MODIFIABLE, 0, 65535, "0"),
     int("cluster-announce-tls-port", None, MODIFIABLE, 0, 65535, "0"),
     int("repl-timeout", None, MODIFIABLE, 1, INT_MAX, "60"),
-    int("repl-ping-replica-period", Some("repl-ping-slave-period"), MODIFIABLE, 1, INT_MAX, "10"),
+    int(
+        "repl-ping-replica-period",
+        Some("repl-ping-slave-period"),
+        MODIFIABLE,
+        1,
+        INT_MAX,
+        "10",
+    ),
     int("list-compress-depth", None, MODIFIABLE, 0, INT_MAX, "0"),
     int("rdb-key-save-delay", None, MODIFIABLE | HIDDEN, INT_MIN, INT_MAX, "0"),
     int("key-load-delay", None, MODIFIABLE | HIDDEN, INT_MIN, INT_MAX, "0"),
     int("active-expire-effort", None, MODIFIABLE, 1, 10, "1"),
-    param("hz", None, MODIFIABLE, Kind::Number { range: signed(0, INT_MAX), unit: Unit::Plain, cap: Some(HZ_RANGE) }, "10"),
+    param(
+        "hz",
+        None,
+        MODIFIABLE,
+        Kind::Number {
+            range: signed(0, INT_MAX),
+            unit: Unit::Plain,
+            cap: Some(HZ_RANGE),
+        },
+        "10",
+    ),
     int("min-replicas-to-write", Some("min-slaves-to-write"), MODIFIABLE, 0, INT_MAX, "0"),
     int("min-replicas-max-lag", Some("min-slaves-max-lag"), MODIFIABLE, 0, INT_MAX, "10"),
     int("watchdog-period", None, MODIFIABLE | HIDDEN, 0, INT_MAX, "0"),
@@ -433,38 +507,163 @@ static PARAMS: &[Param] = &[
     number("unixsocketperm", None, IMMUTABLE, unsigned(0, 0o777), Unit::Octal, "0"),
     number("socket-mark-id", None, IMMUTABLE, unsigned(0, UINT_MAX), Unit::Plain, "0"),
     // C unsigned long (Redis checks these bounds as signed).
-    number("active-defrag-max-scan-fields", None, MODIFIABLE, signed(1, LONG_MAX), Unit::Plain, "1000"),
+    number(
+        "active-defrag-max-scan-fields",
+        None,
+        MODIFIABLE,
+        signed(1, LONG_MAX),
+        Unit::Plain,
+        "1000",
+    ),
     number("slowlog-max-len", None, MODIFIABLE, signed(0, LONG_MAX), Unit::Plain, "128"),
     number("acllog-max-len", None, MODIFIABLE, signed(0, LONG_MAX), Unit::Plain, "128"),
     // C long long.
-    number("busy-reply-threshold", Some("lua-time-limit"), MODIFIABLE, signed(0, LONG_MAX), Unit::Plain, "5000"),
+    number(
+        "busy-reply-threshold",
+        Some("lua-time-limit"),
+        MODIFIABLE,
+        signed(0, LONG_MAX),
+        Unit::Plain,
+        "5000",
+    ),
     number("cluster-node-timeout", None, MODIFIABLE, signed(0, LONG_MAX), Unit::Plain, "15000"),
-    number("slowlog-log-slower-than", None, MODIFIABLE, signed(-1, LONG_MAX), Unit::Plain, "10000"),
+    number(
+        "slowlog-log-slower-than",
+        None,
+        MODIFIABLE,
+        signed(-1, LONG_MAX),
+        Unit::Plain,
+        "10000",
+    ),
     number("latency-monitor-threshold", None, MODIFIABLE, signed(0, LONG_MAX), Unit::Plain, "0"),
-    number("proto-max-bulk-len", None, MODIFIABLE, signed(1024 * 1024, LONG_MAX), Unit::Memory, "536870912"),
+    number(
+        "proto-max-bulk-len",
+        None,
+        MODIFIABLE,
+        signed(1024 * 1024, LONG_MAX),
+        Unit::Memory,
+        "536870912",
+    ),
     number("stream-node-max-entries", None, MODIFIABLE, signed(0, LONG_MAX), Unit::Plain, "100"),
-    number("repl-backlog-size", None, MODIFIABLE, signed(1, LONG_MAX), Unit::Memory, "1048576")
-        .on_set(OnSet::RaiseTo(16 * 1024)),
+    number("repl-backlog-size", None, MODIFIABLE, signed(1, LONG_MAX), Unit::Memory, "1048576").on_set(OnSet::RaiseTo(16 * 1024)),
     // C unsigned long long.
     number("maxmemory", None, MODIFIABLE, unsigned(0, ULLONG_MAX), Unit::Memory, "0"),
-    number("cluster-link-sendbuf-limit", None, MODIFIABLE, unsigned(0, ULLONG_MAX), Unit::Memory, "0"),
+    number(
+        "cluster-link-sendbuf-limit",
+        None,
+        MODIFIABLE,
+        unsigned(0, ULLONG_MAX),
+        Unit::Memory,
+        "0",
+    ),
     // C size_t.
-    number("hash-max-listpack-entries", Some("hash-max-ziplist-entries"), MODIFIABLE, unsigned(0, LONG_MAX), Unit::Plain, "512"),
-    number("set-max-intset-entries", None, MODIFIABLE, unsigned(0, LONG_MAX), Unit::Plain, "512"),
-    number("zset-max-listpack-entries", Some("zset-max-ziplist-entries"), MODIFIABLE, unsigned(0, LONG_MAX), Unit::Plain, "128"),
-    number("active-defrag-ignore-bytes", None, MODIFIABLE, unsigned(1, LONG_MAX), Unit::Memory, "104857600"),
-    number("hash-max-listpack-value", Some("hash-max-ziplist-value"), MODIFIABLE, unsigned(0, LONG_MAX), Unit::Memory, "64"),
-    number("stream-node-max-bytes", None, MODIFIABLE, unsigned(0, LONG_MAX), Unit::Memory, "4096"),
-    number("zset-max-listpack-value", Some("zset-max-ziplist-value"), MODIFIABLE, unsigned(0, LONG_MAX), Unit::Memory, "64"),
-    number("hll-sparse-max-bytes", None, MODIFIABLE, unsigned(0, LONG_MAX), Unit::Memory, "3000"),
-    number("tracking-table-max-keys", None, MODIFIABLE, unsigned(0, LONG_MAX), Unit::Plain, "1000000"),
-    number("client-query-buffer-limit", None, MODIFIABLE, unsigned(1024 * 1024, LONG_MAX), Unit::Memory, "1073741824"),
+    number(
+        "hash-max-listpack-entries",
+        Some("hash-max-ziplist-entries"),
+        MODIFIABLE,
+        unsigned(0, LONG_MAX),
+        Unit::Plain,
+        "512",
+    ),
+    number(
+        "set-max-intset-entries",
+        None,
+        MODIFIABLE,
+        unsigned(0, LONG_MAX),
+        Unit::Plain,
+        "512",
+    ),
+    number(
+        "zset-max-listpack-entries",
+        Some("zset-max-ziplist-entries"),
+        MODIFIABLE,
+        unsigned(0, LONG_MAX),
+        Unit::Plain,
+        "128",
+    ),
+    number(
+        "active-defrag-ignore-bytes",
+        None,
+        MODIFIABLE,
+        unsigned(1, LONG_MAX),
+        Unit::Memory,
+        "104857600",
+    ),
+    number(
+        "hash-max-listpack-value",
+        Some("hash-max-ziplist-value"),
+        MODIFIABLE,
+        unsigned(0, LONG_MAX),
+        Unit::Memory,
+        "64",
+    ),
+    number(
+        "stream-node-max-bytes",
+        None,
+        MODIFIABLE,
+        unsigned(0, LONG_MAX),
+        Unit::Memory,
+        "4096",
+    ),
+    number(
+        "zset-max-listpack-value",
+        Some("zset-max-ziplist-value"),
+        MODIFIABLE,
+        unsigned(0, LONG_MAX),
+        Unit::Memory,
+        "64",
+    ),
+    number(
+        "hll-sparse-max-bytes",
+        None,
+        MODIFIABLE,
+        unsigned(0, LONG_MAX),
+        Unit::Memory,
+        "3000",
+    ),
+    number(
+        "tracking-table-max-keys",
+        None,
+        MODIFIABLE,
+        unsigned(0, LONG_MAX),
+        Unit::Plain,
+        "1000000",
+    ),
+    number(
+        "client-query-buffer-limit",
+        None,
+        MODIFIABLE,
+        unsigned(1024 * 1024, LONG_MAX),
+        Unit::Memory,
+        "1073741824",
+    ),
     // C ssize_t.
-    number("maxmemory-clients", None, MODIFIABLE, signed(-100, LONG_MAX), Unit::MemoryOrPercent, "0"),
+    number(
+        "maxmemory-clients",
+        None,
+        MODIFIABLE,
+        signed(-100, LONG_MAX),
+        Unit::MemoryOrPercent,
+        "0",
+    ),
     // C time_t and off_t.
     number("repl-backlog-ttl", None, MODIFIABLE, signed(0, LONG_MAX), Unit::Plain, "3600"),
-    number("auto-aof-rewrite-min-size", None, MODIFIABLE, signed(0, LONG_MAX), Unit::Memory, "67108864"),
-    number("loading-process-events-interval-bytes", None, MODIFIABLE | HIDDEN, signed(1024, INT_MAX), Unit::Plain, "2097152"),
+    number(
+        "auto-aof-rewrite-min-size",
+        None,
+        MODIFIABLE,
+        signed(0, LONG_MAX),
+        Unit::Memory,
+        "67108864",
+    ),
+    number(
+        "loading-process-events-interval-bytes",
+        None,
+        MODIFIABLE | HIDDEN,
+        signed(1024, INT_MAX),
+        Unit::Plain,
+        "2097152",
+    ),
     // TLS (the reference server is built with TLS, so it lists these).
     int("tls-port", None, MODIFIABLE, 0, 65535, "0").on_set(OnSet::NoTls),
     int("tls-session-cache-size", None, MODIFIABLE, 0, INT_MAX, "20480"),
@@ -501,7 +700,13 @@ static PARAMS: &[Param] = &[
     special("notify-keyspace-events", None, MODIFIABLE, Kind::NotifyKeyspaceEvents, ""),
     special("bind", None, MULTI_ARG, Kind::Bind, "* -::*"),
     special("replicaof", Some("slaveof"), IMMUTABLE | MULTI_ARG, Kind::ReplicaOf, ""),
-    special("latency-tracking-info-percentiles", None, MULTI_ARG, Kind::LatencyTrackingPercentiles, "50 99 99.9"),
+    special(
+        "latency-tracking-info-percentiles",
+        None,
+        MULTI_ARG,
+        Kind::LatencyTrackingPercentiles,
+        "50 99 99.9",
+    ),
     // keylock's own parameters (not in Redis).
     boolean("native-scripts", None, MODIFIABLE, "yes"),
     number("lua-memory-limit", None, MODIFIABLE, unsigned(0, ULLONG_MAX), Unit::Memory, "0"),
@@ -514,8 +719,11 @@ pub const KEYLOCK_DEFAULTS: &[(&str, &str)] = &[("save", "")];
 
 /// Config-file directives that Redis 7.0 accepts and ignores, with the
 /// number of arguments it accepts for them.
-const DEPRECATED_DIRECTIVES: &[(&str, usize)] =
-    &[("list-max-ziplist-entries", 1), ("list-max-ziplist-value", 1), ("lua-replicate-commands", 1)];
+const DEPRECATED_DIRECTIVES: &[(&str, usize)] = &[
+    ("list-max-ziplist-entries", 1),
+    ("list-max-ziplist-value", 1),
+    ("lua-replicate-commands", 1),
+];
 
 /// One name CONFIG GET and CONFIG SET know: a parameter's name or its alias.
 struct Entry {
@@ -549,7 +757,10 @@ impl ConfigParams {
     pub fn new() -> ConfigParams {
         let mut entries = Vec::new();
         for (index, p) in PARAMS.iter().enumerate() {
-            entries.push(Entry { name: p.name, param: index });
+            entries.push(Entry {
+                name: p.name,
+                param: index,
+            });
             if let Some(alias) = p.alias {
                 entries.push(Entry { name: alias, param: index });
             }
@@ -558,11 +769,18 @@ impl ConfigParams {
         let values = PARAMS
             .iter()
             .map(|p| match p.kind {
-                Kind::Dir => std::env::current_dir().map(|d| d.to_string_lossy().into_owned()).unwrap_or_default(),
+                Kind::Dir => std::env::current_dir()
+                    .map(|d| d.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
                 _ => p.default.to_string(),
             })
             .collect();
-        let mut params = ConfigParams { values, entries, by_name, save_directive_seen: false };
+        let mut params = ConfigParams {
+            values,
+            entries,
+            by_name,
+            save_directive_seen: false,
+        };
         for (name, value) in KEYLOCK_DEFAULTS {
             params.set_default(name, value);
         }
@@ -669,7 +887,11 @@ impl ConfigParams {
         for &(entry, value) in &targets {
             let Entry { name, param } = self.entries[entry];
             let text = String::from_utf8_lossy(value);
-            let args: Vec<&str> = if PARAMS[param].flags & MULTI_ARG != 0 { split_words(&text) } else { vec![&text] };
+            let args: Vec<&str> = if PARAMS[param].flags & MULTI_ARG != 0 {
+                split_words(&text)
+            } else {
+                vec![&text]
+            };
             match parse(param, &args, &values) {
                 Ok(new_value) => values[param] = new_value,
                 // Redis names the record it was setting: the canonical name,
@@ -736,14 +958,27 @@ impl ConfigParams {
         if PARAMS[param].flags & MULTI_ARG == 0 && args.len() != 1 {
             return Err(WRONG_ARG_COUNT.to_string());
         }
-        let words: Vec<&str> = args.iter().map(String::as_str).collect();
+        // Redis 7.0.15 re-splits a lone non-empty argument of a multi-word
+        // parameter, so `save "3600 1"` and `--bind "127.0.0.1 ::1"` work.
+        let resplit;
+        let words: Vec<&str> = match args {
+            [one] if PARAMS[param].flags & MULTI_ARG != 0 && !one.is_empty() => {
+                resplit = split_config_args(one);
+                resplit.iter().map(String::as_str).collect()
+            }
+            _ => args.iter().map(String::as_str).collect(),
+        };
         let mut value = parse(param, &words, &self.values).map_err(Cow::into_owned)?;
         if matches!(PARAMS[param].kind, Kind::Save) {
             let first = !std::mem::replace(&mut self.save_directive_seen, true);
             let empties = words == [""];
             let earlier = &self.values[param];
             if !first && !empties && !earlier.is_empty() {
-                value = format!("{earlier} {value}");
+                value = if value.is_empty() {
+                    earlier.clone()
+                } else {
+                    format!("{earlier} {value}")
+                };
             }
         }
         self.values[param] = value;
@@ -771,12 +1006,14 @@ impl ConfigParams {
         match PARAMS[param].kind {
             Kind::Bool(_) => Some(i64::from(value == "yes")),
             Kind::Number { unit: Unit::Octal, .. } => i64::from_str_radix(value, 8).ok(),
-            Kind::Number { unit: Unit::MemoryOrPercent, .. } if value.ends_with('%') => {
-                value[..value.len() - 1].parse::<i64>().ok().map(|p| -p)
-            }
-            Kind::Number { unit: Unit::Memory | Unit::MemoryOrPercent, .. } => {
-                value.parse::<u64>().ok().map(|v| i64::try_from(v).unwrap_or(i64::MAX))
-            }
+            Kind::Number {
+                unit: Unit::MemoryOrPercent,
+                ..
+            } if value.ends_with('%') => value[..value.len() - 1].parse::<i64>().ok().map(|p| -p),
+            Kind::Number {
+                unit: Unit::Memory | Unit::MemoryOrPercent,
+                ..
+            } => value.parse::<u64>().ok().map(|v| i64::try_from(v).unwrap_or(i64::MAX)),
             _ => value.parse().ok(),
         }
     }
@@ -792,7 +1029,11 @@ impl ConfigParams {
             return;
         };
         let param = self.entries[entry].param;
-        let args = if PARAMS[param].flags & MULTI_ARG != 0 { split_words(value) } else { vec![value] };
+        let args = if PARAMS[param].flags & MULTI_ARG != 0 {
+            split_words(value)
+        } else {
+            vec![value]
+        };
         match parse(param, &args, &self.values) {
             Ok(normalized) => self.values[param] = normalized,
             Err(problem) => debug_assert!(false, "set_default: {name} {value:?}: {problem}"),
@@ -813,6 +1054,89 @@ fn set_failed(name: &str, problem: &str) -> CmdError {
 /// every space separates (so two spaces make an empty word).
 fn split_words(value: &str) -> Vec<&str> {
     if value.is_empty() { Vec::new() } else { value.split(' ').collect() }
+}
+
+/// Redis's sdssplitargs: words separated by whitespace, in which "double
+/// quotes" (with \n, \r, \t, \b, \a, \\, \" and \xHH escapes) and
+/// 'single quotes' (with \') group. A closing quote must end the word. On
+/// unbalanced quotes Redis gets no words at all, and so does this.
+fn split_config_args(line: &str) -> Vec<String> {
+    let bytes = line.as_bytes();
+    let mut words = Vec::new();
+    let mut i = 0;
+    loop {
+        while i < bytes.len() && is_c_space(bytes[i]) {
+            i += 1;
+        }
+        if i >= bytes.len() {
+            return words;
+        }
+        let mut word: Vec<u8> = Vec::new();
+        let (mut in_double, mut in_single) = (false, false);
+        loop {
+            let c = bytes.get(i).copied();
+            if in_double {
+                match c {
+                    None => return Vec::new(),
+                    Some(b'\\')
+                        if bytes.len() > i + 3
+                            && bytes[i + 1] == b'x'
+                            && bytes[i + 2].is_ascii_hexdigit()
+                            && bytes[i + 3].is_ascii_hexdigit() =>
+                    {
+                        let hex = |b: u8| char::from(b).to_digit(16).unwrap_or(0);
+                        word.push((hex(bytes[i + 2]) * 16 + hex(bytes[i + 3])) as u8);
+                        i += 3;
+                    }
+                    Some(b'\\') if i + 1 < bytes.len() => {
+                        i += 1;
+                        word.push(match bytes[i] {
+                            b'n' => b'\n',
+                            b'r' => b'\r',
+                            b't' => b'\t',
+                            b'b' => 0x08,
+                            b'a' => 0x07,
+                            other => other,
+                        });
+                    }
+                    Some(b'"') => {
+                        if bytes.get(i + 1).is_some_and(|&n| !is_c_space(n)) {
+                            return Vec::new();
+                        }
+                        i += 1;
+                        break;
+                    }
+                    Some(other) => word.push(other),
+                }
+            } else if in_single {
+                match c {
+                    None => return Vec::new(),
+                    Some(b'\\') if bytes.get(i + 1) == Some(&b'\'') => {
+                        i += 1;
+                        word.push(b'\'');
+                    }
+                    Some(b'\'') => {
+                        if bytes.get(i + 1).is_some_and(|&n| !is_c_space(n)) {
+                            return Vec::new();
+                        }
+                        i += 1;
+                        break;
+                    }
+                    Some(other) => word.push(other),
+                }
+            } else {
+                match c {
+                    None => break,
+                    Some(b' ' | b'\n' | b'\r' | b'\t' | 0) => break,
+                    Some(b'"') => in_double = true,
+                    Some(b'\'') => in_single = true,
+                    Some(other) => word.push(other),
+                }
+            }
+            i += 1;
+        }
+        words.push(String::from_utf8_lossy(&word).into_owned());
+    }
 }
 
 /// Checks `args` for parameter `param` and returns the value CONFIG GET
@@ -852,7 +1176,10 @@ fn parse(param: usize, args: &[&str], values: &[String]) -> Result<String, Probl
             Ok(show_number(*unit, n))
         }
         Kind::ProcTitleTemplate => {
-            let unixsocket = PARAMS.iter().position(|q| q.name == "unixsocket").map_or("", |i| values[i].as_str());
+            let unixsocket = PARAMS
+                .iter()
+                .position(|q| q.name == "unixsocket")
+                .map_or("", |i| values[i].as_str());
             if proc_title_template_valid(first, unixsocket) {
                 Ok(first.to_string())
             } else {
@@ -884,7 +1211,7 @@ fn parse(param: usize, args: &[&str], values: &[String]) -> Result<String, Probl
 }
 
 /// Redis's enumConfigSet / configEnumGetValue / configEnumGetName.
-fn parse_enum(options: EnumOptions, bit_flags: bool, check: Option<fn(u32) -> Result<(), &'static str>>, args: &[&str]) -> Result<String, Problem> {
+fn parse_enum(options: EnumOptions, bit_flags: bool, check: Check<u32>, args: &[&str]) -> Result<String, Problem> {
     let refuse = || -> Problem {
         let names: Vec<&str> = options.iter().map(|(name, _)| *name).collect();
         // Redis copies the text into a 256-byte buffer.
@@ -926,24 +1253,29 @@ fn enum_name(options: EnumOptions, bit_flags: bool, value: u32) -> String {
             unmatched &= !bits;
         }
     }
-    if names.is_empty() || unmatched != 0 { "unknown".to_string() } else { names.join(" ") }
+    if names.is_empty() || unmatched != 0 {
+        "unknown".to_string()
+    } else {
+        names.join(" ")
+    }
 }
 
 /// Redis's numericParseString.
 fn parse_number(unit: Unit, text: &str) -> Result<i64, Problem> {
-    if matches!(unit, Unit::Memory | Unit::MemoryOrPercent) {
-        if let Some(bytes) = memtoull(text) {
-            // Redis carries the value in a `long long`.
-            return Ok(bytes as i64);
-        }
+    if matches!(unit, Unit::Memory | Unit::MemoryOrPercent)
+        && let Some(bytes) = memtoull(text)
+    {
+        // Redis carries the value in a `long long`.
+        return Ok(bytes as i64);
     }
-    if unit == Unit::MemoryOrPercent && text.len() > 1 && text.ends_with('%') {
-        if let Some(percent) = string2ll(&text.as_bytes()[..text.len() - 1]) {
-            if percent >= 0 {
-                // Stored negative, as Redis does.
-                return Ok(-percent);
-            }
-        }
+    if unit == Unit::MemoryOrPercent
+        && text.len() > 1
+        && text.ends_with('%')
+        && let Some(percent) = string2ll(&text.as_bytes()[..text.len() - 1])
+        && percent >= 0
+    {
+        // Stored negative, as Redis does.
+        return Ok(-percent);
     }
     if unit == Unit::Octal {
         let (n, end, overflow) = c_strtoll(text.as_bytes(), 8);
@@ -951,10 +1283,10 @@ fn parse_number(unit: Unit, text: &str) -> Result<i64, Problem> {
             return Ok(n);
         }
     }
-    if unit == Unit::Plain {
-        if let Some(n) = string2ll(text.as_bytes()) {
-            return Ok(n);
-        }
+    if unit == Unit::Plain
+        && let Some(n) = string2ll(text.as_bytes())
+    {
+        return Ok(n);
     }
     Err(match unit {
         Unit::MemoryOrPercent => "argument must be a memory or percent value",
@@ -1021,8 +1353,9 @@ fn memtoull(text: &str) -> Option<u64> {
     if digits >= 128 {
         return None;
     }
-    let value =
-        bytes[..digits].iter().fold(0u64, |acc, d| acc.saturating_mul(10).saturating_add(u64::from(d - b'0')));
+    let value = bytes[..digits]
+        .iter()
+        .fold(0u64, |acc, d| acc.saturating_mul(10).saturating_add(u64::from(d - b'0')));
     Some(value.wrapping_mul(multiplier))
 }
 
@@ -1170,7 +1503,7 @@ fn parse_dir(args: &[&str], current: &str) -> Result<String, Problem> {
 fn parse_save(args: &[&str]) -> Result<String, Problem> {
     let args: &[&str] = if args.len() == 1 && args[0].is_empty() { &[] } else { args };
     let invalid = || -> Problem { "Invalid save parameters".into() };
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err(invalid());
     }
     let mut shown = Vec::with_capacity(args.len());
@@ -1194,7 +1527,7 @@ const BUFFER_LIMIT_CLASSES: [&str; 3] = ["normal", "slave", "pubsub"];
 /// all groups are checked before any is applied; classes not named keep
 /// their limits.
 fn parse_client_output_buffer_limit(args: &[&str], current: &str) -> Result<String, Problem> {
-    if args.len() % 4 != 0 {
+    if !args.len().is_multiple_of(4) {
         return Err("Wrong number of arguments in buffer limit configuration.".into());
     }
     let mut limits: Vec<[String; 3]> = BUFFER_LIMIT_CLASSES.iter().map(|_| Default::default()).collect();
@@ -1477,7 +1810,10 @@ mod tests {
             ("requirepass", ""),
             ("hz", "10"),
             ("bind", "* -::*"),
-            ("client-output-buffer-limit", "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"),
+            (
+                "client-output-buffer-limit",
+                "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+            ),
             ("oom-score-adj-values", "0 200 800"),
             ("latency-tracking-info-percentiles", "50 99 99.9"),
             ("proto-max-bulk-len", "536870912"),
@@ -1507,7 +1843,11 @@ mod tests {
             if matches!(p.kind, Kind::Dir | Kind::ReplicaOf) {
                 continue;
             }
-            let args = if p.flags & MULTI_ARG != 0 { split_words(p.default) } else { vec![p.default] };
+            let args = if p.flags & MULTI_ARG != 0 {
+                split_words(p.default)
+            } else {
+                vec![p.default]
+            };
             assert_eq!(parse(index, &args, &params.values).as_deref(), Ok(p.default), "{}", p.name);
         }
     }
@@ -1631,7 +1971,10 @@ mod tests {
             "ERR CONFIG SET failed (possibly related to argument 'tls-cluster') - Unable to update TLS configuration. Check server logs."
         );
         assert_eq!(params.value("timeout"), Some("0"));
-        assert_eq!(set(&mut params, &[("tls-cluster", "no"), ("tls-ciphers", "x")]), Ok(vec!["tls-ciphers"]));
+        assert_eq!(
+            set(&mut params, &[("tls-cluster", "no"), ("tls-ciphers", "x")]),
+            Ok(vec!["tls-ciphers"])
+        );
     }
 
     #[test]
@@ -1705,7 +2048,10 @@ mod tests {
     #[test]
     fn unknown_parameter_is_refused() {
         let mut params = ConfigParams::new();
-        assert_eq!(set_err(&mut params, &[("foo", "bar")]), "ERR Unknown option or number of arguments for CONFIG SET - 'foo'");
+        assert_eq!(
+            set_err(&mut params, &[("foo", "bar")]),
+            "ERR Unknown option or number of arguments for CONFIG SET - 'foo'"
+        );
         // Name problems are found before any value is parsed.
         assert_eq!(
             set_err(&mut params, &[("timeout", "x"), ("foo", "2")]),
@@ -1775,7 +2121,10 @@ mod tests {
     #[test]
     fn multi_set_is_all_or_nothing() {
         let mut params = ConfigParams::new();
-        let err = set_err(&mut params, &[("timeout", "5"), ("maxmemory", "1mb"), ("maxmemory-policy", "bogus")]);
+        let err = set_err(
+            &mut params,
+            &[("timeout", "5"), ("maxmemory", "1mb"), ("maxmemory-policy", "bogus")],
+        );
         assert!(err.contains("'maxmemory-policy'"), "{err}");
         assert_eq!(params.value("timeout"), Some("0"));
         assert_eq!(params.value("maxmemory"), Some("0"));
@@ -1802,12 +2151,24 @@ mod tests {
         let names: Vec<String> = get1(&params, "*LIMIT*").into_iter().map(|(n, _)| n).collect();
         assert_eq!(
             names,
-            ["client-output-buffer-limit", "client-query-buffer-limit", "cluster-link-sendbuf-limit", "lua-memory-limit", "lua-time-limit"]
+            [
+                "client-output-buffer-limit",
+                "client-query-buffer-limit",
+                "cluster-link-sendbuf-limit",
+                "lua-memory-limit",
+                "lua-time-limit"
+            ]
         );
         assert_eq!(get1(&params, "key-load-dela?"), vec![]);
         assert_eq!(
             get1(&params, "maxmemory*").into_iter().map(|(n, _)| n).collect::<Vec<_>>(),
-            ["maxmemory", "maxmemory-clients", "maxmemory-eviction-tenacity", "maxmemory-policy", "maxmemory-samples"]
+            [
+                "maxmemory",
+                "maxmemory-clients",
+                "maxmemory-eviction-tenacity",
+                "maxmemory-policy",
+                "maxmemory-samples"
+            ]
         );
         let everything = get1(&params, "*");
         // Redis 7.0.15 lists 192 names; keylock adds two of its own.
@@ -1827,7 +2188,14 @@ mod tests {
     #[test]
     fn keyspace_events_are_normalized() {
         let mut params = ConfigParams::new();
-        for (input, shown) in [("KEA", "AKE"), ("nd", "dn"), ("$lshzxetdgn", "A"), ("mK", "Km"), ("Ag$lshzxeKEtmdn", "AKEm"), ("", "")] {
+        for (input, shown) in [
+            ("KEA", "AKE"),
+            ("nd", "dn"),
+            ("$lshzxetdgn", "A"),
+            ("mK", "Km"),
+            ("Ag$lshzxeKEtmdn", "AKEm"),
+            ("", ""),
+        ] {
             set(&mut params, &[("notify-keyspace-events", input)]).unwrap();
             assert_eq!(params.value("notify-keyspace-events"), Some(shown), "{input}");
         }
@@ -1867,7 +2235,10 @@ mod tests {
         params.apply_directive("save", &[String::new()]).unwrap();
         params.apply_directive("save", &["900".to_string(), "1".to_string()]).unwrap();
         assert_eq!(params.value("save"), Some("900 1"));
-        assert_eq!(params.apply_directive("save", &["3600 1".to_string()]), Err("Invalid save parameters".to_string()));
+        assert_eq!(
+            params.apply_directive("save", &["3600 1 5".to_string()]),
+            Err("Invalid save parameters".to_string())
+        );
     }
 
     #[test]
@@ -1881,8 +2252,14 @@ mod tests {
         for (bad, why) in [
             ("master 1 2 3", "Invalid client class specified in buffer limit configuration."),
             ("normal 1 2", "Wrong number of arguments in buffer limit configuration."),
-            ("normal x 2 3", "Error in hard, soft or soft_seconds setting in buffer limit configuration."),
-            ("normal 1 2 -3", "Error in hard, soft or soft_seconds setting in buffer limit configuration."),
+            (
+                "normal x 2 3",
+                "Error in hard, soft or soft_seconds setting in buffer limit configuration.",
+            ),
+            (
+                "normal 1 2 -3",
+                "Error in hard, soft or soft_seconds setting in buffer limit configuration.",
+            ),
         ] {
             assert_eq!(
                 set_err(&mut params, &[("client-output-buffer-limit", bad)]),
@@ -1909,8 +2286,15 @@ mod tests {
     #[test]
     fn latency_percentiles_are_shown_like_redis() {
         let mut params = ConfigParams::new();
-        set(&mut params, &[("latency-tracking-info-percentiles", "50 99 99.9 0.0000001 1e1 .5 5. 100 0x10")]).unwrap();
-        assert_eq!(params.value("latency-tracking-info-percentiles"), Some("50 99 99.9 0 10 0.5 5 100 16"));
+        set(
+            &mut params,
+            &[("latency-tracking-info-percentiles", "50 99 99.9 0.0000001 1e1 .5 5. 100 0x10")],
+        )
+        .unwrap();
+        assert_eq!(
+            params.value("latency-tracking-info-percentiles"),
+            Some("50 99 99.9 0 10 0.5 5 100 16")
+        );
         assert_eq!(
             set_err(&mut params, &[("latency-tracking-info-percentiles", "101")]),
             "ERR CONFIG SET failed (possibly related to argument 'latency-tracking-info-percentiles') - latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
@@ -1949,6 +2333,19 @@ mod tests {
     }
 
     #[test]
+    fn a_lone_multi_word_directive_argument_is_split() {
+        let mut params = ConfigParams::new();
+        params.apply_directive("save", &["3600 1 \"300\" '10'".to_string()]).unwrap();
+        assert_eq!(params.value("save"), Some("3600 1 300 10"));
+        params.apply_directive("bind", &["127.0.0.1 ::1".to_string()]).unwrap();
+        assert_eq!(params.value("bind"), Some("127.0.0.1 ::1"));
+        assert_eq!(split_config_args("a \"b c\" 'd\\'e' \"\\x41\\n\""), ["a", "b c", "d'e", "A\n"]);
+        assert!(split_config_args("\"unbalanced").is_empty());
+        assert!(split_config_args("\"a\"b").is_empty());
+        assert_eq!(split_config_args("\"\\xZZ\""), ["xZZ"]);
+    }
+
+    #[test]
     fn directives_set_immutable_parameters() {
         let mut params = ConfigParams::new();
         params.apply_directive("DATABASES", &["32".to_string()]).unwrap();
@@ -1956,11 +2353,15 @@ mod tests {
         params.apply_directive("unixsocketperm", &["700".to_string()]).unwrap();
         assert_eq!(params.value("unixsocketperm"), Some("700"));
         assert_eq!(params.int("unixsocketperm"), Some(0o700));
-        params.apply_directive("slaveof", &["127.0.0.1".to_string(), "6380".to_string()]).unwrap();
+        params
+            .apply_directive("slaveof", &["127.0.0.1".to_string(), "6380".to_string()])
+            .unwrap();
         assert_eq!(params.value("replicaof"), Some("127.0.0.1 6380"));
         params.apply_directive("replicaof", &["no".to_string(), "one".to_string()]).unwrap();
         assert_eq!(params.value("replicaof"), Some(""));
-        params.apply_directive("bind", &["127.0.0.1".to_string(), "::1".to_string()]).unwrap();
+        params
+            .apply_directive("bind", &["127.0.0.1".to_string(), "::1".to_string()])
+            .unwrap();
         assert_eq!(params.value("bind"), Some("127.0.0.1 ::1"));
         params.apply_directive("dir", &["/".to_string()]).unwrap();
         assert_eq!(params.value("dir"), Some("/"));
@@ -1970,20 +2371,38 @@ mod tests {
     fn directive_errors_are_redis_startup_texts() {
         let mut params = ConfigParams::new();
         let one = |v: &str| vec![v.to_string()];
-        assert_eq!(params.apply_directive("timeout", &one("x")), Err("argument couldn't be parsed into an integer".into()));
+        assert_eq!(
+            params.apply_directive("timeout", &one("x")),
+            Err("argument couldn't be parsed into an integer".into())
+        );
         assert_eq!(
             params.apply_directive("timeout", &["1".to_string(), "2".to_string()]),
             Err("wrong number of arguments".into())
         );
-        assert_eq!(params.apply_directive("nosuch", &one("1")), Err("Bad directive or wrong number of arguments".into()));
-        assert_eq!(params.apply_directive("unixsocketperm", &one("999")), Err("argument couldn't be parsed as an octal number".into()));
+        assert_eq!(
+            params.apply_directive("nosuch", &one("1")),
+            Err("Bad directive or wrong number of arguments".into())
+        );
+        assert_eq!(
+            params.apply_directive("unixsocketperm", &one("999")),
+            Err("argument couldn't be parsed as an octal number".into())
+        );
         assert_eq!(
             params.apply_directive("socket-mark-id", &one("-1")),
             Err("argument must be between 0 and 4294967295 inclusive".into())
         );
-        assert_eq!(params.apply_directive("replicaof", &["a".to_string(), "99999".to_string()]), Err("Invalid master port".into()));
-        assert_eq!(params.apply_directive("replicaof", &one("a")), Err("wrong number of arguments".into()));
-        assert_eq!(params.apply_directive("dir", &one("/nonexistent-keylock-dir")), Err("No such file or directory".into()));
+        assert_eq!(
+            params.apply_directive("replicaof", &["a".to_string(), "99999".to_string()]),
+            Err("Invalid master port".into())
+        );
+        assert_eq!(
+            params.apply_directive("replicaof", &one("a")),
+            Err("wrong number of arguments".into())
+        );
+        assert_eq!(
+            params.apply_directive("dir", &one("/nonexistent-keylock-dir")),
+            Err("No such file or directory".into())
+        );
         assert_eq!(params.apply_directive("dir", &one("/etc/passwd")), Err("Not a directory".into()));
         assert_eq!(params.apply_directive("list-max-ziplist-entries", &one("5")), Ok(()));
         assert_eq!(

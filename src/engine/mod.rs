@@ -88,7 +88,14 @@ impl State {
             // the rest are recorded as Redis would.
             let _ = params.apply_directive(name, values);
         }
+        // The typed settings win: they are what the server actually uses.
         params.set_default("port", &port.to_string());
+        params.set_default("requirepass", config.requirepass.as_deref().unwrap_or(""));
+        params.set_default("databases", &config.databases.to_string());
+        params.set_default("hz", &config.hz.to_string());
+        params.set_default("maxclients", &config.maxclients.to_string());
+        params.set_default("proto-max-bulk-len", &config.proto_max_bulk_len.to_string());
+        params.set_default("bind", &config.bind.join(" "));
         State {
             dbs: (0..config.databases).map(|_| Db::default()).collect(),
             clients: HashMap::new(),
@@ -450,6 +457,11 @@ impl Engine {
         if !client.authenticated && !cmd.spec.has(flag::NO_AUTH) {
             self.state.stats.cmd[cmd.stat_index].rejected_calls += 1;
             return Err((CmdError::noauth(), true));
+        }
+        if client.monitor && cmd.spec.has(flag::WRITE | flag::READONLY | flag::MAY_REPLICATE) {
+            // Redis treats a MONITOR connection like a replica.
+            self.state.stats.cmd[cmd.stat_index].rejected_calls += 1;
+            return Err((CmdError::err("Replica can't interact with the keyspace"), true));
         }
         if client.resp == 2 && client.in_pubsub_mode() && !cmd.spec.has(flag::SUBSCRIBED_OK) {
             self.state.stats.cmd[cmd.stat_index].rejected_calls += 1;
