@@ -1,7 +1,7 @@
 //! The configuration parameter table behind CONFIG GET, CONFIG SET, the
 //! `--name value` command-line flags and redis.conf-style `name value` lines.
 //!
-//! Every parameter Redis 7.0.15 has is described once, as data, in [`PARAMS`]:
+//! Every parameter Redis 7.0.15 has is described once, as data, in `PARAMS`:
 //! its name, its alias (`lua-time-limit` for `busy-reply-threshold`, the
 //! `slave-*` spellings of `replica-*`, `hash-max-ziplist-*` for
 //! `hash-max-listpack-*` …), whether CONFIG SET may change it, its type with
@@ -34,10 +34,13 @@
 //!   iteration order of a dict whose hash seed is random per process, so its
 //!   order cannot be reproduced (it is not even stable between two Redis
 //!   runs);
-//! - the failures that Redis only detects while *applying* a value (a port
-//!   already in use, an address that cannot be bound, an operating-system
-//!   limit on `maxclients`, AOF that cannot start) cannot happen here, because
-//!   nothing is applied here;
+//! - of the effects of Redis's apply step, only those that show in replies
+//!   without touching the system are reproduced (`hz` capped to 1..=500,
+//!   `repl-backlog-size` raised to 16384 by CONFIG SET, and turning TLS on
+//!   failing as it does without certificates). The failures Redis only
+//!   detects while applying (a port already in use, an address that cannot
+//!   be bound, an operating-system limit on `maxclients`, AOF that cannot
+//!   start) are the server's to detect, since nothing is applied here;
 //! - values are text: a CONFIG SET value that is not UTF-8 is stored with its
 //!   invalid bytes replaced (Redis stores the raw bytes).
 

@@ -22,7 +22,6 @@
 pub mod clock;
 pub mod commands;
 pub mod config;
-#[path = "config_params_shim.rs"]
 pub mod config_params;
 pub mod db;
 pub mod engine;

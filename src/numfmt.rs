@@ -239,6 +239,7 @@ impl LongDouble {
         if v.is_nan() { None } else { Some(LongDouble(v)) }
     }
 
+    #[allow(clippy::should_implement_trait)] // read as Redis's `value + incr` in the handlers
     pub fn add(self, other: LongDouble) -> LongDouble {
         LongDouble((self.0 + other.0).value)
     }

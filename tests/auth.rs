@@ -25,8 +25,14 @@ fn unknown_commands_before_auth_are_still_unknown() {
 fn wrong_password_gets_wrongpass() {
     let s = protected();
     let mut raw = Raw::connect(s.addr());
-    assert_eq!(raw.call(&["AUTH", "nope"]), b"-WRONGPASS invalid username-password pair or user is disabled.\r\n");
-    assert_eq!(raw.call(&["AUTH", "someone", "s3cret"]), b"-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    assert_eq!(
+        raw.call(&["AUTH", "nope"]),
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    );
+    assert_eq!(
+        raw.call(&["AUTH", "someone", "s3cret"]),
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    );
 }
 
 #[test]
@@ -45,7 +51,11 @@ fn hello_without_auth_on_a_protected_server_is_refused() {
     let s = protected();
     let mut raw = Raw::connect(s.addr());
     let reply = raw.call(&["HELLO", "3"]);
-    assert!(reply.starts_with(b"-NOAUTH HELLO must be called with the client already authenticated"), "{}", String::from_utf8_lossy(&reply));
+    assert!(
+        reply.starts_with(b"-NOAUTH HELLO must be called with the client already authenticated"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
 }
 
 #[test]

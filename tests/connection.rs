@@ -15,14 +15,20 @@ fn ping_replies_pong() {
 fn ping_with_two_arguments_is_an_arity_error() {
     let s = start();
     let mut c = conn(&s);
-    assert_eq!(q_err(&mut c, &["PING", "a", "b"]), "ERR wrong number of arguments for 'ping' command");
+    assert_eq!(
+        q_err(&mut c, &["PING", "a", "b"]),
+        "ERR wrong number of arguments for 'ping' command"
+    );
 }
 
 #[test]
 fn unknown_command_error_lists_arguments() {
     let s = start();
     let mut raw = Raw::connect(s.addr());
-    assert_eq!(raw.call(&["FOO", "a", "b"]), b"-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n");
+    assert_eq!(
+        raw.call(&["FOO", "a", "b"]),
+        b"-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n"
+    );
 }
 
 #[test]
@@ -30,7 +36,11 @@ fn hello_3_switches_to_resp3_maps() {
     let s = start();
     let mut raw = Raw::connect(s.addr());
     let reply = raw.call(&["HELLO", "3"]);
-    assert!(reply.starts_with(b"%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n"), "{}", String::from_utf8_lossy(&reply));
+    assert!(
+        reply.starts_with(b"%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
     assert_eq!(raw.call(&["GET", "missing"]), b"_\r\n");
 }
 

@@ -5,8 +5,7 @@ use common::*;
 
 fn monitor_line_args(line: &[u8]) -> String {
     let text = String::from_utf8_lossy(line);
-    let after = text.split_once("] ").map(|(_, a)| a.trim_end().to_string()).unwrap_or_default();
-    after
+    text.split_once("] ").map(|(_, a)| a.trim_end().to_string()).unwrap_or_default()
 }
 
 #[test]
@@ -20,7 +19,10 @@ fn monitor_shows_commands_of_other_clients_in_order() {
         c.reply();
     }
     let lines: Vec<String> = (0..5).map(|_| monitor_line_args(&mon.reply())).collect();
-    assert_eq!(lines, vec!["\"SET\" \"a\" \"x y\"", "\"MULTI\"", "\"INCR\" \"n\"", "\"EXEC\"", "\"GET\" \"a\""]);
+    assert_eq!(
+        lines,
+        vec!["\"SET\" \"a\" \"x y\"", "\"MULTI\"", "\"INCR\" \"n\"", "\"EXEC\"", "\"GET\" \"a\""]
+    );
 }
 
 #[test]

@@ -102,7 +102,7 @@ fn a_pipeline_is_answered_in_order() {
     let s = start();
     let mut raw = Raw::connect(s.addr());
     let mut input = Vec::new();
-    for i in 0..1000 {
+    for _ in 0..1000 {
         input.extend(encode(&[b"APPEND".as_slice(), b"s", b"x"]));
         input.extend(encode(&[b"INCR".as_slice(), b"n"]));
     }
@@ -158,7 +158,13 @@ fn a_client_disconnecting_mid_pipeline_does_not_affect_others() {
         assert_eq!(steady.call(&["PING"]), b"+PONG\r\n");
     }
     std::thread::sleep(Duration::from_millis(100));
-    let n: i64 = String::from_utf8(steady.call(&["GET", "shared"])).unwrap().lines().nth(1).unwrap().parse().unwrap();
+    let n: i64 = String::from_utf8(steady.call(&["GET", "shared"]))
+        .unwrap()
+        .lines()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(n <= 20 * 500 && n % 500 == 0, "whole batches only, got {n}");
 }
 
@@ -167,6 +173,9 @@ fn many_connections_at_once_are_served() {
     let s = start();
     let mut conns: Vec<Raw> = (0..200).map(|_| Raw::connect(s.addr())).collect();
     for (i, c) in conns.iter_mut().enumerate() {
-        assert_eq!(c.call(&["ECHO", &i.to_string()]), format!("${}\r\n{i}\r\n", i.to_string().len()).into_bytes());
+        assert_eq!(
+            c.call(&["ECHO", &i.to_string()]),
+            format!("${}\r\n{i}\r\n", i.to_string().len()).into_bytes()
+        );
     }
 }

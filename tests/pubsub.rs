@@ -23,7 +23,10 @@ fn publish_reaches_channel_and_pattern_subscribers() {
     sub.call(&["PSUBSCRIBE", "redisson_lock__channel:*"]);
     let mut publisher = Raw::connect(s.addr());
     assert_eq!(publisher.call(&["PUBLISH", "redisson_lock__channel:{lock}", "0"]), b":2\r\n");
-    assert_eq!(sub.reply(), b"*3\r\n$7\r\nmessage\r\n$29\r\nredisson_lock__channel:{lock}\r\n$1\r\n0\r\n");
+    assert_eq!(
+        sub.reply(),
+        b"*3\r\n$7\r\nmessage\r\n$29\r\nredisson_lock__channel:{lock}\r\n$1\r\n0\r\n"
+    );
     assert_eq!(
         sub.reply(),
         b"*4\r\n$8\r\npmessage\r\n$24\r\nredisson_lock__channel:*\r\n$29\r\nredisson_lock__channel:{lock}\r\n$1\r\n0\r\n"
@@ -91,7 +94,10 @@ fn unsubscribing_the_last_channel_leaves_subscribed_mode() {
 fn sharded_channels_deliver_smessage() {
     let s = start();
     let mut sub = Raw::connect(s.addr());
-    assert_eq!(sub.call(&["SSUBSCRIBE", "{a}s"]), b"*3\r\n$10\r\nssubscribe\r\n$4\r\n{a}s\r\n:1\r\n");
+    assert_eq!(
+        sub.call(&["SSUBSCRIBE", "{a}s"]),
+        b"*3\r\n$10\r\nssubscribe\r\n$4\r\n{a}s\r\n:1\r\n"
+    );
     let mut c = conn(&s);
     assert_eq!(q::<i64>(&mut c, &["SPUBLISH", "{a}s", "hi"]), 1);
     assert_eq!(q::<i64>(&mut c, &["PUBLISH", "{a}s", "hi"]), 0);

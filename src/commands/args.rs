@@ -35,6 +35,7 @@ impl<'a> Args<'a> {
         self.argv.get(self.pos)
     }
 
+    #[allow(clippy::should_implement_trait)] // a cursor, not an iterator: it also peeks and parses
     pub fn next(&mut self) -> Option<&'a Bytes> {
         let a = self.argv.get(self.pos)?;
         self.pos += 1;

@@ -194,7 +194,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
         "keyspace" => {
             line!("# Keyspace");
             for (i, db) in st.dbs.iter().enumerate() {
-                if db.len() > 0 {
+                if !db.is_empty() {
                     line!("db{}:keys={},expires={},avg_ttl=0", i, db.len(), db.expires_len());
                 }
             }

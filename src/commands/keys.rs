@@ -236,7 +236,7 @@ pub fn expire_generic(ctx: &mut Ctx, argv: &[Bytes], base_ms: i64, seconds: bool
     }
     let mut when = parse_i64(&argv[2])?;
     if seconds {
-        if when > i64::MAX / 1000 || when < i64::MIN / 1000 {
+        if !(i64::MIN / 1000..=i64::MAX / 1000).contains(&when) {
             return Err(CmdError::invalid_expire(&name));
         }
         when *= 1000;

@@ -210,7 +210,7 @@ fn config_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    if argv.len() % 2 != 0 {
+    if !argv.len().is_multiple_of(2) {
         return Err(CmdError::syntax());
     }
     let pairs: Vec<(&[u8], &[u8])> = argv[2..].chunks(2).map(|p| (p[0].as_ref(), p[1].as_ref())).collect();

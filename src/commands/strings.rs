@@ -302,7 +302,7 @@ fn mget(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn mset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    if argv.len() % 2 == 0 {
+    if argv.len().is_multiple_of(2) {
         return Err(CmdError::arity(&String::from_utf8_lossy(&argv[0]).to_ascii_lowercase()));
     }
     for pair in argv[1..].chunks(2) {
@@ -312,7 +312,7 @@ fn mset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn msetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    if argv.len() % 2 == 0 {
+    if argv.len().is_multiple_of(2) {
         return Err(CmdError::arity("msetnx"));
     }
     let now = ctx.now_ms;

@@ -47,7 +47,13 @@ pub fn q_err(c: &mut redis::Connection, args: &[&str]) -> String {
         Err(e) => {
             let code = e.code().unwrap_or("").to_string();
             let detail = e.detail().unwrap_or("").to_string();
-            if code.is_empty() { detail } else if detail.is_empty() { code } else { format!("{code} {detail}") }
+            if code.is_empty() {
+                detail
+            } else if detail.is_empty() {
+                code
+            } else {
+                format!("{code} {detail}")
+            }
         }
     }
 }
@@ -62,7 +68,10 @@ impl Raw {
     pub fn connect(addr: SocketAddr) -> Raw {
         let s = TcpStream::connect(addr).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        Raw { reader: BufReader::new(s.try_clone().unwrap()), writer: s }
+        Raw {
+            reader: BufReader::new(s.try_clone().unwrap()),
+            writer: s,
+        }
     }
 
     pub fn send(&mut self, bytes: &[u8]) {
@@ -144,7 +153,12 @@ impl Drop for RealRedis {
 /// install it) when it is missing. With KEYLOCK_REQUIRE_REDIS=1 a missing
 /// redis-server is a test failure instead.
 pub fn real_redis() -> Option<RealRedis> {
-    let found = Command::new("redis-server").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    let found = Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
     if !found {
         if std::env::var("KEYLOCK_REQUIRE_REDIS").is_ok_and(|v| v == "1") {
             panic!("redis-server is required (KEYLOCK_REQUIRE_REDIS=1) but not on PATH");
@@ -157,8 +171,17 @@ pub fn real_redis() -> Option<RealRedis> {
         l.local_addr().unwrap().port()
     };
     let dir = tempfile::tempdir().unwrap();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+    let mut child = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
         .arg("--dir")
         .arg(dir.path())
         .stdout(Stdio::null())
@@ -172,5 +195,7 @@ pub fn real_redis() -> Option<RealRedis> {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("redis-server did not start on {addr}");
 }

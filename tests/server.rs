@@ -1,0 +1,213 @@
+//! Server commands, the binary's command line, and stopping cleanly.
+
+mod common;
+use common::*;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn info_reports_redis_compatible_version_and_keylock_version() {
+    let s = start();
+    let mut c = conn(&s);
+    let info: String = q(&mut c, &["INFO"]);
+    assert!(info.contains("redis_version:7.0.15\r\n"));
+    assert!(info.contains(&format!("keylock_version:{}\r\n", keylock::VERSION)));
+    for section in ["# Server", "# Clients", "# Memory", "# Stats", "# Replication", "# Keyspace"] {
+        assert!(info.contains(section), "missing {section}");
+    }
+    assert!(info.contains("role:master\r\nconnected_slaves:0\r\n"));
+}
+
+#[test]
+fn info_with_a_section_returns_only_that_section() {
+    let s = start();
+    let mut c = conn(&s);
+    let info: String = q(&mut c, &["INFO", "replication"]);
+    assert!(info.starts_with("# Replication\r\n"));
+    assert!(!info.contains("# Server"));
+}
+
+#[test]
+fn info_keyspace_counts_keys_and_expires() {
+    let s = start();
+    let mut c = conn(&s);
+    q::<()>(&mut c, &["SET", "a", "1"]);
+    q::<()>(&mut c, &["SET", "b", "1", "EX", "100"]);
+    let info: String = q(&mut c, &["INFO", "keyspace"]);
+    assert!(info.contains("db0:keys=2,expires=1,avg_ttl=0"), "{info}");
+}
+
+#[test]
+fn config_resetstat_resets_command_stats() {
+    let s = start();
+    let mut c = conn(&s);
+    q::<()>(&mut c, &["SET", "a", "1"]);
+    let stats: String = q(&mut c, &["INFO", "commandstats"]);
+    assert!(stats.contains("cmdstat_set:calls=1,"), "{stats}");
+    q::<()>(&mut c, &["CONFIG", "RESETSTAT"]);
+    let stats: String = q(&mut c, &["INFO", "commandstats"]);
+    assert!(!stats.contains("cmdstat_set:"), "{stats}");
+}
+
+#[test]
+fn errorstats_count_error_replies_by_prefix() {
+    let s = start();
+    let mut c = conn(&s);
+    q::<()>(&mut c, &["SET", "s", "x"]);
+    let _ = q_err(&mut c, &["INCR", "s"]);
+    let _ = q_err(&mut c, &["NOSUCH"]);
+    let info: String = q(&mut c, &["INFO", "errorstats"]);
+    assert!(info.contains("errorstat_ERR:count=2"), "{info}");
+}
+
+#[test]
+fn command_count_matches_command_list() {
+    let s = start();
+    let mut c = conn(&s);
+    let count: i64 = q(&mut c, &["COMMAND", "COUNT"]);
+    let all: Vec<redis::Value> = q(&mut c, &["COMMAND"]);
+    assert_eq!(count as usize, all.len());
+    assert!(count > 80);
+}
+
+#[test]
+fn command_info_describes_arity_and_keys() {
+    let s = start();
+    let mut raw = Raw::connect(s.addr());
+    let reply = raw.call(&["COMMAND", "INFO", "get"]);
+    assert!(
+        reply.starts_with(b"*1\r\n*10\r\n$3\r\nget\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+}
+
+#[test]
+fn command_docs_answers_for_every_command() {
+    let s = start();
+    let mut raw = Raw::connect(s.addr());
+    let reply = raw.call(&["COMMAND", "DOCS"]);
+    assert!(reply.starts_with(b"*"), "{}", String::from_utf8_lossy(&reply[..50]));
+}
+
+#[test]
+fn function_flush_list_and_stats_answer_as_an_empty_server() {
+    let s = start();
+    let mut raw = Raw::connect(s.addr());
+    assert_eq!(raw.call(&["FUNCTION", "FLUSH"]), b"+OK\r\n");
+    assert_eq!(raw.call(&["FUNCTION", "LIST"]), b"*0\r\n");
+    assert!(
+        raw.call(&["FUNCTION", "STATS"])
+            .starts_with(b"*4\r\n$14\r\nrunning_script\r\n$-1\r\n")
+    );
+}
+
+#[test]
+fn flushall_empties_every_database() {
+    let s = start();
+    let mut c = conn(&s);
+    q::<()>(&mut c, &["SET", "a", "1"]);
+    q::<()>(&mut c, &["SELECT", "5"]);
+    q::<()>(&mut c, &["SET", "b", "1"]);
+    q::<()>(&mut c, &["FLUSHALL"]);
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0);
+    q::<()>(&mut c, &["SELECT", "0"]);
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0);
+}
+
+#[test]
+fn shutdown_stops_the_server_without_a_reply() {
+    let s = start();
+    let addr = s.addr();
+    let mut raw = Raw::connect(addr);
+    raw.send_cmd(&[b"SHUTDOWN", b"NOSAVE"]);
+    assert!(raw.is_closed());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(addr).is_ok() {
+        assert!(Instant::now() < deadline, "still accepting after SHUTDOWN");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn client_list_and_kill_see_other_connections() {
+    let s = start();
+    let mut a = conn(&s);
+    let mut b = conn(&s);
+    q::<()>(&mut b, &["CLIENT", "SETNAME", "victim"]);
+    let id: i64 = q(&mut b, &["CLIENT", "ID"]);
+    let list: String = q(&mut a, &["CLIENT", "LIST"]);
+    assert!(list.contains(&format!("id={id} ")) && list.contains("name=victim"), "{list}");
+    assert_eq!(q::<i64>(&mut a, &["CLIENT", "KILL", "ID", &id.to_string()]), 1);
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(redis::cmd("PING").query::<String>(&mut b).is_err());
+}
+
+#[test]
+fn client_setinfo_shows_in_client_info() {
+    let s = start();
+    let mut c = conn(&s);
+    q::<()>(&mut c, &["CLIENT", "SETINFO", "LIB-NAME", "redisson"]);
+    q::<()>(&mut c, &["CLIENT", "SETINFO", "lib-ver", "4.7.0"]);
+    let info: String = q(&mut c, &["CLIENT", "INFO"]);
+    assert!(info.contains("lib-name=redisson lib-ver=4.7.0"), "{info}");
+    assert_eq!(q_err(&mut c, &["CLIENT", "SETINFO", "foo", "x"]), "ERR Unrecognized option 'foo'");
+}
+
+/// Spawns the binary on port 0 and reads the address it announces.
+fn spawn_binary(extra: &[&str]) -> (std::process::Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_keylock"))
+        .args(["--port", "0"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.trim().strip_prefix("listening on ").expect("announce line").to_string();
+    (child, addr)
+}
+
+#[test]
+fn binary_on_port_zero_announces_its_address() {
+    let (mut child, addr) = spawn_binary(&[]);
+    let mut raw = Raw::connect(addr.parse().unwrap());
+    assert_eq!(raw.call(&["PING"]), b"+PONG\r\n");
+    raw.send_cmd(&[b"SHUTDOWN"]);
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn sigterm_stops_the_binary_cleanly() {
+    let (mut child, addr) = spawn_binary(&[]);
+    Raw::connect(addr.parse().unwrap()).call(&["SET", "k", "v"]);
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn binary_reads_a_config_file_then_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keylock.conf");
+    std::fs::write(&path, "# comment\nrequirepass \"from file\"\ndatabases 4\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_keylock"))
+        .arg(&path)
+        .args(["--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr: std::net::SocketAddr = line.trim().strip_prefix("listening on ").unwrap().parse().unwrap();
+    let mut raw = Raw::connect(addr);
+    assert_eq!(raw.call(&["PING"]), b"-NOAUTH Authentication required.\r\n");
+    assert_eq!(raw.call(&["AUTH", "from file"]), b"+OK\r\n");
+    assert_eq!(raw.call(&["SELECT", "4"]), b"-ERR DB index is out of range\r\n");
+    raw.send_cmd(&[b"SHUTDOWN"]);
+    assert!(child.wait().unwrap().success());
+}

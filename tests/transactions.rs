@@ -1,0 +1,132 @@
+//! MULTI / EXEC / DISCARD / WATCH across connections.
+
+mod common;
+use common::*;
+
+#[test]
+fn exec_runs_queued_commands_atomically_in_order() {
+    let s = start();
+    let mut c = Raw::connect(s.addr());
+    assert_eq!(c.call(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(c.call(&["SET", "a", "1"]), b"+QUEUED\r\n");
+    assert_eq!(c.call(&["INCR", "a"]), b"+QUEUED\r\n");
+    assert_eq!(c.call(&["EXEC"]), b"*2\r\n+OK\r\n:2\r\n");
+}
+
+#[test]
+fn a_queueing_error_aborts_exec() {
+    let s = start();
+    let mut c = Raw::connect(s.addr());
+    c.call(&["MULTI"]);
+    assert_eq!(c.call(&["SET", "a"]), b"-ERR wrong number of arguments for 'set' command\r\n");
+    c.call(&["SET", "b", "1"]);
+    assert_eq!(
+        c.call(&["EXEC"]),
+        b"-EXECABORT Transaction discarded because of previous errors.\r\n"
+    );
+    assert_eq!(c.call(&["GET", "b"]), b"$-1\r\n");
+}
+
+#[test]
+fn runtime_errors_inside_exec_do_not_stop_the_rest() {
+    let s = start();
+    let mut c = Raw::connect(s.addr());
+    c.call(&["SET", "s", "text"]);
+    c.call(&["MULTI"]);
+    c.call(&["INCR", "s"]);
+    c.call(&["SET", "t", "1"]);
+    assert_eq!(c.call(&["EXEC"]), b"*2\r\n-ERR value is not an integer or out of range\r\n+OK\r\n");
+}
+
+#[test]
+fn watch_fails_exec_when_another_client_writes_the_key() {
+    let s = start();
+    let mut c = Raw::connect(s.addr());
+    let mut other = Raw::connect(s.addr());
+    c.call(&["SET", "balance", "10"]);
+    c.call(&["WATCH", "balance"]);
+    other.call(&["INCRBY", "balance", "5"]);
+    c.call(&["MULTI"]);
+    c.call(&["SET", "balance", "0"]);
+    assert_eq!(c.call(&["EXEC"]), b"*-1\r\n");
+    assert_eq!(c.call(&["GET", "balance"]), b"$2\r\n15\r\n");
+}
+
+#[test]
+fn watch_succeeds_when_nobody_writes() {
+    let s = start();
+    let mut c = Raw::connect(s.addr());
+    c.call(&["WATCH", "k"]);
+    c.call(&["MULTI"]);
+    c.call(&["SET", "k", "mine"]);
+    assert_eq!(c.call(&["EXEC"]), b"*1\r\n+OK\r\n");
+}
+
+#[test]
+fn unwatch_forgets_watched_keys() {
+    let s = start();
+    let mut c = Raw::connect(s.addr());
+    let mut other = Raw::connect(s.addr());
+    c.call(&["WATCH", "k"]);
+    c.call(&["UNWATCH"]);
+    other.call(&["SET", "k", "theirs"]);
+    c.call(&["MULTI"]);
+    c.call(&["SET", "k", "mine"]);
+    assert_eq!(c.call(&["EXEC"]), b"*1\r\n+OK\r\n");
+}
+
+#[test]
+fn flushall_invalidates_watchers() {
+    let s = start();
+    let mut c = Raw::connect(s.addr());
+    let mut other = Raw::connect(s.addr());
+    c.call(&["SET", "k", "v"]);
+    c.call(&["WATCH", "k"]);
+    other.call(&["FLUSHALL"]);
+    c.call(&["MULTI"]);
+    c.call(&["PING"]);
+    assert_eq!(c.call(&["EXEC"]), b"*-1\r\n");
+}
+
+#[test]
+fn discard_drops_the_queue() {
+    let s = start();
+    let mut c = Raw::connect(s.addr());
+    c.call(&["MULTI"]);
+    c.call(&["SET", "k", "v"]);
+    assert_eq!(c.call(&["DISCARD"]), b"+OK\r\n");
+    assert_eq!(c.call(&["GET", "k"]), b"$-1\r\n");
+    assert_eq!(c.call(&["DISCARD"]), b"-ERR DISCARD without MULTI\r\n");
+}
+
+#[test]
+fn nested_multi_and_watch_inside_multi_are_errors() {
+    let s = start();
+    let mut c = Raw::connect(s.addr());
+    c.call(&["MULTI"]);
+    assert_eq!(c.call(&["MULTI"]), b"-ERR MULTI calls can not be nested\r\n");
+    assert_eq!(c.call(&["WATCH", "x"]), b"-ERR WATCH inside MULTI is not allowed\r\n");
+    assert_eq!(c.call(&["EXEC"]), b"*0\r\n");
+}
+
+#[test]
+fn exec_without_multi_is_an_error() {
+    let s = start();
+    let mut c = Raw::connect(s.addr());
+    assert_eq!(c.call(&["EXEC"]), b"-ERR EXEC without MULTI\r\n");
+}
+
+#[test]
+fn redis_crate_atomic_pipeline_works() {
+    let s = start();
+    let mut c = conn(&s);
+    let (a, b): (i64, i64) = redis::pipe()
+        .atomic()
+        .cmd("INCR")
+        .arg("x")
+        .cmd("INCR")
+        .arg("x")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!((a, b), (1, 2));
+}
