@@ -15,14 +15,12 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::db::ClientId;
 
-/// What the engine sends to a connection task.
+/// What the engine sends a connection outside of its own replies.
 #[derive(Debug)]
 pub enum Outbound {
-    /// The replies to one batch of commands; the connection may read again.
-    Replies { data: Bytes, close: bool, authenticated: bool },
-    /// Data not tied to a batch: pub/sub messages, MONITOR lines.
+    /// Pub/sub messages, MONITOR lines.
     Push(Bytes),
-    /// Close the connection now (CLIENT KILL, output buffer limit).
+    /// Close the connection now (CLIENT KILL, output buffer limit, shutdown).
     Close,
 }
 
@@ -38,15 +36,6 @@ pub struct Outbox {
 impl Outbox {
     pub fn new(tx: UnboundedSender<Outbound>, pending: Arc<AtomicUsize>) -> Outbox {
         Outbox { tx, pending }
-    }
-
-    pub fn send_replies(&self, data: Bytes, close: bool, authenticated: bool) {
-        self.pending.fetch_add(data.len(), Ordering::Relaxed);
-        let _ = self.tx.send(Outbound::Replies {
-            data,
-            close,
-            authenticated,
-        });
     }
 
     /// Queues a push; returns the bytes now pending for this client.

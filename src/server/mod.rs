@@ -1,35 +1,37 @@
-//! The network side: the listener, one task per connection, and the
-//! public [`Server`] / [`ServerHandle`] API used by the binary and by tests
-//! that embed keylock.
+//! The network side: listeners, one task per connection, and the public
+//! [`Server`] / [`ServerHandle`] API used by the binary and by tests that
+//! embed keylock.
 //!
-//! Connections run on a small tokio runtime; the data lives on the engine
-//! thread (see `engine`). Nothing here touches the keyspace.
+//! A server is one thread running a single-threaded tokio runtime. The
+//! connection tasks and the engine share that thread: a task parses what it
+//! read, calls the engine inline for the whole batch, and writes the
+//! replies. Nothing here touches the keyspace; it only moves bytes.
 
 pub mod conn;
 pub mod parser;
 
+use std::cell::RefCell;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
-use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::engine::{self, Request, State};
+use crate::engine::{Engine, State};
 
-/// Shared by the listener and connection tasks.
+/// What the listener and connection tasks share (all on the server thread).
 pub(crate) struct Shared {
-    pub engine: Sender<Request>,
-    pub next_client_id: AtomicU64,
+    pub engine: RefCell<Engine>,
+    pub next_client_id: std::cell::Cell<u64>,
+    pub connected: std::cell::Cell<usize>,
     pub proto_max_bulk_len: i64,
     pub maxclients: usize,
-    pub connected: AtomicU64,
-    /// Whether new clients start unauthenticated (the engine reports changes).
-    pub auth_required_at_start: bool,
+    pub stop: Arc<watch::Sender<bool>>,
 }
 
 /// A keylock server, configured but not yet started.
@@ -41,10 +43,8 @@ pub struct Server {
 pub struct ServerHandle {
     addr: SocketAddr,
     clock: Clock,
-    engine_tx: Sender<Request>,
-    stopped: watch::Receiver<bool>,
-    runtime: Option<tokio::runtime::Runtime>,
-    engine_thread: Option<JoinHandle<()>>,
+    stop: Arc<watch::Sender<bool>>,
+    thread: Option<JoinHandle<()>>,
 }
 
 impl Server {
@@ -57,49 +57,38 @@ impl Server {
         Server::new(Config::ephemeral())
     }
 
-    /// Starts the engine thread and the listener on a runtime of its own,
-    /// and returns once the socket is bound and accepting.
+    /// Binds the listening sockets and starts the server thread; returns
+    /// once connections are being accepted.
     pub fn start(self) -> std::io::Result<ServerHandle> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("keylock-net")
-            .enable_all()
-            .build()?;
         let config = self.config;
-        let listeners = runtime.block_on(bind_all(&config))?;
+        let listeners = bind_all(&config)?;
         let addr = listeners[0].local_addr()?;
-        let (stop_tx, stop_rx) = watch::channel(false);
+        let (stop_tx, _) = watch::channel(false);
+        let stop = Arc::new(stop_tx);
         let state = State::new(config.clone(), addr.port());
-        let (engine_tx, engine_thread) = engine::spawn(state, stop_tx)?;
-        let shared = Arc::new(Shared {
-            engine: engine_tx.clone(),
-            next_client_id: AtomicU64::new(1),
-            proto_max_bulk_len: config.proto_max_bulk_len,
-            maxclients: config.maxclients,
-            connected: AtomicU64::new(0),
-            auth_required_at_start: config.requirepass.is_some(),
-        });
-        for listener in listeners {
-            runtime.spawn(accept_loop(listener, shared.clone(), stop_rx.clone()));
-        }
+        let thread_stop = stop.clone();
+        let cron_every = config.cron_interval();
+        let thread = std::thread::Builder::new()
+            .name("keylock".into())
+            .spawn(move || serve(listeners, state, cron_every, thread_stop))?;
         if config.announce {
-            println!("listening on {addr}");
             use std::io::Write;
+            println!("listening on {addr}");
             let _ = std::io::stdout().flush();
         }
         tracing::info!(%addr, "keylock ready to accept connections");
         Ok(ServerHandle {
             addr,
             clock: config.clock.clone(),
-            engine_tx,
-            stopped: stop_rx,
-            runtime: Some(runtime),
-            engine_thread: Some(engine_thread),
+            stop,
+            thread: Some(thread),
         })
     }
 }
 
-async fn bind_all(config: &Config) -> std::io::Result<Vec<TcpListener>> {
+/// Binds every configured address; with port 0 the later ones share the
+/// first one's port.
+fn bind_all(config: &Config) -> std::io::Result<Vec<std::net::TcpListener>> {
     let mut listeners = Vec::new();
     let mut port = config.port;
     for host in &config.bind {
@@ -109,31 +98,83 @@ async fn bind_all(config: &Config) -> std::io::Result<Vec<TcpListener>> {
         } else {
             format!("{host}:{port}")
         };
-        let listener = TcpListener::bind(&addr).await?;
-        // With port 0, every further address shares the first one's port.
+        let listener = std::net::TcpListener::bind(&addr)?;
         port = listener.local_addr()?.port();
+        listener.set_nonblocking(true)?;
         listeners.push(listener);
     }
     if listeners.is_empty() {
-        listeners.push(TcpListener::bind(("127.0.0.1", port)).await?);
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port))?;
+        listener.set_nonblocking(true)?;
+        listeners.push(listener);
     }
     Ok(listeners)
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    tokio::spawn(conn::serve(stream, peer, shared.clone(), stop.clone()));
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                }
-            },
-            _ = stop.changed() => return,
+/// The server thread: runtime, listeners, cron, until stopped.
+fn serve(listeners: Vec<std::net::TcpListener>, state: State, cron_every: Duration, stop: Arc<watch::Sender<bool>>) {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "could not start the runtime");
+            return;
         }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
+        let engine = Engine::new(state);
+        let shared = Rc::new(Shared {
+            proto_max_bulk_len: engine.state.config.proto_max_bulk_len,
+            maxclients: engine.state.config.maxclients,
+            engine: RefCell::new(engine),
+            next_client_id: std::cell::Cell::new(1),
+            connected: std::cell::Cell::new(0),
+            stop: stop.clone(),
+        });
+        for listener in listeners {
+            match TcpListener::from_std(listener) {
+                Ok(l) => {
+                    tokio::task::spawn_local(accept_loop(l, shared.clone()));
+                }
+                Err(e) => tracing::error!(error = %e, "listener"),
+            }
+        }
+        tokio::task::spawn_local(cron_loop(shared.clone(), cron_every));
+        let mut stopped = stop.subscribe();
+        while !*stopped.borrow_and_update() {
+            if stopped.changed().await.is_err() {
+                break;
+            }
+        }
+        shared.engine.borrow_mut().close_all();
+        // Let connection tasks flush what they have and close.
+        tokio::task::yield_now().await;
+    });
+    drop(local);
+    runtime.shutdown_timeout(Duration::from_millis(100));
+}
+
+async fn accept_loop(listener: TcpListener, shared: Rc<Shared>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                tokio::task::spawn_local(conn::serve(stream, peer, shared.clone()));
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: back off, keep serving.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+async fn cron_loop(shared: Rc<Shared>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        shared.engine.borrow_mut().cron();
     }
 }
 
@@ -155,59 +196,40 @@ impl ServerHandle {
 
     /// A handle that can stop the server from another thread (signal handlers).
     pub fn stopper(&self) -> Stopper {
-        Stopper {
-            engine_tx: self.engine_tx.clone(),
-        }
+        Stopper { stop: self.stop.clone() }
     }
 
-    /// Blocks until the server stops (SHUTDOWN, or `shutdown`).
+    /// Blocks until the server stops (SHUTDOWN, a `Stopper`, or `shutdown`).
     pub fn wait(&mut self) {
-        if let Some(rt) = &self.runtime {
-            let mut stopped = self.stopped.clone();
-            rt.block_on(async {
-                while !*stopped.borrow() {
-                    if stopped.changed().await.is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        self.finish();
-    }
-
-    /// Stops accepting, closes every connection and stops the engine.
-    pub fn shutdown(mut self) {
-        let _ = self.engine_tx.send(Request::Shutdown);
-        self.wait();
-    }
-
-    fn finish(&mut self) {
-        if let Some(t) = self.engine_thread.take() {
+        if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_timeout(std::time::Duration::from_millis(200));
-        }
+    }
+
+    /// Stops accepting, closes every connection and waits for the server thread.
+    pub fn shutdown(mut self) {
+        self.stop.send_replace(true);
+        self.wait();
     }
 }
 
 /// Stops a running server from anywhere: `SHUTDOWN` without a client.
 #[derive(Clone)]
 pub struct Stopper {
-    engine_tx: Sender<Request>,
+    stop: Arc<watch::Sender<bool>>,
 }
 
 impl Stopper {
     pub fn stop(&self) {
-        let _ = self.engine_tx.send(Request::Shutdown);
+        self.stop.send_replace(true);
     }
 }
 
 impl Drop for ServerHandle {
     fn drop(&mut self) {
-        if self.engine_thread.is_some() {
-            let _ = self.engine_tx.send(Request::Shutdown);
-            self.finish();
+        if self.thread.is_some() {
+            self.stop.send_replace(true);
+            self.wait();
         }
     }
 }
