@@ -49,3 +49,18 @@ fn monitor_connection_cannot_touch_the_keyspace() {
     mon.call(&["MONITOR"]);
     assert_eq!(mon.call(&["GET", "a"]), b"-ERR Replica can't interact with the keyspace\r\n");
 }
+
+#[test]
+fn monitor_redacts_passwords() {
+    let s = start();
+    let mut mon = Raw::connect(s.addr());
+    mon.call(&["MONITOR"]);
+    let mut c = Raw::connect(s.addr());
+    c.call(&["AUTH", "user", "secret"]);
+    c.call(&["HELLO", "2", "AUTH", "default", "secret"]);
+    assert_eq!(monitor_line_args(&mon.reply()), "\"AUTH\" \"(redacted)\" \"(redacted)\"");
+    assert_eq!(
+        monitor_line_args(&mon.reply()),
+        "\"HELLO\" \"2\" \"AUTH\" \"(redacted)\" \"(redacted)\""
+    );
+}

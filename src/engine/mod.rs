@@ -210,7 +210,8 @@ impl State {
         self.collect_watch_invalidations(client);
         if !self.monitors.is_empty() && !cmd.spec.has(flag::SKIP_MONITOR | flag::ADMIN) {
             let origin = client.peer.to_string();
-            self.feed_monitors(client, client.db, &origin, argv);
+            let shown = redact_secrets(cmd, argv);
+            self.feed_monitors(client, client.db, &origin, shown.as_deref().unwrap_or(argv));
         }
         match result {
             Ok(reply) => {
@@ -257,6 +258,24 @@ impl EncodedOnce {
             out.freeze()
         })
         .clone()
+    }
+}
+
+/// AUTH and HELLO … AUTH passwords never reach MONITOR: Redis shows
+/// `(redacted)` in their place.
+fn redact_secrets(cmd: &Command, argv: &[Bytes]) -> Option<Vec<Bytes>> {
+    const REDACTED: Bytes = Bytes::from_static(b"(redacted)");
+    match cmd.full_name.as_str() {
+        "auth" => Some(std::iter::once(argv[0].clone()).chain(argv[1..].iter().map(|_| REDACTED)).collect()),
+        "hello" => {
+            let at = argv.iter().position(|a| a.eq_ignore_ascii_case(b"auth"))?;
+            let mut shown = argv.to_vec();
+            for a in shown.iter_mut().skip(at + 1).take(2) {
+                *a = REDACTED;
+            }
+            Some(shown)
+        }
+        _ => None,
     }
 }
 

@@ -16,6 +16,8 @@ use crate::numfmt::parse_i64;
 
 /// The longest inline request or length line Redis accepts (PROTO_INLINE_MAX_SIZE).
 pub const INLINE_MAX: usize = 64 * 1024;
+/// The most the read buffer grows ahead of data actually received.
+const MAX_RESERVE_STEP: usize = 1024 * 1024;
 /// Array and bulk size limits for clients that have not authenticated yet.
 const UNAUTH_MULTIBULK_MAX: i64 = 1024 * 1024;
 const UNAUTH_BULK_MAX: i64 = 16384;
@@ -117,9 +119,10 @@ impl RequestParser {
                     }
                 };
                 if buf.len() < len + 2 {
-                    // Let the buffer grow once for a large argument instead of
-                    // doubling many times while it arrives.
-                    buf.reserve(len + 2 - buf.len());
+                    // Grow towards a large argument as it arrives, a bounded
+                    // step at a time: a declared length alone never makes the
+                    // server allocate it.
+                    buf.reserve((len + 2 - buf.len()).min(MAX_RESERVE_STEP));
                     return Ok(None);
                 }
                 let arg = buf.split_to(len).freeze();
