@@ -379,7 +379,7 @@ fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// Largest string a write may produce (Redis's proto-max-bulk-len check).
 fn check_string_length(ctx: &Ctx, len: u64) -> CmdResult<()> {
-    let max = ctx.state.params.int("proto-max-bulk-len").unwrap_or(512 * 1024 * 1024) as u64;
+    let max = ctx.state.runtime.proto_max_bulk_len as u64;
     if len > max {
         return Err(CmdError::err("string exceeds maximum allowed size (proto-max-bulk-len)"));
     }

@@ -59,6 +59,29 @@ pub struct State {
     pub shutdown: bool,
     /// Clients to disconnect after the current batch (CLIENT KILL).
     pub kill_queue: Vec<ClientId>,
+    /// Settings read on hot paths, kept in step with CONFIG SET.
+    pub runtime: RuntimeSettings,
+}
+
+/// The parameters the server consults constantly, as typed values.
+#[derive(Clone, Copy, Debug)]
+pub struct RuntimeSettings {
+    pub proto_max_bulk_len: i64,
+    pub maxclients: usize,
+    pub hz: u32,
+    /// Idle client timeout in seconds (0: never).
+    pub timeout: u64,
+}
+
+impl RuntimeSettings {
+    pub fn from_params(p: &ConfigParams) -> RuntimeSettings {
+        RuntimeSettings {
+            proto_max_bulk_len: p.int("proto-max-bulk-len").unwrap_or(512 * 1024 * 1024),
+            maxclients: p.int("maxclients").unwrap_or(10000).max(1) as usize,
+            hz: p.int("hz").unwrap_or(10).clamp(1, 500) as u32,
+            timeout: p.int("timeout").unwrap_or(0).max(0) as u64,
+        }
+    }
 }
 
 impl State {
@@ -80,6 +103,7 @@ impl State {
         params.set_default("maxclients", &config.maxclients.to_string());
         params.set_default("proto-max-bulk-len", &config.proto_max_bulk_len.to_string());
         params.set_default("bind", &config.bind.join(" "));
+        let runtime = RuntimeSettings::from_params(&params);
         State {
             dbs: (0..config.databases).map(|_| Db::default()).collect(),
             clients: HashMap::new(),
@@ -95,6 +119,7 @@ impl State {
             watching: 0,
             shutdown: false,
             kill_queue: Vec::new(),
+            runtime,
         }
     }
 
@@ -490,9 +515,9 @@ impl Engine {
                 }
             }
         }
-        let idle_timeout = self.state.params.int("timeout").unwrap_or(0);
+        let idle_timeout = self.state.runtime.timeout;
         if idle_timeout > 0 {
-            let limit = idle_timeout as u64 * 1000;
+            let limit = idle_timeout * 1000;
             for c in self.state.clients.values() {
                 if !c.in_pubsub_mode() && !c.monitor && now.saturating_sub(c.last_interaction_ms) > limit {
                     c.outbox.close();

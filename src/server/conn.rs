@@ -27,7 +27,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, shared: Rc<Shared
     let local = stream.local_addr().unwrap_or(peer);
     let (mut reader, mut writer) = stream.into_split();
 
-    if shared.connected.get() >= shared.maxclients {
+    if shared.connected.get() >= shared.engine.borrow().state.runtime.maxclients {
         let _ = writer.write_all(b"-ERR max number of clients reached\r\n").await;
         return;
     }
@@ -81,7 +81,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, shared: Rc<Shared
                     Ok(0) | Err(_) => break,
                     Ok(_) => {}
                 }
-                let limits = Limits { proto_max_bulk_len: shared.proto_max_bulk_len, authenticated };
+                let limits = Limits { proto_max_bulk_len: shared.engine.borrow().state.runtime.proto_max_bulk_len, authenticated };
                 let (batch, protocol_error) = parse_batch(&mut parser, &mut input, limits);
                 let mut close = false;
                 if !batch.is_empty() {

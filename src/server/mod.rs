@@ -29,8 +29,6 @@ pub(crate) struct Shared {
     pub engine: RefCell<Engine>,
     pub next_client_id: std::cell::Cell<u64>,
     pub connected: std::cell::Cell<usize>,
-    pub proto_max_bulk_len: i64,
-    pub maxclients: usize,
     pub stop: Arc<watch::Sender<bool>>,
 }
 
@@ -67,10 +65,9 @@ impl Server {
         let stop = Arc::new(stop_tx);
         let state = State::new(config.clone(), addr.port());
         let thread_stop = stop.clone();
-        let cron_every = config.cron_interval();
         let thread = std::thread::Builder::new()
             .name("keylock".into())
-            .spawn(move || serve(listeners, state, cron_every, thread_stop))?;
+            .spawn(move || serve(listeners, state, thread_stop))?;
         if config.announce {
             use std::io::Write;
             println!("listening on {addr}");
@@ -112,7 +109,7 @@ fn bind_all(config: &Config) -> std::io::Result<Vec<std::net::TcpListener>> {
 }
 
 /// The server thread: runtime, listeners, cron, until stopped.
-fn serve(listeners: Vec<std::net::TcpListener>, state: State, cron_every: Duration, stop: Arc<watch::Sender<bool>>) {
+fn serve(listeners: Vec<std::net::TcpListener>, state: State, stop: Arc<watch::Sender<bool>>) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -124,8 +121,6 @@ fn serve(listeners: Vec<std::net::TcpListener>, state: State, cron_every: Durati
     local.block_on(&runtime, async move {
         let engine = Engine::new(state);
         let shared = Rc::new(Shared {
-            proto_max_bulk_len: engine.state.config.proto_max_bulk_len,
-            maxclients: engine.state.config.maxclients,
             engine: RefCell::new(engine),
             next_client_id: std::cell::Cell::new(1),
             connected: std::cell::Cell::new(0),
@@ -139,7 +134,7 @@ fn serve(listeners: Vec<std::net::TcpListener>, state: State, cron_every: Durati
                 Err(e) => tracing::error!(error = %e, "listener"),
             }
         }
-        tokio::task::spawn_local(cron_loop(shared.clone(), cron_every));
+        tokio::task::spawn_local(cron_loop(shared.clone()));
         let mut stopped = stop.subscribe();
         while !*stopped.borrow_and_update() {
             if stopped.changed().await.is_err() {
@@ -169,11 +164,11 @@ async fn accept_loop(listener: TcpListener, shared: Rc<Shared>) {
     }
 }
 
-async fn cron_loop(shared: Rc<Shared>, every: Duration) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+/// Runs the engine's cron `hz` times a second (CONFIG SET hz applies at the next tick).
+async fn cron_loop(shared: Rc<Shared>) {
     loop {
-        tick.tick().await;
+        let hz = shared.engine.borrow().state.runtime.hz.max(1);
+        tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
         shared.engine.borrow_mut().cron();
     }
 }
