@@ -17,9 +17,10 @@
 //! may rely on anyway.
 //!
 //! Reads count keyspace hits and misses as Redis's `lookupKeyRead` does (a
-//! WRONGTYPE key is a hit); writes and the STORE forms do not. Writes that
-//! change nothing (SADD of present members, SREM of absent ones) leave the
-//! key unmodified for WATCH, as in Redis.
+//! WRONGTYPE key is a hit), and so do the source keys of the STORE forms, as
+//! in Redis 7.0; other writes do not. Writes that change nothing (SADD of
+//! present members, SREM of absent ones) leave the key unmodified for
+//! WATCH, as in Redis.
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -343,25 +344,23 @@ fn smove(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Int(1))
 }
 
-/// Checks every key in order: `Some(len)` for a set, `None` for a missing
-/// key, WRONGTYPE at the first key of another type. `reads` counts each
-/// lookup as a read (SINTER) rather than a write's lookup (SINTERSTORE).
-fn set_sizes(ctx: &mut Ctx, keys: &[Bytes], reads: bool) -> CmdResult<Vec<Option<usize>>> {
+/// Checks every key in order, counting each lookup as a read: `Some(len)`
+/// for a set, `None` for a missing key, WRONGTYPE at the first key of
+/// another type.
+fn set_sizes(ctx: &mut Ctx, keys: &[Bytes]) -> CmdResult<Vec<Option<usize>>> {
     let now = ctx.now_ms;
     let mut sizes = Vec::with_capacity(keys.len());
     for key in keys {
         let found = ctx.db().get(key, now).map(|v| v.as_set().map(|s| s.len()));
-        if reads {
-            ctx.count_lookup(found.is_some());
-        }
+        ctx.count_lookup(found.is_some());
         sizes.push(found.transpose()?);
     }
     Ok(sizes)
 }
 
 /// The members of the intersection, in the order of the smallest set.
-fn intersection(ctx: &mut Ctx, keys: &[Bytes], reads: bool) -> CmdResult<Vec<Bytes>> {
-    let sizes = set_sizes(ctx, keys, reads)?;
+fn intersection(ctx: &mut Ctx, keys: &[Bytes]) -> CmdResult<Vec<Bytes>> {
+    let sizes = set_sizes(ctx, keys)?;
     if sizes.iter().any(Option::is_none) {
         return Ok(Vec::new());
     }
@@ -383,8 +382,8 @@ fn intersection(ctx: &mut Ctx, keys: &[Bytes], reads: bool) -> CmdResult<Vec<Byt
     Ok(members)
 }
 
-fn union(ctx: &mut Ctx, keys: &[Bytes], reads: bool) -> CmdResult<Vec<Bytes>> {
-    set_sizes(ctx, keys, reads)?;
+fn union(ctx: &mut Ctx, keys: &[Bytes]) -> CmdResult<Vec<Bytes>> {
+    set_sizes(ctx, keys)?;
     let mut all = Set::default();
     for key in keys {
         if let Some(set) = peek_set(ctx, key)? {
@@ -394,8 +393,8 @@ fn union(ctx: &mut Ctx, keys: &[Bytes], reads: bool) -> CmdResult<Vec<Bytes>> {
     Ok(all.into_iter().collect())
 }
 
-fn difference(ctx: &mut Ctx, keys: &[Bytes], reads: bool) -> CmdResult<Vec<Bytes>> {
-    set_sizes(ctx, keys, reads)?;
+fn difference(ctx: &mut Ctx, keys: &[Bytes]) -> CmdResult<Vec<Bytes>> {
+    set_sizes(ctx, keys)?;
     let mut members: Vec<Bytes> = match peek_set(ctx, &keys[0])? {
         Some(set) => set.iter().cloned().collect(),
         None => return Ok(Vec::new()),
@@ -426,29 +425,29 @@ fn store(ctx: &mut Ctx, dst: &Bytes, members: Vec<Bytes>) -> Reply {
 }
 
 fn sinter(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    intersection(ctx, &argv[1..], true).map(set_reply)
+    intersection(ctx, &argv[1..]).map(set_reply)
 }
 
 fn sunion(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    union(ctx, &argv[1..], true).map(set_reply)
+    union(ctx, &argv[1..]).map(set_reply)
 }
 
 fn sdiff(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    difference(ctx, &argv[1..], true).map(set_reply)
+    difference(ctx, &argv[1..]).map(set_reply)
 }
 
 fn sinterstore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let members = intersection(ctx, &argv[2..], false)?;
+    let members = intersection(ctx, &argv[2..])?;
     Ok(store(ctx, &argv[1], members))
 }
 
 fn sunionstore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let members = union(ctx, &argv[2..], false)?;
+    let members = union(ctx, &argv[2..])?;
     Ok(store(ctx, &argv[1], members))
 }
 
 fn sdiffstore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let members = difference(ctx, &argv[2..], false)?;
+    let members = difference(ctx, &argv[2..])?;
     Ok(store(ctx, &argv[1], members))
 }
 
@@ -476,7 +475,7 @@ fn sintercard(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             _ => return Err(CmdError::syntax()),
         }
     }
-    let card = intersection(ctx, &argv[2..keys_end], true)?.len() as u64;
+    let card = intersection(ctx, &argv[2..keys_end])?.len() as u64;
     let card = if limit > 0 { card.min(limit) } else { card };
     Ok(Reply::Int(card as i64))
 }
