@@ -581,3 +581,18 @@ fn set_algebra_counts_each_source_key_as_a_read() {
     assert!(info.contains("keyspace_hits:1\r\n"), "{info}");
     assert!(info.contains("keyspace_misses:1\r\n"), "{info}");
 }
+
+#[test]
+fn srandmember_refuses_a_negative_count_too_large_to_reply() {
+    let s = start();
+    let mut c = conn(&s);
+    q::<i64>(&mut c, &["SADD", "s", "a"]);
+    assert_eq!(
+        q_err(&mut c, &["SRANDMEMBER", "s", "-9223372036854775807"]),
+        "ERR value is out of range"
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["SRANDMEMBER", "nokey", "-9223372036854775807"]),
+        Vec::<String>::new()
+    );
+}

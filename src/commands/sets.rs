@@ -62,9 +62,11 @@ pub const COMMANDS: &[CommandSpec] = &[
 const INTSET_MAX: usize = 512;
 
 /// The most elements a negative-count random pick (SRANDMEMBER, HRANDFIELD)
-/// returns. Redis has no limit and would exhaust its memory building such a
-/// reply; keylock refuses with the error Redis uses for out-of-range counts.
-pub(super) const MAX_REPEATED_PICKS: u64 = 1 << 24;
+/// returns (about 4 million, a reply of some hundreds of megabytes while it
+/// is built). Redis has no limit and stalls, then exhausts its memory, on a
+/// count such as -9223372036854775807; keylock refuses larger counts with the
+/// error Redis uses for out-of-range counts.
+pub(super) const MAX_REPEATED_PICKS: u64 = 1 << 22;
 
 /// Reads a set key, counting the lookup: `None` when missing.
 fn read_set<'c>(ctx: &'c mut Ctx, key: &[u8]) -> CmdResult<Option<&'c Set>> {
