@@ -1,5 +1,320 @@
-//! hashes commands (in progress).
+//! Hash commands: fields and values under one key.
+//!
+//! A hash is an insertion-ordered map (`db::value::Hash`). Redis 7.0 keeps
+//! a small hash (at most 128 fields, every field and value at most 64
+//! bytes) as a listpack, whose order is the order fields were first set,
+//! and clients see that order in HGETALL, HKEYS, HVALS, HSCAN and
+//! HRANDFIELD; keylock keeps it (`hash_remove` preserves it across HDEL).
+//! HSCAN of a small hash returns everything in one call with cursor 0, as
+//! Redis does for a listpack; larger hashes are walked by index. Redis never
+//! turns a hash back into a listpack once it outgrew one; keylock decides
+//! from the current contents, so a hash that shrank back answers HSCAN in one
+//! call where Redis would iterate.
+//!
+//! Counters follow Redis: HINCRBY with strict 64-bit integers and overflow
+//! checks, HINCRBYFLOAT with long double arithmetic printed as Redis prints
+//! it. Reads count keyspace hits and misses as Redis's `lookupKeyRead` does
+//! (a WRONGTYPE key is a hit); writes do not. Writes that change nothing
+//! (HDEL of absent fields, HSETNX of a present one) leave the key unmodified
+//! for WATCH, as in Redis.
 
-use super::table::CommandSpec;
+use bytes::Bytes;
 
-pub const COMMANDS: &[CommandSpec] = &[];
+use super::args::parse_i64;
+use super::keys::{parse_scan, scan_reply};
+use super::sets::{MAX_REPEATED_PICKS, parse_random_count, sample_distinct, scan_window};
+use super::table::{CommandSpec, Group, cmd, flag::*};
+use super::{CmdError, CmdResult, Ctx, Reply};
+use crate::db::value::{Hash, SMALL_HASH, hash_remove};
+use crate::db::{Value, typed};
+use crate::glob;
+use crate::numfmt::{self, LongDouble};
+
+const G: Group = Group::Hash;
+
+#[rustfmt::skip]
+pub const COMMANDS: &[CommandSpec] = &[
+    cmd("hset", -4, hset).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Set the string value of a hash field"),
+    cmd("hsetnx", 4, hsetnx).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Set the value of a hash field, only if the field does not exist"),
+    cmd("hget", 3, hget).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Get the value of a hash field"),
+    cmd("hmset", -4, hmset).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Set multiple hash fields to multiple values"),
+    cmd("hmget", -3, hmget).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Get the values of all the given hash fields"),
+    cmd("hdel", -3, hdel).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Delete one or more hash fields"),
+    cmd("hexists", 3, hexists).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Determine if a hash field exists"),
+    cmd("hlen", 2, hlen).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Get the number of fields in a hash"),
+    cmd("hkeys", 2, hkeys).flags(READONLY).keys(1, 1, 1).doc(G, "2.0.0", "Get all the fields in a hash"),
+    cmd("hvals", 2, hvals).flags(READONLY).keys(1, 1, 1).doc(G, "2.0.0", "Get all the values in a hash"),
+    cmd("hgetall", 2, hgetall).flags(READONLY).keys(1, 1, 1).doc(G, "2.0.0", "Get all the fields and values in a hash"),
+    cmd("hincrby", 4, hincrby).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Increment the integer value of a hash field by the given number"),
+    cmd("hincrbyfloat", 4, hincrbyfloat).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(G, "2.6.0", "Increment the float value of a hash field by the given amount"),
+    cmd("hstrlen", 3, hstrlen).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "3.2.0", "Get the length of the value of a hash field"),
+    cmd("hscan", -3, hscan).flags(READONLY).keys(1, 1, 1).doc(G, "2.8.0", "Incrementally iterate hash fields and associated values"),
+    cmd("hrandfield", -2, hrandfield).flags(READONLY).keys(1, 1, 1).doc(G, "6.2.0", "Get one or multiple random fields from a hash"),
+];
+
+/// Redis's `hash-max-listpack-value`: the longest field or value a
+/// listpack-encoded hash holds.
+const LISTPACK_MAX_VALUE: usize = 64;
+
+/// True while Redis would keep `h` as a listpack.
+fn is_listpack(h: &Hash) -> bool {
+    h.len() <= SMALL_HASH
+        && h.iter()
+            .all(|(f, v)| f.len() <= LISTPACK_MAX_VALUE && v.len() <= LISTPACK_MAX_VALUE)
+}
+
+/// Reads a hash key, counting the lookup: `None` when missing.
+fn read_hash<'c>(ctx: &'c mut Ctx, key: &[u8]) -> CmdResult<Option<&'c Hash>> {
+    let now = ctx.now_ms;
+    let hit = ctx.db().contains(key, now);
+    ctx.count_lookup(hit);
+    typed(ctx.db().get(key, now), Value::as_hash)
+}
+
+/// A hash key for writing, without counting the lookup: `None` when missing.
+fn peek_hash<'c>(ctx: &'c mut Ctx, key: &[u8]) -> CmdResult<Option<&'c Hash>> {
+    let now = ctx.now_ms;
+    typed(ctx.db().get(key, now), Value::as_hash)
+}
+
+/// The hash at `key` for writing, created empty if missing. A key of
+/// another type is a WRONGTYPE error and is left untouched.
+fn write_hash<'c>(ctx: &'c mut Ctx, key: &Bytes) -> CmdResult<&'c mut Hash> {
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    if let Some(v) = db.get(key, now) {
+        v.as_hash()?;
+    }
+    db.get_or_insert_with(key, now, Value::new_hash)
+        .as_hash_mut()
+}
+
+/// HSET and HMSET: sets every field/value pair; returns how many fields
+/// were new. An odd number of field/value arguments is an arity error.
+fn set_fields(ctx: &mut Ctx, argv: &[Bytes], name: &str) -> CmdResult<usize> {
+    if !argv.len().is_multiple_of(2) {
+        return Err(CmdError::arity(name));
+    }
+    let hash = write_hash(ctx, &argv[1])?;
+    let mut created = 0;
+    for pair in argv[2..].chunks(2) {
+        if hash.insert(pair[0].clone(), pair[1].clone()).is_none() {
+            created += 1;
+        }
+    }
+    Ok(created)
+}
+
+fn hset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    set_fields(ctx, argv, "hset").map(Reply::from)
+}
+
+fn hmset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    set_fields(ctx, argv, "hmset").map(|_| Reply::OK)
+}
+
+fn hsetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let (key, field) = (&argv[1], &argv[2]);
+    if peek_hash(ctx, key)?.is_some_and(|h| h.contains_key(field)) {
+        return Ok(Reply::Int(0));
+    }
+    write_hash(ctx, key)?.insert(field.clone(), argv[3].clone());
+    Ok(Reply::Int(1))
+}
+
+fn hget(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let value = read_hash(ctx, &argv[1])?.and_then(|h| h.get(&argv[2]).cloned());
+    Ok(Reply::opt_bulk(value))
+}
+
+fn hmget(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let hash = read_hash(ctx, &argv[1])?;
+    let values = argv[2..]
+        .iter()
+        .map(|f| Reply::opt_bulk(hash.and_then(|h| h.get(f).cloned())))
+        .collect();
+    Ok(Reply::Array(values))
+}
+
+fn hdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let (key, fields) = (&argv[1], &argv[2..]);
+    match peek_hash(ctx, key)? {
+        Some(h) if fields.iter().any(|f| h.contains_key(f)) => {}
+        _ => return Ok(Reply::Int(0)),
+    }
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    let Some(value) = db.get_mut(key, now) else {
+        return Ok(Reply::Int(0));
+    };
+    let hash = value.as_hash_mut()?;
+    let removed = fields
+        .iter()
+        .filter(|f| hash_remove(hash, f).is_some())
+        .count();
+    db.remove_if_empty(key);
+    Ok(Reply::from(removed))
+}
+
+fn hexists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let found = read_hash(ctx, &argv[1])?.is_some_and(|h| h.contains_key(&argv[2]));
+    Ok(Reply::from(found))
+}
+
+fn hlen(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::from(
+        read_hash(ctx, &argv[1])?.map_or(0, |h| h.len()),
+    ))
+}
+
+fn hstrlen(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let len = read_hash(ctx, &argv[1])?
+        .and_then(|h| h.get(&argv[2]))
+        .map_or(0, |v| v.len());
+    Ok(Reply::from(len))
+}
+
+fn hkeys(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let hash = read_hash(ctx, &argv[1])?;
+    Ok(Reply::bulks(
+        hash.into_iter().flat_map(|h| h.keys().cloned()),
+    ))
+}
+
+fn hvals(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let hash = read_hash(ctx, &argv[1])?;
+    Ok(Reply::bulks(
+        hash.into_iter().flat_map(|h| h.values().cloned()),
+    ))
+}
+
+fn hgetall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let hash = read_hash(ctx, &argv[1])?;
+    let pairs = hash
+        .into_iter()
+        .flat_map(|h| h.iter())
+        .map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))
+        .collect();
+    Ok(Reply::Map(pairs))
+}
+
+fn hincrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let (key, field) = (&argv[1], &argv[2]);
+    let by = parse_i64(&argv[3])?;
+    let current = match peek_hash(ctx, key)?.and_then(|h| h.get(field)) {
+        Some(v) => {
+            numfmt::parse_i64(v).ok_or_else(|| CmdError::err("hash value is not an integer"))?
+        }
+        None => 0,
+    };
+    let next = current.checked_add(by).ok_or_else(CmdError::overflow)?;
+    let mut buf = itoa::Buffer::new();
+    let text = Bytes::copy_from_slice(buf.format(next).as_bytes());
+    write_hash(ctx, key)?.insert(field.clone(), text);
+    Ok(Reply::Int(next))
+}
+
+fn hincrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let (key, field) = (&argv[1], &argv[2]);
+    let by = LongDouble::parse(&argv[3]).ok_or_else(CmdError::not_float)?;
+    if !by.is_finite() {
+        return Err(CmdError::err("value is NaN or Infinity"));
+    }
+    let current = match peek_hash(ctx, key)?.and_then(|h| h.get(field)) {
+        Some(v) => {
+            LongDouble::parse(v).ok_or_else(|| CmdError::err("hash value is not a float"))?
+        }
+        None => LongDouble::parse(b"0").ok_or_else(CmdError::not_float)?,
+    };
+    let next = current.add(by);
+    if !next.is_finite() {
+        return Err(CmdError::err("increment would produce NaN or Infinity"));
+    }
+    let text = Bytes::from(next.to_human());
+    write_hash(ctx, key)?.insert(field.clone(), text.clone());
+    Ok(Reply::Bulk(text))
+}
+
+fn hscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    // The cursor is validated before the key is looked up, the options after.
+    parse_scan(&argv[..3], 2, false)?;
+    let Some(hash) = read_hash(ctx, &argv[1])? else {
+        return Ok(scan_reply(0, Vec::new()));
+    };
+    let o = parse_scan(argv, 2, false)?;
+    let keep = |f: &Bytes| {
+        o.pattern
+            .as_ref()
+            .is_none_or(|p| glob::matches(p, f, false))
+    };
+    let flatten = |pairs: &mut dyn Iterator<Item = (&Bytes, &Bytes)>| -> Vec<Bytes> {
+        pairs
+            .filter(|(f, _)| keep(f))
+            .flat_map(|(f, v)| [f.clone(), v.clone()])
+            .collect()
+    };
+    if is_listpack(hash) {
+        return Ok(scan_reply(0, flatten(&mut hash.iter())));
+    }
+    let (next, window) = scan_window(o.cursor, o.count, hash.len());
+    Ok(scan_reply(
+        next,
+        flatten(&mut window.filter_map(|i| hash.get_index(i))),
+    ))
+}
+
+/// `HRANDFIELD key [count [WITHVALUES]]`.
+fn hrandfield(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() == 2 {
+        let Some(hash) = read_hash(ctx, &argv[1])? else {
+            return Ok(Reply::Nil);
+        };
+        let picked = if hash.is_empty() {
+            None
+        } else {
+            hash.get_index(fastrand::usize(..hash.len()))
+        };
+        return Ok(Reply::opt_bulk(picked.map(|(f, _)| f.clone())));
+    }
+    let count = parse_random_count(&argv[2])?;
+    let with_values = match argv.get(3) {
+        None => false,
+        Some(opt) if argv.len() == 4 && opt.eq_ignore_ascii_case(b"WITHVALUES") => true,
+        Some(_) => return Err(CmdError::syntax()),
+    };
+    if with_values && count.unsigned_abs() > (i64::MAX / 2) as u64 {
+        return Err(CmdError::err("value is out of range"));
+    }
+    let resp3 = ctx.client.resp >= 3;
+    let Some(hash) = read_hash(ctx, &argv[1])? else {
+        return Ok(Reply::Array(Vec::new()));
+    };
+    let len = hash.len();
+    if count == 0 || len == 0 {
+        return Ok(Reply::Array(Vec::new()));
+    }
+    let indexes: Vec<usize> = if count < 0 || count == 1 {
+        let n = count.unsigned_abs();
+        if n > MAX_REPEATED_PICKS {
+            return Err(CmdError::err("value is out of range"));
+        }
+        (0..n).map(|_| fastrand::usize(..len)).collect()
+    } else if count as u64 >= len as u64 {
+        (0..len).collect()
+    } else {
+        sample_distinct(len, count as usize)
+    };
+    let picks = indexes.into_iter().filter_map(|i| hash.get_index(i));
+    let reply = if !with_values {
+        picks.map(|(f, _)| Reply::Bulk(f.clone())).collect()
+    } else if resp3 {
+        picks
+            .map(|(f, v)| Reply::Array(vec![Reply::Bulk(f.clone()), Reply::Bulk(v.clone())]))
+            .collect()
+    } else {
+        picks
+            .flat_map(|(f, v)| [Reply::Bulk(f.clone()), Reply::Bulk(v.clone())])
+            .collect()
+    };
+    Ok(Reply::Array(reply))
+}

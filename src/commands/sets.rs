@@ -1,5 +1,509 @@
-//! sets commands (in progress).
+//! Set commands: membership, random picks, moves, and the algebra
+//! (SINTER / SUNION / SDIFF, their STORE forms, SINTERCARD).
+//!
+//! A set is an `IndexSet` (`db::value::Set`), so random picks are O(1) by
+//! index and SSCAN can walk indexes downwards as the keyspace SCAN does
+//! (deletions `swap_remove`, which keeps SCAN's guarantee).
+//!
+//! Order is the one thing Redis 7.0 lets clients observe that an `IndexSet`
+//! does not give for free: a set whose members are all integers and that has
+//! at most 512 of them (`set-max-intset-entries`) is an intset, sorted
+//! ascending, so SMEMBERS, SSCAN, SPOP-all, SRANDMEMBER-all and the algebra
+//! replies come out in numeric order. keylock sorts such replies at reply
+//! time ([`intset_order`]) instead of keeping the set sorted. Redis never
+//! turns a set back into an intset once it held a non-integer or grew past
+//! 512 members; keylock decides from the current members, so such a set
+//! answers sorted where Redis answers in hash-table order, which no client
+//! may rely on anyway.
+//!
+//! Reads count keyspace hits and misses as Redis's `lookupKeyRead` does (a
+//! WRONGTYPE key is a hit), and so do the source keys of the STORE forms, as
+//! in Redis 7.0; other writes do not. Writes that change nothing (SADD of
+//! present members, SREM of absent ones) leave the key unmodified for
+//! WATCH, as in Redis.
 
-use super::table::CommandSpec;
+use std::collections::HashSet;
+use std::ops::Range;
 
-pub const COMMANDS: &[CommandSpec] = &[];
+use bytes::Bytes;
+
+use super::keys::{parse_scan, scan_reply};
+use super::table::{CommandSpec, Group, cmd, flag::*};
+use super::{CmdError, CmdResult, Ctx, Reply};
+use crate::db::value::Set;
+use crate::db::{Value, typed};
+use crate::{glob, numfmt};
+
+const G: Group = Group::Set;
+
+#[rustfmt::skip]
+pub const COMMANDS: &[CommandSpec] = &[
+    cmd("sadd", -3, sadd).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Add one or more members to a set"),
+    cmd("srem", -3, srem).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Remove one or more members from a set"),
+    cmd("smembers", 2, smembers).flags(READONLY).keys(1, 1, 1).doc(G, "1.0.0", "Get all the members in a set"),
+    cmd("sismember", 3, sismember).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Determine if a given value is a member of a set"),
+    cmd("smismember", -3, smismember).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "6.2.0", "Returns the membership associated with the given elements for a set"),
+    cmd("scard", 2, scard).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Get the number of members in a set"),
+    cmd("spop", -2, spop).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Remove and return one or multiple random members from a set"),
+    cmd("srandmember", -2, srandmember).flags(READONLY).keys(1, 1, 1).doc(G, "1.0.0", "Get one or multiple random members from a set"),
+    cmd("smove", 4, smove).flags(WRITE | FAST).keys(1, 2, 1).doc(G, "1.0.0", "Move a member from one set to another"),
+    cmd("sinter", -2, sinter).flags(READONLY).keys(1, -1, 1).doc(G, "1.0.0", "Intersect multiple sets"),
+    // Keys are counted by an argument (movablekeys): no legacy key range.
+    cmd("sintercard", -3, sintercard).flags(READONLY).doc(G, "7.0.0", "Intersect multiple sets and return the cardinality of the result"),
+    cmd("sunion", -2, sunion).flags(READONLY).keys(1, -1, 1).doc(G, "1.0.0", "Add multiple sets"),
+    cmd("sdiff", -2, sdiff).flags(READONLY).keys(1, -1, 1).doc(G, "1.0.0", "Subtract multiple sets"),
+    cmd("sinterstore", -3, sinterstore).flags(WRITE | DENYOOM).keys(1, -1, 1).doc(G, "1.0.0", "Intersect multiple sets and store the resulting set in a key"),
+    cmd("sunionstore", -3, sunionstore).flags(WRITE | DENYOOM).keys(1, -1, 1).doc(G, "1.0.0", "Add multiple sets and store the resulting set in a key"),
+    cmd("sdiffstore", -3, sdiffstore).flags(WRITE | DENYOOM).keys(1, -1, 1).doc(G, "1.0.0", "Subtract multiple sets and store the resulting set in a key"),
+    cmd("sscan", -3, sscan).flags(READONLY).keys(1, 1, 1).doc(G, "2.8.0", "Incrementally iterate Set elements"),
+];
+
+/// Redis's `set-max-intset-entries`: the most members an intset holds.
+const INTSET_MAX: usize = 512;
+
+/// The most elements a negative-count random pick (SRANDMEMBER, HRANDFIELD)
+/// returns (about 4 million, a reply of some hundreds of megabytes while it
+/// is built). Redis has no limit and stalls, then exhausts its memory, on a
+/// count such as -9223372036854775807; keylock refuses larger counts with the
+/// error Redis uses for out-of-range counts.
+pub(super) const MAX_REPEATED_PICKS: u64 = 1 << 22;
+
+/// Reads a set key, counting the lookup: `None` when missing.
+fn read_set<'c>(ctx: &'c mut Ctx, key: &[u8]) -> CmdResult<Option<&'c Set>> {
+    let now = ctx.now_ms;
+    let hit = ctx.db().contains(key, now);
+    ctx.count_lookup(hit);
+    typed(ctx.db().get(key, now), Value::as_set)
+}
+
+/// A set key for writing, without counting the lookup: `None` when missing.
+fn peek_set<'c>(ctx: &'c mut Ctx, key: &[u8]) -> CmdResult<Option<&'c Set>> {
+    let now = ctx.now_ms;
+    typed(ctx.db().get(key, now), Value::as_set)
+}
+
+/// The set at `key` for writing, created empty if missing. A key of
+/// another type is a WRONGTYPE error and is left untouched.
+fn write_set<'c>(ctx: &'c mut Ctx, key: &Bytes) -> CmdResult<&'c mut Set> {
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    if let Some(v) = db.get(key, now) {
+        v.as_set()?;
+    }
+    db.get_or_insert_with(key, now, Value::new_set).as_set_mut()
+}
+
+/// Puts `members` in the order Redis replies with: ascending numeric order
+/// when they would form an intset, else as they are.
+fn intset_order(members: Vec<Bytes>) -> Vec<Bytes> {
+    if members.len() > INTSET_MAX {
+        return members;
+    }
+    let parsed: Option<Vec<(i64, Bytes)>> = members
+        .iter()
+        .map(|m| numfmt::parse_i64(m).map(|n| (n, m.clone())))
+        .collect();
+    match parsed {
+        Some(mut pairs) => {
+            pairs.sort_unstable_by_key(|(n, _)| *n);
+            pairs.into_iter().map(|(_, m)| m).collect()
+        }
+        None => members,
+    }
+}
+
+/// A RESP3 set reply (an array in RESP2) in Redis's order.
+fn set_reply(members: Vec<Bytes>) -> Reply {
+    Reply::Set(intset_order(members).into_iter().map(Reply::Bulk).collect())
+}
+
+/// `count` distinct indexes below `len` (`count < len`), ascending.
+pub(super) fn sample_distinct(len: usize, count: usize) -> Vec<usize> {
+    let mut picked: Vec<usize> = if count * 3 > len {
+        // Most of the collection: drop random indexes until `count` remain.
+        let mut all: Vec<usize> = (0..len).collect();
+        while all.len() > count {
+            all.swap_remove(fastrand::usize(..all.len()));
+        }
+        all
+    } else {
+        let mut seen = HashSet::with_capacity(count);
+        while seen.len() < count {
+            seen.insert(fastrand::usize(..len));
+        }
+        seen.into_iter().collect()
+    };
+    picked.sort_unstable();
+    picked
+}
+
+/// Parses SRANDMEMBER's and HRANDFIELD's count: any integer but i64::MIN.
+pub(super) fn parse_random_count(raw: &[u8]) -> CmdResult<i64> {
+    let n = numfmt::parse_i64(raw).ok_or_else(CmdError::not_integer)?;
+    if n == i64::MIN {
+        return Err(CmdError::err(format!(
+            "value is out of range, value must between {} and {}",
+            -i64::MAX,
+            i64::MAX
+        )));
+    }
+    Ok(n)
+}
+
+/// One step of an index-walking SCAN over a collection of `len` elements:
+/// the indexes to visit, highest first, and the next cursor (0 when done).
+/// Walking downwards returns every element present for the whole scan at
+/// least once, whether deletions swap or shift later elements down.
+pub(super) fn scan_window(
+    cursor: u64,
+    count: usize,
+    len: usize,
+) -> (u64, std::iter::Rev<Range<usize>>) {
+    let len = len as u64;
+    let start = if cursor == 0 || cursor > len {
+        len
+    } else {
+        cursor
+    };
+    let end = start.saturating_sub(count as u64);
+    (end, (end as usize..start as usize).rev())
+}
+
+fn sadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let (key, members) = (&argv[1], &argv[2..]);
+    if peek_set(ctx, key)?.is_some_and(|set| members.iter().all(|m| set.contains(m))) {
+        return Ok(Reply::Int(0));
+    }
+    let set = write_set(ctx, key)?;
+    let added = members.iter().filter(|m| set.insert((*m).clone())).count();
+    Ok(Reply::from(added))
+}
+
+fn srem(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let (key, members) = (&argv[1], &argv[2..]);
+    match peek_set(ctx, key)? {
+        Some(set) if members.iter().any(|m| set.contains(m)) => {}
+        _ => return Ok(Reply::Int(0)),
+    }
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    let Some(value) = db.get_mut(key, now) else {
+        return Ok(Reply::Int(0));
+    };
+    let set = value.as_set_mut()?;
+    let removed = members
+        .iter()
+        .filter(|m| set.swap_remove(m.as_ref()))
+        .count();
+    db.remove_if_empty(key);
+    Ok(Reply::from(removed))
+}
+
+fn smembers(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let members = read_set(ctx, &argv[1])?
+        .map(|s| s.iter().cloned().collect())
+        .unwrap_or_default();
+    Ok(set_reply(members))
+}
+
+fn sismember(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let found = read_set(ctx, &argv[1])?.is_some_and(|s| s.contains(&argv[2]));
+    Ok(Reply::from(found))
+}
+
+fn smismember(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let set = read_set(ctx, &argv[1])?;
+    let replies = argv[2..]
+        .iter()
+        .map(|m| Reply::from(set.is_some_and(|s| s.contains(m))))
+        .collect();
+    Ok(Reply::Array(replies))
+}
+
+fn scard(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::from(read_set(ctx, &argv[1])?.map_or(0, |s| s.len())))
+}
+
+fn spop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    match argv.len() {
+        2 => spop_one(ctx, &argv[1]),
+        3 => spop_count(ctx, &argv[1], &argv[2]),
+        _ => Err(CmdError::syntax()),
+    }
+}
+
+fn spop_one(ctx: &mut Ctx, key: &Bytes) -> CmdResult {
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    let Some(value) = db.get_mut(key, now) else {
+        return Ok(Reply::Nil);
+    };
+    let set = value.as_set_mut()?;
+    let popped = set.swap_remove_index(fastrand::usize(..set.len()));
+    db.remove_if_empty(key);
+    Ok(Reply::opt_bulk(popped))
+}
+
+fn spop_count(ctx: &mut Ctx, key: &Bytes, raw: &[u8]) -> CmdResult {
+    let count = numfmt::parse_i64(raw)
+        .filter(|n| *n >= 0)
+        .ok_or_else(|| CmdError::out_of_range_positive("value"))? as u64;
+    let len = match peek_set(ctx, key)? {
+        Some(set) => set.len(),
+        None => return Ok(set_reply(Vec::new())),
+    };
+    if count == 0 {
+        return Ok(set_reply(Vec::new()));
+    }
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    if count >= len as u64 {
+        let Some(Value::Set(set)) = db.remove(key) else {
+            return Ok(set_reply(Vec::new()));
+        };
+        return Ok(set_reply(set.into_iter().collect()));
+    }
+    let Some(value) = db.get_mut(key, now) else {
+        return Ok(set_reply(Vec::new()));
+    };
+    let set = value.as_set_mut()?;
+    // Highest index first, so each swap_remove moves an element we keep.
+    let popped: Vec<Reply> = sample_distinct(len, count as usize)
+        .into_iter()
+        .rev()
+        .filter_map(|i| set.swap_remove_index(i))
+        .map(Reply::Bulk)
+        .collect();
+    Ok(Reply::Set(popped))
+}
+
+fn srandmember(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    match argv.len() {
+        2 => {
+            let Some(set) = read_set(ctx, &argv[1])? else {
+                return Ok(Reply::Nil);
+            };
+            let picked = if set.is_empty() {
+                None
+            } else {
+                set.get_index(fastrand::usize(..set.len()))
+            };
+            Ok(Reply::opt_bulk(picked.cloned()))
+        }
+        3 => srandmember_count(ctx, &argv[1], &argv[2]),
+        _ => Err(CmdError::syntax()),
+    }
+}
+
+fn srandmember_count(ctx: &mut Ctx, key: &Bytes, raw: &[u8]) -> CmdResult {
+    let count = parse_random_count(raw)?;
+    let Some(set) = read_set(ctx, key)? else {
+        return Ok(Reply::Array(Vec::new()));
+    };
+    let len = set.len();
+    if count == 0 || len == 0 {
+        return Ok(Reply::Array(Vec::new()));
+    }
+    if count < 0 {
+        let n = count.unsigned_abs();
+        if n > MAX_REPEATED_PICKS {
+            return Err(CmdError::err("value is out of range"));
+        }
+        let picks = (0..n)
+            .filter_map(|_| set.get_index(fastrand::usize(..len)))
+            .map(|m| Reply::Bulk(m.clone()))
+            .collect();
+        return Ok(Reply::Array(picks));
+    }
+    let members: Vec<Bytes> = if count as u64 >= len as u64 {
+        intset_order(set.iter().cloned().collect())
+    } else {
+        sample_distinct(len, count as usize)
+            .into_iter()
+            .filter_map(|i| set.get_index(i).cloned())
+            .collect()
+    };
+    Ok(Reply::bulks(members))
+}
+
+fn smove(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let (src, dst, member) = (&argv[1], &argv[2], &argv[3]);
+    let Some(src_set) = peek_set(ctx, src)? else {
+        return Ok(Reply::Int(0));
+    };
+    let in_src = src_set.contains(member);
+    peek_set(ctx, dst)?;
+    if src == dst || !in_src {
+        return Ok(Reply::from(in_src && src == dst));
+    }
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    if let Some(value) = db.get_mut(src, now) {
+        value.as_set_mut()?.swap_remove(member);
+    }
+    db.remove_if_empty(src);
+    write_set(ctx, dst)?.insert(member.clone());
+    Ok(Reply::Int(1))
+}
+
+/// Checks every key in order, counting each lookup as a read: `Some(len)`
+/// for a set, `None` for a missing key, WRONGTYPE at the first key of
+/// another type.
+fn set_sizes(ctx: &mut Ctx, keys: &[Bytes]) -> CmdResult<Vec<Option<usize>>> {
+    let now = ctx.now_ms;
+    let mut sizes = Vec::with_capacity(keys.len());
+    for key in keys {
+        let found = ctx.db().get(key, now).map(|v| v.as_set().map(|s| s.len()));
+        ctx.count_lookup(found.is_some());
+        sizes.push(found.transpose()?);
+    }
+    Ok(sizes)
+}
+
+/// The members of the intersection, in the order of the smallest set.
+fn intersection(ctx: &mut Ctx, keys: &[Bytes]) -> CmdResult<Vec<Bytes>> {
+    let sizes = set_sizes(ctx, keys)?;
+    if sizes.iter().any(Option::is_none) {
+        return Ok(Vec::new());
+    }
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    order.sort_by_key(|&i| sizes[i]);
+    let mut members: Vec<Bytes> = match peek_set(ctx, &keys[order[0]])? {
+        Some(set) => set.iter().cloned().collect(),
+        None => return Ok(Vec::new()),
+    };
+    for &i in &order[1..] {
+        if members.is_empty() {
+            break;
+        }
+        let Some(set) = peek_set(ctx, &keys[i])? else {
+            return Ok(Vec::new());
+        };
+        members.retain(|m| set.contains(m));
+    }
+    Ok(members)
+}
+
+fn union(ctx: &mut Ctx, keys: &[Bytes]) -> CmdResult<Vec<Bytes>> {
+    set_sizes(ctx, keys)?;
+    let mut all = Set::default();
+    for key in keys {
+        if let Some(set) = peek_set(ctx, key)? {
+            all.extend(set.iter().cloned());
+        }
+    }
+    Ok(all.into_iter().collect())
+}
+
+fn difference(ctx: &mut Ctx, keys: &[Bytes]) -> CmdResult<Vec<Bytes>> {
+    set_sizes(ctx, keys)?;
+    let mut members: Vec<Bytes> = match peek_set(ctx, &keys[0])? {
+        Some(set) => set.iter().cloned().collect(),
+        None => return Ok(Vec::new()),
+    };
+    for key in &keys[1..] {
+        if members.is_empty() {
+            break;
+        }
+        if let Some(set) = peek_set(ctx, key)? {
+            members.retain(|m| !set.contains(m));
+        }
+    }
+    Ok(members)
+}
+
+/// Stores an algebra result at `dst`, replacing any value and TTL; an
+/// empty result deletes `dst`. Replies with the stored cardinality.
+fn store(ctx: &mut Ctx, dst: &Bytes, members: Vec<Bytes>) -> Reply {
+    let db = ctx.db();
+    if members.is_empty() {
+        db.remove(dst);
+        return Reply::Int(0);
+    }
+    let set: Set = members.into_iter().collect();
+    let len = set.len();
+    db.set(dst.clone(), Value::Set(set), false);
+    Reply::from(len)
+}
+
+fn sinter(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    intersection(ctx, &argv[1..]).map(set_reply)
+}
+
+fn sunion(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    union(ctx, &argv[1..]).map(set_reply)
+}
+
+fn sdiff(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    difference(ctx, &argv[1..]).map(set_reply)
+}
+
+fn sinterstore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let members = intersection(ctx, &argv[2..])?;
+    Ok(store(ctx, &argv[1], members))
+}
+
+fn sunionstore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let members = union(ctx, &argv[2..])?;
+    Ok(store(ctx, &argv[1], members))
+}
+
+fn sdiffstore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let members = difference(ctx, &argv[2..])?;
+    Ok(store(ctx, &argv[1], members))
+}
+
+/// `SINTERCARD numkeys key [key …] [LIMIT limit]`.
+fn sintercard(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let numkeys = numfmt::parse_i64(&argv[1])
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| CmdError::err("numkeys should be greater than 0"))?;
+    if numkeys as u64 > (argv.len() - 2) as u64 {
+        return Err(CmdError::err(
+            "Number of keys can't be greater than number of args",
+        ));
+    }
+    let keys_end = 2 + numkeys as usize;
+    let mut limit = 0u64;
+    let mut options = argv[keys_end..].iter();
+    while let Some(opt) = options.next() {
+        match options.next() {
+            Some(raw) if opt.eq_ignore_ascii_case(b"LIMIT") => {
+                limit = numfmt::parse_i64(raw)
+                    .filter(|n| *n >= 0)
+                    .ok_or_else(|| CmdError::err("LIMIT can't be negative"))?
+                    as u64;
+            }
+            _ => return Err(CmdError::syntax()),
+        }
+    }
+    let card = intersection(ctx, &argv[2..keys_end])?.len() as u64;
+    let card = if limit > 0 { card.min(limit) } else { card };
+    Ok(Reply::Int(card as i64))
+}
+
+fn sscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    // The cursor is validated before the key is looked up, the options after.
+    parse_scan(&argv[..3], 2, false)?;
+    let Some(set) = read_set(ctx, &argv[1])? else {
+        return Ok(scan_reply(0, Vec::new()));
+    };
+    let o = parse_scan(argv, 2, false)?;
+    let keep = |m: &Bytes| {
+        o.pattern
+            .as_ref()
+            .is_none_or(|p| glob::matches(p, m, false))
+    };
+    let is_intset = set.len() <= INTSET_MAX && set.iter().all(|m| numfmt::parse_i64(m).is_some());
+    if is_intset {
+        let members = intset_order(set.iter().cloned().collect());
+        return Ok(scan_reply(0, members.into_iter().filter(keep).collect()));
+    }
+    let (next, window) = scan_window(o.cursor, o.count, set.len());
+    let members = window
+        .filter_map(|i| set.get_index(i))
+        .filter(|m| keep(m))
+        .cloned()
+        .collect();
+    Ok(scan_reply(next, members))
+}
