@@ -7,11 +7,7 @@ use common::*;
 /// The RESP bytes of an aggregate of bulk strings: `kind` is `*`, `~` or `%`
 /// (for `%`, `items` are the flattened key/value pairs).
 fn bulks(kind: char, items: &[&str]) -> Vec<u8> {
-    let n = if kind == '%' {
-        items.len() / 2
-    } else {
-        items.len()
-    };
+    let n = if kind == '%' { items.len() / 2 } else { items.len() };
     let mut out = format!("{kind}{n}\r\n").into_bytes();
     for i in items {
         out.extend(format!("${}\r\n{i}\r\n", i.len()).as_bytes());
@@ -71,10 +67,7 @@ fn hset_arity_error_comes_before_wrongtype() {
 fn hmset_replies_ok_and_names_itself_in_arity_errors() {
     let s = start();
     let mut c = conn(&s);
-    assert_eq!(
-        q::<String>(&mut c, &["HMSET", "h", "a", "1", "b", "2"]),
-        "OK"
-    );
+    assert_eq!(q::<String>(&mut c, &["HMSET", "h", "a", "1", "b", "2"]), "OK");
     assert_eq!(
         q_err(&mut c, &["HMSET", "h", "a", "1", "b"]),
         "ERR wrong number of arguments for 'hmset' command"
@@ -105,14 +98,8 @@ fn hmget_returns_nil_for_each_missing_field() {
     let s = start();
     let mut raw = Raw::connect(s.addr());
     raw.call(&["HSET", "h", "a", "1", "c", "3"]);
-    assert_eq!(
-        raw.call(&["HMGET", "h", "a", "b", "c"]),
-        b"*3\r\n$1\r\n1\r\n$-1\r\n$1\r\n3\r\n"
-    );
-    assert_eq!(
-        raw.call(&["HMGET", "nokey", "a", "b"]),
-        b"*2\r\n$-1\r\n$-1\r\n"
-    );
+    assert_eq!(raw.call(&["HMGET", "h", "a", "b", "c"]), b"*3\r\n$1\r\n1\r\n$-1\r\n$1\r\n3\r\n");
+    assert_eq!(raw.call(&["HMGET", "nokey", "a", "b"]), b"*2\r\n$-1\r\n$-1\r\n");
 }
 
 #[test]
@@ -156,10 +143,7 @@ fn hgetall_returns_fields_in_insertion_order() {
     let mut raw = Raw::connect(s.addr());
     raw.call(&["HSET", "h", "z", "1", "a", "2", "m", "3"]);
     raw.call(&["HSET", "h", "z", "9"]);
-    assert_eq!(
-        raw.call(&["HGETALL", "h"]),
-        bulks('*', &["z", "9", "a", "2", "m", "3"])
-    );
+    assert_eq!(raw.call(&["HGETALL", "h"]), bulks('*', &["z", "9", "a", "2", "m", "3"]));
     assert_eq!(raw.call(&["HKEYS", "h"]), bulks('*', &["z", "a", "m"]));
     assert_eq!(raw.call(&["HVALS", "h"]), bulks('*', &["9", "2", "3"]));
 }
@@ -179,10 +163,7 @@ fn hgetall_is_a_map_in_resp3() {
     let s = start();
     let mut raw = resp3(&s);
     raw.call(&["HSET", "h", "a", "1", "b", "2"]);
-    assert_eq!(
-        raw.call(&["HGETALL", "h"]),
-        bulks('%', &["a", "1", "b", "2"])
-    );
+    assert_eq!(raw.call(&["HGETALL", "h"]), bulks('%', &["a", "1", "b", "2"]));
     assert_eq!(raw.call(&["HGETALL", "nokey"]), b"%0\r\n");
 }
 
@@ -268,14 +249,7 @@ fn hincrby_overflow_is_refused_and_value_kept() {
     let mut c = conn(&s);
     q::<i64>(
         &mut c,
-        &[
-            "HSET",
-            "h",
-            "big",
-            "9223372036854775807",
-            "small",
-            "-9223372036854775808",
-        ],
+        &["HSET", "h", "big", "9223372036854775807", "small", "-9223372036854775808"],
     );
     assert_eq!(
         q_err(&mut c, &["HINCRBY", "h", "big", "1"]),
@@ -285,37 +259,19 @@ fn hincrby_overflow_is_refused_and_value_kept() {
         q_err(&mut c, &["HINCRBY", "h", "small", "-1"]),
         "ERR increment or decrement would overflow"
     );
-    assert_eq!(
-        q::<String>(&mut c, &["HGET", "h", "big"]),
-        "9223372036854775807"
-    );
+    assert_eq!(q::<String>(&mut c, &["HGET", "h", "big"]), "9223372036854775807");
 }
 
 #[test]
 fn hincrbyfloat_prints_like_redis() {
     let s = start();
     let mut c = conn(&s);
-    assert_eq!(
-        q::<String>(&mut c, &["HINCRBYFLOAT", "h", "x", "10.5"]),
-        "10.5"
-    );
-    assert_eq!(
-        q::<String>(&mut c, &["HINCRBYFLOAT", "h", "x", "0.1"]),
-        "10.6"
-    );
-    assert_eq!(
-        q::<String>(&mut c, &["HINCRBYFLOAT", "h", "y", "5.0e3"]),
-        "5000"
-    );
-    assert_eq!(
-        q::<String>(&mut c, &["HINCRBYFLOAT", "h", "y", "2.0e2"]),
-        "5200"
-    );
+    assert_eq!(q::<String>(&mut c, &["HINCRBYFLOAT", "h", "x", "10.5"]), "10.5");
+    assert_eq!(q::<String>(&mut c, &["HINCRBYFLOAT", "h", "x", "0.1"]), "10.6");
+    assert_eq!(q::<String>(&mut c, &["HINCRBYFLOAT", "h", "y", "5.0e3"]), "5000");
+    assert_eq!(q::<String>(&mut c, &["HINCRBYFLOAT", "h", "y", "2.0e2"]), "5200");
     q::<i64>(&mut c, &["HSET", "h", "i", "17"]);
-    assert_eq!(
-        q::<String>(&mut c, &["HINCRBYFLOAT", "h", "i", "0.25"]),
-        "17.25"
-    );
+    assert_eq!(q::<String>(&mut c, &["HINCRBYFLOAT", "h", "i", "0.25"]), "17.25");
 }
 
 #[test]
@@ -323,18 +279,9 @@ fn hincrbyfloat_errors_match_redis() {
     let s = start();
     let mut c = conn(&s);
     q::<i64>(&mut c, &["HSET", "h", "s", "hello", "e", "1.1e4932"]);
-    assert_eq!(
-        q_err(&mut c, &["HINCRBYFLOAT", "h", "x", "abc"]),
-        "ERR value is not a valid float"
-    );
-    assert_eq!(
-        q_err(&mut c, &["HINCRBYFLOAT", "h", "x", "inf"]),
-        "ERR value is NaN or Infinity"
-    );
-    assert_eq!(
-        q_err(&mut c, &["HINCRBYFLOAT", "h", "s", "1"]),
-        "ERR hash value is not a float"
-    );
+    assert_eq!(q_err(&mut c, &["HINCRBYFLOAT", "h", "x", "abc"]), "ERR value is not a valid float");
+    assert_eq!(q_err(&mut c, &["HINCRBYFLOAT", "h", "x", "inf"]), "ERR value is NaN or Infinity");
+    assert_eq!(q_err(&mut c, &["HINCRBYFLOAT", "h", "s", "1"]), "ERR hash value is not a float");
     assert_eq!(
         q_err(&mut c, &["HINCRBYFLOAT", "h", "e", "1.1e4932"]),
         "ERR increment would produce NaN or Infinity"
@@ -377,8 +324,7 @@ fn hscan_of_large_hash_visits_every_field_across_calls() {
     let mut seen = std::collections::HashSet::new();
     let mut calls = 0;
     loop {
-        let (next, items): (String, Vec<String>) =
-            q(&mut c, &["HSCAN", "h", &cursor, "COUNT", "50"]);
+        let (next, items): (String, Vec<String>) = q(&mut c, &["HSCAN", "h", &cursor, "COUNT", "50"]);
         for pair in items.chunks(2) {
             assert_eq!(pair[0][1..], pair[1]);
             seen.insert(pair[0].clone());
@@ -397,10 +343,7 @@ fn hscan_of_large_hash_visits_every_field_across_calls() {
 fn hscan_of_missing_key_is_empty_even_with_bad_options() {
     let s = start();
     let mut raw = Raw::connect(s.addr());
-    assert_eq!(
-        raw.call(&["HSCAN", "nokey", "0", "BAD"]),
-        b"*2\r\n$1\r\n0\r\n*0\r\n"
-    );
+    assert_eq!(raw.call(&["HSCAN", "nokey", "0", "BAD"]), b"*2\r\n$1\r\n0\r\n*0\r\n");
 }
 
 #[test]
@@ -408,26 +351,14 @@ fn hscan_rejects_bad_cursor_and_options() {
     let s = start();
     let mut c = conn(&s);
     q::<i64>(&mut c, &["HSET", "h", "a", "1"]);
-    assert_eq!(
-        q_err(&mut c, &["HSCAN", "nokey", "abc"]),
-        "ERR invalid cursor"
-    );
-    assert_eq!(
-        q_err(&mut c, &["HSCAN", "h", "0", "COUNT", "0"]),
-        "ERR syntax error"
-    );
+    assert_eq!(q_err(&mut c, &["HSCAN", "nokey", "abc"]), "ERR invalid cursor");
+    assert_eq!(q_err(&mut c, &["HSCAN", "h", "0", "COUNT", "0"]), "ERR syntax error");
     assert_eq!(
         q_err(&mut c, &["HSCAN", "h", "0", "COUNT", "x"]),
         "ERR value is not an integer or out of range"
     );
-    assert_eq!(
-        q_err(&mut c, &["HSCAN", "h", "0", "TYPE", "string"]),
-        "ERR syntax error"
-    );
-    assert_eq!(
-        q_err(&mut c, &["HSCAN", "h", "0", "MATCH"]),
-        "ERR syntax error"
-    );
+    assert_eq!(q_err(&mut c, &["HSCAN", "h", "0", "TYPE", "string"]), "ERR syntax error");
+    assert_eq!(q_err(&mut c, &["HSCAN", "h", "0", "MATCH"]), "ERR syntax error");
 }
 
 #[test]
@@ -444,10 +375,7 @@ fn hrandfield_count_at_least_size_returns_whole_hash_in_order() {
     let s = start();
     let mut raw = Raw::connect(s.addr());
     raw.call(&["HSET", "h", "a", "1", "b", "2", "c", "3"]);
-    assert_eq!(
-        raw.call(&["HRANDFIELD", "h", "10"]),
-        bulks('*', &["a", "b", "c"])
-    );
+    assert_eq!(raw.call(&["HRANDFIELD", "h", "10"]), bulks('*', &["a", "b", "c"]));
     assert_eq!(
         raw.call(&["HRANDFIELD", "h", "3", "WITHVALUES"]),
         bulks('*', &["a", "1", "b", "2", "c", "3"])
@@ -458,12 +386,7 @@ fn hrandfield_count_at_least_size_returns_whole_hash_in_order() {
 fn hrandfield_positive_count_returns_distinct_fields() {
     let s = start();
     let mut c = conn(&s);
-    q::<i64>(
-        &mut c,
-        &[
-            "HSET", "h", "a", "1", "b", "2", "c", "3", "d", "4", "e", "5",
-        ],
-    );
+    q::<i64>(&mut c, &["HSET", "h", "a", "1", "b", "2", "c", "3", "d", "4", "e", "5"]);
     for count in ["2", "4"] {
         let fields: Vec<String> = q(&mut c, &["HRANDFIELD", "h", count]);
         let distinct: std::collections::HashSet<_> = fields.iter().collect();
@@ -501,10 +424,7 @@ fn hrandfield_zero_count_or_missing_key_is_an_empty_array() {
     raw.call(&["HSET", "h", "a", "1"]);
     assert_eq!(raw.call(&["HRANDFIELD", "h", "0"]), b"*0\r\n");
     assert_eq!(raw.call(&["HRANDFIELD", "nokey", "5"]), b"*0\r\n");
-    assert_eq!(
-        raw.call(&["HRANDFIELD", "nokey", "-5", "WITHVALUES"]),
-        b"*0\r\n"
-    );
+    assert_eq!(raw.call(&["HRANDFIELD", "nokey", "-5", "WITHVALUES"]), b"*0\r\n");
 }
 
 #[test]
@@ -520,19 +440,10 @@ fn hrandfield_rejects_bad_count_and_options() {
         q_err(&mut c, &["HRANDFIELD", "h", "-9223372036854775808"]),
         "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"
     );
+    assert_eq!(q_err(&mut c, &["HRANDFIELD", "h", "1", "WITHVALUE"]), "ERR syntax error");
+    assert_eq!(q_err(&mut c, &["HRANDFIELD", "h", "1", "WITHVALUES", "x"]), "ERR syntax error");
     assert_eq!(
-        q_err(&mut c, &["HRANDFIELD", "h", "1", "WITHVALUE"]),
-        "ERR syntax error"
-    );
-    assert_eq!(
-        q_err(&mut c, &["HRANDFIELD", "h", "1", "WITHVALUES", "x"]),
-        "ERR syntax error"
-    );
-    assert_eq!(
-        q_err(
-            &mut c,
-            &["HRANDFIELD", "h", "-4611686018427387904", "WITHVALUES"]
-        ),
+        q_err(&mut c, &["HRANDFIELD", "h", "-4611686018427387904", "WITHVALUES"]),
         "ERR value is out of range"
     );
 }

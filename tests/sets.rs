@@ -104,10 +104,7 @@ fn smembers_of_integer_set_is_sorted_numerically() {
     let s = start();
     let mut raw = Raw::connect(s.addr());
     raw.call(&["SADD", "s", "10", "3", "-5", "1", "2"]);
-    assert_eq!(
-        raw.call(&["SMEMBERS", "s"]),
-        bulks('*', &["-5", "1", "2", "3", "10"])
-    );
+    assert_eq!(raw.call(&["SMEMBERS", "s"]), bulks('*', &["-5", "1", "2", "3", "10"]));
 }
 
 #[test]
@@ -148,10 +145,7 @@ fn sismember_and_smismember_report_membership() {
     assert_eq!(raw.call(&["SISMEMBER", "s", "a"]), b":1\r\n");
     assert_eq!(raw.call(&["SISMEMBER", "s", "z"]), b":0\r\n");
     assert_eq!(raw.call(&["SISMEMBER", "nokey", "a"]), b":0\r\n");
-    assert_eq!(
-        raw.call(&["SMISMEMBER", "s", "a", "z", "b"]),
-        b"*3\r\n:1\r\n:0\r\n:1\r\n"
-    );
+    assert_eq!(raw.call(&["SMISMEMBER", "s", "a", "z", "b"]), b"*3\r\n:1\r\n:0\r\n:1\r\n");
     assert_eq!(raw.call(&["SMISMEMBER", "nokey", "a"]), b"*1\r\n:0\r\n");
 }
 
@@ -209,14 +203,8 @@ fn spop_rejects_negative_or_non_integer_count() {
     let s = start();
     let mut c = conn(&s);
     q::<i64>(&mut c, &["SADD", "s", "a"]);
-    assert_eq!(
-        q_err(&mut c, &["SPOP", "s", "-1"]),
-        "ERR value is out of range, must be positive"
-    );
-    assert_eq!(
-        q_err(&mut c, &["SPOP", "s", "x"]),
-        "ERR value is out of range, must be positive"
-    );
+    assert_eq!(q_err(&mut c, &["SPOP", "s", "-1"]), "ERR value is out of range, must be positive");
+    assert_eq!(q_err(&mut c, &["SPOP", "s", "x"]), "ERR value is out of range, must be positive");
     assert_eq!(q_err(&mut c, &["SPOP", "s", "1", "2"]), "ERR syntax error");
 }
 
@@ -235,26 +223,15 @@ fn srandmember_count_of_whole_set_is_a_sorted_array_even_in_resp3() {
     let s = start();
     let mut raw = resp3(&s);
     raw.call(&["SADD", "s", "9", "8", "7"]);
-    assert_eq!(
-        raw.call(&["SRANDMEMBER", "s", "3"]),
-        bulks('*', &["7", "8", "9"])
-    );
-    assert_eq!(
-        raw.call(&["SRANDMEMBER", "s", "100"]),
-        bulks('*', &["7", "8", "9"])
-    );
+    assert_eq!(raw.call(&["SRANDMEMBER", "s", "3"]), bulks('*', &["7", "8", "9"]));
+    assert_eq!(raw.call(&["SRANDMEMBER", "s", "100"]), bulks('*', &["7", "8", "9"]));
 }
 
 #[test]
 fn srandmember_positive_count_returns_distinct_members() {
     let s = start();
     let mut c = conn(&s);
-    q::<i64>(
-        &mut c,
-        &[
-            "SADD", "s", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j",
-        ],
-    );
+    q::<i64>(&mut c, &["SADD", "s", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]);
     for count in [2usize, 3, 8] {
         let got: Vec<String> = q(&mut c, &["SRANDMEMBER", "s", &count.to_string()]);
         assert_eq!(got.iter().collect::<HashSet<_>>().len(), count);
@@ -293,10 +270,7 @@ fn srandmember_rejects_bad_count() {
         q_err(&mut c, &["SRANDMEMBER", "s", "-9223372036854775808"]),
         "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"
     );
-    assert_eq!(
-        q_err(&mut c, &["SRANDMEMBER", "s", "1", "2"]),
-        "ERR syntax error"
-    );
+    assert_eq!(q_err(&mut c, &["SRANDMEMBER", "s", "1", "2"]), "ERR syntax error");
 }
 
 #[test]
@@ -347,10 +321,7 @@ fn sinter_sunion_sdiff_of_integer_sets_are_sorted() {
     let mut raw = Raw::connect(s.addr());
     raw.call(&["SADD", "a", "6", "5", "4", "3", "2", "1"]);
     raw.call(&["SADD", "b", "8", "7", "6", "5", "4"]);
-    assert_eq!(
-        raw.call(&["SINTER", "a", "b"]),
-        bulks('*', &["4", "5", "6"])
-    );
+    assert_eq!(raw.call(&["SINTER", "a", "b"]), bulks('*', &["4", "5", "6"]));
     assert_eq!(
         raw.call(&["SUNION", "a", "b"]),
         bulks('*', &["1", "2", "3", "4", "5", "6", "7", "8"])
@@ -376,10 +347,7 @@ fn sinter_with_missing_key_is_empty_but_still_type_checks() {
     q::<i64>(&mut c, &["SADD", "a", "x"]);
     q::<()>(&mut c, &["SET", "str", "x"]);
     assert_eq!(members(&mut c, "nokey"), HashSet::new());
-    assert_eq!(
-        q::<Vec<String>>(&mut c, &["SINTER", "a", "nokey"]),
-        Vec::<String>::new()
-    );
+    assert_eq!(q::<Vec<String>>(&mut c, &["SINTER", "a", "nokey"]), Vec::<String>::new());
     assert_eq!(q_err(&mut c, &["SINTER", "nokey", "str"]), WRONGTYPE);
 }
 
@@ -388,14 +356,8 @@ fn sdiff_with_missing_first_key_is_empty() {
     let s = start();
     let mut c = conn(&s);
     q::<i64>(&mut c, &["SADD", "a", "x"]);
-    assert_eq!(
-        q::<Vec<String>>(&mut c, &["SDIFF", "nokey", "a"]),
-        Vec::<String>::new()
-    );
-    assert_eq!(
-        q::<Vec<String>>(&mut c, &["SDIFF", "a", "a"]),
-        Vec::<String>::new()
-    );
+    assert_eq!(q::<Vec<String>>(&mut c, &["SDIFF", "nokey", "a"]), Vec::<String>::new());
+    assert_eq!(q::<Vec<String>>(&mut c, &["SDIFF", "a", "a"]), Vec::<String>::new());
 }
 
 #[test]
@@ -467,10 +429,7 @@ fn sintercard_limit_caps_the_count_and_zero_means_no_limit() {
     q::<i64>(&mut c, &["SADD", "a", "1", "2", "3", "4"]);
     assert_eq!(q::<i64>(&mut c, &["SINTERCARD", "1", "a", "LIMIT", "2"]), 2);
     assert_eq!(q::<i64>(&mut c, &["SINTERCARD", "1", "a", "limit", "0"]), 4);
-    assert_eq!(
-        q::<i64>(&mut c, &["SINTERCARD", "1", "a", "LIMIT", "100"]),
-        4
-    );
+    assert_eq!(q::<i64>(&mut c, &["SINTERCARD", "1", "a", "LIMIT", "100"]), 4);
 }
 
 #[test]
@@ -478,14 +437,8 @@ fn sintercard_rejects_bad_numkeys_and_options() {
     let s = start();
     let mut c = conn(&s);
     q::<i64>(&mut c, &["SADD", "a", "1"]);
-    assert_eq!(
-        q_err(&mut c, &["SINTERCARD", "0", "a"]),
-        "ERR numkeys should be greater than 0"
-    );
-    assert_eq!(
-        q_err(&mut c, &["SINTERCARD", "x", "a"]),
-        "ERR numkeys should be greater than 0"
-    );
+    assert_eq!(q_err(&mut c, &["SINTERCARD", "0", "a"]), "ERR numkeys should be greater than 0");
+    assert_eq!(q_err(&mut c, &["SINTERCARD", "x", "a"]), "ERR numkeys should be greater than 0");
     assert_eq!(
         q_err(&mut c, &["SINTERCARD", "3", "a", "b"]),
         "ERR Number of keys can't be greater than number of args"
@@ -498,14 +451,8 @@ fn sintercard_rejects_bad_numkeys_and_options() {
         q_err(&mut c, &["SINTERCARD", "1", "a", "LIMIT", "x"]),
         "ERR LIMIT can't be negative"
     );
-    assert_eq!(
-        q_err(&mut c, &["SINTERCARD", "1", "a", "LIMIT"]),
-        "ERR syntax error"
-    );
-    assert_eq!(
-        q_err(&mut c, &["SINTERCARD", "1", "a", "FOO", "1"]),
-        "ERR syntax error"
-    );
+    assert_eq!(q_err(&mut c, &["SINTERCARD", "1", "a", "LIMIT"]), "ERR syntax error");
+    assert_eq!(q_err(&mut c, &["SINTERCARD", "1", "a", "FOO", "1"]), "ERR syntax error");
 }
 
 #[test]
@@ -532,8 +479,7 @@ fn sscan_of_large_set_visits_every_member_across_calls() {
     let mut cursor = "0".to_string();
     let mut seen = HashSet::new();
     loop {
-        let (next, items): (String, Vec<String>) =
-            q(&mut c, &["SSCAN", "s", &cursor, "COUNT", "40"]);
+        let (next, items): (String, Vec<String>) = q(&mut c, &["SSCAN", "s", &cursor, "COUNT", "40"]);
         seen.extend(items);
         cursor = next;
         if cursor == "0" {
@@ -547,14 +493,8 @@ fn sscan_of_large_set_visits_every_member_across_calls() {
 fn sscan_of_missing_key_is_empty_and_bad_cursor_is_refused() {
     let s = start();
     let mut raw = Raw::connect(s.addr());
-    assert_eq!(
-        raw.call(&["SSCAN", "nokey", "0", "BAD"]),
-        b"*2\r\n$1\r\n0\r\n*0\r\n"
-    );
-    assert_eq!(
-        raw.call(&["SSCAN", "nokey", "x"]),
-        b"-ERR invalid cursor\r\n"
-    );
+    assert_eq!(raw.call(&["SSCAN", "nokey", "0", "BAD"]), b"*2\r\n$1\r\n0\r\n*0\r\n");
+    assert_eq!(raw.call(&["SSCAN", "nokey", "x"]), b"-ERR invalid cursor\r\n");
 }
 
 #[test]

@@ -85,8 +85,7 @@ fn write_hash<'c>(ctx: &'c mut Ctx, key: &Bytes) -> CmdResult<&'c mut Hash> {
     if let Some(v) = db.get(key, now) {
         v.as_hash()?;
     }
-    db.get_or_insert_with(key, now, Value::new_hash)
-        .as_hash_mut()
+    db.get_or_insert_with(key, now, Value::new_hash).as_hash_mut()
 }
 
 /// HSET and HMSET: sets every field/value pair; returns how many fields
@@ -148,10 +147,7 @@ fn hdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Int(0));
     };
     let hash = value.as_hash_mut()?;
-    let removed = fields
-        .iter()
-        .filter(|f| hash_remove(hash, f).is_some())
-        .count();
+    let removed = fields.iter().filter(|f| hash_remove(hash, f).is_some()).count();
     db.remove_if_empty(key);
     Ok(Reply::from(removed))
 }
@@ -162,30 +158,22 @@ fn hexists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn hlen(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    Ok(Reply::from(
-        read_hash(ctx, &argv[1])?.map_or(0, |h| h.len()),
-    ))
+    Ok(Reply::from(read_hash(ctx, &argv[1])?.map_or(0, |h| h.len())))
 }
 
 fn hstrlen(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let len = read_hash(ctx, &argv[1])?
-        .and_then(|h| h.get(&argv[2]))
-        .map_or(0, |v| v.len());
+    let len = read_hash(ctx, &argv[1])?.and_then(|h| h.get(&argv[2])).map_or(0, |v| v.len());
     Ok(Reply::from(len))
 }
 
 fn hkeys(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let hash = read_hash(ctx, &argv[1])?;
-    Ok(Reply::bulks(
-        hash.into_iter().flat_map(|h| h.keys().cloned()),
-    ))
+    Ok(Reply::bulks(hash.into_iter().flat_map(|h| h.keys().cloned())))
 }
 
 fn hvals(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let hash = read_hash(ctx, &argv[1])?;
-    Ok(Reply::bulks(
-        hash.into_iter().flat_map(|h| h.values().cloned()),
-    ))
+    Ok(Reply::bulks(hash.into_iter().flat_map(|h| h.values().cloned())))
 }
 
 fn hgetall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -202,9 +190,7 @@ fn hincrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let (key, field) = (&argv[1], &argv[2]);
     let by = parse_i64(&argv[3])?;
     let current = match peek_hash(ctx, key)?.and_then(|h| h.get(field)) {
-        Some(v) => {
-            numfmt::parse_i64(v).ok_or_else(|| CmdError::err("hash value is not an integer"))?
-        }
+        Some(v) => numfmt::parse_i64(v).ok_or_else(|| CmdError::err("hash value is not an integer"))?,
         None => 0,
     };
     let next = current.checked_add(by).ok_or_else(CmdError::overflow)?;
@@ -221,9 +207,7 @@ fn hincrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err("value is NaN or Infinity"));
     }
     let current = match peek_hash(ctx, key)?.and_then(|h| h.get(field)) {
-        Some(v) => {
-            LongDouble::parse(v).ok_or_else(|| CmdError::err("hash value is not a float"))?
-        }
+        Some(v) => LongDouble::parse(v).ok_or_else(|| CmdError::err("hash value is not a float"))?,
         None => LongDouble::parse(b"0").ok_or_else(CmdError::not_float)?,
     };
     let next = current.add(by);
@@ -242,25 +226,15 @@ fn hscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(scan_reply(0, Vec::new()));
     };
     let o = parse_scan(argv, 2, false)?;
-    let keep = |f: &Bytes| {
-        o.pattern
-            .as_ref()
-            .is_none_or(|p| glob::matches(p, f, false))
-    };
+    let keep = |f: &Bytes| o.pattern.as_ref().is_none_or(|p| glob::matches(p, f, false));
     let flatten = |pairs: &mut dyn Iterator<Item = (&Bytes, &Bytes)>| -> Vec<Bytes> {
-        pairs
-            .filter(|(f, _)| keep(f))
-            .flat_map(|(f, v)| [f.clone(), v.clone()])
-            .collect()
+        pairs.filter(|(f, _)| keep(f)).flat_map(|(f, v)| [f.clone(), v.clone()]).collect()
     };
     if is_listpack(hash) {
         return Ok(scan_reply(0, flatten(&mut hash.iter())));
     }
     let (next, window) = scan_window(o.cursor, o.count, hash.len());
-    Ok(scan_reply(
-        next,
-        flatten(&mut window.filter_map(|i| hash.get_index(i))),
-    ))
+    Ok(scan_reply(next, flatten(&mut window.filter_map(|i| hash.get_index(i)))))
 }
 
 /// `HRANDFIELD key [count [WITHVALUES]]`.
@@ -312,9 +286,7 @@ fn hrandfield(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             .map(|(f, v)| Reply::Array(vec![Reply::Bulk(f.clone()), Reply::Bulk(v.clone())]))
             .collect()
     } else {
-        picks
-            .flat_map(|(f, v)| [Reply::Bulk(f.clone()), Reply::Bulk(v.clone())])
-            .collect()
+        picks.flat_map(|(f, v)| [Reply::Bulk(f.clone()), Reply::Bulk(v.clone())]).collect()
     };
     Ok(Reply::Array(reply))
 }

@@ -99,10 +99,7 @@ fn intset_order(members: Vec<Bytes>) -> Vec<Bytes> {
     if members.len() > INTSET_MAX {
         return members;
     }
-    let parsed: Option<Vec<(i64, Bytes)>> = members
-        .iter()
-        .map(|m| numfmt::parse_i64(m).map(|n| (n, m.clone())))
-        .collect();
+    let parsed: Option<Vec<(i64, Bytes)>> = members.iter().map(|m| numfmt::parse_i64(m).map(|n| (n, m.clone()))).collect();
     match parsed {
         Some(mut pairs) => {
             pairs.sort_unstable_by_key(|(n, _)| *n);
@@ -154,17 +151,9 @@ pub(super) fn parse_random_count(raw: &[u8]) -> CmdResult<i64> {
 /// the indexes to visit, highest first, and the next cursor (0 when done).
 /// Walking downwards returns every element present for the whole scan at
 /// least once, whether deletions swap or shift later elements down.
-pub(super) fn scan_window(
-    cursor: u64,
-    count: usize,
-    len: usize,
-) -> (u64, std::iter::Rev<Range<usize>>) {
+pub(super) fn scan_window(cursor: u64, count: usize, len: usize) -> (u64, std::iter::Rev<Range<usize>>) {
     let len = len as u64;
-    let start = if cursor == 0 || cursor > len {
-        len
-    } else {
-        cursor
-    };
+    let start = if cursor == 0 || cursor > len { len } else { cursor };
     let end = start.saturating_sub(count as u64);
     (end, (end as usize..start as usize).rev())
 }
@@ -191,18 +180,13 @@ fn srem(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Int(0));
     };
     let set = value.as_set_mut()?;
-    let removed = members
-        .iter()
-        .filter(|m| set.swap_remove(m.as_ref()))
-        .count();
+    let removed = members.iter().filter(|m| set.swap_remove(m.as_ref())).count();
     db.remove_if_empty(key);
     Ok(Reply::from(removed))
 }
 
 fn smembers(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let members = read_set(ctx, &argv[1])?
-        .map(|s| s.iter().cloned().collect())
-        .unwrap_or_default();
+    let members = read_set(ctx, &argv[1])?.map(|s| s.iter().cloned().collect()).unwrap_or_default();
     Ok(set_reply(members))
 }
 
@@ -213,10 +197,7 @@ fn sismember(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn smismember(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let set = read_set(ctx, &argv[1])?;
-    let replies = argv[2..]
-        .iter()
-        .map(|m| Reply::from(set.is_some_and(|s| s.contains(m))))
-        .collect();
+    let replies = argv[2..].iter().map(|m| Reply::from(set.is_some_and(|s| s.contains(m)))).collect();
     Ok(Reply::Array(replies))
 }
 
@@ -459,9 +440,7 @@ fn sintercard(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         .filter(|n| *n >= 1)
         .ok_or_else(|| CmdError::err("numkeys should be greater than 0"))?;
     if numkeys as u64 > (argv.len() - 2) as u64 {
-        return Err(CmdError::err(
-            "Number of keys can't be greater than number of args",
-        ));
+        return Err(CmdError::err("Number of keys can't be greater than number of args"));
     }
     let keys_end = 2 + numkeys as usize;
     let mut limit = 0u64;
@@ -471,8 +450,7 @@ fn sintercard(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             Some(raw) if opt.eq_ignore_ascii_case(b"LIMIT") => {
                 limit = numfmt::parse_i64(raw)
                     .filter(|n| *n >= 0)
-                    .ok_or_else(|| CmdError::err("LIMIT can't be negative"))?
-                    as u64;
+                    .ok_or_else(|| CmdError::err("LIMIT can't be negative"))? as u64;
             }
             _ => return Err(CmdError::syntax()),
         }
@@ -489,21 +467,13 @@ fn sscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(scan_reply(0, Vec::new()));
     };
     let o = parse_scan(argv, 2, false)?;
-    let keep = |m: &Bytes| {
-        o.pattern
-            .as_ref()
-            .is_none_or(|p| glob::matches(p, m, false))
-    };
+    let keep = |m: &Bytes| o.pattern.as_ref().is_none_or(|p| glob::matches(p, m, false));
     let is_intset = set.len() <= INTSET_MAX && set.iter().all(|m| numfmt::parse_i64(m).is_some());
     if is_intset {
         let members = intset_order(set.iter().cloned().collect());
         return Ok(scan_reply(0, members.into_iter().filter(keep).collect()));
     }
     let (next, window) = scan_window(o.cursor, o.count, set.len());
-    let members = window
-        .filter_map(|i| set.get_index(i))
-        .filter(|m| keep(m))
-        .cloned()
-        .collect();
+    let members = window.filter_map(|i| set.get_index(i)).filter(|m| keep(m)).cloned().collect();
     Ok(scan_reply(next, members))
 }
