@@ -31,6 +31,7 @@ pub mod memory;
 pub mod numfmt;
 pub mod pubsub;
 pub mod reply;
+pub mod scripting;
 pub mod server;
 
 pub use clock::Clock;

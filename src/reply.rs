@@ -36,6 +36,8 @@ pub enum Reply {
     Verbatim(Bytes),
     /// RESP3 push (pub/sub messages, invalidations); an array in RESP2.
     Push(Vec<Reply>),
+    /// RESP3 big number; a bulk string in RESP2.
+    BigNumber(Bytes),
     /// Several replies to one command, sent back to back: SUBSCRIBE and
     /// friends answer once per channel.
     Many(Vec<Reply>),
@@ -102,6 +104,13 @@ impl Reply {
                 header(out, if resp >= 3 { b'>' } else { b'*' }, items.len());
                 for r in items {
                     r.encode(resp, out);
+                }
+            }
+            Reply::BigNumber(n) => {
+                if resp >= 3 {
+                    line(out, b'(', n);
+                } else {
+                    bulk(out, n);
                 }
             }
             Reply::Many(replies) => {

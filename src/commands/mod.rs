@@ -12,6 +12,7 @@ pub mod info;
 pub mod keys;
 pub mod lists;
 pub mod pubsub;
+pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod strings;
@@ -62,6 +63,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         sets::COMMANDS,
         zsets::COMMANDS,
         pubsub::COMMANDS,
+        scripting::COMMANDS,
         transactions::COMMANDS,
     ]
 }

@@ -40,6 +40,9 @@ pub mod flag {
     /// Runs immediately inside MULTI instead of being queued.
     pub const TX_CONTROL: u32 = 1 << 18;
     pub const NO_MANDATORY_KEYS: u32 = 1 << 19;
+    /// Shown in MONITOR before it runs (EVAL and friends: the script's
+    /// own `[0 lua]` lines follow it).
+    pub const MONITOR_BEFORE: u32 = 1 << 20;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),

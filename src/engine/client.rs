@@ -93,6 +93,11 @@ pub struct Client {
     pub capa_redirect: bool,
     pub no_evict: bool,
     pub no_touch: bool,
+    /// The pseudo-client scripts run their commands as (`[0 lua]` in MONITOR).
+    pub is_script: bool,
+    /// Pub/sub messages for this client produced while its own batch runs;
+    /// written before the reply of the command that produced them.
+    pub inline_pushes: Vec<crate::reply::Reply>,
 }
 
 impl Client {
@@ -122,7 +127,23 @@ impl Client {
             capa_redirect: false,
             no_evict: false,
             no_touch: false,
+            is_script: false,
+            inline_pushes: Vec::new(),
         }
+    }
+
+    /// The client scripts run commands as: no connection behind it.
+    pub fn script_client() -> Client {
+        let (tx, _) = tokio::sync::mpsc::unbounded_channel();
+        let addr: SocketAddr = ([0, 0, 0, 0], 0).into();
+        let mut c = Client::new(0, addr, addr, Outbox::new(tx, Arc::new(AtomicUsize::new(0))), 0, true);
+        c.is_script = true;
+        c
+    }
+
+    /// How MONITOR names this client.
+    pub fn monitor_origin(&self) -> String {
+        if self.is_script { "lua".to_string() } else { self.peer.to_string() }
     }
 
     /// Channel + pattern subscriptions, the count SUBSCRIBE replies carry.

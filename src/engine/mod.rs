@@ -61,6 +61,19 @@ pub struct State {
     pub kill_queue: Vec<ClientId>,
     /// Settings read on hot paths, kept in step with CONFIG SET.
     pub runtime: RuntimeSettings,
+    /// The Lua VM and script cache; taken out while a script runs.
+    pub scripting: Option<Box<crate::scripting::Scripting>>,
+    /// The pseudo-client scripts' commands run as; taken out while a script runs.
+    script_client: Option<Box<Client>>,
+    /// While a script runs, the time every command in it sees (Redis freezes it).
+    pub script_time: Option<u64>,
+    /// SCRIPT KILL's signal to the running script.
+    pub script_kill: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Redis's `math.random` generator state, server-wide like Redis's.
+    pub script_rng: std::rc::Rc<std::cell::Cell<u64>>,
+    /// Pushes for a client that is executing (not in `clients`), delivered
+    /// with its batch.
+    orphan_pushes: Vec<(ClientId, Reply)>,
 }
 
 /// The parameters the server consults constantly, as typed values.
@@ -104,6 +117,15 @@ impl State {
         params.set_default("proto-max-bulk-len", &config.proto_max_bulk_len.to_string());
         params.set_default("bind", &config.bind.join(" "));
         let runtime = RuntimeSettings::from_params(&params);
+        let script_kill = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let script_rng = std::rc::Rc::new(std::cell::Cell::new(crate::scripting::RAND48_INIT));
+        let scripting = match crate::scripting::Scripting::new(script_kill.clone(), script_rng.clone()) {
+            Ok(s) => Some(Box::new(s)),
+            Err(e) => {
+                tracing::error!(error = %e, "could not start the Lua VM; scripting is unavailable");
+                None
+            }
+        };
         State {
             dbs: (0..config.databases).map(|_| Db::default()).collect(),
             clients: HashMap::new(),
@@ -120,6 +142,12 @@ impl State {
             shutdown: false,
             kill_queue: Vec::new(),
             runtime,
+            scripting,
+            script_client: Some(Box::new(Client::script_client())),
+            script_time: None,
+            script_kill,
+            script_rng,
+            orphan_pushes: Vec::new(),
         }
     }
 
@@ -155,17 +183,45 @@ impl State {
     }
 
     fn deliver(&mut self, current: &mut Client, id: ClientId, msg: &mut EncodedOnce) {
-        let client = if id == current.id {
-            Some(current)
-        } else {
-            self.clients.get_mut(&id)
-        };
-        if let Some(c) = client {
-            let pending = c.outbox.push(msg.get(c.resp));
-            if pending > PUBSUB_OUTPUT_LIMIT {
-                tracing::warn!(client = c.id, pending, "pub/sub client over its output buffer limit, closing");
-                c.outbox.close();
+        if id == current.id {
+            current.inline_pushes.push(msg.reply.clone());
+            return;
+        }
+        match self.clients.get_mut(&id) {
+            Some(c) => {
+                let pending = c.outbox.push(msg.get(c.resp));
+                if pending > PUBSUB_OUTPUT_LIMIT {
+                    tracing::warn!(client = c.id, pending, "pub/sub client over its output buffer limit, closing");
+                    c.outbox.close();
+                }
             }
+            // The client whose batch is running (a script published to it).
+            None => self.orphan_pushes.push((id, msg.reply.clone())),
+        }
+    }
+
+    /// The script pseudo-client, set up for a run on behalf of `caller`.
+    pub fn take_script_client(&mut self, caller: &Client) -> Box<Client> {
+        let mut c = self.script_client.take().unwrap_or_else(|| Box::new(Client::script_client()));
+        c.db = caller.db;
+        c.resp = 2;
+        c
+    }
+
+    pub fn return_script_client(&mut self, client: Box<Client>) {
+        self.script_client = Some(client);
+    }
+
+    /// Writes the pushes addressed to `client` during its own command, in
+    /// the order produced, ahead of the command's reply.
+    pub fn flush_inline_pushes(&mut self, client: &mut Client, out: &mut BytesMut) {
+        if !self.orphan_pushes.is_empty() {
+            let (mine, others): (Vec<_>, Vec<_>) = self.orphan_pushes.drain(..).partition(|(id, _)| *id == client.id);
+            self.orphan_pushes = others;
+            client.inline_pushes.extend(mine.into_iter().map(|(_, r)| r));
+        }
+        for r in client.inline_pushes.drain(..) {
+            r.encode(client.resp, out);
         }
     }
 
@@ -217,7 +273,11 @@ impl State {
             return Reply::Error(Bytes::from_static(b"ERR internal: container without handler"));
         };
         let started = Instant::now();
-        let now_ms = self.clock.now_ms();
+        let now_ms = self.script_time.unwrap_or_else(|| self.clock.now_ms());
+        let monitored = !self.monitors.is_empty() && !cmd.spec.has(flag::SKIP_MONITOR | flag::ADMIN);
+        if monitored && cmd.spec.has(flag::MONITOR_BEFORE) {
+            self.feed_monitors(client, client.db, &client.monitor_origin(), argv);
+        }
         client.last_interaction_ms = now_ms;
         client.last_command = &cmd.full_name;
         let result = {
@@ -233,10 +293,9 @@ impl State {
         stat.calls += 1;
         stat.usec += elapsed.as_micros() as u64;
         self.collect_watch_invalidations(client);
-        if !self.monitors.is_empty() && !cmd.spec.has(flag::SKIP_MONITOR | flag::ADMIN) {
-            let origin = client.peer.to_string();
+        if monitored && !cmd.spec.has(flag::MONITOR_BEFORE) {
             let shown = redact_secrets(cmd, argv);
-            self.feed_monitors(client, client.db, &origin, shown.as_deref().unwrap_or(argv));
+            self.feed_monitors(client, client.db, &client.monitor_origin(), shown.as_deref().unwrap_or(argv));
         }
         match result {
             Ok(reply) => {
@@ -403,6 +462,7 @@ impl Engine {
                 // A successful SHUTDOWN closes connections without a reply.
                 break;
             }
+            self.state.flush_inline_pushes(&mut client, out);
             reply.encode(client.resp, out);
             if client.close_after_reply {
                 break;

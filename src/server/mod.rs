@@ -63,11 +63,12 @@ impl Server {
         let addr = listeners[0].local_addr()?;
         let (stop_tx, _) = watch::channel(false);
         let stop = Arc::new(stop_tx);
-        let state = State::new(config.clone(), addr.port());
+        let port = addr.port();
+        let thread_config = config.clone();
         let thread_stop = stop.clone();
         let thread = std::thread::Builder::new()
             .name("keylock".into())
-            .spawn(move || serve(listeners, state, thread_stop))?;
+            .spawn(move || serve(listeners, State::new(thread_config, port), thread_stop))?;
         if config.announce {
             use std::io::Write;
             println!("listening on {addr}");

@@ -1,0 +1,3 @@
+local x = 1
+local y = = 2
+return x

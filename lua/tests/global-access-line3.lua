@@ -1,0 +1,3 @@
+local x = 1
+
+return undefined_global_here

@@ -1,0 +1,2 @@
+#!python
+return 1

@@ -1,0 +1,2 @@
+#!lua flags=bogus-flag
+return 1

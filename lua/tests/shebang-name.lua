@@ -1,0 +1,2 @@
+#!lua name=mylib
+return 1

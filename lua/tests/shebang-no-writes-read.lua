@@ -1,0 +1,2 @@
+#!lua flags=no-writes
+return redis.call('get', KEYS[1])

@@ -1,0 +1,2 @@
+#!lua
+return redis.call('set', KEYS[1], 'shebang')

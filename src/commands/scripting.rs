@@ -1,0 +1,186 @@
+//! The scripting family: EVAL, EVALSHA, their read-only forms, and SCRIPT.
+//!
+//! The work happens in `crate::scripting`; these handlers parse arguments,
+//! take the VM out of the engine state for the run (a script cannot run a
+//! script, so nothing else needs it meanwhile) and put it back.
+
+use bytes::Bytes;
+
+use super::args::{parse_i64, upper};
+use super::table::{CommandSpec, Group, cmd, container, flag::*};
+use super::{CmdError, CmdResult, Ctx, Reply};
+use crate::scripting::{RunFlags, Scripting};
+
+const G: Group = Group::Scripting;
+const EVAL_FLAGS: u32 = NOSCRIPT | SKIP_MONITOR | MONITOR_BEFORE | MAY_REPLICATE | NO_MANDATORY_KEYS | STALE;
+
+pub const COMMANDS: &[CommandSpec] = &[
+    cmd("eval", -3, eval)
+        .flags(EVAL_FLAGS)
+        .keys(3, 3, 1)
+        .doc(G, "2.6.0", "Executes a server-side Lua script."),
+    cmd("evalsha", -3, evalsha)
+        .flags(EVAL_FLAGS)
+        .keys(3, 3, 1)
+        .doc(G, "2.6.0", "Executes a server-side Lua script by SHA1 digest."),
+    cmd("eval_ro", -3, eval_ro)
+        .flags(EVAL_FLAGS | READONLY)
+        .keys(3, 3, 1)
+        .doc(G, "7.0.0", "Executes a read-only server-side Lua script."),
+    cmd("evalsha_ro", -3, evalsha_ro).flags(EVAL_FLAGS | READONLY).keys(3, 3, 1).doc(
+        G,
+        "7.0.0",
+        "Executes a read-only server-side Lua script by SHA1 digest.",
+    ),
+    container("script", SCRIPT).doc(G, "2.6.0", "A container for Lua scripts management commands."),
+];
+
+const SCRIPT: &[CommandSpec] = &[
+    cmd("load", 3, script_load)
+        .flags(NOSCRIPT | STALE)
+        .doc(G, "2.6.0", "Loads a server-side Lua script to the script cache."),
+    cmd("exists", -3, script_exists).flags(NOSCRIPT).doc(
+        G,
+        "2.6.0",
+        "Determines whether server-side Lua scripts exist in the script cache.",
+    ),
+    cmd("flush", -2, script_flush)
+        .flags(NOSCRIPT)
+        .doc(G, "2.6.0", "Removes all server-side Lua scripts from the script cache."),
+    cmd("kill", 2, script_kill)
+        .flags(NOSCRIPT | ALLOW_BUSY)
+        .doc(G, "2.6.0", "Terminates a server-side Lua script during execution."),
+    cmd("debug", 3, script_debug)
+        .flags(NOSCRIPT)
+        .doc(G, "3.2.0", "Sets the debug mode of server-side Lua scripts."),
+    cmd("help", 2, script_help)
+        .flags(LOADING | STALE)
+        .doc(G, "5.0.0", "Returns helpful text about the different subcommands."),
+];
+
+fn eval(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    eval_generic(ctx, argv, false, false)
+}
+
+fn evalsha(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    eval_generic(ctx, argv, true, false)
+}
+
+fn eval_ro(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    eval_generic(ctx, argv, false, true)
+}
+
+fn evalsha_ro(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    eval_generic(ctx, argv, true, true)
+}
+
+fn noscript() -> CmdError {
+    CmdError::new("NOSCRIPT No matching script. Please use EVAL.")
+}
+
+fn vm(ctx: &mut Ctx) -> CmdResult<Box<Scripting>> {
+    ctx.state
+        .scripting
+        .take()
+        .ok_or_else(|| CmdError::err("Lua scripting is unavailable on this server"))
+}
+
+fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], by_sha: bool, read_only: bool) -> CmdResult {
+    let numkeys = parse_i64(&argv[2])?;
+    let available = (argv.len() - 3) as i64;
+    if numkeys > available {
+        return Err(CmdError::err("Number of keys can't be greater than number of args"));
+    }
+    if numkeys < 0 {
+        return Err(CmdError::err("Number of keys can't be negative"));
+    }
+    let (keys, args) = argv[3..].split_at(numkeys as usize);
+    let mut scripting = vm(ctx)?;
+    let sha = if by_sha {
+        let sha = String::from_utf8_lossy(&argv[1]).to_ascii_lowercase();
+        if sha.len() == 40 && scripting.exists(sha.as_bytes()) {
+            Ok(sha)
+        } else {
+            Err(noscript())
+        }
+    } else {
+        scripting.load(&argv[1])
+    };
+    let result = sha.map(|sha| {
+        ctx.state.script_time = Some(ctx.now_ms);
+        let flags = RunFlags { read_only };
+        let reply = scripting.run(ctx.state, ctx.client, &sha, keys, args, &flags);
+        ctx.state.script_time = None;
+        reply
+    });
+    ctx.state.scripting = Some(scripting);
+    result
+}
+
+fn script_load(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let mut scripting = vm(ctx)?;
+    let result = scripting.load(&argv[2]);
+    ctx.state.scripting = Some(scripting);
+    Ok(Reply::Bulk(Bytes::from(result?)))
+}
+
+fn script_exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let scripting = ctx.state.scripting.as_ref();
+    Ok(Reply::Array(
+        argv[2..]
+            .iter()
+            .map(|sha| Reply::Int(scripting.is_some_and(|s| s.exists(sha)) as i64))
+            .collect(),
+    ))
+}
+
+fn script_flush(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    match argv.get(2) {
+        None => {}
+        Some(mode) if argv.len() == 3 && matches!(upper(mode).as_str(), "ASYNC" | "SYNC") => {}
+        _ => return Err(CmdError::err("SCRIPT FLUSH only support SYNC|ASYNC option")),
+    }
+    // A new VM, as Redis resets its Lua state: cached scripts and any
+    // state scripts left behind are gone.
+    let fresh = Scripting::new(ctx.state.script_kill.clone(), ctx.state.script_rng.clone())
+        .map_err(|e| CmdError::err(format!("could not reset the Lua VM: {e}")))?;
+    ctx.state.scripting = Some(Box::new(fresh));
+    Ok(Reply::OK)
+}
+
+/// A script that is running is stopped by the busy responder, which sees
+/// SCRIPT KILL while the engine is inside the script; reaching the engine
+/// means no script is running.
+fn script_kill(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Err(CmdError::new("NOTBUSY No scripts in execution right now."))
+}
+
+fn script_debug(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    match upper(&argv[2]).as_str() {
+        "NO" => Ok(Reply::OK),
+        "YES" | "SYNC" => Err(CmdError::err("the Lua debugger is not available in keylock")),
+        _ => Err(CmdError::err("Use SCRIPT DEBUG YES/SYNC/NO")),
+    }
+}
+
+fn script_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(super::server::help_reply(
+        "SCRIPT",
+        &[
+            "DEBUG (YES|SYNC|NO)",
+            "    Set the debug mode for subsequent scripts executed.",
+            "EXISTS <sha1> [<sha1> ...]",
+            "    Return information about the existence of the scripts in the script cache.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Flush the Lua scripts cache. Very dangerous on replicas.",
+            "    When called without the optional mode argument, the behavior is determined by the",
+            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+            "    * ASYNC: Asynchronously flush the scripts cache.",
+            "    * SYNC: Synchronously flush the scripts cache.",
+            "KILL",
+            "    Kill the currently executing Lua script.",
+            "LOAD <script>",
+            "    Load a script into the scripts cache without executing it.",
+        ],
+    ))
+}

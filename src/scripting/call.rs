@@ -1,0 +1,74 @@
+//! `redis.call` / `redis.pcall`: a command from a script, checked and run
+//! as Redis's `scriptCall` does, through the same `State::call` as a
+//! client's command.
+
+use std::cell::{Cell, RefCell};
+
+use mlua::{Lua, MultiValue, Value};
+
+use super::convert;
+use crate::commands::table::{Registry, flag};
+use crate::engine::{Client, State};
+
+/// What `redis.call` works with during one run.
+pub struct CallContext<'a> {
+    pub state: &'a mut State,
+    /// The script's own client: the caller's database, `[0 lua]` in MONITOR.
+    pub client: &'a mut Client,
+    pub read_only: bool,
+    pub runtime_resp: &'a Cell<u8>,
+    pub wrote: &'a Cell<bool>,
+}
+
+/// Runs `redis.call(cmd, args…)`; returns the converted reply and whether
+/// it is an error (which `redis.call` raises and `redis.pcall` returns).
+pub fn native_call(lua: &Lua, cx: &RefCell<CallContext>, args: MultiValue) -> mlua::Result<(Value, bool)> {
+    let argv = match super::api::command_args(&args) {
+        Ok(argv) => argv,
+        Err(text) => return failure(lua, text, false),
+    };
+    let registry = Registry::get();
+    let Some(mut cmd) = registry.lookup(&argv[0]) else {
+        return failure(lua, "ERR Unknown Redis command called from script", true);
+    };
+    if cmd.spec.handler.is_none() && argv.len() > 1 {
+        match cmd.subcommand(&argv[1]) {
+            Some(sub) => cmd = sub,
+            None => return failure(lua, "ERR Unknown Redis command called from script", true),
+        }
+    }
+    if !cmd.spec.arity_ok(argv.len()) {
+        return failure(lua, "ERR Wrong number of args calling Redis command from script", true);
+    }
+    if cmd.spec.has(flag::NOSCRIPT) {
+        return failure(lua, "ERR This Redis command is not allowed from script", true);
+    }
+    let mut cx = cx.borrow_mut();
+    let is_write = cmd.spec.has(flag::WRITE);
+    if is_write && cx.read_only {
+        return failure(lua, "ERR Write commands are not allowed from read-only scripts.", true);
+    }
+    if is_write {
+        cx.wrote.set(true);
+    }
+    let CallContext {
+        state,
+        client,
+        runtime_resp,
+        ..
+    } = &mut *cx;
+    let reply = state.call(client, cmd, &argv);
+    let resp = runtime_resp.get();
+    client.resp = resp;
+    let failed = reply.is_error();
+    Ok((convert::reply_to_lua(lua, &reply, resp)?, failed))
+}
+
+fn failure(lua: &Lua, text: &str, ignore_stats: bool) -> mlua::Result<(Value, bool)> {
+    let t = lua.create_table()?;
+    t.set("err", text)?;
+    if ignore_stats {
+        t.set("ignore_error_stats_update", true)?;
+    }
+    Ok((Value::Table(t), true))
+}

@@ -1,0 +1,219 @@
+//! Conversions between command replies and Lua values, both ways, with
+//! Redis 7.0's rules (`script_lua.c`): a RESP2 script sees nil bulk and nil
+//! arrays as `false`, statuses as `{ok=…}`, errors as `{err=…}`; under
+//! `redis.setresp(3)` maps, sets, doubles, booleans and nulls get their
+//! RESP3 shapes. Lua numbers become integer replies by truncation.
+
+use bytes::Bytes;
+use mlua::{Lua, Table, Value};
+
+use crate::reply::Reply;
+
+/// A command's reply as the script sees it (RESP2 or RESP3 rules).
+pub fn reply_to_lua(lua: &Lua, reply: &Reply, resp: u8) -> mlua::Result<Value> {
+    Ok(match reply {
+        Reply::Status(s) => {
+            let t = lua.create_table()?;
+            t.set("ok", lua.create_string(s)?)?;
+            Value::Table(t)
+        }
+        Reply::Error(e) => Value::Table(error_table(lua, e)?),
+        Reply::Int(n) => Value::Number(*n as f64),
+        Reply::Bulk(b) => Value::String(lua.create_string(b)?),
+        Reply::Nil | Reply::NilArray => {
+            if resp >= 3 {
+                Value::Nil
+            } else {
+                Value::Boolean(false)
+            }
+        }
+        Reply::Array(items) | Reply::Push(items) | Reply::Many(items) => array(lua, items, resp)?,
+        Reply::Set(items) => {
+            if resp >= 3 {
+                let set = lua.create_table()?;
+                for item in items {
+                    set.set(reply_to_lua(lua, item, resp)?, true)?;
+                }
+                wrap(lua, "set", Value::Table(set))?
+            } else {
+                array(lua, items, resp)?
+            }
+        }
+        Reply::Map(pairs) => {
+            if resp >= 3 {
+                let map = lua.create_table()?;
+                for (k, v) in pairs {
+                    map.set(reply_to_lua(lua, k, resp)?, reply_to_lua(lua, v, resp)?)?;
+                }
+                wrap(lua, "map", Value::Table(map))?
+            } else {
+                let flat: Vec<Reply> = pairs.iter().flat_map(|(k, v)| [k.clone(), v.clone()]).collect();
+                array(lua, &flat, resp)?
+            }
+        }
+        Reply::Double(d) => {
+            if resp >= 3 {
+                wrap(lua, "double", Value::Number(*d))?
+            } else {
+                Value::String(lua.create_string(crate::numfmt::reply_double(*d))?)
+            }
+        }
+        Reply::Bool(b) => {
+            if resp >= 3 {
+                Value::Boolean(*b)
+            } else {
+                Value::Number(*b as i64 as f64)
+            }
+        }
+        Reply::Verbatim(text) => {
+            if resp >= 3 {
+                let inner = lua.create_table()?;
+                inner.set("string", lua.create_string(text)?)?;
+                inner.set("format", "txt")?;
+                wrap(lua, "verbatim_string", Value::Table(inner))?
+            } else {
+                Value::String(lua.create_string(text)?)
+            }
+        }
+        Reply::BigNumber(n) => {
+            if resp >= 3 {
+                wrap(lua, "big_number", Value::String(lua.create_string(n)?))?
+            } else {
+                Value::String(lua.create_string(n)?)
+            }
+        }
+    })
+}
+
+fn array(lua: &Lua, items: &[Reply], resp: u8) -> mlua::Result<Value> {
+    let t = lua.create_table_with_capacity(items.len(), 0)?;
+    for (i, item) in items.iter().enumerate() {
+        let v = reply_to_lua(lua, item, resp)?;
+        if !v.is_nil() {
+            t.raw_set(i + 1, v)?;
+        }
+    }
+    Ok(Value::Table(t))
+}
+
+fn wrap(lua: &Lua, field: &str, value: Value) -> mlua::Result<Value> {
+    let t = lua.create_table()?;
+    t.set(field, value)?;
+    Ok(Value::Table(t))
+}
+
+/// A command error as `{err="CODE message"}` (Redis's luaPushErrorBuff on
+/// the reply), flagged so the error is not counted twice in errorstats.
+fn error_table(lua: &Lua, text: &[u8]) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.set("err", lua.create_string(text)?)?;
+    t.set("ignore_error_stats_update", true)?;
+    Ok(t)
+}
+
+/// A Lua number as an integer reply: C's `(long long)` cast on x86-64,
+/// where NaN and out-of-range values become i64::MIN.
+fn lua_number_to_int(n: f64) -> i64 {
+    if n.is_nan() || !(-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&n) {
+        i64::MIN
+    } else {
+        n as i64
+    }
+}
+
+/// Spaces for line breaks, as Redis does in status and error lines.
+fn one_line(s: &[u8]) -> Bytes {
+    Bytes::from(
+        s.iter()
+            .map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c })
+            .collect::<Vec<u8>>(),
+    )
+}
+
+/// The script's return value as the client's reply (`luaReplyToRedisReply`).
+/// `resp` is the protocol the script selected with `redis.setresp`.
+pub fn lua_to_reply(value: &Value, resp: u8) -> Reply {
+    match value {
+        Value::String(s) => Reply::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
+        Value::Boolean(b) => {
+            if resp >= 3 {
+                Reply::Bool(*b)
+            } else if *b {
+                Reply::Int(1)
+            } else {
+                Reply::Nil
+            }
+        }
+        Value::Number(n) => Reply::Int(lua_number_to_int(*n)),
+        Value::Integer(n) => Reply::Int(*n),
+        Value::Table(t) => table_to_reply(t, resp),
+        _ => Reply::Nil,
+    }
+}
+
+fn table_to_reply(t: &Table, resp: u8) -> Reply {
+    if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
+        return Reply::Error(one_line(&e.as_bytes()));
+    }
+    if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
+        return Reply::Status(one_line(&s.as_bytes()));
+    }
+    if let Ok(Value::Number(d)) = t.raw_get::<Value>("double") {
+        return Reply::Double(d);
+    }
+    if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
+        return Reply::BigNumber(one_line(&s.as_bytes()));
+    }
+    if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string")
+        && let (Ok(Value::String(_)), Ok(Value::String(s))) = (v.raw_get::<Value>("format"), v.raw_get::<Value>("string"))
+    {
+        return Reply::Verbatim(Bytes::copy_from_slice(&s.as_bytes()));
+    }
+    if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
+        let pairs = m
+            .pairs::<Value, Value>()
+            .filter_map(Result::ok)
+            .map(|(k, v)| (lua_to_reply(&k, resp), lua_to_reply(&v, resp)))
+            .collect();
+        return Reply::Map(pairs);
+    }
+    if let Ok(Value::Table(s)) = t.raw_get::<Value>("set") {
+        let members = s
+            .pairs::<Value, Value>()
+            .filter_map(Result::ok)
+            .map(|(k, _)| lua_to_reply(&k, resp))
+            .collect();
+        return Reply::Set(members);
+    }
+    let mut items = Vec::new();
+    for i in 1.. {
+        match t.raw_get::<Value>(i) {
+            Ok(Value::Nil) | Err(_) => break,
+            Ok(v) => items.push(lua_to_reply(&v, resp)),
+        }
+    }
+    Reply::Array(items)
+}
+
+/// An uncaught script error: the handler's `{err, source, line}` table as
+/// `<err> script: <sha>, on <source>:<line>.`.
+pub fn script_error(err: &Table, sha: &str) -> Reply {
+    let text = |v: Value| -> Option<String> {
+        match v {
+            Value::String(s) => Some(s.to_string_lossy()),
+            Value::Number(n) => Some(crate::numfmt::fmt_g(n, 14)),
+            Value::Integer(n) => Some(n.to_string()),
+            _ => None,
+        }
+    };
+    let msg = t_get(err, "err").and_then(text).unwrap_or_else(|| "(null)".into());
+    let mut full = msg;
+    if let (Some(line), Some(source)) = (t_get(err, "line").and_then(text), t_get(err, "source").and_then(text)) {
+        full.push_str(&format!(" script: {sha}, on {source}:{line}."));
+    }
+    Reply::Error(one_line(full.as_bytes()))
+}
+
+fn t_get(t: &Table, key: &str) -> Option<Value> {
+    t.raw_get::<Value>(key).ok().filter(|v| !v.is_nil())
+}

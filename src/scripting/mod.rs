@@ -1,0 +1,291 @@
+//! Lua scripting with Redis 7.0's semantics: one Lua 5.1 VM on the engine
+//! thread, scripts cached by the SHA1 of their exact body, `redis.call`
+//! dispatching through the same command table as clients.
+//!
+//! The sandbox (read-only globals, the error handler that produces Redis's
+//! `… script: <sha>, on @user_script:N.` texts, `pcall`'s error-table rule,
+//! `math.random` on Redis's PRNG) is written in Lua in `prelude.lua`; this
+//! module owns the VM, the cache and a run. A run lends the engine's state
+//! to `redis.call` through an mlua scope, so the callback can reach the
+//! keyspace without any shared ownership or locking, and cannot outlive
+//! the script.
+
+pub mod api;
+pub mod call;
+pub mod convert;
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use bytes::Bytes;
+use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
+
+use crate::engine::{Client, State};
+use crate::error::{CmdError, CmdResult};
+use crate::reply::Reply;
+
+/// How many instructions run between two checks for SCRIPT KILL and the
+/// busy threshold (Redis uses the same count).
+const HOOK_EVERY: u32 = 100_000;
+/// Scripts between two incremental GC steps, as Redis does.
+const GC_PERIOD: u32 = 50;
+
+/// Lowercase hex SHA1 of a script body: the name EVALSHA uses.
+pub fn sha1_hex(body: &[u8]) -> String {
+    sha1_smol::Sha1::from(body).digest().to_string()
+}
+
+/// What a run needs from the rest of the engine and what it reports back.
+#[derive(Default)]
+pub struct RunFlags {
+    /// EVAL_RO / EVALSHA_RO: write commands are refused.
+    pub read_only: bool,
+}
+
+/// Per-VM state shared between Rust callbacks registered in Lua.
+pub(crate) struct Runtime {
+    /// The protocol `redis.setresp` selected for this run.
+    pub(crate) resp: Cell<u8>,
+    /// Redis's 48-bit `redisLrand48` state: server-wide, it survives SCRIPT FLUSH.
+    rng: Rc<Cell<u64>>,
+    /// The value a native function raised, for the error handler and `pcall`.
+    pending_error: RefCell<Option<Value>>,
+    /// Set by SCRIPT KILL (from the busy responder) to stop the running script.
+    kill: Arc<AtomicBool>,
+    /// The running script has called a write command (it can't be killed).
+    wrote: Cell<bool>,
+    started: Cell<Option<Instant>>,
+}
+
+struct Cached {
+    function: Function,
+}
+
+pub struct Scripting {
+    lua: Lua,
+    /// The real globals table (scripts see a read-only proxy of it).
+    globals: Table,
+    /// `xpcall` with Redis's error handler.
+    run: Function,
+    /// Where `redis.call` finds this run's native implementation.
+    call_slot: Table,
+    scripts: HashMap<String, Cached>,
+    runtime: Rc<Runtime>,
+    runs_since_gc: u32,
+}
+
+/// Redis's initial `redisLrand48` state (the classic rand48 seed).
+pub const RAND48_INIT: u64 = 0x1234_ABCD_330E;
+const RAND48_MAX: u64 = i32::MAX as u64;
+
+fn rand48_next(x: u64) -> u64 {
+    (x.wrapping_mul(0x5_DEEC_E66D).wrapping_add(0xB)) & ((1 << 48) - 1)
+}
+
+impl Scripting {
+    pub fn new(kill: Arc<AtomicBool>, rng: Rc<Cell<u64>>) -> mlua::Result<Scripting> {
+        let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG;
+        // SAFETY: `debug` is needed only by the prelude, which builds the
+        // error handler from it and removes it from the globals before any
+        // script can run; scripts never see it.
+        let lua = unsafe { Lua::unsafe_new_with(libs, LuaOptions::default()) };
+        let runtime = Rc::new(Runtime {
+            resp: Cell::new(2),
+            rng,
+            pending_error: RefCell::new(None),
+            kill,
+            wrote: Cell::new(false),
+            started: Cell::new(None),
+        });
+        let globals = lua.globals();
+        let call_slot = lua.create_table()?;
+        let native = api::helpers(&lua, &runtime, &call_slot)?;
+        let prelude = lua.load(include_str!("prelude.lua")).set_name("=keylock");
+        let (proxy, run): (Table, Function) = prelude.call((globals.clone(), native))?;
+        lua.set_globals(proxy)?;
+        let r = runtime.clone();
+        lua.set_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |lua, _| {
+            if r.kill.load(Ordering::Relaxed) {
+                let t = lua.create_table()?;
+                t.set("err", "ERR Script killed by user with SCRIPT KILL...")?;
+                *r.pending_error.borrow_mut() = Some(Value::Table(t));
+                return Err(mlua::Error::RuntimeError("script killed".into()));
+            }
+            Ok(VmState::Continue)
+        })?;
+        Ok(Scripting {
+            lua,
+            globals,
+            run,
+            call_slot,
+            scripts: HashMap::new(),
+            runtime,
+            runs_since_gc: 0,
+        })
+    }
+
+    /// Compiles and caches a script; returns its SHA1.
+    pub fn load(&mut self, body: &[u8]) -> CmdResult<String> {
+        let sha = sha1_hex(body);
+        if !self.scripts.contains_key(&sha) {
+            let function = self.compile(body)?;
+            self.scripts.insert(sha.clone(), Cached { function });
+        }
+        Ok(sha)
+    }
+
+    fn compile(&self, body: &[u8]) -> CmdResult<Function> {
+        let compile_error = |msg: &str| CmdError::err(format!("Error compiling script (new function): {msg}"));
+        if body.first() == Some(&0x1b) {
+            // Redis's loader parses binary chunks as text, which fails here.
+            return Err(compile_error("user_script:1: unexpected symbol near 'char(27)'"));
+        }
+        self.lua.load(body).set_name("@user_script").into_function().map_err(|e| match e {
+            mlua::Error::SyntaxError { message, .. } => compile_error(&message),
+            other => compile_error(&other.to_string()),
+        })
+    }
+
+    pub fn exists(&self, sha: &[u8]) -> bool {
+        std::str::from_utf8(sha).is_ok_and(|s| self.scripts.contains_key(&s.to_ascii_lowercase()))
+    }
+
+    pub fn cached_count(&self) -> usize {
+        self.scripts.len()
+    }
+
+    /// Lua heap in use, for INFO.
+    pub fn used_memory(&self) -> usize {
+        self.lua.used_memory()
+    }
+
+    /// True while a script runs and has not written yet (SCRIPT KILL may stop it).
+    pub fn killable(&self) -> bool {
+        !self.runtime.wrote.get()
+    }
+
+    /// Runs a cached script with KEYS and ARGV; the reply is what the
+    /// client gets.
+    pub fn run(&mut self, state: &mut State, caller: &mut Client, sha: &str, keys: &[Bytes], args: &[Bytes], flags: &RunFlags) -> Reply {
+        let Some(function) = self.scripts.get(sha).map(|c| c.function.clone()) else {
+            return Reply::Error(Bytes::from_static(b"NOSCRIPT No matching script. Please use EVAL."));
+        };
+        let rt = &self.runtime;
+        rt.resp.set(2);
+        rt.wrote.set(false);
+        rt.kill.store(false, Ordering::Relaxed);
+        rt.started.set(Some(Instant::now()));
+        *rt.pending_error.borrow_mut() = None;
+
+        let result = self.run_function(state, caller, function, keys, args, flags, sha);
+
+        self.runtime.started.set(None);
+        self.runs_since_gc += 1;
+        if self.runs_since_gc >= GC_PERIOD {
+            self.runs_since_gc = 0;
+            let _ = self.lua.gc_step();
+        }
+        result
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_function(
+        &self,
+        state: &mut State,
+        caller: &mut Client,
+        function: Function,
+        keys: &[Bytes],
+        args: &[Bytes],
+        flags: &RunFlags,
+        sha: &str,
+    ) -> Reply {
+        let lua = &self.lua;
+        let setup = || -> mlua::Result<()> {
+            self.globals.raw_set("KEYS", string_array(lua, keys)?)?;
+            self.globals.raw_set("ARGV", string_array(lua, args)?)?;
+            Ok(())
+        };
+        if let Err(e) = setup() {
+            return script_failure(sha, &e.to_string());
+        }
+        let mut script_client = state.take_script_client(caller);
+        let outcome = {
+            let cx = RefCell::new(call::CallContext {
+                state: &mut *state,
+                client: &mut script_client,
+                read_only: flags.read_only,
+                runtime_resp: &self.runtime.resp,
+                wrote: &self.runtime.wrote,
+            });
+            lua.scope(|scope| {
+                let f = scope.create_function(|lua, args: MultiValue| call::native_call(lua, &cx, args))?;
+                self.call_slot.raw_set("f", f)?;
+                let result = self.run.call::<(bool, Value)>(function);
+                self.call_slot.raw_set("f", Value::Nil)?;
+                result
+            })
+        };
+        state.return_script_client(script_client);
+        match outcome {
+            Ok((true, value)) => convert::lua_to_reply(&value, self.runtime.resp.get()),
+            Ok((false, Value::Table(err))) => convert::script_error(&err, sha),
+            Ok((false, other)) => {
+                let msg = match other {
+                    Value::String(s) => s.to_string_lossy(),
+                    _ => "execution failure".to_string(),
+                };
+                script_failure(sha, &msg)
+            }
+            Err(e) => script_failure(sha, &e.to_string()),
+        }
+    }
+}
+
+/// Redis's reply when the error object is not a table (memory errors, …).
+fn script_failure(sha: &str, msg: &str) -> Reply {
+    let msg: String = msg.chars().take(100).collect::<String>().replace(['\r', '\n'], " ");
+    Reply::Error(Bytes::from(format!("ERR Error running script f_{sha}, {msg} ")))
+}
+
+fn string_array(lua: &Lua, items: &[Bytes]) -> mlua::Result<Table> {
+    let t = lua.create_table_with_capacity(items.len(), 0)?;
+    for (i, item) in items.iter().enumerate() {
+        t.raw_set(i + 1, lua.create_string(item)?)?;
+    }
+    Ok(t)
+}
+
+/// `REDIS_VERSION_NUM`: 0x00MMmmpp.
+pub(crate) fn redis_version_num() -> f64 {
+    let mut parts = crate::REDIS_VERSION.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (a, b, c) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    ((a << 16) | (b << 8) | c) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rand48_matches_redis_math_random() {
+        // A fresh Redis 7.0.15 answers `return {math.random(1000000), math.random(1000000)}`
+        // with 396465, 840486, and the next script with 353337, 446584.
+        let mut x = RAND48_INIT;
+        let mut out = Vec::new();
+        for _ in 0..4 {
+            x = rand48_next(x);
+            let r = (((x >> 17) & 0x7FFF_FFFF) % RAND48_MAX) as f64 / RAND48_MAX as f64;
+            out.push((r * 1_000_000.0).floor() as i64 + 1);
+        }
+        assert_eq!(out, vec![396465, 840486, 353337, 446584]);
+    }
+
+    #[test]
+    fn version_num_is_hex_packed() {
+        assert_eq!(redis_version_num(), 0x07000f as f64);
+    }
+}
