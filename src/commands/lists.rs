@@ -17,8 +17,8 @@ use bytes::Bytes;
 use super::args::{parse_i64, upper};
 use super::table::{CommandSpec, Group, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
-use crate::db::Value;
 use crate::db::value::List;
+use crate::db::{Value, typed};
 
 const G: Group = Group::List;
 
@@ -90,14 +90,9 @@ fn parse_non_negative(raw: &[u8], msg: &'static str) -> CmdResult<i64> {
 /// missing, WRONGTYPE for other types.
 fn read_list<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a List>> {
     let now = ctx.now_ms;
-    let state = &mut *ctx.state;
-    let v = state.dbs[ctx.client.db].get(key, now);
-    if v.is_some() {
-        state.stats.keyspace_hits += 1;
-    } else {
-        state.stats.keyspace_misses += 1;
-    }
-    v.map(Value::as_list).transpose()
+    let hit = ctx.db().contains(key, now);
+    ctx.count_lookup(hit);
+    typed(ctx.db().get(key, now), Value::as_list)
 }
 
 /// The length of the list at `key` as a write sees it (no hit/miss count):

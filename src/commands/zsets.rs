@@ -25,9 +25,9 @@ use super::keys::{parse_scan, scan_reply};
 use super::lists::resolve_range;
 use super::table::{CommandSpec, Group, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
-use crate::db::Value;
 use crate::db::value::Hasher;
 use crate::db::zset::{LexRange, ListpackLimits, ScoreRange, ZSet};
+use crate::db::{Value, typed};
 use crate::glob;
 
 const G: Group = Group::SortedSet;
@@ -91,14 +91,9 @@ fn limits(ctx: &Ctx) -> ListpackLimits {
 /// when missing, WRONGTYPE for other types.
 fn read_zset<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a ZSet>> {
     let now = ctx.now_ms;
-    let state = &mut *ctx.state;
-    let v = state.dbs[ctx.client.db].get(key, now);
-    if v.is_some() {
-        state.stats.keyspace_hits += 1;
-    } else {
-        state.stats.keyspace_misses += 1;
-    }
-    v.map(Value::as_zset).transpose()
+    let hit = ctx.db().contains(key, now);
+    ctx.count_lookup(hit);
+    typed(ctx.db().get(key, now), Value::as_zset)
 }
 
 /// A sorted set as a write first sees it (no hit/miss count, no WATCH
