@@ -502,17 +502,18 @@ impl Engine {
                 self.state.call(client, cmd, &argv)
             }
             Err((err, abort_multi)) => {
+                if abort_multi && argv[0].eq_ignore_ascii_case(b"exec") {
+                    // Redis's execCommandAbort: a rejected EXEC discards any
+                    // transaction and says why, in or out of MULTI.
+                    client.multi = None;
+                    crate::commands::transactions::unwatch_all(&mut self.state, client);
+                    let reason = err.0.strip_prefix("ERR ").unwrap_or(&err.0).to_string();
+                    let err = CmdError::new(format!("EXECABORT Transaction discarded because of: {reason}"));
+                    self.state.stats.count_error(&err);
+                    return Reply::Error(Bytes::from(err.0.into_owned()));
+                }
                 if abort_multi && let Some(m) = client.multi.as_mut() {
                     m.aborted = true;
-                    if argv[0].eq_ignore_ascii_case(b"exec") {
-                        // Redis's execCommandAbort: a rejected EXEC ends the transaction.
-                        client.multi = None;
-                        crate::commands::transactions::unwatch_all(&mut self.state, client);
-                        let reason = err.0.strip_prefix("ERR ").unwrap_or(&err.0).to_string();
-                        let err = CmdError::new(format!("EXECABORT Transaction discarded because of: {reason}"));
-                        self.state.stats.count_error(&err);
-                        return Reply::Error(Bytes::from(err.0.into_owned()));
-                    }
                 }
                 self.state.stats.count_error(&err);
                 Reply::Error(Bytes::from(err.0.into_owned()))
