@@ -111,6 +111,10 @@ fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], by_sha: bool, read_only: bool) ->
         let flags = RunFlags { read_only };
         let reply = scripting.run(ctx.state, ctx.client, &sha, keys, args, &flags);
         ctx.state.script_time = None;
+        if ctx.state.watchdog.shutdown_requested.take() {
+            // SHUTDOWN NOSAVE arrived while the script ran.
+            ctx.state.shutdown = true;
+        }
         reply
     });
     ctx.state.scripting = Some(scripting);
@@ -142,8 +146,12 @@ fn script_flush(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     // A new VM, as Redis resets its Lua state: cached scripts and any
     // state scripts left behind are gone.
-    let fresh = Scripting::new(ctx.state.script_kill.clone(), ctx.state.script_rng.clone())
-        .map_err(|e| CmdError::err(format!("could not reset the Lua VM: {e}")))?;
+    let fresh = Scripting::new(
+        ctx.state.script_kill.clone(),
+        ctx.state.script_rng.clone(),
+        ctx.state.watchdog.clone(),
+    )
+    .map_err(|e| CmdError::err(format!("could not reset the Lua VM: {e}")))?;
     ctx.state.scripting = Some(Box::new(fresh));
     Ok(Reply::OK)
 }

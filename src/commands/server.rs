@@ -216,6 +216,7 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let pairs: Vec<(&[u8], &[u8])> = argv[2..].chunks(2).map(|p| (p[0].as_ref(), p[1].as_ref())).collect();
     ctx.state.params.set(&pairs)?;
     ctx.state.runtime = crate::engine::RuntimeSettings::from_params(&ctx.state.params);
+    ctx.state.watchdog.threshold_ms.set(ctx.state.runtime.busy_reply_threshold_ms);
     Ok(Reply::OK)
 }
 

@@ -71,6 +71,8 @@ pub struct State {
     pub script_kill: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Redis's `math.random` generator state, server-wide like Redis's.
     pub script_rng: std::rc::Rc<std::cell::Cell<u64>>,
+    /// Watches running scripts for `busy-reply-threshold`, SCRIPT KILL and SHUTDOWN NOSAVE.
+    pub watchdog: std::rc::Rc<crate::scripting::Watchdog>,
     /// Pushes for a client that is executing (not in `clients`), delivered
     /// with its batch.
     orphan_pushes: Vec<(ClientId, Reply)>,
@@ -84,6 +86,8 @@ pub struct RuntimeSettings {
     pub hz: u32,
     /// Idle client timeout in seconds (0: never).
     pub timeout: u64,
+    /// `busy-reply-threshold` (alias `lua-time-limit`) in milliseconds.
+    pub busy_reply_threshold_ms: u64,
 }
 
 impl RuntimeSettings {
@@ -93,6 +97,7 @@ impl RuntimeSettings {
             maxclients: p.int("maxclients").unwrap_or(10000).max(1) as usize,
             hz: p.int("hz").unwrap_or(10).clamp(1, 500) as u32,
             timeout: p.int("timeout").unwrap_or(0).max(0) as u64,
+            busy_reply_threshold_ms: p.int("busy-reply-threshold").unwrap_or(5000).max(0) as u64,
         }
     }
 }
@@ -119,7 +124,9 @@ impl State {
         let runtime = RuntimeSettings::from_params(&params);
         let script_kill = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let script_rng = std::rc::Rc::new(std::cell::Cell::new(crate::scripting::RAND48_INIT));
-        let scripting = match crate::scripting::Scripting::new(script_kill.clone(), script_rng.clone()) {
+        let watchdog = std::rc::Rc::new(crate::scripting::Watchdog::default());
+        watchdog.threshold_ms.set(runtime.busy_reply_threshold_ms);
+        let scripting = match crate::scripting::Scripting::new(script_kill.clone(), script_rng.clone(), watchdog.clone()) {
             Ok(s) => Some(Box::new(s)),
             Err(e) => {
                 tracing::error!(error = %e, "could not start the Lua VM; scripting is unavailable");
@@ -147,6 +154,7 @@ impl State {
             script_time: None,
             script_kill,
             script_rng,
+            watchdog,
             orphan_pushes: Vec::new(),
         }
     }

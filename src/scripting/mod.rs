@@ -39,6 +39,53 @@ pub fn sha1_hex(body: &[u8]) -> String {
     sha1_smol::Sha1::from(body).digest().to_string()
 }
 
+/// What the network side learns about a script past `busy-reply-threshold`.
+#[derive(Debug, Clone, Copy)]
+pub struct BusyScript {
+    /// The script has not written: SCRIPT KILL may stop it.
+    pub killable: bool,
+    pub elapsed_ms: u64,
+}
+
+/// What the network side asks of a busy script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BusyAction {
+    /// SCRIPT KILL on a script that has not written.
+    Kill,
+    /// SHUTDOWN NOSAVE: stop the script whatever it did, then the server.
+    Shutdown,
+}
+
+/// Serves other clients while a script runs too long: called from the Lua
+/// hook, it answers them BUSY and reports SCRIPT KILL / SHUTDOWN NOSAVE.
+pub type BusyResponder = Box<dyn FnMut(&BusyScript) -> Option<BusyAction>>;
+
+/// Shared by the engine, the Lua hook and the network side.
+#[derive(Default)]
+pub struct Watchdog {
+    /// `busy-reply-threshold` in milliseconds (0: never busy).
+    pub threshold_ms: Cell<u64>,
+    responder: RefCell<Option<BusyResponder>>,
+    /// SHUTDOWN NOSAVE arrived while a script ran.
+    pub shutdown_requested: Cell<bool>,
+}
+
+impl Watchdog {
+    pub fn install(&self, responder: BusyResponder) {
+        *self.responder.borrow_mut() = Some(responder);
+    }
+
+    /// Called from the hook once a script is past the threshold.
+    fn check(&self, script: &BusyScript) -> Option<BusyAction> {
+        let mut responder = self.responder.borrow_mut();
+        let action = responder.as_mut().and_then(|r| r(script));
+        if action == Some(BusyAction::Shutdown) {
+            self.shutdown_requested.set(true);
+        }
+        action
+    }
+}
+
 /// What a run needs from the rest of the engine and what it reports back.
 #[derive(Default)]
 pub struct RunFlags {
@@ -87,7 +134,7 @@ fn rand48_next(x: u64) -> u64 {
 }
 
 impl Scripting {
-    pub fn new(kill: Arc<AtomicBool>, rng: Rc<Cell<u64>>) -> mlua::Result<Scripting> {
+    pub fn new(kill: Arc<AtomicBool>, rng: Rc<Cell<u64>>, watchdog: Rc<Watchdog>) -> mlua::Result<Scripting> {
         let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG;
         // SAFETY: `debug` is needed only by the prelude, which builds the
         // error handler from it and removes it from the globals before any
@@ -109,6 +156,21 @@ impl Scripting {
         lua.set_globals(proxy)?;
         let r = runtime.clone();
         lua.set_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |lua, _| {
+            let threshold = watchdog.threshold_ms.get();
+            if threshold > 0
+                && let Some(started) = r.started.get()
+            {
+                let elapsed_ms = started.elapsed().as_millis() as u64;
+                if elapsed_ms >= threshold {
+                    let script = BusyScript {
+                        killable: !r.wrote.get(),
+                        elapsed_ms,
+                    };
+                    if watchdog.check(&script).is_some() {
+                        r.kill.store(true, Ordering::Relaxed);
+                    }
+                }
+            }
             if r.kill.load(Ordering::Relaxed) {
                 let t = lua.create_table()?;
                 t.set("err", "ERR Script killed by user with SCRIPT KILL...")?;

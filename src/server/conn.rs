@@ -5,14 +5,22 @@
 //! without reading is held back by its own unread replies, as with Redis.
 //! Pushes (pub/sub messages, MONITOR lines) arrive through the client's
 //! outbox and are written as they come.
+//!
+//! The read buffer and parser live in a [`ConnIo`] registered with the
+//! server, not on this task's stack: while a script runs past
+//! `busy-reply-threshold` this task cannot run, and the busy responder
+//! (`server::busy`) reads and answers this connection's commands itself,
+//! continuing exactly where this task's parsing stopped.
 
+use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
@@ -22,30 +30,100 @@ use crate::engine::{Outbound, Outbox};
 
 const READ_CHUNK: usize = 16 * 1024;
 
+/// A connection's input side and what the busy responder needs to reach it.
+pub(crate) struct ConnIo {
+    pub id: u64,
+    pub fd: RawFd,
+    pub input: RefCell<BytesMut>,
+    pub parser: RefCell<RequestParser>,
+    pub authenticated: Cell<bool>,
+    /// The bulk length limit in force when this connection last read.
+    pub proto_max_bulk_len: Cell<i64>,
+    /// This task is inside a write: nobody else may write to the socket now.
+    pub writing: Cell<bool>,
+    pub outbox: Outbox,
+}
+
+/// A connection accepted but whose task has not started: its input side,
+/// outbox and receiving end.
+pub(crate) struct Accepted {
+    pub stream: std::net::TcpStream,
+    pub peer: SocketAddr,
+    pub io: Rc<ConnIo>,
+    rx: mpsc::UnboundedReceiver<Outbound>,
+    pending: Arc<AtomicUsize>,
+}
+
+impl Accepted {
+    pub fn new(shared: &Shared, stream: std::net::TcpStream, peer: SocketAddr) -> Accepted {
+        let id = shared.next_client_id.get();
+        shared.next_client_id.set(id + 1);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let io = Rc::new(ConnIo {
+            id,
+            fd: stream.as_raw_fd(),
+            input: RefCell::new(BytesMut::with_capacity(READ_CHUNK)),
+            parser: RefCell::new(RequestParser::default()),
+            authenticated: Cell::new(!shared.auth_required.get()),
+            proto_max_bulk_len: Cell::new(shared.proto_max_bulk_len.get()),
+            writing: Cell::new(false),
+            outbox: Outbox::new(tx, pending.clone()),
+        });
+        Accepted {
+            stream,
+            peer,
+            io,
+            rx,
+            pending,
+        }
+    }
+}
+
+/// Starts tasks for connections the busy responder accepted.
+pub(crate) fn spawn_busy_accepted(shared: &Rc<Shared>) {
+    let accepted: Vec<Accepted> = shared.busy_accepted.borrow_mut().drain(..).collect();
+    for a in accepted {
+        tokio::task::spawn_local(run(a, shared.clone()));
+    }
+}
+
 pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, shared: Rc<Shared>) {
+    match stream.into_std() {
+        Ok(std_stream) => {
+            let accepted = Accepted::new(&shared, std_stream, peer);
+            shared.conns.borrow_mut().insert(accepted.io.id, accepted.io.clone());
+            run(accepted, shared).await
+        }
+        Err(e) => tracing::warn!(error = %e, "could not take over an accepted socket"),
+    }
+}
+
+async fn run(accepted: Accepted, shared: Rc<Shared>) {
+    let Accepted {
+        stream,
+        peer,
+        io,
+        mut rx,
+        pending,
+    } = accepted;
+    let id = io.id;
+    let Ok(stream) = TcpStream::from_std(stream) else {
+        shared.conns.borrow_mut().remove(&id);
+        return;
+    };
     let _ = stream.set_nodelay(true);
     let local = stream.local_addr().unwrap_or(peer);
-    let (mut reader, mut writer) = stream.into_split();
+    let (reader, mut writer) = stream.into_split();
 
     if shared.connected.get() >= shared.engine.borrow().state.runtime.maxclients {
+        shared.conns.borrow_mut().remove(&id);
         let _ = writer.write_all(b"-ERR max number of clients reached\r\n").await;
         return;
     }
     shared.connected.set(shared.connected.get() + 1);
-    let id = shared.next_client_id.get();
-    shared.next_client_id.set(id + 1);
-
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let pending = Arc::new(AtomicUsize::new(0));
-    let mut authenticated = {
-        let mut engine = shared.engine.borrow_mut();
-        engine.connect(id, peer, local, Outbox::new(tx, pending.clone()));
-        !engine.auth_required()
-    };
+    shared.engine.borrow_mut().connect(id, peer, local, io.outbox.clone());
     let mut stop = shared.stop.subscribe();
-
-    let mut parser = RequestParser::default();
-    let mut input = BytesMut::with_capacity(READ_CHUNK);
     let mut output = BytesMut::with_capacity(READ_CHUNK);
 
     loop {
@@ -68,26 +146,38 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, shared: Rc<Shared
                     }
                     next = rx.try_recv().ok();
                 }
-                if !output.is_empty() && writer.write_all(&output).await.is_err() {
-                    break;
-                }
-                output.clear();
-                if close {
+                if !write_out(&io, &mut writer, &mut output).await || close {
                     break;
                 }
             }
-            read = reader.read_buf(&mut input) => {
-                match read {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
+            ready = reader.readable() => {
+                if ready.is_err() {
+                    break;
                 }
-                let limits = Limits { proto_max_bulk_len: shared.engine.borrow().state.runtime.proto_max_bulk_len, authenticated };
-                let (batch, protocol_error) = parse_batch(&mut parser, &mut input, limits);
+                let read = {
+                    let mut input = io.input.borrow_mut();
+                    if input.capacity() - input.len() < 1024 {
+                        input.reserve(READ_CHUNK);
+                    }
+                    reader.try_read_buf(&mut *input)
+                };
+                match read {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                    Err(_) => break,
+                }
+                io.proto_max_bulk_len.set(shared.proto_max_bulk_len.get());
+                let limits = Limits { proto_max_bulk_len: io.proto_max_bulk_len.get(), authenticated: io.authenticated.get() };
+                let (batch, protocol_error) = parse_batch(&io, limits);
                 let mut close = false;
                 if !batch.is_empty() {
+                    shared.running_client.set(Some(id));
                     let result = shared.engine.borrow_mut().run_batch(id, batch, &mut output);
-                    authenticated = result.authenticated;
+                    shared.running_client.set(None);
+                    io.authenticated.set(result.authenticated);
                     close = result.close;
+                    shared.after_batch();
                 }
                 if let Some(text) = protocol_error
                     && !close
@@ -97,34 +187,45 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, shared: Rc<Shared
                     output.put_slice(b"\r\n");
                     close = true;
                 }
-                if !output.is_empty() && writer.write_all(&output).await.is_err() {
+                if !write_out(&io, &mut writer, &mut output).await {
                     break;
                 }
-                output.clear();
                 if shared.engine.borrow().shutdown_requested() {
                     shared.stop.send_replace(true);
                 }
                 if close {
                     break;
                 }
-                if input.capacity() - input.len() < 1024 {
-                    input.reserve(READ_CHUNK);
-                }
             }
             _ = stop.changed() => break,
         }
     }
+    shared.conns.borrow_mut().remove(&id);
     let _ = writer.shutdown().await;
     shared.engine.borrow_mut().disconnect(id);
     shared.connected.set(shared.connected.get() - 1);
 }
 
+/// Writes and clears `output`; false if the connection is gone.
+async fn write_out(io: &ConnIo, writer: &mut tokio::net::tcp::OwnedWriteHalf, output: &mut BytesMut) -> bool {
+    if output.is_empty() {
+        return true;
+    }
+    io.writing.set(true);
+    let ok = writer.write_all(output).await.is_ok();
+    io.writing.set(false);
+    output.clear();
+    ok
+}
+
 /// Every complete command in the buffer, and the protocol error that ended
 /// parsing, if any (the commands before it still run, as in Redis).
-fn parse_batch(parser: &mut RequestParser, input: &mut BytesMut, limits: Limits) -> (Vec<Vec<Bytes>>, Option<String>) {
+pub(crate) fn parse_batch(io: &ConnIo, limits: Limits) -> (Vec<Vec<Bytes>>, Option<String>) {
+    let mut parser = io.parser.borrow_mut();
+    let mut input = io.input.borrow_mut();
     let mut batch = Vec::new();
     loop {
-        match parser.next(input, limits) {
+        match parser.next(&mut input, limits) {
             Ok(Some(cmd)) => batch.push(cmd),
             Ok(None) => return (batch, None),
             Err(e) => return (batch, Some(e.reply_text())),

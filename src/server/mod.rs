@@ -7,6 +7,7 @@
 //! read, calls the engine inline for the whole batch, and writes the
 //! replies. Nothing here touches the keyspace; it only moves bytes.
 
+pub mod busy;
 pub mod conn;
 pub mod parser;
 
@@ -30,6 +31,32 @@ pub(crate) struct Shared {
     pub next_client_id: std::cell::Cell<u64>,
     pub connected: std::cell::Cell<usize>,
     pub stop: Arc<watch::Sender<bool>>,
+    /// Every open connection's input side, for the busy responder.
+    pub conns: RefCell<std::collections::HashMap<u64, Rc<conn::ConnIo>>>,
+    /// The connection whose batch the engine is running.
+    pub running_client: std::cell::Cell<Option<u64>>,
+    /// Listening sockets, for the busy responder to accept from.
+    pub listener_fds: Vec<std::os::fd::RawFd>,
+    /// Connections the busy responder accepted, waiting for their task.
+    pub busy_accepted: RefCell<Vec<conn::Accepted>>,
+    /// Copies of engine settings the busy responder needs while the engine is lent out.
+    pub auth_required: std::cell::Cell<bool>,
+    pub proto_max_bulk_len: std::cell::Cell<i64>,
+}
+
+impl Shared {
+    /// Bookkeeping after every batch: settings the busy responder reads,
+    /// and tasks for connections it accepted.
+    pub fn after_batch(self: &Rc<Self>) {
+        {
+            let engine = self.engine.borrow();
+            self.auth_required.set(engine.auth_required());
+            self.proto_max_bulk_len.set(engine.state.runtime.proto_max_bulk_len);
+        }
+        if !self.busy_accepted.borrow().is_empty() {
+            conn::spawn_busy_accepted(self);
+        }
+    }
 }
 
 /// A keylock server, configured but not yet started.
@@ -121,12 +148,26 @@ fn serve(listeners: Vec<std::net::TcpListener>, state: State, stop: Arc<watch::S
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
         let engine = Engine::new(state);
+        let listener_fds = listeners.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
         let shared = Rc::new(Shared {
+            auth_required: std::cell::Cell::new(engine.auth_required()),
+            proto_max_bulk_len: std::cell::Cell::new(engine.state.runtime.proto_max_bulk_len),
+            listener_fds,
+            busy_accepted: RefCell::new(Vec::new()),
             engine: RefCell::new(engine),
             next_client_id: std::cell::Cell::new(1),
             connected: std::cell::Cell::new(0),
             stop: stop.clone(),
+            conns: RefCell::new(std::collections::HashMap::new()),
+            running_client: std::cell::Cell::new(None),
         });
+        let weak = Rc::downgrade(&shared);
+        shared
+            .engine
+            .borrow()
+            .state
+            .watchdog
+            .install(Box::new(move |script| busy::respond(&weak, script)));
         for listener in listeners {
             match TcpListener::from_std(listener) {
                 Ok(l) => {
