@@ -16,6 +16,7 @@
 //! - [`db`]: databases, value types and expiry.
 //! - [`pubsub`]: the subscription index.
 //! - [`reply`]: replies and their RESP2/RESP3 encoding.
+//! - [`scripting`]: the Lua 5.1 VM and the libraries Redis ships.
 //! - [`config`], [`config_params`]: start-up flags and the CONFIG parameter table.
 //! - [`clock`]: real or test-controlled time.
 

@@ -4,7 +4,9 @@
 //!
 //! The corpus format is that of the `redis-diff` tool: shell-like words, `#`
 //! comments, and line markers `!` (compare only the reply's kind), `=N`
-//! (compare the first N bytes) and `@ms` (sleep first). Without
+//! (compare the first N bytes) and `@ms` (sleep first). One extension for
+//! scripts: a word `@lua:PATH` is replaced by the exact bytes of
+//! `lua/PATH`, and `@sha:PATH` by their lowercase hex SHA1. Without
 //! redis-server on PATH these tests skip with a message, unless
 //! KEYLOCK_REQUIRE_REDIS=1 makes that a failure.
 
@@ -81,7 +83,22 @@ struct Line {
     text: String,
     sleep_ms: u64,
     compare: Compare,
-    words: Vec<String>,
+    words: Vec<Vec<u8>>,
+}
+
+/// `@lua:PATH` → the file's bytes; `@sha:PATH` → their SHA1; else the word.
+fn substitute(word: String) -> Vec<u8> {
+    let lua_file = |path: &str| {
+        let full = format!("{}/lua/{path}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read(&full).unwrap_or_else(|e| panic!("{full}: {e}"))
+    };
+    if let Some(path) = word.strip_prefix("@lua:") {
+        lua_file(path)
+    } else if let Some(path) = word.strip_prefix("@sha:") {
+        sha1_smol::Sha1::from(lua_file(path)).digest().to_string().into_bytes()
+    } else {
+        word.into_bytes()
+    }
 }
 
 fn parse_corpus(text: &str) -> Vec<Line> {
@@ -111,7 +128,7 @@ fn parse_corpus(text: &str) -> Vec<Line> {
             text: line.to_string(),
             sleep_ms,
             compare,
-            words: shlex_split(line),
+            words: shlex_split(line).into_iter().map(substitute).collect(),
         });
     }
     out
@@ -136,7 +153,7 @@ fn run_corpus(file: &str, resp3: bool) {
         if line.sleep_ms > 0 {
             std::thread::sleep(Duration::from_millis(line.sleep_ms));
         }
-        let words: Vec<&[u8]> = line.words.iter().map(|w| w.as_bytes()).collect();
+        let words: Vec<&[u8]> = line.words.iter().map(|w| w.as_slice()).collect();
         ours.send_cmd(&words);
         theirs.send_cmd(&words);
         let want = theirs.reply();
@@ -190,6 +207,8 @@ corpus! {
     zsets => "zsets.txt",
     pubsub => "pubsub.txt",
     transactions => "transactions.txt",
+    scripting => "scripting.txt",
+    scripting_redisson => "scripting_redisson.txt",
 }
 
 #[test]

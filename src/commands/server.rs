@@ -102,7 +102,7 @@ pub fn help_reply(command: &str, lines: &[&str]) -> Reply {
     )))];
     out.extend(lines.iter().map(|l| Reply::Status(Bytes::copy_from_slice(l.as_bytes()))));
     out.push(Reply::status("HELP"));
-    out.push(Reply::status("    Print this help."));
+    out.push(Reply::status("    Prints this help."));
     Reply::Array(out)
 }
 

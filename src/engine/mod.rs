@@ -76,6 +76,8 @@ pub struct State {
     /// Pushes for a client that is executing (not in `clients`), delivered
     /// with its batch.
     orphan_pushes: Vec<(ClientId, Reply)>,
+    /// Executing clients whose watched keys a script changed.
+    dirty_orphans: Vec<ClientId>,
 }
 
 /// The parameters the server consults constantly, as typed values.
@@ -156,6 +158,7 @@ impl State {
             script_rng,
             watchdog,
             orphan_pushes: Vec::new(),
+            dirty_orphans: Vec::new(),
         }
     }
 
@@ -270,6 +273,9 @@ impl State {
                     current.watch_dirty = true;
                 } else if let Some(c) = self.clients.get_mut(&id) {
                     c.watch_dirty = true;
+                } else {
+                    // The client whose batch runs (its script wrote the key).
+                    self.dirty_orphans.push(id);
                 }
             }
         }
@@ -471,6 +477,12 @@ impl Engine {
                 break;
             }
             self.state.flush_inline_pushes(&mut client, out);
+            if !self.state.dirty_orphans.is_empty() {
+                if self.state.dirty_orphans.contains(&client.id) {
+                    client.watch_dirty = true;
+                }
+                self.state.dirty_orphans.clear();
+            }
             reply.encode(client.resp, out);
             if client.close_after_reply {
                 break;

@@ -280,7 +280,7 @@ pub fn command_args(args: &MultiValue) -> Result<Vec<Bytes>, &'static str> {
             Value::String(s) => argv.push(Bytes::copy_from_slice(&s.as_bytes())),
             // Redis formats numbers itself, with full precision.
             Value::Number(n) => argv.push(Bytes::from(crate::numfmt::fmt_g(*n, 17))),
-            Value::Integer(n) => argv.push(Bytes::from(n.to_string())),
+            Value::Integer(n) => argv.push(Bytes::from(crate::numfmt::fmt_g(*n as f64, 17))),
             _ => return Err("ERR Lua redis lib command arguments must be strings or integers"),
         }
     }

@@ -44,11 +44,11 @@ pub fn native_call(lua: &Lua, cx: &RefCell<CallContext>, args: MultiValue) -> ml
         return failure(lua, "ERR This Redis command is not allowed from script", true);
     }
     let mut cx = cx.borrow_mut();
-    let is_write = cmd.spec.has(flag::WRITE);
-    if is_write && cx.read_only {
+    // Redis refuses anything that could propagate (PUBLISH too) in a read-only script.
+    if cx.read_only && cmd.spec.has(flag::WRITE | flag::MAY_REPLICATE) {
         return failure(lua, "ERR Write commands are not allowed from read-only scripts.", true);
     }
-    if is_write {
+    if cmd.spec.has(flag::WRITE) {
         cx.wrote.set(true);
     }
     let CallContext {
@@ -57,9 +57,10 @@ pub fn native_call(lua: &Lua, cx: &RefCell<CallContext>, args: MultiValue) -> ml
         runtime_resp,
         ..
     } = &mut *cx;
-    let reply = state.call(client, cmd, &argv);
+    // Replies take the shape of the protocol the script selected.
     let resp = runtime_resp.get();
     client.resp = resp;
+    let reply = state.call(client, cmd, &argv);
     let failed = reply.is_error();
     Ok((convert::reply_to_lua(lua, &reply, resp)?, failed))
 }

@@ -158,8 +158,10 @@ fn table_to_reply(t: &Table, resp: u8) -> Reply {
     if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
         return Reply::Status(one_line(&s.as_bytes()));
     }
-    if let Ok(Value::Number(d)) = t.raw_get::<Value>("double") {
-        return Reply::Double(d);
+    match t.raw_get::<Value>("double") {
+        Ok(Value::Number(d)) => return Reply::Double(d),
+        Ok(Value::Integer(d)) => return Reply::Double(d as f64),
+        _ => {}
     }
     if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
         return Reply::BigNumber(one_line(&s.as_bytes()));

@@ -13,6 +13,7 @@
 pub mod api;
 pub mod call;
 pub mod convert;
+pub mod lua_libs;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -22,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
-use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
+use mlua::{Function, HookTriggers, Lua, MultiValue, Table, Value, VmState};
 
 use crate::engine::{Client, State};
 use crate::error::{CmdError, CmdResult};
@@ -110,6 +111,56 @@ pub(crate) struct Runtime {
 
 struct Cached {
     function: Function,
+    shebang: Option<Shebang>,
+}
+
+/// A `#!lua flags=…` first line (Redis 7.0 script flags).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Shebang {
+    pub no_writes: bool,
+}
+
+/// Redis's `evalExtractShebangFlags`: the flags and where the Lua code
+/// starts (at the first line's newline, so line numbers stay right).
+fn parse_shebang(body: &[u8]) -> CmdResult<(Option<Shebang>, usize)> {
+    if !body.starts_with(b"#!") {
+        return Ok((None, 0));
+    }
+    let Some(end) = body.iter().position(|&c| c == b'\n') else {
+        return Err(CmdError::err("Invalid script shebang"));
+    };
+    let parts = crate::server::parser::split_args(&body[..end]).unwrap_or_default();
+    let Some(engine) = parts.first() else {
+        return Err(CmdError::err("Invalid engine in script shebang"));
+    };
+    if engine.as_slice() != b"#!lua" {
+        return Err(CmdError::err(format!(
+            "Unexpected engine in script shebang: {}",
+            String::from_utf8_lossy(engine)
+        )));
+    }
+    let mut shebang = Shebang::default();
+    for part in &parts[1..] {
+        let Some(flags) = part.strip_prefix(b"flags=") else {
+            return Err(CmdError::err(format!(
+                "Unknown lua shebang option: {}",
+                String::from_utf8_lossy(part)
+            )));
+        };
+        for flag in flags.split(|&c| c == b',') {
+            match flag {
+                b"no-writes" => shebang.no_writes = true,
+                b"allow-oom" | b"allow-stale" | b"no-cluster" | b"allow-cross-slot-keys" => {}
+                other => {
+                    return Err(CmdError::err(format!(
+                        "Unexpected flag in script shebang: {}",
+                        String::from_utf8_lossy(other)
+                    )));
+                }
+            }
+        }
+    }
+    Ok((Some(shebang), end))
 }
 
 pub struct Scripting {
@@ -135,11 +186,9 @@ fn rand48_next(x: u64) -> u64 {
 
 impl Scripting {
     pub fn new(kill: Arc<AtomicBool>, rng: Rc<Cell<u64>>, watchdog: Rc<Watchdog>) -> mlua::Result<Scripting> {
-        let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG;
-        // SAFETY: `debug` is needed only by the prelude, which builds the
-        // error handler from it and removes it from the globals before any
-        // script can run; scripts never see it.
-        let lua = unsafe { Lua::unsafe_new_with(libs, LuaOptions::default()) };
+        // `debug` is opened too: the prelude builds the error handler from it
+        // and removes it from the globals before any script can run.
+        let lua = lua_libs::new_redis_lua()?;
         let runtime = Rc::new(Runtime {
             resp: Cell::new(2),
             rng,
@@ -194,8 +243,9 @@ impl Scripting {
     pub fn load(&mut self, body: &[u8]) -> CmdResult<String> {
         let sha = sha1_hex(body);
         if !self.scripts.contains_key(&sha) {
-            let function = self.compile(body)?;
-            self.scripts.insert(sha.clone(), Cached { function });
+            let (shebang, code_starts) = parse_shebang(body)?;
+            let function = self.compile(&body[code_starts..])?;
+            self.scripts.insert(sha.clone(), Cached { function, shebang });
         }
         Ok(sha)
     }
@@ -233,9 +283,22 @@ impl Scripting {
     /// Runs a cached script with KEYS and ARGV; the reply is what the
     /// client gets.
     pub fn run(&mut self, state: &mut State, caller: &mut Client, sha: &str, keys: &[Bytes], args: &[Bytes], flags: &RunFlags) -> Reply {
-        let Some(function) = self.scripts.get(sha).map(|c| c.function.clone()) else {
+        let Some(cached) = self.scripts.get(sha) else {
             return Reply::Error(Bytes::from_static(b"NOSCRIPT No matching script. Please use EVAL."));
         };
+        let function = cached.function.clone();
+        let mut flags = RunFlags {
+            read_only: flags.read_only,
+        };
+        if let Some(shebang) = cached.shebang {
+            if !shebang.no_writes && flags.read_only {
+                return Reply::Error(Bytes::from_static(
+                    b"ERR Can not execute a script with write flag using *_ro command.",
+                ));
+            }
+            flags.read_only |= shebang.no_writes;
+        }
+        let flags = &flags;
         let rt = &self.runtime;
         rt.resp.set(2);
         rt.wrote.set(false);

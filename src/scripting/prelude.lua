@@ -151,6 +151,15 @@ G.pcall = function(...)
   return unpack(r, 1, r.n)
 end
 
+-- A read-only table's metatable cannot be replaced either.
+local raw_setmetatable = setmetatable
+G.setmetatable = function(t, mt)
+  if backing[t] then
+    error(READONLY, 0)
+  end
+  return raw_setmetatable(t, mt)
+end
+
 -- Raw access sees through the read-only proxies but never writes them.
 G.rawset = function(t, k, v)
   if backing[t] then
