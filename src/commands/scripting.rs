@@ -152,6 +152,7 @@ fn script_flush(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         ctx.state.watchdog.clone(),
     )
     .map_err(|e| CmdError::err(format!("could not reset the Lua VM: {e}")))?;
+    fresh.set_memory_limit(ctx.state.runtime.lua_memory_limit);
     ctx.state.scripting = Some(Box::new(fresh));
     Ok(Reply::OK)
 }

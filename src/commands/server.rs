@@ -217,6 +217,9 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     ctx.state.params.set(&pairs)?;
     ctx.state.runtime = crate::engine::RuntimeSettings::from_params(&ctx.state.params);
     ctx.state.watchdog.threshold_ms.set(ctx.state.runtime.busy_reply_threshold_ms);
+    if let Some(scripting) = ctx.state.scripting.as_ref() {
+        scripting.set_memory_limit(ctx.state.runtime.lua_memory_limit);
+    }
     Ok(Reply::OK)
 }
 

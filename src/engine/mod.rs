@@ -33,6 +33,9 @@ use crate::error::CmdError;
 use crate::pubsub::{Kind, PubSub};
 use crate::reply::Reply;
 
+/// The Lua heap limit unless configured otherwise (1 GiB).
+const DEFAULT_LUA_MEMORY_LIMIT: &str = "1073741824";
+
 /// Pub/sub clients are cut off past this many queued bytes (Redis's
 /// `client-output-buffer-limit pubsub 32mb`).
 const PUBSUB_OUTPUT_LIMIT: usize = 32 * 1024 * 1024;
@@ -90,6 +93,8 @@ pub struct RuntimeSettings {
     pub timeout: u64,
     /// `busy-reply-threshold` (alias `lua-time-limit`) in milliseconds.
     pub busy_reply_threshold_ms: u64,
+    /// `lua-memory-limit`: the Lua heap's ceiling in bytes (0: none).
+    pub lua_memory_limit: usize,
 }
 
 impl RuntimeSettings {
@@ -100,6 +105,7 @@ impl RuntimeSettings {
             hz: p.int("hz").unwrap_or(10).clamp(1, 500) as u32,
             timeout: p.int("timeout").unwrap_or(0).max(0) as u64,
             busy_reply_threshold_ms: p.int("busy-reply-threshold").unwrap_or(5000).max(0) as u64,
+            lua_memory_limit: p.int("lua-memory-limit").unwrap_or(0).max(0) as usize,
         }
     }
 }
@@ -123,13 +129,23 @@ impl State {
         params.set_default("maxclients", &config.maxclients.to_string());
         params.set_default("proto-max-bulk-len", &config.proto_max_bulk_len.to_string());
         params.set_default("bind", &config.bind.join(" "));
+        // A script that allocates without bound must fail, not take the server down.
+        params.set_default("lua-memory-limit", DEFAULT_LUA_MEMORY_LIMIT);
+        for (name, values) in &config.directives {
+            if name == "lua-memory-limit" {
+                let _ = params.apply_directive(name, values);
+            }
+        }
         let runtime = RuntimeSettings::from_params(&params);
         let script_kill = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let script_rng = std::rc::Rc::new(std::cell::Cell::new(crate::scripting::RAND48_INIT));
         let watchdog = std::rc::Rc::new(crate::scripting::Watchdog::default());
         watchdog.threshold_ms.set(runtime.busy_reply_threshold_ms);
         let scripting = match crate::scripting::Scripting::new(script_kill.clone(), script_rng.clone(), watchdog.clone()) {
-            Ok(s) => Some(Box::new(s)),
+            Ok(s) => {
+                s.set_memory_limit(runtime.lua_memory_limit);
+                Some(Box::new(s))
+            }
             Err(e) => {
                 tracing::error!(error = %e, "could not start the Lua VM; scripting is unavailable");
                 None
@@ -288,7 +304,9 @@ impl State {
         };
         let started = Instant::now();
         let now_ms = self.script_time.unwrap_or_else(|| self.clock.now_ms());
-        let monitored = !self.monitors.is_empty() && !cmd.spec.has(flag::SKIP_MONITOR | flag::ADMIN);
+        // EVAL and friends are `skip_monitor` in the table, as in Redis, and
+        // shown up front instead, ahead of their script's `lua` lines.
+        let monitored = !self.monitors.is_empty() && !cmd.spec.has(flag::ADMIN);
         if monitored && cmd.spec.has(flag::MONITOR_BEFORE) {
             self.feed_monitors(client, client.db, &client.monitor_origin(), argv);
         }
@@ -307,7 +325,7 @@ impl State {
         stat.calls += 1;
         stat.usec += elapsed.as_micros() as u64;
         self.collect_watch_invalidations(client);
-        if monitored && !cmd.spec.has(flag::MONITOR_BEFORE) {
+        if monitored && !cmd.spec.has(flag::MONITOR_BEFORE | flag::SKIP_MONITOR) {
             let shown = redact_secrets(cmd, argv);
             self.feed_monitors(client, client.db, &client.monitor_origin(), shown.as_deref().unwrap_or(argv));
         }

@@ -262,6 +262,14 @@ impl Scripting {
         })
     }
 
+    /// Caps the Lua heap (0: no cap); a script that needs more fails with
+    /// an out-of-memory error and the server carries on.
+    pub fn set_memory_limit(&self, bytes: usize) {
+        if let Err(e) = self.lua.set_memory_limit(bytes) {
+            tracing::warn!(error = %e, "could not set the Lua memory limit");
+        }
+    }
+
     pub fn exists(&self, sha: &[u8]) -> bool {
         std::str::from_utf8(sha).is_ok_and(|s| self.scripts.contains_key(&s.to_ascii_lowercase()))
     }
@@ -363,6 +371,14 @@ impl Scripting {
                     Value::String(s) => s.to_string_lossy(),
                     _ => "execution failure".to_string(),
                 };
+                if msg == "not enough memory" {
+                    // Free what the failed script left behind before anything else runs.
+                    let _ = self.lua.gc_collect();
+                    return Reply::Error(Bytes::from(format!(
+                        "ERR Error running script, not enough memory: the Lua heap reached lua-memory-limit ({} bytes) script: {sha}",
+                        state.runtime.lua_memory_limit
+                    )));
+                }
                 script_failure(sha, &msg)
             }
             Err(e) => script_failure(sha, &e.to_string()),
