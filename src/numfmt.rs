@@ -162,6 +162,12 @@ fn hex_for_apfloat(text: &str) -> String {
 
 /// C's `%.{prec}g`.
 pub fn fmt_g(d: f64, prec: usize) -> String {
+    // Integral values that fit in `prec` digits print as plain integers;
+    // this is the common case (counts, TTLs) and avoids exact formatting.
+    if d.fract() == 0.0 && d.abs() < 1e15 && !(d == 0.0 && d.is_sign_negative()) && prec >= 15 {
+        let mut buf = itoa::Buffer::new();
+        return buf.format(d as i64).to_string();
+    }
     if d.is_nan() {
         return if d.is_sign_negative() { "-nan".into() } else { "nan".into() };
     }

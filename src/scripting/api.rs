@@ -91,10 +91,10 @@ fn c_int(n: f64) -> i32 {
 }
 
 /// Builds the `native` table the prelude installs into `redis` and `math`.
-pub(crate) fn helpers(lua: &Lua, rt: &Rc<Runtime>, call_slot: &Table) -> mlua::Result<Table> {
+pub(crate) fn helpers(lua: &Lua, rt: &Rc<Runtime>) -> mlua::Result<Table> {
     let native = lua.create_table()?;
-    native.set("call", command_fn(lua, rt, call_slot, true)?)?;
-    native.set("pcall", command_fn(lua, rt, call_slot, false)?)?;
+    native.set("call", command_fn(lua, rt, true)?)?;
+    native.set("pcall", command_fn(lua, rt, false)?)?;
 
     let r = rt.clone();
     native.set(
@@ -287,21 +287,18 @@ pub fn command_args(args: &MultiValue) -> Result<Vec<Bytes>, &'static str> {
     Ok(argv)
 }
 
-/// `redis.call` (raise = true) or `redis.pcall`: forwards to this run's
-/// command executor, installed in `call_slot` for the run's duration.
-fn command_fn(lua: &Lua, rt: &Rc<Runtime>, call_slot: &Table, raise_errors: bool) -> mlua::Result<Function> {
+/// `redis.call` (raise = true) or `redis.pcall`, for the run in progress.
+fn command_fn(lua: &Lua, rt: &Rc<Runtime>, raise_errors: bool) -> mlua::Result<Function> {
     let r = rt.clone();
-    let slot = call_slot.clone();
     lua.create_function(move |lua, args: MultiValue| {
-        let exec: Value = slot.raw_get("f")?;
-        let Value::Function(exec) = exec else {
+        let Some(result) = super::call::call_in_active_run(lua, args) else {
             return Err(raise_table(
                 lua,
                 &r,
                 "ERR redis.call/pcall can only be called inside a script invocation",
             ));
         };
-        let (reply, failed): (Value, bool) = exec.call(args)?;
+        let (reply, failed) = result?;
         if failed && raise_errors {
             return Err(raise(&r, reply));
         }

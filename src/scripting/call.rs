@@ -2,7 +2,7 @@
 //! as Redis's `scriptCall` does, through the same `State::call` as a
 //! client's command.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 
 use mlua::{Lua, MultiValue, Value};
 
@@ -22,7 +22,7 @@ pub struct CallContext<'a> {
 
 /// Runs `redis.call(cmd, args…)`; returns the converted reply and whether
 /// it is an error (which `redis.call` raises and `redis.pcall` returns).
-pub fn native_call(lua: &Lua, cx: &RefCell<CallContext>, args: MultiValue) -> mlua::Result<(Value, bool)> {
+pub fn native_call(lua: &Lua, cx: &mut CallContext, args: MultiValue) -> mlua::Result<(Value, bool)> {
     let argv = match super::api::command_args(&args) {
         Ok(argv) => argv,
         Err(text) => return failure(lua, text, false),
@@ -43,7 +43,6 @@ pub fn native_call(lua: &Lua, cx: &RefCell<CallContext>, args: MultiValue) -> ml
     if cmd.spec.has(flag::NOSCRIPT) {
         return failure(lua, "ERR This Redis command is not allowed from script", true);
     }
-    let mut cx = cx.borrow_mut();
     // Redis refuses anything that could propagate (PUBLISH too) in a read-only script.
     if cx.read_only && cmd.spec.has(flag::WRITE | flag::MAY_REPLICATE) {
         return failure(lua, "ERR Write commands are not allowed from read-only scripts.", true);
@@ -72,4 +71,33 @@ fn failure(lua: &Lua, text: &str, ignore_stats: bool) -> mlua::Result<(Value, bo
         t.set("ignore_error_stats_update", true)?;
     }
     Ok((Value::Table(t), true))
+}
+
+/// The run in progress, as `redis.call` finds it (Lua app data).
+#[derive(Clone, Copy)]
+struct ActiveRun(*mut CallContext<'static>);
+
+/// Runs `f` (the script) with `cx` reachable from `redis.call`.
+///
+/// The context lives on the caller's stack; Lua only holds a pointer to it
+/// while `f` runs, and it is removed before this returns, so no callback
+/// can see it afterwards. This avoids building a scoped closure for every
+/// script run.
+pub fn with_active_run<R>(lua: &Lua, cx: &mut CallContext, f: impl FnOnce() -> R) -> R {
+    let ptr = cx as *mut CallContext as *mut CallContext<'static>;
+    lua.set_app_data(ActiveRun(ptr));
+    let result = f();
+    lua.remove_app_data::<ActiveRun>();
+    result
+}
+
+/// `redis.call` / `redis.pcall` body: the command for the run in progress.
+pub fn call_in_active_run(lua: &Lua, args: MultiValue) -> Option<mlua::Result<(Value, bool)>> {
+    let ActiveRun(ptr) = *lua.app_data_ref::<ActiveRun>()?;
+    // SAFETY: the pointer was set by `with_active_run` from a live `&mut
+    // CallContext` that outlives the script call and is only used here, on
+    // the engine thread, one command at a time: a command run by
+    // `native_call` never re-enters Lua, so no second reference exists.
+    let cx = unsafe { &mut *ptr };
+    Some(native_call(lua, cx, args))
 }

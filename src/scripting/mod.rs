@@ -6,9 +6,9 @@
 //! `… script: <sha>, on @user_script:N.` texts, `pcall`'s error-table rule,
 //! `math.random` on Redis's PRNG) is written in Lua in `prelude.lua`; this
 //! module owns the VM, the cache and a run. A run lends the engine's state
-//! to `redis.call` through an mlua scope, so the callback can reach the
-//! keyspace without any shared ownership or locking, and cannot outlive
-//! the script.
+//! to `redis.call` for exactly the duration of the script (see
+//! `call::with_active_run`), so the callback reaches the keyspace without
+//! shared ownership or locking.
 
 pub mod api;
 pub mod call;
@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
-use mlua::{Function, HookTriggers, Lua, MultiValue, Table, Value, VmState};
+use mlua::{Function, HookTriggers, Lua, Table, Value, VmState};
 
 use crate::engine::{Client, State};
 use crate::error::{CmdError, CmdResult};
@@ -169,8 +169,6 @@ pub struct Scripting {
     globals: Table,
     /// `xpcall` with Redis's error handler.
     run: Function,
-    /// Where `redis.call` finds this run's native implementation.
-    call_slot: Table,
     scripts: HashMap<String, Cached>,
     runtime: Rc<Runtime>,
     runs_since_gc: u32,
@@ -198,8 +196,7 @@ impl Scripting {
             started: Cell::new(None),
         });
         let globals = lua.globals();
-        let call_slot = lua.create_table()?;
-        let native = api::helpers(&lua, &runtime, &call_slot)?;
+        let native = api::helpers(&lua, &runtime)?;
         let prelude = lua.load(include_str!("prelude.lua")).set_name("=keylock");
         let (proxy, run): (Table, Function) = prelude.call((globals.clone(), native))?;
         lua.set_globals(proxy)?;
@@ -232,7 +229,6 @@ impl Scripting {
             lua,
             globals,
             run,
-            call_slot,
             scripts: HashMap::new(),
             runtime,
             runs_since_gc: 0,
@@ -347,20 +343,14 @@ impl Scripting {
         }
         let mut script_client = state.take_script_client(caller);
         let outcome = {
-            let cx = RefCell::new(call::CallContext {
+            let mut cx = call::CallContext {
                 state: &mut *state,
                 client: &mut script_client,
                 read_only: flags.read_only,
                 runtime_resp: &self.runtime.resp,
                 wrote: &self.runtime.wrote,
-            });
-            lua.scope(|scope| {
-                let f = scope.create_function(|lua, args: MultiValue| call::native_call(lua, &cx, args))?;
-                self.call_slot.raw_set("f", f)?;
-                let result = self.run.call::<(bool, Value)>(function);
-                self.call_slot.raw_set("f", Value::Nil)?;
-                result
-            })
+            };
+            call::with_active_run(lua, &mut cx, || self.run.call::<(bool, Value)>(function))
         };
         state.return_script_client(script_client);
         match outcome {
