@@ -84,7 +84,7 @@ struct ActiveRun(*mut CallContext<'static>);
 /// can see it afterwards. This avoids building a scoped closure for every
 /// script run.
 pub fn with_active_run<R>(lua: &Lua, cx: &mut CallContext, f: impl FnOnce() -> R) -> R {
-    let ptr = cx as *mut CallContext as *mut CallContext<'static>;
+    let ptr: *mut CallContext<'static> = std::ptr::from_mut(cx).cast();
     lua.set_app_data(ActiveRun(ptr));
     let result = f();
     lua.remove_app_data::<ActiveRun>();
