@@ -3,11 +3,10 @@
 //! set size and CPU times from /proc.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 static USED: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
-static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 /// The system allocator, counting bytes in use.
 pub struct CountingAlloc;
@@ -17,11 +16,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: forwards the caller's layout contract to the system allocator.
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            let now = USED.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-            if now > PEAK.load(Ordering::Relaxed) {
-                PEAK.store(now, Ordering::Relaxed);
-            }
-            INSTALLED.store(true, Ordering::Relaxed);
+            USED.fetch_add(layout.size(), Ordering::Relaxed);
         }
         p
     }
@@ -33,18 +28,25 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 }
 
+fn installed() -> bool {
+    USED.load(Ordering::Relaxed) != 0
+}
+
 /// Live heap bytes if the counting allocator is installed, else the RSS.
+/// Also records the peak (sampled here and by the engine's cron, not on
+/// every allocation, to keep allocation cheap).
 pub fn used_bytes() -> u64 {
-    if INSTALLED.load(Ordering::Relaxed) {
-        USED.load(Ordering::Relaxed) as u64
-    } else {
-        rss_bytes()
+    if !installed() {
+        return rss_bytes();
     }
+    let used = USED.load(Ordering::Relaxed);
+    PEAK.fetch_max(used, Ordering::Relaxed);
+    used as u64
 }
 
 pub fn peak_bytes() -> u64 {
-    if INSTALLED.load(Ordering::Relaxed) {
-        PEAK.load(Ordering::Relaxed) as u64
+    if installed() {
+        PEAK.load(Ordering::Relaxed).max(USED.load(Ordering::Relaxed)) as u64
     } else {
         rss_bytes()
     }

@@ -247,11 +247,11 @@ pub struct Command {
     pub full_name: String,
     pub stat_index: usize,
     /// For containers: subcommands by lowercase name.
-    pub subcommands: HashMap<&'static str, Command>,
+    pub subcommands: HashMap<&'static str, Command, ahash::RandomState>,
 }
 
 pub struct Registry {
-    pub commands: HashMap<&'static str, Command>,
+    pub commands: HashMap<&'static str, Command, ahash::RandomState>,
     /// Every command and subcommand in a stable order; index = stat_index.
     pub all: Vec<(&'static CommandSpec, String)>,
 }
@@ -264,14 +264,14 @@ impl Registry {
 
     fn build(families: &[&'static [CommandSpec]]) -> Registry {
         let mut all = Vec::new();
-        let mut commands = HashMap::new();
+        let mut commands = HashMap::default();
         for family in families {
             for spec in family.iter() {
                 let mut cmd = Command {
                     spec,
                     full_name: spec.name.to_string(),
                     stat_index: all.len(),
-                    subcommands: HashMap::new(),
+                    subcommands: HashMap::default(),
                 };
                 all.push((spec, spec.name.to_string()));
                 for sub in spec.subcommands {
@@ -282,7 +282,7 @@ impl Registry {
                             spec: sub,
                             full_name: full.clone(),
                             stat_index: all.len(),
-                            subcommands: HashMap::new(),
+                            subcommands: HashMap::default(),
                         },
                     );
                     all.push((sub, full));
