@@ -1,5 +1,6 @@
 //! The engine in-process, without sockets: how long a command or a script
-//! takes once parsed. `cargo bench --bench engine`.
+//! takes once parsed, and how long an embedded server takes to start.
+//! `cargo bench --bench engine`.
 //!
 //! The lock scripts are Redisson 4.7.0's, sent by EVALSHA as Redisson does;
 //! with `native-scripts no` they run in the Lua VM (the path Redis takes),
@@ -85,5 +86,20 @@ fn bench_scripts(c: &mut Criterion) {
     lock_cycle(false, c, "evalsha/lua/lock-cycle");
 }
 
-criterion_group!(benches, bench_commands, bench_scripts);
+/// Start to first reply: what an embedding test suite pays per server.
+fn bench_start(c: &mut Criterion) {
+    c.bench_function("server/start-ping-stop", |b| {
+        b.iter(|| {
+            let server = keylock::Server::ephemeral().start().expect("start");
+            let mut s = std::net::TcpStream::connect(server.addr()).expect("connect");
+            use std::io::{Read, Write};
+            s.write_all(b"PING\r\n").unwrap();
+            let mut buf = [0u8; 7];
+            s.read_exact(&mut buf).unwrap();
+            server.shutdown();
+        })
+    });
+}
+
+criterion_group!(benches, bench_commands, bench_scripts, bench_start);
 criterion_main!(benches);
