@@ -137,6 +137,16 @@ impl Config {
         Ok(())
     }
 
+    /// Checks every directive against the parameter table, as redis-server
+    /// does before it starts: an unknown name or a bad value is an error.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut params = crate::config_params::ConfigParams::new();
+        for (name, values) in &self.directives {
+            params.apply_directive(name, values).map_err(|e| format!("bad directive '{name} {}': {e}", values.join(" ")))?;
+        }
+        Ok(())
+    }
+
     pub fn cron_interval(&self) -> Duration {
         Duration::from_millis(1000 / self.hz.max(1) as u64)
     }
