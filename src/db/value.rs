@@ -96,3 +96,4 @@ pub fn hash_remove(h: &mut Hash, field: &[u8]) -> Option<Bytes> {
         h.swap_remove(field)
     }
 }
+

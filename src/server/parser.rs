@@ -125,9 +125,12 @@ impl RequestParser {
                     buf.reserve((len + 2 - buf.len()).min(MAX_RESERVE_STEP));
                     return Ok(None);
                 }
-                let arg = buf.split_to(len).freeze();
+                // Each argument gets its own allocation: a slice of the read
+                // buffer stored as a key or value would keep the whole
+                // buffer alive for as long as the key lives.
+                let arg = Bytes::copy_from_slice(&buf[..len]);
                 // Like Redis, the two bytes after the data are skipped, not checked.
-                buf.advance(2);
+                buf.advance(len + 2);
                 mb.args.push(arg);
                 mb.bulk_len = None;
                 mb.remaining -= 1;
