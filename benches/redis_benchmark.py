@@ -39,7 +39,7 @@ def run_benchmark(port, n, tests, pipeline):
         capture_output=True, text=True, check=True).stdout
     results = {}
     for line in out.replace("\r", "\n").splitlines():
-        m = re.match(r"^\s*([A-Z_]+(?: \(.*?\))?): ([\d.]+) requests per second", line)
+        m = re.match(r"^\s*([A-Z0-9_]+(?: \(.*?\))?): ([\d.]+) requests per second", line)
         if m:
             results[m.group(1)] = float(m.group(2))
     return results

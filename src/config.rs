@@ -142,7 +142,9 @@ impl Config {
     pub fn validate(&self) -> Result<(), String> {
         let mut params = crate::config_params::ConfigParams::new();
         for (name, values) in &self.directives {
-            params.apply_directive(name, values).map_err(|e| format!("bad directive '{name} {}': {e}", values.join(" ")))?;
+            params
+                .apply_directive(name, values)
+                .map_err(|e| format!("bad directive '{name} {}': {e}", values.join(" ")))?;
         }
         Ok(())
     }

@@ -97,7 +97,7 @@ impl Db {
     /// Stores `value` at `key`, dropping any TTL unless `keep_ttl`.
     pub fn set(&mut self, key: Bytes, value: Value, keep_ttl: bool) {
         self.signal_modified(&key);
-        if !keep_ttl {
+        if !keep_ttl && !self.expires.is_empty() {
             self.expires.swap_remove(&key);
         }
         self.entries.insert(key, value);

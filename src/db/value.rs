@@ -96,4 +96,3 @@ pub fn hash_remove(h: &mut Hash, field: &[u8]) -> Option<Bytes> {
         h.swap_remove(field)
     }
 }
-

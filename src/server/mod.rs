@@ -86,7 +86,9 @@ impl Server {
     /// once connections are being accepted.
     pub fn start(self) -> std::io::Result<ServerHandle> {
         let config = self.config;
-        config.validate().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        config
+            .validate()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let listeners = bind_all(&config)?;
         let addr = listeners[0].local_addr()?;
         let (stop_tx, _) = watch::channel(false);

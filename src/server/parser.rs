@@ -72,10 +72,11 @@ impl RequestParser {
                         Some(args) => return Ok(Some(args)),
                     }
                 }
-                let Some(line) = take_line(buf, "too big mbulk count string")? else {
+                let Some(end) = line_end(buf, "too big mbulk count string")? else {
                     return Ok(None);
                 };
-                let count = parse_i64(&line[1..]);
+                let count = parse_i64(&buf[1..end]);
+                buf.advance(end + 2);
                 let count = match count {
                     Some(n) if n <= i32::MAX as i64 => n,
                     _ => return Err(ProtocolError("invalid multibulk length")),
@@ -104,10 +105,12 @@ impl RequestParser {
                         if buf[0] != b'$' {
                             return Err(ProtocolError(expected_dollar(buf[0])));
                         }
-                        let Some(line) = take_line(buf, "too big bulk count string")? else {
+                        let Some(end) = line_end(buf, "too big bulk count string")? else {
                             return Ok(None);
                         };
-                        let len = match parse_i64(&line[1..]) {
+                        let len = parse_i64(&buf[1..end]);
+                        buf.advance(end + 2);
+                        let len = match len {
                             Some(n) if n >= 0 && n <= limits.proto_max_bulk_len => n,
                             _ => return Err(ProtocolError("invalid bulk length")),
                         };
@@ -149,27 +152,20 @@ fn expected_dollar(got: u8) -> &'static str {
     texts[got as usize].as_str()
 }
 
-/// Takes a `\r\n`-terminated header line (without the terminator).
-fn take_line(buf: &mut BytesMut, too_big: &'static str) -> Result<Option<BytesMut>, ProtocolError> {
-    match memchr(b'\r', buf) {
-        Some(pos) if pos + 1 < buf.len() => {
-            let line = buf.split_to(pos);
-            buf.advance(2);
-            Ok(Some(line))
-        }
+/// Where a `\r\n`-terminated header line ends (the index of its `\r`),
+/// once the byte after it has arrived.
+fn line_end(buf: &[u8], too_big: &'static str) -> Result<Option<usize>, ProtocolError> {
+    match memchr::memchr(b'\r', buf) {
+        Some(pos) if pos + 1 < buf.len() => Ok(Some(pos)),
         Some(_) => Ok(None),
         None if buf.len() > INLINE_MAX => Err(ProtocolError(too_big)),
         None => Ok(None),
     }
 }
 
-fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|&b| b == needle)
-}
-
 /// One inline request: a line split into words the way `sdssplitargs` does.
 fn inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
-    let Some(nl) = memchr(b'\n', buf) else {
+    let Some(nl) = memchr::memchr(b'\n', buf) else {
         if buf.len() > INLINE_MAX {
             return Err(ProtocolError("too big inline request"));
         }
