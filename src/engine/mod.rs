@@ -90,6 +90,8 @@ pub struct RuntimeSettings {
     pub timeout: u64,
     /// `busy-reply-threshold` (alias `lua-time-limit`) in milliseconds.
     pub busy_reply_threshold_ms: u64,
+    /// `native-scripts`: recognized scripts run natively (see `scripting::native`).
+    pub native_scripts: bool,
 }
 
 impl RuntimeSettings {
@@ -100,6 +102,7 @@ impl RuntimeSettings {
             hz: p.int("hz").unwrap_or(10).clamp(1, 500) as u32,
             timeout: p.int("timeout").unwrap_or(0).max(0) as u64,
             busy_reply_threshold_ms: p.int("busy-reply-threshold").unwrap_or(5000).max(0) as u64,
+            native_scripts: p.int("native-scripts").unwrap_or(1) == 1,
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod api;
 pub mod call;
 pub mod convert;
 pub mod lua_libs;
+pub mod native;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -92,6 +93,9 @@ impl Watchdog {
 pub struct RunFlags {
     /// EVAL_RO / EVALSHA_RO: write commands are refused.
     pub read_only: bool,
+    /// `native-scripts yes`: recognized scripts with a native
+    /// implementation run as Rust instead of in the VM.
+    pub native: bool,
 }
 
 /// Per-VM state shared between Rust callbacks registered in Lua.
@@ -112,6 +116,8 @@ pub(crate) struct Runtime {
 struct Cached {
     function: Function,
     shebang: Option<Shebang>,
+    /// Set when the body is one a known client sends (`native/`).
+    recognized: Option<&'static native::Recognized>,
 }
 
 /// A `#!lua flags=…` first line (Redis 7.0 script flags).
@@ -245,7 +251,15 @@ impl Scripting {
         if !self.scripts.contains_key(&sha) {
             let (shebang, code_starts) = parse_shebang(body)?;
             let function = self.compile(&body[code_starts..])?;
-            self.scripts.insert(sha.clone(), Cached { function, shebang });
+            let recognized = native::NativeTable::get().recognize(&sha);
+            self.scripts.insert(
+                sha.clone(),
+                Cached {
+                    function,
+                    shebang,
+                    recognized,
+                },
+            );
         }
         Ok(sha)
     }
@@ -287,8 +301,10 @@ impl Scripting {
             return Reply::Error(Bytes::from_static(b"NOSCRIPT No matching script. Please use EVAL."));
         };
         let function = cached.function.clone();
+        let recognized = cached.recognized;
         let mut flags = RunFlags {
             read_only: flags.read_only,
+            native: flags.native,
         };
         if let Some(shebang) = cached.shebang {
             if !shebang.no_writes && flags.read_only {
@@ -300,8 +316,18 @@ impl Scripting {
         }
         let flags = &flags;
         let rt = &self.runtime;
-        rt.resp.set(2);
         rt.wrote.set(false);
+        if let Some(script) = recognized {
+            let runs = state.stats.recognized_runs(script.index);
+            if flags.native
+                && let Some(implementation) = script.native
+            {
+                runs.native += 1;
+                return native::run(state, caller, implementation, sha, keys, args, flags.read_only, &rt.wrote);
+            }
+            runs.lua += 1;
+        }
+        rt.resp.set(2);
         rt.kill.store(false, Ordering::Relaxed);
         rt.started.set(Some(Instant::now()));
         *rt.pending_error.borrow_mut() = None;
