@@ -8,7 +8,7 @@
 //! passes, unlock latches holding numbers and non-numbers) and arguments
 //! (good, missing, malformed, command names in any case, unknown or
 //! refused commands), sent by EVALSHA, EVAL and their _RO forms in a
-//! random database. Both servers get the same case, and these must be
+//! random database, from a RESP2 or a RESP3 client. Both servers get the same case, and these must be
 //! equal byte for byte:
 //! - the script's raw reply;
 //! - a full keyspace dump: SCAN, then TYPE, PTTL and the type's read for
@@ -93,6 +93,8 @@ fn parse(raw: &[u8]) -> (Vec<Vec<u8>>, usize) {
 struct Node {
     server: ServerHandle,
     cmd: Raw,
+    /// Runs the script for cases that call it from a RESP3 client.
+    resp3: Raw,
     watcher: Raw,
     monitor: Raw,
     sub: Raw,
@@ -132,17 +134,21 @@ impl Node {
         let mut monitor = Raw::connect(server.addr());
         assert_eq!(monitor.call(&["MONITOR"]), b"+OK\r\n");
         let cmd = Raw::connect(server.addr());
+        let mut resp3 = Raw::connect(server.addr());
+        resp3.call(&["HELLO", "3"]);
         let watcher = Raw::connect(server.addr());
-        for c in [&cmd, &watcher, &monitor, &sub] {
+        for c in [&cmd, &resp3, &watcher, &monitor, &sub] {
             c.writer.set_nodelay(true).unwrap();
         }
         let roles = vec![
             (cmd.writer.local_addr().unwrap().to_string(), "cmd"),
+            (resp3.writer.local_addr().unwrap().to_string(), "resp3"),
             (watcher.writer.local_addr().unwrap().to_string(), "watcher"),
         ];
         Node {
             server,
             cmd,
+            resp3,
             watcher,
             monitor,
             sub,
@@ -215,6 +221,8 @@ struct Case {
     /// Time that passes between setting the state up and the script.
     advance_ms: u64,
     mode: Mode,
+    /// The script is called by a client that said HELLO 3.
+    resp3: bool,
     keys: Vec<Vec<u8>>,
     args: Vec<Vec<u8>>,
     watch: Index,
@@ -228,7 +236,8 @@ impl std::fmt::Debug for Case {
             writeln!(f, "  {}", line(&c))?;
         }
         writeln!(f, "  (clock +{} ms, WATCH index {:?})", self.advance_ms, self.watch)?;
-        writeln!(f, "  {:?} KEYS {} ARGV {}", self.mode, line(&self.keys), line(&self.args))?;
+        let protocol = if self.resp3 { " (RESP3)" } else { "" };
+        writeln!(f, "  {:?}{protocol} KEYS {} ARGV {}", self.mode, line(&self.keys), line(&self.args))?;
         write!(f, "}}")
     }
 }
@@ -347,11 +356,22 @@ impl Pair {
         }
         let watch_seen = [&mut self.native, &mut self.lua].map(|n| Node::replies(&mut n.watcher, 2));
 
-        let script = encode_all(&[self.script_argv(case)]);
-        for n in [&mut self.native, &mut self.lua] {
-            n.cmd.send(&script);
-        }
-        let reply_seen = [&mut self.native, &mut self.lua].map(|n| B(n.cmd.reply()));
+        let reply_seen = if case.resp3 {
+            let script = encode_all(&[cmd(&[b"SELECT", case.db.to_string().as_bytes()]), self.script_argv(case)]);
+            for n in [&mut self.native, &mut self.lua] {
+                n.resp3.send(&script);
+            }
+            [&mut self.native, &mut self.lua].map(|n| {
+                n.resp3.reply();
+                B(n.resp3.reply())
+            })
+        } else {
+            let script = encode_all(&[self.script_argv(case)]);
+            for n in [&mut self.native, &mut self.lua] {
+                n.cmd.send(&script);
+            }
+            [&mut self.native, &mut self.lua].map(|n| B(n.cmd.reply()))
+        };
 
         let exec = encode_all(&[cmd(&[b"MULTI"]), cmd(&[b"PING"]), cmd(&[b"EXEC"])]);
         for n in [&mut self.native, &mut self.lua] {
@@ -680,18 +700,22 @@ fn case<S: Strategy + Clone>(
     specific: S,
     f: impl Fn(S::Value) -> (Vec<KeySpec>, Vec<Vec<u8>>, Vec<Vec<u8>>) + Clone,
 ) -> impl Strategy<Value = Case> {
-    (specific, db(), advance(), mode(), shape(), shape(), any::<Index>()).prop_map(move |(sp, db, advance_ms, mode, ks, as_, watch)| {
-        let (state, keys, args) = f(sp);
-        Case {
-            db,
-            state,
-            advance_ms,
-            mode,
-            keys: reshape(keys, ks),
-            args: reshape(args, as_),
-            watch,
-        }
-    })
+    let protocol = prop_oneof![4 => Just(false), 1 => Just(true)];
+    (specific, db(), advance(), mode(), protocol, shape(), shape(), any::<Index>()).prop_map(
+        move |(sp, db, advance_ms, mode, resp3, ks, as_, watch)| {
+            let (state, keys, args) = f(sp);
+            Case {
+                db,
+                state,
+                advance_ms,
+                mode,
+                resp3,
+                keys: reshape(keys, ks),
+                args: reshape(args, as_),
+                watch,
+            }
+        },
+    )
 }
 
 // ---------------------------------------------------------------------------
