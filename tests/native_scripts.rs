@@ -43,6 +43,12 @@ const LOCK3: &str = "other";
 const CHANNEL: &str = "redisson_lock__channel:{lk}";
 const LATCH: &str = "redisson_unlock_latch:{lk}:7a3e";
 const CASE_END: &str = "__case_end__";
+const RW: &str = "rw";
+const RW2: &str = "rw2";
+const RW_CHANNEL: &str = "redisson_rwlock:{rw}";
+const RW_PREFIX: &str = "{rw}";
+const RW2_PREFIX: &str = "{rw2}";
+const RW_LATCH: &str = "redisson_unlock_latch:{rw}:9f1c";
 
 // ---------------------------------------------------------------------------
 // Bytes that print readably when a comparison fails.
@@ -127,8 +133,14 @@ impl Node {
         let mut sub = Raw::connect(server.addr());
         sub.send_cmd(&[b"PSUBSCRIBE", b"*"]);
         sub.reply();
-        sub.send_cmd(&[b"SSUBSCRIBE", CHANNEL.as_bytes(), LOCK.as_bytes(), LOCK2.as_bytes()]);
-        for _ in 0..3 {
+        sub.send_cmd(&[
+            b"SSUBSCRIBE",
+            CHANNEL.as_bytes(),
+            LOCK.as_bytes(),
+            LOCK2.as_bytes(),
+            RW_CHANNEL.as_bytes(),
+        ]);
+        for _ in 0..4 {
             sub.reply();
         }
         let mut monitor = Raw::connect(server.addr());
@@ -209,7 +221,7 @@ enum Val {
 
 #[derive(Debug, Clone)]
 struct KeySpec {
-    key: &'static str,
+    key: String,
     val: Option<Val>,
     ttl_ms: Option<u64>,
 }
@@ -246,7 +258,7 @@ impl Case {
     fn setup(&self) -> Vec<Vec<Vec<u8>>> {
         let mut cmds = vec![cmd(&[b"FLUSHALL"]), cmd(&[b"SELECT", self.db.to_string().as_bytes()])];
         for spec in &self.state {
-            let k = spec.key.as_bytes().to_vec();
+            let k = spec.key.clone().into_bytes();
             let Some(val) = &spec.val else { continue };
             let mut c = match val {
                 Val::Hash(pairs) => {
@@ -523,8 +535,10 @@ fn differential(script: &str, strategy: impl Strategy<Value = Case>) {
         ..RunnerConfig::default()
     });
     let pair = std::cell::RefCell::new(Pair::new(script));
+    let outcomes = std::cell::RefCell::new(std::collections::BTreeMap::<String, u32>::new());
     let result = runner.run(&strategy, |case| {
         let (native, lua) = pair.borrow_mut().run(&case);
+        *outcomes.borrow_mut().entry(outcome(&native.reply.0)).or_default() += 1;
         if native != lua {
             return Err(TestCaseError::fail(format!(
                 "native and Lua runs differ\nnative: {native:#?}\nlua:    {lua:#?}"
@@ -535,9 +549,25 @@ fn differential(script: &str, strategy: impl Strategy<Value = Case>) {
     if let Err(e) = result {
         panic!("{script}: {e}");
     }
+    // What the cases exercised (shown with --nocapture).
+    eprintln!("{script}: {cases} cases");
+    for (outcome, n) in outcomes.into_inner() {
+        eprintln!("  {n:5}  {outcome}");
+    }
     let name = script.rsplit('/').next().unwrap().trim_end_matches(".lua");
     let version = script.split('/').next().unwrap();
     pair.into_inner().finish(&format!("{name}@{version}"));
+}
+
+/// A reply's kind for the summary: errors without the script's SHA.
+fn outcome(reply: &[u8]) -> String {
+    let text = String::from_utf8_lossy(reply);
+    let text = text.split(" script: ").next().unwrap_or_default().trim_end();
+    match reply.first() {
+        Some(b':') => format!("integer {}", if text == ":0" || text == ":1" { text } else { "other" }),
+        Some(b'*') => "array".into(),
+        _ => text.chars().take(90).collect(),
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -600,7 +630,11 @@ fn lock_state(key: &'static str) -> impl Strategy<Value = KeySpec> + Clone {
         6 => lock_hash().prop_map(Some),
         2 => wrong_type().prop_map(Some),
     ];
-    (val, ttl()).prop_map(move |(val, ttl_ms)| KeySpec { key, val, ttl_ms })
+    (val, ttl()).prop_map(move |(val, ttl_ms)| KeySpec {
+        key: key.into(),
+        val,
+        ttl_ms,
+    })
 }
 
 /// Numbers as Redis and Lua read them, and strings that are almost numbers.
@@ -637,7 +671,7 @@ const NUMERIC_TEXTS: &[&str] = &[
     "5.",
 ];
 
-fn latch_state() -> impl Strategy<Value = KeySpec> + Clone {
+fn latch_state(key: &'static str) -> impl Strategy<Value = KeySpec> + Clone {
     let val = prop_oneof![
         6 => Just(None),
         2 => pick(&["0", "1"]).prop_map(|v| Some(Val::Str(v))),
@@ -645,7 +679,11 @@ fn latch_state() -> impl Strategy<Value = KeySpec> + Clone {
         1 => Just(Some(Val::Hash(vec![(s("f"), s("1"))]))),
         1 => Just(Some(Val::List(vec![s("1")]))),
     ];
-    (val, ttl()).prop_map(|(val, ttl_ms)| KeySpec { key: LATCH, val, ttl_ms })
+    (val, ttl()).prop_map(move |(val, ttl_ms)| KeySpec {
+        key: key.into(),
+        val,
+        ttl_ms,
+    })
 }
 
 fn lease() -> impl Strategy<Value = Vec<u8>> + Clone {
@@ -756,7 +794,7 @@ fn lock_unlock_4_7_0_native_equals_lua() {
         case(
             (
                 lock_state(LOCK),
-                latch_state(),
+                latch_state(LATCH),
                 message(),
                 lease(),
                 owner(),
@@ -831,7 +869,11 @@ fn lock_renew_3_13_6_native_equals_lua() {
 
 fn any_state(key: &'static str) -> impl Strategy<Value = KeySpec> + Clone {
     let val = prop_oneof![2 => Just(None), 2 => lock_hash().prop_map(Some), 2 => wrong_type().prop_map(Some)];
-    (val, ttl()).prop_map(move |(val, ttl_ms)| KeySpec { key, val, ttl_ms })
+    (val, ttl()).prop_map(move |(val, ttl_ms)| KeySpec {
+        key: key.into(),
+        val,
+        ttl_ms,
+    })
 }
 
 #[test]
@@ -856,5 +898,245 @@ fn cluster_detect_probe_4_7_0_native_equals_lua() {
         case((any_state(LOCK), any_state(LOCK2)), |(a, b)| {
             (vec![a, b], vec![s(LOCK), s(LOCK2)], vec![])
         }),
+    );
+}
+
+// ---------------------------------------------------------------------------
+// The read-write lock family.
+
+fn reader() -> impl Strategy<Value = Vec<u8>> + Clone {
+    prop_oneof![
+        6 => Just(s(OWN)),
+        3 => Just(s(FOREIGN)),
+        1 => Just(s(OWN_OTHER_THREAD)),
+        1 => pick(&["mode", ""]),
+    ]
+}
+
+fn writer() -> impl Strategy<Value = Vec<u8>> + Clone {
+    prop_oneof![
+        6 => Just(format!("{OWN}:write").into_bytes()),
+        3 => Just(format!("{FOREIGN}:write").into_bytes()),
+        1 => Just(s(OWN)),
+    ]
+}
+
+/// Hold counts a walk over the hash may count down from: Lua's `tonumber`
+/// spellings, but never so large that the Lua run would not end.
+fn walked_count() -> impl Strategy<Value = Vec<u8>> + Clone {
+    prop_oneof![
+        12 => (1i64..5).prop_map(|n| n.to_string().into_bytes()),
+        2 => pick(&["0", "-2", "abc", "2.5", " 3", "0x3", "1e1", "", "nan", "-inf", "3 "]),
+    ]
+}
+
+/// Counts only incremented (acquire): large ones too, where `%.14g` shows.
+fn acquired_count() -> impl Strategy<Value = Vec<u8>> + Clone {
+    prop_oneof![
+        8 => walked_count(),
+        1 => pick(&["99999999999999", "999999999999999", "9223372036854775806", "9223372036854775807"]),
+    ]
+}
+
+fn rw_hash(count: impl Strategy<Value = Vec<u8>> + Clone + 'static) -> impl Strategy<Value = Val> + Clone {
+    let holders = proptest::collection::vec((reader(), count.clone()), 1..3);
+    let mode = |m: &str| (s("mode"), s(m));
+    prop_oneof![
+        4 => holders.clone().prop_map(move |h| Val::Hash([vec![mode("read")], h].concat())),
+        4 => (writer(), count, proptest::collection::vec((reader(), walked_count()), 0..2))
+            .prop_map(move |(w, c, readers)| Val::Hash([vec![mode("write"), (w, c)], readers].concat())),
+        1 => holders.clone().prop_map(Val::Hash),
+        1 => holders.prop_map(move |h| Val::Hash([vec![mode("bogus")], h].concat())),
+    ]
+}
+
+fn rw_state(key: &'static str, count: impl Strategy<Value = Vec<u8>> + Clone + 'static) -> impl Strategy<Value = KeySpec> + Clone {
+    let val = prop_oneof![
+        3 => Just(None),
+        8 => rw_hash(count).prop_map(Some),
+        1 => wrong_type().prop_map(Some),
+    ];
+    (val, ttl()).prop_map(move |(val, ttl_ms)| KeySpec {
+        key: key.into(),
+        val,
+        ttl_ms,
+    })
+}
+
+/// `<prefix>:<owner>:rwlock_timeout:<n>` keys, some with a TTL.
+fn timeout_keys(prefix: &'static str) -> impl Strategy<Value = Vec<KeySpec>> + Clone {
+    let one = (
+        proptest::sample::select(&[OWN, FOREIGN, OWN_OTHER_THREAD][..]),
+        1u32..4,
+        prop_oneof![1 => Just(None), 4 => (1u64..120_000).prop_map(Some)],
+    );
+    proptest::collection::vec(one, 0..5).prop_map(move |keys| {
+        let mut specs: Vec<KeySpec> = Vec::new();
+        for (owner, n, ttl_ms) in keys {
+            let key = format!("{prefix}:{owner}:rwlock_timeout:{n}");
+            if !specs.iter().any(|k| k.key == key) {
+                specs.push(KeySpec {
+                    key,
+                    val: Some(Val::Str(s("1"))),
+                    ttl_ms,
+                });
+            }
+        }
+        specs
+    })
+}
+
+fn owner_prefix(owner: &[u8]) -> Vec<u8> {
+    [RW_PREFIX.as_bytes(), b":", owner, b":rwlock_timeout"].concat()
+}
+
+#[test]
+fn rwlock_read_acquire_native_equals_lua() {
+    differential(
+        "4.7.0/rwlock-read-acquire.lua",
+        case(
+            (rw_state(RW, acquired_count()), timeout_keys(RW_PREFIX), lease(), reader(), writer()),
+            |(lock, timeouts, lease, owner, writer)| {
+                let prefix = owner_prefix(&owner);
+                ([vec![lock], timeouts].concat(), vec![s(RW), prefix], vec![lease, owner, writer])
+            },
+        ),
+    );
+}
+
+#[test]
+fn rwlock_write_acquire_native_equals_lua() {
+    let lease = prop_oneof![8 => lease(), 1 => pick(&["1e3", "0x10", " 5", "2.5", "-30000"])];
+    differential(
+        "4.7.0/rwlock-write-acquire.lua",
+        case((rw_state(RW, acquired_count()), lease, writer()), |(lock, lease, writer)| {
+            (vec![lock], vec![s(RW)], vec![lease, writer])
+        }),
+    );
+}
+
+#[test]
+fn rwlock_read_unlock_4_7_0_native_equals_lua() {
+    differential(
+        "4.7.0/rwlock-read-unlock.lua",
+        case(
+            (
+                rw_state(RW, walked_count()),
+                timeout_keys(RW_PREFIX),
+                latch_state(RW_LATCH),
+                message(),
+                reader(),
+                publish_command(),
+                latch_px(),
+            ),
+            |(lock, timeouts, latch, msg, owner, publish, px)| {
+                let prefix = owner_prefix(&owner);
+                (
+                    [vec![lock, latch], timeouts].concat(),
+                    vec![s(RW), s(RW_CHANNEL), prefix, s(RW_PREFIX), s(RW_LATCH)],
+                    vec![msg, owner, publish, px],
+                )
+            },
+        ),
+    );
+}
+
+#[test]
+fn rwlock_read_unlock_3_13_6_native_equals_lua() {
+    differential(
+        "3.13.6/rwlock-read-unlock.lua",
+        case(
+            (rw_state(RW, walked_count()), timeout_keys(RW_PREFIX), message(), reader()),
+            |(lock, timeouts, msg, owner)| {
+                let prefix = owner_prefix(&owner);
+                (
+                    [vec![lock], timeouts].concat(),
+                    vec![s(RW), s(RW_CHANNEL), prefix, s(RW_PREFIX)],
+                    vec![msg, owner],
+                )
+            },
+        ),
+    );
+}
+
+#[test]
+fn rwlock_write_unlock_4_7_0_native_equals_lua() {
+    differential(
+        "4.7.0/rwlock-write-unlock.lua",
+        case(
+            (
+                rw_state(RW, acquired_count()),
+                latch_state(RW_LATCH),
+                message(),
+                lease(),
+                writer(),
+                publish_command(),
+                latch_px(),
+            ),
+            |(lock, latch, msg, lease, writer, publish, px)| {
+                (
+                    vec![lock, latch],
+                    vec![s(RW), s(RW_CHANNEL), s(RW_LATCH)],
+                    vec![msg, lease, writer, publish, px],
+                )
+            },
+        ),
+    );
+}
+
+#[test]
+fn rwlock_write_unlock_3_13_6_native_equals_lua() {
+    differential(
+        "3.13.6/rwlock-write-unlock.lua",
+        case(
+            (rw_state(RW, acquired_count()), message(), lease(), writer()),
+            |(lock, msg, lease, writer)| (vec![lock], vec![s(RW), s(RW_CHANNEL)], vec![msg, lease, writer]),
+        ),
+    );
+}
+
+#[test]
+fn rwlock_read_renew_3_13_6_native_equals_lua() {
+    differential(
+        "3.13.6/rwlock-read-renew.lua",
+        case(
+            (rw_state(RW, walked_count()), timeout_keys(RW_PREFIX), lease(), reader()),
+            |(lock, timeouts, lease, owner)| ([vec![lock], timeouts].concat(), vec![s(RW), s(RW_PREFIX)], vec![lease, owner]),
+        ),
+    );
+}
+
+#[test]
+fn rwlock_read_renew_batch_native_equals_lua() {
+    let names = proptest::collection::vec(reader(), 0..3);
+    let count = prop_oneof![8 => Just(None), 1 => pick(&["x", "1.5", "0", "9", ""]).prop_map(Some)];
+    differential(
+        "4.7.0/rwlock-read-renew-batch.lua",
+        case(
+            (
+                (rw_state(RW, walked_count()), rw_state(RW2, walked_count())),
+                (timeout_keys(RW_PREFIX), timeout_keys(RW2_PREFIX)),
+                (names.clone(), count.clone(), names, count),
+                0usize..=4,
+                lease(),
+            ),
+            |((a, b), (ta, tb), (names_a, count_a, names_b, count_b), n, lease)| {
+                let keys: Vec<Vec<u8>> = [RW, RW_PREFIX, RW2, RW2_PREFIX][..n].iter().map(|k| s(k)).collect();
+                let mut args = vec![lease];
+                for (names, count) in [(names_a, count_a), (names_b, count_b)] {
+                    args.push(count.unwrap_or_else(|| names.len().to_string().into_bytes()));
+                    args.extend(names);
+                }
+                ([vec![a, b], ta, tb].concat(), keys, args)
+            },
+        ),
+    );
+}
+
+#[test]
+fn rwlock_read_is_locked_native_equals_lua() {
+    differential(
+        "4.7.0/rwlock-read-islocked.lua",
+        case(rw_state(RW, acquired_count()), |lock| (vec![lock], vec![s(RW)], vec![])),
     );
 }

@@ -318,14 +318,14 @@ impl Scripting {
         let rt = &self.runtime;
         rt.wrote.set(false);
         if let Some(script) = recognized {
-            let runs = state.stats.recognized_runs(script.index);
             if flags.native
                 && let Some(implementation) = script.native
+                && let Some(reply) = native::run(state, caller, implementation, sha, keys, args, flags.read_only, &rt.wrote)
             {
-                runs.native += 1;
-                return native::run(state, caller, implementation, sha, keys, args, flags.read_only, &rt.wrote);
+                state.stats.recognized_runs(script.index).native += 1;
+                return reply;
             }
-            runs.lua += 1;
+            state.stats.recognized_runs(script.index).lua += 1;
         }
         rt.resp.set(2);
         rt.kill.store(false, Ordering::Relaxed);

@@ -167,6 +167,96 @@ pub fn le(l: &Value, r: &Value) -> Result<bool, String> {
     }
 }
 
+/// Lua's `a .. b .. …` (`luaV_concat`): strings as they are, numbers with
+/// `%.14g`. Lua merges the longest run of strings and numbers from the
+/// right, then fails on the pair in front of it, naming that pair's left
+/// operand if it is the bad one, else the right. Every operand that can be
+/// neither in the recognized scripts is a `KEYS[i]` / `ARGV[i]` read, which
+/// Lua names `field '?'` (a table read with a non-string key).
+pub fn concat(parts: &[Value]) -> Result<Bytes, String> {
+    let ok = |v: &Value| matches!(v, Value::Str(_) | Value::Num(_));
+    if let Some(bad) = parts.iter().rposition(|v| !ok(v)) {
+        let named = if bad == parts.len() - 1 && bad > 0 && !ok(&parts[bad - 1]) {
+            &parts[bad - 1]
+        } else {
+            &parts[bad]
+        };
+        return Err(format!("attempt to concatenate field '?' (a {} value)", named.type_name()));
+    }
+    let mut out = Vec::new();
+    for p in parts {
+        match p {
+            Value::Str(s) => out.extend_from_slice(s),
+            Value::Num(n) => out.extend_from_slice(fmt_14g(*n).as_bytes()),
+            _ => {}
+        }
+    }
+    Ok(Bytes::from(out))
+}
+
+/// Lua's `l + r` with its string coercion; each operand comes with the name
+/// Lua's error gives it (`local 'currentExpire'`, `field '?'`).
+pub fn add(l: (&Value, &str), r: (&Value, &str)) -> Result<f64, String> {
+    match (l.0.to_number(), r.0.to_number()) {
+        (Some(a), Some(b)) => Ok(a + b),
+        // `luaG_aritherror`: the first operand if it is the bad one.
+        (None, _) => Err(format!("attempt to perform arithmetic on {} (a {} value)", l.1, l.0.type_name())),
+        (_, None) => Err(format!("attempt to perform arithmetic on {} (a {} value)", r.1, r.0.type_name())),
+    }
+}
+
+/// `math.max(…)`: every argument must convert to a number.
+pub fn math_max(args: &[Value]) -> Result<f64, String> {
+    let mut max = f64::NAN;
+    for (i, a) in args.iter().enumerate() {
+        let Some(d) = a.to_number() else {
+            return Err(format!("bad argument #{} to 'max' (number expected, got {})", i + 1, a.type_name()));
+        };
+        if i == 0 || d > max {
+            max = d;
+        }
+    }
+    Ok(max)
+}
+
+/// A numeric `for v = init, limit, step`: Lua 5.1's OP_FORPREP (which
+/// converts numeric strings and rejects anything else) and OP_FORLOOP
+/// (the variable starts at `(init - step) + step`, in floating point).
+pub fn numeric_for(init: &Value, limit: &Value, step: f64) -> Result<NumericFor, String> {
+    let Some(init) = init.to_number() else {
+        return Err("'for' initial value must be a number".into());
+    };
+    let Some(limit) = limit.to_number() else {
+        return Err("'for' limit must be a number".into());
+    };
+    Ok(NumericFor {
+        next: init - step,
+        limit,
+        step,
+    })
+}
+
+/// The values a numeric `for` takes.
+pub struct NumericFor {
+    next: f64,
+    limit: f64,
+    step: f64,
+}
+
+impl Iterator for NumericFor {
+    type Item = f64;
+
+    fn next(&mut self) -> Option<f64> {
+        let idx = self.next + self.step;
+        let go_on = if 0.0 < self.step { idx <= self.limit } else { self.limit <= idx };
+        if !go_on {
+            return None;
+        }
+        self.next = idx;
+        Some(idx)
+    }
+}
+
 /// `luaG_ordererror`. Lua tells the two types apart by their third letter,
 /// so "string" and "thread" count as the same; no script reaches that.
 fn order_error(l: &Value, r: &Value) -> String {
@@ -257,6 +347,52 @@ mod tests {
         assert_eq!(fmt_17g(1.8e12), "1800000000000");
         assert_eq!(fmt_14g(2f64.powi(53)), "9.007199254741e+15");
         assert_eq!(fmt_14g(3.0), "3");
+    }
+
+    #[test]
+    fn concatenation_names_the_operand_lua_names() {
+        let k = Value::str_static("k");
+        assert_eq!(&concat(&[k.clone(), Value::Num(3.0)]).unwrap()[..], b"k3");
+        assert_eq!(&concat(&[k.clone(), Value::Num(1e15)]).unwrap()[..], b"k1e+15");
+        let nil_err = "attempt to concatenate field '?' (a nil value)";
+        assert_eq!(concat(&[Value::Nil, k.clone(), Value::Num(1.0)]).unwrap_err(), nil_err);
+        assert_eq!(
+            concat(&[k.clone(), Value::Bool(false), Value::Nil]).unwrap_err(),
+            "attempt to concatenate field '?' (a boolean value)"
+        );
+        assert_eq!(concat(&[Value::Bool(true), k, Value::Nil]).unwrap_err(), nil_err);
+    }
+
+    #[test]
+    fn numeric_for_counts_like_lua() {
+        let values: Vec<f64> = numeric_for(&Value::str_static("3"), &Value::Num(1.0), -1.0).unwrap().collect();
+        assert_eq!(values, [3.0, 2.0, 1.0]);
+        let values: Vec<f64> = numeric_for(&Value::Num(2.5), &Value::Num(1.0), -1.0).unwrap().collect();
+        assert_eq!(values, [2.5, 1.5]);
+        assert_eq!(numeric_for(&Value::Num(1.0), &Value::Num(f64::NAN), 1.0).unwrap().count(), 0);
+        assert_eq!(
+            numeric_for(&Value::Nil, &Value::Num(1.0), -1.0).err().unwrap(),
+            "'for' initial value must be a number"
+        );
+        assert_eq!(
+            numeric_for(&Value::Num(1.0), &Value::Nil, 1.0).err().unwrap(),
+            "'for' limit must be a number"
+        );
+    }
+
+    #[test]
+    fn arithmetic_and_max_coerce_strings() {
+        let argv = Value::str_static("100");
+        assert_eq!(add((&Value::Num(-1.0), "local 'x'"), (&argv, "field '?'")).unwrap(), 99.0);
+        assert_eq!(
+            add((&Value::Num(-1.0), "local 'x'"), (&Value::str_static("abc"), "field '?'")).unwrap_err(),
+            "attempt to perform arithmetic on field '?' (a string value)"
+        );
+        assert_eq!(math_max(&[Value::Num(-1.0), argv]).unwrap(), 100.0);
+        assert_eq!(
+            math_max(&[Value::Num(-1.0), Value::str_static("x")]).unwrap_err(),
+            "bad argument #2 to 'max' (number expected, got string)"
+        );
     }
 
     #[test]

@@ -25,7 +25,7 @@
 //!   error with ` script: <sha>, on @user_script:<line>.`, a Lua runtime
 //!   error its `user_script:<line>: …` message; writes done before the
 //!   error stay, as they do in Redis.
-//! - the implementations (`lock.rs`, one file per family) follow their
+//! - the implementations (`lock.rs`, `rwlock.rs`: one file per family) follow their
 //!   script statement by statement, in the same order, with a comment
 //!   quoting the Lua they stand for.
 //!
@@ -34,6 +34,7 @@
 
 pub mod lock;
 pub mod lua;
+pub mod rwlock;
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -100,6 +101,15 @@ fn implementation(version: &str, name: &str) -> Option<NativeFn> {
         ("3.13.6", "lock-renew") => lock::renew,
         ("4.7.0", "keys-pexpire") => lock::keys_pexpire,
         ("4.7.0", "cluster-detect-probe") => lock::cluster_detect_probe,
+        ("4.7.0" | "3.13.6", "rwlock-read-acquire") => rwlock::read_acquire,
+        ("4.7.0" | "3.13.6", "rwlock-write-acquire") => rwlock::write_acquire,
+        ("4.7.0", "rwlock-read-unlock") => rwlock::read_unlock,
+        ("3.13.6", "rwlock-read-unlock") => rwlock::read_unlock_3_13,
+        ("4.7.0", "rwlock-write-unlock") => rwlock::write_unlock,
+        ("3.13.6", "rwlock-write-unlock") => rwlock::write_unlock_3_13,
+        ("4.7.0", "rwlock-read-renew-batch") => rwlock::read_renew_batch,
+        ("3.13.6", "rwlock-read-renew") => rwlock::read_renew,
+        ("4.7.0", "rwlock-read-islocked") => rwlock::read_is_locked,
         _ => return None,
     })
 }
@@ -193,22 +203,40 @@ fn nth(items: &[Bytes], i: usize) -> Value {
     }
 }
 
-/// An error that ends the script, as the Lua run would report it.
+/// What ends a native run early: an error, as the Lua run would report
+/// it, or the decision (taken before any command ran) to let Lua run it.
 #[derive(Debug, Clone)]
-pub struct ScriptError {
-    /// The error's message (`WRONGTYPE …`, `ERR user_script:1: …`).
-    text: Bytes,
-    /// The script line that raised it.
-    line: u32,
+pub struct ScriptError(Stop);
+
+#[derive(Debug, Clone)]
+enum Stop {
+    Raised {
+        /// The error's message (`WRONGTYPE …`, `ERR user_script:1: …`).
+        text: Bytes,
+        /// The script line that raised it.
+        line: u32,
+    },
+    ToLua,
 }
 
 impl ScriptError {
-    /// The client's reply: `<text> script: <sha>, on @user_script:<line>.`
-    pub fn into_reply(self, sha: &str) -> Reply {
-        let line = self.line.to_string();
-        super::convert::located_error(String::from_utf8_lossy(&self.text).into_owned(), sha, Some(("@user_script", &line)))
+    /// The client's reply: `<text> script: <sha>, on @user_script:<line>.`;
+    /// None when the script is to run in Lua.
+    fn into_reply(self, sha: &str) -> Option<Reply> {
+        let Stop::Raised { text, line } = self.0 else { return None };
+        let line = line.to_string();
+        Some(super::convert::located_error(
+            String::from_utf8_lossy(&text).into_owned(),
+            sha,
+            Some(("@user_script", &line)),
+        ))
     }
 }
+
+/// The most commands a native run may need; past it the script runs in Lua,
+/// where a run that long is a busy script (BUSY replies to other clients,
+/// SHUTDOWN NOSAVE) as it is in Redis. Redisson's hold counts are small.
+pub const NATIVE_COMMAND_BUDGET: f64 = 100_000.0;
 
 /// What a native script may do: what `redis.call` and the Lua runtime
 /// give a Lua script.
@@ -219,6 +247,8 @@ pub struct NativeCtx<'a> {
     read_only: bool,
     wrote: &'a Cell<bool>,
     line: u32,
+    /// A command has run (the script can no longer go to Lua).
+    called: bool,
 }
 
 impl NativeCtx<'_> {
@@ -236,10 +266,29 @@ impl NativeCtx<'_> {
         }
         let cmd = call::resolve(&argv, self.read_only, self.wrote).map_err(|refusal| self.raise(refusal.text))?;
         self.client.resp = 2;
+        self.called = true;
         match self.state.call(self.client, cmd, &argv) {
-            Reply::Error(text) => Err(ScriptError { text, line: self.line }),
+            Reply::Error(text) => Err(ScriptError(Stop::Raised { text, line: self.line })),
             reply => Ok(Value::from_reply(reply)),
         }
+    }
+
+    /// The hash a command would find at `key` now, looked at without any
+    /// effect: for sizing a run before it starts.
+    pub fn peek_hash(&self, key: &Value) -> Option<&crate::db::value::Hash> {
+        let Value::Str(key) = key else { return None };
+        let now = self.state.script_time.unwrap_or_else(|| self.state.clock.now_ms());
+        match self.state.dbs[self.client.db].peek(key, now) {
+            Some(crate::db::Value::Hash(h)) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// Hands the script to Lua. Only before the first command: a run that
+    /// has done anything must finish natively.
+    pub fn hand_to_lua(&self) -> ScriptError {
+        debug_assert!(!self.called, "a native script handed over to Lua after running commands");
+        ScriptError(Stop::ToLua)
     }
 
     /// Later errors point at this script line.
@@ -249,19 +298,39 @@ impl NativeCtx<'_> {
 
     /// Raises a `{err=…}` table, as `redis.call` does.
     fn raise(&self, text: &'static str) -> ScriptError {
-        ScriptError {
+        ScriptError(Stop::Raised {
             text: Bytes::from_static(text.as_bytes()),
             line: self.line,
-        }
+        })
     }
 
     /// A Lua runtime error (`attempt to compare nil with number`), as the
     /// VM raises it: positioned, then prefixed `ERR` by Redis's handler.
     pub fn runtime_error(&self, message: &str) -> ScriptError {
-        ScriptError {
+        ScriptError(Stop::Raised {
             text: Bytes::from(format!("ERR user_script:{}: {message}", self.line)),
             line: self.line,
-        }
+        })
+    }
+
+    /// Lua's `a .. b .. …` (see [`lua::concat`]).
+    pub fn concat(&self, parts: &[Value]) -> Result<Value, ScriptError> {
+        lua::concat(parts).map(Value::Str).map_err(|m| self.runtime_error(&m))
+    }
+
+    /// Lua's `l + r`, operands with the names Lua's error gives them.
+    pub fn add(&self, l: (&Value, &str), r: (&Value, &str)) -> Result<Value, ScriptError> {
+        lua::add(l, r).map(Value::Num).map_err(|m| self.runtime_error(&m))
+    }
+
+    /// `math.max(…)`.
+    pub fn math_max(&self, args: &[Value]) -> Result<Value, ScriptError> {
+        lua::math_max(args).map(Value::Num).map_err(|m| self.runtime_error(&m))
+    }
+
+    /// A numeric `for v = init, limit, step`.
+    pub fn numeric_for(&self, init: &Value, limit: &Value, step: f64) -> Result<lua::NumericFor, ScriptError> {
+        lua::numeric_for(init, limit, step).map_err(|m| self.runtime_error(&m))
     }
 
     /// Lua's `l < r`; write `a > b` as `lt(b, a)`, as Lua compiles it.
@@ -276,7 +345,8 @@ impl NativeCtx<'_> {
 }
 
 /// Runs a native script on behalf of `caller`; the reply is what the
-/// client gets, exactly as from the Lua run.
+/// client gets, exactly as from the Lua run. None: the script chose, before
+/// doing anything, to run in Lua.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     state: &mut State,
@@ -287,7 +357,7 @@ pub fn run(
     argv: &[Bytes],
     read_only: bool,
     wrote: &Cell<bool>,
-) -> Reply {
+) -> Option<Reply> {
     let mut client = state.take_script_client(caller);
     let result = {
         let mut cx = NativeCtx {
@@ -296,12 +366,13 @@ pub fn run(
             read_only,
             wrote,
             line: 1,
+            called: false,
         };
         script(&mut cx, &Params { keys, argv })
     };
     state.return_script_client(client);
     match result {
-        Ok(value) => value.into_reply(),
+        Ok(value) => Some(value.into_reply()),
         Err(e) => e.into_reply(sha),
     }
 }
@@ -371,7 +442,7 @@ mod tests {
     }
 
     #[test]
-    fn the_reentrant_lock_family_is_native() {
+    fn the_lock_families_are_native() {
         let table = NativeTable::get();
         for (version, name) in [
             ("4.7.0", "lock-acquire"),
@@ -384,6 +455,17 @@ mod tests {
             ("3.13.6", "lock-unlock"),
             ("3.13.6", "lock-renew"),
             ("3.13.6", "lock-force-unlock"),
+            ("4.7.0", "rwlock-read-acquire"),
+            ("4.7.0", "rwlock-write-acquire"),
+            ("4.7.0", "rwlock-read-unlock"),
+            ("4.7.0", "rwlock-write-unlock"),
+            ("4.7.0", "rwlock-read-renew-batch"),
+            ("4.7.0", "rwlock-read-islocked"),
+            ("3.13.6", "rwlock-read-acquire"),
+            ("3.13.6", "rwlock-write-acquire"),
+            ("3.13.6", "rwlock-read-unlock"),
+            ("3.13.6", "rwlock-write-unlock"),
+            ("3.13.6", "rwlock-read-renew"),
         ] {
             let body = FILES.iter().find(|f| f.version == version && f.name == name).unwrap().body;
             let script = table.recognize(&crate::scripting::sha1_hex(body)).unwrap();
