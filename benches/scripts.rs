@@ -14,7 +14,10 @@
 //!   per pipeline;
 //! - `lock-unlock-cycle`: Redisson's uncontended lock() + unlock(): acquire,
 //!   unlock (DEL, PUBLISH, SET latch PX) and the client's DEL of the latch,
-//!   50 cycles per pipeline.
+//!   50 cycles per pipeline;
+//! - `rwlock-read-cycle`: a read lock taken and released while another
+//!   reader holds it (the unlock walks both readers' timeout keys), with
+//!   the latch DEL, 50 cycles per pipeline.
 //!
 //! `cargo bench --bench scripts`; the ratio native/Lua is in the README.
 
@@ -98,17 +101,66 @@ fn server(native: bool) -> ServerHandle {
 struct Scripts {
     acquire: String,
     unlock: String,
+    read_acquire: String,
+    read_unlock: String,
 }
 
 fn load(conn: &mut Conn) -> Scripts {
-    for name in ["lock-acquire.lua", "lock-unlock.lua"] {
+    let names = [
+        "lock-acquire.lua",
+        "lock-unlock.lua",
+        "rwlock-read-acquire.lua",
+        "rwlock-read-unlock.lua",
+    ];
+    for name in names {
         conn.call(&[b"SCRIPT", b"LOAD", &body(name)]);
     }
     let sha = |name: &str| sha1_smol::Sha1::from(body(name)).digest().to_string();
     Scripts {
-        acquire: sha("lock-acquire.lua"),
-        unlock: sha("lock-unlock.lua"),
+        acquire: sha(names[0]),
+        unlock: sha(names[1]),
+        read_acquire: sha(names[2]),
+        read_unlock: sha(names[3]),
     }
+}
+
+fn read_acquire(out: &mut Vec<u8>, s: &Scripts, owner: &str) {
+    let prefix = format!("{{rw}}:{owner}:rwlock_timeout");
+    let writer = format!("{owner}:write");
+    encode(
+        &[
+            b"EVALSHA",
+            s.read_acquire.as_bytes(),
+            b"2",
+            b"rw",
+            prefix.as_bytes(),
+            b"30000",
+            owner.as_bytes(),
+            writer.as_bytes(),
+        ],
+        out,
+    );
+}
+
+fn read_unlock(out: &mut Vec<u8>, s: &Scripts, owner: &str, latch: &str) {
+    let prefix = format!("{{rw}}:{owner}:rwlock_timeout");
+    encode(
+        &[
+            b"EVALSHA",
+            s.read_unlock.as_bytes(),
+            b"5",
+            b"rw",
+            b"redisson_rwlock:{rw}",
+            prefix.as_bytes(),
+            b"{rw}",
+            latch.as_bytes(),
+            b"0",
+            owner.as_bytes(),
+            b"PUBLISH",
+            b"8600",
+        ],
+        out,
+    );
 }
 
 fn acquire(out: &mut Vec<u8>, s: &Scripts, lock: &str, owner: &str) {
@@ -189,6 +241,21 @@ fn bench_scripts(c: &mut Criterion) {
             encode(&[b"DEL", latch.as_bytes()], &mut pipeline);
         }
         group.bench_function(format!("lock-unlock-cycle/{mode}"), |b| {
+            b.iter(|| conn.round_trip(&pipeline, PIPELINE / 2 * 3))
+        });
+
+        let mut setup = Vec::new();
+        read_acquire(&mut setup, &s, FOREIGN);
+        conn.round_trip(&setup, 1);
+        conn.call(&[b"PERSIST", format!("{{rw}}:{FOREIGN}:rwlock_timeout:1").as_bytes()]);
+        let mut pipeline = Vec::new();
+        let latch = "redisson_unlock_latch:{rw}:1";
+        for _ in 0..PIPELINE / 2 {
+            read_acquire(&mut pipeline, &s, OWNER);
+            read_unlock(&mut pipeline, &s, OWNER, latch);
+            encode(&[b"DEL", latch.as_bytes()], &mut pipeline);
+        }
+        group.bench_function(format!("rwlock-read-cycle/{mode}"), |b| {
             b.iter(|| conn.round_trip(&pipeline, PIPELINE / 2 * 3))
         });
     }
