@@ -21,6 +21,7 @@ const DEFAULT: &[&str] = &[
     "errorstats",
     "cluster",
     "keyspace",
+    "keylock",
 ];
 const ALL_EXTRA: &[&str] = &["commandstats", "latencystats"];
 
@@ -220,6 +221,26 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
         }
         "latencystats" => {
             line!("# Latencystats");
+        }
+        "keylock" => {
+            // keylock's own section: recognized Redisson scripts and how
+            // they ran (natively, or in the Lua VM), listed once they ran.
+            let table = crate::scripting::native::NativeTable::get();
+            let runs = &st.stats.recognized;
+            line!("# Keylock");
+            line!("native_scripts:{}", if st.runtime.native_scripts { "yes" } else { "no" });
+            line!("recognized_scripts:{}", table.scripts.len());
+            line!(
+                "native_implementations:{}",
+                table.scripts.iter().filter(|s| s.native.is_some()).count()
+            );
+            line!("recognized_runs_native:{}", runs.iter().map(|r| r.native).sum::<u64>());
+            line!("recognized_runs_lua:{}", runs.iter().map(|r| r.lua).sum::<u64>());
+            for (script, r) in table.scripts.iter().zip(runs) {
+                if r.native + r.lua > 0 {
+                    line!("script_{}:native={},lua={}", script.name, r.native, r.lua);
+                }
+            }
         }
         _ => {}
     }

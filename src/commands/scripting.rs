@@ -108,7 +108,10 @@ fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], by_sha: bool, read_only: bool) ->
     };
     let result = sha.map(|sha| {
         ctx.state.script_time = Some(ctx.now_ms);
-        let flags = RunFlags { read_only };
+        let flags = RunFlags {
+            read_only,
+            native: ctx.state.runtime.native_scripts,
+        };
         let reply = scripting.run(ctx.state, ctx.client, &sha, keys, args, &flags);
         ctx.state.script_time = None;
         if ctx.state.watchdog.shutdown_requested.take() {

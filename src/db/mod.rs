@@ -77,6 +77,16 @@ impl Db {
         self.entries.get(key)
     }
 
+    /// A live value, looked at without any effect (no lazy expiry): what a
+    /// command would find, for deciding before running it.
+    pub fn peek(&self, key: &[u8], now_ms: u64) -> Option<&Value> {
+        if self.is_expired(key, now_ms) {
+            None
+        } else {
+            self.entries.get(key)
+        }
+    }
+
     /// A live value for writing; marks the key modified for WATCH.
     pub fn get_mut(&mut self, key: &[u8], now_ms: u64) -> Option<&mut Value> {
         self.expire_if_needed(key, now_ms);

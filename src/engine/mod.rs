@@ -95,6 +95,8 @@ pub struct RuntimeSettings {
     pub busy_reply_threshold_ms: u64,
     /// `lua-memory-limit`: the Lua heap's ceiling in bytes (0: none).
     pub lua_memory_limit: usize,
+    /// `native-scripts`: recognized scripts run natively (see `scripting::native`).
+    pub native_scripts: bool,
 }
 
 impl RuntimeSettings {
@@ -106,6 +108,7 @@ impl RuntimeSettings {
             timeout: p.int("timeout").unwrap_or(0).max(0) as u64,
             busy_reply_threshold_ms: p.int("busy-reply-threshold").unwrap_or(5000).max(0) as u64,
             lua_memory_limit: p.int("lua-memory-limit").unwrap_or(0).max(0) as usize,
+            native_scripts: p.int("native-scripts").unwrap_or(1) == 1,
         }
     }
 }

@@ -25,6 +25,15 @@ pub struct Stats {
     /// Error counts by prefix (`ERR`, `WRONGTYPE` …).
     pub errors: BTreeMap<String, u64>,
     pub total_error_replies: u64,
+    /// Runs of each recognized script (`scripting::native`), by table index.
+    pub recognized: Vec<ScriptRuns>,
+}
+
+/// How many times a recognized script ran natively and in the Lua VM.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ScriptRuns {
+    pub native: u64,
+    pub lua: u64,
 }
 
 impl Stats {
@@ -38,6 +47,14 @@ impl Stats {
     pub fn reset(&mut self) {
         let n = self.cmd.len();
         *self = Stats::new(n);
+    }
+
+    /// The run counters of recognized script `index`.
+    pub fn recognized_runs(&mut self, index: usize) -> &mut ScriptRuns {
+        if self.recognized.len() <= index {
+            self.recognized.resize(index + 1, ScriptRuns::default());
+        }
+        &mut self.recognized[index]
     }
 
     pub fn count_error(&mut self, e: &CmdError) {

@@ -272,7 +272,7 @@ pub(crate) fn helpers(lua: &Lua, rt: &Rc<Runtime>) -> mlua::Result<Table> {
 /// A command's arguments from Lua values, with Redis's errors.
 pub fn command_args(args: &MultiValue) -> Result<Vec<Bytes>, &'static str> {
     if args.is_empty() {
-        return Err("ERR Please specify at least one argument for this redis lib call");
+        return Err(super::call::NO_ARGUMENTS);
     }
     let mut argv = Vec::with_capacity(args.len());
     for v in args.iter() {
@@ -281,7 +281,7 @@ pub fn command_args(args: &MultiValue) -> Result<Vec<Bytes>, &'static str> {
             // Redis formats numbers itself, with full precision.
             Value::Number(n) => argv.push(Bytes::from(crate::numfmt::fmt_g(*n, 17))),
             Value::Integer(n) => argv.push(Bytes::from(crate::numfmt::fmt_g(*n as f64, 17))),
-            _ => return Err("ERR Lua redis lib command arguments must be strings or integers"),
+            _ => return Err(super::call::BAD_ARGUMENT),
         }
     }
     Ok(argv)

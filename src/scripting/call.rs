@@ -1,13 +1,18 @@
 //! `redis.call` / `redis.pcall`: a command from a script, checked and run
 //! as Redis's `scriptCall` does, through the same `State::call` as a
 //! client's command.
+//!
+//! The checks live in [`resolve`], shared with native scripts
+//! (`scripting/native`), so a command refused to a Lua script is refused
+//! to its native twin with the same text, before anything runs.
 
 use std::cell::Cell;
 
+use bytes::Bytes;
 use mlua::{Lua, MultiValue, Value};
 
 use super::convert;
-use crate::commands::table::{Registry, flag};
+use crate::commands::table::{Command, Registry, flag};
 use crate::engine::{Client, State};
 
 /// What `redis.call` works with during one run.
@@ -20,6 +25,59 @@ pub struct CallContext<'a> {
     pub wrote: &'a Cell<bool>,
 }
 
+/// The error texts `redis.call` raises before running anything.
+pub const NO_ARGUMENTS: &str = "ERR Please specify at least one argument for this redis lib call";
+pub const BAD_ARGUMENT: &str = "ERR Lua redis lib command arguments must be strings or integers";
+pub const UNKNOWN_COMMAND: &str = "ERR Unknown Redis command called from script";
+pub const WRONG_ARITY: &str = "ERR Wrong number of args calling Redis command from script";
+pub const NOT_ALLOWED: &str = "ERR This Redis command is not allowed from script";
+pub const WRITE_IN_READ_ONLY: &str = "ERR Write commands are not allowed from read-only scripts.";
+
+/// Why a script's command was refused: the error text, and whether Redis
+/// flags it `ignore_error_stats_update` (every refusal except a bad
+/// argument list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal {
+    pub text: &'static str,
+    pub flagged: bool,
+}
+
+impl Refusal {
+    fn flagged(text: &'static str) -> Refusal {
+        Refusal { text, flagged: true }
+    }
+}
+
+/// Redis's `scriptCall` checks, in its order: the command exists (and its
+/// subcommand), the arity, scripts may run it, and a read-only script may
+/// not write. Marks the run as having written when the command is a write.
+pub fn resolve(argv: &[Bytes], read_only: bool, wrote: &Cell<bool>) -> Result<&'static Command, Refusal> {
+    let registry = Registry::get();
+    let Some(mut cmd) = registry.lookup(&argv[0]) else {
+        return Err(Refusal::flagged(UNKNOWN_COMMAND));
+    };
+    if cmd.spec.handler.is_none() && argv.len() > 1 {
+        match cmd.subcommand(&argv[1]) {
+            Some(sub) => cmd = sub,
+            None => return Err(Refusal::flagged(UNKNOWN_COMMAND)),
+        }
+    }
+    if !cmd.spec.arity_ok(argv.len()) {
+        return Err(Refusal::flagged(WRONG_ARITY));
+    }
+    if cmd.spec.has(flag::NOSCRIPT) {
+        return Err(Refusal::flagged(NOT_ALLOWED));
+    }
+    // Redis refuses anything that could propagate (PUBLISH too) in a read-only script.
+    if read_only && cmd.spec.has(flag::WRITE | flag::MAY_REPLICATE) {
+        return Err(Refusal::flagged(WRITE_IN_READ_ONLY));
+    }
+    if cmd.spec.has(flag::WRITE) {
+        wrote.set(true);
+    }
+    Ok(cmd)
+}
+
 /// Runs `redis.call(cmd, args…)`; returns the converted reply and whether
 /// it is an error (which `redis.call` raises and `redis.pcall` returns).
 pub fn native_call(lua: &Lua, cx: &mut CallContext, args: MultiValue) -> mlua::Result<(Value, bool)> {
@@ -27,29 +85,10 @@ pub fn native_call(lua: &Lua, cx: &mut CallContext, args: MultiValue) -> mlua::R
         Ok(argv) => argv,
         Err(text) => return failure(lua, text, false),
     };
-    let registry = Registry::get();
-    let Some(mut cmd) = registry.lookup(&argv[0]) else {
-        return failure(lua, "ERR Unknown Redis command called from script", true);
+    let cmd = match resolve(&argv, cx.read_only, cx.wrote) {
+        Ok(cmd) => cmd,
+        Err(refusal) => return failure(lua, refusal.text, refusal.flagged),
     };
-    if cmd.spec.handler.is_none() && argv.len() > 1 {
-        match cmd.subcommand(&argv[1]) {
-            Some(sub) => cmd = sub,
-            None => return failure(lua, "ERR Unknown Redis command called from script", true),
-        }
-    }
-    if !cmd.spec.arity_ok(argv.len()) {
-        return failure(lua, "ERR Wrong number of args calling Redis command from script", true);
-    }
-    if cmd.spec.has(flag::NOSCRIPT) {
-        return failure(lua, "ERR This Redis command is not allowed from script", true);
-    }
-    // Redis refuses anything that could propagate (PUBLISH too) in a read-only script.
-    if cx.read_only && cmd.spec.has(flag::WRITE | flag::MAY_REPLICATE) {
-        return failure(lua, "ERR Write commands are not allowed from read-only scripts.", true);
-    }
-    if cmd.spec.has(flag::WRITE) {
-        cx.wrote.set(true);
-    }
     let CallContext {
         state,
         client,

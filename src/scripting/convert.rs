@@ -113,7 +113,7 @@ fn error_table(lua: &Lua, text: &[u8]) -> mlua::Result<Table> {
 
 /// A Lua number as an integer reply: C's `(long long)` cast on x86-64,
 /// where NaN and out-of-range values become i64::MIN.
-fn lua_number_to_int(n: f64) -> i64 {
+pub(crate) fn lua_number_to_int(n: f64) -> i64 {
     if n.is_nan() || !(-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&n) {
         i64::MIN
     } else {
@@ -122,7 +122,7 @@ fn lua_number_to_int(n: f64) -> i64 {
 }
 
 /// Spaces for line breaks, as Redis does in status and error lines.
-fn one_line(s: &[u8]) -> Bytes {
+pub(crate) fn one_line(s: &[u8]) -> Bytes {
     Bytes::from(
         s.iter()
             .map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c })
@@ -209,8 +209,16 @@ pub fn script_error(err: &Table, sha: &str) -> Reply {
         }
     };
     let msg = t_get(err, "err").and_then(text).unwrap_or_else(|| "(null)".into());
+    let line = t_get(err, "line").and_then(text);
+    let source = t_get(err, "source").and_then(text);
+    located_error(msg, sha, source.as_deref().zip(line.as_deref()))
+}
+
+/// An uncaught error's reply: its text, then where it was raised
+/// (`script: <sha>, on <source>:<line>.`) when known, on one line.
+pub(crate) fn located_error(msg: String, sha: &str, place: Option<(&str, &str)>) -> Reply {
     let mut full = msg;
-    if let (Some(line), Some(source)) = (t_get(err, "line").and_then(text), t_get(err, "source").and_then(text)) {
+    if let Some((source, line)) = place {
         full.push_str(&format!(" script: {sha}, on {source}:{line}."));
     }
     Reply::Error(one_line(full.as_bytes()))

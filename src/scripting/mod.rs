@@ -14,6 +14,7 @@ pub mod api;
 pub mod call;
 pub mod convert;
 pub mod lua_libs;
+pub mod native;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -92,6 +93,9 @@ impl Watchdog {
 pub struct RunFlags {
     /// EVAL_RO / EVALSHA_RO: write commands are refused.
     pub read_only: bool,
+    /// `native-scripts yes`: recognized scripts with a native
+    /// implementation run as Rust instead of in the VM.
+    pub native: bool,
 }
 
 /// Per-VM state shared between Rust callbacks registered in Lua.
@@ -112,6 +116,8 @@ pub(crate) struct Runtime {
 struct Cached {
     function: Function,
     shebang: Option<Shebang>,
+    /// Set when the body is one a known client sends (`native/`).
+    recognized: Option<&'static native::Recognized>,
 }
 
 /// A `#!lua flags=…` first line (Redis 7.0 script flags).
@@ -241,7 +247,15 @@ impl Scripting {
         if !self.scripts.contains_key(&sha) {
             let (shebang, code_starts) = parse_shebang(body)?;
             let function = self.compile(&body[code_starts..])?;
-            self.scripts.insert(sha.clone(), Cached { function, shebang });
+            let recognized = native::NativeTable::get().recognize(&sha);
+            self.scripts.insert(
+                sha.clone(),
+                Cached {
+                    function,
+                    shebang,
+                    recognized,
+                },
+            );
         }
         Ok(sha)
     }
@@ -291,8 +305,10 @@ impl Scripting {
             return Reply::Error(Bytes::from_static(b"NOSCRIPT No matching script. Please use EVAL."));
         };
         let function = cached.function.clone();
+        let recognized = cached.recognized;
         let mut flags = RunFlags {
             read_only: flags.read_only,
+            native: flags.native,
         };
         if let Some(shebang) = cached.shebang {
             if !shebang.no_writes && flags.read_only {
@@ -304,8 +320,18 @@ impl Scripting {
         }
         let flags = &flags;
         let rt = &self.runtime;
-        rt.resp.set(2);
         rt.wrote.set(false);
+        if let Some(script) = recognized {
+            if flags.native
+                && let Some(implementation) = script.native
+                && let Some(reply) = native::run(state, caller, implementation, sha, keys, args, flags.read_only, &rt.wrote)
+            {
+                state.stats.recognized_runs(script.index).native += 1;
+                return reply;
+            }
+            state.stats.recognized_runs(script.index).lua += 1;
+        }
+        rt.resp.set(2);
         rt.kill.store(false, Ordering::Relaxed);
         rt.started.set(Some(Instant::now()));
         *rt.pending_error.borrow_mut() = None;

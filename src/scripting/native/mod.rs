@@ -1,0 +1,475 @@
+//! Native scripts: the Lua scripts Redisson sends, recognized by the SHA1 of
+//! their exact body and run as Rust functions with the same KEYS/ARGV
+//! contract, indistinguishable from the Lua run.
+//!
+//! The table is built from the files under `lua/redisson/<version>/`
+//! (compiled in with `include_bytes!`), so a script is recognized only when
+//! its bytes are exactly what a known client sends; the unit tests check
+//! every file against its `INDEX.tsv` SHA1. Every recognized script is
+//! counted in INFO (`# Keylock`), native or Lua; those with an
+//! implementation here run natively unless `native-scripts` is `no`.
+//!
+//! How a native run stays identical to the Lua run:
+//! - every command goes through [`NativeCtx::call`], which does what
+//!   `redis.call` does: the same argument rules, the same refusals
+//!   (`call::resolve`: unknown command, arity, not allowed from scripts,
+//!   writes in read-only runs) and the same `State::call` with the script
+//!   client, so keyspace effects, MONITOR `[0 lua]` lines, commandstats,
+//!   keyspace hits/misses, WATCH invalidation and pub/sub are those of
+//!   the Lua run by construction. Command names may come from ARGV.
+//! - values follow Lua's rules (`lua.rs`): replies convert as
+//!   `redis.call` converts them, returns as Redis converts a script's
+//!   return, `tonumber` is the C library's, numbers print as Lua and Redis
+//!   print them.
+//! - errors carry the texts Lua would produce: a failed command raises its
+//!   error with ` script: <sha>, on @user_script:<line>.`, a Lua runtime
+//!   error its `user_script:<line>: …` message; writes done before the
+//!   error stay, as they do in Redis.
+//! - the implementations (`lock.rs`, `rwlock.rs`: one file per family) follow their
+//!   script statement by statement, in the same order, with a comment
+//!   quoting the Lua they stand for.
+//!
+//! Every script under `lua/redisson/` is a single line, so every error is
+//! on line 1; [`NativeCtx::at_line`] exists for scripts that are not.
+
+pub mod lock;
+pub mod lua;
+pub mod rwlock;
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+
+pub use lua::{Table, Value};
+
+use super::call;
+use crate::engine::{Client, State};
+use crate::reply::Reply;
+
+/// One script body from `lua/redisson/<version>/<name>.lua`.
+pub struct ScriptFile {
+    pub version: &'static str,
+    pub name: &'static str,
+    pub body: &'static [u8],
+}
+
+macro_rules! script_files {
+    ($($version:literal: [$($name:literal),* $(,)?]),* $(,)?) => {
+        &[$($(ScriptFile {
+            version: $version,
+            name: $name,
+            body: include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/redisson/", $version, "/", $name, ".lua")),
+        }),*),*]
+    };
+}
+
+/// Every script body keylock recognizes, newest client first.
+pub const FILES: &[ScriptFile] = script_files! {
+    "4.7.0": [
+        "cluster-detect-probe", "fairlock-acquire-failed", "fairlock-acquire", "fairlock-tryacquire-nowait",
+        "fairlock-unlock", "keys-pexpire", "latch-countdown", "latch-trysetcount", "lock-acquire",
+        "lock-force-unlock", "lock-renew-batch", "lock-unlock", "pesemaphore-available-permits",
+        "pesemaphore-release", "pesemaphore-tryacquire", "rwlock-read-acquire", "rwlock-read-islocked",
+        "rwlock-read-renew-batch", "rwlock-read-unlock", "rwlock-write-acquire", "rwlock-write-unlock",
+        "semaphore-release", "semaphore-tryacquire", "semaphore-trysetpermits",
+    ],
+    "3.13.6": [
+        "fairlock-acquire-failed", "fairlock-acquire", "fairlock-tryacquire-nowait", "fairlock-unlock",
+        "latch-countdown", "latch-trysetcount", "lock-acquire", "lock-force-unlock", "lock-renew",
+        "lock-unlock", "pesemaphore-available-permits", "pesemaphore-release", "pesemaphore-tryacquire",
+        "rwlock-read-acquire", "rwlock-read-renew", "rwlock-read-unlock", "rwlock-write-acquire",
+        "rwlock-write-unlock", "semaphore-release", "semaphore-tryacquire", "semaphore-trysetpermits",
+    ],
+};
+
+/// A native script: KEYS and ARGV in, the Lua value the script returns out.
+pub type NativeFn = fn(&mut NativeCtx, &Params) -> Result<Value, ScriptError>;
+
+/// The native implementation of a script file, if there is one.
+fn implementation(version: &str, name: &str) -> Option<NativeFn> {
+    Some(match (version, name) {
+        // The 3.13.6 body tests `exists` and `hexists` in two `if`s, 4.7.0 in
+        // one `or`: the same commands in the same order either way.
+        ("4.7.0" | "3.13.6", "lock-acquire") => lock::acquire,
+        ("4.7.0", "lock-unlock") => lock::unlock,
+        ("3.13.6", "lock-unlock") => lock::unlock_3_13,
+        ("4.7.0", "lock-force-unlock") => lock::force_unlock,
+        ("3.13.6", "lock-force-unlock") => lock::force_unlock_3_13,
+        ("4.7.0", "lock-renew-batch") => lock::renew_batch,
+        ("3.13.6", "lock-renew") => lock::renew,
+        ("4.7.0", "keys-pexpire") => lock::keys_pexpire,
+        ("4.7.0", "cluster-detect-probe") => lock::cluster_detect_probe,
+        ("4.7.0" | "3.13.6", "rwlock-read-acquire") => rwlock::read_acquire,
+        ("4.7.0" | "3.13.6", "rwlock-write-acquire") => rwlock::write_acquire,
+        ("4.7.0", "rwlock-read-unlock") => rwlock::read_unlock,
+        ("3.13.6", "rwlock-read-unlock") => rwlock::read_unlock_3_13,
+        ("4.7.0", "rwlock-write-unlock") => rwlock::write_unlock,
+        ("3.13.6", "rwlock-write-unlock") => rwlock::write_unlock_3_13,
+        ("4.7.0", "rwlock-read-renew-batch") => rwlock::read_renew_batch,
+        ("3.13.6", "rwlock-read-renew") => rwlock::read_renew,
+        ("4.7.0", "rwlock-read-islocked") => rwlock::read_is_locked,
+        _ => return None,
+    })
+}
+
+/// A recognized script body (several files when versions share a body).
+pub struct Recognized {
+    /// Position in the table, for the run counters.
+    pub index: usize,
+    /// `lock-acquire@4.7.0`; `rwlock-write-acquire@4.7.0+3.13.6` for a
+    /// body both versions send.
+    pub name: String,
+    pub sha: String,
+    pub native: Option<NativeFn>,
+}
+
+pub struct NativeTable {
+    by_sha: HashMap<String, usize>,
+    pub scripts: Vec<Recognized>,
+}
+
+impl NativeTable {
+    /// The table, built on first use from [`FILES`].
+    pub fn get() -> &'static NativeTable {
+        static TABLE: OnceLock<NativeTable> = OnceLock::new();
+        TABLE.get_or_init(NativeTable::build)
+    }
+
+    fn build() -> NativeTable {
+        let mut table = NativeTable {
+            by_sha: HashMap::new(),
+            scripts: Vec::new(),
+        };
+        for file in FILES {
+            let sha = super::sha1_hex(file.body);
+            let native = implementation(file.version, file.name);
+            match table.by_sha.get(&sha) {
+                Some(&i) => {
+                    let known = &mut table.scripts[i];
+                    known.name.push('+');
+                    known.name.push_str(file.version);
+                    known.native = known.native.or(native);
+                }
+                None => {
+                    let index = table.scripts.len();
+                    table.by_sha.insert(sha.clone(), index);
+                    table.scripts.push(Recognized {
+                        index,
+                        name: format!("{}@{}", file.name, file.version),
+                        sha,
+                        native,
+                    });
+                }
+            }
+        }
+        table
+    }
+
+    /// The recognized script with this (lowercase hex) SHA1.
+    pub fn recognize(&'static self, sha: &str) -> Option<&'static Recognized> {
+        self.by_sha.get(sha).map(|&i| &self.scripts[i])
+    }
+}
+
+/// KEYS and ARGV, indexed from 1 as the script indexes them.
+pub struct Params<'a> {
+    pub keys: &'a [Bytes],
+    pub argv: &'a [Bytes],
+}
+
+impl Params<'_> {
+    /// `KEYS[i]`: nil past the end.
+    pub fn key(&self, i: usize) -> Value {
+        nth(self.keys, i)
+    }
+
+    /// `ARGV[i]`: nil past the end.
+    pub fn arg(&self, i: usize) -> Value {
+        nth(self.argv, i)
+    }
+
+    /// `#KEYS`.
+    pub fn key_count(&self) -> usize {
+        self.keys.len()
+    }
+}
+
+fn nth(items: &[Bytes], i: usize) -> Value {
+    match i.checked_sub(1).and_then(|i| items.get(i)) {
+        Some(b) => Value::Str(b.clone()),
+        None => Value::Nil,
+    }
+}
+
+/// What ends a native run early: an error, as the Lua run would report
+/// it, or the decision (taken before any command ran) to let Lua run it.
+#[derive(Debug, Clone)]
+pub struct ScriptError(Stop);
+
+#[derive(Debug, Clone)]
+enum Stop {
+    Raised {
+        /// The error's message (`WRONGTYPE …`, `ERR user_script:1: …`).
+        text: Bytes,
+        /// The script line that raised it.
+        line: u32,
+    },
+    ToLua,
+}
+
+impl ScriptError {
+    /// The client's reply: `<text> script: <sha>, on @user_script:<line>.`;
+    /// None when the script is to run in Lua.
+    fn into_reply(self, sha: &str) -> Option<Reply> {
+        let Stop::Raised { text, line } = self.0 else { return None };
+        let line = line.to_string();
+        Some(super::convert::located_error(
+            String::from_utf8_lossy(&text).into_owned(),
+            sha,
+            Some(("@user_script", &line)),
+        ))
+    }
+}
+
+/// The most commands a native run may need; past it the script runs in Lua,
+/// where a run that long is a busy script (BUSY replies to other clients,
+/// SHUTDOWN NOSAVE) as it is in Redis. Redisson's hold counts are small.
+pub const NATIVE_COMMAND_BUDGET: f64 = 100_000.0;
+
+/// What a native script may do: what `redis.call` and the Lua runtime
+/// give a Lua script.
+pub struct NativeCtx<'a> {
+    state: &'a mut State,
+    /// The script client: the caller's database, `[0 lua]` in MONITOR.
+    client: &'a mut Client,
+    read_only: bool,
+    wrote: &'a Cell<bool>,
+    line: u32,
+    /// A command has run (the script can no longer go to Lua).
+    called: bool,
+}
+
+impl NativeCtx<'_> {
+    /// `redis.call(args…)`: runs the command, or raises what Lua raises.
+    pub fn call(&mut self, args: &[Value]) -> Result<Value, ScriptError> {
+        if args.is_empty() {
+            return Err(self.raise(call::NO_ARGUMENTS));
+        }
+        let mut argv = Vec::with_capacity(args.len());
+        for a in args {
+            match a.to_arg() {
+                Some(b) => argv.push(b),
+                None => return Err(self.raise(call::BAD_ARGUMENT)),
+            }
+        }
+        let cmd = call::resolve(&argv, self.read_only, self.wrote).map_err(|refusal| self.raise(refusal.text))?;
+        self.client.resp = 2;
+        self.called = true;
+        match self.state.call(self.client, cmd, &argv) {
+            Reply::Error(text) => Err(ScriptError(Stop::Raised { text, line: self.line })),
+            reply => Ok(Value::from_reply(reply)),
+        }
+    }
+
+    /// The hash a command would find at `key` now, looked at without any
+    /// effect: for sizing a run before it starts.
+    pub fn peek_hash(&self, key: &Value) -> Option<&crate::db::value::Hash> {
+        let Value::Str(key) = key else { return None };
+        let now = self.state.script_time.unwrap_or_else(|| self.state.clock.now_ms());
+        match self.state.dbs[self.client.db].peek(key, now) {
+            Some(crate::db::Value::Hash(h)) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// Hands the script to Lua. Only before the first command: a run that
+    /// has done anything must finish natively.
+    pub fn hand_to_lua(&self) -> ScriptError {
+        debug_assert!(!self.called, "a native script handed over to Lua after running commands");
+        ScriptError(Stop::ToLua)
+    }
+
+    /// Later errors point at this script line.
+    pub fn at_line(&mut self, line: u32) {
+        self.line = line;
+    }
+
+    /// Raises a `{err=…}` table, as `redis.call` does.
+    fn raise(&self, text: &'static str) -> ScriptError {
+        ScriptError(Stop::Raised {
+            text: Bytes::from_static(text.as_bytes()),
+            line: self.line,
+        })
+    }
+
+    /// A Lua runtime error (`attempt to compare nil with number`), as the
+    /// VM raises it: positioned, then prefixed `ERR` by Redis's handler.
+    pub fn runtime_error(&self, message: &str) -> ScriptError {
+        ScriptError(Stop::Raised {
+            text: Bytes::from(format!("ERR user_script:{}: {message}", self.line)),
+            line: self.line,
+        })
+    }
+
+    /// Lua's `a .. b .. …` (see [`lua::concat`]).
+    pub fn concat(&self, parts: &[Value]) -> Result<Value, ScriptError> {
+        lua::concat(parts).map(Value::Str).map_err(|m| self.runtime_error(&m))
+    }
+
+    /// Lua's `l + r`, operands with the names Lua's error gives them.
+    pub fn add(&self, l: (&Value, &str), r: (&Value, &str)) -> Result<Value, ScriptError> {
+        lua::add(l, r).map(Value::Num).map_err(|m| self.runtime_error(&m))
+    }
+
+    /// `math.max(…)`.
+    pub fn math_max(&self, args: &[Value]) -> Result<Value, ScriptError> {
+        lua::math_max(args).map(Value::Num).map_err(|m| self.runtime_error(&m))
+    }
+
+    /// A numeric `for v = init, limit, step`.
+    pub fn numeric_for(&self, init: &Value, limit: &Value, step: f64) -> Result<lua::NumericFor, ScriptError> {
+        lua::numeric_for(init, limit, step).map_err(|m| self.runtime_error(&m))
+    }
+
+    /// Lua's `l < r`; write `a > b` as `lt(b, a)`, as Lua compiles it.
+    pub fn lt(&self, l: &Value, r: &Value) -> Result<bool, ScriptError> {
+        lua::lt(l, r).map_err(|m| self.runtime_error(&m))
+    }
+
+    /// Lua's `l <= r`; write `a >= b` as `le(b, a)`.
+    pub fn le(&self, l: &Value, r: &Value) -> Result<bool, ScriptError> {
+        lua::le(l, r).map_err(|m| self.runtime_error(&m))
+    }
+}
+
+/// Runs a native script on behalf of `caller`; the reply is what the
+/// client gets, exactly as from the Lua run. None: the script chose, before
+/// doing anything, to run in Lua.
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    state: &mut State,
+    caller: &Client,
+    script: NativeFn,
+    sha: &str,
+    keys: &[Bytes],
+    argv: &[Bytes],
+    read_only: bool,
+    wrote: &Cell<bool>,
+) -> Option<Reply> {
+    let mut client = state.take_script_client(caller);
+    let result = {
+        let mut cx = NativeCtx {
+            state: &mut *state,
+            client: &mut client,
+            read_only,
+            wrote,
+            line: 1,
+            called: false,
+        };
+        script(&mut cx, &Params { keys, argv })
+    };
+    state.return_script_client(client);
+    match result {
+        Ok(value) => Some(value.into_reply()),
+        Err(e) => e.into_reply(sha),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `(version, file name, sha1)` from both INDEX.tsv files.
+    fn index() -> Vec<(&'static str, String, String)> {
+        let mut rows = Vec::new();
+        for (version, text) in [
+            ("4.7.0", include_str!("../../../lua/redisson/4.7.0/INDEX.tsv")),
+            ("3.13.6", include_str!("../../../lua/redisson/3.13.6/INDEX.tsv")),
+        ] {
+            for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+                let mut cols = line.split('\t');
+                let file = cols.next().unwrap().to_string();
+                let sha = cols.next().unwrap().to_string();
+                rows.push((version, file, sha));
+            }
+        }
+        rows
+    }
+
+    #[test]
+    fn every_file_matches_its_index_sha1() {
+        let rows = index();
+        assert_eq!(rows.len(), FILES.len(), "INDEX.tsv rows and compiled-in files differ");
+        for (version, file, sha) in rows {
+            let name = file.strip_suffix(".lua").unwrap();
+            let compiled = FILES
+                .iter()
+                .find(|f| f.version == version && f.name == name)
+                .unwrap_or_else(|| panic!("{version}/{file} is in INDEX.tsv but not compiled in"));
+            assert_eq!(crate::scripting::sha1_hex(compiled.body), sha, "{version}/{file}");
+        }
+    }
+
+    #[test]
+    fn every_script_is_a_single_line() {
+        // Errors are reported on line 1; a multi-line body needs `at_line`.
+        for f in FILES {
+            assert!(!f.body.contains(&b'\n'), "{}/{} spans lines", f.version, f.name);
+        }
+    }
+
+    #[test]
+    fn shared_bodies_are_recognized_once() {
+        let table = NativeTable::get();
+        assert_eq!(table.scripts.len(), FILES.len() - 4);
+        let shared: Vec<&str> = table
+            .scripts
+            .iter()
+            .filter(|s| s.name.contains('+'))
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(
+            shared,
+            [
+                "fairlock-acquire-failed@4.7.0+3.13.6",
+                "rwlock-read-acquire@4.7.0+3.13.6",
+                "rwlock-write-acquire@4.7.0+3.13.6",
+                "semaphore-tryacquire@4.7.0+3.13.6",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_lock_families_are_native() {
+        let table = NativeTable::get();
+        for (version, name) in [
+            ("4.7.0", "lock-acquire"),
+            ("4.7.0", "lock-unlock"),
+            ("4.7.0", "lock-renew-batch"),
+            ("4.7.0", "lock-force-unlock"),
+            ("4.7.0", "keys-pexpire"),
+            ("4.7.0", "cluster-detect-probe"),
+            ("3.13.6", "lock-acquire"),
+            ("3.13.6", "lock-unlock"),
+            ("3.13.6", "lock-renew"),
+            ("3.13.6", "lock-force-unlock"),
+            ("4.7.0", "rwlock-read-acquire"),
+            ("4.7.0", "rwlock-write-acquire"),
+            ("4.7.0", "rwlock-read-unlock"),
+            ("4.7.0", "rwlock-write-unlock"),
+            ("4.7.0", "rwlock-read-renew-batch"),
+            ("4.7.0", "rwlock-read-islocked"),
+            ("3.13.6", "rwlock-read-acquire"),
+            ("3.13.6", "rwlock-write-acquire"),
+            ("3.13.6", "rwlock-read-unlock"),
+            ("3.13.6", "rwlock-write-unlock"),
+            ("3.13.6", "rwlock-read-renew"),
+        ] {
+            let body = FILES.iter().find(|f| f.version == version && f.name == name).unwrap().body;
+            let script = table.recognize(&crate::scripting::sha1_hex(body)).unwrap();
+            assert!(script.native.is_some(), "{version}/{name}");
+        }
+    }
+}
