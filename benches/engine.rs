@@ -2,9 +2,9 @@
 //! takes once parsed, and how long an embedded server takes to start.
 //! `cargo bench --bench engine`.
 //!
-//! The lock scripts are Redisson 4.7.0's, sent by EVALSHA as Redisson does;
-//! with `native-scripts no` they run in the Lua VM (the path Redis takes),
-//! which is what this bench measures.
+//! The lock scripts are Redisson 4.7.0's, sent by EVALSHA as Redisson does:
+//! once with `native-scripts no` (the Lua VM, the path Redis takes) and
+//! once run natively.
 
 use bytes::{Bytes, BytesMut};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -84,6 +84,7 @@ fn lock_cycle(native: bool, c: &mut Criterion, name: &str) {
 
 fn bench_scripts(c: &mut Criterion) {
     lock_cycle(false, c, "evalsha/lua/lock-cycle");
+    lock_cycle(true, c, "evalsha/native/lock-cycle");
 }
 
 /// Start to first reply: what an embedding test suite pays per server.

@@ -2,8 +2,8 @@
 """keylock vs redis-server under redis-benchmark, in one run on one machine.
 
 Starts a release keylock and Debian's redis-server on free loopback ports,
-runs `redis-benchmark -q -n N -t TESTS -P P` against each, alternating
-servers, ROUNDS times, and prints the median requests/second per test and
+runs `redis-benchmark -q -n N -t TEST -P P` for each test against each,
+alternating servers test by test, ROUNDS times, and prints the median requests/second per test and
 the ratio keylock/redis. Needs `cargo build --release` done, redis-server
 and redis-benchmark on PATH.
 
@@ -71,10 +71,13 @@ def main():
               % (args.n, args.tests, args.rounds, os.cpu_count(), version))
         for p in args.pipeline:
             samples = {"keylock": {}, "redis": {}}
+            # Alternate servers test by test, so a change in machine load
+            # affects both sides of each ratio alike.
             for _ in range(args.rounds):
-                for name, port in (("keylock", kport), ("redis", rport)):
-                    for test, rps in run_benchmark(port, args.n, args.tests, p).items():
-                        samples[name].setdefault(test, []).append(rps)
+                for test in args.tests.split(","):
+                    for name, port in (("keylock", kport), ("redis", rport)):
+                        for label, rps in run_benchmark(port, args.n, test, p).items():
+                            samples[name].setdefault(label, []).append(rps)
             print()
             print("| -P %d | keylock req/s | redis req/s | keylock/redis |" % p)
             print("|---|---:|---:|---:|")

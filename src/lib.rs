@@ -16,7 +16,8 @@
 //! - [`db`]: databases, value types and expiry.
 //! - [`pubsub`]: the subscription index.
 //! - [`reply`]: replies and their RESP2/RESP3 encoding.
-//! - [`scripting`]: the Lua 5.1 VM and the libraries Redis ships.
+//! - [`scripting`]: the Lua 5.1 VM and the libraries Redis ships, and the
+//!   Redisson lock scripts run natively (`scripting::native`).
 //! - [`config`], [`config_params`]: start-up flags and the CONFIG parameter table.
 //! - [`clock`]: real or test-controlled time.
 

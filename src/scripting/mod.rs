@@ -9,6 +9,12 @@
 //! to `redis.call` for exactly the duration of the script (see
 //! `call::with_active_run`), so the callback reaches the keyspace without
 //! shared ownership or locking.
+//!
+//! A body that a known Redisson client sends is recognized when it is
+//! cached (`native/`); [`Scripting::run`] then runs its Rust twin instead
+//! of the VM, unless `native-scripts` is `no`. The script is compiled and
+//! cached all the same, so SCRIPT EXISTS, EVALSHA and SCRIPT FLUSH behave
+//! as for any script.
 
 pub mod api;
 pub mod call;
