@@ -1362,38 +1362,9 @@ fn memtoull(text: &str) -> Option<u64> {
     Some(value.wrapping_mul(multiplier))
 }
 
-/// Redis's string2ll: an optional `-`, then digits with no leading zero (or
-/// the single digit `0`), nothing else, at most 20 characters.
+/// Redis's string2ll (shared with the command parsers).
 fn string2ll(s: &[u8]) -> Option<i64> {
-    if s.is_empty() || s.len() >= 21 {
-        return None;
-    }
-    if s == b"0" {
-        return Some(0);
-    }
-    let (negative, digits) = match s.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, s),
-    };
-    match digits.first() {
-        Some(b'1'..=b'9') => {}
-        _ => return None,
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
-    }
-    if negative {
-        if v > 1u64 << 63 {
-            return None;
-        }
-        Some((v as i64).wrapping_neg())
-    } else {
-        i64::try_from(v).ok()
-    }
+    crate::numfmt::parse_i64(s)
 }
 
 /// C's isspace in the "C" locale.

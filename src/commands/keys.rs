@@ -141,16 +141,24 @@ pub fn parse_scan(argv: &[Bytes], cursor_at: usize, allow_type: bool) -> CmdResu
     Ok(o)
 }
 
-/// Redis parses cursors with `strtoul`: an optional sign (a negative value
-/// wraps around), digits, nothing else; an empty string is cursor 0.
-fn parse_cursor(raw: &[u8]) -> CmdResult<u64> {
+/// C's `strtoul` as Redis's `parseScanCursorOrReply` uses it: an optional
+/// sign (a minus wraps around), decimal digits, no leading space, no
+/// overflow; an empty text reads as 0.
+pub fn parse_cursor(raw: &[u8]) -> CmdResult<u64> {
     let invalid = || CmdError::err("invalid cursor");
-    let (negative, digits) = match raw.first() {
-        Some(b'-') => (true, &raw[1..]),
-        Some(b'+') => (false, &raw[1..]),
-        _ => (false, raw),
+    let text = match raw.iter().position(|&c| c == 0) {
+        Some(nul) => &raw[..nul],
+        None => raw,
     };
-    if !digits.iter().all(u8::is_ascii_digit) {
+    if text.is_empty() {
+        return Ok(0);
+    }
+    let (negative, digits) = match text[0] {
+        b'-' => (true, &text[1..]),
+        b'+' => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return Err(invalid());
     }
     let mut v: u64 = 0;

@@ -717,42 +717,12 @@ fn zrandmember(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(scored_reply(resp, items, withscores))
 }
 
-/// C's `strtoul` as Redis's `parseScanCursorOrReply` uses it: an optional
-/// sign (a minus wraps around), decimal digits, no leading space, no
-/// overflow; an empty text reads as 0.
-fn parse_cursor(raw: &[u8]) -> CmdResult<u64> {
-    let invalid = || CmdError::err("invalid cursor");
-    let text = match raw.iter().position(|&c| c == 0) {
-        Some(nul) => &raw[..nul],
-        None => raw,
-    };
-    if text.is_empty() {
-        return Ok(0);
-    }
-    let (negative, digits) = match text[0] {
-        b'-' => (true, &text[1..]),
-        b'+' => (false, &text[1..]),
-        _ => (false, text),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(invalid());
-    }
-    let mut v: u64 = 0;
-    for &d in digits {
-        v = v
-            .checked_mul(10)
-            .and_then(|v| v.checked_add((d - b'0') as u64))
-            .ok_or_else(invalid)?;
-    }
-    Ok(if negative { v.wrapping_neg() } else { v })
-}
-
 /// ZSCAN key cursor [MATCH pattern] [COUNT count]. A listpack-sized set
 /// comes back whole, in order, with cursor 0, as Redis answers; larger
 /// sets are walked by cursor. Scores are text, formatted as Redis prints
 /// them (`%.17g`), in both protocols.
 fn zscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let cursor = parse_cursor(&argv[2])?;
+    let cursor = super::keys::parse_cursor(&argv[2])?;
     let Some(z) = read_zset(ctx, &argv[1])? else {
         return Ok(scan_reply(0, Vec::new()));
     };
