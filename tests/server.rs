@@ -185,12 +185,14 @@ fn binary_on_port_zero_announces_its_address() {
 }
 
 #[test]
-fn sigterm_stops_the_binary_cleanly() {
-    let (mut child, addr) = spawn_binary(&[]);
-    Raw::connect(addr.parse().unwrap()).call(&["SET", "k", "v"]);
-    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    let status = child.wait().unwrap();
-    assert!(status.success(), "{status:?}");
+fn sigterm_and_sigint_stop_the_binary_cleanly() {
+    for signal in ["-TERM", "-INT"] {
+        let (mut child, addr) = spawn_binary(&[]);
+        Raw::connect(addr.parse().unwrap()).call(&["SET", "k", "v"]);
+        Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{signal}: {status:?}");
+    }
 }
 
 #[test]
