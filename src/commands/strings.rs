@@ -220,7 +220,7 @@ fn set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn store(ctx: &mut Ctx, key: &Bytes, value: Bytes, expiry: Expiry) {
     let db = ctx.db();
-    db.set(key.clone(), Value::Str(value), expiry == Expiry::Keep);
+    db.set(key, Value::Str(value), expiry == Expiry::Keep);
     if let Expiry::At(at) = expiry {
         db.set_expire(key, at);
     }
@@ -336,7 +336,7 @@ pub fn incr_by(ctx: &mut Ctx, key: &Bytes, by: i64) -> CmdResult<i64> {
     let next = current.checked_add(by).ok_or_else(CmdError::overflow)?;
     let mut buf = itoa::Buffer::new();
     let text = Bytes::copy_from_slice(buf.format(next).as_bytes());
-    ctx.db().set(key.clone(), Value::Str(text), true);
+    ctx.db().set(key, Value::Str(text), true);
     Ok(next)
 }
 
@@ -373,7 +373,7 @@ fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err("increment would produce NaN or Infinity"));
     }
     let text = Bytes::from(next.to_human());
-    ctx.db().set(key.clone(), Value::Str(text.clone()), true);
+    ctx.db().set(key, Value::Str(text.clone()), true);
     Ok(Reply::Bulk(text))
 }
 
@@ -400,7 +400,7 @@ fn append(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
     };
     let len = new.len();
-    ctx.db().set(key.clone(), Value::Str(new), true);
+    ctx.db().set(key, Value::Str(new), true);
     Ok(Reply::Int(len as i64))
 }
 
@@ -453,6 +453,6 @@ fn setrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     b[offset..offset + value.len()].copy_from_slice(value);
     let len = b.len();
-    ctx.db().set(key.clone(), Value::Str(b.freeze()), true);
+    ctx.db().set(key, Value::Str(b.freeze()), true);
     Ok(Reply::Int(len as i64))
 }

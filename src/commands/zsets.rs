@@ -517,7 +517,7 @@ fn store_zset(ctx: &mut Ctx, dst: &Bytes, mut z: ZSet) -> CmdResult {
         return Ok(Reply::Int(0));
     }
     z.compact_if_fits(limits(ctx));
-    ctx.db().set(dst.clone(), Value::ZSet(z), false);
+    ctx.db().set(dst, Value::ZSet(z), false);
     Ok(Reply::Int(n as i64))
 }
 

@@ -101,16 +101,29 @@ impl Db {
     pub fn get_or_insert_with(&mut self, key: &Bytes, now_ms: u64, make: impl FnOnce() -> Value) -> &mut Value {
         self.expire_if_needed(key, now_ms);
         self.signal_modified(key);
-        self.entries.entry(key.clone()).or_insert_with(make)
+        // Look up by reference first: cloning the key costs an allocation,
+        // and it is only needed when the key is new.
+        let index = match self.entries.get_index_of(key.as_ref()) {
+            Some(i) => i,
+            None => self.entries.insert_full(key.clone(), make()).0,
+        };
+        &mut self.entries[index]
     }
 
     /// Stores `value` at `key`, dropping any TTL unless `keep_ttl`.
-    pub fn set(&mut self, key: Bytes, value: Value, keep_ttl: bool) {
-        self.signal_modified(&key);
+    pub fn set(&mut self, key: &Bytes, value: Value, keep_ttl: bool) {
+        self.signal_modified(key);
         if !keep_ttl && !self.expires.is_empty() {
-            self.expires.swap_remove(&key);
+            self.expires.swap_remove(key.as_ref());
         }
-        self.entries.insert(key, value);
+        // Replace in place when the key exists, so its stored name is kept
+        // and no clone of the argument is made.
+        match self.entries.get_mut(key.as_ref()) {
+            Some(slot) => *slot = value,
+            None => {
+                self.entries.insert(key.clone(), value);
+            }
+        }
     }
 
     /// Deletes a key and its TTL; returns the value it held.
