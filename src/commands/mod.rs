@@ -9,6 +9,7 @@ pub mod args;
 pub mod connection;
 pub mod hashes;
 pub mod info;
+pub mod keylock;
 pub mod keys;
 pub mod lists;
 pub mod pubsub;
@@ -65,5 +66,6 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         pubsub::COMMANDS,
         scripting::COMMANDS,
         transactions::COMMANDS,
+        keylock::COMMANDS,
     ]
 }
