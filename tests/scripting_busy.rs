@@ -64,11 +64,7 @@ fn a_script_that_wrote_is_unkillable_but_shutdown_nosave_stops_the_server() {
     other.send_cmd(&[b"SHUTDOWN", b"NOSAVE"]);
     assert!(other.is_closed());
     assert!(runner.is_closed());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while std::net::TcpStream::connect(addr).is_ok() {
-        assert!(Instant::now() < deadline, "still accepting after SHUTDOWN NOSAVE");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until_closed(addr);
 }
 
 #[test]

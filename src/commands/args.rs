@@ -93,3 +93,26 @@ pub fn parse_positive(a: &[u8], what: &str) -> CmdResult<i64> {
     }
     Ok(n)
 }
+
+/// A count that must be at least 1, with the command's own message.
+pub fn parse_at_least_one(raw: &[u8], msg: &'static str) -> CmdResult<i64> {
+    match numfmt::parse_i64(raw) {
+        Some(n) if n >= 1 => Ok(n),
+        _ => Err(CmdError::err(msg)),
+    }
+}
+
+/// The optional trailing `COUNT n` of LMPOP / ZMPOP, starting at `argv[from]`.
+pub fn parse_mpop_count(argv: &[Bytes], from: usize) -> CmdResult<Option<i64>> {
+    let mut count = None;
+    let mut i = from;
+    while i < argv.len() {
+        if count.is_none() && argv[i].eq_ignore_ascii_case(b"COUNT") && i + 1 < argv.len() {
+            count = Some(parse_at_least_one(&argv[i + 1], "count should be greater than 0")?);
+            i += 2;
+        } else {
+            return Err(CmdError::syntax());
+        }
+    }
+    Ok(count)
+}

@@ -14,6 +14,7 @@
 
 use bytes::Bytes;
 
+use super::args::{parse_at_least_one, parse_mpop_count};
 use super::args::{parse_i64, upper};
 use super::table::{CommandSpec, Group, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
@@ -66,15 +67,6 @@ fn parse_count(raw: &[u8]) -> CmdResult<i64> {
     match crate::numfmt::parse_i64(raw) {
         Some(n) if n >= 0 => Ok(n),
         _ => Err(CmdError::out_of_range_positive("value")),
-    }
-}
-
-/// `getRangeLongFromObjectOrReply(…, 1, LONG_MAX, msg)`: one message for
-/// text and for numbers below 1.
-fn parse_at_least_one(raw: &[u8], msg: &'static str) -> CmdResult<i64> {
-    match crate::numfmt::parse_i64(raw) {
-        Some(n) if n >= 1 => Ok(n),
-        _ => Err(CmdError::err(msg)),
     }
 }
 
@@ -429,16 +421,7 @@ fn lmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let numkeys = parse_at_least_one(&argv[1], "numkeys should be greater than 0")? as usize;
     let end_at = numkeys.checked_add(2).filter(|&i| i < argv.len()).ok_or_else(CmdError::syntax)?;
     let end = parse_end(&argv[end_at])?;
-    let mut count = None;
-    let mut i = end_at + 1;
-    while i < argv.len() {
-        if count.is_none() && argv[i].eq_ignore_ascii_case(b"COUNT") && i + 1 < argv.len() {
-            count = Some(parse_at_least_one(&argv[i + 1], "count should be greater than 0")?);
-            i += 2;
-        } else {
-            return Err(CmdError::syntax());
-        }
-    }
+    let count = parse_mpop_count(argv, end_at + 1)?;
     let count = count.unwrap_or(1) as usize;
     for key in &argv[2..end_at] {
         if peek_len(ctx, key)?.is_some() {

@@ -20,6 +20,7 @@
 use bytes::Bytes;
 use indexmap::IndexMap;
 
+use super::args::{parse_at_least_one, parse_mpop_count};
 use super::args::{parse_f64, parse_i64, upper};
 use super::keys::{parse_scan, scan_reply};
 use super::lists::resolve_range;
@@ -153,14 +154,6 @@ fn pairs_reply(items: Vec<(Bytes, f64)>) -> Reply {
             .map(|(m, s)| Reply::Array(vec![Reply::Bulk(m), Reply::Double(s)]))
             .collect(),
     )
-}
-
-/// `getRangeLongFromObjectOrReply(…, 1, LONG_MAX, msg)`.
-fn parse_at_least_one(raw: &[u8], msg: &'static str) -> CmdResult<i64> {
-    match crate::numfmt::parse_i64(raw) {
-        Some(n) if n >= 1 => Ok(n),
-        _ => Err(CmdError::err(msg)),
-    }
 }
 
 fn parse_score_range(min: &[u8], max: &[u8]) -> CmdResult<ScoreRange> {
@@ -635,16 +628,7 @@ fn zmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         "MAX" => true,
         _ => return Err(CmdError::syntax()),
     };
-    let mut count = None;
-    let mut i = where_at + 1;
-    while i < argv.len() {
-        if count.is_none() && argv[i].eq_ignore_ascii_case(b"COUNT") && i + 1 < argv.len() {
-            count = Some(parse_at_least_one(&argv[i + 1], "count should be greater than 0")?);
-            i += 2;
-        } else {
-            return Err(CmdError::syntax());
-        }
-    }
+    let count = parse_mpop_count(argv, where_at + 1)?;
     for key in &argv[2..where_at] {
         if peek_zset(ctx, key)?.is_some() {
             let popped = pop_from(ctx, key, max, count.unwrap_or(1) as usize)?;

@@ -199,3 +199,17 @@ pub fn real_redis() -> Option<RealRedis> {
     let _ = child.wait();
     panic!("redis-server did not start on {addr}");
 }
+
+/// Polls `done` until it holds, failing with `what` after `secs` seconds.
+pub fn wait_until(secs: u64, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits until nothing accepts connections on `addr` (the server stopped).
+pub fn wait_until_closed(addr: SocketAddr) {
+    wait_until(5, "still accepting connections", || TcpStream::connect(addr).is_err());
+}
