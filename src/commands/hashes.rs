@@ -4,12 +4,10 @@
 //! a small hash (at most 128 fields, every field and value at most 64
 //! bytes) as a listpack, whose order is the order fields were first set,
 //! and clients see that order in HGETALL, HKEYS, HVALS, HSCAN and
-//! HRANDFIELD; keylock keeps it (`hash_remove` preserves it across HDEL).
-//! HSCAN of a small hash returns everything in one call with cursor 0, as
-//! Redis does for a listpack; larger hashes are walked by index. Redis never
-//! turns a hash back into a listpack once it outgrew one; keylock decides
-//! from the current contents, so a hash that shrank back answers HSCAN in one
-//! call where Redis would iterate.
+//! HRANDFIELD; keylock keeps it (a packed hash is that list, see
+//! `db::hash`). HSCAN of a packed hash returns everything in one call with
+//! cursor 0, as Redis does for a listpack; larger hashes are walked by
+//! index. As in Redis, a hash never turns back into a packed one.
 //!
 //! Counters follow Redis: HINCRBY with strict 64-bit integers and overflow
 //! checks, HINCRBYFLOAT with long double arithmetic printed as Redis prints
@@ -25,7 +23,7 @@ use super::keys::{parse_scan, scan_reply};
 use super::sets::{MAX_REPEATED_PICKS, parse_random_count, sample_distinct, scan_window};
 use super::table::{CommandSpec, Group, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
-use crate::db::value::{Hash, SMALL_HASH, hash_remove};
+use crate::db::value::Hash;
 use crate::db::{Value, typed};
 use crate::glob;
 use crate::numfmt::{self, LongDouble};
@@ -51,17 +49,6 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("hscan", -3, hscan).flags(READONLY).keys(1, 1, 1).doc(G, "2.8.0", "Incrementally iterate hash fields and associated values"),
     cmd("hrandfield", -2, hrandfield).flags(READONLY).keys(1, 1, 1).doc(G, "6.2.0", "Get one or multiple random fields from a hash"),
 ];
-
-/// Redis's `hash-max-listpack-value`: the longest field or value a
-/// listpack-encoded hash holds.
-const LISTPACK_MAX_VALUE: usize = 64;
-
-/// True while Redis would keep `h` as a listpack.
-fn is_listpack(h: &Hash) -> bool {
-    h.len() <= SMALL_HASH
-        && h.iter()
-            .all(|(f, v)| f.len() <= LISTPACK_MAX_VALUE && v.len() <= LISTPACK_MAX_VALUE)
-}
 
 /// Reads a hash key, counting the lookup: `None` when missing.
 fn read_hash<'c>(ctx: &'c mut Ctx, key: &[u8]) -> CmdResult<Option<&'c Hash>> {
@@ -97,7 +84,7 @@ fn set_fields(ctx: &mut Ctx, argv: &[Bytes], name: &str) -> CmdResult<usize> {
     let hash = write_hash(ctx, &argv[1])?;
     let mut created = 0;
     for pair in argv[2..].chunks(2) {
-        if hash.insert(pair[0].clone(), pair[1].clone()).is_none() {
+        if hash.insert(&pair[0], &pair[1]) {
             created += 1;
         }
     }
@@ -117,12 +104,12 @@ fn hsetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if peek_hash(ctx, key)?.is_some_and(|h| h.contains_key(field)) {
         return Ok(Reply::Int(0));
     }
-    write_hash(ctx, key)?.insert(field.clone(), argv[3].clone());
+    write_hash(ctx, key)?.insert(field, &argv[3]);
     Ok(Reply::Int(1))
 }
 
 fn hget(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let value = read_hash(ctx, &argv[1])?.and_then(|h| h.get(&argv[2]).cloned());
+    let value = read_hash(ctx, &argv[1])?.and_then(|h| h.get(&argv[2]).map(Bytes::copy_from_slice));
     Ok(Reply::opt_bulk(value))
 }
 
@@ -130,7 +117,7 @@ fn hmget(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let hash = read_hash(ctx, &argv[1])?;
     let values = argv[2..]
         .iter()
-        .map(|f| Reply::opt_bulk(hash.and_then(|h| h.get(f).cloned())))
+        .map(|f| Reply::opt_bulk(hash.and_then(|h| h.get(f).map(Bytes::copy_from_slice))))
         .collect();
     Ok(Reply::Array(values))
 }
@@ -147,7 +134,7 @@ fn hdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Int(0));
     };
     let hash = value.as_hash_mut()?;
-    let removed = fields.iter().filter(|f| hash_remove(hash, f).is_some()).count();
+    let removed = fields.iter().filter(|f| hash.remove(f)).count();
     db.remove_if_empty(key);
     Ok(Reply::from(removed))
 }
@@ -168,12 +155,12 @@ fn hstrlen(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn hkeys(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let hash = read_hash(ctx, &argv[1])?;
-    Ok(Reply::bulks(hash.into_iter().flat_map(|h| h.keys().cloned())))
+    Ok(Reply::bulks(hash.into_iter().flat_map(|h| h.keys().map(Bytes::copy_from_slice))))
 }
 
 fn hvals(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let hash = read_hash(ctx, &argv[1])?;
-    Ok(Reply::bulks(hash.into_iter().flat_map(|h| h.values().cloned())))
+    Ok(Reply::bulks(hash.into_iter().flat_map(|h| h.values().map(Bytes::copy_from_slice))))
 }
 
 fn hgetall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -181,7 +168,7 @@ fn hgetall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let pairs = hash
         .into_iter()
         .flat_map(|h| h.iter())
-        .map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))
+        .map(|(f, v)| (Reply::Bulk(Bytes::copy_from_slice(f)), Reply::Bulk(Bytes::copy_from_slice(v))))
         .collect();
     Ok(Reply::Map(pairs))
 }
@@ -196,7 +183,7 @@ fn hincrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let next = current.checked_add(by).ok_or_else(CmdError::overflow)?;
     let mut buf = itoa::Buffer::new();
     let text = Bytes::copy_from_slice(buf.format(next).as_bytes());
-    write_hash(ctx, key)?.insert(field.clone(), text);
+    write_hash(ctx, key)?.insert(field, &text);
     Ok(Reply::Int(next))
 }
 
@@ -215,7 +202,7 @@ fn hincrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err("increment would produce NaN or Infinity"));
     }
     let text = Bytes::from(next.to_human());
-    write_hash(ctx, key)?.insert(field.clone(), text.clone());
+    write_hash(ctx, key)?.insert(field, &text);
     Ok(Reply::Bulk(text))
 }
 
@@ -226,11 +213,14 @@ fn hscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(scan_reply(0, Vec::new()));
     };
     let o = parse_scan(argv, 2, false)?;
-    let keep = |f: &Bytes| o.pattern.as_ref().is_none_or(|p| glob::matches(p, f, false));
-    let flatten = |pairs: &mut dyn Iterator<Item = (&Bytes, &Bytes)>| -> Vec<Bytes> {
-        pairs.filter(|(f, _)| keep(f)).flat_map(|(f, v)| [f.clone(), v.clone()]).collect()
+    let keep = |f: &[u8]| o.pattern.as_ref().is_none_or(|p| glob::matches(p, f, false));
+    let flatten = |pairs: &mut dyn Iterator<Item = (&[u8], &[u8])>| -> Vec<Bytes> {
+        pairs
+            .filter(|(f, _)| keep(f))
+            .flat_map(|(f, v)| [Bytes::copy_from_slice(f), Bytes::copy_from_slice(v)])
+            .collect()
     };
-    if is_listpack(hash) {
+    if hash.is_packed() {
         return Ok(scan_reply(0, flatten(&mut hash.iter())));
     }
     let (next, window) = scan_window(o.cursor, o.count, hash.len());
@@ -248,7 +238,7 @@ fn hrandfield(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         } else {
             hash.get_index(fastrand::usize(..hash.len()))
         };
-        return Ok(Reply::opt_bulk(picked.map(|(f, _)| f.clone())));
+        return Ok(Reply::opt_bulk(picked.map(|(f, _)| Bytes::copy_from_slice(f))));
     }
     let count = parse_random_count(&argv[2])?;
     let with_values = match argv.get(3) {
@@ -280,13 +270,15 @@ fn hrandfield(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     };
     let picks = indexes.into_iter().filter_map(|i| hash.get_index(i));
     let reply = if !with_values {
-        picks.map(|(f, _)| Reply::Bulk(f.clone())).collect()
+        picks.map(|(f, _)| Reply::Bulk(Bytes::copy_from_slice(f))).collect()
     } else if resp3 {
         picks
-            .map(|(f, v)| Reply::Array(vec![Reply::Bulk(f.clone()), Reply::Bulk(v.clone())]))
+            .map(|(f, v)| Reply::Array(vec![Reply::Bulk(Bytes::copy_from_slice(f)), Reply::Bulk(Bytes::copy_from_slice(v))]))
             .collect()
     } else {
-        picks.flat_map(|(f, v)| [Reply::Bulk(f.clone()), Reply::Bulk(v.clone())]).collect()
+        picks
+            .flat_map(|(f, v)| [Reply::Bulk(Bytes::copy_from_slice(f)), Reply::Bulk(Bytes::copy_from_slice(v))])
+            .collect()
     };
     Ok(Reply::Array(reply))
 }

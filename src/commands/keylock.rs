@@ -52,7 +52,7 @@ fn locks(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         .db()
         .keys(now)
         .filter(|k| pattern.as_ref().is_none_or(|p| glob::matches(p, k, false)))
-        .cloned()
+        .map(Bytes::copy_from_slice)
         .collect();
     names.sort();
     Ok(Reply::Array(names.iter().filter_map(|name| describe(ctx, name)).collect()))
@@ -102,10 +102,10 @@ fn describe(ctx: &mut Ctx, name: &Bytes) -> Option<Reply> {
     let ttl = |ctx: &mut Ctx| super::keys::pttl_of(ctx, name);
     match ctx.db().get(name, now)? {
         Value::Hash(h) => {
-            let mode = h.get(&b"mode"[..]).cloned();
+            let mode = h.get(&b"mode"[..]).map(Bytes::copy_from_slice);
             let mut holders = Vec::new();
             for (field, count) in h.iter() {
-                if field.as_ref() == b"mode" {
+                if field == b"mode" {
                     continue;
                 }
                 let (client, thread, write) = holder(field)?;

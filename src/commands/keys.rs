@@ -93,7 +93,7 @@ fn keys(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         .db()
         .keys(now)
         .filter(|k| all || glob::matches(pattern, k, false))
-        .cloned()
+        .map(Bytes::copy_from_slice)
         .collect();
     Ok(Reply::bulks(found))
 }
@@ -188,7 +188,7 @@ fn scan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                     .as_ref()
                     .is_none_or(|t| t.eq_ignore_ascii_case(v.type_name().as_bytes()))
         })
-        .map(|(k, _)| k.clone())
+        .map(|(k, _)| Bytes::copy_from_slice(k))
         .collect();
     // Expired keys are filtered out (and reclaimed) as Redis does.
     let keys = keys.into_iter().filter(|k| !db.expire_if_needed(k, now)).collect();
@@ -448,7 +448,7 @@ fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Value::Str(s) if crate::numfmt::parse_i64(s).is_some() && s.len() <= 20 => "int",
         Value::Str(s) if s.len() <= 44 => "embstr",
         Value::Str(_) => "raw",
-        Value::Hash(h) if h.len() <= 128 && h.iter().all(|(k, v)| k.len() <= 64 && v.len() <= 64) => "listpack",
+        Value::Hash(h) if h.is_packed() => "listpack",
         Value::Hash(_) => "hashtable",
         Value::List(_) => "quicklist",
         Value::Set(s) if s.len() <= 512 && s.iter().all(|m| crate::numfmt::parse_i64(m).is_some()) => "intset",

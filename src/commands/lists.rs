@@ -138,7 +138,10 @@ fn push_generic(ctx: &mut Ctx, argv: &[Bytes], end: End, only_existing: bool) ->
         return Ok(Reply::Int(0));
     }
     let now = ctx.now_ms;
-    let list = ctx.db().get_or_insert_with(key, now, || Value::List(List::new())).as_list_mut()?;
+    let list = ctx
+        .db()
+        .get_or_insert_with(key, now, || Value::List(Box::default()))
+        .as_list_mut()?;
     for element in &argv[2..] {
         match end {
             End::Left => list.push_front(element.clone()),
@@ -396,7 +399,10 @@ fn move_generic(ctx: &mut Ctx, src: &Bytes, dst: &Bytes, from: End, to: End) -> 
     };
     let Some(value) = value else { return Ok(Reply::Nil) };
     let now = ctx.now_ms;
-    let target = ctx.db().get_or_insert_with(dst, now, || Value::List(List::new())).as_list_mut()?;
+    let target = ctx
+        .db()
+        .get_or_insert_with(dst, now, || Value::List(Box::default()))
+        .as_list_mut()?;
     match to {
         End::Left => target.push_front(value.clone()),
         End::Right => target.push_back(value.clone()),

@@ -403,7 +403,7 @@ fn store(ctx: &mut Ctx, dst: &Bytes, members: Vec<Bytes>) -> Reply {
     }
     let set: Set = members.into_iter().collect();
     let len = set.len();
-    db.set(dst, Value::Set(set), false);
+    db.set(dst, Value::Set(Box::new(set)), false);
     Reply::from(len)
 }
 

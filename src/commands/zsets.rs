@@ -279,7 +279,7 @@ fn zadd_generic(ctx: &mut Ctx, argv: &[Bytes], incr: bool) -> CmdResult {
     let first_len = pairs[1].len();
     let z = ctx
         .db()
-        .get_or_insert_with(key, now, || Value::ZSet(ZSet::for_first_member(first_len, limits)))
+        .get_or_insert_with(key, now, || Value::ZSet(Box::new(ZSet::for_first_member(first_len, limits))))
         .as_zset_mut()?;
     let (mut added, mut updated) = (0, 0);
     let mut last = None;
@@ -510,7 +510,7 @@ fn store_zset(ctx: &mut Ctx, dst: &Bytes, mut z: ZSet) -> CmdResult {
         return Ok(Reply::Int(0));
     }
     z.compact_if_fits(limits(ctx));
-    ctx.db().set(dst, Value::ZSet(z), false);
+    ctx.db().set(dst, Value::ZSet(Box::new(z)), false);
     Ok(Reply::Int(n as i64))
 }
 

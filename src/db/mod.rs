@@ -4,8 +4,9 @@
 //! before anything can see it) and by [`Db::active_expire_cycle`], which the
 //! engine runs from its cron to reclaim memory of keys nobody touches.
 //!
-//! Both maps are `IndexMap`s: expiry sampling and RANDOMKEY pick by index in
-//! O(1), and SCAN walks indexes downwards. Deletions `swap_remove`, which
+//! Keys live in a [`keyspace::Keyspace`] (laid out for memory; see there):
+//! expiry sampling and RANDOMKEY pick by position in O(1), and SCAN walks
+//! positions downwards. Deletions `swap_remove`, which
 //! moves the last entry into the hole; since the last entry is at an index
 //! SCAN has already visited (or will visit, if the hole lies below the
 //! cursor), a key that exists for a whole SCAN is returned at least once,
@@ -14,14 +15,16 @@
 //! Writes record the keys clients WATCH so EXEC can fail as Redis's does;
 //! the engine drains [`Db::take_invalidated`] after each command.
 
+pub mod hash;
+pub mod keyspace;
 pub mod value;
 pub mod zset;
 
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use indexmap::IndexMap;
 
+use keyspace::Keyspace;
 use value::Hasher;
 pub use value::Value;
 
@@ -31,8 +34,7 @@ pub type ClientId = u64;
 
 #[derive(Default)]
 pub struct Db {
-    entries: IndexMap<Bytes, Value, Hasher>,
-    expires: IndexMap<Bytes, u64, Hasher>,
+    keys: Keyspace,
     watchers: HashMap<Bytes, Vec<ClientId>, Hasher>,
     invalidated: Vec<ClientId>,
     /// Keys removed because they expired, for INFO's `expired_keys`.
@@ -41,24 +43,31 @@ pub struct Db {
 
 impl Db {
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.keys.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.keys.is_empty()
     }
 
     pub fn expires_len(&self) -> usize {
-        self.expires.len()
+        self.keys.deadlines_len()
     }
 
-    fn is_expired(&self, key: &[u8], now_ms: u64) -> bool {
-        matches!(self.expires.get(key), Some(&at) if at <= now_ms)
+    /// The position of a live key; an expired one is removed on the way.
+    fn live_position(&mut self, key: &[u8], now_ms: u64) -> Option<usize> {
+        let position = self.keys.position(key)?;
+        if self.keys.deadlines_len() != 0 && self.keys.deadline_at(position).is_some_and(|at| at <= now_ms) {
+            self.remove(key);
+            self.expired_keys += 1;
+            return None;
+        }
+        Some(position)
     }
 
     /// Removes `key` if its deadline has passed; true if it did.
     pub fn expire_if_needed(&mut self, key: &[u8], now_ms: u64) -> bool {
-        if self.expires.is_empty() || !self.is_expired(key, now_ms) {
+        if self.keys.deadlines_len() == 0 || !self.keys.deadline(key).is_some_and(|at| at <= now_ms) {
             return false;
         }
         self.remove(key);
@@ -67,76 +76,69 @@ impl Db {
     }
 
     pub fn contains(&mut self, key: &[u8], now_ms: u64) -> bool {
-        self.expire_if_needed(key, now_ms);
-        self.entries.contains_key(key)
+        self.live_position(key, now_ms).is_some()
     }
 
     /// Reads a live value.
     pub fn get(&mut self, key: &[u8], now_ms: u64) -> Option<&Value> {
-        self.expire_if_needed(key, now_ms);
-        self.entries.get(key)
+        let position = self.live_position(key, now_ms)?;
+        self.keys.at(position).map(|(_, v)| v)
     }
 
     /// A live value, looked at without any effect (no lazy expiry): what a
     /// command would find, for deciding before running it.
     pub fn peek(&self, key: &[u8], now_ms: u64) -> Option<&Value> {
-        if self.is_expired(key, now_ms) {
+        let position = self.keys.position(key)?;
+        if self.keys.deadline_at(position).is_some_and(|at| at <= now_ms) {
             None
         } else {
-            self.entries.get(key)
+            self.keys.at(position).map(|(_, v)| v)
         }
     }
 
     /// A live value for writing; marks the key modified for WATCH.
     pub fn get_mut(&mut self, key: &[u8], now_ms: u64) -> Option<&mut Value> {
-        self.expire_if_needed(key, now_ms);
-        if self.entries.contains_key(key) {
-            self.signal_modified(key);
-        }
-        self.entries.get_mut(key)
+        let position = self.live_position(key, now_ms)?;
+        self.signal_modified(key);
+        Some(self.keys.value_at_mut(position))
     }
 
-    /// The value at `key` for writing, created with `make` if absent; a
-    /// value of another type is a WRONGTYPE error through `check`.
-    pub fn get_or_insert_with(&mut self, key: &Bytes, now_ms: u64, make: impl FnOnce() -> Value) -> &mut Value {
-        self.expire_if_needed(key, now_ms);
+    /// The value at `key` for writing, created with `make` if absent.
+    pub fn get_or_insert_with(&mut self, key: &[u8], now_ms: u64, make: impl FnOnce() -> Value) -> &mut Value {
         self.signal_modified(key);
-        // Look up by reference first: cloning the key costs an allocation,
-        // and it is only needed when the key is new.
-        let index = match self.entries.get_index_of(key.as_ref()) {
-            Some(i) => i,
-            None => self.entries.insert_full(key.clone(), make()).0,
+        let position = match self.live_position(key, now_ms) {
+            Some(p) => p,
+            None => self.keys.insert_new(key, make()),
         };
-        &mut self.entries[index]
+        self.keys.value_at_mut(position)
     }
 
     /// Stores `value` at `key`, dropping any TTL unless `keep_ttl`.
-    pub fn set(&mut self, key: &Bytes, value: Value, keep_ttl: bool) {
+    pub fn set(&mut self, key: &[u8], value: Value, keep_ttl: bool) {
         self.signal_modified(key);
-        if !keep_ttl && !self.expires.is_empty() {
-            self.expires.swap_remove(key.as_ref());
-        }
-        // Replace in place when the key exists, so its stored name is kept
-        // and no clone of the argument is made.
-        match self.entries.get_mut(key.as_ref()) {
-            Some(slot) => *slot = value,
+        match self.keys.position(key) {
+            Some(p) => {
+                if !keep_ttl {
+                    self.keys.drop_deadline(p);
+                }
+                *self.keys.value_at_mut(p) = value;
+            }
             None => {
-                self.entries.insert(key.clone(), value);
+                self.keys.insert_new(key, value);
             }
         }
     }
 
     /// Deletes a key and its TTL; returns the value it held.
     pub fn remove(&mut self, key: &[u8]) -> Option<Value> {
-        let v = self.entries.swap_remove(key)?;
-        self.expires.swap_remove(key);
+        let (_, v, _) = self.keys.remove(key)?;
         self.signal_modified(key);
         Some(v)
     }
 
     /// Deletes `key` if its aggregate value became empty after a write.
     pub fn remove_if_empty(&mut self, key: &[u8]) -> bool {
-        if self.entries.get(key).is_some_and(Value::is_empty_aggregate) {
+        if self.keys.get(key).is_some_and(Value::is_empty_aggregate) {
             self.remove(key);
             true
         } else {
@@ -146,21 +148,20 @@ impl Db {
 
     /// The absolute deadline of a live key, if it has one.
     pub fn expire_at(&self, key: &[u8]) -> Option<u64> {
-        self.expires.get(key).copied()
+        self.keys.deadline(key)
     }
 
     /// Sets the deadline of an existing key.
     pub fn set_expire(&mut self, key: &[u8], at_ms: u64) {
-        if let Some((k, _)) = self.entries.get_key_value(key) {
-            let k = k.clone();
-            self.signal_modified(&k);
-            self.expires.insert(k, at_ms);
+        if let Some(p) = self.keys.position(key) {
+            self.signal_modified(key);
+            self.keys.set_deadline_at(p, at_ms);
         }
     }
 
     /// Removes a key's deadline; true if it had one.
     pub fn persist(&mut self, key: &[u8]) -> bool {
-        let had = self.expires.swap_remove(key).is_some();
+        let had = self.keys.position(key).is_some_and(|p| self.keys.drop_deadline(p).is_some());
         if had {
             self.signal_modified(key);
         }
@@ -170,39 +171,39 @@ impl Db {
     pub fn clear(&mut self) {
         let watched: Vec<ClientId> = self.watchers.values().flatten().copied().collect();
         self.invalidated.extend(watched);
-        self.entries.clear();
-        self.expires.clear();
+        self.keys.clear();
     }
 
     /// Every live key, unordered.
-    pub fn keys(&self, now_ms: u64) -> impl Iterator<Item = &Bytes> {
-        self.entries
-            .keys()
-            .filter(move |k| !matches!(self.expires.get(*k), Some(&at) if at <= now_ms))
+    pub fn keys(&self, now_ms: u64) -> impl Iterator<Item = &[u8]> {
+        self.keys
+            .iter()
+            .filter(move |(_, _, at)| !at.is_some_and(|at| at <= now_ms))
+            .map(|(k, _, _)| k)
     }
 
     /// A random live key.
     pub fn random_key(&mut self, now_ms: u64) -> Option<Bytes> {
         for _ in 0..100 {
-            if self.entries.is_empty() {
+            if self.keys.is_empty() {
                 return None;
             }
-            let i = fastrand::usize(..self.entries.len());
-            let key = self.entries.get_index(i).map(|(k, _)| k.clone())?;
+            let i = fastrand::usize(..self.keys.len());
+            let key = self.keys.at(i).map(|(k, _)| Bytes::copy_from_slice(k))?;
             if !self.expire_if_needed(&key, now_ms) {
                 return Some(key);
             }
         }
-        self.entries.get_index(0).map(|(k, _)| k.clone())
+        self.keys.at(0).map(|(k, _)| Bytes::copy_from_slice(k))
     }
 
     /// One SCAN step: up to `count` slots from the cursor downwards, and the
     /// next cursor (0 when done). See the module doc for the guarantee.
-    pub fn scan(&self, cursor: u64, count: usize) -> (u64, Vec<(&Bytes, &Value)>) {
-        let len = self.entries.len() as u64;
+    pub fn scan(&self, cursor: u64, count: usize) -> (u64, Vec<(&[u8], &Value)>) {
+        let len = self.keys.len() as u64;
         let start = if cursor == 0 || cursor > len { len } else { cursor };
         let end = start.saturating_sub(count as u64);
-        let found = (end..start).rev().filter_map(|i| self.entries.get_index(i as usize)).collect();
+        let found = (end..start).rev().filter_map(|i| self.keys.at(i as usize)).collect();
         (end, found)
     }
 
@@ -211,13 +212,13 @@ impl Db {
     pub fn active_expire_cycle(&mut self, now_ms: u64, samples: usize) -> usize {
         let mut removed = 0;
         for _ in 0..samples {
-            if self.expires.is_empty() {
+            if self.keys.deadlines_len() == 0 {
                 break;
             }
-            let i = fastrand::usize(..self.expires.len());
-            let Some((key, &at)) = self.expires.get_index(i) else { break };
+            let i = fastrand::usize(..self.keys.deadlines_len());
+            let Some((key, at)) = self.keys.deadline_sample(i) else { break };
             if at <= now_ms {
-                let key = key.clone();
+                let key = key.to_vec();
                 self.remove(&key);
                 self.expired_keys += 1;
                 removed += 1;
@@ -268,21 +269,17 @@ impl Db {
 
     /// Moves a key's value and TTL to another database (MOVE, SWAPDB helpers).
     pub fn take_with_ttl(&mut self, key: &[u8]) -> Option<(Bytes, Value, Option<u64>)> {
-        let at = self.expires.get(key).copied();
-        let (k, v) = self.entries.swap_remove_entry(key)?;
-        self.expires.swap_remove(key);
+        let (k, v, at) = self.keys.remove(key)?;
         self.signal_modified(key);
-        Some((k, v, at))
+        Some((Bytes::copy_from_slice(&k), v, at))
     }
 
     pub fn restore_with_ttl(&mut self, key: Bytes, value: Value, at: Option<u64>) {
         self.signal_modified(&key);
+        self.set(&key, value, false);
         if let Some(at) = at {
-            self.expires.insert(key.clone(), at);
-        } else {
-            self.expires.swap_remove(&key);
+            self.set_expire(&key, at);
         }
-        self.entries.insert(key, value);
     }
 }
 

@@ -1,33 +1,30 @@
 //! The five value types and the WRONGTYPE check that guards them.
 //!
-//! Hashes are `IndexMap`s so small hashes iterate in the order fields were
-//! first set, as Redis's listpack encoding does; while a hash is small
-//! (Redis's `hash-max-listpack-entries`, 128) deletions keep that order.
-//! Sets are `IndexSet`s so SPOP / SRANDMEMBER can pick by index in O(1).
+//! Hashes are packed while small (see [`super::hash`]). Sets are
+//! `IndexSet`s so SPOP / SRANDMEMBER can pick by index in O(1). The large
+//! aggregates are boxed so a `Value` stays 40 bytes: every key pays for
+//! the largest variant.
 
 use std::collections::VecDeque;
 
 use bytes::Bytes;
-use indexmap::{IndexMap, IndexSet};
+use indexmap::IndexSet;
 
 use super::zset::ZSet;
 use crate::error::{CmdError, CmdResult};
 
 pub type Hasher = ahash::RandomState;
-pub type Hash = IndexMap<Bytes, Bytes, Hasher>;
+pub use super::hash::Hash;
 pub type Set = IndexSet<Bytes, Hasher>;
 pub type List = VecDeque<Bytes>;
-
-/// Hashes up to this many fields keep insertion order across deletions.
-pub const SMALL_HASH: usize = 128;
 
 #[derive(Debug, Clone)]
 pub enum Value {
     Str(Bytes),
     Hash(Hash),
-    List(List),
-    Set(Set),
-    ZSet(ZSet),
+    List(Box<List>),
+    Set(Box<Set>),
+    ZSet(Box<ZSet>),
 }
 
 impl Value {
@@ -47,7 +44,7 @@ impl Value {
     }
 
     pub fn new_set() -> Value {
-        Value::Set(Set::default())
+        Value::Set(Box::default())
     }
 
     /// True for an aggregate that has become empty and must be deleted.
@@ -67,14 +64,14 @@ macro_rules! typed_access {
         impl Value {
             pub fn $as_ref(&self) -> CmdResult<&$ty> {
                 match self {
-                    Value::$variant(v) => Ok(v),
+                    Value::$variant(v) => Ok(&*v),
                     _ => Err(CmdError::wrong_type()),
                 }
             }
 
             pub fn $as_mut(&mut self) -> CmdResult<&mut $ty> {
                 match self {
-                    Value::$variant(v) => Ok(v),
+                    Value::$variant(v) => Ok(&mut *v),
                     _ => Err(CmdError::wrong_type()),
                 }
             }
@@ -88,11 +85,10 @@ typed_access!(as_list, as_list_mut, List, List);
 typed_access!(as_set, as_set_mut, Set, Set);
 typed_access!(as_zset, as_zset_mut, ZSet, ZSet);
 
-/// Removes a field from a hash, keeping insertion order while it is small.
-pub fn hash_remove(h: &mut Hash, field: &[u8]) -> Option<Bytes> {
-    if h.len() <= SMALL_HASH {
-        h.shift_remove(field)
-    } else {
-        h.swap_remove(field)
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_value_is_40_bytes() {
+        assert_eq!(std::mem::size_of::<super::Value>(), 40);
     }
 }
