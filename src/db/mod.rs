@@ -67,7 +67,7 @@ impl Db {
 
     /// Removes `key` if its deadline has passed; true if it did.
     pub fn expire_if_needed(&mut self, key: &[u8], now_ms: u64) -> bool {
-        if self.keys.deadlines_len() == 0 || !self.keys.deadline(key).is_some_and(|at| at <= now_ms) {
+        if self.keys.deadlines_len() == 0 || self.keys.deadline(key).is_none_or(|at| at > now_ms) {
             return false;
         }
         self.remove(key);

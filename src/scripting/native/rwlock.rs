@@ -378,7 +378,7 @@ fn renew_batch_cost(cx: &NativeCtx, p: &Params) -> f64 {
         let mut k = 1.0;
         while k <= names && arg_idx <= p.argv.len() {
             let field = &p.argv[arg_idx - 1];
-            cost += 1.0 + hash.and_then(|h| h.get(field)).map_or(0.0, |v| countdown_len(v));
+            cost += 1.0 + hash.and_then(|h| h.get(field)).map_or(0.0, countdown_len);
             arg_idx += 1;
             k += 1.0;
         }
