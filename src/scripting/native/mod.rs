@@ -116,6 +116,12 @@ fn implementation(version: &str, name: &str) -> Option<NativeFn> {
         ("4.7.0", "rwlock-read-renew-batch") => rwlock::read_renew_batch,
         ("3.13.6", "rwlock-read-renew") => rwlock::read_renew,
         ("4.7.0", "rwlock-read-islocked") => rwlock::read_is_locked,
+        // Each older body differs from every current one in its commands:
+        // HSET for the first hold, EXISTS before unlocking, no PTTL on a
+        // read reentry.
+        ("seed-2018", "lock-acquire") => lock::acquire_2018,
+        ("seed-2018", "lock-unlock") => lock::unlock_2018,
+        ("seed-2018", "rwlock-read-acquire") => rwlock::read_acquire_2018,
         _ => return None,
     })
 }
@@ -473,6 +479,9 @@ mod tests {
             ("3.13.6", "rwlock-read-unlock"),
             ("3.13.6", "rwlock-write-unlock"),
             ("3.13.6", "rwlock-read-renew"),
+            ("seed-2018", "lock-acquire"),
+            ("seed-2018", "lock-unlock"),
+            ("seed-2018", "rwlock-read-acquire"),
         ] {
             let body = FILES.iter().find(|f| f.version == version && f.name == name).unwrap().body;
             let script = table.recognize(&crate::scripting::sha1_hex(body)).unwrap();
