@@ -22,10 +22,15 @@
 //!
 //! Servers and connections are reused across cases (FLUSHALL between);
 //! `PROPTEST_CASES` overrides the 2,000 cases per script.
+//! `families.rs` holds the lock and read-write lock strategies that several
+//! test files share.
 
 #![allow(dead_code)]
 
+mod families;
+
 pub use crate::common::*;
+pub use families::*;
 
 pub use keylock::Clock;
 pub use proptest::prelude::*;

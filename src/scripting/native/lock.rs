@@ -1,7 +1,9 @@
 //! The reentrant lock family (RLock), natively: acquire, unlock (with the
 //! 4.7.0 unlock latch), force unlock, watchdog renewal (batched in 4.7.0,
 //! one lock per call in 3.13.6), plus the multi-key PEXPIRE that
-//! MultiLock/RedLock leases use and the cluster-detection probe.
+//! MultiLock/RedLock leases use and the cluster-detection probe; and the
+//! acquire and unlock of releases older than 3.13.6 (`seed-2018`), which
+//! write the first hold with HSET and publish on unlocking a missing lock.
 //!
 //! The lock is a hash `KEYS[1]` of `<uuid>:<threadId>` → hold count with a
 //! PEXPIRE lease. Each function follows its script statement by statement
@@ -16,6 +18,7 @@ use super::{NativeCtx, Params, ScriptError, Table, Value};
 const EXISTS: Value = Value::str_static("exists");
 const HEXISTS: Value = Value::str_static("hexists");
 const HINCRBY: Value = Value::str_static("hincrby");
+const HSET: Value = Value::str_static("hset");
 const PEXPIRE: Value = Value::str_static("pexpire");
 const PTTL: Value = Value::str_static("pttl");
 const GET: Value = Value::str_static("get");
@@ -95,6 +98,44 @@ pub fn unlock_3_13(cx: &mut NativeCtx, p: &Params) -> Result<Value, ScriptError>
         cx.call(&[PUBLISH, p.key(2), p.arg(1)])?;
         Ok(Value::Num(1.0))
     }
+}
+
+/// `lock-acquire.lua` of releases older than 3.13.6 (`seed-2018`): the
+/// first hold is written by HSET, a reentry counted by HINCRBY. KEYS[1]
+/// lock; ARGV[1] lease ms, ARGV[2] owner. Nil when acquired, else the
+/// lock's PTTL.
+pub fn acquire_2018(cx: &mut NativeCtx, p: &Params) -> Result<Value, ScriptError> {
+    // if (redis.call('exists', KEYS[1]) == 0) then
+    if cx.call(&[EXISTS, p.key(1)])?.is_num(0.0) {
+        // redis.call('hset', KEYS[1], ARGV[2], 1);
+        cx.call(&[HSET, p.key(1), p.arg(2), Value::Num(1.0)])?;
+        // redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end;
+        cx.call(&[PEXPIRE, p.key(1), p.arg(1)])?;
+        return Ok(Value::Nil);
+    }
+    // if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
+    if cx.call(&[HEXISTS, p.key(1), p.arg(2)])?.is_num(1.0) {
+        // redis.call('hincrby', KEYS[1], ARGV[2], 1);
+        cx.call(&[HINCRBY, p.key(1), p.arg(2), Value::Num(1.0)])?;
+        // redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end;
+        cx.call(&[PEXPIRE, p.key(1), p.arg(1)])?;
+        return Ok(Value::Nil);
+    }
+    // return redis.call('pttl', KEYS[1]);
+    cx.call(&[PTTL, p.key(1)])
+}
+
+/// `lock-unlock.lua` of releases older than 3.13.6 (`seed-2018`): a lock
+/// that is gone is announced again and answers 1; otherwise the body
+/// goes on as 3.13.6's unlock, byte for byte. KEYS[1] lock, KEYS[2]
+/// channel; ARGV[1] message, ARGV[2] lease ms, ARGV[3] owner.
+pub fn unlock_2018(cx: &mut NativeCtx, p: &Params) -> Result<Value, ScriptError> {
+    // if (redis.call('exists', KEYS[1]) == 0) then redis.call('publish', KEYS[2], ARGV[1]); return 1; end;
+    if cx.call(&[EXISTS, p.key(1)])?.is_num(0.0) {
+        cx.call(&[PUBLISH, p.key(2), p.arg(1)])?;
+        return Ok(Value::Num(1.0));
+    }
+    unlock_3_13(cx, p)
 }
 
 /// `lock-force-unlock.lua` (4.7.0). KEYS[1] lock, KEYS[2] channel;

@@ -5,9 +5,11 @@
 //! The table is built from the files under `lua/redisson/<version>/`
 //! (compiled in with `include_bytes!`), so a script is recognized only when
 //! its bytes are exactly what a known client sends; the unit tests check
-//! every file against its `INDEX.tsv` SHA1. Every recognized script is
-//! counted in INFO (`# Keylock`), native or Lua; those with an
-//! implementation here run natively unless `native-scripts` is `no`.
+//! every file against its `INDEX.tsv` SHA1. `seed-2018/` holds bodies of
+//! releases older than 3.13.6, known from the Java sources that articles
+//! quote (`seed_quotes.rs` re-derives them from those quotes). Every
+//! recognized script is counted in INFO (`# Keylock`), native or Lua; those
+//! with an implementation here run natively unless `native-scripts` is `no`.
 //!
 //! How a native run stays identical to the Lua run:
 //! - every command goes through [`NativeCtx::call`], which does what
@@ -35,6 +37,8 @@
 pub mod lock;
 pub mod lua;
 pub mod rwlock;
+#[cfg(test)]
+mod seed_quotes;
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -82,6 +86,8 @@ pub const FILES: &[ScriptFile] = script_files! {
         "rwlock-read-acquire", "rwlock-read-renew", "rwlock-read-unlock", "rwlock-write-acquire",
         "rwlock-write-unlock", "semaphore-release", "semaphore-tryacquire", "semaphore-trysetpermits",
     ],
+    // Releases older than 3.13.6, as the seed articles quote them.
+    "seed-2018": ["lock-acquire", "lock-unlock", "rwlock-read-acquire"],
 };
 
 /// A native script: KEYS and ARGV in, the Lua value the script returns out.
@@ -110,6 +116,12 @@ fn implementation(version: &str, name: &str) -> Option<NativeFn> {
         ("4.7.0", "rwlock-read-renew-batch") => rwlock::read_renew_batch,
         ("3.13.6", "rwlock-read-renew") => rwlock::read_renew,
         ("4.7.0", "rwlock-read-islocked") => rwlock::read_is_locked,
+        // Each older body differs from every current one in its commands:
+        // HSET for the first hold, EXISTS before unlocking, no PTTL on a
+        // read reentry.
+        ("seed-2018", "lock-acquire") => lock::acquire_2018,
+        ("seed-2018", "lock-unlock") => lock::unlock_2018,
+        ("seed-2018", "rwlock-read-acquire") => rwlock::read_acquire_2018,
         _ => return None,
     })
 }
@@ -381,12 +393,13 @@ pub fn run(
 mod tests {
     use super::*;
 
-    /// `(version, file name, sha1)` from both INDEX.tsv files.
+    /// `(version, file name, sha1)` from every INDEX.tsv file.
     fn index() -> Vec<(&'static str, String, String)> {
         let mut rows = Vec::new();
         for (version, text) in [
             ("4.7.0", include_str!("../../../lua/redisson/4.7.0/INDEX.tsv")),
             ("3.13.6", include_str!("../../../lua/redisson/3.13.6/INDEX.tsv")),
+            ("seed-2018", include_str!("../../../lua/redisson/seed-2018/INDEX.tsv")),
         ] {
             for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
                 let mut cols = line.split('\t');
@@ -466,6 +479,9 @@ mod tests {
             ("3.13.6", "rwlock-read-unlock"),
             ("3.13.6", "rwlock-write-unlock"),
             ("3.13.6", "rwlock-read-renew"),
+            ("seed-2018", "lock-acquire"),
+            ("seed-2018", "lock-unlock"),
+            ("seed-2018", "rwlock-read-acquire"),
         ] {
             let body = FILES.iter().find(|f| f.version == version && f.name == name).unwrap().body;
             let script = table.recognize(&crate::scripting::sha1_hex(body)).unwrap();

@@ -1,8 +1,9 @@
 //! The read-write lock family (RReadWriteLock), natively: read and write
-//! acquire (one body for 4.7.0 and 3.13.6), read and write unlock (4.7.0
-//! with the unlock latch and a publish command from ARGV, 3.13.6 without),
-//! read-lock renewal (batched in 4.7.0, one lock in 3.13.6) and the read
-//! lock's `isLocked`.
+//! acquire (one body for 4.7.0 and 3.13.6; an older read acquire, whose
+//! reentry resets the lease, for releases before 3.13.6), read and write
+//! unlock (4.7.0 with the unlock latch and a publish command from ARGV,
+//! 3.13.6 without), read-lock renewal (batched in 4.7.0, one lock in
+//! 3.13.6) and the read lock's `isLocked`.
 //!
 //! The lock is a hash `KEYS[1]` with a `mode` field (`read`/`write`) and
 //! one hold count per owner (`<uuid>:<tid>`, `…:write` for the writer).
@@ -56,10 +57,32 @@ fn walk_cost(cx: &NativeCtx, key: &Value) -> f64 {
     cx.peek_hash(key).map_or(0.0, |h| h.values().map(|v| 1.0 + countdown_len(v)).sum())
 }
 
+/// How a reentrant read hold renews the lock's own lease.
+#[derive(Clone, Copy)]
+enum ReentryLease {
+    /// `local remainTime = redis.call('pttl', KEYS[1]);
+    /// redis.call('pexpire', KEYS[1], math.max(remainTime, ARGV[1]));`
+    /// (4.7.0, 3.13.6): never shorter than what is left.
+    KeepLonger,
+    /// `redis.call('pexpire', KEYS[1], ARGV[1]);` (releases older than
+    /// 3.13.6): the lease as asked.
+    Reset,
+}
+
 /// `rwlock-read-acquire.lua` (4.7.0 and 3.13.6). KEYS[1] lock, KEYS[2]
 /// timeout-key prefix; ARGV[1] lease ms, ARGV[2] owner, ARGV[3] the
 /// owner's write-lock name. Nil when acquired, else the lock's PTTL.
 pub fn read_acquire(cx: &mut NativeCtx, p: &Params) -> Result<Value, ScriptError> {
+    read_acquire_with(cx, p, ReentryLease::KeepLonger)
+}
+
+/// `rwlock-read-acquire.lua` of releases older than 3.13.6 (`seed-2018`):
+/// the same, except that a reentry sets the lock's lease to ARGV[1].
+pub fn read_acquire_2018(cx: &mut NativeCtx, p: &Params) -> Result<Value, ScriptError> {
+    read_acquire_with(cx, p, ReentryLease::Reset)
+}
+
+fn read_acquire_with(cx: &mut NativeCtx, p: &Params, reentry: ReentryLease) -> Result<Value, ScriptError> {
     // local mode = redis.call('hget', KEYS[1], 'mode');
     let mode = cx.call(&[HGET, p.key(1), MODE])?;
     // if (mode == false) then
@@ -86,10 +109,16 @@ pub fn read_acquire(cx: &mut NativeCtx, p: &Params) -> Result<Value, ScriptError
         // redis.call('set', key, 1); redis.call('pexpire', key, ARGV[1]);
         cx.call(&[SET, key.clone(), Value::Num(1.0)])?;
         cx.call(&[PEXPIRE, key, p.arg(1)])?;
-        // local remainTime = redis.call('pttl', KEYS[1]);
-        let remain_time = cx.call(&[PTTL, p.key(1)])?;
-        // redis.call('pexpire', KEYS[1], math.max(remainTime, ARGV[1])); return nil;
-        let lease = cx.math_max(&[remain_time, p.arg(1)])?;
+        let lease = match reentry {
+            ReentryLease::KeepLonger => {
+                // local remainTime = redis.call('pttl', KEYS[1]);
+                let remain_time = cx.call(&[PTTL, p.key(1)])?;
+                // math.max(remainTime, ARGV[1])
+                cx.math_max(&[remain_time, p.arg(1)])?
+            }
+            ReentryLease::Reset => p.arg(1),
+        };
+        // redis.call('pexpire', KEYS[1], <lease>); return nil;
         cx.call(&[PEXPIRE, p.key(1), lease])?;
         return Ok(Value::Nil);
     }
