@@ -50,7 +50,17 @@ pub const CHANNEL: &str = "redisson_lock__channel:{lk}";
 pub const LATCH: &str = "redisson_unlock_latch:{lk}:7a3e";
 /// Channels the subscriber also SSUBSCRIBEs to (`PSUBSCRIBE *` sees
 /// only PUBLISH): every channel a case may SPUBLISH to.
-pub const SHARD_CHANNELS: &[&str] = &[CHANNEL, LOCK, LOCK2, RW_CHANNEL];
+pub const SHARD_CHANNELS: &[&str] = &[
+    CHANNEL,
+    LOCK,
+    LOCK2,
+    RW_CHANNEL,
+    "redisson_lock__channel:{fl}:5f0c7a5e-4d1b-4c8e-9a3f-0a1b2c3d4e5f:1",
+    "redisson_lock__channel:{fl}:5f0c7a5e-4d1b-4c8e-9a3f-0a1b2c3d4e5f:2",
+    "redisson_lock__channel:{fl}:8e2d1c0b-7a6f-4e5d-8c4b-3a2918070605:57",
+    "redisson_lock__channel:{fl}:c0ffee00-1111-4222-8333-444455556666:3",
+    "redisson_lock__channel:{fl}:",
+];
 pub const CASE_END: &str = "__case_end__";
 pub const RW: &str = "rw";
 pub const RW2: &str = "rw2";

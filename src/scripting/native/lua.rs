@@ -195,13 +195,40 @@ pub fn concat(parts: &[Value]) -> Result<Bytes, String> {
 }
 
 /// Lua's `l + r` with its string coercion; each operand comes with the name
-/// Lua's error gives it (`local 'currentExpire'`, `field '?'`).
+/// Lua's error gives it (`local 'currentExpire'`, `field '?'`), or `""`
+/// for one Lua cannot name (a call's result, as `tonumber(…)`).
 pub fn add(l: (&Value, &str), r: (&Value, &str)) -> Result<f64, String> {
+    arith(l, r, |a, b| a + b)
+}
+
+/// Lua's `l - r`, operands named as for [`add`].
+pub fn sub(l: (&Value, &str), r: (&Value, &str)) -> Result<f64, String> {
+    arith(l, r, |a, b| a - b)
+}
+
+/// Lua's unary `-v` (OP_UNM: the operand is both of `luaG_aritherror`'s),
+/// named as for [`add`]: `-tonumber(ARGV[3])` on a non-number raises
+/// `attempt to perform arithmetic on a nil value`.
+pub fn unm(v: (&Value, &str)) -> Result<f64, String> {
+    arith(v, v, |a, _| -a)
+}
+
+fn arith(l: (&Value, &str), r: (&Value, &str), op: impl Fn(f64, f64) -> f64) -> Result<f64, String> {
     match (l.0.to_number(), r.0.to_number()) {
-        (Some(a), Some(b)) => Ok(a + b),
+        (Some(a), Some(b)) => Ok(op(a, b)),
         // `luaG_aritherror`: the first operand if it is the bad one.
-        (None, _) => Err(format!("attempt to perform arithmetic on {} (a {} value)", l.1, l.0.type_name())),
-        (_, None) => Err(format!("attempt to perform arithmetic on {} (a {} value)", r.1, r.0.type_name())),
+        (None, _) => Err(arith_error(l)),
+        (_, None) => Err(arith_error(r)),
+    }
+}
+
+/// `luaG_typeerror` for arithmetic: a named operand with its name, a
+/// temporary by its type alone.
+fn arith_error((v, name): (&Value, &str)) -> String {
+    if name.is_empty() {
+        format!("attempt to perform arithmetic on a {} value", v.type_name())
+    } else {
+        format!("attempt to perform arithmetic on {name} (a {} value)", v.type_name())
     }
 }
 
@@ -388,6 +415,13 @@ mod tests {
             add((&Value::Num(-1.0), "local 'x'"), (&Value::str_static("abc"), "field '?'")).unwrap_err(),
             "attempt to perform arithmetic on field '?' (a string value)"
         );
+        assert_eq!(
+            sub((&Value::Nil, ""), (&Value::Num(1.0), "")).unwrap_err(),
+            "attempt to perform arithmetic on a nil value"
+        );
+        assert_eq!(sub((&argv, "local 'timeout'"), (&Value::Num(1.0), "")).unwrap(), 99.0);
+        assert_eq!(unm((&Value::Nil, "")).unwrap_err(), "attempt to perform arithmetic on a nil value");
+        assert!(unm((&Value::Num(f64::NAN), "")).unwrap().is_sign_negative());
         assert_eq!(math_max(&[Value::Num(-1.0), argv]).unwrap(), 100.0);
         assert_eq!(
             math_max(&[Value::Num(-1.0), Value::str_static("x")]).unwrap_err(),

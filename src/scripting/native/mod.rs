@@ -34,6 +34,7 @@
 //! Every script under `lua/redisson/` is a single line, so every error is
 //! on line 1; [`NativeCtx::at_line`] exists for scripts that are not.
 
+pub mod fairlock;
 pub mod lock;
 pub mod lua;
 pub mod rwlock;
@@ -122,6 +123,13 @@ fn implementation(version: &str, name: &str) -> Option<NativeFn> {
         ("seed-2018", "lock-acquire") => lock::acquire_2018,
         ("seed-2018", "lock-unlock") => lock::unlock_2018,
         ("seed-2018", "rwlock-read-acquire") => rwlock::read_acquire_2018,
+        ("4.7.0" | "3.13.6", "fairlock-acquire-failed") => fairlock::acquire_failed,
+        ("4.7.0", "fairlock-acquire") => fairlock::acquire,
+        ("3.13.6", "fairlock-acquire") => fairlock::acquire_3_13,
+        ("4.7.0", "fairlock-tryacquire-nowait") => fairlock::try_acquire_nowait,
+        ("3.13.6", "fairlock-tryacquire-nowait") => fairlock::try_acquire_nowait_3_13,
+        ("4.7.0", "fairlock-unlock") => fairlock::unlock,
+        ("3.13.6", "fairlock-unlock") => fairlock::unlock_3_13,
         _ => return None,
     })
 }
@@ -288,12 +296,27 @@ impl NativeCtx<'_> {
     /// The hash a command would find at `key` now, looked at without any
     /// effect: for sizing a run before it starts.
     pub fn peek_hash(&self, key: &Value) -> Option<&crate::db::value::Hash> {
-        let Value::Str(key) = key else { return None };
-        let now = self.state.script_time.unwrap_or_else(|| self.state.clock.now_ms());
-        match self.state.dbs[self.client.db].peek(key, now) {
+        match self.peek(key) {
             Some(crate::db::Value::Hash(h)) => Some(h),
             _ => None,
         }
+    }
+
+    /// How many elements the list or sorted set a command would find at
+    /// `key` now holds (0 for anything else), looked at without any
+    /// effect: for sizing a run before it starts.
+    pub fn peek_len(&self, key: &Value) -> usize {
+        match self.peek(key) {
+            Some(crate::db::Value::List(l)) => l.len(),
+            Some(crate::db::Value::ZSet(z)) => z.len(),
+            _ => 0,
+        }
+    }
+
+    fn peek(&self, key: &Value) -> Option<&crate::db::Value> {
+        let Value::Str(key) = key else { return None };
+        let now = self.state.script_time.unwrap_or_else(|| self.state.clock.now_ms());
+        self.state.dbs[self.client.db].peek(key, now)
     }
 
     /// Hands the script to Lua. Only before the first command: a run that
@@ -333,6 +356,17 @@ impl NativeCtx<'_> {
     /// Lua's `l + r`, operands with the names Lua's error gives them.
     pub fn add(&self, l: (&Value, &str), r: (&Value, &str)) -> Result<Value, ScriptError> {
         lua::add(l, r).map(Value::Num).map_err(|m| self.runtime_error(&m))
+    }
+
+    /// Lua's `l - r`, operands named as for [`NativeCtx::add`] (`""` for a
+    /// call's result, which Lua cannot name).
+    pub fn sub(&self, l: (&Value, &str), r: (&Value, &str)) -> Result<Value, ScriptError> {
+        lua::sub(l, r).map(Value::Num).map_err(|m| self.runtime_error(&m))
+    }
+
+    /// Lua's unary `-v`, named as for [`NativeCtx::sub`].
+    pub fn neg(&self, v: (&Value, &str)) -> Result<Value, ScriptError> {
+        lua::unm(v).map(Value::Num).map_err(|m| self.runtime_error(&m))
     }
 
     /// `math.max(…)`.
@@ -482,6 +516,14 @@ mod tests {
             ("seed-2018", "lock-acquire"),
             ("seed-2018", "lock-unlock"),
             ("seed-2018", "rwlock-read-acquire"),
+            ("4.7.0", "fairlock-acquire-failed"),
+            ("4.7.0", "fairlock-acquire"),
+            ("4.7.0", "fairlock-tryacquire-nowait"),
+            ("4.7.0", "fairlock-unlock"),
+            ("3.13.6", "fairlock-acquire-failed"),
+            ("3.13.6", "fairlock-acquire"),
+            ("3.13.6", "fairlock-tryacquire-nowait"),
+            ("3.13.6", "fairlock-unlock"),
         ] {
             let body = FILES.iter().find(|f| f.version == version && f.name == name).unwrap().body;
             let script = table.recognize(&crate::scripting::sha1_hex(body)).unwrap();
