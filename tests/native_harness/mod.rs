@@ -757,4 +757,3 @@ pub fn case<S: Strategy + Clone>(
         },
     )
 }
-

@@ -25,16 +25,20 @@
 //!   error with ` script: <sha>, on @user_script:<line>.`, a Lua runtime
 //!   error its `user_script:<line>: …` message; writes done before the
 //!   error stay, as they do in Redis.
-//! - the implementations (`lock.rs`, `rwlock.rs`: one file per family) follow their
+//! - the implementations (`lock.rs`, `rwlock.rs`, `semaphore.rs`,
+//!   `pesemaphore.rs`, `latch.rs`: one file per family) follow their
 //!   script statement by statement, in the same order, with a comment
 //!   quoting the Lua they stand for.
 //!
 //! Every script under `lua/redisson/` is a single line, so every error is
 //! on line 1; [`NativeCtx::at_line`] exists for scripts that are not.
 
+pub mod latch;
 pub mod lock;
 pub mod lua;
+pub mod pesemaphore;
 pub mod rwlock;
+pub mod semaphore;
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -110,6 +114,21 @@ fn implementation(version: &str, name: &str) -> Option<NativeFn> {
         ("4.7.0", "rwlock-read-renew-batch") => rwlock::read_renew_batch,
         ("3.13.6", "rwlock-read-renew") => rwlock::read_renew,
         ("4.7.0", "rwlock-read-islocked") => rwlock::read_is_locked,
+        ("4.7.0" | "3.13.6", "semaphore-tryacquire") => semaphore::try_acquire,
+        ("4.7.0", "semaphore-release") => semaphore::release,
+        ("3.13.6", "semaphore-release") => semaphore::release_3_13,
+        ("4.7.0", "semaphore-trysetpermits") => semaphore::try_set_permits,
+        ("3.13.6", "semaphore-trysetpermits") => semaphore::try_set_permits_3_13,
+        ("4.7.0", "pesemaphore-available-permits") => pesemaphore::available_permits,
+        ("3.13.6", "pesemaphore-available-permits") => pesemaphore::available_permits_3_13,
+        ("4.7.0", "pesemaphore-release") => pesemaphore::release,
+        ("3.13.6", "pesemaphore-release") => pesemaphore::release_3_13,
+        ("4.7.0", "pesemaphore-tryacquire") => pesemaphore::try_acquire,
+        ("3.13.6", "pesemaphore-tryacquire") => pesemaphore::try_acquire_3_13,
+        ("4.7.0", "latch-countdown") => latch::count_down,
+        ("3.13.6", "latch-countdown") => latch::count_down_3_13,
+        ("4.7.0", "latch-trysetcount") => latch::try_set_count,
+        ("3.13.6", "latch-trysetcount") => latch::try_set_count_3_13,
         _ => return None,
     })
 }
@@ -280,6 +299,17 @@ impl NativeCtx<'_> {
         let now = self.state.script_time.unwrap_or_else(|| self.state.clock.now_ms());
         match self.state.dbs[self.client.db].peek(key, now) {
             Some(crate::db::Value::Hash(h)) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// The sorted set a command would find at `key` now, looked at without
+    /// any effect: for sizing a run before it starts.
+    pub fn peek_zset(&self, key: &Value) -> Option<&crate::db::zset::ZSet> {
+        let Value::Str(key) = key else { return None };
+        let now = self.state.script_time.unwrap_or_else(|| self.state.clock.now_ms());
+        match self.state.dbs[self.client.db].peek(key, now) {
+            Some(crate::db::Value::ZSet(z)) => Some(z),
             _ => None,
         }
     }
@@ -466,6 +496,22 @@ mod tests {
             ("3.13.6", "rwlock-read-unlock"),
             ("3.13.6", "rwlock-write-unlock"),
             ("3.13.6", "rwlock-read-renew"),
+            ("4.7.0", "semaphore-tryacquire"),
+            ("4.7.0", "semaphore-release"),
+            ("4.7.0", "semaphore-trysetpermits"),
+            ("3.13.6", "semaphore-tryacquire"),
+            ("3.13.6", "semaphore-release"),
+            ("3.13.6", "semaphore-trysetpermits"),
+            ("4.7.0", "pesemaphore-available-permits"),
+            ("4.7.0", "pesemaphore-release"),
+            ("4.7.0", "pesemaphore-tryacquire"),
+            ("3.13.6", "pesemaphore-available-permits"),
+            ("3.13.6", "pesemaphore-release"),
+            ("3.13.6", "pesemaphore-tryacquire"),
+            ("4.7.0", "latch-countdown"),
+            ("4.7.0", "latch-trysetcount"),
+            ("3.13.6", "latch-countdown"),
+            ("3.13.6", "latch-trysetcount"),
         ] {
             let body = FILES.iter().find(|f| f.version == version && f.name == name).unwrap().body;
             let script = table.recognize(&crate::scripting::sha1_hex(body)).unwrap();
