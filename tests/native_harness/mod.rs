@@ -45,7 +45,14 @@ pub const CHANNEL: &str = "redisson_lock__channel:{lk}";
 pub const LATCH: &str = "redisson_unlock_latch:{lk}:7a3e";
 /// Channels the subscriber also SSUBSCRIBEs to (`PSUBSCRIBE *` sees
 /// only PUBLISH): every channel a case may SPUBLISH to.
-pub const SHARD_CHANNELS: &[&str] = &[CHANNEL, LOCK, LOCK2, RW_CHANNEL];
+pub const SHARD_CHANNELS: &[&str] = &[
+    CHANNEL,
+    LOCK,
+    LOCK2,
+    RW_CHANNEL,
+    "redisson_sc:{sem}",
+    "redisson_countdownlatch__channel__{cdl}",
+];
 pub const CASE_END: &str = "__case_end__";
 pub const RW: &str = "rw";
 pub const RW2: &str = "rw2";
@@ -566,7 +573,7 @@ pub fn outcome(reply: &[u8]) -> String {
     match reply.first() {
         Some(b':') => format!("integer {}", if text == ":0" || text == ":1" { text } else { "other" }),
         Some(b'*') => "array".into(),
-        _ => text.chars().take(90).collect(),
+        _ => text.replace("\r\n", " ").chars().take(90).collect(),
     }
 }
 
