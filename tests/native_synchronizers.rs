@@ -32,6 +32,7 @@ fn the_channels_are_shard_subscribed() {
 fn count_text() -> impl Strategy<Value = Vec<u8>> + Clone {
     prop_oneof![
         3 => Just(s("0")),
+        3 => Just(s("1")),
         8 => (1i64..6).prop_map(|n| n.to_string().into_bytes()),
         2 => (-5i64..0).prop_map(|n| n.to_string().into_bytes()),
         3 => pick(NUMERIC_TEXTS),

@@ -573,6 +573,8 @@ pub fn outcome(reply: &[u8]) -> String {
     match reply.first() {
         Some(b':') => format!("integer {}", if text == ":0" || text == ":1" { text } else { "other" }),
         Some(b'*') => "array".into(),
+        // Bulk strings by length once they are long (ids, timestamps).
+        Some(b'$') if text.len() > 16 => format!("{} …", text.lines().next().unwrap_or_default()),
         _ => text.replace("\r\n", " ").chars().take(90).collect(),
     }
 }
