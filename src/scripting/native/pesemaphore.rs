@@ -13,7 +13,8 @@
 //!
 //! `unpack` is Lua 5.1's: it cannot return 8,000 values (its C stack
 //! limit, `LUAI_MAXCSTACK`), and Redis then raises `too many results to
-//! unpack`; the VM's `redis.call` is refused a few arguments earlier.
+//! unpack`. keylock's Lua VM already fails a `redis.call` of some 7,990
+//! arguments ("out of Lua stack"), which Redis accepts.
 //! Before its first command a run sizes the reclaim from the set as it
 //! stands (without touching it), and one that may meet
 //! [`RECLAIM_NATIVE_LIMIT`] expired permits or more goes to Lua, which
