@@ -30,6 +30,7 @@
 mod families;
 
 pub use crate::common::*;
+#[allow(unused_imports)]
 pub use families::*;
 
 pub use keylock::Clock;
@@ -60,6 +61,8 @@ pub const SHARD_CHANNELS: &[&str] = &[
     "redisson_lock__channel:{fl}:8e2d1c0b-7a6f-4e5d-8c4b-3a2918070605:57",
     "redisson_lock__channel:{fl}:c0ffee00-1111-4222-8333-444455556666:3",
     "redisson_lock__channel:{fl}:",
+    "redisson_sc:{sem}",
+    "redisson_countdownlatch__channel__{cdl}",
 ];
 pub const CASE_END: &str = "__case_end__";
 pub const RW: &str = "rw";
@@ -581,7 +584,9 @@ pub fn outcome(reply: &[u8]) -> String {
     match reply.first() {
         Some(b':') => format!("integer {}", if text == ":0" || text == ":1" { text } else { "other" }),
         Some(b'*') => "array".into(),
-        _ => text.chars().take(90).collect(),
+        // Bulk strings by length once they are long (ids, timestamps).
+        Some(b'$') if text.len() > 16 => format!("{} …", text.lines().next().unwrap_or_default()),
+        _ => text.replace("\r\n", " ").chars().take(90).collect(),
     }
 }
 

@@ -194,6 +194,18 @@ pub fn concat(parts: &[Value]) -> Result<Bytes, String> {
     Ok(Bytes::from(out))
 }
 
+/// `tostring(v)`: strings as they are, numbers with `%.14g`, `nil`,
+/// `true`, `false`. None for a table, which prints as its address.
+pub fn tostring(v: &Value) -> Option<Bytes> {
+    Some(match v {
+        Value::Nil => Bytes::from_static(b"nil"),
+        Value::Bool(b) => Bytes::from_static(if *b { b"true" } else { b"false" }),
+        Value::Num(n) => Bytes::from(fmt_14g(*n)),
+        Value::Str(s) => s.clone(),
+        Value::Table(_) => return None,
+    })
+}
+
 /// Lua's `l + r` with its string coercion; each operand comes with the name
 /// Lua's error gives it (`local 'currentExpire'`, `field '?'`), or `""`
 /// for one Lua cannot name (a call's result, as `tonumber(…)`).
@@ -388,6 +400,17 @@ mod tests {
             "attempt to concatenate field '?' (a boolean value)"
         );
         assert_eq!(concat(&[Value::Bool(true), k, Value::Nil]).unwrap_err(), nil_err);
+    }
+
+    #[test]
+    fn tostring_prints_as_lua() {
+        let text = |v: &Value| tostring(v).map(|b| String::from_utf8_lossy(&b).into_owned());
+        assert_eq!(text(&Value::str_static("1.5")).as_deref(), Some("1.5"));
+        assert_eq!(text(&Value::Num(1e15)).as_deref(), Some("1e+15"));
+        assert_eq!(text(&Value::Num(3.0)).as_deref(), Some("3"));
+        assert_eq!(text(&Value::Nil).as_deref(), Some("nil"));
+        assert_eq!(text(&Value::Bool(false)).as_deref(), Some("false"));
+        assert_eq!(text(&Value::Table(Table::Array(vec![]))), None);
     }
 
     #[test]

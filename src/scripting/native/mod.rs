@@ -27,7 +27,8 @@
 //!   error with ` script: <sha>, on @user_script:<line>.`, a Lua runtime
 //!   error its `user_script:<line>: …` message; writes done before the
 //!   error stay, as they do in Redis.
-//! - the implementations (`lock.rs`, `rwlock.rs`: one file per family) follow their
+//! - the implementations (`lock.rs`, `fairlock.rs`, `rwlock.rs`,
+//!   `semaphore.rs`, `pesemaphore.rs`, `latch.rs`: one file per family) follow their
 //!   script statement by statement, in the same order, with a comment
 //!   quoting the Lua they stand for.
 //!
@@ -35,11 +36,14 @@
 //! on line 1; [`NativeCtx::at_line`] exists for scripts that are not.
 
 pub mod fairlock;
+pub mod latch;
 pub mod lock;
 pub mod lua;
+pub mod pesemaphore;
 pub mod rwlock;
 #[cfg(test)]
 mod seed_quotes;
+pub mod semaphore;
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -130,6 +134,21 @@ fn implementation(version: &str, name: &str) -> Option<NativeFn> {
         ("3.13.6", "fairlock-tryacquire-nowait") => fairlock::try_acquire_nowait_3_13,
         ("4.7.0", "fairlock-unlock") => fairlock::unlock,
         ("3.13.6", "fairlock-unlock") => fairlock::unlock_3_13,
+        ("4.7.0" | "3.13.6", "semaphore-tryacquire") => semaphore::try_acquire,
+        ("4.7.0", "semaphore-release") => semaphore::release,
+        ("3.13.6", "semaphore-release") => semaphore::release_3_13,
+        ("4.7.0", "semaphore-trysetpermits") => semaphore::try_set_permits,
+        ("3.13.6", "semaphore-trysetpermits") => semaphore::try_set_permits_3_13,
+        ("4.7.0", "pesemaphore-available-permits") => pesemaphore::available_permits,
+        ("3.13.6", "pesemaphore-available-permits") => pesemaphore::available_permits_3_13,
+        ("4.7.0", "pesemaphore-release") => pesemaphore::release,
+        ("3.13.6", "pesemaphore-release") => pesemaphore::release_3_13,
+        ("4.7.0", "pesemaphore-tryacquire") => pesemaphore::try_acquire,
+        ("3.13.6", "pesemaphore-tryacquire") => pesemaphore::try_acquire_3_13,
+        ("4.7.0", "latch-countdown") => latch::count_down,
+        ("3.13.6", "latch-countdown") => latch::count_down_3_13,
+        ("4.7.0", "latch-trysetcount") => latch::try_set_count,
+        ("3.13.6", "latch-trysetcount") => latch::try_set_count_3_13,
         _ => return None,
     })
 }
@@ -317,6 +336,15 @@ impl NativeCtx<'_> {
         let Value::Str(key) = key else { return None };
         let now = self.state.script_time.unwrap_or_else(|| self.state.clock.now_ms());
         self.state.dbs[self.client.db].peek(key, now)
+    }
+
+    /// The sorted set a command would find at `key` now, looked at without
+    /// any effect: for sizing a run before it starts.
+    pub fn peek_zset(&self, key: &Value) -> Option<&crate::db::zset::ZSet> {
+        match self.peek(key) {
+            Some(crate::db::Value::ZSet(z)) => Some(z),
+            _ => None,
+        }
     }
 
     /// Hands the script to Lua. Only before the first command: a run that
@@ -524,6 +552,22 @@ mod tests {
             ("3.13.6", "fairlock-acquire"),
             ("3.13.6", "fairlock-tryacquire-nowait"),
             ("3.13.6", "fairlock-unlock"),
+            ("4.7.0", "semaphore-tryacquire"),
+            ("4.7.0", "semaphore-release"),
+            ("4.7.0", "semaphore-trysetpermits"),
+            ("3.13.6", "semaphore-tryacquire"),
+            ("3.13.6", "semaphore-release"),
+            ("3.13.6", "semaphore-trysetpermits"),
+            ("4.7.0", "pesemaphore-available-permits"),
+            ("4.7.0", "pesemaphore-release"),
+            ("4.7.0", "pesemaphore-tryacquire"),
+            ("3.13.6", "pesemaphore-available-permits"),
+            ("3.13.6", "pesemaphore-release"),
+            ("3.13.6", "pesemaphore-tryacquire"),
+            ("4.7.0", "latch-countdown"),
+            ("4.7.0", "latch-trysetcount"),
+            ("3.13.6", "latch-countdown"),
+            ("3.13.6", "latch-trysetcount"),
         ] {
             let body = FILES.iter().find(|f| f.version == version && f.name == name).unwrap().body;
             let script = table.recognize(&crate::scripting::sha1_hex(body)).unwrap();
