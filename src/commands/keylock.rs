@@ -1,21 +1,42 @@
 //! KEYLOCK: keylock's own admin surface. Because keylock knows the shape
 //! of Redisson's lock keys, it can show who holds what.
 //!
-//! `KEYLOCK LOCKS [pattern]` lists the held locks of the current database
-//! whose names match the pattern; `KEYLOCK LOCK name` shows one. A lock is
-//! recognized from its hash: every field names a holder as Redisson does
-//! (`<client-uuid>:<thread-id>`, `…:write` for a write holder) with a
-//! positive hold count, plus `mode` for a read-write lock. A fair lock is a
-//! lock with a `redisson_lock_queue:{name}` waiting list. Semaphores and
-//! latches are plain integers that only their wake-up channels tell apart
-//! from any other number, so they are listed while a client waits on
-//! `redisson_sc:{name}` / `redisson_countdownlatch__channel__{name}`.
+//! `KEYLOCK LOCKS [pattern]` lists the locks, semaphores and latches of the
+//! current database whose names match the pattern; `KEYLOCK LOCK name`
+//! shows one. Nothing is recorded for this: every entry is read back from
+//! the keys and subscriptions Redisson's own scripts and clients leave, and
+//! companion names are built as Redisson builds them (`prefixName`:
+//! `prefix:{name}`, or `prefix:name` when the name already has a `{`;
+//! `suffixName`: `{name}:suffix`, or `name:suffix`).
+//!
+//! How a key is recognized:
+//! - A hash is a lock when every field names a holder as Redisson does
+//!   (`<client-uuid>:<thread-id>`, `…:write` for a write holder) with a
+//!   positive hold count, plus `mode` for a read-write lock. A lock with a
+//!   `redisson_lock_queue:{name}` list is a fair lock.
+//! - A string is a candidate only when its value is an integer. Semaphores
+//!   and latches are plain numbers, as any counter is, so a number is listed
+//!   only with evidence beside it, checked in this order:
+//!   1. the zset `{name}:timeout` exists: a permit-expirable semaphore with
+//!      permits out (the zset holds each permit's lease end);
+//!   2. a client is subscribed to `redisson_sc:{name}`: a semaphore;
+//!   3. a client is subscribed to `redisson_countdownlatch__channel__{name}`
+//!      (braces always, as Redisson writes it): a latch.
+//!
+//!   So a semaphore or latch nobody waits on, and a permit-expirable
+//!   semaphore with no permit out, are not listed: nothing tells them from
+//!   a counter.
+//! - No key at all, but a client subscribed to `redisson_sc:{name}`: a
+//!   semaphore whose permits were never set, listed with `permits` 0 and
+//!   `ttl` -2 — its waiters can only be woken by a trySetPermits or release.
 //!
 //! Each entry is a map: `name`, `type` (lock, fairlock, rwlock, semaphore,
-//! latch), `ttl` (ms, -1 for none), then `holders` (maps of `client`,
-//! `thread`, `holds`, and `mode` for read-write locks), `mode`, `queue`
-//! (fair locks: `client`, `thread`, `timeout`), `permits` or `count`, and
-//! `waiters` — clients subscribed to the lock's wake-up channel.
+//! pesemaphore, latch), `ttl` (ms; -1 for none, -2 for no key), then
+//! `holders` (maps of `client`, `thread`, `holds`, and `mode` for read-write
+//! locks), `mode`, `queue` (fair locks: `client`, `thread`, `timeout`),
+//! `permits` (available) or `count`, `acquired` (permit-expirable
+//! semaphores: `id`, `expires`), and `waiters` — clients subscribed to the
+//! wake-up channel.
 
 use bytes::Bytes;
 
@@ -30,30 +51,42 @@ const G: Group = Group::Server;
 pub const COMMANDS: &[CommandSpec] = &[container("keylock", KEYLOCK).doc(G, "0.1.0", "keylock's own commands: lock introspection.")];
 
 const KEYLOCK: &[CommandSpec] = &[
-    cmd("locks", -2, locks)
-        .flags(READONLY)
-        .doc(G, "0.1.0", "Lists held Redisson locks, semaphores and latches."),
+    cmd("locks", -2, locks).flags(READONLY).doc(
+        G,
+        "0.1.0",
+        "Lists held Redisson locks, and semaphores and latches with evidence of their family.",
+    ),
     cmd("lock", 3, lock)
         .flags(READONLY)
         .keys(2, 2, 1)
-        .doc(G, "0.1.0", "Shows one Redisson lock."),
+        .doc(G, "0.1.0", "Shows one Redisson lock, semaphore or latch."),
     cmd("help", 2, help)
         .flags(LOADING | STALE)
         .doc(G, "0.1.0", "Returns helpful text about the different subcommands."),
 ];
+
+/// Redisson's `nonExpirableTimeout`: the lease end of a permit acquired
+/// without a lease.
+const NON_EXPIRABLE: f64 = 922_337_203_685_477.0;
+
+const SEMAPHORE_CHANNEL: &[u8] = b"redisson_sc";
 
 fn locks(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() > 3 {
         return Err(CmdError::subcommand_syntax(&argv[1], "keylock"));
     }
     let pattern = argv.get(2).cloned();
+    let matches = |name: &[u8]| pattern.as_ref().is_none_or(|p| glob::matches(p, name, false));
     let now = ctx.now_ms;
-    let mut names: Vec<Bytes> = ctx
-        .db()
-        .keys(now)
-        .filter(|k| pattern.as_ref().is_none_or(|p| glob::matches(p, k, false)))
-        .map(Bytes::copy_from_slice)
-        .collect();
+    let mut names: Vec<Bytes> = ctx.db().keys(now).filter(|k| matches(k)).map(Bytes::copy_from_slice).collect();
+    // Semaphores waited on before their permits were set have no key.
+    let channel_pattern = [SEMAPHORE_CHANNEL, b":*"].concat();
+    for channel in ctx.state.pubsub.channel_names(Kind::Channel, Some(&channel_pattern)) {
+        let name = semaphore_name(&channel);
+        if matches(&name) && !names.contains(&name) {
+            names.push(name);
+        }
+    }
     names.sort();
     Ok(Reply::Array(names.iter().filter_map(|name| describe(ctx, name)).collect()))
 }
@@ -67,15 +100,51 @@ fn help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "KEYLOCK",
         &[
             "LOCKS [<pattern>]",
-            "    List the held Redisson locks (and waited-on semaphores and latches) whose names match.",
+            "    List the held Redisson locks, semaphores and latches whose names match.",
+            "    A number is listed only with evidence of its family: a {name}:timeout zset",
+            "    (permit-expirable semaphore), or a client subscribed to redisson_sc:{name}",
+            "    (semaphore) or redisson_countdownlatch__channel__{name} (latch).",
             "LOCK <name>",
-            "    Show one lock: holders, hold counts, mode, TTL, queue and waiters.",
+            "    Show one: holders, hold counts, mode, TTL, queue, permits or count, waiters.",
         ],
     ))
 }
 
 fn text(k: &'static str) -> Reply {
     Reply::bulk_static(k)
+}
+
+/// Redisson's `prefixName(prefix, name)`.
+fn prefix_name(prefix: &[u8], name: &[u8]) -> Vec<u8> {
+    if name.contains(&b'{') {
+        [prefix, b":", name].concat()
+    } else {
+        [prefix, b":{", name, b"}"].concat()
+    }
+}
+
+/// Redisson's `suffixName(name, suffix)`.
+fn suffix_name(name: &[u8], suffix: &[u8]) -> Vec<u8> {
+    if name.contains(&b'{') {
+        [name, b":", suffix].concat()
+    } else {
+        [b"{", name, b"}:", suffix].concat()
+    }
+}
+
+/// The semaphore a `redisson_sc:…` channel belongs to: `prefix_name`
+/// undone (a braced rest is taken as added braces).
+fn semaphore_name(channel: &[u8]) -> Bytes {
+    let rest = &channel[SEMAPHORE_CHANNEL.len() + 1..];
+    let name = match rest.strip_prefix(b"{").and_then(|r| r.strip_suffix(b"}")) {
+        Some(inner) if !inner.contains(&b'{') => inner,
+        _ => rest,
+    };
+    Bytes::copy_from_slice(name)
+}
+
+fn latch_channel(name: &[u8]) -> Vec<u8> {
+    [b"redisson_countdownlatch__channel__{", name, b"}"].concat()
 }
 
 /// A holder field `<uuid>:<thread>` (or `…:write`): (client, thread, write).
@@ -92,111 +161,163 @@ fn holder(field: &[u8]) -> Option<(&[u8], &[u8], bool)> {
     Some((client, thread, write))
 }
 
-fn subscribers(ctx: &Ctx, channel: String) -> usize {
-    ctx.state.pubsub.subscribers(Kind::Channel, channel.as_bytes()).len()
+/// A permit id as Redisson shows it: 4.x stores the 16 bytes behind a hex
+/// id, 3.x the 32-digit hex id itself.
+fn permit_id(member: &[u8]) -> Reply {
+    if member.len() == 32 && member.iter().all(u8::is_ascii_hexdigit) {
+        return Reply::Bulk(Bytes::copy_from_slice(member));
+    }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let hex: Vec<u8> = member
+        .iter()
+        .flat_map(|b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]])
+        .collect();
+    Reply::Bulk(Bytes::from(hex))
+}
+
+fn subscribers(ctx: &Ctx, channel: &[u8]) -> usize {
+    ctx.state.pubsub.subscribers(Kind::Channel, channel).len()
 }
 
 fn describe(ctx: &mut Ctx, name: &Bytes) -> Option<Reply> {
     let now = ctx.now_ms;
-    let shown = String::from_utf8_lossy(name).into_owned();
-    let ttl = |ctx: &mut Ctx| super::keys::pttl_of(ctx, name);
-    match ctx.db().get(name, now)? {
-        Value::Hash(h) => {
-            let mode = h.get(&b"mode"[..]).map(Bytes::copy_from_slice);
-            let mut holders = Vec::new();
-            for (field, count) in h.iter() {
-                if field == b"mode" {
-                    continue;
-                }
-                let (client, thread, write) = holder(field)?;
-                let holds = crate::numfmt::parse_i64(count).filter(|&n| n > 0)?;
-                let mut entry = vec![
+    match ctx.db().get(name, now) {
+        Some(Value::Hash(_)) => describe_lock(ctx, name),
+        Some(Value::Str(s)) => {
+            let value = crate::numfmt::parse_i64(s)?;
+            describe_number(ctx, name, value)
+        }
+        Some(_) => None,
+        None => {
+            let waiters = subscribers(ctx, &prefix_name(SEMAPHORE_CHANNEL, name));
+            (waiters > 0).then(|| {
+                Reply::Map(vec![
+                    (text("name"), Reply::Bulk(name.clone())),
+                    (text("type"), text("semaphore")),
+                    (text("ttl"), Reply::Int(-2)),
+                    (text("permits"), Reply::Int(0)),
+                    (text("waiters"), Reply::Int(waiters as i64)),
+                ])
+            })
+        }
+    }
+}
+
+/// A lock hash: reentrant, fair or read-write.
+fn describe_lock(ctx: &mut Ctx, name: &Bytes) -> Option<Reply> {
+    let now = ctx.now_ms;
+    let Some(Value::Hash(h)) = ctx.db().get(name, now) else {
+        return None;
+    };
+    let mode = h.get(&b"mode"[..]).map(Bytes::copy_from_slice);
+    let mut holders = Vec::new();
+    for (field, count) in h.iter() {
+        if field == b"mode" {
+            continue;
+        }
+        let (client, thread, write) = holder(field)?;
+        let holds = crate::numfmt::parse_i64(count).filter(|&n| n > 0)?;
+        let mut entry = vec![
+            (text("client"), Reply::Bulk(Bytes::copy_from_slice(client))),
+            (text("thread"), Reply::Bulk(Bytes::copy_from_slice(thread))),
+            (text("holds"), Reply::Int(holds)),
+        ];
+        if mode.is_some() {
+            entry.push((text("mode"), text(if write { "write" } else { "read" })));
+        }
+        holders.push(Reply::Map(entry));
+    }
+    if holders.is_empty() && mode.is_none() {
+        return None;
+    }
+    let queue_key = prefix_name(b"redisson_lock_queue", name);
+    let queue = match ctx.db().get(&queue_key, now) {
+        Some(Value::List(l)) => Some(l.iter().cloned().collect::<Vec<Bytes>>()),
+        _ => None,
+    };
+    let ttl = super::keys::pttl_of(ctx, name);
+    let lock_channel = prefix_name(b"redisson_lock__channel", name);
+    let mut fields = vec![(text("name"), Reply::Bulk(name.clone()))];
+    if let Some(mode) = &mode {
+        fields.push((text("type"), text("rwlock")));
+        fields.push((text("ttl"), Reply::Int(ttl)));
+        fields.push((text("mode"), Reply::Bulk(mode.clone())));
+        fields.push((text("holders"), Reply::Array(holders)));
+        let waiters = subscribers(ctx, &prefix_name(b"redisson_rwlock", name));
+        fields.push((text("waiters"), Reply::Int(waiters as i64)));
+    } else if let Some(queue) = queue {
+        let timeout_key = prefix_name(b"redisson_lock_timeout", name);
+        let waiting: Vec<Reply> = queue
+            .iter()
+            .map(|w| {
+                let (client, thread, _) = holder(w).unwrap_or((w, b"", false));
+                let timeout = match ctx.db().get(&timeout_key, now) {
+                    Some(Value::ZSet(z)) => z.score(w).map_or(Reply::Nil, |s| Reply::Int(s as i64)),
+                    _ => Reply::Nil,
+                };
+                Reply::Map(vec![
                     (text("client"), Reply::Bulk(Bytes::copy_from_slice(client))),
                     (text("thread"), Reply::Bulk(Bytes::copy_from_slice(thread))),
-                    (text("holds"), Reply::Int(holds)),
-                ];
-                if mode.is_some() {
-                    entry.push((text("mode"), text(if write { "write" } else { "read" })));
-                }
-                holders.push(Reply::Map(entry));
-            }
-            if holders.is_empty() && mode.is_none() {
-                return None;
-            }
-            let queue_key = format!("redisson_lock_queue:{{{shown}}}");
-            let queue = match ctx.db().get(queue_key.as_bytes(), now) {
-                Some(Value::List(l)) => Some(l.iter().cloned().collect::<Vec<Bytes>>()),
-                _ => None,
-            };
-            let ttl = ttl(ctx);
-            let mut fields = vec![(text("name"), Reply::Bulk(name.clone()))];
-            if let Some(mode) = &mode {
-                fields.push((text("type"), text("rwlock")));
-                fields.push((text("ttl"), Reply::Int(ttl)));
-                fields.push((text("mode"), Reply::Bulk(mode.clone())));
-                fields.push((text("holders"), Reply::Array(holders)));
-                fields.push((
-                    text("waiters"),
-                    Reply::Int(subscribers(ctx, format!("redisson_rwlock:{{{shown}}}")) as i64),
-                ));
-            } else if let Some(queue) = queue {
-                let timeout_key = format!("redisson_lock_timeout:{{{shown}}}");
-                let waiting: Vec<Reply> = queue
-                    .iter()
-                    .map(|w| {
-                        let (client, thread, _) = holder(w).unwrap_or((w, b"", false));
-                        let timeout = match ctx.db().get(timeout_key.as_bytes(), now) {
-                            Some(Value::ZSet(z)) => z.score(w).map_or(Reply::Nil, |s| Reply::Int(s as i64)),
-                            _ => Reply::Nil,
-                        };
-                        Reply::Map(vec![
-                            (text("client"), Reply::Bulk(Bytes::copy_from_slice(client))),
-                            (text("thread"), Reply::Bulk(Bytes::copy_from_slice(thread))),
-                            (text("timeout"), timeout),
-                        ])
-                    })
-                    .collect();
-                // Fair-lock waiters are woken one by one on their own channels.
-                let waiters: usize = queue
-                    .iter()
-                    .map(|w| subscribers(ctx, format!("redisson_lock__channel:{{{shown}}}:{}", String::from_utf8_lossy(w))))
-                    .sum();
-                fields.push((text("type"), text("fairlock")));
-                fields.push((text("ttl"), Reply::Int(ttl)));
-                fields.push((text("holders"), Reply::Array(holders)));
-                fields.push((text("queue"), Reply::Array(waiting)));
-                fields.push((text("waiters"), Reply::Int(waiters as i64)));
-            } else {
-                fields.push((text("type"), text("lock")));
-                fields.push((text("ttl"), Reply::Int(ttl)));
-                fields.push((text("holders"), Reply::Array(holders)));
-                fields.push((
-                    text("waiters"),
-                    Reply::Int(subscribers(ctx, format!("redisson_lock__channel:{{{shown}}}")) as i64),
-                ));
-            }
-            Some(Reply::Map(fields))
-        }
-        Value::Str(s) => {
-            let value = crate::numfmt::parse_i64(s)?;
-            let semaphore_waiters = subscribers(ctx, format!("redisson_sc:{{{shown}}}"));
-            let latch_waiters = subscribers(ctx, format!("redisson_countdownlatch__channel__{{{shown}}}"));
-            let (kind, field, waiters) = if semaphore_waiters > 0 {
-                ("semaphore", "permits", semaphore_waiters)
-            } else if latch_waiters > 0 {
-                ("latch", "count", latch_waiters)
-            } else {
-                return None;
-            };
-            let ttl = ttl(ctx);
-            Some(Reply::Map(vec![
-                (text("name"), Reply::Bulk(name.clone())),
-                (text("type"), text(kind)),
-                (text("ttl"), Reply::Int(ttl)),
-                (text(field), Reply::Int(value)),
-                (text("waiters"), Reply::Int(waiters as i64)),
-            ]))
-        }
-        _ => None,
+                    (text("timeout"), timeout),
+                ])
+            })
+            .collect();
+        // Fair-lock waiters are woken one by one on their own channels.
+        let waiters: usize = queue.iter().map(|w| subscribers(ctx, &[&lock_channel[..], b":", w].concat())).sum();
+        fields.push((text("type"), text("fairlock")));
+        fields.push((text("ttl"), Reply::Int(ttl)));
+        fields.push((text("holders"), Reply::Array(holders)));
+        fields.push((text("queue"), Reply::Array(waiting)));
+        fields.push((text("waiters"), Reply::Int(waiters as i64)));
+    } else {
+        fields.push((text("type"), text("lock")));
+        fields.push((text("ttl"), Reply::Int(ttl)));
+        fields.push((text("holders"), Reply::Array(holders)));
+        let waiters = subscribers(ctx, &lock_channel);
+        fields.push((text("waiters"), Reply::Int(waiters as i64)));
     }
+    Some(Reply::Map(fields))
+}
+
+/// An integer string, listed by the evidence the module doc gives.
+fn describe_number(ctx: &mut Ctx, name: &Bytes, value: i64) -> Option<Reply> {
+    let now = ctx.now_ms;
+    let semaphore_waiters = subscribers(ctx, &prefix_name(SEMAPHORE_CHANNEL, name));
+    let acquired: Option<Vec<Reply>> = match ctx.db().get(&suffix_name(name, b"timeout"), now) {
+        Some(Value::ZSet(leases)) => Some(
+            leases
+                .iter()
+                .map(|(id, expires)| {
+                    let expires = if expires >= NON_EXPIRABLE { -1 } else { expires as i64 };
+                    Reply::Map(vec![(text("id"), permit_id(id)), (text("expires"), Reply::Int(expires))])
+                })
+                .collect(),
+        ),
+        _ => None,
+    };
+    let ttl = super::keys::pttl_of(ctx, name);
+    let mut fields = vec![(text("name"), Reply::Bulk(name.clone()))];
+    let waiters = if let Some(acquired) = acquired {
+        fields.push((text("type"), text("pesemaphore")));
+        fields.push((text("ttl"), Reply::Int(ttl)));
+        fields.push((text("permits"), Reply::Int(value)));
+        fields.push((text("acquired"), Reply::Array(acquired)));
+        semaphore_waiters
+    } else if semaphore_waiters > 0 {
+        fields.push((text("type"), text("semaphore")));
+        fields.push((text("ttl"), Reply::Int(ttl)));
+        fields.push((text("permits"), Reply::Int(value)));
+        semaphore_waiters
+    } else {
+        let latch_waiters = subscribers(ctx, &latch_channel(name));
+        if latch_waiters == 0 {
+            return None;
+        }
+        fields.push((text("type"), text("latch")));
+        fields.push((text("ttl"), Reply::Int(ttl)));
+        fields.push((text("count"), Reply::Int(value)));
+        latch_waiters
+    };
+    fields.push((text("waiters"), Reply::Int(waiters as i64)));
+    Some(Reply::Map(fields))
 }
