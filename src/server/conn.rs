@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
@@ -154,15 +154,24 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
                 if ready.is_err() {
                     break;
                 }
-                let read = {
+                let (read, room) = {
                     let mut input = io.input.borrow_mut();
                     if input.capacity() - input.len() < 1024 {
                         input.reserve(READ_CHUNK);
                     }
-                    reader.try_read_buf(&mut *input)
+                    let room = input.capacity() - input.len();
+                    (reader.try_read_buf(&mut *input), room)
                 };
                 match read {
                     Ok(0) => break,
+                    Ok(n) if n < room => {
+                        // A short read emptied the socket: forget its
+                        // readiness now, as a WouldBlock would, instead of
+                        // paying a second read to learn it (edge-triggered
+                        // epoll reports the next arrival; the runtime only
+                        // polls it once this task yields, so none is lost).
+                        let _ = reader.as_ref().try_io(Interest::READABLE, || Err::<(), _>(std::io::ErrorKind::WouldBlock.into()));
+                    }
                     Ok(_) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
                     Err(_) => break,
