@@ -51,6 +51,30 @@ fn config_resetstat_resets_command_stats() {
 }
 
 #[test]
+fn commandstats_usec_measures_the_time_a_command_took() {
+    let s = start();
+    let mut c = conn(&s);
+    // Past the first 10 ms the tick rate is measured, not assumed.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let started = std::time::Instant::now();
+    q::<i64>(&mut c, &["EVAL", "local t = 0 for i = 1, 3000000 do t = t + i end return 1", "0"]);
+    let wall_us = started.elapsed().as_micros() as u64;
+    let stats: String = q(&mut c, &["INFO", "commandstats"]);
+    let line = stats.lines().find(|l| l.starts_with("cmdstat_eval:")).expect("eval counted");
+    let usec: u64 = line
+        .split(",usec=")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    // The script's time, seen from inside the server: no more than the
+    // client waited, and most of it (the rest is the round trip).
+    assert!(usec <= wall_us, "{line} but the client waited {wall_us} us");
+    assert!(usec * 10 >= wall_us * 3, "{line} but the client waited {wall_us} us");
+}
+
+#[test]
 fn errorstats_count_error_replies_by_prefix() {
     let s = start();
     let mut c = conn(&s);

@@ -207,12 +207,13 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
                 if c.calls == 0 && c.rejected_calls == 0 && c.failed_calls == 0 {
                     continue;
                 }
-                let per = if c.calls > 0 { c.usec as f64 / c.calls as f64 } else { 0.0 };
+                let usec = crate::clock::ticks::to_us(c.ticks);
+                let per = if c.calls > 0 { usec as f64 / c.calls as f64 } else { 0.0 };
                 line!(
                     "cmdstat_{}:calls={},usec={},usec_per_call={:.2},rejected_calls={},failed_calls={}",
                     name,
                     c.calls,
-                    c.usec,
+                    usec,
                     per,
                     c.rejected_calls,
                     c.failed_calls

@@ -8,7 +8,8 @@ use crate::error::CmdError;
 #[derive(Debug, Default, Clone)]
 pub struct CommandStat {
     pub calls: u64,
-    pub usec: u64,
+    /// Time spent, in `clock::ticks` (microseconds when reported).
+    pub ticks: u64,
     pub rejected_calls: u64,
     pub failed_calls: u64,
 }
