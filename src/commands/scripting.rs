@@ -96,23 +96,24 @@ fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], by_sha: bool, read_only: bool) ->
     }
     let (keys, args) = argv[3..].split_at(numkeys as usize);
     let mut scripting = vm(ctx)?;
-    let sha = if by_sha {
-        let sha = String::from_utf8_lossy(&argv[1]).to_ascii_lowercase();
-        if sha.len() == 40 && scripting.exists(sha.as_bytes()) {
-            Ok(sha)
-        } else {
-            Err(noscript())
-        }
+    let id = if by_sha {
+        crate::scripting::script_id(&argv[1])
+            .filter(|id| scripting.exists(id))
+            .ok_or_else(noscript)
     } else {
-        scripting.load(&argv[1])
+        scripting
+            .load(&argv[1])
+            .and_then(|sha| crate::scripting::script_id(sha.as_bytes()).ok_or_else(noscript))
     };
-    let result = sha.map(|sha| {
+    let result = id.map(|id| {
+        // Cached ids are hex digits, so always text.
+        let sha = std::str::from_utf8(&id).unwrap_or_default();
         ctx.state.script_time = Some(ctx.now_ms);
         let flags = RunFlags {
             read_only,
             native: ctx.state.runtime.native_scripts,
         };
-        let reply = scripting.run(ctx.state, ctx.client, &sha, keys, args, &flags);
+        let reply = scripting.run(ctx.state, ctx.client, sha, keys, args, &flags);
         ctx.state.script_time = None;
         if ctx.state.watchdog.shutdown_requested.take() {
             // SHUTDOWN NOSAVE arrived while the script ran.

@@ -43,6 +43,17 @@ const HOOK_EVERY: u32 = 100_000;
 const GC_PERIOD: u32 = 50;
 
 /// Lowercase hex SHA1 of a script body: the name EVALSHA uses.
+/// A script's SHA1 as 40 lowercase hex digits: the cache key.
+pub type ScriptId = [u8; 40];
+
+/// The cache key for a SHA1 as a client spells it (any case); None when it
+/// cannot be one.
+pub fn script_id(sha: &[u8]) -> Option<ScriptId> {
+    let mut id: ScriptId = sha.try_into().ok()?;
+    id.make_ascii_lowercase();
+    Some(id)
+}
+
 pub fn sha1_hex(body: &[u8]) -> String {
     sha1_smol::Sha1::from(body).digest().to_string()
 }
@@ -181,7 +192,8 @@ pub struct Scripting {
     globals: Table,
     /// `xpcall` with Redis's error handler.
     run: Function,
-    scripts: HashMap<String, Cached>,
+    /// By lowercase hex SHA1: found without allocating or SipHash.
+    scripts: HashMap<ScriptId, Cached, ahash::RandomState>,
     runtime: Rc<Runtime>,
     runs_since_gc: u32,
 }
@@ -241,7 +253,7 @@ impl Scripting {
             lua,
             globals,
             run,
-            scripts: HashMap::new(),
+            scripts: HashMap::default(),
             runtime,
             runs_since_gc: 0,
         })
@@ -250,12 +262,13 @@ impl Scripting {
     /// Compiles and caches a script; returns its SHA1.
     pub fn load(&mut self, body: &[u8]) -> CmdResult<String> {
         let sha = sha1_hex(body);
-        if !self.scripts.contains_key(&sha) {
+        let id = script_id(sha.as_bytes()).ok_or_else(|| CmdError::err("internal: SHA1 is not 40 hex digits"))?;
+        if !self.scripts.contains_key(&id) {
             let (shebang, code_starts) = parse_shebang(body)?;
             let function = self.compile(&body[code_starts..])?;
             let recognized = native::NativeTable::get().recognize(&sha);
             self.scripts.insert(
-                sha.clone(),
+                id,
                 Cached {
                     function,
                     shebang,
@@ -287,7 +300,7 @@ impl Scripting {
     }
 
     pub fn exists(&self, sha: &[u8]) -> bool {
-        std::str::from_utf8(sha).is_ok_and(|s| self.scripts.contains_key(&s.to_ascii_lowercase()))
+        script_id(sha).is_some_and(|id| self.scripts.contains_key(&id))
     }
 
     pub fn cached_count(&self) -> usize {
@@ -307,7 +320,7 @@ impl Scripting {
     /// Runs a cached script with KEYS and ARGV; the reply is what the
     /// client gets.
     pub fn run(&mut self, state: &mut State, caller: &mut Client, sha: &str, keys: &[Bytes], args: &[Bytes], flags: &RunFlags) -> Reply {
-        let Some(cached) = self.scripts.get(sha) else {
+        let Some(cached) = script_id(sha.as_bytes()).and_then(|id| self.scripts.get(&id)) else {
             return Reply::Error(Bytes::from_static(b"NOSCRIPT No matching script. Please use EVAL."));
         };
         let function = cached.function.clone();
