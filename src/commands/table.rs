@@ -247,11 +247,12 @@ pub struct Command {
     pub full_name: String,
     pub stat_index: usize,
     /// For containers: subcommands by lowercase name.
-    pub subcommands: HashMap<&'static str, Command, ahash::RandomState>,
+    pub subcommands: HashMap<&'static [u8], Command, ahash::RandomState>,
 }
 
 pub struct Registry {
-    pub commands: HashMap<&'static str, Command, ahash::RandomState>,
+    /// By lowercase name bytes (looked up without a UTF-8 check).
+    pub commands: HashMap<&'static [u8], Command, ahash::RandomState>,
     /// Every command and subcommand in a stable order; index = stat_index.
     pub all: Vec<(&'static CommandSpec, String)>,
 }
@@ -277,7 +278,7 @@ impl Registry {
                 for sub in spec.subcommands {
                     let full = format!("{}|{}", spec.name, sub.name);
                     cmd.subcommands.insert(
-                        sub.name,
+                        sub.name.as_bytes(),
                         Command {
                             spec: sub,
                             full_name: full.clone(),
@@ -287,7 +288,7 @@ impl Registry {
                     );
                     all.push((sub, full));
                 }
-                commands.insert(spec.name, cmd);
+                commands.insert(spec.name.as_bytes(), cmd);
             }
         }
         Registry { commands, all }
@@ -295,21 +296,22 @@ impl Registry {
 
     /// Finds a command by name, ignoring case.
     pub fn lookup(&self, name: &[u8]) -> Option<&Command> {
-        let mut buf = [0u8; 32];
-        if name.len() > buf.len() {
-            return None;
-        }
-        let lower = &mut buf[..name.len()];
-        lower.copy_from_slice(name);
-        lower.make_ascii_lowercase();
-        let lower = std::str::from_utf8(lower).ok()?;
-        self.commands.get(lower)
+        lookup_lowercase(&self.commands, name)
     }
+}
+
+/// `map[lowercase(name)]`, lowercased on the stack; names longer than any
+/// command are not found.
+fn lookup_lowercase<'m>(map: &'m HashMap<&'static [u8], Command, ahash::RandomState>, name: &[u8]) -> Option<&'m Command> {
+    let mut buf = [0u8; 32];
+    let lower = buf.get_mut(..name.len())?;
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    map.get(&*lower)
 }
 
 impl Command {
     pub fn subcommand(&self, name: &[u8]) -> Option<&Command> {
-        let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
-        self.subcommands.get(lower.as_str())
+        lookup_lowercase(&self.subcommands, name)
     }
 }
