@@ -218,6 +218,9 @@ impl Progress {
                     last = (now, done);
                 }
                 let elapsed = shared.start.get().map_or(Duration::ZERO, |s| now.duration_since(*s));
+                if last.1 == 0 && elapsed.as_secs_f64() > 0.0 {
+                    rate = done as f64 / elapsed.as_secs_f64();
+                }
                 match shared.limit {
                     Some(_) => bar.set_position(done),
                     None => bar.set_position((elapsed.as_millis() as u64).min(length)),
