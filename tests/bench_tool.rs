@@ -62,6 +62,10 @@ fn assert_clean(s: &Summary, requested: u64) {
     assert_eq!(s.ops, requested, "{s:?}");
     assert_eq!((s.errors, s.unexpected), (0, 0), "{s:?}");
     assert!(s.commands >= s.ops, "{s:?}");
+    assert!(
+        s.client_ops_min <= s.client_ops_max && s.client_ops_max * s.clients >= requested,
+        "{s:?}"
+    );
     assert!(s.ops_per_sec > 0.0 && s.elapsed_s > 0.0, "{s:?}");
     let l = &s.latency_us;
     assert!(

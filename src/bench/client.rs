@@ -102,6 +102,8 @@ pub struct Stats {
     pub noscript_reloads: u64,
     /// Commands sent (and answered).
     pub commands: u64,
+    /// Operations each client started: how evenly the server served them.
+    pub client_ops: Vec<u64>,
 }
 
 impl Stats {
@@ -116,6 +118,7 @@ impl Stats {
             first_unexpected: None,
             noscript_reloads: 0,
             commands: 0,
+            client_ops: Vec::new(),
         }
     }
 
@@ -130,6 +133,7 @@ impl Stats {
         self.first_unexpected = self.first_unexpected.take().or(other.first_unexpected);
         self.noscript_reloads += other.noscript_reloads;
         self.commands += other.commands;
+        self.client_ops.extend(other.client_ops);
     }
 
     fn error(&mut self, text: &[u8]) {
@@ -240,12 +244,13 @@ pub fn run_thread(ids: std::ops::Range<u64>, spec: Arc<RunSpec>, shared: Arc<Sha
                 let spec = Arc::clone(&spec);
                 let shared = Arc::clone(&shared);
                 tokio::task::spawn_local(async move {
-                    let env = ClientEnv::new(id, spec.seed);
+                    let mut env = ClientEnv::new(id, spec.seed);
                     let result = if spec.plan.wait.is_some() {
-                        run_waiting(conn, env, &spec, &shared, &stats).await
+                        run_waiting(conn, &mut env, &spec, &shared, &stats).await
                     } else {
-                        run_pipelined(conn, env, &spec, &shared, &stats).await
+                        run_pipelined(conn, &mut env, &spec, &shared, &stats).await
                     };
+                    stats.borrow_mut().client_ops.push(env.seq);
                     if result.is_err() {
                         shared.failed.store(true, Ordering::Relaxed);
                     }
@@ -352,7 +357,7 @@ struct Role {
 
 async fn run_pipelined(
     mut conn: Conn,
-    mut env: ClientEnv,
+    env: &mut ClientEnv,
     spec: &RunSpec,
     shared: &Shared,
     stats: &RefCell<Stats>,
@@ -426,13 +431,17 @@ async fn run_pipelined(
         }
         stats.borrow_mut().commands += roles.len() as u64;
         shared.completed.fetch_add(ended, Ordering::Relaxed);
+        // One round per turn: a server that answers before this task's
+        // next read would otherwise let it go round after round (up to
+        // tokio's budget) while the other clients' replies wait unread.
+        tokio::task::yield_now().await;
     }
 }
 
 /// `lock-contended`: Redisson's `lock()` then `unlock()`, one client at a time.
 async fn run_waiting(
     mut conn: Conn,
-    mut env: ClientEnv,
+    env: &mut ClientEnv,
     spec: &RunSpec,
     shared: &Shared,
     stats: &RefCell<Stats>,
@@ -448,25 +457,25 @@ async fn run_waiting(
         }
         let vars = env.start_op(env.id, spec, shared);
         let acquire = plan.first_step(&mut env.rng);
-        let mut answer = call(&mut conn, &mut env, spec, acquire, &vars, &mut out, stats).await?;
+        let mut answer = call(&mut conn, env, spec, acquire, &vars, &mut out, stats).await?;
         let contended = answer.integer.is_some();
         if contended {
             let sub = match &mut sub {
                 Some(sub) => sub,
                 None => sub.insert(Conn::open(&spec.target, &spec.handshake).await?),
             };
-            pubsub(sub, &wait.subscribe, b"subscribe", &vars, &mut env, &mut out).await?;
+            pubsub(sub, &wait.subscribe, b"subscribe", &vars, env, &mut out).await?;
             // As Redisson: retry once subscribed, then between retries wait
             // for the unlock message, or the holder's TTL at most.
             loop {
-                answer = call(&mut conn, &mut env, spec, acquire, &vars, &mut out, stats).await?;
+                answer = call(&mut conn, env, spec, acquire, &vars, &mut out, stats).await?;
                 let Some(ttl) = answer.integer else { break };
                 let longest = Duration::from_millis(if ttl > 0 { ttl.min(LONGEST_WAIT_MS) } else { LONGEST_WAIT_MS } as u64);
                 if let Ok(Err(e)) = tokio::time::timeout(longest, wait_message(sub)).await {
                     return Err(e);
                 }
             }
-            pubsub(sub, &wait.unsubscribe, b"unsubscribe", &vars, &mut env, &mut out).await?;
+            pubsub(sub, &wait.unsubscribe, b"unsubscribe", &vars, env, &mut out).await?;
         }
         shared.completed.fetch_add(1, Ordering::Relaxed);
         if answer.error.is_some() {
@@ -477,7 +486,7 @@ async fn run_waiting(
             continue;
         }
         let Some(unlock) = plan.steps[acquire].next else { continue };
-        let released = call(&mut conn, &mut env, spec, unlock, &vars, &mut out, stats).await?;
+        let released = call(&mut conn, env, spec, unlock, &vars, &mut out, stats).await?;
         if released.error.is_some() {
             continue;
         }
@@ -486,7 +495,7 @@ async fn run_waiting(
             continue;
         }
         if let Some(after) = plan.steps[unlock].after {
-            call(&mut conn, &mut env, spec, after, &vars, &mut out, stats).await?;
+            call(&mut conn, env, spec, after, &vars, &mut out, stats).await?;
         }
         stats.borrow_mut().finished(started, Instant::now(), contended);
     }

@@ -59,6 +59,10 @@ pub struct Summary {
     pub noscript_reloads: u64,
     /// Commands sent, every one answered (unlock latch DELs and SCRIPT LOADs included).
     pub commands: u64,
+    /// The fewest and the most operations one client got through: far
+    /// apart when the server serves some connections before others.
+    pub client_ops_min: u64,
+    pub client_ops_max: u64,
     pub elapsed_s: f64,
     pub ops_per_sec: f64,
     pub commands_per_sec: f64,
@@ -124,6 +128,8 @@ impl Summary {
             first_unexpected: stats.first_unexpected,
             noscript_reloads: stats.noscript_reloads,
             commands: stats.commands,
+            client_ops_min: stats.client_ops.iter().copied().min().unwrap_or(0),
+            client_ops_max: stats.client_ops.iter().copied().max().unwrap_or(0),
             elapsed_s: (secs * 1e6).round() / 1e6,
             ops_per_sec: (stats.ops as f64 / secs).round(),
             commands_per_sec: (stats.commands as f64 / secs).round(),
@@ -161,6 +167,9 @@ impl Summary {
             l.max / 1000.0,
             l.mean / 1000.0
         );
+        if self.clients > 1 {
+            s += &format!("  per client: {} to {} ops\n", self.client_ops_min, self.client_ops_max);
+        }
         if self.contended > 0 {
             s += &format!("  contended: {} ops found the lock or permits taken\n", self.contended);
         }
