@@ -155,20 +155,24 @@ def throughput(args, tmp):
         for s in servers.values():
             s.stop()
     print("| workload | clients | pipeline | redis ops/s | keylock-native ops/s | keylock-lua ops/s "
-          "| native/redis | lua/redis | p99 ms redis / native / lua |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+          "| native/redis | lua/redis | p99 ms redis / native / lua | client max/min redis / native / lua |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for i, (label, _) in enumerate(WORKLOADS):
         med = {k: statistics.median(s["ops_per_sec"] for s in samples[(i, k)]) for k in SERVERS}
         p99 = {k: statistics.median(s["latency_us"]["p99"] for s in samples[(i, k)]) / 1000 for k in SERVERS}
+        spread = {k: statistics.median(s["client_ops_max"] / max(s["client_ops_min"], 1) for s in samples[(i, k)])
+                  for k in SERVERS}
         first = samples[(i, "redis")][0]
-        print("| %s | %d | %d | %.0f | %.0f | %.0f | %s | %s | %.2f / %.2f / %.2f |" % (
+        print("| %s | %d | %d | %.0f | %.0f | %.0f | %s | %s | %.2f / %.2f / %.2f | %.1f / %.1f / %.1f |" % (
             label, first["clients"], first["pipeline"], med["redis"], med["keylock-native"], med["keylock-lua"],
             ratio(med["keylock-native"], med["redis"]), ratio(med["keylock-lua"], med["redis"]),
-            p99["redis"], p99["keylock-native"], p99["keylock-lua"]))
+            p99["redis"], p99["keylock-native"], p99["keylock-lua"],
+            spread["redis"], spread["keylock-native"], spread["keylock-lua"]))
     print()
     print("ops/s: median of %d rounds of %s each, `--threads 1`. An op is one command for lock-acquire, "
           "hset and ping; acquire + unlock (+ latch DEL) for the cycles, a contended acquire counting as one op; "
-          "`lock()` with its wait + `unlock()` for lock-contended." % (args.rounds, args.duration))
+          "`lock()` with its wait + `unlock()` for lock-contended. client max/min: the most ops one client got "
+          "through over the fewest (1.0 = every connection served alike)." % (args.rounds, args.duration))
 
 
 def memory(args, tmp):
