@@ -64,14 +64,23 @@ impl std::error::Error for BenchError {}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum WorkloadName {
+    /// PING.
     Ping,
+    /// SET bench:key:{key} xxx.
     Set,
+    /// HSET bench:hash element:{key} xxx.
     Hset,
+    /// Redisson lock-acquire, re-entered by one owner (always succeeds).
     LockAcquire,
+    /// Redisson lock acquire + unlock (+ latch DEL); a TTL reply is contended.
     LockCycle,
+    /// Redisson lock(): wait by SUBSCRIBE for the unlock, then unlock.
     LockContended,
+    /// Redisson read or write lock acquire + unlock.
     RwlockCycle,
+    /// Redisson semaphore tryacquire + release.
     SemaphoreCycle,
+    /// The Lua file given by --file, with templated KEYS and ARGV.
     Script,
 }
 
