@@ -20,7 +20,10 @@
 //!   Redisson lock scripts run natively (`scripting::native`).
 //! - [`config`], [`config_params`]: start-up flags and the CONFIG parameter table.
 //! - [`clock`]: real or test-controlled time.
+//! - [`bench`]: `keylock bench`, the load generator (a client of any RESP
+//!   server; it shares no code with the server side).
 
+pub mod bench;
 pub mod clock;
 pub mod commands;
 pub mod config;

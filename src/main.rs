@@ -1,5 +1,5 @@
 //! The `keylock` binary: redis-server's command line, then serve until
-//! SHUTDOWN, SIGINT or SIGTERM.
+//! SHUTDOWN, SIGINT or SIGTERM; or `keylock bench …`, the load generator.
 
 use keylock::{Config, Server};
 
@@ -9,6 +9,9 @@ fn main() {
         .with_writer(std::io::stderr)
         .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("bench") {
+        std::process::exit(keylock::bench::main(&args[1..]));
+    }
     if matches!(args.first().map(String::as_str), Some("-h" | "--help")) {
         print!("{}", HELP);
         return;
@@ -64,6 +67,7 @@ keylock: a Redis-protocol server for locks and tests
 
 Usage:
   keylock [/path/to/keylock.conf] [--directive value ...]
+  keylock bench WORKLOAD [options]   load any RESP server (see keylock bench --help)
 
 Every redis.conf directive is accepted as a flag, as with redis-server:
   --port N                 TCP port (default 6379; 0 picks a free port and
