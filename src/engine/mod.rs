@@ -97,12 +97,15 @@ pub struct RuntimeSettings {
     pub lua_memory_limit: usize,
     /// `native-scripts`: recognized scripts run natively (see `scripting::native`).
     pub native_scripts: bool,
+    /// `requirepass` is set: read after every batch, so kept here.
+    pub auth_required: bool,
 }
 
 impl RuntimeSettings {
     pub fn from_params(p: &ConfigParams) -> RuntimeSettings {
         RuntimeSettings {
             proto_max_bulk_len: p.int("proto-max-bulk-len").unwrap_or(512 * 1024 * 1024),
+            auth_required: p.value("requirepass").is_some_and(|pass| !pass.is_empty()),
             maxclients: p.int("maxclients").unwrap_or(10000).max(1) as usize,
             hz: p.int("hz").unwrap_or(10).clamp(1, 500) as u32,
             timeout: p.int("timeout").unwrap_or(0).max(0) as u64,
@@ -459,7 +462,7 @@ impl Engine {
 
     /// Whether a new connection starts authenticated.
     pub fn auth_required(&self) -> bool {
-        self.requirepass().is_some()
+        self.state.runtime.auth_required
     }
 
     /// Set once SHUTDOWN has run: the server stops.
