@@ -52,10 +52,7 @@ pub const COMMANDS: &[CommandSpec] = &[
 
 /// Reads a hash key, counting the lookup: `None` when missing.
 fn read_hash<'c>(ctx: &'c mut Ctx, key: &[u8]) -> CmdResult<Option<&'c Hash>> {
-    let now = ctx.now_ms;
-    let hit = ctx.db().contains(key, now);
-    ctx.count_lookup(hit);
-    typed(ctx.db().get(key, now), Value::as_hash)
+    typed(ctx.read(key), Value::as_hash)
 }
 
 /// A hash key for writing, without counting the lookup: `None` when missing.

@@ -81,10 +81,7 @@ fn parse_non_negative(raw: &[u8], msg: &'static str) -> CmdResult<i64> {
 /// A list for reading (counted as a keyspace hit or miss): `None` when
 /// missing, WRONGTYPE for other types.
 fn read_list<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a List>> {
-    let now = ctx.now_ms;
-    let hit = ctx.db().contains(key, now);
-    ctx.count_lookup(hit);
-    typed(ctx.db().get(key, now), Value::as_list)
+    typed(ctx.read(key), Value::as_list)
 }
 
 /// The length of the list at `key` as a write sees it (no hit/miss count):

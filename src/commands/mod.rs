@@ -21,7 +21,7 @@ pub mod table;
 pub mod transactions;
 pub mod zsets;
 
-use crate::db::Db;
+use crate::db::{Db, Value};
 use crate::engine::{Client, State};
 
 pub use crate::error::{CmdError, CmdResult};
@@ -40,6 +40,20 @@ impl Ctx<'_> {
     /// The client's selected database.
     pub fn db(&mut self) -> &mut Db {
         &mut self.state.dbs[self.client.db]
+    }
+
+    /// Reads a live key with one lookup, counting it for INFO's
+    /// keyspace_hits / keyspace_misses.
+    pub fn read(&mut self, key: &[u8]) -> Option<&Value> {
+        let now = self.now_ms;
+        let state = &mut *self.state;
+        let found = state.dbs[self.client.db].get(key, now);
+        if found.is_some() {
+            state.stats.keyspace_hits += 1;
+        } else {
+            state.stats.keyspace_misses += 1;
+        }
+        found
     }
 
     /// Counts a read's outcome for INFO's keyspace_hits / keyspace_misses.

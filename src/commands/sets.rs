@@ -70,10 +70,7 @@ pub(super) const MAX_REPEATED_PICKS: u64 = 1 << 22;
 
 /// Reads a set key, counting the lookup: `None` when missing.
 fn read_set<'c>(ctx: &'c mut Ctx, key: &[u8]) -> CmdResult<Option<&'c Set>> {
-    let now = ctx.now_ms;
-    let hit = ctx.db().contains(key, now);
-    ctx.count_lookup(hit);
-    typed(ctx.db().get(key, now), Value::as_set)
+    typed(ctx.read(key), Value::as_set)
 }
 
 /// A set key for writing, without counting the lookup: `None` when missing.

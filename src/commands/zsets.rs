@@ -91,10 +91,7 @@ fn limits(ctx: &Ctx) -> ListpackLimits {
 /// A sorted set for reading (counted as a keyspace hit or miss): `None`
 /// when missing, WRONGTYPE for other types.
 fn read_zset<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a ZSet>> {
-    let now = ctx.now_ms;
-    let hit = ctx.db().contains(key, now);
-    ctx.count_lookup(hit);
-    typed(ctx.db().get(key, now), Value::as_zset)
+    typed(ctx.read(key), Value::as_zset)
 }
 
 /// A sorted set as a write first sees it (no hit/miss count, no WATCH
