@@ -1,4 +1,5 @@
-//! Every Redisson 4.7.0 script, native vs Lua, through the engine
+//! Every Redisson script body keylock recognizes (4.7.0, 3.13.6 and the
+//! older ones under seed-2018), native vs Lua, through the engine
 //! in-process (no sockets): the cost of one EVALSHA as the engine runs it.
 //! `cargo bench --bench native_scripts`; the README reports the ratios.
 //!
@@ -24,9 +25,9 @@ const NOW: &str = "1700000000000";
 const LATER: &str = "1700000300000";
 const EARLIER: &str = "1699999999000";
 
-/// One case: untimed setup, the timed script call, untimed cleanup.
-/// Commands are written with spaces between arguments; `@name` stands for
-/// the SHA1 of `lua/redisson/4.7.0/<name>.lua`, `OWN`/`OTHER` for owners,
+/// One case: untimed setup, then the timed script call. Commands are
+/// written with spaces between arguments; `@<version>/<name>` stands for
+/// the SHA1 of `lua/redisson/<version>/<name>.lua`, `OWN`/`OTHER` for owners,
 /// `NOW`/`LATER`/`EARLIER` for times, `''` for an empty argument.
 struct Case {
     script: &'static str,
@@ -36,138 +37,247 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case {
-        script: "lock-acquire",
+        script: "4.7.0/lock-acquire",
         setup: &["DEL lk"],
-        call: "EVALSHA @lock-acquire 1 lk 30000 OWN",
+        call: "EVALSHA @4.7.0/lock-acquire 1 lk 30000 OWN",
     },
     Case {
-        script: "lock-unlock",
+        script: "4.7.0/lock-unlock",
         setup: &["HSET lk OWN 1", "DEL latch"],
-        call: "EVALSHA @lock-unlock 3 lk redisson_lock__channel:{lk} latch 0 30000 OWN PUBLISH 8600",
+        call: "EVALSHA @4.7.0/lock-unlock 3 lk redisson_lock__channel:{lk} latch 0 30000 OWN PUBLISH 8600",
     },
     Case {
-        script: "lock-force-unlock",
+        script: "4.7.0/lock-force-unlock",
         setup: &["HSET lk OWN 1"],
-        call: "EVALSHA @lock-force-unlock 2 lk redisson_lock__channel:{lk} 0 PUBLISH",
+        call: "EVALSHA @4.7.0/lock-force-unlock 2 lk redisson_lock__channel:{lk} 0 PUBLISH",
     },
     Case {
-        script: "lock-renew-batch",
+        script: "4.7.0/lock-renew-batch",
         setup: &["HSET lk OWN 1"],
-        call: "EVALSHA @lock-renew-batch 1 lk 30000 OWN",
+        call: "EVALSHA @4.7.0/lock-renew-batch 1 lk 30000 OWN",
     },
     Case {
-        script: "keys-pexpire",
+        script: "4.7.0/keys-pexpire",
         setup: &["SET a 1", "SET b 1"],
-        call: "EVALSHA @keys-pexpire 2 a b 30000 ''",
+        call: "EVALSHA @4.7.0/keys-pexpire 2 a b 30000 ''",
     },
     Case {
-        script: "cluster-detect-probe",
+        script: "4.7.0/cluster-detect-probe",
         setup: &[],
-        call: "EVALSHA @cluster-detect-probe 2 test1 test2",
+        call: "EVALSHA @4.7.0/cluster-detect-probe 2 test1 test2",
     },
     Case {
-        script: "fairlock-acquire",
+        script: "4.7.0/fairlock-acquire",
         setup: &["DEL fl q t"],
-        call: "EVALSHA @fairlock-acquire 3 fl q t 30000 OWN 300000 NOW",
+        call: "EVALSHA @4.7.0/fairlock-acquire 3 fl q t 30000 OWN 300000 NOW",
     },
     Case {
-        script: "fairlock-tryacquire-nowait",
+        script: "4.7.0/fairlock-tryacquire-nowait",
         setup: &["DEL fl q t"],
-        call: "EVALSHA @fairlock-tryacquire-nowait 3 fl q t 30000 OWN NOW 300000",
+        call: "EVALSHA @4.7.0/fairlock-tryacquire-nowait 3 fl q t 30000 OWN NOW 300000",
     },
     Case {
-        script: "fairlock-unlock",
+        script: "4.7.0/fairlock-unlock",
         setup: &["DEL q t latch", "HSET fl OWN 1", "RPUSH q OTHER", "ZADD t LATER OTHER"],
-        call: "EVALSHA @fairlock-unlock 5 fl q t redisson_lock__channel:{fl} latch 0 30000 OWN NOW PUBLISH 8600",
+        call: "EVALSHA @4.7.0/fairlock-unlock 5 fl q t redisson_lock__channel:{fl} latch 0 30000 OWN NOW PUBLISH 8600",
     },
     Case {
-        script: "fairlock-acquire-failed",
+        script: "4.7.0/fairlock-acquire-failed",
         setup: &["DEL q t", "RPUSH q OWN OTHER", "ZADD t LATER OWN LATER OTHER"],
-        call: "EVALSHA @fairlock-acquire-failed 2 q t OWN 300000",
+        call: "EVALSHA @4.7.0/fairlock-acquire-failed 2 q t OWN 300000",
     },
     Case {
-        script: "semaphore-tryacquire",
+        script: "4.7.0/semaphore-tryacquire",
         setup: &["SET sem 5"],
-        call: "EVALSHA @semaphore-tryacquire 1 sem 1",
+        call: "EVALSHA @4.7.0/semaphore-tryacquire 1 sem 1",
     },
     Case {
-        script: "semaphore-release",
+        script: "4.7.0/semaphore-release",
         setup: &["SET sem 0"],
-        call: "EVALSHA @semaphore-release 2 sem redisson_sc:{sem} 1 PUBLISH",
+        call: "EVALSHA @4.7.0/semaphore-release 2 sem redisson_sc:{sem} 1 PUBLISH",
     },
     Case {
-        script: "semaphore-trysetpermits",
+        script: "4.7.0/semaphore-trysetpermits",
         setup: &["DEL sem"],
-        call: "EVALSHA @semaphore-trysetpermits 2 sem redisson_sc:{sem} 5 PUBLISH",
+        call: "EVALSHA @4.7.0/semaphore-trysetpermits 2 sem redisson_sc:{sem} 5 PUBLISH",
     },
     Case {
-        script: "pesemaphore-tryacquire",
+        script: "4.7.0/pesemaphore-tryacquire",
         setup: &["SET pes 5", "DEL tz"],
-        call: "EVALSHA @pesemaphore-tryacquire 3 pes tz redisson_sc:{pes} 1 LATER NOW 9223372036854775807 PUBLISH 0f1e2d3c4b5a69788796a5b4c3d2e1f0",
+        call: "EVALSHA @4.7.0/pesemaphore-tryacquire 3 pes tz redisson_sc:{pes} 1 LATER NOW 9223372036854775807 PUBLISH 0f1e2d3c4b5a69788796a5b4c3d2e1f0",
     },
     Case {
-        script: "pesemaphore-release",
+        script: "4.7.0/pesemaphore-release",
         setup: &["SET pes 4", "ZADD tz LATER 0f1e2d3c4b5a69788796a5b4c3d2e1f0"],
-        call: "EVALSHA @pesemaphore-release 3 pes redisson_sc:{pes} tz 0f1e2d3c4b5a69788796a5b4c3d2e1f0 1 NOW PUBLISH",
+        call: "EVALSHA @4.7.0/pesemaphore-release 3 pes redisson_sc:{pes} tz 0f1e2d3c4b5a69788796a5b4c3d2e1f0 1 NOW PUBLISH",
     },
     Case {
-        script: "pesemaphore-available-permits",
+        script: "4.7.0/pesemaphore-available-permits",
         setup: &["SET pes 4", "ZADD tz EARLIER 0f1e2d3c4b5a69788796a5b4c3d2e1f0"],
-        call: "EVALSHA @pesemaphore-available-permits 3 pes tz redisson_sc:{pes} NOW PUBLISH",
+        call: "EVALSHA @4.7.0/pesemaphore-available-permits 3 pes tz redisson_sc:{pes} NOW PUBLISH",
     },
     Case {
-        script: "latch-trysetcount",
+        script: "4.7.0/latch-trysetcount",
         setup: &["DEL latch1"],
-        call: "EVALSHA @latch-trysetcount 2 latch1 redisson_countdownlatch__channel__{latch1} 1 1 PUBLISH",
+        call: "EVALSHA @4.7.0/latch-trysetcount 2 latch1 redisson_countdownlatch__channel__{latch1} 1 1 PUBLISH",
     },
     Case {
-        script: "latch-countdown",
+        script: "4.7.0/latch-countdown",
         setup: &["SET latch1 1"],
-        call: "EVALSHA @latch-countdown 2 latch1 redisson_countdownlatch__channel__{latch1} 0 PUBLISH",
+        call: "EVALSHA @4.7.0/latch-countdown 2 latch1 redisson_countdownlatch__channel__{latch1} 0 PUBLISH",
     },
     Case {
-        script: "rwlock-read-acquire",
+        script: "4.7.0/rwlock-read-acquire",
         setup: &["DEL rw {rw}:OWN:rwlock_timeout:1"],
-        call: "EVALSHA @rwlock-read-acquire 2 rw {rw}:OWN:rwlock_timeout 30000 OWN OWN:write",
+        call: "EVALSHA @4.7.0/rwlock-read-acquire 2 rw {rw}:OWN:rwlock_timeout 30000 OWN OWN:write",
     },
     Case {
-        script: "rwlock-read-unlock",
+        script: "4.7.0/rwlock-read-unlock",
         setup: &[
             "DEL rw latch",
-            "EVALSHA @rwlock-read-acquire 2 rw {rw}:OWN:rwlock_timeout 30000 OWN OWN:write",
+            "EVALSHA @4.7.0/rwlock-read-acquire 2 rw {rw}:OWN:rwlock_timeout 30000 OWN OWN:write",
         ],
-        call: "EVALSHA @rwlock-read-unlock 5 rw redisson_rwlock:{rw} {rw}:OWN:rwlock_timeout {rw} latch 0 OWN PUBLISH 8600",
+        call: "EVALSHA @4.7.0/rwlock-read-unlock 5 rw redisson_rwlock:{rw} {rw}:OWN:rwlock_timeout {rw} latch 0 OWN PUBLISH 8600",
     },
     Case {
-        script: "rwlock-write-acquire",
+        script: "4.7.0/rwlock-write-acquire",
         setup: &["DEL rw"],
-        call: "EVALSHA @rwlock-write-acquire 1 rw 30000 OWN:write",
+        call: "EVALSHA @4.7.0/rwlock-write-acquire 1 rw 30000 OWN:write",
     },
     Case {
-        script: "rwlock-write-unlock",
-        setup: &["DEL rw latch", "EVALSHA @rwlock-write-acquire 1 rw 30000 OWN:write"],
-        call: "EVALSHA @rwlock-write-unlock 3 rw redisson_rwlock:{rw} latch 0 30000 OWN:write PUBLISH 8600",
+        script: "4.7.0/rwlock-write-unlock",
+        setup: &["DEL rw latch", "EVALSHA @4.7.0/rwlock-write-acquire 1 rw 30000 OWN:write"],
+        call: "EVALSHA @4.7.0/rwlock-write-unlock 3 rw redisson_rwlock:{rw} latch 0 30000 OWN:write PUBLISH 8600",
     },
     Case {
-        script: "rwlock-read-renew-batch",
+        script: "4.7.0/rwlock-read-renew-batch",
         setup: &[
             "DEL rw",
-            "EVALSHA @rwlock-read-acquire 2 rw {rw}:OWN:rwlock_timeout 30000 OWN OWN:write",
+            "EVALSHA @4.7.0/rwlock-read-acquire 2 rw {rw}:OWN:rwlock_timeout 30000 OWN OWN:write",
         ],
-        call: "EVALSHA @rwlock-read-renew-batch 2 rw {rw} 30000 1 OWN",
+        call: "EVALSHA @4.7.0/rwlock-read-renew-batch 2 rw {rw} 30000 1 OWN",
     },
     Case {
-        script: "rwlock-read-islocked",
+        script: "4.7.0/rwlock-read-islocked",
         setup: &[
             "DEL rw",
-            "EVALSHA @rwlock-read-acquire 2 rw {rw}:OWN:rwlock_timeout 30000 OWN OWN:write",
+            "EVALSHA @4.7.0/rwlock-read-acquire 2 rw {rw}:OWN:rwlock_timeout 30000 OWN OWN:write",
         ],
-        call: "EVALSHA @rwlock-read-islocked 1 rw",
+        call: "EVALSHA @4.7.0/rwlock-read-islocked 1 rw",
+    },
+    // Redisson 3.13.6 bodies (sent by EVAL; timed here by EVALSHA, which
+    // runs the same script without hashing its body).
+    Case {
+        script: "3.13.6/lock-acquire",
+        setup: &["DEL lk"],
+        call: "EVALSHA @3.13.6/lock-acquire 1 lk 30000 OWN",
+    },
+    Case {
+        script: "3.13.6/lock-unlock",
+        setup: &["HSET lk OWN 1"],
+        call: "EVALSHA @3.13.6/lock-unlock 2 lk redisson_lock__channel:{lk} 0 30000 OWN",
+    },
+    Case {
+        script: "3.13.6/lock-force-unlock",
+        setup: &["HSET lk OWN 1"],
+        call: "EVALSHA @3.13.6/lock-force-unlock 2 lk redisson_lock__channel:{lk} 0",
+    },
+    Case {
+        script: "3.13.6/lock-renew",
+        setup: &["HSET lk OWN 1"],
+        call: "EVALSHA @3.13.6/lock-renew 1 lk 30000 OWN",
+    },
+    Case {
+        script: "3.13.6/fairlock-acquire",
+        setup: &["DEL fl q t"],
+        call: "EVALSHA @3.13.6/fairlock-acquire 3 fl q t 30000 OWN 300000 NOW",
+    },
+    Case {
+        script: "3.13.6/fairlock-tryacquire-nowait",
+        setup: &["DEL fl q t"],
+        call: "EVALSHA @3.13.6/fairlock-tryacquire-nowait 3 fl q t 30000 OWN NOW 300000",
+    },
+    Case {
+        script: "3.13.6/fairlock-unlock",
+        setup: &["DEL q t", "HSET fl OWN 1", "RPUSH q OTHER", "ZADD t LATER OTHER"],
+        call: "EVALSHA @3.13.6/fairlock-unlock 4 fl q t redisson_lock__channel:{fl} 0 30000 OWN NOW",
+    },
+    Case {
+        script: "3.13.6/latch-trysetcount",
+        setup: &["DEL latch1"],
+        call: "EVALSHA @3.13.6/latch-trysetcount 2 latch1 redisson_countdownlatch__channel__{latch1} 1 1",
+    },
+    Case {
+        script: "3.13.6/latch-countdown",
+        setup: &["SET latch1 1"],
+        call: "EVALSHA @3.13.6/latch-countdown 2 latch1 redisson_countdownlatch__channel__{latch1} 0",
+    },
+    Case {
+        script: "3.13.6/pesemaphore-tryacquire",
+        setup: &["SET pes 5", "DEL tz"],
+        call: "EVALSHA @3.13.6/pesemaphore-tryacquire 3 pes tz redisson_sc:{pes} 1 LATER 0f1e2d3c4b5a69788796a5b4c3d2e1f0 NOW 9223372036854775807",
+    },
+    Case {
+        script: "3.13.6/pesemaphore-release",
+        setup: &["SET pes 4", "ZADD tz LATER 0f1e2d3c4b5a69788796a5b4c3d2e1f0"],
+        call: "EVALSHA @3.13.6/pesemaphore-release 3 pes redisson_sc:{pes} tz 0f1e2d3c4b5a69788796a5b4c3d2e1f0 1",
+    },
+    Case {
+        script: "3.13.6/pesemaphore-available-permits",
+        setup: &["SET pes 4", "ZADD tz EARLIER 0f1e2d3c4b5a69788796a5b4c3d2e1f0"],
+        call: "EVALSHA @3.13.6/pesemaphore-available-permits 3 pes tz redisson_sc:{pes} NOW",
+    },
+    Case {
+        script: "3.13.6/semaphore-release",
+        setup: &["SET sem 0"],
+        call: "EVALSHA @3.13.6/semaphore-release 2 sem redisson_sc:{sem} 1",
+    },
+    Case {
+        script: "3.13.6/semaphore-trysetpermits",
+        setup: &["DEL sem"],
+        call: "EVALSHA @3.13.6/semaphore-trysetpermits 2 sem redisson_sc:{sem} 5",
+    },
+    Case {
+        script: "3.13.6/rwlock-read-unlock",
+        setup: &[
+            "DEL rw",
+            "EVALSHA @4.7.0/rwlock-read-acquire 2 rw {rw}:OWN:rwlock_timeout 30000 OWN OWN:write",
+        ],
+        call: "EVALSHA @3.13.6/rwlock-read-unlock 4 rw redisson_rwlock:{rw} {rw}:OWN:rwlock_timeout {rw} 0 OWN",
+    },
+    Case {
+        script: "3.13.6/rwlock-write-unlock",
+        setup: &["DEL rw", "EVALSHA @4.7.0/rwlock-write-acquire 1 rw 30000 OWN:write"],
+        call: "EVALSHA @3.13.6/rwlock-write-unlock 2 rw redisson_rwlock:{rw} 0 30000 OWN:write",
+    },
+    Case {
+        script: "3.13.6/rwlock-read-renew",
+        setup: &[
+            "DEL rw",
+            "EVALSHA @4.7.0/rwlock-read-acquire 2 rw {rw}:OWN:rwlock_timeout 30000 OWN OWN:write",
+        ],
+        call: "EVALSHA @3.13.6/rwlock-read-renew 2 rw {rw} 30000 OWN",
+    },
+    // Older releases' bodies (lua/redisson/seed-2018).
+    Case {
+        script: "seed-2018/lock-acquire",
+        setup: &["DEL lk"],
+        call: "EVALSHA @seed-2018/lock-acquire 1 lk 30000 OWN",
+    },
+    Case {
+        script: "seed-2018/lock-unlock",
+        setup: &["HSET lk OWN 1"],
+        call: "EVALSHA @seed-2018/lock-unlock 2 lk redisson_lock__channel:{lk} 0 30000 OWN",
+    },
+    Case {
+        script: "seed-2018/rwlock-read-acquire",
+        setup: &["DEL rw {rw}:OWN:rwlock_timeout:1"],
+        call: "EVALSHA @seed-2018/rwlock-read-acquire 2 rw {rw}:OWN:rwlock_timeout 30000 OWN OWN:write",
     },
 ];
 
 fn body(name: &str) -> Vec<u8> {
-    let path = format!("{}/lua/redisson/4.7.0/{name}.lua", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/lua/redisson/{name}.lua", env!("CARGO_MANIFEST_DIR"));
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
@@ -249,7 +359,7 @@ fn bench_native_scripts(c: &mut Criterion) {
         assert_eq!(l, n, "{}: native and Lua replies differ", case.script);
         assert!(!l.starts_with(b"-"), "{}: {}", case.script, String::from_utf8_lossy(&l));
         for (side, bench) in [("lua", &mut lua), ("native", &mut native)] {
-            group.bench_function(format!("{}/{side}", case.script), |b| {
+            group.bench_function(format!("{}@{side}", case.script), |b| {
                 b.iter_custom(|iters| {
                     let mut timed = Duration::ZERO;
                     for _ in 0..iters {
