@@ -378,12 +378,7 @@ impl Scripting {
         sha: &str,
     ) -> Reply {
         let lua = &self.lua;
-        let setup = || -> mlua::Result<()> {
-            self.globals.raw_set("KEYS", string_array(lua, keys)?)?;
-            self.globals.raw_set("ARGV", string_array(lua, args)?)?;
-            Ok(())
-        };
-        if let Err(e) = setup() {
+        if let Err(e) = set_keys_and_argv(lua, &self.globals, keys, args) {
             return script_failure(sha, &e.to_string());
         }
         let mut script_client = state.take_script_client(caller);
@@ -427,12 +422,32 @@ fn script_failure(sha: &str, msg: &str) -> Reply {
     Reply::Error(Bytes::from(format!("ERR Error running script f_{sha}, {msg} ")))
 }
 
-fn string_array(lua: &Lua, items: &[Bytes]) -> mlua::Result<Table> {
-    let t = lua.create_table_with_capacity(items.len(), 0)?;
-    for (i, item) in items.iter().enumerate() {
-        t.raw_set(i + 1, lua.create_string(item)?)?;
+/// Sets the globals KEYS and ARGV to fresh arrays of the arguments.
+///
+/// Built with the raw C API inside one protected call: through mlua's
+/// safe API every table store and string is its own protected call (a C
+/// closure allocated each time), which was ~28% of running a small script
+/// such as Redisson's lock-acquire.
+fn set_keys_and_argv(lua: &Lua, globals: &Table, keys: &[Bytes], args: &[Bytes]) -> mlua::Result<()> {
+    use mlua::ffi;
+    // SAFETY: `f` runs inside mlua's protected call (a C function, so
+    // LUA_MINSTACK = 20 free slots) with the globals table at stack index
+    // 1; it uses at most three more slots, leaves the stack empty, and a
+    // Lua error (out of memory) unwinds to that protected call.
+    unsafe {
+        lua.exec_raw::<()>(globals.clone(), |state| {
+            for (name, items) in [(c"KEYS", keys), (c"ARGV", args)] {
+                ffi::lua_pushstring(state, name.as_ptr());
+                ffi::lua_createtable(state, items.len() as std::ffi::c_int, 0);
+                for (i, item) in items.iter().enumerate() {
+                    ffi::lua_pushlstring(state, item.as_ptr() as *const std::ffi::c_char, item.len());
+                    ffi::lua_rawseti(state, -2, (i + 1) as ffi::lua_Integer);
+                }
+                ffi::lua_rawset(state, 1);
+            }
+            ffi::lua_settop(state, 0);
+        })
     }
-    Ok(t)
 }
 
 /// `REDIS_VERSION_NUM`: 0x00MMmmpp.
