@@ -112,27 +112,33 @@ fn failure(lua: &Lua, text: &str, ignore_stats: bool) -> mlua::Result<(Value, bo
     Ok((Value::Table(t), true))
 }
 
-/// The run in progress, as `redis.call` finds it (Lua app data).
-#[derive(Clone, Copy)]
-struct ActiveRun(*mut CallContext<'static>);
+thread_local! {
+    /// The run in progress, as `redis.call` finds it. A thread-local rather
+    /// than Lua app data: setting app data allocates, and every lookup
+    /// hashes; this is two pointer stores per script and one load per call.
+    static ACTIVE_RUN: Cell<*mut CallContext<'static>> = const { Cell::new(std::ptr::null_mut()) };
+}
 
 /// Runs `f` (the script) with `cx` reachable from `redis.call`.
 ///
-/// The context lives on the caller's stack; Lua only holds a pointer to it
-/// while `f` runs, and it is removed before this returns, so no callback
-/// can see it afterwards. This avoids building a scoped closure for every
-/// script run.
-pub fn with_active_run<R>(lua: &Lua, cx: &mut CallContext, f: impl FnOnce() -> R) -> R {
+/// The context lives on the caller's stack; Lua only reaches it through
+/// the pointer while `f` runs, and the previous pointer (null outside a
+/// run) is restored before this returns, so no callback can see it
+/// afterwards. This avoids building a scoped closure for every script run.
+pub fn with_active_run<R>(_lua: &Lua, cx: &mut CallContext, f: impl FnOnce() -> R) -> R {
     let ptr: *mut CallContext<'static> = std::ptr::from_mut(cx).cast();
-    lua.set_app_data(ActiveRun(ptr));
+    let previous = ACTIVE_RUN.with(|a| a.replace(ptr));
     let result = f();
-    lua.remove_app_data::<ActiveRun>();
+    ACTIVE_RUN.with(|a| a.set(previous));
     result
 }
 
 /// `redis.call` / `redis.pcall` body: the command for the run in progress.
 pub fn call_in_active_run(lua: &Lua, args: MultiValue) -> Option<mlua::Result<(Value, bool)>> {
-    let ActiveRun(ptr) = *lua.app_data_ref::<ActiveRun>()?;
+    let ptr = ACTIVE_RUN.with(Cell::get);
+    if ptr.is_null() {
+        return None;
+    }
     // SAFETY: the pointer was set by `with_active_run` from a live `&mut
     // CallContext` that outlives the script call and is only used here, on
     // the engine thread, one command at a time: a command run by

@@ -27,7 +27,6 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 use bytes::Bytes;
 use mlua::{Function, HookTriggers, Lua, Table, Value, VmState};
@@ -127,7 +126,8 @@ pub(crate) struct Runtime {
     kill: Arc<AtomicBool>,
     /// The running script has called a write command (it can't be killed).
     wrote: Cell<bool>,
-    started: Cell<Option<Instant>>,
+    /// When the running script started, in `clock::ticks`.
+    started: Cell<Option<u64>>,
 }
 
 struct Cached {
@@ -230,7 +230,7 @@ impl Scripting {
             if threshold > 0
                 && let Some(started) = r.started.get()
             {
-                let elapsed_ms = started.elapsed().as_millis() as u64;
+                let elapsed_ms = crate::clock::ticks::to_us(crate::clock::ticks::now().saturating_sub(started)) / 1000;
                 if elapsed_ms >= threshold {
                     let script = BusyScript {
                         killable: !r.wrote.get(),
@@ -352,7 +352,7 @@ impl Scripting {
         }
         rt.resp.set(2);
         rt.kill.store(false, Ordering::Relaxed);
-        rt.started.set(Some(Instant::now()));
+        rt.started.set(Some(crate::clock::ticks::now()));
         *rt.pending_error.borrow_mut() = None;
 
         let result = self.run_function(state, caller, function, keys, args, flags, sha);
