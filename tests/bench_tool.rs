@@ -58,12 +58,12 @@ fn summary(server: &ServerHandle, args: &[&str]) -> Summary {
 
 /// What every clean run must show.
 fn assert_clean(s: &Summary, requested: u64) {
-    assert_eq!(s.requested, Some(requested));
+    assert_eq!(s.settings.requested, Some(requested));
     assert_eq!(s.ops, requested, "{s:?}");
     assert_eq!((s.errors, s.unexpected), (0, 0), "{s:?}");
     assert!(s.commands >= s.ops, "{s:?}");
     assert!(
-        s.client_ops_min <= s.client_ops_max && s.client_ops_max * s.clients >= requested,
+        s.client_ops_min <= s.client_ops_max && s.client_ops_max * s.settings.clients >= requested,
         "{s:?}"
     );
     assert!(s.ops_per_sec > 0.0 && s.elapsed_s > 0.0, "{s:?}");
@@ -73,7 +73,7 @@ fn assert_clean(s: &Summary, requested: u64) {
         "{l:?}"
     );
     assert!(l.p50 <= l.mean.max(l.p50) && l.mean <= l.max, "{l:?}");
-    assert!(s.server.starts_with("keylock "), "{}", s.server);
+    assert!(s.settings.server.starts_with("keylock "), "{}", s.settings.server);
 }
 
 fn keys(c: &mut Raw, pattern: &str) -> Vec<String> {
@@ -92,7 +92,7 @@ fn ping_set_and_hset_complete_every_request() {
         let summary = summary(&s, &[workload, "-n", "300", "-c", "3", "-P", "4"]);
         assert_clean(&summary, 300);
         assert_eq!(summary.commands, 300);
-        assert_eq!(summary.workload, workload);
+        assert_eq!(summary.settings.workload, workload);
     }
     let mut c = Raw::connect(s.addr());
     assert_eq!(c.call(&["HGET", "bench:hash", "element:0"]), b"$3\r\nxxx\r\n");
@@ -165,7 +165,7 @@ fn lock_contended_waits_for_the_unlock_message() {
     let s = start();
     let summary = summary(&s, &["lock-contended", "-n", "300", "-c", "6"]);
     assert_clean(&summary, 300);
-    assert_eq!(summary.keys, 1);
+    assert_eq!(summary.settings.keys, 1);
     assert!(summary.contended > 0, "six clients on one lock never met: {summary:?}");
     // No waiter slept out the 30 s lease: wake-ups came by message.
     assert!(summary.latency_us.max < 10_000_000.0, "{summary:?}");

@@ -33,19 +33,9 @@ pub struct Latency {
 /// The machine-readable result of a run (`--json`).
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct Summary {
-    pub workload: String,
-    pub target: String,
-    /// The server's own words: `redis 7.0.15` or `keylock 0.1.0`.
-    pub server: String,
-    pub clients: u64,
-    pub pipeline: u64,
-    pub threads: u64,
-    pub script_mode: String,
-    pub resp3: bool,
-    pub keys: u64,
-    pub key_order: String,
-    /// `--requests`, when given.
-    pub requested: Option<u64>,
+    /// The run's settings (flattened into the JSON summary).
+    #[serde(flatten)]
+    pub settings: Settings,
     /// Operations that ended without an error reply (contended ones included).
     pub ops: u64,
     /// Of those, operations that found the lock held or no permit left.
@@ -70,9 +60,11 @@ pub struct Summary {
 }
 
 /// The run's settings, as the summary reports them.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct Settings {
     pub workload: String,
     pub target: String,
+    /// The server's own words: `redis 7.0.15` or `keylock 0.1.0`.
     pub server: String,
     pub clients: u64,
     pub pipeline: u64,
@@ -81,6 +73,7 @@ pub struct Settings {
     pub resp3: bool,
     pub keys: u64,
     pub key_order: String,
+    /// `--requests`, when given.
     pub requested: Option<u64>,
 }
 
@@ -109,17 +102,7 @@ impl Summary {
             }
         };
         Summary {
-            workload: settings.workload,
-            target: settings.target,
-            server: settings.server,
-            clients: settings.clients,
-            pipeline: settings.pipeline,
-            threads: settings.threads,
-            script_mode: settings.script_mode,
-            resp3: settings.resp3,
-            keys: settings.keys,
-            key_order: settings.key_order,
-            requested: settings.requested,
+            settings,
             ops: stats.ops,
             contended: stats.contended,
             errors: stats.errors,
@@ -141,17 +124,17 @@ impl Summary {
     pub fn text(&self) -> String {
         let mut s = format!(
             "{}: {} clients, pipeline {}, {} thread{}, {} keys ({}), {}{} against {} ({})\n",
-            self.workload,
-            self.clients,
-            self.pipeline,
-            self.threads,
-            if self.threads == 1 { "" } else { "s" },
-            self.keys,
-            self.key_order,
-            self.script_mode,
-            if self.resp3 { ", RESP3" } else { "" },
-            self.target,
-            self.server,
+            self.settings.workload,
+            self.settings.clients,
+            self.settings.pipeline,
+            self.settings.threads,
+            if self.settings.threads == 1 { "" } else { "s" },
+            self.settings.keys,
+            self.settings.key_order,
+            self.settings.script_mode,
+            if self.settings.resp3 { ", RESP3" } else { "" },
+            self.settings.target,
+            self.settings.server,
         );
         s += &format!(
             "  {} ops in {:.2} s: {:.0} ops/s ({} commands, {:.0}/s)\n",
@@ -167,7 +150,7 @@ impl Summary {
             l.max / 1000.0,
             l.mean / 1000.0
         );
-        if self.clients > 1 {
+        if self.settings.clients > 1 {
             s += &format!("  per client: {} to {} ops\n", self.client_ops_min, self.client_ops_max);
         }
         if self.contended > 0 {
