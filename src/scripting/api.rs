@@ -12,7 +12,7 @@
 use std::rc::Rc;
 
 use bytes::Bytes;
-use mlua::{Function, Lua, MultiValue, Table, Value};
+use mlua::{Lua, MultiValue, Table, Value};
 
 use super::{Runtime, sha1_hex};
 use crate::commands::table::Registry;
@@ -93,8 +93,12 @@ fn c_int(n: f64) -> i32 {
 /// Builds the `native` table the prelude installs into `redis` and `math`.
 pub(crate) fn helpers(lua: &Lua, rt: &Rc<Runtime>) -> mlua::Result<Table> {
     let native = lua.create_table()?;
-    native.set("call", command_fn(lua, rt, true)?)?;
-    native.set("pcall", command_fn(lua, rt, false)?)?;
+    // SAFETY: both are C functions written for Lua's calling convention
+    // (see raw_call.rs).
+    unsafe {
+        native.set("call", lua.create_c_function(super::raw_call::redis_call)?)?;
+        native.set("pcall", lua.create_c_function(super::raw_call::redis_pcall)?)?;
+    }
 
     let r = rt.clone();
     native.set(
@@ -285,23 +289,4 @@ pub fn command_args(args: &MultiValue) -> Result<Vec<Bytes>, &'static str> {
         }
     }
     Ok(argv)
-}
-
-/// `redis.call` (raise = true) or `redis.pcall`, for the run in progress.
-fn command_fn(lua: &Lua, rt: &Rc<Runtime>, raise_errors: bool) -> mlua::Result<Function> {
-    let r = rt.clone();
-    lua.create_function(move |lua, args: MultiValue| {
-        let Some(result) = super::call::call_in_active_run(lua, args) else {
-            return Err(raise_table(
-                lua,
-                &r,
-                "ERR redis.call/pcall can only be called inside a script invocation",
-            ));
-        };
-        let (reply, failed) = result?;
-        if failed && raise_errors {
-            return Err(raise(&r, reply));
-        }
-        Ok(reply)
-    })
 }

@@ -9,9 +9,8 @@
 use std::cell::Cell;
 
 use bytes::Bytes;
-use mlua::{Lua, MultiValue, Value};
+use mlua::Lua;
 
-use super::convert;
 use crate::commands::table::{Command, Registry, flag};
 use crate::engine::{Client, State};
 
@@ -78,40 +77,6 @@ pub fn resolve(argv: &[Bytes], read_only: bool, wrote: &Cell<bool>) -> Result<&'
     Ok(cmd)
 }
 
-/// Runs `redis.call(cmd, args…)`; returns the converted reply and whether
-/// it is an error (which `redis.call` raises and `redis.pcall` returns).
-pub fn native_call(lua: &Lua, cx: &mut CallContext, args: MultiValue) -> mlua::Result<(Value, bool)> {
-    let argv = match super::api::command_args(&args) {
-        Ok(argv) => argv,
-        Err(text) => return failure(lua, text, false),
-    };
-    let cmd = match resolve(&argv, cx.read_only, cx.wrote) {
-        Ok(cmd) => cmd,
-        Err(refusal) => return failure(lua, refusal.text, refusal.flagged),
-    };
-    let CallContext {
-        state,
-        client,
-        runtime_resp,
-        ..
-    } = &mut *cx;
-    // Replies take the shape of the protocol the script selected.
-    let resp = runtime_resp.get();
-    client.resp = resp;
-    let reply = state.call(client, cmd, &argv);
-    let failed = reply.is_error();
-    Ok((convert::reply_to_lua(lua, &reply, resp)?, failed))
-}
-
-fn failure(lua: &Lua, text: &str, ignore_stats: bool) -> mlua::Result<(Value, bool)> {
-    let t = lua.create_table()?;
-    t.set("err", text)?;
-    if ignore_stats {
-        t.set("ignore_error_stats_update", true)?;
-    }
-    Ok((Value::Table(t), true))
-}
-
 thread_local! {
     /// The run in progress, as `redis.call` finds it. A thread-local rather
     /// than Lua app data: setting app data allocates, and every lookup
@@ -133,16 +98,12 @@ pub fn with_active_run<R>(_lua: &Lua, cx: &mut CallContext, f: impl FnOnce() -> 
     result
 }
 
-/// `redis.call` / `redis.pcall` body: the command for the run in progress.
-pub fn call_in_active_run(lua: &Lua, args: MultiValue) -> Option<mlua::Result<(Value, bool)>> {
+/// The run in progress, if a script is running.
+pub(crate) fn active_run<'a>() -> Option<&'a mut CallContext<'static>> {
     let ptr = ACTIVE_RUN.with(Cell::get);
-    if ptr.is_null() {
-        return None;
-    }
     // SAFETY: the pointer was set by `with_active_run` from a live `&mut
-    // CallContext` that outlives the script call and is only used here, on
-    // the engine thread, one command at a time: a command run by
-    // `native_call` never re-enters Lua, so no second reference exists.
-    let cx = unsafe { &mut *ptr };
-    Some(native_call(lua, cx, args))
+    // CallContext` that outlives the script call and is only used on the
+    // engine thread, one command at a time: a command run from a script
+    // never re-enters Lua, so no second reference exists.
+    (!ptr.is_null()).then(|| unsafe { &mut *ptr })
 }

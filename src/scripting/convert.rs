@@ -1,115 +1,14 @@
-//! Conversions between command replies and Lua values, both ways, with
-//! Redis 7.0's rules (`script_lua.c`): a RESP2 script sees nil bulk and nil
-//! arrays as `false`, statuses as `{ok=…}`, errors as `{err=…}`; under
-//! `redis.setresp(3)` maps, sets, doubles, booleans and nulls get their
-//! RESP3 shapes. Lua numbers become integer replies by truncation.
+//! A script's Lua values as replies, with Redis 7.0's rules
+//! (`script_lua.c`): tables as arrays up to the first nil, `{ok=…}` and
+//! `{err=…}` as status and error, Lua numbers as integer replies by
+//! truncation, and RESP3 shapes after `redis.setresp(3)`. The other
+//! direction, a command's reply as the script sees it, is pushed straight
+//! onto the Lua stack by `raw_call.rs`.
 
 use bytes::Bytes;
-use mlua::{Lua, Table, Value};
+use mlua::{Table, Value};
 
 use crate::reply::Reply;
-
-/// A command's reply as the script sees it (RESP2 or RESP3 rules).
-pub fn reply_to_lua(lua: &Lua, reply: &Reply, resp: u8) -> mlua::Result<Value> {
-    Ok(match reply {
-        Reply::Status(s) => {
-            let t = lua.create_table()?;
-            t.set("ok", lua.create_string(s)?)?;
-            Value::Table(t)
-        }
-        Reply::Error(e) => Value::Table(error_table(lua, e)?),
-        Reply::Int(n) => Value::Number(*n as f64),
-        Reply::Bulk(b) => Value::String(lua.create_string(b)?),
-        Reply::Nil | Reply::NilArray => {
-            if resp >= 3 {
-                Value::Nil
-            } else {
-                Value::Boolean(false)
-            }
-        }
-        Reply::Array(items) | Reply::Push(items) | Reply::Many(items) => array(lua, items, resp)?,
-        Reply::Set(items) => {
-            if resp >= 3 {
-                let set = lua.create_table()?;
-                for item in items {
-                    set.set(reply_to_lua(lua, item, resp)?, true)?;
-                }
-                wrap(lua, "set", Value::Table(set))?
-            } else {
-                array(lua, items, resp)?
-            }
-        }
-        Reply::Map(pairs) => {
-            if resp >= 3 {
-                let map = lua.create_table()?;
-                for (k, v) in pairs {
-                    map.set(reply_to_lua(lua, k, resp)?, reply_to_lua(lua, v, resp)?)?;
-                }
-                wrap(lua, "map", Value::Table(map))?
-            } else {
-                let flat: Vec<Reply> = pairs.iter().flat_map(|(k, v)| [k.clone(), v.clone()]).collect();
-                array(lua, &flat, resp)?
-            }
-        }
-        Reply::Double(d) => {
-            if resp >= 3 {
-                wrap(lua, "double", Value::Number(*d))?
-            } else {
-                Value::String(lua.create_string(crate::numfmt::reply_double(*d))?)
-            }
-        }
-        Reply::Bool(b) => {
-            if resp >= 3 {
-                Value::Boolean(*b)
-            } else {
-                Value::Number(*b as i64 as f64)
-            }
-        }
-        Reply::Verbatim(text) => {
-            if resp >= 3 {
-                let inner = lua.create_table()?;
-                inner.set("string", lua.create_string(text)?)?;
-                inner.set("format", "txt")?;
-                wrap(lua, "verbatim_string", Value::Table(inner))?
-            } else {
-                Value::String(lua.create_string(text)?)
-            }
-        }
-        Reply::BigNumber(n) => {
-            if resp >= 3 {
-                wrap(lua, "big_number", Value::String(lua.create_string(n)?))?
-            } else {
-                Value::String(lua.create_string(n)?)
-            }
-        }
-    })
-}
-
-fn array(lua: &Lua, items: &[Reply], resp: u8) -> mlua::Result<Value> {
-    let t = lua.create_table_with_capacity(items.len(), 0)?;
-    for (i, item) in items.iter().enumerate() {
-        let v = reply_to_lua(lua, item, resp)?;
-        if !v.is_nil() {
-            t.raw_set(i + 1, v)?;
-        }
-    }
-    Ok(Value::Table(t))
-}
-
-fn wrap(lua: &Lua, field: &str, value: Value) -> mlua::Result<Value> {
-    let t = lua.create_table()?;
-    t.set(field, value)?;
-    Ok(Value::Table(t))
-}
-
-/// A command error as `{err="CODE message"}` (Redis's luaPushErrorBuff on
-/// the reply), flagged so the error is not counted twice in errorstats.
-fn error_table(lua: &Lua, text: &[u8]) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    t.set("err", lua.create_string(text)?)?;
-    t.set("ignore_error_stats_update", true)?;
-    Ok(t)
-}
 
 /// A Lua number as an integer reply: C's `(long long)` cast on x86-64,
 /// where NaN and out-of-range values become i64::MIN.

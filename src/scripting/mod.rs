@@ -21,6 +21,7 @@ pub mod call;
 pub mod convert;
 pub mod lua_libs;
 pub mod native;
+mod raw_call;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

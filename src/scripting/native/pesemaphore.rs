@@ -13,8 +13,7 @@
 //!
 //! `unpack` is Lua 5.1's: it cannot return 8,000 values (its C stack
 //! limit, `LUAI_MAXCSTACK`), and Redis then raises `too many results to
-//! unpack`. keylock's Lua VM already fails a `redis.call` of some 7,990
-//! arguments ("out of Lua stack"), which Redis accepts.
+//! unpack`; up to 7,999 values it works, in keylock's VM as in Redis's.
 //! Before its first command a run sizes the reclaim from the set as it
 //! stands (without touching it), and one that may meet
 //! [`RECLAIM_NATIVE_LIMIT`] expired permits or more goes to Lua, which
