@@ -1,8 +1,7 @@
 //! The reentrant lock family (RLock), natively: acquire, unlock (with the
 //! 4.7.0 unlock latch), force unlock, watchdog renewal (batched in 4.7.0,
-//! one lock per call in 3.13.6), plus the multi-key PEXPIRE that
-//! MultiLock/RedLock leases use and the cluster-detection probe; and the
-//! acquire and unlock of releases older than 3.13.6 (`seed-2018`), which
+//! one lock per call in 3.13.6), and the acquire and unlock of releases
+//! older than 3.13.6 (`seed-2018`), which
 //! write the first hold with HSET and publish on unlocking a missing lock.
 //!
 //! The lock is a hash `KEYS[1]` of `<uuid>:<threadId>` → hold count with a
@@ -192,38 +191,4 @@ pub fn renew(cx: &mut NativeCtx, p: &Params) -> Result<Value, ScriptError> {
         return Ok(Value::Num(1.0));
     }
     Ok(Value::Num(0.0))
-}
-
-/// `keys-pexpire.lua` (4.7.0): `RExpirable.expire` over every key in KEYS;
-/// ARGV[1] ms, ARGV[2] an optional NX|XX|GT|LT ('' for none). 1 when any
-/// key's expiry was set.
-pub fn keys_pexpire(cx: &mut NativeCtx, p: &Params) -> Result<Value, ScriptError> {
-    // local result = 0;
-    let mut result = Value::Num(0.0);
-    // for j = 1, #KEYS, 1 do local expireSet;
-    for j in 1..=p.key_count() {
-        let flag = p.arg(2);
-        // if ARGV[2] ~= '' then expireSet = redis.call('pexpire', KEYS[j], ARGV[1], ARGV[2]);
-        let expire_set = if !flag.lua_eq(&Value::str_static("")) {
-            cx.call(&[PEXPIRE, p.key(j), p.arg(1), flag])?
-        } else {
-            // else expireSet = redis.call('pexpire', KEYS[j], ARGV[1]); end;
-            cx.call(&[PEXPIRE, p.key(j), p.arg(1)])?
-        };
-        // if expireSet == 1 then result = expireSet;end;
-        if expire_set.is_num(1.0) {
-            result = expire_set;
-        }
-    }
-    // return result;
-    Ok(result)
-}
-
-/// `cluster-detect-probe.lua` (4.7.0, sent by EVAL once per client):
-/// nil on a single node; CROSSSLOT would mean a cluster.
-pub fn cluster_detect_probe(cx: &mut NativeCtx, p: &Params) -> Result<Value, ScriptError> {
-    // redis.call('get', KEYS[1]) redis.call('get', KEYS[2])
-    cx.call(&[GET, p.key(1)])?;
-    cx.call(&[GET, p.key(2)])?;
-    Ok(Value::Nil)
 }

@@ -28,7 +28,8 @@
 //!   error its `user_script:<line>: …` message; writes done before the
 //!   error stay, as they do in Redis.
 //! - the implementations (`lock.rs`, `fairlock.rs`, `rwlock.rs`,
-//!   `semaphore.rs`, `pesemaphore.rs`, `latch.rs`: one file per family) follow their
+//!   `semaphore.rs`, `pesemaphore.rs`, `latch.rs`, `pexpire.rs`,
+//!   `probe.rs`: one file per family) follow their
 //!   script statement by statement, in the same order, with a comment
 //!   quoting the Lua they stand for.
 //!
@@ -40,6 +41,8 @@ pub mod latch;
 pub mod lock;
 pub mod lua;
 pub mod pesemaphore;
+pub mod pexpire;
+pub mod probe;
 pub mod rwlock;
 #[cfg(test)]
 mod seed_quotes;
@@ -110,8 +113,8 @@ fn implementation(version: &str, name: &str) -> Option<NativeFn> {
         ("3.13.6", "lock-force-unlock") => lock::force_unlock_3_13,
         ("4.7.0", "lock-renew-batch") => lock::renew_batch,
         ("3.13.6", "lock-renew") => lock::renew,
-        ("4.7.0", "keys-pexpire") => lock::keys_pexpire,
-        ("4.7.0", "cluster-detect-probe") => lock::cluster_detect_probe,
+        ("4.7.0", "keys-pexpire") => pexpire::keys_pexpire,
+        ("4.7.0", "cluster-detect-probe") => probe::cluster_detect_probe,
         ("4.7.0" | "3.13.6", "rwlock-read-acquire") => rwlock::read_acquire,
         ("4.7.0" | "3.13.6", "rwlock-write-acquire") => rwlock::write_acquire,
         ("4.7.0", "rwlock-read-unlock") => rwlock::read_unlock,
