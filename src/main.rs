@@ -28,6 +28,9 @@ fn main() {
         }
     };
     config.announce = config.port == 0;
+    // Handlers go in before the server announces itself or accepts: a
+    // signal that arrives right after start must stop it cleanly too.
+    let signals = StopSignals::register();
     let server = match Server::new(config).start() {
         Ok(s) => s,
         Err(e) => {
@@ -35,31 +38,55 @@ fn main() {
             std::process::exit(1);
         }
     };
-    stop_on_signals(&server);
+    signals.stop(&server);
     let mut server = server;
     server.wait();
 }
 
 /// SIGINT and SIGTERM stop the server cleanly, as SHUTDOWN does.
-fn stop_on_signals(server: &keylock::ServerHandle) {
-    let stopper = server.stopper();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
+struct StopSignals {
+    runtime: tokio::runtime::Runtime,
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Installs the handlers now, on this thread.
+    fn register() -> StopSignals {
+        use tokio::signal::unix::{SignalKind, signal};
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("signal runtime");
-        rt.block_on(async {
-            use tokio::signal::unix::{SignalKind, signal};
-            let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-            let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-            tokio::select! {
-                _ = term.recv() => {},
-                _ = int.recv() => {},
-            }
+        let (term, int) = {
+            let _context = runtime.enter();
+            (
+                signal(SignalKind::terminate()).expect("SIGTERM handler"),
+                signal(SignalKind::interrupt()).expect("SIGINT handler"),
+            )
+        };
+        StopSignals { runtime, term, int }
+    }
+
+    /// Waits for either signal on a thread of its own, then stops `server`.
+    fn stop(self, server: &keylock::ServerHandle) {
+        let stopper = server.stopper();
+        let StopSignals {
+            runtime,
+            mut term,
+            mut int,
+        } = self;
+        std::thread::spawn(move || {
+            runtime.block_on(async {
+                tokio::select! {
+                    _ = term.recv() => {},
+                    _ = int.recv() => {},
+                }
+            });
+            tracing::warn!("received a stop signal, shutting down");
+            stopper.stop();
         });
-        tracing::warn!("received a stop signal, shutting down");
-        stopper.stop();
-    });
+    }
 }
 
 const HELP: &str = "\

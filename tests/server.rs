@@ -213,6 +213,17 @@ fn sigterm_and_sigint_stop_the_binary_cleanly() {
 }
 
 #[test]
+fn a_signal_the_moment_the_binary_announces_itself_stops_it_cleanly() {
+    // The handlers are installed before the server announces or accepts.
+    for _ in 0..20 {
+        let (mut child, _addr) = spawn_binary(&[]);
+        Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{status:?}");
+    }
+}
+
+#[test]
 fn binary_reads_a_config_file_then_flags() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("keylock.conf");
