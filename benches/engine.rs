@@ -8,24 +8,13 @@
 
 use bytes::{Bytes, BytesMut};
 use criterion::{Criterion, criterion_group, criterion_main};
-use keylock::Config;
-use keylock::engine::{Engine, Outbox, State};
+use keylock::engine::Engine;
+use support::engine;
+
+mod support;
 
 const LOCK_ACQUIRE: &[u8] = include_bytes!("../lua/redisson/4.7.0/lock-acquire.lua");
 const LOCK_UNLOCK: &[u8] = include_bytes!("../lua/redisson/4.7.0/lock-unlock.lua");
-
-fn engine(native: bool) -> Engine {
-    let mut config = Config::ephemeral();
-    config
-        .directives
-        .push(("native-scripts".into(), vec![if native { "yes" } else { "no" }.into()]));
-    let mut engine = Engine::new(State::new(config, 0));
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    std::mem::forget(rx);
-    let addr = "127.0.0.1:1".parse().unwrap();
-    engine.connect(1, addr, addr, Outbox::new(tx, Default::default()));
-    engine
-}
 
 fn cmd(args: &[&[u8]]) -> Vec<Bytes> {
     args.iter().map(|a| Bytes::copy_from_slice(a)).collect()

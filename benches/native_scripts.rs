@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use criterion::{Criterion, criterion_group, criterion_main};
-use keylock::Config;
-use keylock::engine::{Engine, Outbox, State};
+use keylock::engine::Engine;
+
+mod support;
 
 const OWN: &str = "5f0c7a5e-4d1b-4c8e-9a3f-0a1b2c3d4e5f:1";
 const OTHER: &str = "8e2d1c0b-7a6f-4e5d-8c4b-3a2918070605:57";
@@ -308,15 +309,7 @@ struct Bench {
 
 impl Bench {
     fn new(native: bool) -> Bench {
-        let mut config = Config::ephemeral();
-        config
-            .directives
-            .push(("native-scripts".into(), vec![if native { "yes" } else { "no" }.into()]));
-        let mut engine = Engine::new(State::new(config, 0));
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        std::mem::forget(rx);
-        let addr = "127.0.0.1:1".parse().expect("address");
-        engine.connect(1, addr, addr, Outbox::new(tx, Default::default()));
+        let engine = support::engine(native);
         let mut bench = Bench {
             engine,
             out: BytesMut::new(),
