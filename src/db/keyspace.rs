@@ -137,6 +137,10 @@ impl Keyspace {
         self.entries.get(position).map(|e| (&*e.key, &e.value))
     }
 
+    pub fn value_at(&self, position: usize) -> &Value {
+        &self.entries[position].value
+    }
+
     pub fn value_at_mut(&mut self, position: usize) -> &mut Value {
         &mut self.entries[position].value
     }

@@ -55,7 +55,11 @@ impl Db {
     }
 
     /// The position of a live key; an expired one is removed on the way.
-    fn live_position(&mut self, key: &[u8], now_ms: u64) -> Option<usize> {
+    ///
+    /// Callers doing several steps on one key may keep the position and
+    /// use the `*_at` methods: it stays valid until a key of this database
+    /// is removed.
+    pub fn live_position(&mut self, key: &[u8], now_ms: u64) -> Option<usize> {
         let position = self.keys.position(key)?;
         if self.keys.deadlines_len() != 0 && self.keys.deadline_at(position).is_some_and(|at| at <= now_ms) {
             self.remove(key);
@@ -111,6 +115,35 @@ impl Db {
             None => self.keys.insert_new(key, make()),
         };
         self.keys.value_at_mut(position)
+    }
+
+    /// The value at a live position (see [`Db::live_position`]).
+    pub fn value_at(&self, position: usize) -> &Value {
+        self.keys.value_at(position)
+    }
+
+    /// The value at a live position, for writing; marks `key`, the key at
+    /// that position, modified for WATCH.
+    pub fn value_at_mut(&mut self, position: usize, key: &[u8]) -> &mut Value {
+        self.signal_modified(key);
+        self.keys.value_at_mut(position)
+    }
+
+    /// Adds `key`, known to be absent, holding `value`; its position.
+    pub fn insert_absent(&mut self, key: &[u8], value: Value) -> usize {
+        self.signal_modified(key);
+        self.keys.insert_new(key, value)
+    }
+
+    /// The deadline of the key at a live position, if it has one.
+    pub fn expire_at_position(&self, position: usize) -> Option<u64> {
+        self.keys.deadline_at(position)
+    }
+
+    /// Sets the deadline of `key`, at a live position.
+    pub fn set_expire_at_position(&mut self, position: usize, key: &[u8], at_ms: u64) {
+        self.signal_modified(key);
+        self.keys.set_deadline_at(position, at_ms);
     }
 
     /// Stores `value` at `key`, dropping any TTL unless `keep_ttl`.

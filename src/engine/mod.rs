@@ -283,7 +283,7 @@ impl State {
     }
 
     /// Marks clients whose watched keys changed.
-    fn collect_watch_invalidations(&mut self, current: &mut Client) {
+    pub fn collect_watch_invalidations(&mut self, current: &mut Client) {
         if self.watching == 0 {
             return;
         }

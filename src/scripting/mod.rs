@@ -324,7 +324,6 @@ impl Scripting {
         let Some(cached) = script_id(sha.as_bytes()).and_then(|id| self.scripts.get(&id)) else {
             return Reply::Error(Bytes::from_static(b"NOSCRIPT No matching script. Please use EVAL."));
         };
-        let function = cached.function.clone();
         let recognized = cached.recognized;
         let mut flags = RunFlags {
             read_only: flags.read_only,
@@ -344,13 +343,26 @@ impl Scripting {
         if let Some(script) = recognized {
             if flags.native
                 && let Some(implementation) = script.native
-                && let Some(reply) = native::run(state, caller, implementation, sha, keys, args, flags.read_only, &rt.wrote)
+                && let Some(reply) = native::run(
+                    state,
+                    caller,
+                    implementation,
+                    script.direct,
+                    sha,
+                    keys,
+                    args,
+                    flags.read_only,
+                    &rt.wrote,
+                )
             {
                 state.stats.recognized_runs(script.index).native += 1;
                 return reply;
             }
             state.stats.recognized_runs(script.index).lua += 1;
         }
+        // Cloning the function takes a Lua registry reference: only for a
+        // run that needs it.
+        let function = cached.function.clone();
         rt.resp.set(2);
         rt.kill.store(false, Ordering::Relaxed);
         rt.started.set(Some(crate::clock::ticks::now()));

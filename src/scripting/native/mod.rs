@@ -36,6 +36,7 @@
 //! Every script under `lua/redisson/` is a single line, so every error is
 //! on line 1; [`NativeCtx::at_line`] exists for scripts that are not.
 
+pub mod direct;
 pub mod fairlock;
 pub mod latch;
 pub mod lock;
@@ -54,6 +55,7 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 
+pub use direct::DirectFn;
 pub use lua::{Table, Value};
 
 use super::call;
@@ -156,6 +158,18 @@ fn implementation(version: &str, name: &str) -> Option<NativeFn> {
     })
 }
 
+/// The direct run of a script file, if it has one (see [`direct`]).
+fn direct_implementation(version: &str, name: &str) -> Option<DirectFn> {
+    Some(match (version, name) {
+        ("4.7.0" | "3.13.6", "lock-acquire") => direct::lock_acquire,
+        ("4.7.0", "lock-unlock") => direct::lock_unlock,
+        ("3.13.6", "lock-unlock") => direct::lock_unlock_3_13,
+        ("4.7.0", "lock-renew-batch") => direct::lock_renew_batch,
+        ("3.13.6", "lock-renew") => direct::lock_renew,
+        _ => return None,
+    })
+}
+
 /// A recognized script body (several files when versions share a body).
 pub struct Recognized {
     /// Position in the table, for the run counters.
@@ -165,6 +179,8 @@ pub struct Recognized {
     pub name: String,
     pub sha: String,
     pub native: Option<NativeFn>,
+    /// Its direct run for plain input, tried before `native`.
+    pub direct: Option<DirectFn>,
 }
 
 pub struct NativeTable {
@@ -187,12 +203,14 @@ impl NativeTable {
         for file in FILES {
             let sha = super::sha1_hex(file.body);
             let native = implementation(file.version, file.name);
+            let direct = direct_implementation(file.version, file.name);
             match table.by_sha.get(&sha) {
                 Some(&i) => {
                     let known = &mut table.scripts[i];
                     known.name.push('+');
                     known.name.push_str(file.version);
                     known.native = known.native.or(native);
+                    known.direct = known.direct.or(direct);
                 }
                 None => {
                     let index = table.scripts.len();
@@ -202,6 +220,7 @@ impl NativeTable {
                         name: format!("{}@{}", file.name, file.version),
                         sha,
                         native,
+                        direct,
                     });
                 }
             }
@@ -421,14 +440,17 @@ impl NativeCtx<'_> {
     }
 }
 
-/// Runs a native script on behalf of `caller`; the reply is what the
-/// client gets, exactly as from the Lua run. None: the script chose, before
-/// doing anything, to run in Lua.
+/// Runs a native script on behalf of `caller`: its direct run when it has
+/// one and the input is plain (never for read-only runs, which refuse the
+/// writes), else command by command. The reply is what the client gets,
+/// exactly as from the Lua run. None: the script chose, before doing
+/// anything, to run in Lua.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     state: &mut State,
     caller: &Client,
     script: NativeFn,
+    direct: Option<DirectFn>,
     sha: &str,
     keys: &[Bytes],
     argv: &[Bytes],
@@ -436,6 +458,14 @@ pub fn run(
     wrote: &Cell<bool>,
 ) -> Option<Reply> {
     let mut client = state.take_script_client(caller);
+    if !read_only
+        && let Some(direct) = direct
+        && let Some(reply) = direct(&mut direct::Direct::new(state, &mut client), &Params { keys, argv })
+    {
+        state.collect_watch_invalidations(&mut client);
+        state.return_script_client(client);
+        return Some(reply);
+    }
     let result = {
         let mut cx = NativeCtx {
             state: &mut *state,
