@@ -96,24 +96,21 @@ fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], by_sha: bool, read_only: bool) ->
     }
     let (keys, args) = argv[3..].split_at(numkeys as usize);
     let mut scripting = vm(ctx)?;
+    // By SHA1, a missing script is found missing by `run`'s one lookup.
     let id = if by_sha {
-        crate::scripting::script_id(&argv[1])
-            .filter(|id| scripting.exists(id))
-            .ok_or_else(noscript)
+        crate::scripting::script_id(&argv[1]).ok_or_else(noscript)
     } else {
         scripting
             .load(&argv[1])
             .and_then(|sha| crate::scripting::script_id(sha.as_bytes()).ok_or_else(noscript))
     };
-    let result = id.map(|id| {
-        // Cached ids are hex digits, so always text.
-        let sha = std::str::from_utf8(&id).unwrap_or_default();
+    let result = id.and_then(|id| {
         ctx.state.script_time = Some(ctx.now_ms);
         let flags = RunFlags {
             read_only,
             native: ctx.state.runtime.native_scripts,
         };
-        let reply = scripting.run(ctx.state, ctx.client, sha, keys, args, &flags);
+        let reply = scripting.run(ctx.state, ctx.client, &id, keys, args, &flags).ok_or_else(noscript);
         ctx.state.script_time = None;
         if ctx.state.watchdog.shutdown_requested.take() {
             // SHUTDOWN NOSAVE arrived while the script ran.

@@ -54,6 +54,11 @@ pub fn script_id(sha: &[u8]) -> Option<ScriptId> {
     Some(id)
 }
 
+/// A cached script's id as text (its lowercase hex SHA1), for messages.
+pub fn sha_text(id: &ScriptId) -> &str {
+    std::str::from_utf8(id).unwrap_or_default()
+}
+
 pub fn sha1_hex(body: &[u8]) -> String {
     sha1_smol::Sha1::from(body).digest().to_string()
 }
@@ -319,11 +324,9 @@ impl Scripting {
     }
 
     /// Runs a cached script with KEYS and ARGV; the reply is what the
-    /// client gets.
-    pub fn run(&mut self, state: &mut State, caller: &mut Client, sha: &str, keys: &[Bytes], args: &[Bytes], flags: &RunFlags) -> Reply {
-        let Some(cached) = script_id(sha.as_bytes()).and_then(|id| self.scripts.get(&id)) else {
-            return Reply::Error(Bytes::from_static(b"NOSCRIPT No matching script. Please use EVAL."));
-        };
+    /// client gets. None when no script has this id.
+    pub fn run(&mut self, state: &mut State, caller: &mut Client, id: &ScriptId, keys: &[Bytes], args: &[Bytes], flags: &RunFlags) -> Option<Reply> {
+        let cached = self.scripts.get(id)?;
         let recognized = cached.recognized;
         let mut flags = RunFlags {
             read_only: flags.read_only,
@@ -331,9 +334,9 @@ impl Scripting {
         };
         if let Some(shebang) = cached.shebang {
             if !shebang.no_writes && flags.read_only {
-                return Reply::Error(Bytes::from_static(
+                return Some(Reply::Error(Bytes::from_static(
                     b"ERR Can not execute a script with write flag using *_ro command.",
-                ));
+                )));
             }
             flags.read_only |= shebang.no_writes;
         }
@@ -348,7 +351,7 @@ impl Scripting {
                     caller,
                     implementation,
                     script.direct,
-                    sha,
+                    id,
                     keys,
                     args,
                     flags.read_only,
@@ -356,7 +359,7 @@ impl Scripting {
                 )
             {
                 state.stats.recognized_runs(script.index).native += 1;
-                return reply;
+                return Some(reply);
             }
             state.stats.recognized_runs(script.index).lua += 1;
         }
@@ -368,7 +371,7 @@ impl Scripting {
         rt.started.set(Some(crate::clock::ticks::now()));
         *rt.pending_error.borrow_mut() = None;
 
-        let result = self.run_function(state, caller, function, keys, args, flags, sha);
+        let result = self.run_function(state, caller, function, keys, args, flags, sha_text(id));
 
         self.runtime.started.set(None);
         self.runs_since_gc += 1;
@@ -376,7 +379,7 @@ impl Scripting {
             self.runs_since_gc = 0;
             let _ = self.lua.gc_step();
         }
-        result
+        Some(result)
     }
 
     #[allow(clippy::too_many_arguments)]

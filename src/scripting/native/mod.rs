@@ -58,7 +58,7 @@ use bytes::Bytes;
 pub use direct::DirectFn;
 pub use lua::{Table, Value};
 
-use super::call;
+use super::{ScriptId, call};
 use crate::engine::{Client, State};
 use crate::reply::Reply;
 
@@ -283,12 +283,12 @@ enum Stop {
 impl ScriptError {
     /// The client's reply: `<text> script: <sha>, on @user_script:<line>.`;
     /// None when the script is to run in Lua.
-    fn into_reply(self, sha: &str) -> Option<Reply> {
+    fn into_reply(self, id: &ScriptId) -> Option<Reply> {
         let Stop::Raised { text, line } = self.0 else { return None };
         let line = line.to_string();
         Some(super::convert::located_error(
             String::from_utf8_lossy(&text).into_owned(),
-            sha,
+            super::sha_text(id),
             Some(("@user_script", &line)),
         ))
     }
@@ -451,7 +451,7 @@ pub fn run(
     caller: &Client,
     script: NativeFn,
     direct: Option<DirectFn>,
-    sha: &str,
+    id: &ScriptId,
     keys: &[Bytes],
     argv: &[Bytes],
     read_only: bool,
@@ -480,7 +480,7 @@ pub fn run(
     state.return_script_client(client);
     match result {
         Ok(value) => Some(value.into_reply()),
-        Err(e) => e.into_reply(sha),
+        Err(e) => e.into_reply(id),
     }
 }
 
