@@ -114,12 +114,20 @@ pub struct Direct<'a> {
     state: &'a mut State,
     client: &'a mut Client,
     now: u64,
+    /// The tick count when the current step started: the run's start,
+    /// then the end of the step before (one counter read a step).
+    step_started: u64,
 }
 
 impl<'a> Direct<'a> {
     pub fn new(state: &'a mut State, client: &'a mut Client) -> Direct<'a> {
         let now = state.script_time.unwrap_or_else(|| state.clock.now_ms());
-        Direct { state, client, now }
+        Direct {
+            state,
+            client,
+            now,
+            step_started: crate::clock::ticks::now(),
+        }
     }
 
     fn db(&mut self) -> &mut Db {
@@ -158,10 +166,12 @@ impl<'a> Direct<'a> {
 
     /// Books a command that ran: its `commandstats` call and time, and
     /// its MONITOR line (`argv` as the script wrote it).
-    fn ran(&mut self, cmd: Cmd, started: u64, argv: &[&[u8]]) {
+    fn ran(&mut self, cmd: Cmd, argv: &[&[u8]]) {
+        let ended = crate::clock::ticks::now();
         let stat = &mut self.state.stats.cmd[cmd.stat_index()];
         stat.calls += 1;
-        stat.ticks += crate::clock::ticks::now().saturating_sub(started);
+        stat.ticks += ended.saturating_sub(self.step_started);
+        self.step_started = ended;
         if !self.state.monitors.is_empty() {
             let argv: Vec<Bytes> = argv.iter().map(|a| Bytes::copy_from_slice(a)).collect();
             let db = self.client.db;
@@ -181,14 +191,12 @@ impl<'a> Direct<'a> {
 
     /// `EXISTS key`, the key found at `at`.
     fn exists(&mut self, at: Option<usize>, key: &[u8]) -> bool {
-        let started = crate::clock::ticks::now();
-        self.ran(Cmd::Exists, started, &[Cmd::Exists.name(), key]);
+        self.ran(Cmd::Exists, &[Cmd::Exists.name(), key]);
         at.is_some()
     }
 
     /// `HEXISTS key field`, the key found at `at` (absent or a hash).
     fn hexists(&mut self, at: Option<usize>, key: &[u8], field: &[u8]) -> bool {
-        let started = crate::clock::ticks::now();
         let found = match at {
             Some(at) => {
                 self.state.stats.keyspace_hits += 1;
@@ -201,7 +209,7 @@ impl<'a> Direct<'a> {
                 false
             }
         };
-        self.ran(Cmd::Hexists, started, &[Cmd::Hexists.name(), key, field]);
+        self.ran(Cmd::Hexists, &[Cmd::Hexists.name(), key, field]);
         found
     }
 
@@ -209,7 +217,6 @@ impl<'a> Direct<'a> {
     /// hash whose field is absent or an integer `by` keeps in range): the
     /// key's position, and the new count.
     fn hincrby(&mut self, at: Option<usize>, key: &[u8], field: &[u8], by: i64) -> (usize, i64) {
-        let started = crate::clock::ticks::now();
         let db = self.db();
         let at = match at {
             Some(at) => at,
@@ -221,24 +228,22 @@ impl<'a> Direct<'a> {
             h.insert(field, itoa::Buffer::new().format(next).as_bytes());
         }
         let by_text = if by == 1 { b"1".as_slice() } else { b"-1".as_slice() };
-        self.ran(Cmd::Hincrby, started, &[Cmd::Hincrby.name(), key, field, by_text]);
+        self.ran(Cmd::Hincrby, &[Cmd::Hincrby.name(), key, field, by_text]);
         (at, next)
     }
 
     /// `PEXPIRE key ms`, the key found at `at`; `deadline` is what `ms`
     /// gives (after now).
     fn pexpire(&mut self, at: Option<usize>, key: &[u8], ms: &[u8], deadline: u64) -> bool {
-        let started = crate::clock::ticks::now();
         if let Some(at) = at {
             self.db().set_expire_at_position(at, key, deadline);
         }
-        self.ran(Cmd::Pexpire, started, &[Cmd::Pexpire.name(), key, ms]);
+        self.ran(Cmd::Pexpire, &[Cmd::Pexpire.name(), key, ms]);
         at.is_some()
     }
 
     /// `PTTL key`, the key found at `at`.
     fn pttl(&mut self, at: Option<usize>, key: &[u8]) -> i64 {
-        let started = crate::clock::ticks::now();
         let now = self.now;
         let ttl = match at {
             None => -2,
@@ -247,48 +252,44 @@ impl<'a> Direct<'a> {
                 .expire_at_position(at)
                 .map_or(-1, |deadline| deadline.saturating_sub(now) as i64),
         };
-        self.ran(Cmd::Pttl, started, &[Cmd::Pttl.name(), key]);
+        self.ran(Cmd::Pttl, &[Cmd::Pttl.name(), key]);
         ttl
     }
 
     /// `GET key` on a key known to be absent (expired at most).
     fn get_absent(&mut self, key: &[u8]) {
-        let started = crate::clock::ticks::now();
         let now = self.now;
         let found = self.db().get(key, now).is_some();
         debug_assert!(!found, "a direct run found the unlock latch its plain check saw absent");
         self.state.stats.keyspace_misses += 1;
-        self.ran(Cmd::Get, started, &[Cmd::Get.name(), key]);
+        self.ran(Cmd::Get, &[Cmd::Get.name(), key]);
     }
 
     /// `SET key value px ms`, `at` being the deadline `ms` gives.
     fn set_px(&mut self, key: &[u8], value: &'static [u8], ms: &[u8], at: u64) {
-        let started = crate::clock::ticks::now();
         let now = self.now;
         let db = self.db();
         // SET looks the key up (for NX/XX) before storing, expiring it.
         db.contains(key, now);
         db.set(key, Stored::Str(Bytes::from_static(value)), false);
         db.set_expire(key, at);
-        self.ran(Cmd::Set, started, &[Cmd::Set.name(), key, value, b"px", ms]);
+        self.ran(Cmd::Set, &[Cmd::Set.name(), key, value, b"px", ms]);
     }
 
     /// `DEL key`.
     fn del(&mut self, key: &[u8]) {
-        let started = crate::clock::ticks::now();
         let now = self.now;
         let db = self.db();
         db.expire_if_needed(key, now);
         db.remove(key);
-        self.ran(Cmd::Del, started, &[Cmd::Del.name(), key]);
+        self.ran(Cmd::Del, &[Cmd::Del.name(), key]);
     }
 
     /// `PUBLISH` or `SPUBLISH` (`name` as the script passes it).
     fn publish(&mut self, name: &[u8], kind: Kind, channel: &Bytes, message: &Bytes) {
-        let started = crate::clock::ticks::now();
         self.state.publish(self.client, kind, channel, message);
         let cmd = if kind == Kind::Shard { Cmd::Spublish } else { Cmd::Publish };
-        self.ran(cmd, started, &[name, channel, message]);
+        self.ran(cmd, &[name, channel, message]);
     }
 }
 
