@@ -1,4 +1,10 @@
 //! Generic key commands: existence, deletion, renaming, expiry, iteration.
+//!
+//! Keyspace hits and misses are counted where Redis 7.0 reads with
+//! `lookupKeyRead*`: EXISTS, TOUCH, TYPE, TTL and its kin, COPY's source,
+//! OBJECT, and SCAN's TYPE filter. DEL, RENAME, MOVE, EXPIRE and PERSIST
+//! look keys up for writing (no count), which still reclaims an expired
+//! key and counts it in `expired_keys`.
 
 use bytes::Bytes;
 
@@ -73,15 +79,20 @@ fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Int(n))
 }
 
+/// EXISTS and TOUCH: every key is a counted read (Redis's
+/// `lookupKeyReadWithFlags` / `lookupKeyRead`), a repeated key each time.
 fn exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let now = ctx.now_ms;
-    let db = ctx.db();
-    Ok(Reply::Int(argv[1..].iter().filter(|k| db.contains(k, now)).count() as i64))
+    let mut found = 0;
+    for key in &argv[1..] {
+        if ctx.read(key).is_some() {
+            found += 1;
+        }
+    }
+    Ok(Reply::Int(found))
 }
 
 fn type_(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let now = ctx.now_ms;
-    let name = ctx.db().get(&argv[1], now).map_or("none", |v| v.type_name());
+    let name = ctx.read(&argv[1]).map_or("none", |v| v.type_name());
     Ok(Reply::status(name))
 }
 
@@ -178,20 +189,29 @@ pub fn scan_reply(cursor: u64, items: Vec<Bytes>) -> Reply {
 fn scan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let o = parse_scan(argv, 1, true)?;
     let now = ctx.now_ms;
-    let db = ctx.db();
-    let (next, found) = db.scan(o.cursor, o.count);
-    let keys: Vec<Bytes> = found
+    let (next, found) = ctx.db().scan(o.cursor, o.count);
+    let candidates: Vec<Bytes> = found
         .into_iter()
-        .filter(|(k, v)| {
-            o.pattern.as_ref().is_none_or(|p| glob::matches(p, k, false))
-                && o.type_filter
-                    .as_ref()
-                    .is_none_or(|t| t.eq_ignore_ascii_case(v.type_name().as_bytes()))
-        })
+        .filter(|(k, _)| o.pattern.as_ref().is_none_or(|p| glob::matches(p, k, false)))
         .map(|(k, _)| Bytes::copy_from_slice(k))
         .collect();
-    // Expired keys are filtered out (and reclaimed) as Redis does.
-    let keys = keys.into_iter().filter(|k| !db.expire_if_needed(k, now)).collect();
+    let mut keys = Vec::with_capacity(candidates.len());
+    for key in candidates {
+        if let Some(wanted) = &o.type_filter {
+            // Redis 7.0's scanGenericCommand reads each key's type with
+            // lookupKeyReadWithFlags: a counted hit or miss per key, and an
+            // expired key is reclaimed there and then typed "none" (so
+            // `TYPE none` returns the expired keys it reclaimed).
+            let type_name = ctx.read(&key).map_or("none", |v| v.type_name());
+            if !wanted.eq_ignore_ascii_case(type_name.as_bytes()) {
+                continue;
+            }
+        }
+        // Expired keys are filtered out (and reclaimed) as Redis does.
+        if !ctx.db().expire_if_needed(&key, now) {
+            keys.push(key);
+        }
+    }
     Ok(scan_reply(next, keys))
 }
 
@@ -205,7 +225,9 @@ fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
     if src == dst {
         return Ok(if nx { Reply::Int(0) } else { Reply::OK });
     }
-    if nx && db.contains(dst, now) {
+    // Redis looks the destination up for writing with or without NX,
+    // reclaiming it if it has expired.
+    if db.contains(dst, now) && nx {
         return Ok(Reply::Int(0));
     }
     let (_, value, at) = db.take_with_ttl(src).ok_or_else(CmdError::no_such_key)?;
@@ -295,31 +317,44 @@ fn pexpireat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     expire_generic(ctx, argv, 0, false).map(Reply::Int)
 }
 
-/// -2 for a missing key, -1 for no TTL, else the deadline.
+/// Redis's `ttlGenericCommand` lookup, a counted read
+/// (`lookupKeyReadWithFlags`): -2 for a missing key, -1 for no TTL, else
+/// the deadline.
 fn deadline(ctx: &mut Ctx, key: &[u8]) -> Result<u64, i64> {
-    let now = ctx.now_ms;
-    let db = ctx.db();
-    if !db.contains(key, now) {
+    if ctx.read(key).is_none() {
         return Err(-2);
     }
-    db.expire_at(key).ok_or(-1)
+    ctx.db().expire_at(key).ok_or(-1)
 }
 
-pub fn pttl_of(ctx: &mut Ctx, key: &[u8]) -> i64 {
-    let now = ctx.now_ms;
-    match deadline(ctx, key) {
-        Ok(at) => at.saturating_sub(now) as i64,
+/// PTTL's answer for a deadline lookup.
+fn remaining_ms(now_ms: u64, deadline: Result<u64, i64>) -> i64 {
+    match deadline {
+        Ok(at) => at.saturating_sub(now_ms) as i64,
         Err(code) => code,
     }
 }
 
+/// PTTL's answer for `key`, looked at without counting a keyspace hit or
+/// miss (for KEYLOCK's introspection, which is no client read).
+pub fn pttl_of(ctx: &mut Ctx, key: &[u8]) -> i64 {
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    let deadline = if db.contains(key, now) {
+        db.expire_at(key).ok_or(-1)
+    } else {
+        Err(-2)
+    };
+    remaining_ms(now, deadline)
+}
+
 fn ttl(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let ms = pttl_of(ctx, &argv[1]);
+    let ms = remaining_ms(ctx.now_ms, deadline(ctx, &argv[1]));
     Ok(Reply::Int(if ms < 0 { ms } else { (ms + 500) / 1000 }))
 }
 
 fn pttl(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    Ok(Reply::Int(pttl_of(ctx, &argv[1])))
+    Ok(Reply::Int(remaining_ms(ctx.now_ms, deadline(ctx, &argv[1]))))
 }
 
 fn expiretime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -394,7 +429,8 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err("source and destination objects are the same"));
     }
     let now = ctx.now_ms;
-    let Some(value) = ctx.state.dbs[src].get(src_key, now).cloned() else {
+    // Redis's copyCommand reads the source with lookupKeyRead (counted).
+    let Some(value) = ctx.read(src_key).cloned() else {
         return Ok(Reply::Int(0));
     };
     let at = ctx.state.dbs[src].expire_at(src_key);
@@ -440,8 +476,7 @@ fn waitaof(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     use crate::db::Value;
-    let now = ctx.now_ms;
-    let Some(v) = ctx.db().get(&argv[2], now) else {
+    let Some(v) = ctx.read(&argv[2]) else {
         return Ok(Reply::Nil);
     };
     let enc = match v {
@@ -460,8 +495,7 @@ fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn object_freq(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let now = ctx.now_ms;
-    if ctx.db().get(&argv[2], now).is_none() {
+    if ctx.read(&argv[2]).is_none() {
         return Ok(Reply::Nil);
     }
     Err(CmdError::err(
@@ -470,21 +504,11 @@ fn object_freq(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn object_idletime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let now = ctx.now_ms;
-    Ok(if ctx.db().get(&argv[2], now).is_some() {
-        Reply::Int(0)
-    } else {
-        Reply::Nil
-    })
+    Ok(if ctx.read(&argv[2]).is_some() { Reply::Int(0) } else { Reply::Nil })
 }
 
 fn object_refcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let now = ctx.now_ms;
-    Ok(if ctx.db().get(&argv[2], now).is_some() {
-        Reply::Int(1)
-    } else {
-        Reply::Nil
-    })
+    Ok(if ctx.read(&argv[2]).is_some() { Reply::Int(1) } else { Reply::Nil })
 }
 
 fn object_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {

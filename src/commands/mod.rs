@@ -37,7 +37,9 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// The client's selected database.
+    /// The client's selected database. Writes look keys up here and count
+    /// no hit or miss, as Redis's `lookupKeyWrite`; an expired key is still
+    /// reclaimed and counted in `expired_keys`.
     pub fn db(&mut self) -> &mut Db {
         &mut self.state.dbs[self.client.db]
     }

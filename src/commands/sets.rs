@@ -392,7 +392,12 @@ fn difference(ctx: &mut Ctx, keys: &[Bytes]) -> CmdResult<Vec<Bytes>> {
 
 /// Stores an algebra result at `dst`, replacing any value and TTL; an
 /// empty result deletes `dst`. Replies with the stored cardinality.
+///
+/// As in Redis, a result is stored with `setKey`, which looks `dst` up for
+/// writing and so counts an expired `dst` in `expired_keys`, while an
+/// empty result deletes `dst` with `dbDelete`, which does not.
 fn store(ctx: &mut Ctx, dst: &Bytes, members: Vec<Bytes>) -> Reply {
+    let now = ctx.now_ms;
     let db = ctx.db();
     if members.is_empty() {
         db.remove(dst);
@@ -400,6 +405,7 @@ fn store(ctx: &mut Ctx, dst: &Bytes, members: Vec<Bytes>) -> Reply {
     }
     let set: Set = members.into_iter().collect();
     let len = set.len();
+    db.expire_if_needed(dst, now);
     db.set(dst, Value::Set(Box::new(set)), false);
     Reply::from(len)
 }

@@ -3,6 +3,11 @@
 //! Numbers are stored as their text, as Redis stores what clients send;
 //! counters parse with Redis's strict integer rules and INCRBYFLOAT uses
 //! long double arithmetic so results print exactly as Redis prints them.
+//!
+//! GET, MGET, STRLEN, GETRANGE and the GET of GETSET, GETDEL, GETEX and
+//! `SET … GET` count keyspace hits and misses (a key of another type is a
+//! hit); the counters, APPEND and SETRANGE look the key up for writing, as
+//! Redis does, and count nothing.
 
 use bytes::{Bytes, BytesMut};
 
@@ -117,15 +122,19 @@ pub const COMMANDS: &[CommandSpec] = &[
     ),
 ];
 
-/// Reads a string key: `None` when missing, WRONGTYPE for other types.
+/// Reads a string key, counting the lookup as Redis's `lookupKeyRead`
+/// does (a key of another type is a hit): `None` when missing, WRONGTYPE
+/// for other types.
 pub fn get_string(ctx: &mut Ctx, key: &[u8]) -> CmdResult<Option<Bytes>> {
+    ctx.read(key).map(|v| v.as_str().cloned()).transpose()
+}
+
+/// A string key for writing, looked up as Redis's `lookupKeyWrite` does:
+/// an expired key is reclaimed, nothing is counted. `None` when missing,
+/// WRONGTYPE for other types.
+fn peek_string(ctx: &mut Ctx, key: &[u8]) -> CmdResult<Option<Bytes>> {
     let now = ctx.now_ms;
-    let v = match ctx.db().get(key, now) {
-        None => None,
-        Some(v) => Some(v.as_str()?.clone()),
-    };
-    ctx.count_lookup(v.is_some());
-    Ok(v)
+    ctx.db().get(key, now).map(|v| v.as_str().cloned()).transpose()
 }
 
 fn get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -218,8 +227,12 @@ fn set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(if o.get { Reply::opt_bulk(old) } else { Reply::OK })
 }
 
+/// Redis's `setKey`: the key is looked up for writing first, so an expired
+/// one is reclaimed (and counted in `expired_keys`) before it is replaced.
 fn store(ctx: &mut Ctx, key: &Bytes, value: Bytes, expiry: Expiry) {
+    let now = ctx.now_ms;
     let db = ctx.db();
+    db.expire_if_needed(key, now);
     db.set(key, Value::Str(value), expiry == Expiry::Keep);
     if let Expiry::At(at) = expiry {
         db.set_expire(key, at);
@@ -265,13 +278,15 @@ fn getex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut args = Args::new(argv);
     args.next();
     let o = parse_set_options(&mut args, false)?;
+    let key = &argv[1];
+    // Redis's getexCommand reads the key before it validates the expire
+    // time: a missing key answers nil whatever the time.
+    let Some(value) = get_string(ctx, key)? else {
+        return Ok(Reply::Nil);
+    };
     let deadline = match &o.expire {
         Some((secs, rel, raw)) => Some(expire_deadline(ctx, raw, *secs, *rel, "getex")?),
         None => None,
-    };
-    let key = &argv[1];
-    let Some(value) = get_string(ctx, key)? else {
-        return Ok(Reply::Nil);
     };
     let now = ctx.now_ms;
     let db = ctx.db();
@@ -288,15 +303,13 @@ fn getex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn mget(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let now = ctx.now_ms;
     let mut out = Vec::with_capacity(argv.len() - 1);
     for key in &argv[1..] {
-        let v = match ctx.db().get(key, now) {
+        // A key of another type is a hit that answers nil.
+        out.push(match ctx.read(key) {
             Some(Value::Str(s)) => Reply::Bulk(s.clone()),
             _ => Reply::Nil,
-        };
-        ctx.count_lookup(v != Reply::Nil);
-        out.push(v);
+        });
     }
     Ok(Reply::Array(out))
 }
@@ -329,7 +342,7 @@ fn msetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// Adds `by` to the integer at `key`, keeping its TTL.
 pub fn incr_by(ctx: &mut Ctx, key: &Bytes, by: i64) -> CmdResult<i64> {
-    let current = match get_string(ctx, key)? {
+    let current = match peek_string(ctx, key)? {
         Some(s) => crate::numfmt::parse_i64(&s).ok_or_else(CmdError::not_integer)?,
         None => 0,
     };
@@ -363,7 +376,7 @@ fn decrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let key = &argv[1];
-    let current = match get_string(ctx, key)? {
+    let current = match peek_string(ctx, key)? {
         Some(s) => LongDouble::parse(&s).ok_or_else(CmdError::not_float)?,
         None => LongDouble::parse(b"0").ok_or_else(CmdError::not_float)?,
     };
@@ -388,7 +401,7 @@ fn check_string_length(ctx: &Ctx, len: u64) -> CmdResult<()> {
 
 fn append(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let key = &argv[1];
-    let old = get_string(ctx, key)?;
+    let old = peek_string(ctx, key)?;
     let new = match old {
         None => argv[2].clone(),
         Some(old) => {
@@ -440,7 +453,7 @@ fn setrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err("offset is out of range"));
     }
     let value = &argv[3];
-    let old = get_string(ctx, key)?;
+    let old = peek_string(ctx, key)?;
     if value.is_empty() {
         return Ok(Reply::Int(old.map_or(0, |s| s.len()) as i64));
     }

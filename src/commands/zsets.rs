@@ -500,6 +500,9 @@ fn store_result(ctx: &mut Ctx, dst: &Bytes, items: Vec<(Bytes, f64)>) -> CmdResu
     store_zset(ctx, dst, z)
 }
 
+/// Stores a result at `dst` as Redis does: with `setKey`, which looks
+/// `dst` up for writing (an expired `dst` counts in `expired_keys`), or,
+/// when empty, by deleting `dst` with `dbDelete`, which counts nothing.
 fn store_zset(ctx: &mut Ctx, dst: &Bytes, mut z: ZSet) -> CmdResult {
     let n = z.len();
     if n == 0 {
@@ -507,7 +510,10 @@ fn store_zset(ctx: &mut Ctx, dst: &Bytes, mut z: ZSet) -> CmdResult {
         return Ok(Reply::Int(0));
     }
     z.compact_if_fits(limits(ctx));
-    ctx.db().set(dst, Value::ZSet(Box::new(z)), false);
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    db.expire_if_needed(dst, now);
+    db.set(dst, Value::ZSet(Box::new(z)), false);
     Ok(Reply::Int(n as i64))
 }
 

@@ -153,6 +153,12 @@ impl Drop for RealRedis {
 /// install it) when it is missing. With KEYLOCK_REQUIRE_REDIS=1 a missing
 /// redis-server is a test failure instead.
 pub fn real_redis() -> Option<RealRedis> {
+    real_redis_with(&[])
+}
+
+/// [`real_redis`] with extra command-line directives (e.g.
+/// `--enable-debug-command local`).
+pub fn real_redis_with(extra: &[&str]) -> Option<RealRedis> {
     let found = Command::new("redis-server")
         .arg("--version")
         .stdout(Stdio::null())
@@ -184,6 +190,7 @@ pub fn real_redis() -> Option<RealRedis> {
         ])
         .arg("--dir")
         .arg(dir.path())
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
