@@ -325,7 +325,15 @@ impl Scripting {
 
     /// Runs a cached script with KEYS and ARGV; the reply is what the
     /// client gets. None when no script has this id.
-    pub fn run(&mut self, state: &mut State, caller: &mut Client, id: &ScriptId, keys: &[Bytes], args: &[Bytes], flags: &RunFlags) -> Option<Reply> {
+    pub fn run(
+        &mut self,
+        state: &mut State,
+        caller: &mut Client,
+        id: &ScriptId,
+        keys: &[Bytes],
+        args: &[Bytes],
+        flags: &RunFlags,
+    ) -> Option<Reply> {
         let cached = self.scripts.get(id)?;
         let recognized = cached.recognized;
         let mut flags = RunFlags {

@@ -189,26 +189,29 @@ impl<'a> Direct<'a> {
         self.db().live_position(key, now)
     }
 
+    /// Counts a read lookup's outcome, as INFO's keyspace_hits and
+    /// keyspace_misses count it (a write lookup counts nothing).
+    fn count_read(&mut self, at: Option<usize>) {
+        if at.is_some() {
+            self.state.stats.keyspace_hits += 1;
+        } else {
+            self.state.stats.keyspace_misses += 1;
+        }
+    }
+
     /// `EXISTS key`, the key found at `at`.
     fn exists(&mut self, at: Option<usize>, key: &[u8]) -> bool {
+        self.count_read(at);
         self.ran(Cmd::Exists, &[Cmd::Exists.name(), key]);
         at.is_some()
     }
 
     /// `HEXISTS key field`, the key found at `at` (absent or a hash).
     fn hexists(&mut self, at: Option<usize>, key: &[u8], field: &[u8]) -> bool {
-        let found = match at {
-            Some(at) => {
-                self.state.stats.keyspace_hits += 1;
-                // The plain check saw an absent key or a hash, and nothing
-                // since changed its type.
-                matches!(self.db().value_at(at), Stored::Hash(h) if h.contains_key(field))
-            }
-            None => {
-                self.state.stats.keyspace_misses += 1;
-                false
-            }
-        };
+        self.count_read(at);
+        // The plain check saw an absent key or a hash, and nothing since
+        // changed its type.
+        let found = at.is_some_and(|at| matches!(self.db().value_at(at), Stored::Hash(h) if h.contains_key(field)));
         self.ran(Cmd::Hexists, &[Cmd::Hexists.name(), key, field]);
         found
     }
@@ -245,6 +248,7 @@ impl<'a> Direct<'a> {
     /// `PTTL key`, the key found at `at`.
     fn pttl(&mut self, at: Option<usize>, key: &[u8]) -> i64 {
         let now = self.now;
+        self.count_read(at);
         let ttl = match at {
             None => -2,
             Some(at) => self
@@ -259,9 +263,9 @@ impl<'a> Direct<'a> {
     /// `GET key` on a key known to be absent (expired at most).
     fn get_absent(&mut self, key: &[u8]) {
         let now = self.now;
-        let found = self.db().get(key, now).is_some();
-        debug_assert!(!found, "a direct run found the unlock latch its plain check saw absent");
-        self.state.stats.keyspace_misses += 1;
+        let found = self.db().live_position(key, now);
+        debug_assert!(found.is_none(), "a direct run found the unlock latch its plain check saw absent");
+        self.count_read(found);
         self.ran(Cmd::Get, &[Cmd::Get.name(), key]);
     }
 
