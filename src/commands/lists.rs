@@ -18,7 +18,7 @@ use super::args::{parse_at_least_one, parse_mpop_count};
 use super::args::{parse_i64, upper};
 use super::table::{CommandSpec, Group, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
-use crate::db::value::List;
+use crate::db::value::{List, owned};
 use crate::db::{Value, typed};
 
 const G: Group = Group::List;
@@ -141,8 +141,8 @@ fn push_generic(ctx: &mut Ctx, argv: &[Bytes], end: End, only_existing: bool) ->
         .as_list_mut()?;
     for element in &argv[2..] {
         match end {
-            End::Left => list.push_front(element.clone()),
-            End::Right => list.push_back(element.clone()),
+            End::Left => list.push_front(owned(element)),
+            End::Right => list.push_back(owned(element)),
         }
     }
     Ok(Reply::Int(list.len() as i64))
@@ -274,7 +274,7 @@ fn lset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let len = peek_len(ctx, key)?.ok_or_else(CmdError::no_such_key)?;
     let index = parse_i64(&argv[2])?;
     let i = resolve_index(index, len).ok_or_else(CmdError::index_out_of_range)?;
-    list_mut(ctx, key)?[i] = argv[3].clone();
+    list_mut(ctx, key)?[i] = owned(&argv[3]);
     Ok(Reply::OK)
 }
 
@@ -312,7 +312,7 @@ fn linsert(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     };
     let Some(at) = at else { return Ok(Reply::Int(-1)) };
     let list = list_mut(ctx, key)?;
-    list.insert(at + after as usize, argv[4].clone());
+    list.insert(at + after as usize, owned(&argv[4]));
     Ok(Reply::Int(list.len() as i64))
 }
 

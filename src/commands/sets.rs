@@ -30,7 +30,7 @@ use bytes::Bytes;
 use super::keys::{parse_scan, scan_reply};
 use super::table::{CommandSpec, Group, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
-use crate::db::value::Set;
+use crate::db::value::{Set, owned};
 use crate::db::{Value, typed};
 use crate::{glob, numfmt};
 
@@ -161,7 +161,7 @@ fn sadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Int(0));
     }
     let set = write_set(ctx, key)?;
-    let added = members.iter().filter(|m| set.insert((*m).clone())).count();
+    let added = members.iter().filter(|m| set.insert(owned(m))).count();
     Ok(Reply::from(added))
 }
 
@@ -320,7 +320,7 @@ fn smove(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         value.as_set_mut()?.swap_remove(member);
     }
     db.remove_if_empty(src);
-    write_set(ctx, dst)?.insert(member.clone());
+    write_set(ctx, dst)?.insert(owned(member));
     Ok(Reply::Int(1))
 }
 

@@ -15,6 +15,7 @@ use super::args::{parse_i64, upper};
 use super::table::{CommandSpec, Group, cmd, flag::*};
 use super::{Args, CmdError, CmdResult, Ctx, Reply};
 use crate::db::Value;
+use crate::db::value::owned;
 use crate::numfmt::LongDouble;
 
 const G: Group = Group::String;
@@ -233,7 +234,7 @@ fn store(ctx: &mut Ctx, key: &Bytes, value: Bytes, expiry: Expiry) {
     let now = ctx.now_ms;
     let db = ctx.db();
     db.expire_if_needed(key, now);
-    db.set(key, Value::Str(value), expiry == Expiry::Keep);
+    db.set(key, Value::Str(owned(&value)), expiry == Expiry::Keep);
     if let Expiry::At(at) = expiry {
         db.set_expire(key, at);
     }

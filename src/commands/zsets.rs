@@ -26,7 +26,7 @@ use super::keys::{parse_scan, scan_reply};
 use super::lists::resolve_range;
 use super::table::{CommandSpec, Group, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
-use crate::db::value::Hasher;
+use crate::db::value::{Hasher, owned};
 use crate::db::zset::{LexRange, ListpackLimits, ScoreRange, ZSet};
 use crate::db::{Value, typed};
 use crate::glob;
@@ -284,12 +284,12 @@ fn zadd_generic(ctx: &mut Ctx, argv: &[Bytes], incr: bool) -> CmdResult {
         let member = &pair[1];
         match add_outcome(z.score(member), score, f) {
             AddOutcome::Added(s) => {
-                z.insert_with(member.clone(), s, limits);
+                z.insert_with(owned(member), s, limits);
                 added += 1;
                 last = Some(s);
             }
             AddOutcome::Updated(s) => {
-                z.insert_with(member.clone(), s, limits);
+                z.insert_with(owned(member), s, limits);
                 updated += 1;
                 last = Some(s);
             }

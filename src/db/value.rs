@@ -27,6 +27,13 @@ pub enum Value {
     ZSet(Box<ZSet>),
 }
 
+/// A client's argument as a value to store: its own allocation. The
+/// arguments of a small request are slices of one copy of the whole
+/// request (`server::parser`), which a stored slice would keep alive.
+pub fn owned(arg: &[u8]) -> Bytes {
+    Bytes::copy_from_slice(arg)
+}
+
 impl Value {
     /// The name TYPE replies with.
     pub fn type_name(&self) -> &'static str {

@@ -156,11 +156,10 @@ const SMALL_REQUEST: usize = 512;
 /// well formed and at most [`SMALL_REQUEST`] bytes long, taken off `buf`
 /// with its arguments slicing one copy of it: one allocation instead of
 /// one per argument (EVALSHA of a Redisson lock script has six or more).
-/// A stored argument then keeps the rest of its request (at most 512
-/// bytes, typically the command name, the key and their headers) alive
-/// with it; for larger requests each argument still gets its own copy.
-/// None, having consumed nothing, for anything else: the incremental
-/// parse handles it and reports its errors.
+/// Commands that store an argument
+/// as a value copy it out (`db::value::owned`), so a stored value never
+/// keeps its request alive. None, having consumed nothing, for anything
+/// else: the incremental parse handles it and reports its errors.
 fn small_request(buf: &mut BytesMut, count: usize, limits: Limits) -> Option<Vec<Bytes>> {
     let mut spans = [(0usize, 0usize); 16];
     if count > spans.len() {
