@@ -5,6 +5,7 @@ use bytes::Bytes;
 
 use super::table::{CommandSpec, Group, cmd, container, flag::*};
 use super::{Args, CmdError, CmdResult, Ctx, Reply};
+use crate::db::value::owned;
 use crate::engine::Client;
 
 const G: Group = Group::Connection;
@@ -196,7 +197,7 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             let pass = args.req()?.clone();
             credentials = Some((user, pass));
         } else if opt.eq_ignore_ascii_case(b"setname") && remaining >= 1 {
-            name = Some(args.req()?.clone());
+            name = Some(owned(args.req()?));
         } else {
             return Err(CmdError::err(format!(
                 "Syntax error in HELLO option '{}'",
@@ -248,7 +249,7 @@ fn validate_name(name: &[u8]) -> CmdResult<()> {
 
 fn client_setname(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     validate_name(&argv[2])?;
-    ctx.client.name = if argv[2].is_empty() { None } else { Some(argv[2].clone()) };
+    ctx.client.name = if argv[2].is_empty() { None } else { Some(owned(&argv[2])) };
     Ok(Reply::OK)
 }
 

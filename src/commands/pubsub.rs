@@ -8,6 +8,7 @@ use bytes::Bytes;
 
 use super::table::{CommandSpec, Group, cmd, container, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
+use crate::db::value::owned;
 use crate::pubsub::Kind;
 
 const G: Group = Group::PubSub;
@@ -79,8 +80,8 @@ fn confirmation(kind: &'static str, channel: Option<Bytes>, count: usize) -> Rep
 fn subscribe(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut out = Vec::new();
     for ch in &argv[1..] {
-        if ctx.client.channels.insert(ch.clone()) {
-            ctx.state.pubsub.subscribe(Kind::Channel, ch.clone(), ctx.client.id);
+        if ctx.client.channels.insert(owned(ch)) {
+            ctx.state.pubsub.subscribe(Kind::Channel, owned(ch), ctx.client.id);
         }
         out.push(confirmation("subscribe", Some(ch.clone()), ctx.client.subscription_count()));
     }
@@ -90,8 +91,8 @@ fn subscribe(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn ssubscribe(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut out = Vec::new();
     for ch in &argv[1..] {
-        if ctx.client.shard_channels.insert(ch.clone()) {
-            ctx.state.pubsub.subscribe(Kind::Shard, ch.clone(), ctx.client.id);
+        if ctx.client.shard_channels.insert(owned(ch)) {
+            ctx.state.pubsub.subscribe(Kind::Shard, owned(ch), ctx.client.id);
         }
         out.push(confirmation("ssubscribe", Some(ch.clone()), ctx.client.shard_channels.len()));
     }
@@ -101,8 +102,8 @@ fn ssubscribe(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn psubscribe(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut out = Vec::new();
     for p in &argv[1..] {
-        if ctx.client.patterns.insert(p.clone()) {
-            ctx.state.pubsub.psubscribe(p.clone(), ctx.client.id);
+        if ctx.client.patterns.insert(owned(p)) {
+            ctx.state.pubsub.psubscribe(owned(p), ctx.client.id);
         }
         out.push(confirmation("psubscribe", Some(p.clone()), ctx.client.subscription_count()));
     }

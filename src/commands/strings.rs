@@ -404,7 +404,7 @@ fn append(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let key = &argv[1];
     let old = peek_string(ctx, key)?;
     let new = match old {
-        None => argv[2].clone(),
+        None => owned(&argv[2]),
         Some(old) => {
             check_string_length(ctx, old.len() as u64 + argv[2].len() as u64)?;
             let mut b = BytesMut::with_capacity(old.len() + argv[2].len());

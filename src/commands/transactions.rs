@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use super::table::{CommandSpec, Group, Registry, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
+use crate::db::value::owned;
 use crate::engine::client::Multi;
 use crate::engine::{Client, State};
 
@@ -93,8 +94,8 @@ fn watch(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         if ctx.client.watched.iter().any(|(d, k)| *d == db && k == key) {
             continue;
         }
-        ctx.state.dbs[db].watch(key.clone(), ctx.client.id);
-        ctx.client.watched.push((db, key.clone()));
+        ctx.state.dbs[db].watch(owned(key), ctx.client.id);
+        ctx.client.watched.push((db, owned(key)));
         ctx.state.watching += 1;
     }
     Ok(Reply::OK)

@@ -57,8 +57,8 @@ impl Db {
     /// The position of a live key; an expired one is removed on the way.
     ///
     /// Callers doing several steps on one key may keep the position and
-    /// use the `*_at` methods: it stays valid until a key of this database
-    /// is removed.
+    /// use `value_at`, `value_at_mut` and the `*_at_position` methods: it
+    /// stays valid until a key of this database is removed.
     pub fn live_position(&mut self, key: &[u8], now_ms: u64) -> Option<usize> {
         let position = self.keys.position(key)?;
         if self.keys.deadlines_len() != 0 && self.keys.deadline_at(position).is_some_and(|at| at <= now_ms) {
@@ -131,6 +131,7 @@ impl Db {
 
     /// Adds `key`, known to be absent, holding `value`; its position.
     pub fn insert_absent(&mut self, key: &[u8], value: Value) -> usize {
+        debug_assert!(self.keys.position(key).is_none(), "insert_absent of a present key");
         self.signal_modified(key);
         self.keys.insert_new(key, value)
     }

@@ -27,11 +27,17 @@ pub enum Value {
     ZSet(Box<ZSet>),
 }
 
-/// A client's argument as a value to store: its own allocation. The
-/// arguments of a small request are slices of one copy of the whole
-/// request (`server::parser`), which a stored slice would keep alive.
-pub fn owned(arg: &[u8]) -> Bytes {
-    Bytes::copy_from_slice(arg)
+/// A client's argument as something to keep (a value, a channel name, a
+/// watched key): its own allocation. The arguments of a small request are
+/// slices of one copy of the whole request (`server::parser`), which a
+/// kept slice would keep alive; an argument as long as a small request
+/// already has its own.
+pub fn owned(arg: &Bytes) -> Bytes {
+    if arg.len() < crate::server::SMALL_REQUEST {
+        Bytes::copy_from_slice(arg)
+    } else {
+        arg.clone()
+    }
 }
 
 impl Value {

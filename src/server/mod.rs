@@ -11,6 +11,8 @@ pub mod busy;
 pub mod conn;
 pub mod parser;
 
+pub use parser::SMALL_REQUEST;
+
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;

@@ -150,15 +150,15 @@ impl RequestParser {
 
 /// The largest request (after its `*N` line) whose arguments share one
 /// allocation.
-const SMALL_REQUEST: usize = 512;
+pub const SMALL_REQUEST: usize = 512;
 
 /// A request of `count` arguments that is already complete in `buf`,
 /// well formed and at most [`SMALL_REQUEST`] bytes long, taken off `buf`
 /// with its arguments slicing one copy of it: one allocation instead of
 /// one per argument (EVALSHA of a Redisson lock script has six or more).
-/// Commands that store an argument
-/// as a value copy it out (`db::value::owned`), so a stored value never
-/// keeps its request alive. None, having consumed nothing, for anything
+/// What outlives the command (stored values, channel names, watched keys,
+/// client names) is copied out with `db::value::owned`, so nothing kept
+/// keeps a request alive. None, having consumed nothing, for anything
 /// else: the incremental parse handles it and reports its errors.
 fn small_request(buf: &mut BytesMut, count: usize, limits: Limits) -> Option<Vec<Bytes>> {
     let mut spans = [(0usize, 0usize); 16];

@@ -399,8 +399,8 @@ pub fn lock_unlock_3_13(d: &mut Direct, p: &Params) -> Option<Reply> {
     }
 }
 
-/// The most locks a direct renewal takes; a larger batch is sized by the
-/// command-by-command run (which may hand it to Lua).
+/// The most locks a direct renewal takes; a larger batch is left to the
+/// command-by-command run.
 const RENEW_BATCH_LIMIT: usize = 1024;
 
 /// `lock-renew-batch.lua` (4.7.0; see `lock::renew_batch`): KEYS the
