@@ -9,7 +9,6 @@
 use std::cell::Cell;
 
 use bytes::Bytes;
-use mlua::Lua;
 
 use crate::commands::table::{Command, Registry, flag};
 use crate::engine::{Client, State};
@@ -20,8 +19,9 @@ pub struct CallContext<'a> {
     /// The script's own client: the caller's database, `[0 lua]` in MONITOR.
     pub client: &'a mut Client,
     pub read_only: bool,
-    pub runtime_resp: &'a Cell<u8>,
-    pub wrote: &'a Cell<bool>,
+    /// The VM's per-run state: the protocol `redis.setresp` chose, the
+    /// PRNG, whether the script wrote or is being stopped.
+    pub(crate) runtime: &'a super::Runtime,
 }
 
 /// The error texts `redis.call` raises before running anything.
@@ -90,7 +90,7 @@ thread_local! {
 /// the pointer while `f` runs, and the previous pointer (null outside a
 /// run) is restored before this returns, so no callback can see it
 /// afterwards. This avoids building a scoped closure for every script run.
-pub fn with_active_run<R>(_lua: &Lua, cx: &mut CallContext, f: impl FnOnce() -> R) -> R {
+pub fn with_active_run<R>(cx: &mut CallContext, f: impl FnOnce() -> R) -> R {
     let ptr: *mut CallContext<'static> = std::ptr::from_mut(cx).cast();
     let previous = ACTIVE_RUN.with(|a| a.replace(ptr));
     let result = f();

@@ -1,86 +1,48 @@
 //! The Lua 5.1 state with exactly the libraries Redis 7.0 gives scripts.
 //!
-//! Owns: creating the VM (mlua, PUC Lua 5.1.5 vendored) and opening the
-//! standard and Redis libraries the way Redis 7.0.15's `luaLoadLibraries`
+//! Owns: creating the VM and opening the standard and Redis libraries the
+//! way Redis 7.0.15's `luaRegisterRedisAPI` / `luaLoadLibraries`
 //! (`src/script_lua.c`) does. It must not touch the keyspace, the `redis`
-//! table or the sandbox: those belong to the scripting engine built on top.
+//! table or the sandbox: those belong to `sandbox.rs`, built on top.
 //!
-//! # Why C and not Rust
+//! # Which Lua
 //!
-//! `cjson`, `cmsgpack`, `struct` and `bit` are Redis's own C files
-//! (`vendor/redis-lua`, compiled by `build.rs` against mlua's Lua headers) and
-//! are opened through their `luaopen_*` functions, so number formatting
-//! (`%.14g` in cjson), error texts, msgpack type choices and struct formats
-//! are Redis's by construction instead of by imitation.
+//! The VM is Redis's own: Lua 5.1.5 with Redis's patches (`vendor/redis-lua`,
+//! compiled by `build.rs`; mlua links no Lua of its own). Those patches are
+//! what scripts can tell apart from stock Lua: read-only tables in the core
+//! (`lua_enablereadonlytable`, checked on every store, raw ones included),
+//! every byte of a string hashed (so `pairs` order, and with it
+//! `cjson.encode` key order, is Redis's for long keys too), binary chunks
+//! refused by the loader, and the fixes Debian ships in its 7.0.15 for the
+//! lexer, the parser, `unpack` and `bit.tohex`.
 //!
-//! # What [`new_redis_lua`] opens
+//! # Why C and not Rust for the libraries
 //!
-//! In Redis's order: base, `table`, `string`, `math`, `debug`, then `cjson`,
-//! `struct`, `cmsgpack`, `bit` (each opener is called with its library name,
-//! like `luaLoadLib`). `package`, `io` and `os` are never opened. Redis sets
-//! an allow-list `__newindex` on the globals *before* opening the libraries,
-//! so a global that is not on the list is simply never created; here the
-//! libraries are opened first and every global outside [`REDIS_GLOBALS_ALLOW_LIST`]
-//! is removed afterwards, which leaves the same set: `print`, `dofile` and
-//! `loadfile` are absent, and so are `getfenv`, `setfenv` and `newproxy` as
-//! in the reference redis-server (Debian's 7.0.15 carries Redis's fix for
-//! CVE-2025-46818, which took them off the list; vanilla 7.0.15 still had
-//! them). `loadstring` and `load` stay, as in Redis.
+//! `cjson`, `cmsgpack`, `struct` and `bit` are Redis's own C files, opened
+//! through their `luaopen_*` functions, so number formatting (`%.14g` in
+//! cjson), error texts, msgpack type choices and struct formats are Redis's
+//! by construction instead of by imitation.
 //!
-//! # What Redis does on top (for the engine, not done here)
+//! # What [`new_redis_lua`] builds
 //!
-//! From `scriptingInit` (`eval.c`) and `luaRegisterRedisAPI`:
-//! - `pcall` is replaced by `luaRedisPcall`: when the error value is a table
-//!   with a string `err` field, `pcall` returns `false, err`.
-//! - the `redis` global: `call`, `pcall`, `log` + `LOG_DEBUG/VERBOSE/NOTICE/WARNING`,
-//!   `REDIS_VERSION`, `REDIS_VERSION_NUM`, `setresp`, `sha1hex`, `error_reply`,
-//!   `status_reply`, `set_repl` + `REPL_NONE/AOF/SLAVE/REPLICA/ALL`,
-//!   `acl_check_cmd`, and for EVAL `breakpoint`, `debug`, `replicate_commands`.
-//! - `math.random` / `math.randomseed` are replaced by versions over
-//!   `redisLrand48` / `redisSrand48` (`src/rand.c`, a drand48-style 48-bit
-//!   LCG with one process-wide state that 7.0 does not reseed per script);
-//!   both raise "math.random can only be called inside a script invocation"
-//!   outside a script.
-//! - `__redis__err__handler` is defined by a Lua chunk that captures `debug`
-//!   in an upvalue and then sets the global `debug` to nil: scripts never see
-//!   `debug`, although this state has it.
-//! - the globals get an `__index` metatable raising "Script attempted to
-//!   access nonexistent global variable 'x'", then `_G`, every table reachable
-//!   from it and their metatables are made read-only ("Attempt to modify a
-//!   readonly table"); the patched 7.0.15 also protects the metatables of the
-//!   basic types (string, number, …). `KEYS` and `ARGV` are set per call with
-//!   the protection lifted for that moment. Read-only tables are a patch to
-//!   Redis's Lua core (`lua_enablereadonlytable` in `lapi.c`/`lvm.c`) that
-//!   mlua's stock Lua 5.1.5 does not have, so the engine has to emulate it.
-//! - a count hook every 100,000 instructions checks for the busy timeout and
-//!   SCRIPT KILL.
-//!
-//! Redis's Lua core differs from stock 5.1.5 in two more ways the engine must
-//! account for: bytecode loading is disabled in `ldo.c` (a chunk starting
-//! with `\27` goes to the parser and fails as a syntax error, also through
-//! `loadstring`), and `lstring.c` hashes every byte of a string instead of a
-//! sample, so `pairs` order over tables with keys of 32 bytes or more — and
-//! with it the key order of `cjson.encode` / `cmsgpack.pack` on such tables —
-//! can differ from Redis.
-//!
-//! # Why PUC Lua 5.1.5 and not LuaJIT
-//!
-//! Measured on the 2-core machine, 100,000 runs of Redisson's lock-acquire
-//! body (three `redis.call`s to a Rust stub, best of 5): PUC 1.00 µs/run,
-//! LuaJIT 0.81 µs/run; with `redis.call` as a raw C-ABI function, 0.19 µs
-//! vs 0.11 µs. The difference is small next to the mlua callback itself
-//! (~0.25 µs per `redis.call`), while LuaJIT fails 9 of the 69 comparisons
-//! with Redis in `tests/lua_libs.rs`: its string hash is seeded per process,
-//! so `pairs` order (and `cjson.encode` / `cmsgpack.pack` key order) changes
-//! from run to run; it lacks `table.setn`, `math.mod` and `string.gfind` and
-//! adds `table.move` and `coroutine.isyieldable`.
+//! mlua creates the state (its allocator carries `lua-memory-limit`) and
+//! opens base into globals of its own. Those are then replaced, so that the
+//! globals scripts see are built as Redis builds them, in the same order
+//! (which decides `pairs(_G)` order): a fresh table with Redis's allow-list
+//! `__newindex` (a global outside [`REDIS_GLOBALS_ALLOW_LIST`] is silently
+//! not created, so `print`, `dofile` and `loadfile` never exist; neither do
+//! `getfenv`, `setfenv` and `newproxy`, which Debian's 7.0.15 took off the
+//! list for CVE-2025-46818), then base, `table`, `string`, `math`, `debug`,
+//! `cjson`, `struct`, `cmsgpack`, `bit`, each opener called with its
+//! library name like `luaLoadLib`. `package`, `io` and `os` are never
+//! opened.
 //!
 //! `fpconv_init` (called by `luaopen_cjson`) stores the C locale's decimal
 //! point in a C static; every state writes the same value.
 
-use std::ffi::c_int;
+use std::ffi::{CStr, c_char, c_int};
 
-use mlua::{Lua, LuaOptions, StdLib, Table, Value, ffi};
+use mlua::{Lua, LuaOptions, StdLib, ffi};
 
 unsafe extern "C-unwind" {
     fn luaopen_cjson(state: *mut ffi::lua_State) -> c_int;
@@ -89,23 +51,23 @@ unsafe extern "C-unwind" {
     fn luaopen_bit(state: *mut ffi::lua_State) -> c_int;
 }
 
-/// Redis's C libraries with the global each one sets, in `luaLoadLibraries` order.
-const REDIS_C_LIBS: [(&str, ffi::lua_CFunction); 4] = [
-    ("cjson", luaopen_cjson),
-    ("struct", luaopen_struct),
-    ("cmsgpack", luaopen_cmsgpack),
-    ("bit", luaopen_bit),
+/// Every library scripts get, in `luaLoadLibraries` order, with the name
+/// its opener is called with (base registers into the globals).
+const LIBRARIES: [(&CStr, ffi::lua_CFunction); 9] = [
+    (c"", ffi::luaopen_base),
+    (c"table", ffi::luaopen_table),
+    (c"string", ffi::luaopen_string),
+    (c"math", ffi::luaopen_math),
+    (c"debug", ffi::luaopen_debug),
+    (c"cjson", luaopen_cjson),
+    (c"struct", luaopen_struct),
+    (c"cmsgpack", luaopen_cmsgpack),
+    (c"bit", luaopen_bit),
 ];
 
-/// The standard libraries Redis opens after base (which mlua always opens).
-fn redis_std_libs() -> StdLib {
-    StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG
-}
-
-/// The globals the libraries may create, from the allow lists in Redis's
-/// `script_lua.c` (libraries, Lua builtins, and `debug`, which Redis removes
-/// again once its error handler holds it). `redis` and `__redis__err__handler`
-/// are Redis's own and come later.
+/// The globals that may be created, from the allow lists in Redis's
+/// `script_lua.c` (libraries, the Redis API, Lua builtins, and `debug`,
+/// which Redis removes again once its error handler holds it).
 pub const REDIS_GLOBALS_ALLOW_LIST: &[&str] = &[
     // libraries_allow_list
     "string",
@@ -115,6 +77,9 @@ pub const REDIS_GLOBALS_ALLOW_LIST: &[&str] = &[
     "math",
     "table",
     "struct",
+    // redis_api_allow_list
+    "redis",
+    "__redis__err__handler",
     // lua_builtins_allow_list (without getfenv/setfenv since CVE-2025-46818)
     "xpcall",
     "tostring",
@@ -144,47 +109,111 @@ pub const REDIS_GLOBALS_ALLOW_LIST: &[&str] = &[
     "debug",
 ];
 
+/// Globals Redis removes on purpose (`deny_list`): dropped without the
+/// warning an unexpected global gets.
+const REDIS_GLOBALS_DENY_LIST: &[&str] = &["dofile", "loadfile", "print"];
+
+/// `luaNewIndexAllowList`: the globals' `__newindex` while the libraries
+/// are opened. An allowed name is stored; anything else is dropped.
+unsafe extern "C-unwind" fn new_index_allow_list(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: called by Lua as a metamethod (table, key, value); nothing
+    // here owns memory while Lua may raise.
+    unsafe {
+        if ffi::lua_gettop(state) != 3 {
+            return ffi::luaL_error(state, c"Wrong number of arguments to luaNewIndexAllowList".as_ptr());
+        }
+        if ffi::lua_type(state, -3) != ffi::LUA_TTABLE {
+            return ffi::luaL_error(state, c"first argument to luaNewIndexAllowList must be a table".as_ptr());
+        }
+        if ffi::lua_isstring(state, -2) == 0 {
+            return ffi::luaL_error(
+                state,
+                c"Second argument to luaNewIndexAllowList must be a string or number".as_ptr(),
+            );
+        }
+        let name = CStr::from_ptr(ffi::lua_tolstring(state, -2, std::ptr::null_mut())).to_bytes();
+        if REDIS_GLOBALS_ALLOW_LIST.iter().any(|a| a.as_bytes() == name) {
+            ffi::lua_rawset(state, -3);
+        } else if !REDIS_GLOBALS_DENY_LIST.iter().any(|d| d.as_bytes() == name) && !is_deprecated(name) {
+            tracing::warn!(
+                "A key '{}' was added to Lua globals which is not on the globals allow list nor listed on the deny list.",
+                String::from_utf8_lossy(name)
+            );
+        }
+        0
+    }
+}
+
+/// `lua_builtins_deprecated`: refused quietly (`lua-enable-deprecated-api` is off).
+fn is_deprecated(name: &[u8]) -> bool {
+    matches!(name, b"newproxy" | b"setfenv" | b"getfenv")
+}
+
+/// Sets a one-field metatable `{field = f}` on the table on top of the stack.
+///
+/// # Safety
+/// A table on top of `state`'s stack, two free slots, in a protected call.
+pub(crate) unsafe fn set_metatable_function(state: *mut ffi::lua_State, field: &CStr, f: ffi::lua_CFunction) {
+    // SAFETY: as documented; the metatable is consumed by lua_setmetatable.
+    unsafe {
+        ffi::lua_createtable(state, 0, 1);
+        ffi::lua_pushcfunction(state, f);
+        ffi::lua_setfield(state, -2, field.as_ptr());
+        ffi::lua_setmetatable(state, -2);
+    }
+}
+
+/// `luaLoadLib`: the opener called with the library's name.
+unsafe fn load_lib(state: *mut ffi::lua_State, name: &CStr, open: ffi::lua_CFunction) {
+    // SAFETY: a protected call is in progress; lua_call propagates errors to it.
+    unsafe {
+        ffi::lua_pushcfunction(state, open);
+        ffi::lua_pushstring(state, name.as_ptr() as *const c_char);
+        ffi::lua_call(state, 1, 0);
+    }
+}
+
 /// Opens `cjson`, `struct`, `cmsgpack` and `bit` in `lua`, as Redis does:
 /// each `luaopen_*` is called with its name and sets the global of that name.
 pub fn open_redis_libs(lua: &Lua) -> mlua::Result<()> {
-    for (name, opener) in REDIS_C_LIBS {
-        // SAFETY: each opener is a lua_CFunction from the vendored Redis
-        // sources, compiled against the headers of this very Lua 5.1 VM. It is
-        // called like any Lua function, in protected mode, so a Lua error it
-        // raises becomes an mlua::Error instead of unwinding through Rust.
-        let open = unsafe { lua.create_c_function(opener)? };
-        open.call::<()>(name)?;
+    // SAFETY: the openers are lua_CFunctions from the vendored Redis sources,
+    // compiled against this very VM, called in mlua's protected call.
+    unsafe {
+        lua.exec_raw::<()>((), |state| {
+            for (name, open) in &LIBRARIES[5..] {
+                load_lib(state, name, *open);
+            }
+        })
     }
-    Ok(())
 }
 
 /// A new Lua 5.1 state with exactly the globals Redis 7.0 scripts start from
 /// (before Redis adds `redis`, its `pcall`, `math.random` and the protection;
-/// see the module doc). Here `debug` is still present.
+/// see the module doc). Here `debug` is still present, and the globals still
+/// carry the allow-list `__newindex`.
 pub fn new_redis_lua() -> mlua::Result<Lua> {
-    // SAFETY: `unsafe_new_with` only because the debug library is in the set
-    // (mlua's safe constructor refuses it); package, io and os, which could
-    // load native code or touch the host, are not opened.
-    let lua = unsafe { Lua::unsafe_new_with(redis_std_libs(), LuaOptions::new()) };
-    open_redis_libs(&lua)?;
-    remove_globals_outside_allow_list(&lua.globals())?;
+    // SAFETY: `unsafe_new_with` only because the debug library is opened
+    // below (mlua's safe constructor refuses it); package, io and os, which
+    // could load native code or touch the host, are not opened.
+    let lua = unsafe { Lua::unsafe_new_with(StdLib::NONE, LuaOptions::new()) };
+    // SAFETY: plain Lua API calls inside mlua's protected calls. The globals
+    // are replaced in a call of their own, so that the C functions the
+    // second call creates take the new globals as their environment.
+    unsafe {
+        lua.exec_raw::<()>((), |state| {
+            ffi::lua_newtable(state);
+            ffi::lua_setfield(state, ffi::LUA_REGISTRYINDEX, c"_LOADED".as_ptr());
+            ffi::lua_newtable(state);
+            ffi::lua_replace(state, ffi::LUA_GLOBALSINDEX);
+        })?;
+        lua.exec_raw::<()>((), |state| {
+            ffi::lua_pushvalue(state, ffi::LUA_GLOBALSINDEX);
+            set_metatable_function(state, c"__newindex", new_index_allow_list);
+            ffi::lua_pop(state, 1);
+            for (name, open) in &LIBRARIES {
+                load_lib(state, name, *open);
+            }
+        })?;
+    }
     Ok(lua)
-}
-
-fn remove_globals_outside_allow_list(globals: &Table) -> mlua::Result<()> {
-    let mut outside = Vec::new();
-    for pair in globals.pairs::<Value, Value>() {
-        let (key, _) = pair?;
-        let allowed = match &key {
-            Value::String(name) => REDIS_GLOBALS_ALLOW_LIST.iter().any(|a| name.as_bytes() == a.as_bytes()),
-            _ => false,
-        };
-        if !allowed {
-            outside.push(key);
-        }
-    }
-    for key in outside {
-        globals.raw_set(key, Value::Nil)?;
-    }
-    Ok(())
 }

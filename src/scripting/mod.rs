@@ -1,14 +1,32 @@
-//! Lua scripting with Redis 7.0's semantics: one Lua 5.1 VM on the engine
-//! thread, scripts cached by the SHA1 of their exact body, `redis.call`
-//! dispatching through the same command table as clients.
+//! Lua scripting with Redis 7.0's semantics: one Lua 5.1 VM (Redis's own,
+//! see `lua_libs`) on the engine thread, scripts cached by the SHA1 of
+//! their exact body, `redis.call` dispatching through the same command
+//! table as clients.
 //!
-//! The sandbox (read-only globals, the error handler that produces Redis's
-//! `… script: <sha>, on @user_script:N.` texts, `pcall`'s error-table rule,
-//! `math.random` on Redis's PRNG) is written in Lua in `prelude.lua`; this
-//! module owns the VM, the cache and a run. A run lends the engine's state
-//! to `redis.call` for exactly the duration of the script (see
-//! `call::with_active_run`), so the callback reaches the keyspace without
-//! shared ownership or locking.
+//! A run is Redis's `luaCallFunction`: KEYS and ARGV are set with the
+//! globals' protection lifted for that moment, the compiled function is
+//! called with `__redis__err__handler` as the error handler, and the
+//! result (or the error table) is converted on the Lua stack. `redis.call`
+//! reaches the engine's state through `call::with_active_run` for exactly
+//! the duration of the script, without shared ownership or locking.
+//!
+//! Long scripts: a count hook every 100,000 instructions (installed only
+//! while `busy-reply-threshold` is set, as in Redis) serves other clients
+//! past the threshold and ends the script on SCRIPT KILL or SHUTDOWN
+//! NOSAVE. A killed script gets the error again on every line it reaches
+//! (the hook switches to a line hook), so `pcall` cannot swallow it; and
+//! `xpcall` (`sandbox.rs`) does not run the script's own handler for it,
+//! because Lua runs error handlers raised from a hook with hooks disabled:
+//! a handler that loops would never be interrupted again (Redis 7.0.15
+//! hangs there; keylock ends the script).
+//!
+//! Recursion is bounded everywhere a script can drive it: Lua's own
+//! limits (LUAI_MAXCALLS frames, LUAI_MAXCCALLS nested C calls), the
+//! result conversion (`convert.rs`, checked against Lua's stack limit as
+//! in Redis), the pattern matcher (a depth limit in keylock's Lua) and the
+//! libraries' nesting limits (cjson 1000, cmsgpack's stack checks). The
+//! server thread's stack is sized for the deepest of them
+//! (`server::ENGINE_STACK_BYTES`).
 //!
 //! A body that a known Redisson client sends is recognized when it is
 //! cached (`native/`); [`Scripting::run`] then runs its Rust twin instead
@@ -16,33 +34,36 @@
 //! cached all the same, so SCRIPT EXISTS, EVALSHA and SCRIPT FLUSH behave
 //! as for any script.
 
-pub mod api;
 pub mod call;
 pub mod convert;
 pub mod lua_libs;
 pub mod native;
 mod raw_call;
+pub(crate) mod sandbox;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::ffi::{c_char, c_int};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
-use mlua::{Function, HookTriggers, Lua, Table, Value, VmState};
+use mlua::{Lua, ffi};
 
 use crate::engine::{Client, State};
 use crate::error::{CmdError, CmdResult};
 use crate::reply::Reply;
 
+pub use sandbox::RAND48_INIT;
+
 /// How many instructions run between two checks for SCRIPT KILL and the
 /// busy threshold (Redis uses the same count).
-const HOOK_EVERY: u32 = 100_000;
-/// Scripts between two incremental GC steps, as Redis does.
+const HOOK_EVERY: c_int = 100_000;
+/// Scripts between two incremental GC steps, and the step's size, as Redis
+/// does (`LUA_GC_CYCLE_PERIOD`).
 const GC_PERIOD: u32 = 50;
 
-/// Lowercase hex SHA1 of a script body: the name EVALSHA uses.
 /// A script's SHA1 as 40 lowercase hex digits: the cache key.
 pub type ScriptId = [u8; 40];
 
@@ -120,24 +141,24 @@ pub struct RunFlags {
     pub native: bool,
 }
 
-/// Per-VM state shared between Rust callbacks registered in Lua.
+/// Per-VM state the C functions and the hook reach through the active run.
 pub(crate) struct Runtime {
     /// The protocol `redis.setresp` selected for this run.
     pub(crate) resp: Cell<u8>,
     /// Redis's 48-bit `redisLrand48` state: server-wide, it survives SCRIPT FLUSH.
-    rng: Rc<Cell<u64>>,
-    /// The value a native function raised, for the error handler and `pcall`.
-    pending_error: RefCell<Option<Value>>,
-    /// Set by SCRIPT KILL (from the busy responder) to stop the running script.
-    kill: Arc<AtomicBool>,
+    pub(crate) rng: Rc<Cell<u64>>,
+    /// Set once the running script is being stopped (SCRIPT KILL, SHUTDOWN).
+    pub(crate) killed: Arc<AtomicBool>,
     /// The running script has called a write command (it can't be killed).
-    wrote: Cell<bool>,
+    pub(crate) wrote: Cell<bool>,
     /// When the running script started, in `clock::ticks`.
     started: Cell<Option<u64>>,
+    watchdog: Rc<Watchdog>,
 }
 
 struct Cached {
-    function: Function,
+    /// The compiled function, referenced from the Lua registry.
+    function: c_int,
     shebang: Option<Shebang>,
     /// Set when the body is one a known client sends (`native/`).
     recognized: Option<&'static native::Recognized>,
@@ -194,71 +215,37 @@ fn parse_shebang(body: &[u8]) -> CmdResult<(Option<Shebang>, usize)> {
 
 pub struct Scripting {
     lua: Lua,
-    /// The real globals table (scripts see a read-only proxy of it).
-    globals: Table,
-    /// `xpcall` with Redis's error handler.
-    run: Function,
+    /// The VM's main thread, for the raw calls of a run.
+    state: *mut ffi::lua_State,
     /// By lowercase hex SHA1: found without allocating or SipHash.
     scripts: HashMap<ScriptId, Cached, ahash::RandomState>,
     runtime: Rc<Runtime>,
     runs_since_gc: u32,
 }
 
-/// Redis's initial `redisLrand48` state (the classic rand48 seed).
-pub const RAND48_INIT: u64 = 0x1234_ABCD_330E;
-const RAND48_MAX: u64 = i32::MAX as u64;
-
-fn rand48_next(x: u64) -> u64 {
-    (x.wrapping_mul(0x5_DEEC_E66D).wrapping_add(0xB)) & ((1 << 48) - 1)
-}
-
 impl Scripting {
     pub fn new(kill: Arc<AtomicBool>, rng: Rc<Cell<u64>>, watchdog: Rc<Watchdog>) -> mlua::Result<Scripting> {
-        // `debug` is opened too: the prelude builds the error handler from it
-        // and removes it from the globals before any script can run.
         let lua = lua_libs::new_redis_lua()?;
+        let mut state: *mut ffi::lua_State = std::ptr::null_mut();
+        // SAFETY: `install` runs in mlua's protected call on the VM's main
+        // thread, which is the state every later run uses.
+        unsafe {
+            lua.exec_raw::<()>((), |s| {
+                sandbox::install(s);
+                state = s;
+            })?;
+        }
         let runtime = Rc::new(Runtime {
             resp: Cell::new(2),
             rng,
-            pending_error: RefCell::new(None),
-            kill,
+            killed: kill,
             wrote: Cell::new(false),
             started: Cell::new(None),
+            watchdog,
         });
-        let globals = lua.globals();
-        let native = api::helpers(&lua, &runtime)?;
-        let prelude = lua.load(include_str!("prelude.lua")).set_name("=keylock");
-        let (proxy, run): (Table, Function) = prelude.call((globals.clone(), native))?;
-        lua.set_globals(proxy)?;
-        let r = runtime.clone();
-        lua.set_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |lua, _| {
-            let threshold = watchdog.threshold_ms.get();
-            if threshold > 0
-                && let Some(started) = r.started.get()
-            {
-                let elapsed_ms = crate::clock::ticks::to_us(crate::clock::ticks::now().saturating_sub(started)) / 1000;
-                if elapsed_ms >= threshold {
-                    let script = BusyScript {
-                        killable: !r.wrote.get(),
-                        elapsed_ms,
-                    };
-                    if watchdog.check(&script).is_some() {
-                        r.kill.store(true, Ordering::Relaxed);
-                    }
-                }
-            }
-            if r.kill.load(Ordering::Relaxed) {
-                let t = lua.create_table()?;
-                t.set("err", "ERR Script killed by user with SCRIPT KILL...")?;
-                *r.pending_error.borrow_mut() = Some(Value::Table(t));
-                return Err(mlua::Error::RuntimeError("script killed".into()));
-            }
-            Ok(VmState::Continue)
-        })?;
         Ok(Scripting {
             lua,
-            globals,
-            run,
+            state,
             scripts: HashMap::default(),
             runtime,
             runs_since_gc: 0,
@@ -285,16 +272,35 @@ impl Scripting {
         Ok(sha)
     }
 
-    fn compile(&self, body: &[u8]) -> CmdResult<Function> {
-        let compile_error = |msg: &str| CmdError::err(format!("Error compiling script (new function): {msg}"));
-        if body.first() == Some(&0x1b) {
-            // Redis's loader parses binary chunks as text, which fails here.
-            return Err(compile_error("user_script:1: unexpected symbol near 'char(27)'"));
+    /// `luaL_loadbuffer` as `@user_script` (Redis's Lua refuses binary
+    /// chunks here); the function is kept in the registry.
+    fn compile(&self, body: &[u8]) -> CmdResult<c_int> {
+        let mut outcome: Result<c_int, Vec<u8>> = Err(Vec::new());
+        // SAFETY: in mlua's protected call; the loader reports syntax and
+        // memory errors as a status, and the message is copied out before
+        // anything else runs. luaL_ref may raise (memory), before which
+        // nothing is owned.
+        let called = unsafe {
+            self.lua.exec_raw::<()>((), |s| {
+                let status = ffi::luaL_loadbuffer(s, body.as_ptr() as *const c_char, body.len(), c"@user_script".as_ptr());
+                if status == 0 {
+                    outcome = Ok(ffi::luaL_ref(s, ffi::LUA_REGISTRYINDEX));
+                } else {
+                    let mut len = 0usize;
+                    let p = ffi::lua_tolstring(s, -1, &mut len);
+                    if !p.is_null() {
+                        outcome = Err(std::slice::from_raw_parts(p as *const u8, len).to_vec());
+                    }
+                    ffi::lua_pop(s, 1);
+                }
+            })
+        };
+        let compile_error = |msg: &[u8]| CmdError::err(format!("Error compiling script (new function): {}", String::from_utf8_lossy(msg)));
+        match (called, outcome) {
+            (Ok(()), Ok(function)) => Ok(function),
+            (Ok(()), Err(msg)) => Err(compile_error(&msg)),
+            (Err(e), _) => Err(compile_error(e.to_string().as_bytes())),
         }
-        self.lua.load(body).set_name("@user_script").into_function().map_err(|e| match e {
-            mlua::Error::SyntaxError { message, .. } => compile_error(&message),
-            other => compile_error(&other.to_string()),
-        })
     }
 
     /// Caps the Lua heap (0: no cap); a script that needs more fails with
@@ -318,11 +324,6 @@ impl Scripting {
         self.lua.used_memory()
     }
 
-    /// True while a script runs and has not written yet (SCRIPT KILL may stop it).
-    pub fn killable(&self) -> bool {
-        !self.runtime.wrote.get()
-    }
-
     /// Runs a cached script with KEYS and ARGV; the reply is what the
     /// client gets. None when no script has this id.
     pub fn run(
@@ -336,6 +337,7 @@ impl Scripting {
     ) -> Option<Reply> {
         let cached = self.scripts.get(id)?;
         let recognized = cached.recognized;
+        let function = cached.function;
         let mut flags = RunFlags {
             read_only: flags.read_only,
             native: flags.native,
@@ -371,106 +373,214 @@ impl Scripting {
             }
             state.stats.recognized_runs(script.index).lua += 1;
         }
-        // Cloning the function takes a Lua registry reference: only for a
-        // run that needs it.
-        let function = cached.function.clone();
         rt.resp.set(2);
-        rt.kill.store(false, Ordering::Relaxed);
+        rt.killed.store(false, Ordering::Relaxed);
         rt.started.set(Some(crate::clock::ticks::now()));
-        *rt.pending_error.borrow_mut() = None;
 
-        let result = self.run_function(state, caller, function, keys, args, flags, sha_text(id));
+        let reply = self.run_function(state, caller, function, keys, args, flags, sha_text(id));
 
         self.runtime.started.set(None);
-        self.runs_since_gc += 1;
-        if self.runs_since_gc >= GC_PERIOD {
-            self.runs_since_gc = 0;
-            let _ = self.lua.gc_step();
-        }
-        Some(result)
+        Some(reply)
     }
 
     #[allow(clippy::too_many_arguments)]
     fn run_function(
-        &self,
+        &mut self,
         state: &mut State,
         caller: &mut Client,
-        function: Function,
+        function: c_int,
         keys: &[Bytes],
         args: &[Bytes],
         flags: &RunFlags,
         sha: &str,
     ) -> Reply {
-        let lua = &self.lua;
-        if let Err(e) = set_keys_and_argv(lua, &self.globals, keys, args) {
+        // SAFETY: the tables are built in mlua's protected call; whatever
+        // happened there, the globals are locked again afterwards.
+        let arrays = unsafe {
+            let set = self.lua.exec_raw::<()>((), |s| set_keys_and_argv(s, keys, args));
+            sandbox::lua_enablereadonlytable(self.state, ffi::LUA_GLOBALSINDEX, 1);
+            set
+        };
+        if let Err(e) = arrays {
             return script_failure(sha, &e.to_string());
         }
+        let threshold = state.watchdog.threshold_ms.get();
         let mut script_client = state.take_script_client(caller);
-        let outcome = {
+        let runtime = self.runtime.clone();
+        let reply = {
             let mut cx = call::CallContext {
                 state: &mut *state,
                 client: &mut script_client,
                 read_only: flags.read_only,
-                runtime_resp: &self.runtime.resp,
-                wrote: &self.runtime.wrote,
+                runtime: &runtime,
             };
-            call::with_active_run(lua, &mut cx, || self.run.call::<(bool, Value)>(function))
+            // SAFETY: the VM is idle (no Lua call in progress) and owned by
+            // this engine thread; see `call_script`.
+            let limit = cx.state.runtime.lua_memory_limit;
+            call::with_active_run(&mut cx, || unsafe { self.call_script(function, threshold > 0, limit, sha) })
         };
         state.return_script_client(script_client);
-        match outcome {
-            Ok((true, value)) => convert::lua_to_reply(&value, self.runtime.resp.get()),
-            Ok((false, Value::Table(err))) => convert::script_error(&err, sha),
-            Ok((false, other)) => {
-                let msg = match other {
-                    Value::String(s) => s.to_string_lossy(),
+        if let Reply::Error(e) = &reply
+            && e.starts_with(b"ERR Error running script")
+            && e.ends_with(b"not enough memory ")
+        {
+            // Free what the failed script left behind before anything else runs.
+            let _ = self.lua.gc_collect();
+            return Reply::Error(Bytes::from(format!(
+                "ERR Error running script, not enough memory: the Lua heap reached lua-memory-limit ({} bytes) script: {sha}",
+                state.runtime.lua_memory_limit
+            )));
+        }
+        reply
+    }
+
+    /// The call itself, as Redis's `luaCallFunction` makes it: the error
+    /// handler, then the function, called with `lua_pcall` from the top of
+    /// the VM's stack (so Lua's C-call and stack limits count as in Redis),
+    /// then the conversion of what it left.
+    ///
+    /// # Safety
+    /// No Lua call may be in progress on the VM, and a run must be active.
+    unsafe fn call_script(&mut self, function: c_int, hooked: bool, reply_limit: usize, sha: &str) -> Reply {
+        let l = self.state;
+        // SAFETY: pushes of existing values (the handler is a global, the
+        // function a registry entry) after a protected stack check, then a
+        // protected call; nothing here can raise outside it.
+        unsafe {
+            let top = ffi::lua_gettop(l);
+            if ffi::lua_checkstack(l, 2) == 0 {
+                return script_failure(sha, "not enough memory");
+            }
+            ffi::lua_getfield_(l, ffi::LUA_GLOBALSINDEX, c"__redis__err__handler".as_ptr());
+            ffi::lua_rawgeti_(l, ffi::LUA_REGISTRYINDEX, function);
+            if hooked {
+                ffi::lua_sethook(l, Some(count_hook), ffi::LUA_MASKCOUNT, HOOK_EVERY);
+            }
+            let status = ffi::lua_pcall(l, 0, 1, -2);
+
+            self.runs_since_gc += 1;
+            if self.runs_since_gc == GC_PERIOD {
+                self.runs_since_gc = 0;
+                ffi::lua_gc(l, ffi::LUA_GCSTEP, GC_PERIOD as c_int);
+            }
+
+            let reply = if status == 0 {
+                let mut budget = convert::Budget::new(reply_limit);
+                let reply = convert::lua_to_reply(l, self.runtime.resp.get(), &mut budget);
+                if budget.exceeded() {
+                    Reply::Error(Bytes::from(format!(
+                        "ERR Error running script, result too large: converted, it would take more than {} bytes script: {sha}",
+                        convert::Budget::limit(reply_limit)
+                    )))
+                } else {
+                    reply
+                }
+            } else if ffi::lua_type(l, -1) == ffi::LUA_TTABLE {
+                convert::ErrorInfo::of_table(l).into_reply(sha)
+            } else {
+                let msg = match ffi::lua_type(l, -1) {
+                    ffi::LUA_TSTRING => {
+                        let mut len = 0usize;
+                        let p = ffi::lua_tolstring(l, -1, &mut len);
+                        String::from_utf8_lossy(std::slice::from_raw_parts(p as *const u8, len)).into_owned()
+                    }
+                    ffi::LUA_TNUMBER => crate::numfmt::fmt_g(ffi::lua_tonumber(l, -1), 14),
                     _ => "execution failure".to_string(),
                 };
-                if msg == "not enough memory" {
-                    // Free what the failed script left behind before anything else runs.
-                    let _ = self.lua.gc_collect();
-                    return Reply::Error(Bytes::from(format!(
-                        "ERR Error running script, not enough memory: the Lua heap reached lua-memory-limit ({} bytes) script: {sha}",
-                        state.runtime.lua_memory_limit
-                    )));
-                }
                 script_failure(sha, &msg)
+            };
+            if hooked {
+                ffi::lua_sethook(l, None, 0, 0);
             }
-            Err(e) => script_failure(sha, &e.to_string()),
+            ffi::lua_settop(l, top);
+            reply
         }
     }
 }
 
-/// Redis's reply when the error object is not a table (memory errors, …).
-fn script_failure(sha: &str, msg: &str) -> Reply {
-    let msg: String = msg.chars().take(100).collect::<String>().replace(['\r', '\n'], " ");
-    Reply::Error(Bytes::from(format!("ERR Error running script f_{sha}, {msg} ")))
+/// Redis's `luaMaskCountHook`: every 100,000 instructions, and on every
+/// line once the script is being stopped. Past the threshold it lets the
+/// network side serve other clients; on SCRIPT KILL or SHUTDOWN NOSAVE it
+/// raises `Script killed by user with SCRIPT KILL...`.
+unsafe extern "C-unwind" fn count_hook(state: *mut ffi::lua_State, _ar: *mut ffi::lua_Debug) {
+    // The decision runs Rust code (the busy responder); a panic there must
+    // not unwind into Lua's C frames.
+    let stop = std::panic::catch_unwind(script_interrupted).unwrap_or(false);
+    if stop {
+        // SAFETY: nothing owned is alive here; the error table is built
+        // and raised by Lua.
+        unsafe {
+            ffi::lua_sethook(state, Some(count_hook), ffi::LUA_MASKLINE, 0);
+            sandbox::push_error(state, b"Script killed by user with SCRIPT KILL...");
+            ffi::lua_error(state);
+        }
+    }
 }
 
-/// Sets the globals KEYS and ARGV to fresh arrays of the arguments.
+/// Redis's `scriptInterrupt`: whether the running script must stop now.
+fn script_interrupted() -> bool {
+    let Some(cx) = call::active_run() else {
+        return false;
+    };
+    let rt = cx.runtime;
+    if rt.killed.load(Ordering::Relaxed) {
+        return true;
+    }
+    let threshold = rt.watchdog.threshold_ms.get();
+    let Some(started) = rt.started.get() else {
+        return false;
+    };
+    let elapsed_ms = crate::clock::ticks::to_us(crate::clock::ticks::now().saturating_sub(started)) / 1000;
+    if threshold == 0 || elapsed_ms < threshold {
+        return false;
+    }
+    let script = BusyScript {
+        killable: !rt.wrote.get(),
+        elapsed_ms,
+    };
+    if rt.watchdog.check(&script).is_some() {
+        rt.killed.store(true, Ordering::Relaxed);
+        return true;
+    }
+    false
+}
+
+/// Whether the running script is being stopped (for `xpcall`'s guard).
+pub(crate) fn run_killed() -> bool {
+    call::active_run().is_some_and(|cx| cx.runtime.killed.load(Ordering::Relaxed))
+}
+
+/// Redis's reply when the error object is not a table (memory errors, …):
+/// `Error running script <sha>, <first 100 characters>`, line breaks as
+/// spaces.
+fn script_failure(sha: &str, msg: &str) -> Reply {
+    let msg: String = msg.chars().take(100).collect::<String>().replace(['\r', '\n'], " ");
+    Reply::Error(Bytes::from(format!("ERR Error running script {sha}, {msg} ")))
+}
+
+/// Sets the globals KEYS and ARGV to fresh arrays of the arguments, with
+/// the globals' protection lifted (the caller locks them again).
 ///
 /// Built with the raw C API inside one protected call: through mlua's
-/// safe API every table store and string is its own protected call (a C
-/// closure allocated each time), which was ~28% of running a small script
-/// such as Redisson's lock-acquire.
-fn set_keys_and_argv(lua: &Lua, globals: &Table, keys: &[Bytes], args: &[Bytes]) -> mlua::Result<()> {
-    use mlua::ffi;
-    // SAFETY: `f` runs inside mlua's protected call (a C function, so
-    // LUA_MINSTACK = 20 free slots) with the globals table at stack index
-    // 1; it uses at most three more slots, leaves the stack empty, and a
-    // Lua error (out of memory) unwinds to that protected call.
+/// safe API every table store and string is its own protected call, which
+/// was ~28% of running a small script such as Redisson's lock-acquire.
+///
+/// # Safety
+/// Runs in a protected call with LUA_MINSTACK free slots; a Lua error (out
+/// of memory) unwinds to that call, with nothing owned here.
+unsafe fn set_keys_and_argv(state: *mut ffi::lua_State, keys: &[Bytes], args: &[Bytes]) {
+    // SAFETY: as documented; at most three slots are used.
     unsafe {
-        lua.exec_raw::<()>(globals.clone(), |state| {
-            for (name, items) in [(c"KEYS", keys), (c"ARGV", args)] {
-                ffi::lua_pushstring(state, name.as_ptr());
-                ffi::lua_createtable(state, items.len() as std::ffi::c_int, 0);
-                for (i, item) in items.iter().enumerate() {
-                    ffi::lua_pushlstring(state, item.as_ptr() as *const std::ffi::c_char, item.len());
-                    ffi::lua_rawseti(state, -2, (i + 1) as ffi::lua_Integer);
-                }
-                ffi::lua_rawset(state, 1);
+        for (name, items) in [(c"KEYS", keys), (c"ARGV", args)] {
+            ffi::lua_createtable(state, items.len() as c_int, 0);
+            for (i, item) in items.iter().enumerate() {
+                ffi::lua_pushlstring_(state, item.as_ptr() as *const c_char, item.len());
+                ffi::lua_rawseti_(state, -2, (i + 1) as c_int);
             }
-            ffi::lua_settop(state, 0);
-        })
+            sandbox::lua_enablereadonlytable(state, ffi::LUA_GLOBALSINDEX, 0);
+            ffi::lua_setfield(state, ffi::LUA_GLOBALSINDEX, name.as_ptr());
+            sandbox::lua_enablereadonlytable(state, ffi::LUA_GLOBALSINDEX, 1);
+        }
     }
 }
 
@@ -484,20 +594,6 @@ pub(crate) fn redis_version_num() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rand48_matches_redis_math_random() {
-        // A fresh Redis 7.0.15 answers `return {math.random(1000000), math.random(1000000)}`
-        // with 396465, 840486, and the next script with 353337, 446584.
-        let mut x = RAND48_INIT;
-        let mut out = Vec::new();
-        for _ in 0..4 {
-            x = rand48_next(x);
-            let r = (((x >> 17) & 0x7FFF_FFFF) % RAND48_MAX) as f64 / RAND48_MAX as f64;
-            out.push((r * 1_000_000.0).floor() as i64 + 1);
-        }
-        assert_eq!(out, vec![396465, 840486, 353337, 446584]);
-    }
 
     #[test]
     fn version_num_is_hex_packed() {

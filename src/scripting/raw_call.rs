@@ -95,12 +95,12 @@ unsafe fn collect_and_run(state: *mut ffi::lua_State) -> Outcome {
     let Some(cx) = call::active_run() else {
         return Outcome::NotInRun;
     };
-    let cmd = match call::resolve(&argv, cx.read_only, cx.wrote) {
+    let cmd = match call::resolve(&argv, cx.read_only, &cx.runtime.wrote) {
         Ok(cmd) => cmd,
         Err(refusal) => return refused(refusal.text, refusal.flagged),
     };
     // Replies take the shape of the protocol the script selected.
-    let resp = cx.runtime_resp.get();
+    let resp = cx.runtime.resp.get();
     cx.client.resp = resp;
     let reply = cx.state.call(cx.client, cmd, &argv);
     Outcome::Reply { reply, resp }
