@@ -3,16 +3,24 @@
 //! Clients match on these strings (Redisson on prefixes such as `NOSCRIPT`,
 //! `BUSY `, `NOAUTH`, `WRONGPASS`; redis-py and others on whole texts), so
 //! each one is written exactly as Redis 7.0 writes it.
+//!
+//! Many texts quote client bytes (command and option names, arguments), so
+//! the constructors apply Redis's line-break rules here, once: [`CmdError::new`]
+//! replaces CR and LF with spaces, [`CmdError::err`] first trims them from the
+//! ends as `addReplyErrorFormat` does. A script that catches the error with
+//! `redis.pcall` sees the same text the client would have.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use bytes::Bytes;
 
+use crate::reply::{Reply, one_line, trim_line_breaks};
+
 /// A command's failure: the full error line, prefix included, without the
-/// leading `-`.
+/// leading `-`, and without line breaks.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CmdError(pub Cow<'static, str>);
+pub struct CmdError(Cow<'static, str>);
 
 pub type CmdResult<T = crate::reply::Reply> = Result<T, CmdError>;
 
@@ -22,14 +30,38 @@ impl fmt::Display for CmdError {
     }
 }
 
+impl From<CmdError> for Reply {
+    fn from(e: CmdError) -> Reply {
+        Reply::Error(match e.0 {
+            Cow::Borrowed(text) => Bytes::from_static(text.as_bytes()),
+            Cow::Owned(text) => Bytes::from(text),
+        })
+    }
+}
+
 impl CmdError {
+    /// The whole error line as given, prefix included (`NOSCRIPT …`,
+    /// `ERR …`), each CR and LF a space: Redis's `addReplyErrorSdsSafe`.
     pub fn new(text: impl Into<Cow<'static, str>>) -> CmdError {
-        CmdError(text.into())
+        let text = text.into();
+        match one_line(text.as_bytes()) {
+            Cow::Borrowed(_) => CmdError(text),
+            Cow::Owned(clean) => CmdError(Cow::Owned(String::from_utf8_lossy(&clean).into_owned())),
+        }
     }
 
-    /// `ERR <text>`.
+    /// `ERR <text>`, with `text` treated as Redis's `addReplyErrorFormat`
+    /// treats a formatted text: CRs and LFs at its ends dropped, the others
+    /// made spaces.
     pub fn err(text: impl fmt::Display) -> CmdError {
-        CmdError(Cow::Owned(format!("ERR {text}")))
+        let text = text.to_string();
+        let clean = one_line(trim_line_breaks(text.as_bytes()));
+        CmdError(Cow::Owned(format!("ERR {}", String::from_utf8_lossy(&clean))))
+    }
+
+    /// The error line, prefix included, without the leading `-`.
+    pub fn text(&self) -> &str {
+        &self.0
     }
 
     pub fn syntax() -> CmdError {

@@ -151,6 +151,10 @@ pub struct Shebang {
 
 /// Redis's `evalExtractShebangFlags`: the flags and where the Lua code
 /// starts (at the first line's newline, so line numbers stay right).
+///
+/// Quoted words may hold CR and LF (`#!lua "a\r\nb"`); Redis 7.0.15 sends
+/// the texts quoting them unchanged (`addReplyErrorSds`), breaking its own
+/// reply stream. keylock writes spaces for them, with [`CmdError::new`].
 fn parse_shebang(body: &[u8]) -> CmdResult<(Option<Shebang>, usize)> {
     if !body.starts_with(b"#!") {
         return Ok((None, 0));
@@ -163,16 +167,16 @@ fn parse_shebang(body: &[u8]) -> CmdResult<(Option<Shebang>, usize)> {
         return Err(CmdError::err("Invalid engine in script shebang"));
     };
     if engine.as_slice() != b"#!lua" {
-        return Err(CmdError::err(format!(
-            "Unexpected engine in script shebang: {}",
+        return Err(CmdError::new(format!(
+            "ERR Unexpected engine in script shebang: {}",
             String::from_utf8_lossy(engine)
         )));
     }
     let mut shebang = Shebang::default();
     for part in &parts[1..] {
         let Some(flags) = part.strip_prefix(b"flags=") else {
-            return Err(CmdError::err(format!(
-                "Unknown lua shebang option: {}",
+            return Err(CmdError::new(format!(
+                "ERR Unknown lua shebang option: {}",
                 String::from_utf8_lossy(part)
             )));
         };
@@ -181,8 +185,8 @@ fn parse_shebang(body: &[u8]) -> CmdResult<(Option<Shebang>, usize)> {
                 b"no-writes" => shebang.no_writes = true,
                 b"allow-oom" | b"allow-stale" | b"no-cluster" | b"allow-cross-slot-keys" => {}
                 other => {
-                    return Err(CmdError::err(format!(
-                        "Unexpected flag in script shebang: {}",
+                    return Err(CmdError::new(format!(
+                        "ERR Unexpected flag in script shebang: {}",
                         String::from_utf8_lossy(other)
                     )));
                 }
