@@ -30,6 +30,14 @@ impl fmt::Display for CmdError {
     }
 }
 
+/// What C's `%.<max>s` prints of `text` held as a C string: the bytes
+/// before its first NUL, at most `max` of them. Redis quotes client bytes
+/// (and Lua strings, through `lua_tostring`) this way.
+pub fn c_str(text: &[u8], max: usize) -> &[u8] {
+    let end = memchr::memchr(0, text).unwrap_or(text.len());
+    &text[..end.min(max)]
+}
+
 impl From<CmdError> for Reply {
     fn from(e: CmdError) -> Reply {
         Reply::Error(match e.0 {

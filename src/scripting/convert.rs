@@ -8,7 +8,8 @@
 use bytes::Bytes;
 use mlua::{Table, Value};
 
-use crate::reply::Reply;
+use crate::error::c_str;
+use crate::reply::{Reply, one_line, trim_line_breaks};
 
 /// A Lua number as an integer reply: C's `(long long)` cast on x86-64,
 /// where NaN and out-of-range values become i64::MIN.
@@ -20,13 +21,21 @@ pub(crate) fn lua_number_to_int(n: f64) -> i64 {
     }
 }
 
-/// Spaces for line breaks, as Redis does in status and error lines.
-pub(crate) fn one_line(s: &[u8]) -> Bytes {
-    Bytes::from(
-        s.iter()
-            .map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c })
-            .collect::<Vec<u8>>(),
-    )
+/// A script's `{err=…}` (or `redis.error_reply`) as Redis sends it,
+/// `addReplyErrorFormatEx(c, …, "-%s", msg)`: the text to its first NUL
+/// (`lua_tostring` read as a C string), without the CRs and LFs that end
+/// it, the others spaces. Leading ones become spaces too: the trim sees
+/// the `-` first.
+pub(crate) fn error_table_reply(text: &[u8]) -> Reply {
+    let formatted = [b"-", c_str(text, usize::MAX)].concat();
+    let trimmed = &trim_line_breaks(&formatted)[1..];
+    Reply::Error(Bytes::copy_from_slice(&one_line(trimmed)))
+}
+
+/// A script's `{ok=…}` (or `redis.status_reply`) as Redis sends it,
+/// `addReplyStatusSafe`: the text to its first NUL, line breaks as spaces.
+pub(crate) fn status_table_reply(text: &[u8]) -> Reply {
+    Reply::Status(Bytes::copy_from_slice(&one_line(c_str(text, usize::MAX))))
 }
 
 /// The script's return value as the client's reply (`luaReplyToRedisReply`).
@@ -52,10 +61,10 @@ pub fn lua_to_reply(value: &Value, resp: u8) -> Reply {
 
 fn table_to_reply(t: &Table, resp: u8) -> Reply {
     if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
-        return Reply::Error(one_line(&e.as_bytes()));
+        return error_table_reply(&e.as_bytes());
     }
     if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
-        return Reply::Status(one_line(&s.as_bytes()));
+        return status_table_reply(&s.as_bytes());
     }
     match t.raw_get::<Value>("double") {
         Ok(Value::Number(d)) => return Reply::Double(d),
@@ -63,7 +72,8 @@ fn table_to_reply(t: &Table, resp: u8) -> Reply {
         _ => {}
     }
     if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
-        return Reply::BigNumber(one_line(&s.as_bytes()));
+        // Redis maps line breaks here too, though RESP2 sends it as a bulk.
+        return Reply::BigNumber(Bytes::copy_from_slice(&one_line(&s.as_bytes())));
     }
     if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string")
         && let (Ok(Value::String(_)), Ok(Value::String(s))) = (v.raw_get::<Value>("format"), v.raw_get::<Value>("string"))
@@ -101,7 +111,7 @@ fn table_to_reply(t: &Table, resp: u8) -> Reply {
 pub fn script_error(err: &Table, sha: &str) -> Reply {
     let text = |v: Value| -> Option<String> {
         match v {
-            Value::String(s) => Some(s.to_string_lossy()),
+            Value::String(s) => Some(String::from_utf8_lossy(c_str(&s.as_bytes(), usize::MAX)).into_owned()),
             Value::Number(n) => Some(crate::numfmt::fmt_g(n, 14)),
             Value::Integer(n) => Some(n.to_string()),
             _ => None,
@@ -114,15 +124,40 @@ pub fn script_error(err: &Table, sha: &str) -> Reply {
 }
 
 /// An uncaught error's reply: its text, then where it was raised
-/// (`script: <sha>, on <source>:<line>.`) when known, on one line.
+/// (`script: <sha>, on <source>:<line>.`) when known, on one line
+/// (`addReplyErrorSdsExSafe`: line breaks as spaces, none trimmed).
 pub(crate) fn located_error(msg: String, sha: &str, place: Option<(&str, &str)>) -> Reply {
     let mut full = msg;
     if let Some((source, line)) = place {
         full.push_str(&format!(" script: {sha}, on {source}:{line}."));
     }
-    Reply::Error(one_line(full.as_bytes()))
+    Reply::Error(Bytes::copy_from_slice(&one_line(full.as_bytes())))
 }
 
 fn t_get(t: &Table, key: &str) -> Option<Value> {
     t.raw_get::<Value>(key).ok().filter(|v| !v.is_nil())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(r: Reply) -> Vec<u8> {
+        match r {
+            Reply::Error(b) | Reply::Status(b) => b.to_vec(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn error_table_loses_trailing_line_breaks_only() {
+        assert_eq!(text(error_table_reply(b"\nx\r\ny\r\n")), b" x  y");
+        assert_eq!(text(error_table_reply(b"\r\n")), b"");
+    }
+
+    #[test]
+    fn error_and_status_tables_stop_at_a_nul() {
+        assert_eq!(text(error_table_reply(b"x\0y")), b"x");
+        assert_eq!(text(status_table_reply(b"x\r\n\0y")), b"x  ");
+    }
 }

@@ -444,10 +444,14 @@ impl Scripting {
     }
 }
 
-/// Redis's reply when the error object is not a table (memory errors, …).
+/// Redis's reply when the error object is not a table (memory errors, …):
+/// `addReplyErrorFormat(c, "Error running script %s, %.100s\n", …)`, so
+/// the message stops at a NUL or after 100 bytes, and the final newline is
+/// trimmed away with any line breaks ending the message.
 fn script_failure(sha: &str, msg: &str) -> Reply {
-    let msg: String = msg.chars().take(100).collect::<String>().replace(['\r', '\n'], " ");
-    Reply::Error(Bytes::from(format!("ERR Error running script f_{sha}, {msg} ")))
+    let msg = crate::error::c_str(msg.as_bytes(), 100);
+    let text = format!("Error running script f_{sha}, {}\n", String::from_utf8_lossy(msg));
+    Reply::from(CmdError::err(text))
 }
 
 /// Sets the globals KEYS and ARGV to fresh arrays of the arguments.
