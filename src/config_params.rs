@@ -863,7 +863,7 @@ impl ConfigParams {
             let Some(entry) = self.entry_for(name) else {
                 return Err(CmdError::err(format!(
                     "Unknown option or number of arguments for CONFIG SET - '{}'",
-                    String::from_utf8_lossy(name)
+                    crate::error::quoted(name)
                 )));
             };
             let param = &PARAMS[self.entries[entry].param];

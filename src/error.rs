@@ -38,6 +38,13 @@ pub fn c_str(text: &[u8], max: usize) -> &[u8] {
     &text[..end.min(max)]
 }
 
+/// Client bytes as an error text quotes them: C's `%s` ([`c_str`]), so
+/// `EXPIRE k 10 "a\0b"` is refused as `Unsupported option a`. Invalid
+/// UTF-8 is replaced (U+FFFD), where Redis copies the bytes.
+pub fn quoted(text: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(c_str(text, usize::MAX))
+}
+
 impl From<CmdError> for Reply {
     fn from(e: CmdError) -> Reply {
         Reply::Error(match e.0 {
@@ -108,28 +115,37 @@ impl CmdError {
         CmdError::err(format!("wrong number of arguments for '{full_name}' command"))
     }
 
+    /// `unknown command '<name>', with args beginning with: '<arg>' …`:
+    /// Redis's `%.128s` of the name, then the arguments while the list is
+    /// under 128 bytes, the last one cut to fit. Line breaks become spaces
+    /// and nothing is trimmed, as in Redis's `commandCheckExistence`.
     pub fn unknown_command(argv: &[Bytes]) -> CmdError {
-        let name = String::from_utf8_lossy(&argv[0]);
-        let name: String = name.chars().take(128).collect();
-        let mut args = String::new();
-        for a in argv[1..].iter() {
+        let mut args: Vec<u8> = Vec::new();
+        for a in &argv[1..] {
             if args.len() >= 128 {
                 break;
             }
-            let a = String::from_utf8_lossy(a);
             let room = 128 - args.len();
-            let a: String = a.chars().take(room).collect();
-            args.push_str(&format!("'{a}' "));
+            args.push(b'\'');
+            args.extend_from_slice(c_str(a, room));
+            args.extend_from_slice(b"' ");
         }
-        CmdError::err(format!("unknown command '{name}', with args beginning with: {args}"))
+        let text = [
+            &b"ERR unknown command '"[..],
+            c_str(&argv[0], 128),
+            b"', with args beginning with: ",
+            &args,
+        ]
+        .concat();
+        CmdError::new(String::from_utf8_lossy(&text).into_owned())
     }
 
+    /// A container command's unknown subcommand, quoted as `%.128s`.
     pub fn unknown_subcommand(sub: &[u8], command: &str) -> CmdError {
-        let sub = String::from_utf8_lossy(sub);
-        let sub: String = sub.chars().take(128).collect();
-        CmdError::err(format!(
-            "unknown subcommand '{sub}'. Try {}.",
-            command.to_ascii_uppercase() + " HELP"
+        CmdError::new(format!(
+            "ERR unknown subcommand '{}'. Try {} HELP.",
+            String::from_utf8_lossy(c_str(sub, 128)),
+            command.to_ascii_uppercase()
         ))
     }
 
@@ -138,7 +154,7 @@ impl CmdError {
     pub fn subcommand_syntax(sub: &[u8], command: &str) -> CmdError {
         CmdError::err(format!(
             "unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
-            String::from_utf8_lossy(sub),
+            String::from_utf8_lossy(c_str(sub, 128)),
             command.to_ascii_uppercase()
         ))
     }

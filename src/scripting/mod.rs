@@ -169,7 +169,7 @@ fn parse_shebang(body: &[u8]) -> CmdResult<(Option<Shebang>, usize)> {
     if engine.as_slice() != b"#!lua" {
         return Err(CmdError::new(format!(
             "ERR Unexpected engine in script shebang: {}",
-            String::from_utf8_lossy(engine)
+            crate::error::quoted(engine)
         )));
     }
     let mut shebang = Shebang::default();
@@ -177,7 +177,7 @@ fn parse_shebang(body: &[u8]) -> CmdResult<(Option<Shebang>, usize)> {
         let Some(flags) = part.strip_prefix(b"flags=") else {
             return Err(CmdError::new(format!(
                 "ERR Unknown lua shebang option: {}",
-                String::from_utf8_lossy(part)
+                crate::error::quoted(part)
             )));
         };
         for flag in flags.split(|&c| c == b',') {
@@ -187,7 +187,7 @@ fn parse_shebang(body: &[u8]) -> CmdResult<(Option<Shebang>, usize)> {
                 other => {
                     return Err(CmdError::new(format!(
                         "ERR Unexpected flag in script shebang: {}",
-                        String::from_utf8_lossy(other)
+                        crate::error::quoted(other)
                     )));
                 }
             }
