@@ -863,7 +863,7 @@ impl ConfigParams {
             let Some(entry) = self.entry_for(name) else {
                 return Err(CmdError::err(format!(
                     "Unknown option or number of arguments for CONFIG SET - '{}'",
-                    String::from_utf8_lossy(name)
+                    crate::error::quoted(name)
                 )));
             };
             let param = &PARAMS[self.entries[entry].param];
@@ -1758,7 +1758,7 @@ mod tests {
 
     fn set(params: &mut ConfigParams, pairs: &[(&str, &str)]) -> Result<Vec<&'static str>, String> {
         let pairs: Vec<(&[u8], &[u8])> = pairs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())).collect();
-        params.set(&pairs).map_err(|e| e.0.into_owned())
+        params.set(&pairs).map_err(|e| e.text().to_string())
     }
 
     fn set_err(params: &mut ConfigParams, pairs: &[(&str, &str)]) -> String {

@@ -3,16 +3,24 @@
 //! Clients match on these strings (Redisson on prefixes such as `NOSCRIPT`,
 //! `BUSY `, `NOAUTH`, `WRONGPASS`; redis-py and others on whole texts), so
 //! each one is written exactly as Redis 7.0 writes it.
+//!
+//! Many texts quote client bytes (command and option names, arguments), so
+//! the constructors apply Redis's line-break rules here, once: [`CmdError::new`]
+//! replaces CR and LF with spaces, [`CmdError::err`] first trims them from the
+//! ends as `addReplyErrorFormat` does. A script that catches the error with
+//! `redis.pcall` sees the same text the client would have.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use bytes::Bytes;
 
+use crate::reply::{Reply, one_line, trim_line_breaks};
+
 /// A command's failure: the full error line, prefix included, without the
-/// leading `-`.
+/// leading `-`, and without line breaks.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CmdError(pub Cow<'static, str>);
+pub struct CmdError(Cow<'static, str>);
 
 pub type CmdResult<T = crate::reply::Reply> = Result<T, CmdError>;
 
@@ -22,14 +30,53 @@ impl fmt::Display for CmdError {
     }
 }
 
+/// What C's `%.<max>s` prints of `text` held as a C string: the bytes
+/// before its first NUL, at most `max` of them. Redis quotes client bytes
+/// (and Lua strings, through `lua_tostring`) this way.
+pub fn c_str(text: &[u8], max: usize) -> &[u8] {
+    let end = memchr::memchr(0, text).unwrap_or(text.len());
+    &text[..end.min(max)]
+}
+
+/// Client bytes as an error text quotes them: C's `%s` ([`c_str`]), so
+/// `EXPIRE k 10 "a\0b"` is refused as `Unsupported option a`. Invalid
+/// UTF-8 is replaced (U+FFFD), where Redis copies the bytes.
+pub fn quoted(text: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(c_str(text, usize::MAX))
+}
+
+impl From<CmdError> for Reply {
+    fn from(e: CmdError) -> Reply {
+        Reply::Error(match e.0 {
+            Cow::Borrowed(text) => Bytes::from_static(text.as_bytes()),
+            Cow::Owned(text) => Bytes::from(text),
+        })
+    }
+}
+
 impl CmdError {
+    /// The whole error line as given, prefix included (`NOSCRIPT …`,
+    /// `ERR …`), each CR and LF a space: Redis's `addReplyErrorSdsSafe`.
     pub fn new(text: impl Into<Cow<'static, str>>) -> CmdError {
-        CmdError(text.into())
+        let text = text.into();
+        match one_line(text.as_bytes()) {
+            Cow::Borrowed(_) => CmdError(text),
+            Cow::Owned(clean) => CmdError(Cow::Owned(String::from_utf8_lossy(&clean).into_owned())),
+        }
     }
 
-    /// `ERR <text>`.
+    /// `ERR <text>`, with `text` treated as Redis's `addReplyErrorFormat`
+    /// treats a formatted text: CRs and LFs at its ends dropped, the others
+    /// made spaces.
     pub fn err(text: impl fmt::Display) -> CmdError {
-        CmdError(Cow::Owned(format!("ERR {text}")))
+        let text = text.to_string();
+        let clean = one_line(trim_line_breaks(text.as_bytes()));
+        CmdError(Cow::Owned(format!("ERR {}", String::from_utf8_lossy(&clean))))
+    }
+
+    /// The error line, prefix included, without the leading `-`.
+    pub fn text(&self) -> &str {
+        &self.0
     }
 
     pub fn syntax() -> CmdError {
@@ -68,28 +115,37 @@ impl CmdError {
         CmdError::err(format!("wrong number of arguments for '{full_name}' command"))
     }
 
+    /// `unknown command '<name>', with args beginning with: '<arg>' …`:
+    /// Redis's `%.128s` of the name, then the arguments while the list is
+    /// under 128 bytes, the last one cut to fit. Line breaks become spaces
+    /// and nothing is trimmed, as in Redis's `commandCheckExistence`.
     pub fn unknown_command(argv: &[Bytes]) -> CmdError {
-        let name = String::from_utf8_lossy(&argv[0]);
-        let name: String = name.chars().take(128).collect();
-        let mut args = String::new();
-        for a in argv[1..].iter() {
+        let mut args: Vec<u8> = Vec::new();
+        for a in &argv[1..] {
             if args.len() >= 128 {
                 break;
             }
-            let a = String::from_utf8_lossy(a);
             let room = 128 - args.len();
-            let a: String = a.chars().take(room).collect();
-            args.push_str(&format!("'{a}' "));
+            args.push(b'\'');
+            args.extend_from_slice(c_str(a, room));
+            args.extend_from_slice(b"' ");
         }
-        CmdError::err(format!("unknown command '{name}', with args beginning with: {args}"))
+        let text = [
+            &b"ERR unknown command '"[..],
+            c_str(&argv[0], 128),
+            b"', with args beginning with: ",
+            &args,
+        ]
+        .concat();
+        CmdError::new(String::from_utf8_lossy(&text).into_owned())
     }
 
+    /// A container command's unknown subcommand, quoted as `%.128s`.
     pub fn unknown_subcommand(sub: &[u8], command: &str) -> CmdError {
-        let sub = String::from_utf8_lossy(sub);
-        let sub: String = sub.chars().take(128).collect();
-        CmdError::err(format!(
-            "unknown subcommand '{sub}'. Try {}.",
-            command.to_ascii_uppercase() + " HELP"
+        CmdError::new(format!(
+            "ERR unknown subcommand '{}'. Try {} HELP.",
+            String::from_utf8_lossy(c_str(sub, 128)),
+            command.to_ascii_uppercase()
         ))
     }
 
@@ -98,7 +154,7 @@ impl CmdError {
     pub fn subcommand_syntax(sub: &[u8], command: &str) -> CmdError {
         CmdError::err(format!(
             "unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
-            String::from_utf8_lossy(sub),
+            String::from_utf8_lossy(c_str(sub, 128)),
             command.to_ascii_uppercase()
         ))
     }

@@ -5,6 +5,17 @@
 //! boolean, push, verbatim, null) degrade to their RESP2 forms exactly as
 //! Redis 7.0's `addReply*` functions do, so one handler serves both
 //! protocols.
+//!
+//! Status and error lines end at their first CR or LF, so no text that
+//! quotes client bytes may carry one: Redis writes a space for each
+//! (`sdsmapchars(s, "\r\n", "  ", 2)` in `addReplyErrorFormat`,
+//! `addReplyStatusSafe` and the unknown-command texts), or the rest of the
+//! line would reach the client as the reply to its next command. The
+//! encoder applies [`one_line`] to every such line, so no reply can break
+//! the stream whoever built it; constructors that know Redis's exact rules
+//! for a text (trimming, see [`trim_line_breaks`]) apply them first.
+
+use std::borrow::Cow;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -79,7 +90,7 @@ impl Reply {
     pub fn encode(&self, resp: u8, out: &mut BytesMut) {
         match self {
             Reply::Status(s) => line(out, b'+', s),
-            Reply::Error(e) => line(out, b'-', e),
+            Reply::Error(e) => put_error(out, e),
             Reply::Int(n) => {
                 out.put_u8(b':');
                 put_int(out, *n);
@@ -171,10 +182,41 @@ fn header(out: &mut BytesMut, kind: u8, len: usize) {
     out.put_slice(b"\r\n");
 }
 
+/// True for the bytes a status or error line cannot hold.
+fn is_line_break(c: u8) -> bool {
+    c == b'\r' || c == b'\n'
+}
+
+/// `text` with every CR and LF replaced by a space, as Redis's
+/// `sdsmapchars(s, "\r\n", "  ", 2)` does before sending a status or
+/// error line. Borrows when there is nothing to replace.
+pub fn one_line(text: &[u8]) -> Cow<'_, [u8]> {
+    if memchr::memchr2(b'\r', b'\n', text).is_none() {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(text.iter().map(|&c| if is_line_break(c) { b' ' } else { c }).collect())
+}
+
+/// `text` without the CRs and LFs at either end: what Redis's
+/// `addReplyErrorFormat` does to a formatted text (`sdstrim(s, "\r\n")`)
+/// before [`one_line`].
+pub fn trim_line_breaks(text: &[u8]) -> &[u8] {
+    let start = text.iter().position(|&c| !is_line_break(c)).unwrap_or(text.len());
+    let end = text.iter().rposition(|&c| !is_line_break(c)).map_or(start, |i| i + 1);
+    &text[start..end]
+}
+
+/// Appends the error line `-<text>\r\n` (the same in RESP2 and RESP3),
+/// line breaks in `text` written as spaces.
+pub fn put_error(out: &mut BytesMut, text: &[u8]) {
+    line(out, b'-', text);
+}
+
 fn line(out: &mut BytesMut, kind: u8, text: &[u8]) {
+    let text = one_line(text);
     out.reserve(text.len() + 3);
     out.put_u8(kind);
-    out.put_slice(text);
+    out.put_slice(&text);
     out.put_slice(b"\r\n");
 }
 
@@ -225,6 +267,21 @@ mod tests {
         assert_eq!(enc(&Reply::Nil, 2), b"$-1\r\n");
         assert_eq!(enc(&Reply::NilArray, 2), b"*-1\r\n");
         assert_eq!(enc(&Reply::Nil, 3), b"_\r\n");
+    }
+
+    #[test]
+    fn line_breaks_in_status_and_error_lines_become_spaces() {
+        let err = Reply::Error(Bytes::from_static(b"ERR unknown command 'a\r\n+PWNED'"));
+        assert_eq!(enc(&err, 2), b"-ERR unknown command 'a  +PWNED'\r\n");
+        assert_eq!(enc(&Reply::Status(Bytes::from_static(b"a\rb\nc")), 3), b"+a b c\r\n");
+        assert_eq!(enc(&Reply::BigNumber(Bytes::from_static(b"1\n2")), 3), b"(1 2\r\n");
+    }
+
+    #[test]
+    fn trimming_takes_line_breaks_from_the_ends_only() {
+        assert_eq!(trim_line_breaks(b"\r\nUnsupported option x\r\ny\n\r"), b"Unsupported option x\r\ny");
+        assert_eq!(trim_line_breaks(b"\r\n\r"), b"");
+        assert_eq!(one_line(b"a\r\nb"), &b"a  b"[..]);
     }
 
     #[test]

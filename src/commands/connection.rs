@@ -7,6 +7,7 @@ use super::table::{CommandSpec, Group, cmd, container, flag::*};
 use super::{Args, CmdError, CmdResult, Ctx, Reply};
 use crate::db::value::owned;
 use crate::engine::Client;
+use crate::error::quoted;
 
 const G: Group = Group::Connection;
 
@@ -199,10 +200,7 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         } else if opt.eq_ignore_ascii_case(b"setname") && remaining >= 1 {
             name = Some(owned(args.req()?));
         } else {
-            return Err(CmdError::err(format!(
-                "Syntax error in HELLO option '{}'",
-                String::from_utf8_lossy(opt)
-            )));
+            return Err(CmdError::err(format!("Syntax error in HELLO option '{}'", quoted(opt))));
         }
     }
     if let Some((user, pass)) = credentials {
@@ -264,10 +262,7 @@ fn client_setinfo(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         "lib-name" => &mut ctx.client.lib_name,
         "lib-ver" => &mut ctx.client.lib_ver,
         _ => {
-            return Err(CmdError::err(format!(
-                "Unrecognized option '{}'",
-                String::from_utf8_lossy(&argv[2])
-            )));
+            return Err(CmdError::err(format!("Unrecognized option '{}'", quoted(&argv[2]))));
         }
     };
     if value.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
@@ -304,15 +299,21 @@ fn all_clients<'a>(ctx: &'a Ctx) -> Vec<&'a Client> {
     all
 }
 
+/// CLIENT LIST's and CLIENT KILL's refusal, quoting the type as given.
+fn unknown_client_type(name: &[u8]) -> CmdError {
+    CmdError::err(format!("Unknown client type '{}'", quoted(name)))
+}
+
 fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut args = Args::after_subcommand(argv);
     let mut kind: Option<String> = None;
     let mut ids: Option<Vec<u64>> = None;
     while let Some(opt) = args.next() {
         if opt.eq_ignore_ascii_case(b"type") && args.remaining() >= 1 {
-            let k = String::from_utf8_lossy(args.req()?).to_ascii_lowercase();
+            let raw = args.req()?;
+            let k = String::from_utf8_lossy(raw).to_ascii_lowercase();
             if !matches!(k.as_str(), "normal" | "master" | "replica" | "slave" | "pubsub") {
-                return Err(CmdError::err(format!("Unknown client type '{k}'")));
+                return Err(unknown_client_type(raw));
             }
             kind = Some(k);
         } else if opt.eq_ignore_ascii_case(b"id") && args.remaining() >= 1 {
@@ -397,7 +398,7 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             "type" => {
                 let k = String::from_utf8_lossy(val).to_ascii_lowercase();
                 if !matches!(k.as_str(), "normal" | "master" | "replica" | "slave" | "pubsub") {
-                    return Err(CmdError::err(format!("Unknown client type '{}'", String::from_utf8_lossy(val))));
+                    return Err(unknown_client_type(val));
                 }
                 f.kind = Some(k);
             }

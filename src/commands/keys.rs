@@ -11,6 +11,7 @@ use bytes::Bytes;
 use super::args::{parse_i64, upper};
 use super::table::{CommandSpec, Group, cmd, container, flag::*};
 use super::{Args, CmdError, CmdResult, Ctx, Reply};
+use crate::error::quoted;
 use crate::glob;
 
 const G: Group = Group::Generic;
@@ -255,7 +256,7 @@ pub fn expire_generic(ctx: &mut Ctx, argv: &[Bytes], base_ms: i64, seconds: bool
             "XX" => xx = true,
             "GT" => gt = true,
             "LT" => lt = true,
-            _ => return Err(CmdError::err(format!("Unsupported option {}", String::from_utf8_lossy(opt)))),
+            _ => return Err(CmdError::err(format!("Unsupported option {}", quoted(opt)))),
         }
     }
     if nx && (xx || gt || lt) {

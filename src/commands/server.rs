@@ -7,6 +7,7 @@ use bytes::Bytes;
 use super::args::upper;
 use super::table::{CommandSpec, Group, Registry, cmd, container, flag, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
+use crate::error::quoted;
 
 const G: Group = Group::Server;
 
@@ -266,7 +267,10 @@ fn function_list(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         match upper(&argv[i]).as_str() {
             "WITHCODE" => i += 1,
             "LIBRARYNAME" if i + 1 < argv.len() => i += 2,
-            _ => return Err(CmdError::err(format!("Unknown argument {}", String::from_utf8_lossy(&argv[i])))),
+            // Redis's addReplyErrorSdsSafe: line breaks become spaces, even at the end.
+            _ => {
+                return Err(CmdError::new(format!("ERR Unknown argument {}", quoted(&argv[i]))));
+            }
         }
     }
     Ok(Reply::Array(vec![]))

@@ -61,7 +61,7 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     for argv in multi.queued {
         let reply = match resolve(registry, &argv) {
             Some(cmd) => ctx.state.call(ctx.client, cmd, &argv),
-            None => Reply::Error(Bytes::from(CmdError::unknown_command(&argv).0.into_owned())),
+            None => Reply::from(CmdError::unknown_command(&argv)),
         };
         replies.push(reply);
     }

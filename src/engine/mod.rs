@@ -352,7 +352,7 @@ impl State {
             Err(e) => {
                 self.stats.cmd[cmd.stat_index].failed_calls += 1;
                 self.stats.count_error(&e);
-                Reply::Error(Bytes::from(e.0.into_owned()))
+                Reply::from(e)
             }
         }
     }
@@ -557,16 +557,16 @@ impl Engine {
                     // transaction and says why, in or out of MULTI.
                     client.multi = None;
                     crate::commands::transactions::unwatch_all(&mut self.state, client);
-                    let reason = err.0.strip_prefix("ERR ").unwrap_or(&err.0).to_string();
+                    let reason = err.text().strip_prefix("ERR ").unwrap_or(err.text()).to_string();
                     let err = CmdError::new(format!("EXECABORT Transaction discarded because of: {reason}"));
                     self.state.stats.count_error(&err);
-                    return Reply::Error(Bytes::from(err.0.into_owned()));
+                    return Reply::from(err);
                 }
                 if abort_multi && let Some(m) = client.multi.as_mut() {
                     m.aborted = true;
                 }
                 self.state.stats.count_error(&err);
-                Reply::Error(Bytes::from(err.0.into_owned()))
+                Reply::from(err)
             }
         }
     }

@@ -59,7 +59,7 @@ impl Stats {
     }
 
     pub fn count_error(&mut self, e: &CmdError) {
-        self.count_error_text(e.0.as_bytes());
+        self.count_error_text(e.text().as_bytes());
     }
 
     pub fn count_error_text(&mut self, e: &[u8]) {

@@ -34,7 +34,8 @@ use std::ffi::{CStr, c_char, c_int};
 use bytes::Bytes;
 use mlua::ffi;
 
-use crate::reply::Reply;
+use crate::error::c_str;
+use crate::reply::{Reply, one_line, trim_line_breaks};
 
 /// A Lua number as an integer reply: C's `(long long)` cast on x86-64,
 /// where NaN and out-of-range values become i64::MIN.
@@ -46,13 +47,21 @@ pub(crate) fn lua_number_to_int(n: f64) -> i64 {
     }
 }
 
-/// Spaces for line breaks, as Redis does in status and error lines.
-pub(crate) fn one_line(s: &[u8]) -> Bytes {
-    Bytes::from(
-        s.iter()
-            .map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c })
-            .collect::<Vec<u8>>(),
-    )
+/// A script's `{err=…}` (or `redis.error_reply`) as Redis sends it,
+/// `addReplyErrorFormatEx(c, …, "-%s", msg)`: the text to its first NUL
+/// (`lua_tostring` read as a C string), without the CRs and LFs that end
+/// it, the others spaces. Leading ones become spaces too: the trim sees
+/// the `-` first.
+pub(crate) fn error_table_reply(text: &[u8]) -> Reply {
+    let formatted = [b"-", c_str(text, usize::MAX)].concat();
+    let trimmed = &trim_line_breaks(&formatted)[1..];
+    Reply::Error(Bytes::copy_from_slice(&one_line(trimmed)))
+}
+
+/// A script's `{ok=…}` (or `redis.status_reply`) as Redis sends it,
+/// `addReplyStatusSafe`: the text to its first NUL, line breaks as spaces.
+pub(crate) fn status_table_reply(text: &[u8]) -> Reply {
+    Reply::Status(Bytes::copy_from_slice(&one_line(c_str(text, usize::MAX))))
 }
 
 /// The bytes of the string at `index` (any Lua string, NULs included).
@@ -185,12 +194,12 @@ unsafe fn table_to_reply(state: *mut ffi::lua_State, resp: u8, budget: &mut Budg
             ffi::lua_pop(state, 1);
             let info = ErrorInfo::of_table(state);
             ffi::lua_pop(state, 1);
-            return Reply::Error(one_line(info.msg.as_deref().unwrap_or(b"(null)")));
+            return error_table_reply(info.msg.as_deref().unwrap_or(b"(null)"));
         }
         ffi::lua_pop(state, 1);
 
         if raw_field(state, -1, c"ok") == ffi::LUA_TSTRING {
-            let reply = Reply::Status(one_line(c_string_at(state, -1)));
+            let reply = status_table_reply(string_at(state, -1));
             ffi::lua_pop(state, 2);
             return reply;
         }
@@ -204,7 +213,8 @@ unsafe fn table_to_reply(state: *mut ffi::lua_State, resp: u8, budget: &mut Budg
         ffi::lua_pop(state, 1);
 
         if raw_field(state, -1, c"big_number") == ffi::LUA_TSTRING {
-            let reply = Reply::BigNumber(one_line(string_at(state, -1)));
+            // Redis maps line breaks here too, though RESP2 sends it as a bulk.
+            let reply = Reply::BigNumber(Bytes::copy_from_slice(&one_line(string_at(state, -1))));
             ffi::lua_pop(state, 2);
             return reply;
         }
@@ -366,7 +376,8 @@ impl ErrorInfo {
     }
 
     /// A failed script's reply: the message, then where it was raised
-    /// (`script: <sha>, on <source>:<line>.`) when known, on one line.
+    /// (`script: <sha>, on <source>:<line>.`) when known, on one line
+    /// (`addReplyErrorSdsExSafe`: line breaks as spaces, none trimmed).
     pub(crate) fn into_reply(self, sha: &str) -> Reply {
         let mut full = self.msg.unwrap_or_else(|| b"(null)".to_vec());
         if let (Some(source), Some(line)) = (self.source, self.line) {
@@ -376,7 +387,7 @@ impl ErrorInfo {
             full.extend_from_slice(&line);
             full.push(b'.');
         }
-        Reply::Error(one_line(&full))
+        Reply::Error(Bytes::copy_from_slice(&one_line(&full)))
     }
 }
 
@@ -389,4 +400,28 @@ pub(crate) fn located_error(msg: String, sha: &str, place: Option<(&str, &str)>)
         line: place.map(|(_, l)| l.as_bytes().to_vec()),
     };
     info.into_reply(sha)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(r: Reply) -> Vec<u8> {
+        match r {
+            Reply::Error(b) | Reply::Status(b) => b.to_vec(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn error_table_loses_trailing_line_breaks_only() {
+        assert_eq!(text(error_table_reply(b"\nx\r\ny\r\n")), b" x  y");
+        assert_eq!(text(error_table_reply(b"\r\n")), b"");
+    }
+
+    #[test]
+    fn error_and_status_tables_stop_at_a_nul() {
+        assert_eq!(text(error_table_reply(b"x\0y")), b"x");
+        assert_eq!(text(status_table_reply(b"x\r\n\0y")), b"x  ");
+    }
 }

@@ -172,6 +172,10 @@ pub struct Shebang {
 
 /// Redis's `evalExtractShebangFlags`: the flags and where the Lua code
 /// starts (at the first line's newline, so line numbers stay right).
+///
+/// Quoted words may hold CR and LF (`#!lua "a\r\nb"`); Redis 7.0.15 sends
+/// the texts quoting them unchanged (`addReplyErrorSds`), breaking its own
+/// reply stream. keylock writes spaces for them, with [`CmdError::new`].
 fn parse_shebang(body: &[u8]) -> CmdResult<(Option<Shebang>, usize)> {
     if !body.starts_with(b"#!") {
         return Ok((None, 0));
@@ -184,17 +188,17 @@ fn parse_shebang(body: &[u8]) -> CmdResult<(Option<Shebang>, usize)> {
         return Err(CmdError::err("Invalid engine in script shebang"));
     };
     if engine.as_slice() != b"#!lua" {
-        return Err(CmdError::err(format!(
-            "Unexpected engine in script shebang: {}",
-            String::from_utf8_lossy(engine)
+        return Err(CmdError::new(format!(
+            "ERR Unexpected engine in script shebang: {}",
+            crate::error::quoted(engine)
         )));
     }
     let mut shebang = Shebang::default();
     for part in &parts[1..] {
         let Some(flags) = part.strip_prefix(b"flags=") else {
-            return Err(CmdError::err(format!(
-                "Unknown lua shebang option: {}",
-                String::from_utf8_lossy(part)
+            return Err(CmdError::new(format!(
+                "ERR Unknown lua shebang option: {}",
+                crate::error::quoted(part)
             )));
         };
         for flag in flags.split(|&c| c == b',') {
@@ -202,9 +206,9 @@ fn parse_shebang(body: &[u8]) -> CmdResult<(Option<Shebang>, usize)> {
                 b"no-writes" => shebang.no_writes = true,
                 b"allow-oom" | b"allow-stale" | b"no-cluster" | b"allow-cross-slot-keys" => {}
                 other => {
-                    return Err(CmdError::err(format!(
-                        "Unexpected flag in script shebang: {}",
-                        String::from_utf8_lossy(other)
+                    return Err(CmdError::new(format!(
+                        "ERR Unexpected flag in script shebang: {}",
+                        crate::error::quoted(other)
                     )));
                 }
             }
@@ -422,7 +426,7 @@ impl Scripting {
         state.return_script_client(script_client);
         if let Reply::Error(e) = &reply
             && e.starts_with(b"ERR Error running script")
-            && e.ends_with(b"not enough memory ")
+            && e.ends_with(b"not enough memory")
         {
             // Free what the failed script left behind before anything else runs.
             let _ = self.lua.gc_collect();
@@ -551,11 +555,14 @@ pub(crate) fn run_killed() -> bool {
 }
 
 /// Redis's reply when the error object is not a table (memory errors, …):
-/// `Error running script <sha>, <first 100 characters>`, line breaks as
-/// spaces.
+/// `addReplyErrorFormat(c, "Error running script %s, %.100s\n", …)`, so
+/// the message stops at a NUL or after 100 bytes, and the final newline is
+/// trimmed away with any line breaks ending the message. The script is
+/// named by its SHA1 (`run_ctx->funcname` in 7.0, without 6.x's `f_`).
 fn script_failure(sha: &str, msg: &str) -> Reply {
-    let msg: String = msg.chars().take(100).collect::<String>().replace(['\r', '\n'], " ");
-    Reply::Error(Bytes::from(format!("ERR Error running script {sha}, {msg} ")))
+    let msg = crate::error::c_str(msg.as_bytes(), 100);
+    let text = format!("Error running script {sha}, {}\n", String::from_utf8_lossy(msg));
+    Reply::from(CmdError::err(text))
 }
 
 /// Sets the globals KEYS and ARGV to fresh arrays of the arguments, with

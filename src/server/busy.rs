@@ -25,6 +25,7 @@ use super::conn::{ConnIo, parse_batch};
 use super::parser::Limits;
 use crate::commands::table::{Registry, flag};
 use crate::error::CmdError;
+use crate::reply::put_error;
 use crate::scripting::{BusyAction, BusyScript};
 
 const BUSY: &str = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
@@ -105,11 +106,7 @@ fn serve_one(io: &ConnIo, script: &BusyScript) -> Option<BusyAction> {
         let (reply, a, close_after) = busy_reply(io, &argv, script);
         match reply {
             BusyReply::Ok => out.extend_from_slice(b"+OK\r\n"),
-            BusyReply::Error(text) => {
-                out.extend_from_slice(b"-");
-                out.extend_from_slice(text.as_bytes());
-                out.extend_from_slice(b"\r\n");
-            }
+            BusyReply::Error(err) => put_error(&mut out, err.text().as_bytes()),
             BusyReply::Nothing => {}
         }
         action = action.or(a);
@@ -119,9 +116,7 @@ fn serve_one(io: &ConnIo, script: &BusyScript) -> Option<BusyAction> {
         }
     }
     if let Some(text) = protocol_error {
-        out.extend_from_slice(b"-");
-        out.extend_from_slice(text.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        put_error(&mut out, &text);
         close = true;
     }
     if !out.is_empty() {
@@ -135,7 +130,7 @@ fn serve_one(io: &ConnIo, script: &BusyScript) -> Option<BusyAction> {
 
 enum BusyReply {
     Ok,
-    Error(String),
+    Error(CmdError),
     Nothing,
 }
 
@@ -144,32 +139,28 @@ enum BusyReply {
 fn busy_reply(io: &ConnIo, argv: &[Bytes], script: &BusyScript) -> (BusyReply, Option<BusyAction>, bool) {
     let registry = Registry::get();
     let Some(mut cmd) = registry.lookup(&argv[0]) else {
-        return (BusyReply::Error(CmdError::unknown_command(argv).0.into_owned()), None, false);
+        return (BusyReply::Error(CmdError::unknown_command(argv)), None, false);
     };
     if cmd.spec.handler.is_none() && argv.len() > 1 {
         match cmd.subcommand(&argv[1]) {
             Some(sub) => cmd = sub,
             None => {
-                return (
-                    BusyReply::Error(CmdError::unknown_subcommand(&argv[1], cmd.spec.name).0.into_owned()),
-                    None,
-                    false,
-                );
+                return (BusyReply::Error(CmdError::unknown_subcommand(&argv[1], cmd.spec.name)), None, false);
             }
         }
     }
     if !cmd.spec.arity_ok(argv.len()) {
-        return (BusyReply::Error(CmdError::arity(&cmd.full_name).0.into_owned()), None, false);
+        return (BusyReply::Error(CmdError::arity(&cmd.full_name)), None, false);
     }
     if !io.authenticated.get() && !cmd.spec.has(flag::NO_AUTH) {
-        return (BusyReply::Error(CmdError::noauth().0.into_owned()), None, false);
+        return (BusyReply::Error(CmdError::noauth()), None, false);
     }
     match cmd.full_name.as_str() {
         "script|kill" => {
             if script.killable {
                 (BusyReply::Ok, Some(BusyAction::Kill), false)
             } else {
-                (BusyReply::Error(UNKILLABLE.into()), None, false)
+                (BusyReply::Error(CmdError::new(UNKILLABLE)), None, false)
             }
         }
         "shutdown" => {
@@ -177,11 +168,11 @@ fn busy_reply(io: &ConnIo, argv: &[Bytes], script: &BusyScript) -> (BusyReply, O
             if nosave || script.killable {
                 (BusyReply::Nothing, Some(BusyAction::Shutdown), true)
             } else {
-                (BusyReply::Error(UNKILLABLE.into()), None, false)
+                (BusyReply::Error(CmdError::new(UNKILLABLE)), None, false)
             }
         }
         "quit" => (BusyReply::Ok, None, true),
-        _ => (BusyReply::Error(BUSY.into()), None, false),
+        _ => (BusyReply::Error(CmdError::new(BUSY)), None, false),
     }
 }
 

@@ -191,9 +191,7 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
                 if let Some(text) = protocol_error
                     && !close
                 {
-                    output.put_slice(b"-");
-                    output.put_slice(text.as_bytes());
-                    output.put_slice(b"\r\n");
+                    crate::reply::put_error(&mut output, &text);
                     close = true;
                 }
                 if !write_out(&io, &mut writer, &mut output).await {
@@ -229,7 +227,7 @@ async fn write_out(io: &ConnIo, writer: &mut tokio::net::tcp::OwnedWriteHalf, ou
 
 /// Every complete command in the buffer, and the protocol error that ended
 /// parsing, if any (the commands before it still run, as in Redis).
-pub(crate) fn parse_batch(io: &ConnIo, limits: Limits) -> (Vec<Vec<Bytes>>, Option<String>) {
+pub(crate) fn parse_batch(io: &ConnIo, limits: Limits) -> (Vec<Vec<Bytes>>, Option<Vec<u8>>) {
     let mut parser = io.parser.borrow_mut();
     let mut input = io.input.borrow_mut();
     let mut batch = Vec::new();

@@ -30,13 +30,16 @@ pub struct Limits {
 }
 
 /// A fatal protocol error; the text is sent as `-ERR Protocol error: …` and
-/// the connection closes.
+/// the connection closes. Bytes, not `str`: one text quotes a byte of the
+/// input as it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProtocolError(pub &'static str);
+pub struct ProtocolError(pub &'static [u8]);
 
 impl ProtocolError {
-    pub fn reply_text(&self) -> String {
-        format!("ERR Protocol error: {}", self.0)
+    /// The error line's text. Line breaks in it are the encoder's to
+    /// replace (`reply::put_error`), as Redis's `addReplyErrorFormat` does.
+    pub fn reply_text(&self) -> Vec<u8> {
+        [b"ERR Protocol error: ", self.0].concat()
     }
 }
 
@@ -72,17 +75,17 @@ impl RequestParser {
                         Some(args) => return Ok(Some(args)),
                     }
                 }
-                let Some(end) = line_end(buf, "too big mbulk count string")? else {
+                let Some(end) = line_end(buf, b"too big mbulk count string")? else {
                     return Ok(None);
                 };
                 let count = parse_i64(&buf[1..end]);
                 buf.advance(end + 2);
                 let count = match count {
                     Some(n) if n <= i32::MAX as i64 => n,
-                    _ => return Err(ProtocolError("invalid multibulk length")),
+                    _ => return Err(ProtocolError(b"invalid multibulk length")),
                 };
                 if !limits.authenticated && count > UNAUTH_MULTIBULK_MAX {
-                    return Err(ProtocolError("unauthenticated multibulk length"));
+                    return Err(ProtocolError(b"unauthenticated multibulk length"));
                 }
                 if count <= 0 {
                     continue;
@@ -108,17 +111,17 @@ impl RequestParser {
                         if buf[0] != b'$' {
                             return Err(ProtocolError(expected_dollar(buf[0])));
                         }
-                        let Some(end) = line_end(buf, "too big bulk count string")? else {
+                        let Some(end) = line_end(buf, b"too big bulk count string")? else {
                             return Ok(None);
                         };
                         let len = parse_i64(&buf[1..end]);
                         buf.advance(end + 2);
                         let len = match len {
                             Some(n) if n >= 0 && n <= limits.proto_max_bulk_len => n,
-                            _ => return Err(ProtocolError("invalid bulk length")),
+                            _ => return Err(ProtocolError(b"invalid bulk length")),
                         };
                         if !limits.authenticated && len > UNAUTH_BULK_MAX {
-                            return Err(ProtocolError("unauthenticated bulk length"));
+                            return Err(ProtocolError(b"unauthenticated bulk length"));
                         }
                         mb.bulk_len = Some(len as usize);
                         len as usize
@@ -188,17 +191,18 @@ fn small_request(buf: &mut BytesMut, count: usize, limits: Limits) -> Option<Vec
     Some(spans[..count].iter().map(|&(start, len)| block.slice(start..start + len)).collect())
 }
 
-/// Redis names the offending byte in this error; a static text per byte
-/// keeps `ProtocolError` allocation-free.
-fn expected_dollar(got: u8) -> &'static str {
-    static TEXTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    let texts = TEXTS.get_or_init(|| (0..=255u8).map(|b| format!("expected '$', got '{}'", b as char)).collect());
-    texts[got as usize].as_str()
+/// Redis names the offending byte in this error, raw (`%c`); a static text
+/// per byte keeps `ProtocolError` allocation-free. A CR or LF there is sent
+/// as a space, like every line break in an error line.
+fn expected_dollar(got: u8) -> &'static [u8] {
+    static TEXTS: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
+    let texts = TEXTS.get_or_init(|| (0..=255u8).map(|b| [&b"expected '$', got '"[..], &[b], b"'"].concat()).collect());
+    &texts[got as usize]
 }
 
 /// Where a `\r\n`-terminated header line ends (the index of its `\r`),
 /// once the byte after it has arrived.
-fn line_end(buf: &[u8], too_big: &'static str) -> Result<Option<usize>, ProtocolError> {
+fn line_end(buf: &[u8], too_big: &'static [u8]) -> Result<Option<usize>, ProtocolError> {
     match memchr::memchr(b'\r', buf) {
         Some(pos) if pos + 1 < buf.len() => Ok(Some(pos)),
         Some(_) => Ok(None),
@@ -211,7 +215,7 @@ fn line_end(buf: &[u8], too_big: &'static str) -> Result<Option<usize>, Protocol
 fn inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
     let Some(nl) = memchr::memchr(b'\n', buf) else {
         if buf.len() > INLINE_MAX {
-            return Err(ProtocolError("too big inline request"));
+            return Err(ProtocolError(b"too big inline request"));
         }
         return Ok(None);
     };
@@ -222,7 +226,7 @@ fn inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
     }
     split_args(&line)
         .map(|words| Some(words.into_iter().map(Bytes::from).collect()))
-        .ok_or(ProtocolError("unbalanced quotes in request"))
+        .ok_or(ProtocolError(b"unbalanced quotes in request"))
 }
 
 /// Redis's `sdssplitargs`: words separated by spaces, with "double quotes"
@@ -343,23 +347,24 @@ mod tests {
 
     #[test]
     fn protocol_errors_have_redis_texts() {
-        assert_eq!(parse_all(b"*x\r\n").1, Some(ProtocolError("invalid multibulk length")));
-        assert_eq!(parse_all(b"*1\r\n+foo\r\n").1, Some(ProtocolError("expected '$', got '+'")));
-        assert_eq!(parse_all(b"*1\r\n$-3\r\n").1, Some(ProtocolError("invalid bulk length")));
-        assert_eq!(parse_all(b"set \"a\r\n").1, Some(ProtocolError("unbalanced quotes in request")));
+        assert_eq!(parse_all(b"*x\r\n").1, Some(ProtocolError(b"invalid multibulk length")));
+        assert_eq!(parse_all(b"*1\r\n+foo\r\n").1, Some(ProtocolError(b"expected '$', got '+'")));
+        assert_eq!(parse_all(b"*1\r\n\xff\r\n").1, Some(ProtocolError(b"expected '$', got '\xff'")));
+        assert_eq!(parse_all(b"*1\r\n$-3\r\n").1, Some(ProtocolError(b"invalid bulk length")));
+        assert_eq!(parse_all(b"set \"a\r\n").1, Some(ProtocolError(b"unbalanced quotes in request")));
     }
 
     #[test]
     fn huge_declared_lengths_are_refused_before_data() {
         let (_, err) = parse_all(b"*1\r\n$999999999999\r\n");
-        assert_eq!(err, Some(ProtocolError("invalid bulk length")));
+        assert_eq!(err, Some(ProtocolError(b"invalid bulk length")));
         let mut p = RequestParser::default();
         let mut buf = BytesMut::from(&b"*2000000\r\n"[..]);
         let unauth = Limits {
             authenticated: false,
             ..LIMITS
         };
-        assert_eq!(p.next(&mut buf, unauth), Err(ProtocolError("unauthenticated multibulk length")));
+        assert_eq!(p.next(&mut buf, unauth), Err(ProtocolError(b"unauthenticated multibulk length")));
     }
 
     fn request(args: &[&[u8]]) -> Vec<u8> {

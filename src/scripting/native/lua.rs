@@ -94,8 +94,8 @@ impl Value {
             Value::Bool(true) => Reply::Int(1),
             Value::Num(n) => Reply::Int(super::super::convert::lua_number_to_int(n)),
             Value::Str(s) => Reply::Bulk(s),
-            Value::Table(Table::Status(s)) => Reply::Status(super::super::convert::one_line(&s)),
-            Value::Table(Table::Error(e)) => Reply::Error(super::super::convert::one_line(&e)),
+            Value::Table(Table::Status(s)) => super::super::convert::status_table_reply(&s),
+            Value::Table(Table::Error(e)) => super::super::convert::error_table_reply(&e),
             // An array ends at its first nil, as Lua's `#` and Redis's walk see it.
             Value::Table(Table::Array(items)) => Reply::Array(
                 items
