@@ -230,6 +230,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             let runs = &st.stats.recognized;
             line!("# Keylock");
             line!("native_scripts:{}", if st.runtime.native_scripts { "yes" } else { "no" });
+            line!("command_panics:{}", st.command_panics);
             line!("recognized_scripts:{}", table.scripts.len());
             line!(
                 "native_implementations:{}",

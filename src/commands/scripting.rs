@@ -110,7 +110,23 @@ fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], by_sha: bool, read_only: bool) ->
             read_only,
             native: ctx.state.runtime.native_scripts,
         };
-        let reply = scripting.run(ctx.state, ctx.client, &id, keys, args, &flags).ok_or_else(noscript);
+        // A panic inside the run leaves the VM in an unknown state (a hook
+        // set, values on its stack): it is replaced by a fresh one, as
+        // SCRIPT FLUSH would, before the panic goes on to the command
+        // boundary. Clients reload their scripts on NOSCRIPT.
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            scripting.run(ctx.state, ctx.client, &id, keys, args, &flags)
+        }));
+        let reply = match run {
+            Ok(reply) => reply.ok_or_else(noscript),
+            Err(payload) => {
+                ctx.state.script_time = None;
+                if let Ok(fresh) = fresh_vm(ctx) {
+                    ctx.state.scripting = Some(Box::new(fresh));
+                }
+                std::panic::resume_unwind(payload)
+            }
+        };
         ctx.state.script_time = None;
         if ctx.state.watchdog.shutdown_requested.take() {
             // SHUTDOWN NOSAVE arrived while the script ran.
@@ -147,6 +163,13 @@ fn script_flush(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     // A new VM, as Redis resets its Lua state: cached scripts and any
     // state scripts left behind are gone.
+    let fresh = fresh_vm(ctx)?;
+    ctx.state.scripting = Some(Box::new(fresh));
+    Ok(Reply::OK)
+}
+
+/// A new Lua VM with the server's settings and an empty script cache.
+fn fresh_vm(ctx: &Ctx) -> CmdResult<Scripting> {
     let fresh = Scripting::new(
         ctx.state.script_kill.clone(),
         ctx.state.script_rng.clone(),
@@ -154,8 +177,7 @@ fn script_flush(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     )
     .map_err(|e| CmdError::err(format!("could not reset the Lua VM: {e}")))?;
     fresh.set_memory_limit(ctx.state.runtime.lua_memory_limit);
-    ctx.state.scripting = Some(Box::new(fresh));
-    Ok(Reply::OK)
+    Ok(fresh)
 }
 
 /// A script that is running is stopped by the busy responder, which sees

@@ -81,6 +81,8 @@ pub struct State {
     orphan_pushes: Vec<(ClientId, Reply)>,
     /// Executing clients whose watched keys a script changed.
     dirty_orphans: Vec<ClientId>,
+    /// Commands whose handler panicked, since start (INFO `# Keylock`).
+    pub command_panics: u64,
 }
 
 /// The parameters the server consults constantly, as typed values.
@@ -182,6 +184,7 @@ impl State {
             watchdog,
             orphan_pushes: Vec::new(),
             dirty_orphans: Vec::new(),
+            command_panics: 0,
         }
     }
 
@@ -324,14 +327,31 @@ impl State {
         }
         client.last_interaction_ms = now_ms;
         client.last_command = &cmd.full_name;
+        // The command boundary: a handler that panics (a bug, whatever the
+        // input) fails its own command; the engine and every other client
+        // carry on. A script's commands come through here too, so a panic
+        // under `redis.call` never unwinds through Lua's C frames.
         let result = {
             let mut ctx = Ctx {
                 state: self,
                 client,
                 now_ms,
             };
-            handler(&mut ctx, argv)
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&mut ctx, argv)))
         };
+        let result = result.unwrap_or_else(|payload| {
+            self.command_panics += 1;
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(command = %cmd.full_name, panic = %what, "command aborted by an internal error");
+            Err(CmdError::err(format!(
+                "internal error while running '{}'; the command was aborted (see the server log)",
+                cmd.full_name
+            )))
+        });
         let elapsed = crate::clock::ticks::now().saturating_sub(started);
         let stat = &mut self.stats.cmd[cmd.stat_index];
         stat.calls += 1;
@@ -636,5 +656,49 @@ impl Engine {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::table::cmd;
+
+    fn panicking(_: &mut Ctx, _: &[Bytes]) -> crate::error::CmdResult {
+        panic!("a handler bug")
+    }
+
+    fn get_registered(state: &mut State, client: &mut Client, argv: &[&str]) -> Reply {
+        let argv: Vec<Bytes> = argv.iter().map(|a| Bytes::copy_from_slice(a.as_bytes())).collect();
+        let command = Registry::get().lookup(&argv[0]).expect("a known command");
+        state.call(client, command, &argv)
+    }
+
+    #[test]
+    fn a_panicking_handler_fails_its_command_and_the_engine_carries_on() {
+        static SPEC: crate::commands::table::CommandSpec = cmd("panics", 1, panicking);
+        let command: &'static Command = Box::leak(Box::new(Command {
+            spec: &SPEC,
+            full_name: "panics".into(),
+            stat_index: 0,
+            subcommands: Default::default(),
+        }));
+        let mut state = State::new(Config::ephemeral(), 0);
+        let mut client = Client::script_client();
+        assert_eq!(get_registered(&mut state, &mut client, &["SET", "k", "v"]), Reply::OK);
+
+        let reply = state.call(&mut client, command, &[Bytes::from_static(b"panics")]);
+        assert_eq!(
+            reply,
+            Reply::Error(Bytes::from_static(
+                b"ERR internal error while running 'panics'; the command was aborted (see the server log)"
+            ))
+        );
+        assert_eq!(state.command_panics, 1);
+        assert_eq!(get_registered(&mut state, &mut client, &["GET", "k"]), Reply::bulk_static("v"));
+        let Reply::Verbatim(info) = get_registered(&mut state, &mut client, &["INFO", "keylock"]) else {
+            panic!("INFO answers a verbatim string");
+        };
+        assert!(String::from_utf8_lossy(&info).contains("command_panics:1\r\n"));
     }
 }

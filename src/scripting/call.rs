@@ -91,11 +91,16 @@ thread_local! {
 /// run) is restored before this returns, so no callback can see it
 /// afterwards. This avoids building a scoped closure for every script run.
 pub fn with_active_run<R>(cx: &mut CallContext, f: impl FnOnce() -> R) -> R {
+    /// Puts the previous run back however `f` ends, panics included.
+    struct Restore(*mut CallContext<'static>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ACTIVE_RUN.with(|a| a.set(self.0));
+        }
+    }
     let ptr: *mut CallContext<'static> = std::ptr::from_mut(cx).cast();
-    let previous = ACTIVE_RUN.with(|a| a.replace(ptr));
-    let result = f();
-    ACTIVE_RUN.with(|a| a.set(previous));
-    result
+    let _restore = Restore(ACTIVE_RUN.with(|a| a.replace(ptr)));
+    f()
 }
 
 /// The run in progress, if a script is running.

@@ -54,7 +54,13 @@ unsafe fn call_raw(state: *mut ffi::lua_State, raise_errors: bool) -> c_int {
     // lives in this frame while Lua may raise: the outcome is a raw pointer
     // until it is reclaimed, after the pushes.
     unsafe {
-        let outcome = Box::into_raw(Box::new(collect_and_run(state)));
+        // A panic must not unwind through Lua's C frames: whatever is not
+        // caught at the command boundary (State::call) is caught here.
+        let outcome = std::panic::catch_unwind(|| collect_and_run(state)).unwrap_or(Outcome::Refused {
+            text: "ERR internal error in redis.call; the command was aborted (see the server log)",
+            ignore_stats: false,
+        });
+        let outcome = Box::into_raw(Box::new(outcome));
         // The arguments are copied: free their slots, so a call with
         // thousands of them (as `unpack` gives) still has room for the reply.
         ffi::lua_settop(state, 0);
