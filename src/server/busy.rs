@@ -97,7 +97,8 @@ fn serve_one(io: &ConnIo, script: &BusyScript) -> Option<BusyAction> {
         proto_max_bulk_len: io.proto_max_bulk_len.get(),
         authenticated: io.authenticated.get(),
     };
-    let (batch, protocol_error) = parse_batch(io, limits);
+    // AUTH is answered BUSY here: authentication cannot change mid-input.
+    let (batch, protocol_error, _) = parse_batch(io, limits, false);
     let mut out = BytesMut::new();
     let mut action = None;
     let mut close = closed;

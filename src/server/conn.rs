@@ -177,24 +177,29 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
                     Err(_) => break,
                 }
                 io.proto_max_bulk_len.set(shared.proto_max_bulk_len.get());
-                let limits = Limits { proto_max_bulk_len: io.proto_max_bulk_len.get(), authenticated: io.authenticated.get() };
-                let (batch, protocol_error) = parse_batch(&io, limits);
                 let mut close = false;
-                if !batch.is_empty() {
-                    shared.running_client.set(Some(id));
-                    let result = shared.engine.borrow_mut().run_batch(id, batch, &mut output);
-                    shared.running_client.set(None);
-                    io.authenticated.set(result.authenticated);
-                    close = result.close;
-                    shared.after_batch();
-                }
-                if let Some(text) = protocol_error
-                    && !close
-                {
-                    output.put_slice(b"-");
-                    output.put_slice(text.as_bytes());
-                    output.put_slice(b"\r\n");
-                    close = true;
+                loop {
+                    let limits = Limits { proto_max_bulk_len: io.proto_max_bulk_len.get(), authenticated: io.authenticated.get() };
+                    let (batch, protocol_error, more) = parse_batch(&io, limits, shared.auth_required.get());
+                    if !batch.is_empty() {
+                        shared.running_client.set(Some(id));
+                        let result = shared.engine.borrow_mut().run_batch(id, batch, &mut output);
+                        shared.running_client.set(None);
+                        io.authenticated.set(result.authenticated);
+                        close = result.close;
+                        shared.after_batch();
+                    }
+                    if let Some(text) = protocol_error
+                        && !close
+                    {
+                        output.put_slice(b"-");
+                        output.put_slice(text.as_bytes());
+                        output.put_slice(b"\r\n");
+                        close = true;
+                    }
+                    if close || !more {
+                        break;
+                    }
                 }
                 if !write_out(&io, &mut writer, &mut output).await {
                     break;
@@ -227,17 +232,36 @@ async fn write_out(io: &ConnIo, writer: &mut tokio::net::tcp::OwnedWriteHalf, ou
     ok
 }
 
-/// Every complete command in the buffer, and the protocol error that ended
-/// parsing, if any (the commands before it still run, as in Redis).
-pub(crate) fn parse_batch(io: &ConnIo, limits: Limits) -> (Vec<Vec<Bytes>>, Option<String>) {
+/// The complete commands at the front of the input, the protocol error
+/// that ended parsing, if any (the commands before it still run, as in
+/// Redis), and whether complete commands may remain. On a
+/// password-protected server (`split_on_auth`) the batch ends after each
+/// command that can change the client's authentication, so that the rest
+/// is parsed under the request limits that then apply, as Redis parses
+/// each command after the previous one ran.
+pub(crate) fn parse_batch(io: &ConnIo, limits: Limits, split_on_auth: bool) -> (Vec<Vec<Bytes>>, Option<String>, bool) {
     let mut parser = io.parser.borrow_mut();
     let mut input = io.input.borrow_mut();
     let mut batch = Vec::new();
     loop {
         match parser.next(&mut input, limits) {
-            Ok(Some(cmd)) => batch.push(cmd),
-            Ok(None) => return (batch, None),
-            Err(e) => return (batch, Some(e.reply_text())),
+            Ok(Some(cmd)) => {
+                let ends_batch = split_on_auth && may_change_authentication(&cmd);
+                batch.push(cmd);
+                if ends_batch {
+                    let more = !input.is_empty();
+                    return (batch, None, more);
+                }
+            }
+            Ok(None) => return (batch, None, false),
+            Err(e) => return (batch, Some(e.reply_text()), false),
         }
     }
+}
+
+/// AUTH and HELLO … AUTH authenticate; RESET makes the client
+/// unauthenticated again.
+fn may_change_authentication(argv: &[Bytes]) -> bool {
+    let name = &argv[0];
+    name.eq_ignore_ascii_case(b"auth") || name.eq_ignore_ascii_case(b"hello") || name.eq_ignore_ascii_case(b"reset")
 }

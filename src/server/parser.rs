@@ -18,8 +18,10 @@ use crate::numfmt::parse_i64;
 pub const INLINE_MAX: usize = 64 * 1024;
 /// The most the read buffer grows ahead of data actually received.
 const MAX_RESERVE_STEP: usize = 1024 * 1024;
-/// Array and bulk size limits for clients that have not authenticated yet.
-const UNAUTH_MULTIBULK_MAX: i64 = 1024 * 1024;
+/// Array and bulk size limits for clients that have not authenticated yet
+/// (`processMultibulkBuffer`'s `ll > 10 && authRequired(c)` and
+/// `ll > 16384 && authRequired(c)`).
+const UNAUTH_MULTIBULK_MAX: i64 = 10;
 const UNAUTH_BULK_MAX: i64 = 16384;
 
 /// Limits that depend on configuration and on the client's state.
