@@ -25,10 +25,11 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::Shared;
-use super::parser::{Limits, RequestParser};
+use super::parser::{Limits, RequestParser, release_if_idle};
 use crate::engine::{Outbound, Outbox};
 
-const READ_CHUNK: usize = 16 * 1024;
+/// An output buffer larger than this is given back once written.
+const IDLE_OUTPUT_MAX: usize = 64 * 1024;
 
 /// A connection's input side and what the busy responder needs to reach it.
 pub(crate) struct ConnIo {
@@ -63,7 +64,9 @@ impl Accepted {
         let io = Rc::new(ConnIo {
             id,
             fd: stream.as_raw_fd(),
-            input: RefCell::new(BytesMut::with_capacity(READ_CHUNK)),
+            // Allocated when the first bytes arrive: an idle connection
+            // holds no read buffer.
+            input: RefCell::new(BytesMut::new()),
             parser: RefCell::new(RequestParser::default()),
             authenticated: Cell::new(!shared.auth_required.get()),
             proto_max_bulk_len: Cell::new(shared.proto_max_bulk_len.get()),
@@ -124,7 +127,7 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
     shared.connected.set(shared.connected.get() + 1);
     shared.engine.borrow_mut().connect(id, peer, local, io.outbox.clone());
     let mut stop = shared.stop.subscribe();
-    let mut output = BytesMut::with_capacity(READ_CHUNK);
+    let mut output = BytesMut::new();
 
     loop {
         tokio::select! {
@@ -156,9 +159,7 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
                 }
                 let (read, room) = {
                     let mut input = io.input.borrow_mut();
-                    if input.capacity() - input.len() < 1024 {
-                        input.reserve(READ_CHUNK);
-                    }
+                    io.parser.borrow().make_room(&mut input);
                     let room = input.capacity() - input.len();
                     (reader.try_read_buf(&mut *input), room)
                 };
@@ -229,6 +230,9 @@ async fn write_out(io: &ConnIo, writer: &mut tokio::net::tcp::OwnedWriteHalf, ou
     let ok = writer.write_all(output).await.is_ok();
     io.writing.set(false);
     output.clear();
+    if output.capacity() > IDLE_OUTPUT_MAX {
+        *output = BytesMut::new();
+    }
     ok
 }
 
@@ -253,7 +257,10 @@ pub(crate) fn parse_batch(io: &ConnIo, limits: Limits, split_on_auth: bool) -> (
                     return (batch, None, more);
                 }
             }
-            Ok(None) => return (batch, None, false),
+            Ok(None) => {
+                release_if_idle(&mut input);
+                return (batch, None, false);
+            }
             Err(e) => return (batch, Some(e.reply_text()), false),
         }
     }
