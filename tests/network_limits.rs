@@ -1,6 +1,6 @@
 //! What one connection may send before the server drops it, so that it
 //! cannot harm the others: the request limits of clients that have not
-//! authenticated. Expected bytes are what redis-server 7.0.15 sends for
+//! authenticated, and the query buffer limit. Expected bytes are what redis-server 7.0.15 sends for
 //! the same input (compared live when redis-server is installed); after
 //! each case another connection must still get its PONG.
 
@@ -95,4 +95,83 @@ fn authenticated_clients_are_not_held_to_the_unauthenticated_request_limits() {
     expected.extend(b"\r\n");
     assert_eq!(out, expected);
     assert_eq!(ending, Ending::Open);
+}
+
+/// A SET whose value is announced as `declared` bytes, of which `sent`
+/// are sent; returns what the server answered and how it ended.
+fn partial_set(addr: std::net::SocketAddr, declared: usize, sent: usize) -> (Vec<u8>, Ending) {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${declared}\r\n").as_bytes())
+        .unwrap();
+    let chunk = vec![b'v'; 64 * 1024];
+    let mut left = sent;
+    while left > 0 {
+        let n = left.min(chunk.len());
+        if s.write_all(&chunk[..n]).is_err() {
+            break;
+        }
+        left -= n;
+    }
+    read_until_closed(&mut s, QUIET)
+}
+
+fn config_set(addr: std::net::SocketAddr, name: &str, value: &str) -> Vec<u8> {
+    Raw::connect(addr).call(&["CONFIG", "SET", name, value])
+}
+
+#[test]
+fn query_buffer_past_the_limit_closes_the_connection() {
+    let keylock = start();
+    assert_eq!(config_set(keylock.addr(), "client-query-buffer-limit", "1mb"), b"+OK\r\n");
+    let ours = partial_set(keylock.addr(), 2_000_000, 1_200_000);
+    assert_eq!(ours, (Vec::new(), Ending::Closed));
+    let mut other = Raw::connect(keylock.addr());
+    assert_eq!(other.call(&["PING"]), b"+PONG\r\n");
+    assert_eq!(other.call(&["EXISTS", "k"]), b":0\r\n");
+    if let Some(redis) = real_redis() {
+        assert_eq!(config_set(redis.addr, "client-query-buffer-limit", "1mb"), b"+OK\r\n");
+        assert_eq!(partial_set(redis.addr, 2_000_000, 1_200_000), ours);
+    }
+}
+
+#[test]
+fn query_buffer_within_the_limit_is_served() {
+    let keylock = start();
+    config_set(keylock.addr(), "client-query-buffer-limit", "1mb");
+    let ours = partial_set(keylock.addr(), 1_000_000, 1_000_002);
+    assert_eq!(ours, (b"+OK\r\n".to_vec(), Ending::Open));
+    if let Some(redis) = real_redis() {
+        config_set(redis.addr, "client-query-buffer-limit", "1mb");
+        assert_eq!(partial_set(redis.addr, 1_000_000, 1_000_002), ours);
+    }
+}
+
+#[test]
+fn query_buffer_limit_is_read_from_the_command_line() {
+    let args: Vec<String> = ["--port", "0", "--client-query-buffer-limit", "1mb"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let keylock = Server::new(Config::from_args(&args).unwrap()).start().unwrap();
+    let mut c = Raw::connect(keylock.addr());
+    assert_eq!(
+        c.call(&["CONFIG", "GET", "client-query-buffer-limit"]),
+        b"*2\r\n$25\r\nclient-query-buffer-limit\r\n$7\r\n1048576\r\n"
+    );
+    assert_eq!(partial_set(keylock.addr(), 2_000_000, 1_200_000), (Vec::new(), Ending::Closed));
+    assert_eq!(c.call(&["PING"]), b"+PONG\r\n");
+}
+
+#[test]
+fn query_buffer_limit_below_1mb_is_refused_like_redis() {
+    let keylock = start();
+    let ours = config_set(keylock.addr(), "client-query-buffer-limit", "1000");
+    assert_eq!(
+        ours,
+        b"-ERR CONFIG SET failed (possibly related to argument 'client-query-buffer-limit') - argument must be between 1048576 and 9223372036854775807 inclusive\r\n"
+    );
+    if let Some(redis) = real_redis() {
+        assert_eq!(config_set(redis.addr, "client-query-buffer-limit", "1000"), ours);
+    }
 }

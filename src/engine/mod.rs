@@ -99,6 +99,9 @@ pub struct RuntimeSettings {
     pub native_scripts: bool,
     /// `requirepass` is set: read after every batch, so kept here.
     pub auth_required: bool,
+    /// `client-query-buffer-limit`: a connection whose unparsed input grows
+    /// past this many bytes is closed.
+    pub client_query_buffer_limit: usize,
 }
 
 impl RuntimeSettings {
@@ -112,6 +115,7 @@ impl RuntimeSettings {
             busy_reply_threshold_ms: p.int("busy-reply-threshold").unwrap_or(5000).max(0) as u64,
             lua_memory_limit: p.int("lua-memory-limit").unwrap_or(0).max(0) as usize,
             native_scripts: p.int("native-scripts").unwrap_or(1) == 1,
+            client_query_buffer_limit: p.int("client-query-buffer-limit").unwrap_or(1 << 30).max(0) as usize,
         }
     }
 }
@@ -529,6 +533,12 @@ impl Engine {
             }
         }
         result
+    }
+
+    /// The client's line in CLIENT LIST, for log messages about it.
+    pub fn client_info(&self, id: ClientId) -> Option<String> {
+        let now = self.state.clock.now_ms();
+        self.state.clients.get(&id).map(|c| c.info_line(now))
     }
 
     /// Tells every connection to close (server shutdown).

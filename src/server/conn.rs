@@ -177,6 +177,9 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
                     Err(_) => break,
                 }
+                if over_query_buffer_limit(&io, &shared) {
+                    break;
+                }
                 io.proto_max_bulk_len.set(shared.proto_max_bulk_len.get());
                 let mut close = false;
                 loop {
@@ -219,6 +222,22 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
     let _ = writer.shutdown().await;
     shared.engine.borrow_mut().disconnect(id);
     shared.connected.set(shared.connected.get() - 1);
+}
+
+/// After a read: Redis closes a client whose unparsed input passed
+/// `client-query-buffer-limit`, without a reply, and logs it with the
+/// first bytes.
+fn over_query_buffer_limit(io: &ConnIo, shared: &Shared) -> bool {
+    let input = io.input.borrow();
+    if input.len() <= shared.query_buffer_limit.get() {
+        return false;
+    }
+    let info = shared.engine.borrow().client_info(io.id).unwrap_or_default();
+    tracing::warn!(
+        "Closing client that reached max query buffer length: {info} (qbuf initial bytes: {})",
+        crate::engine::repr(&input[..input.len().min(64)])
+    );
+    true
 }
 
 /// Writes and clears `output`; false if the connection is gone.

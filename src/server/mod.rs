@@ -44,6 +44,7 @@ pub(crate) struct Shared {
     /// Copies of engine settings the busy responder needs while the engine is lent out.
     pub auth_required: std::cell::Cell<bool>,
     pub proto_max_bulk_len: std::cell::Cell<i64>,
+    pub query_buffer_limit: std::cell::Cell<usize>,
 }
 
 impl Shared {
@@ -54,6 +55,7 @@ impl Shared {
             let engine = self.engine.borrow();
             self.auth_required.set(engine.auth_required());
             self.proto_max_bulk_len.set(engine.state.runtime.proto_max_bulk_len);
+            self.query_buffer_limit.set(engine.state.runtime.client_query_buffer_limit);
         }
         if !self.busy_accepted.borrow().is_empty() {
             conn::spawn_busy_accepted(self);
@@ -157,6 +159,7 @@ fn serve(listeners: Vec<std::net::TcpListener>, state: State, stop: Arc<watch::S
         let shared = Rc::new(Shared {
             auth_required: std::cell::Cell::new(engine.auth_required()),
             proto_max_bulk_len: std::cell::Cell::new(engine.state.runtime.proto_max_bulk_len),
+            query_buffer_limit: std::cell::Cell::new(engine.state.runtime.client_query_buffer_limit),
             listener_fds,
             busy_accepted: RefCell::new(Vec::new()),
             engine: RefCell::new(engine),
