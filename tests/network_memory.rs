@@ -124,3 +124,59 @@ fn connections_declaring_512mb_arguments_hold_only_what_they_sent() {
     );
     assert!(declared <= idle + 48 * MB, "{} MB over idle", (declared - idle) / MB);
 }
+
+/// Sends PING without ever reading until the server stops taking them,
+/// `limit` bytes are sent, or `deadline` passes; returns the bytes sent.
+fn flood_without_reading(addr: SocketAddr, limit: usize, deadline: Instant) -> (TcpStream, usize) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_write_timeout(Some(Duration::from_millis(200))).unwrap();
+    let chunk = b"PING\r\n".repeat(1000);
+    let mut sent = 0;
+    while sent < limit && Instant::now() < deadline {
+        match s.write(&chunk[sent % 6..]) {
+            Ok(n) => sent += n,
+            Err(_) => break,
+        }
+    }
+    (s, sent)
+}
+
+#[test]
+fn clients_sending_to_a_busy_server_without_reading_do_not_grow_its_memory() {
+    let server = Binary::start(&[]);
+    let mut runner = Raw::connect(server.addr);
+    assert_eq!(runner.call(&["CONFIG", "SET", "busy-reply-threshold", "100"]), b"+OK\r\n");
+    runner.send(b"EVAL \"while true do end\" 0\r\n");
+    let mut probe = Raw::connect(server.addr);
+    wait_until(10, "the script never became busy", || probe.call(&["PING"]).starts_with(b"-BUSY"));
+    let before = server.rss();
+    // Each PING is answered with 90 bytes of BUSY: 4 clients sending
+    // 8 MB each would leave 480 MB of replies if they were all kept.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let floods: Vec<_> = (0..4)
+        .map(|_| {
+            let addr = server.addr;
+            std::thread::spawn(move || flood_without_reading(addr, 8 << 20, deadline))
+        })
+        .collect();
+    let floods: Vec<(TcpStream, usize)> = floods.into_iter().map(|t| t.join().unwrap()).collect();
+    let during = server.peak_rss(Duration::from_millis(300));
+    assert_eq!(
+        probe.call(&["PING"]),
+        b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"
+    );
+    assert_eq!(probe.call(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    assert!(runner.reply().starts_with(b"-ERR Script killed"));
+    drop(floods);
+    server.ping();
+    let after = server.peak_rss(Duration::from_millis(200));
+    eprintln!(
+        "busy: before {} MB, during {} MB, after {} MB",
+        before / MB,
+        during / MB,
+        after / MB
+    );
+    // Each held-back client holds at most 64 KB of replies plus what one
+    // pass reads (4 x 16 KB of PINGs, 15 times that in replies).
+    assert!(during <= before + 32 * MB, "{} MB over before", (during - before) / MB);
+}

@@ -6,11 +6,13 @@
 //! Pushes (pub/sub messages, MONITOR lines) arrive through the client's
 //! outbox and are written as they come.
 //!
-//! The read buffer and parser live in a [`ConnIo`] registered with the
-//! server, not on this task's stack: while a script runs past
-//! `busy-reply-threshold` this task cannot run, and the busy responder
-//! (`server::busy`) reads and answers this connection's commands itself,
-//! continuing exactly where this task's parsing stopped.
+//! The read buffer, parser and output buffer live in a [`ConnIo`]
+//! registered with the server, not on this task's stack: while a script
+//! runs past `busy-reply-threshold` this task cannot run, and the busy
+//! responder (`server::busy`) reads and answers this connection's commands
+//! itself, continuing exactly where this task's parsing stopped and
+//! appending to the same output buffer, which both write from its front.
+//! No `RefCell` borrow of a `ConnIo` is held across an `.await`.
 
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
@@ -19,29 +21,41 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use bytes::{BufMut, Bytes, BytesMut};
-use tokio::io::{AsyncWriteExt, Interest};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tokio::io::Interest;
 use tokio::net::TcpStream;
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
 
 use super::Shared;
+use super::limits::NetLimits;
 use super::parser::{Limits, RequestParser, release_if_idle};
 use crate::engine::{Outbound, Outbox};
 
 /// An output buffer larger than this is given back once written.
 const IDLE_OUTPUT_MAX: usize = 64 * 1024;
 
-/// A connection's input side and what the busy responder needs to reach it.
+/// What the busy responder decided about a connection's end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Closing {
+    Open,
+    /// Close once the output is written (a protocol error, QUIT).
+    AfterReply,
+    /// Closed: its output was dropped and its socket shut down.
+    Now,
+}
+
+/// A connection's input and output buffers and what the busy responder
+/// needs to reach it.
 pub(crate) struct ConnIo {
     pub id: u64,
     pub fd: RawFd,
     pub input: RefCell<BytesMut>,
     pub parser: RefCell<RequestParser>,
     pub authenticated: Cell<bool>,
-    /// The bulk length limit in force when this connection last read.
-    pub proto_max_bulk_len: Cell<i64>,
-    /// This task is inside a write: nobody else may write to the socket now.
-    pub writing: Cell<bool>,
+    /// Replies the socket has not taken yet.
+    pub output: RefCell<BytesMut>,
+    pub closing: Cell<Closing>,
     pub outbox: Outbox,
 }
 
@@ -64,13 +78,13 @@ impl Accepted {
         let io = Rc::new(ConnIo {
             id,
             fd: stream.as_raw_fd(),
-            // Allocated when the first bytes arrive: an idle connection
-            // holds no read buffer.
+            // Both buffers are allocated when first needed: an idle
+            // connection holds none.
             input: RefCell::new(BytesMut::new()),
             parser: RefCell::new(RequestParser::default()),
             authenticated: Cell::new(!shared.auth_required.get()),
-            proto_max_bulk_len: Cell::new(shared.proto_max_bulk_len.get()),
-            writing: Cell::new(false),
+            output: RefCell::new(BytesMut::new()),
+            closing: Cell::new(Closing::Open),
             outbox: Outbox::new(tx, pending.clone()),
         });
         Accepted {
@@ -80,6 +94,32 @@ impl Accepted {
             rx,
             pending,
         }
+    }
+}
+
+impl ConnIo {
+    /// The request size limits for this connection now.
+    pub fn request_limits(&self, limits: &NetLimits) -> Limits {
+        Limits {
+            proto_max_bulk_len: limits.proto_max_bulk_len,
+            authenticated: self.authenticated.get(),
+        }
+    }
+
+    /// Drops what the connection was owed: it is being closed at once.
+    pub fn drop_output(&self) {
+        *self.output.borrow_mut() = BytesMut::new();
+    }
+
+    /// Ends the connection from outside its task (the busy responder, the
+    /// cron): the client sees it closed at once, and the task, wherever it
+    /// waits, wakes to a socket that is shut and finishes.
+    pub fn shut_down(&self) {
+        // SAFETY: the fd belongs to a connection still registered in
+        // `Shared::conns`; its task removes it from there before the
+        // socket closes, and cannot run while we are here (same thread).
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) };
+        let _ = socket2::SockRef::from(&fd).shutdown(std::net::Shutdown::Both);
     }
 }
 
@@ -102,6 +142,13 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, shared: Rc<Shared
     }
 }
 
+/// What processing the input asks of the connection.
+enum Next {
+    Continue,
+    /// Write what is owed, then close.
+    CloseAfterReply,
+}
+
 async fn run(accepted: Accepted, shared: Rc<Shared>) {
     let Accepted {
         stream,
@@ -117,19 +164,29 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
     };
     let _ = stream.set_nodelay(true);
     let local = stream.local_addr().unwrap_or(peer);
-    let (reader, mut writer) = stream.into_split();
+    let (reader, writer) = stream.into_split();
 
     if shared.connected.get() >= shared.engine.borrow().state.runtime.maxclients {
         shared.conns.borrow_mut().remove(&id);
-        let _ = writer.write_all(b"-ERR max number of clients reached\r\n").await;
+        io.output.borrow_mut().put_slice(b"-ERR max number of clients reached\r\n");
+        flush(&io, &writer).await;
         return;
     }
     shared.connected.set(shared.connected.get() + 1);
     shared.engine.borrow_mut().connect(id, peer, local, io.outbox.clone());
     let mut stop = shared.stop.subscribe();
-    let mut output = BytesMut::new();
 
     loop {
+        match io.closing.get() {
+            Closing::Open => {}
+            Closing::AfterReply => {
+                flush(&io, &writer).await;
+                break;
+            }
+            Closing::Now => break,
+        }
+        let unwritten = io.output.borrow().len();
+        let read_on = unwritten < shared.limits.get().hold_at(false);
         tokio::select! {
             biased;
             msg = rx.recv() => {
@@ -140,20 +197,41 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
                     match msg {
                         Outbound::Push(data) => {
                             pending.fetch_sub(data.len(), Ordering::Relaxed);
-                            output.put_slice(&data);
+                            io.output.borrow_mut().put_slice(&data);
                         }
+                        Outbound::Flush => {}
                         Outbound::Close => close = true,
                     }
-                    if close || output.len() > 1 << 20 {
+                    if close || io.output.borrow().len() > 1 << 20 {
                         break;
                     }
                     next = rx.try_recv().ok();
                 }
-                if !write_out(&io, &mut writer, &mut output).await || close {
+                if close {
+                    flush(&io, &writer).await;
+                    break;
+                }
+                // Commands the busy responder left unanswered, held back
+                // by their unread replies, run now.
+                if !io.input.borrow().is_empty() {
+                    match process_input(&io, &shared).await {
+                        Next::Continue => {}
+                        Next::CloseAfterReply => {
+                            flush(&io, &writer).await;
+                            break;
+                        }
+                    }
+                }
+                if !write_or_hold(&io, &writer, &shared).await {
                     break;
                 }
             }
-            ready = reader.readable() => {
+            ready = writer.writable(), if unwritten > 0 => {
+                if ready.is_err() || try_flush(&io, &writer).is_err() {
+                    break;
+                }
+            }
+            ready = reader.readable(), if read_on => {
                 if ready.is_err() {
                     break;
                 }
@@ -180,38 +258,14 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
                 if over_query_buffer_limit(&io, &shared) {
                     break;
                 }
-                io.proto_max_bulk_len.set(shared.proto_max_bulk_len.get());
-                let mut close = false;
-                loop {
-                    let limits = Limits { proto_max_bulk_len: io.proto_max_bulk_len.get(), authenticated: io.authenticated.get() };
-                    let (batch, protocol_error, more) = parse_batch(&io, limits, shared.auth_required.get());
-                    if !batch.is_empty() {
-                        shared.running_client.set(Some(id));
-                        let result = shared.engine.borrow_mut().run_batch(id, batch, &mut output);
-                        shared.running_client.set(None);
-                        io.authenticated.set(result.authenticated);
-                        close = result.close;
-                        shared.after_batch();
-                    }
-                    if let Some(text) = protocol_error
-                        && !close
-                    {
-                        output.put_slice(b"-");
-                        output.put_slice(text.as_bytes());
-                        output.put_slice(b"\r\n");
-                        close = true;
-                    }
-                    if close || !more {
+                match process_input(&io, &shared).await {
+                    Next::Continue => {}
+                    Next::CloseAfterReply => {
+                        flush(&io, &writer).await;
                         break;
                     }
                 }
-                if !write_out(&io, &mut writer, &mut output).await {
-                    break;
-                }
-                if shared.engine.borrow().shutdown_requested() {
-                    shared.stop.send_replace(true);
-                }
-                if close {
+                if !write_or_hold(&io, &writer, &shared).await {
                     break;
                 }
             }
@@ -219,17 +273,74 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
         }
     }
     shared.conns.borrow_mut().remove(&id);
-    let _ = writer.shutdown().await;
+    drop(writer);
+    drop(reader);
     shared.engine.borrow_mut().disconnect(id);
     shared.connected.set(shared.connected.get() - 1);
 }
 
+/// Runs every complete command in the input. A password-protected
+/// server's batch ends after each command that can change the client's
+/// authentication, so that the rest is parsed under the request limits
+/// that then apply, as Redis parses each command after the previous ran.
+async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
+    loop {
+        let limits = shared.limits.get();
+        let split_on_auth = shared.auth_required.get();
+        let (batch, protocol_error, more) = parse_batch(io, io.request_limits(&limits), split_on_auth);
+        let mut next = Next::Continue;
+        if !batch.is_empty() {
+            shared.running_client.set(Some(io.id));
+            let result = {
+                let mut output = io.output.borrow_mut();
+                shared.engine.borrow_mut().run_batch(io.id, batch, &mut output)
+            };
+            shared.running_client.set(None);
+            io.authenticated.set(result.authenticated);
+            shared.after_batch();
+            if shared.engine.borrow().shutdown_requested() {
+                shared.stop.send_replace(true);
+            }
+            if result.close {
+                next = Next::CloseAfterReply;
+            }
+        }
+        if let Some(text) = protocol_error {
+            if matches!(next, Next::Continue) {
+                let mut output = io.output.borrow_mut();
+                output.put_slice(b"-");
+                output.put_slice(text.as_bytes());
+                output.put_slice(b"\r\n");
+                // Counted in INFO errorstats as Redis counts every error reply.
+                shared.engine.borrow_mut().state.stats.count_error_text(text.as_bytes());
+            }
+            return Next::CloseAfterReply;
+        }
+        if !matches!(next, Next::Continue) || !more {
+            return next;
+        }
+        // Let the other connections run between the parts of a long input.
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Writes the output: all of it, waiting for the client to read, when the
+/// connection is held back by unread replies; otherwise what the socket
+/// takes now. False if the connection is gone.
+async fn write_or_hold(io: &ConnIo, writer: &OwnedWriteHalf, shared: &Shared) -> bool {
+    let unwritten = io.output.borrow().len();
+    if unwritten < shared.limits.get().hold_at(false) {
+        try_flush(io, writer).is_ok()
+    } else {
+        flush(io, writer).await
+    }
+}
+
 /// After a read: Redis closes a client whose unparsed input passed
-/// `client-query-buffer-limit`, without a reply, and logs it with the
-/// first bytes.
+/// `client-query-buffer-limit`, and logs it with the first bytes.
 fn over_query_buffer_limit(io: &ConnIo, shared: &Shared) -> bool {
     let input = io.input.borrow();
-    if input.len() <= shared.query_buffer_limit.get() {
+    if input.len() <= shared.limits.get().query_buffer_limit {
         return false;
     }
     let info = shared.engine.borrow().client_info(io.id).unwrap_or_default();
@@ -240,28 +351,43 @@ fn over_query_buffer_limit(io: &ConnIo, shared: &Shared) -> bool {
     true
 }
 
-/// Writes and clears `output`; false if the connection is gone.
-async fn write_out(io: &ConnIo, writer: &mut tokio::net::tcp::OwnedWriteHalf, output: &mut BytesMut) -> bool {
-    if output.is_empty() {
-        return true;
+/// Writes what the socket takes now without waiting: Ok(true) once the
+/// output is empty, Ok(false) if some is left, Err if the connection is gone.
+fn try_flush(io: &ConnIo, writer: &OwnedWriteHalf) -> Result<bool, ()> {
+    let mut output = io.output.borrow_mut();
+    while !output.is_empty() {
+        match writer.try_write(&output) {
+            Ok(n) if n == output.len() => output.clear(),
+            Ok(n) => output.advance(n),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
+            Err(_) => return Err(()),
+        }
     }
-    io.writing.set(true);
-    let ok = writer.write_all(output).await.is_ok();
-    io.writing.set(false);
-    output.clear();
     if output.capacity() > IDLE_OUTPUT_MAX {
         *output = BytesMut::new();
     }
-    ok
+    Ok(true)
+}
+
+/// Writes the whole output, waiting for the socket; false if the
+/// connection is gone.
+async fn flush(io: &ConnIo, writer: &OwnedWriteHalf) -> bool {
+    loop {
+        match try_flush(io, writer) {
+            Ok(true) => return true,
+            Ok(false) => {}
+            Err(()) => return false,
+        }
+        if writer.writable().await.is_err() {
+            return false;
+        }
+    }
 }
 
 /// The complete commands at the front of the input, the protocol error
 /// that ended parsing, if any (the commands before it still run, as in
-/// Redis), and whether complete commands may remain. On a
-/// password-protected server (`split_on_auth`) the batch ends after each
-/// command that can change the client's authentication, so that the rest
-/// is parsed under the request limits that then apply, as Redis parses
-/// each command after the previous one ran.
+/// Redis), and whether complete commands may remain (the batch ended
+/// early after a command that can change authentication).
 pub(crate) fn parse_batch(io: &ConnIo, limits: Limits, split_on_auth: bool) -> (Vec<Vec<Bytes>>, Option<String>, bool) {
     let mut parser = io.parser.borrow_mut();
     let mut input = io.input.borrow_mut();
