@@ -1,8 +1,9 @@
-//! What one connection may send before the server drops it, so that it
-//! cannot harm the others: the request limits of clients that have not
-//! authenticated, and the query buffer limit. Expected bytes are what redis-server 7.0.15 sends for
-//! the same input (compared live when redis-server is installed); after
-//! each case another connection must still get its PONG.
+//! What one connection may send or leave unread before the server drops
+//! it, so that it cannot harm the others: the request limits of clients
+//! that have not authenticated, their reply limit, and the query buffer
+//! limit. Expected bytes are what redis-server 7.0.15 sends for the same
+//! input (compared live when redis-server is installed); after each case
+//! another connection must still get its PONG.
 
 mod common;
 use common::*;
@@ -97,6 +98,79 @@ fn authenticated_clients_are_not_held_to_the_unauthenticated_request_limits() {
     assert_eq!(ending, Ending::Open);
 }
 
+/// Connects, and waits until the server's cron has seen the connection
+/// (Redis then shrinks its reply buffer to 1 KB; keylock counts the same).
+fn connect_and_settle(addr: std::net::SocketAddr) -> std::net::TcpStream {
+    let s = std::net::TcpStream::connect(addr).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    s
+}
+
+fn unread_noauth_replies(addr: std::net::SocketAddr, pings: usize) -> (Vec<u8>, Ending) {
+    use std::io::Write;
+    let mut s = connect_and_settle(addr);
+    s.write_all(&b"*1\r\n$4\r\nPING\r\n".repeat(pings)).unwrap();
+    read_until_closed(&mut s, QUIET)
+}
+
+#[test]
+fn unauthenticated_client_may_leave_1k_of_replies_in_its_buffer() {
+    // 30 NOAUTH replies are 1020 bytes: they fit.
+    let noauth = b"-NOAUTH Authentication required.\r\n";
+    let keylock = keylock_protected();
+    let ours = unread_noauth_replies(keylock.addr(), 30);
+    assert_eq!(ours, (noauth.repeat(30), Ending::Open));
+    assert_others_still_served(keylock.addr());
+    if let Some(redis) = redis_protected() {
+        assert_eq!(unread_noauth_replies(redis.addr, 30), ours);
+    }
+}
+
+#[test]
+fn unauthenticated_client_past_its_reply_buffer_is_closed_without_its_replies() {
+    // 31 replies (1054 bytes) overflow the 1 KB buffer: Redis drops them
+    // and the connection.
+    let keylock = keylock_protected();
+    let ours = unread_noauth_replies(keylock.addr(), 31);
+    assert_eq!(ours, (Vec::new(), Ending::Closed));
+    assert_others_still_served(keylock.addr());
+    if let Some(redis) = redis_protected() {
+        assert_eq!(unread_noauth_replies(redis.addr, 31), ours);
+    }
+}
+
+/// Sends `SET x 5` without ever reading until the server drops the
+/// connection (writes fail); returns how many bytes were sent by then.
+fn flood_without_reading(addr: std::net::SocketAddr) -> usize {
+    use std::io::Write;
+    const SET: &[u8] = b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$1\r\n5\r\n";
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_write_timeout(Some(Duration::from_millis(100))).unwrap();
+    let chunk = SET.repeat(1000);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut sent = 0;
+    while std::time::Instant::now() < deadline {
+        // Partial writes resume mid-command: the stream stays whole.
+        match s.write(&chunk[sent % SET.len()..]) {
+            Ok(n) => sent += n,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => return sent,
+        }
+    }
+    panic!("the server kept open an unauthenticated client that never reads ({sent} bytes sent)");
+}
+
+#[test]
+fn unauthenticated_client_that_never_reads_is_closed() {
+    let keylock = keylock_protected();
+    let sent = flood_without_reading(keylock.addr());
+    assert!(sent < 64 << 20, "closed only after {sent} bytes");
+    assert_others_still_served(keylock.addr());
+    if let Some(redis) = redis_protected() {
+        flood_without_reading(redis.addr);
+    }
+}
+
 /// A SET whose value is announced as `declared` bytes, of which `sent`
 /// are sent; returns what the server answered and how it ended.
 fn partial_set(addr: std::net::SocketAddr, declared: usize, sent: usize) -> (Vec<u8>, Ending) {
@@ -173,5 +247,30 @@ fn query_buffer_limit_below_1mb_is_refused_like_redis() {
     );
     if let Some(redis) = real_redis() {
         assert_eq!(config_set(redis.addr, "client-query-buffer-limit", "1000"), ours);
+    }
+}
+
+/// SETs a 2 MB value, then GETs it on a connection of its own.
+fn get_big_value(addr: std::net::SocketAddr) -> (Vec<u8>, Ending) {
+    let mut c = Raw::connect(addr);
+    let value = vec![b'v'; 2 << 20];
+    c.send_cmd(&[b"SET", b"big", &value]);
+    assert_eq!(c.reply(), b"+OK\r\n");
+    exchange_raw(addr, &encode(&[b"GET", b"big"]), QUIET)
+}
+
+#[test]
+fn reply_past_the_normal_hard_output_limit_closes_the_connection() {
+    let keylock = start();
+    assert_eq!(
+        config_set(keylock.addr(), "client-output-buffer-limit", "normal 1mb 0 0"),
+        b"+OK\r\n"
+    );
+    let ours = get_big_value(keylock.addr());
+    assert_eq!(ours, (Vec::new(), Ending::Closed));
+    assert_eq!(Raw::connect(keylock.addr()).call(&["PING"]), b"+PONG\r\n");
+    if let Some(redis) = real_redis() {
+        config_set(redis.addr, "client-output-buffer-limit", "normal 1mb 0 0");
+        assert_eq!(get_big_value(redis.addr), ours);
     }
 }

@@ -14,11 +14,11 @@
 //! connection is closed once that reply is written; it is not read again.
 //! Each pass reads at most [`READS_PER_PASS`] times from a connection (Redis
 //! runs up to four event-loop iterations per call). What a connection may
-//! hold is bounded (`server::limits`): the query buffer limit closes it,
-//! and one that keeps sending without reading is not read again while
-//! [`BUSY_HOLD`](super::limits::BUSY_HOLD) bytes of its replies wait (Redis
-//! would let them grow without bound); the commands it sent stay in the
-//! kernel's buffers, and it resumes once it reads.
+//! hold is bounded (`server::limits`): the query buffer limit and the
+//! output limits close it, and one that keeps sending without reading is
+//! not read again while [`BUSY_HOLD`](super::limits::BUSY_HOLD) bytes of
+//! its replies wait, unless a limit will close it first; the commands it
+//! sent stay in the kernel's buffers, and it resumes once it reads.
 //!
 //! Connections that arrive while a script is busy are accepted here too and
 //! answered the same way; their tasks start when the script ends, and the
@@ -32,7 +32,7 @@ use bytes::Bytes;
 use socket2::SockRef;
 
 use super::Shared;
-use super::conn::{Closing, ConnIo};
+use super::conn::{Closing, ConnIo, log_output_limit};
 use super::limits::NetLimits;
 use crate::commands::table::{Registry, flag};
 use crate::error::CmdError;
@@ -115,7 +115,8 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAc
     let mut action = None;
     let mut reads = 0;
     loop {
-        if io.output.borrow().len() >= limits.hold_at(true) {
+        let authenticated = io.authenticated.get();
+        if io.output.borrow().len() >= limits.hold_at(authenticated, true) {
             // Held back by its unread replies.
             break;
         }
@@ -138,6 +139,11 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAc
                 if answer.close {
                     io.closing.set(Closing::AfterReply);
                     break;
+                }
+                if over_output_limit(shared, io, &limits) {
+                    log_output_limit(shared, io);
+                    close_now(shared, io);
+                    return action;
                 }
             }
             Ok(None) => {
@@ -166,6 +172,12 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAc
             }
         }
     }
+    let unwritten = io.output.borrow().len();
+    if limits.over_soft_limit(io.authenticated.get(), unwritten, &io.soft_limit_since) {
+        log_output_limit(shared, io);
+        close_now(shared, io);
+        return action;
+    }
     match send_output(io, &sock) {
         Sent::All if io.closing.get() == Closing::AfterReply => io.shut_down(),
         Sent::Failed => {
@@ -185,6 +197,18 @@ fn send_error(shared: &Shared, io: &ConnIo, text: &str) {
     out.extend_from_slice(text.as_bytes());
     out.extend_from_slice(b"\r\n");
     shared.unbooked.borrow_mut().error(text);
+}
+
+/// Past the reply buffer of a client that has not authenticated, or the
+/// hard output limit (see `server::limits`).
+fn over_output_limit(shared: &Shared, io: &ConnIo, limits: &NetLimits) -> bool {
+    let caps = limits.caps(io.cron_has_seen(shared));
+    let cap = if io.authenticated.get() {
+        caps.authenticated
+    } else {
+        caps.unauthenticated
+    };
+    io.output.borrow().len() > cap
 }
 
 fn over_query_buffer_limit(io: &ConnIo, limits: &NetLimits) -> bool {

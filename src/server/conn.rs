@@ -4,7 +4,10 @@
 //! A connection reads, executes and writes in turn, so a client that sends
 //! without reading is held back by its own unread replies, as with Redis.
 //! Pushes (pub/sub messages, MONITOR lines) arrive through the client's
-//! outbox and are written as they come.
+//! outbox and are written as they come. Where a limit of `server::limits`
+//! would close the connection (a client that has not authenticated, a
+//! configured output buffer limit) it is read on while replies wait, so
+//! that the limit, not the client, decides.
 //!
 //! The read buffer, parser and output buffer live in a [`ConnIo`]
 //! registered with the server, not on this task's stack: while a script
@@ -20,6 +23,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio::io::Interest;
@@ -55,6 +59,10 @@ pub(crate) struct ConnIo {
     pub authenticated: Cell<bool>,
     /// Replies the socket has not taken yet.
     pub output: RefCell<BytesMut>,
+    /// When the unwritten output first reached the soft output limit.
+    pub soft_limit_since: Cell<Option<Instant>>,
+    /// The server's cron tick when the connection was accepted.
+    pub accepted_tick: u64,
     pub closing: Cell<Closing>,
     pub outbox: Outbox,
 }
@@ -84,6 +92,8 @@ impl Accepted {
             parser: RefCell::new(RequestParser::default()),
             authenticated: Cell::new(!shared.auth_required.get()),
             output: RefCell::new(BytesMut::new()),
+            soft_limit_since: Cell::new(None),
+            accepted_tick: shared.cron_ticks.get(),
             closing: Cell::new(Closing::Open),
             outbox: Outbox::new(tx, pending.clone()),
         });
@@ -106,7 +116,12 @@ impl ConnIo {
         }
     }
 
-    /// Drops what the connection was owed: it is being closed at once.
+    /// Whether a cron pass has run since this connection was accepted.
+    pub fn cron_has_seen(&self, shared: &Shared) -> bool {
+        shared.cron_ticks.get() > self.accepted_tick
+    }
+
+    /// Drops what the connection was owed: it is being closed for a limit.
     pub fn drop_output(&self) {
         *self.output.borrow_mut() = BytesMut::new();
     }
@@ -147,6 +162,8 @@ enum Next {
     Continue,
     /// Write what is owed, then close.
     CloseAfterReply,
+    /// Close without writing (a limit was exceeded).
+    CloseNow,
 }
 
 async fn run(accepted: Accepted, shared: Rc<Shared>) {
@@ -186,7 +203,7 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
             Closing::Now => break,
         }
         let unwritten = io.output.borrow().len();
-        let read_on = unwritten < shared.limits.get().hold_at(false);
+        let read_on = unwritten < shared.limits.get().hold_at(io.authenticated.get(), false);
         tokio::select! {
             biased;
             msg = rx.recv() => {
@@ -220,6 +237,7 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
                             flush(&io, &writer).await;
                             break;
                         }
+                        Next::CloseNow => break,
                     }
                 }
                 if !write_or_hold(&io, &writer, &shared).await {
@@ -264,6 +282,7 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
                         flush(&io, &writer).await;
                         break;
                     }
+                    Next::CloseNow => break,
                 }
                 if !write_or_hold(&io, &writer, &shared).await {
                     break;
@@ -290,16 +309,21 @@ async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
         let (batch, protocol_error, more) = parse_batch(io, io.request_limits(&limits), split_on_auth);
         let mut next = Next::Continue;
         if !batch.is_empty() {
+            let caps = limits.caps(io.cron_has_seen(shared));
             shared.running_client.set(Some(io.id));
             let result = {
                 let mut output = io.output.borrow_mut();
-                shared.engine.borrow_mut().run_batch(io.id, batch, &mut output)
+                shared.engine.borrow_mut().run_batch_capped(io.id, batch, &mut output, caps)
             };
             shared.running_client.set(None);
             io.authenticated.set(result.authenticated);
             shared.after_batch();
             if shared.engine.borrow().shutdown_requested() {
                 shared.stop.send_replace(true);
+            }
+            if result.over_output_limit {
+                log_output_limit(shared, io);
+                return Next::CloseNow;
             }
             if result.close {
                 next = Next::CloseAfterReply;
@@ -326,14 +350,25 @@ async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
 
 /// Writes the output: all of it, waiting for the client to read, when the
 /// connection is held back by unread replies; otherwise what the socket
-/// takes now. False if the connection is gone.
+/// takes now, the rest waiting while the connection is read on. False if
+/// the connection must close (gone, or past its soft output limit).
 async fn write_or_hold(io: &ConnIo, writer: &OwnedWriteHalf, shared: &Shared) -> bool {
+    let limits = shared.limits.get();
     let unwritten = io.output.borrow().len();
-    if unwritten < shared.limits.get().hold_at(false) {
+    let written = if unwritten < limits.hold_at(io.authenticated.get(), false) {
         try_flush(io, writer).is_ok()
     } else {
         flush(io, writer).await
+    };
+    if !written {
+        return false;
     }
+    let unwritten = io.output.borrow().len();
+    if limits.over_soft_limit(io.authenticated.get(), unwritten, &io.soft_limit_since) {
+        log_output_limit(shared, io);
+        return false;
+    }
+    true
 }
 
 /// After a read: Redis closes a client whose unparsed input passed
@@ -349,6 +384,18 @@ fn over_query_buffer_limit(io: &ConnIo, shared: &Shared) -> bool {
         crate::engine::repr(&input[..input.len().min(64)])
     );
     true
+}
+
+/// Drops a connection's unsent replies and logs, as Redis does, that it is
+/// closed for its output buffer limits.
+pub(crate) fn log_output_limit(shared: &Shared, io: &ConnIo) {
+    io.drop_output();
+    let info = match shared.engine.try_borrow() {
+        Ok(engine) => engine.client_info(io.id).unwrap_or_default(),
+        // The busy responder runs while the engine is lent out.
+        Err(_) => format!("id={}", io.id),
+    };
+    tracing::warn!("Client {info} closed for overcoming of output buffer limits.");
 }
 
 /// Writes what the socket takes now without waiting: Ok(true) once the

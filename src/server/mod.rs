@@ -45,6 +45,9 @@ pub(crate) struct Shared {
     /// Copies of engine settings the busy responder needs while the engine is lent out.
     pub auth_required: std::cell::Cell<bool>,
     pub limits: std::cell::Cell<limits::NetLimits>,
+    /// Cron passes so far (an unauthenticated client's reply buffer
+    /// shrinks at the first one it sees).
+    pub cron_ticks: std::cell::Cell<u64>,
     /// Connections the busy responder left output, input or a close for:
     /// their tasks are woken once the script is over.
     pub busy_touched: RefCell<Vec<u64>>,
@@ -119,6 +122,27 @@ impl Shared {
             }
         }
     }
+
+    /// The cron's part on the network side: count the pass, and close
+    /// connections held at their soft output limit for too long.
+    fn cron(&self) {
+        self.cron_ticks.set(self.cron_ticks.get() + 1);
+        let limits = self.limits.get();
+        if limits.normal.soft == 0 {
+            return;
+        }
+        for io in self.conns.borrow().values() {
+            if io.soft_limit_since.get().is_none() || io.closing.get() != conn::Closing::Open {
+                continue;
+            }
+            let unwritten = io.output.borrow().len();
+            if limits.over_soft_limit(io.authenticated.get(), unwritten, &io.soft_limit_since) {
+                conn::log_output_limit(self, io);
+                io.closing.set(conn::Closing::Now);
+                io.shut_down();
+            }
+        }
+    }
 }
 
 /// The engine's settings the network side applies.
@@ -127,6 +151,7 @@ fn net_limits(engine: &Engine) -> limits::NetLimits {
     limits::NetLimits {
         proto_max_bulk_len: runtime.proto_max_bulk_len,
         query_buffer_limit: runtime.client_query_buffer_limit,
+        normal: runtime.normal_output_limit,
     }
 }
 
@@ -226,6 +251,7 @@ fn serve(listeners: Vec<std::net::TcpListener>, state: State, stop: Arc<watch::S
         let shared = Rc::new(Shared {
             auth_required: std::cell::Cell::new(engine.auth_required()),
             limits: std::cell::Cell::new(net_limits(&engine)),
+            cron_ticks: std::cell::Cell::new(0),
             busy_touched: RefCell::new(Vec::new()),
             unbooked: RefCell::new(Unbooked::default()),
             listener_fds,
@@ -288,6 +314,7 @@ async fn cron_loop(shared: Rc<Shared>) {
         let hz = shared.engine.borrow().state.runtime.hz.max(1);
         tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
         shared.engine.borrow_mut().cron();
+        shared.cron();
     }
 }
 
