@@ -179,3 +179,28 @@ fn many_connections_at_once_are_served() {
         );
     }
 }
+
+/// Protocol errors, then what INFO says about errors.
+fn protocol_errors_then_info(addr: std::net::SocketAddr) -> Vec<u8> {
+    exchange(addr, b"*x\r\n");
+    exchange(addr, b"*1\r\n$3\r\nfoo\r\n*1\r\n+x\r\n");
+    let mut c = Raw::connect(addr);
+    let info = String::from_utf8(c.call(&["INFO", "errorstats"])).unwrap();
+    let stats = String::from_utf8(c.call(&["INFO", "stats"])).unwrap();
+    let total = stats.lines().find(|l| l.starts_with("total_error_replies:")).unwrap_or("");
+    format!(
+        "{}\n{total}",
+        info.lines().filter(|l| l.starts_with("errorstat_")).collect::<Vec<_>>().join("\n")
+    )
+    .into_bytes()
+}
+
+#[test]
+fn protocol_errors_count_in_errorstats() {
+    let s = start();
+    let ours = protocol_errors_then_info(s.addr());
+    assert_eq!(String::from_utf8_lossy(&ours), "errorstat_ERR:count=3\ntotal_error_replies:3");
+    if let Some(redis) = real_redis() {
+        assert_eq!(protocol_errors_then_info(redis.addr), ours);
+    }
+}

@@ -78,9 +78,127 @@ fn before_the_threshold_others_wait_instead_of_getting_busy() {
     assert_eq!(runner.reply(), b":4500001500000\r\n");
 }
 
+/// Starts `EVAL "while true do end" 0` on a connection of its own and
+/// waits until the server answers BUSY.
+fn start_busy_script(addr: std::net::SocketAddr) -> Raw {
+    let mut runner = Raw::connect(addr);
+    assert_eq!(runner.call(&["CONFIG", "SET", "busy-reply-threshold", "100"]), b"+OK\r\n");
+    runner.send(b"EVAL \"while true do end\" 0\r\n");
+    wait_for_busy(&mut Raw::connect(addr));
+    runner
+}
+
+/// Ends the busy script, and checks the server serves everyone again.
+fn kill_busy_script(addr: std::net::SocketAddr, mut runner: Raw) {
+    let mut other = Raw::connect(addr);
+    assert_eq!(other.call(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    let reply = runner.reply();
+    assert!(reply.starts_with(b"-ERR Script killed by user with SCRIPT KILL..."), "{reply:?}");
+    assert_eq!(other.call(&["PING"]), b"+PONG\r\n");
+    assert_eq!(runner.call(&["PING"]), b"+PONG\r\n");
+}
+
+/// While a script is busy: sends `input` on a new connection, reads what
+/// comes back until the server closes it or goes quiet, then kills the
+/// script. Also returns the ERR count of INFO errorstats afterwards.
+fn malformed_while_busy(addr: std::net::SocketAddr, input: &[u8]) -> ((Vec<u8>, Ending), String) {
+    let runner = start_busy_script(addr);
+    let got = exchange_raw(addr, input, Duration::from_millis(500));
+    kill_busy_script(addr, runner);
+    let info = String::from_utf8(Raw::connect(addr).call(&["INFO", "errorstats"])).unwrap();
+    let err = info.lines().find(|l| l.starts_with("errorstat_ERR:")).unwrap_or("").to_string();
+    (got, err)
+}
+
+#[test]
+fn malformed_request_while_busy_gets_one_protocol_error_and_is_closed() {
+    let s = start();
+    let ours = malformed_while_busy(s.addr(), b"*1\r\n+foo\r\n");
+    let error = b"-ERR Protocol error: expected '$', got '+'\r\n".to_vec();
+    // The protocol error and the killed script's error.
+    assert_eq!(ours, ((error, Ending::Closed), "errorstat_ERR:count=2".to_string()));
+    if let Some(redis) = real_redis() {
+        assert_eq!(malformed_while_busy(redis.addr, b"*1\r\n+foo\r\n"), ours);
+    }
+}
+
+#[test]
+fn commands_before_a_malformed_request_while_busy_are_answered_then_it_closes() {
+    let s = start();
+    let ours = malformed_while_busy(s.addr(), b"PING\r\n*x\r\n");
+    let mut expected = BUSY.to_vec();
+    expected.extend_from_slice(b"-ERR Protocol error: invalid multibulk length\r\n");
+    assert_eq!(ours, ((expected, Ending::Closed), "errorstat_ERR:count=2".to_string()));
+    if let Some(redis) = real_redis() {
+        assert_eq!(malformed_while_busy(redis.addr, b"PING\r\n*x\r\n"), ours);
+    }
+}
+
+#[test]
+fn commands_held_back_while_busy_are_answered_in_order_once_it_ends() {
+    use std::io::{Read, Write};
+    let s = start();
+    let runner = start_busy_script(s.addr());
+    // A client that sends without reading until the server stops taking
+    // its commands (its unread BUSY replies hold it back).
+    let flood = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    flood.set_recv_buffer_size(4096).unwrap();
+    flood.set_send_buffer_size(4096).unwrap();
+    flood.connect(&s.addr().into()).unwrap();
+    let mut flood: std::net::TcpStream = flood.into();
+    flood.set_write_timeout(Some(Duration::from_millis(300))).unwrap();
+    let chunk = b"PING\r\n".repeat(100);
+    let mut sent = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the server kept reading a client that does not read ({sent} bytes)"
+        );
+        // Partial writes resume mid-command: the stream stays whole.
+        match flood.write(&chunk[sent % 6..]) {
+            Ok(n) => sent += n,
+            Err(_) => break,
+        }
+    }
+    // Finish the last partial command, then end the script.
+    flood.set_write_timeout(None).unwrap();
+    let partial = sent % 6;
+    let rest = &b"PING\r\n"[partial..];
+    let writer = {
+        let mut w = flood.try_clone().unwrap();
+        let rest = if partial == 0 { Vec::new() } else { rest.to_vec() };
+        std::thread::spawn(move || w.write_all(&rest).unwrap())
+    };
+    let commands = sent.div_ceil(6);
+    kill_busy_script(s.addr(), runner);
+    let mut replies = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    flood.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let pong = b"+PONG\r\n";
+    while !replies.ends_with(pong) || count_replies(&replies) < commands {
+        let n = flood
+            .read(&mut buf)
+            .unwrap_or_else(|e| panic!("{e}: {} replies of {commands}", count_replies(&replies)));
+        assert!(n > 0, "closed after {} of {commands} replies", count_replies(&replies));
+        replies.extend_from_slice(&buf[..n]);
+    }
+    writer.join().unwrap();
+    // Every command got one reply: BUSY while the script ran, PONG after.
+    let busy = replies.windows(BUSY.len()).filter(|w| *w == BUSY).count();
+    let busy_bytes = busy * BUSY.len();
+    assert!(replies[..busy_bytes].chunks(BUSY.len()).all(|r| r == BUSY));
+    assert!(replies[busy_bytes..].chunks(pong.len()).all(|r| r == pong));
+    assert_eq!(busy + (replies.len() - busy_bytes) / pong.len(), commands);
+}
+
+fn count_replies(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|&&b| b == b'\n').count()
+}
+
 /// Starts `script` on one connection, waits until it is busy, sends
 /// SCRIPT KILL from another, and returns the script's reply.
-fn kill_busy_script(script: &str) -> String {
+fn reply_when_killed(script: &str) -> String {
     let s = quick_busy_server();
     let mut runner = Raw::connect(s.addr());
     runner.send_cmd(&[b"EVAL", script.as_bytes(), b"0"]);
@@ -104,18 +222,18 @@ fn assert_killed(reply: &str, line: u32) {
 
 #[test]
 fn script_kill_stops_a_script_that_catches_the_kill_with_pcall() {
-    let reply = kill_busy_script("while true do pcall(function() while true do end end) end");
+    let reply = reply_when_killed("while true do pcall(function() while true do end end) end");
     assert_killed(&reply, 1);
 }
 
 #[test]
 fn script_kill_stops_nested_pcalls_and_xpcall_with_a_plain_handler() {
     assert_killed(
-        &kill_busy_script("while true do pcall(pcall, pcall, function() while true do end end) end"),
+        &reply_when_killed("while true do pcall(pcall, pcall, function() while true do end end) end"),
         1,
     );
     assert_killed(
-        &kill_busy_script("while true do xpcall(function() while true do end end, function(e) return e end) end"),
+        &reply_when_killed("while true do xpcall(function() while true do end end, function(e) return e end) end"),
         1,
     );
 }
@@ -125,13 +243,13 @@ fn script_kill_stops_a_script_whose_error_handler_loops() {
     // Lua runs a handler for an error raised from the kill hook with hooks
     // off, so keylock does not run the script's handler for the kill
     // (Redis 7.0.15 hangs here for good).
-    let reply = kill_busy_script("local ok = xpcall(function() while true do end end, function() while true do end end)\nreturn 'after'");
+    let reply = reply_when_killed("local ok = xpcall(function() while true do end end, function() while true do end end)\nreturn 'after'");
     assert_killed(&reply, 2);
     // A handler that loops for an ordinary error is interrupted like any code.
-    let reply = kill_busy_script("local ok = xpcall(function() error('x') end, function() while true do end end)\nreturn 'after'");
+    let reply = reply_when_killed("local ok = xpcall(function() error('x') end, function() while true do end end)\nreturn 'after'");
     assert_killed(&reply, 2);
     // And one that calls back into pcall and loops there.
-    let reply = kill_busy_script(
+    let reply = reply_when_killed(
         "while true do xpcall(function() error('x') end, function() while true do pcall(function() while true do end end) end end) end",
     );
     assert_killed(&reply, 1);

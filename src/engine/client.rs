@@ -20,6 +20,9 @@ use crate::db::ClientId;
 pub enum Outbound {
     /// Pub/sub messages, MONITOR lines.
     Push(Bytes),
+    /// Replies and commands the busy responder left in the connection's
+    /// buffers wait for its task (sent once a busy script ends).
+    Flush,
     /// Close the connection now (CLIENT KILL, output buffer limit, shutdown).
     Close,
 }
@@ -47,6 +50,12 @@ impl Outbox {
 
     pub fn close(&self) {
         let _ = self.tx.send(Outbound::Close);
+    }
+
+    /// Wakes the connection's task to write its output and run what input
+    /// it holds.
+    pub fn flush(&self) {
+        let _ = self.tx.send(Outbound::Flush);
     }
 
     pub fn pending_bytes(&self) -> usize {

@@ -101,6 +101,58 @@ pub struct RuntimeSettings {
     pub native_scripts: bool,
     /// `requirepass` is set: read after every batch, so kept here.
     pub auth_required: bool,
+    /// `client-query-buffer-limit`: a connection whose unparsed input grows
+    /// past this many bytes is closed.
+    pub client_query_buffer_limit: usize,
+    /// The `normal` class of `client-output-buffer-limit`.
+    pub normal_output_limit: OutputLimit,
+}
+
+/// One class of `client-output-buffer-limit`: a connection whose unwritten
+/// replies beyond its reply buffer reach `hard` bytes, or stay at `soft`
+/// bytes or more for longer than `soft_seconds`, is closed (0: no limit).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutputLimit {
+    pub hard: usize,
+    pub soft: usize,
+    pub soft_seconds: u64,
+}
+
+impl OutputLimit {
+    /// The limits of `class` in the parameter's text as CONFIG GET shows it
+    /// (`normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60`).
+    pub fn of_class(param: &str, class: &str) -> OutputLimit {
+        let words: Vec<&str> = param.split(' ').collect();
+        for group in words.chunks(4) {
+            if let [name, hard, soft, seconds] = group
+                && *name == class
+            {
+                return OutputLimit {
+                    hard: hard.parse().unwrap_or(0),
+                    soft: soft.parse().unwrap_or(0),
+                    soft_seconds: seconds.parse().unwrap_or(0),
+                };
+            }
+        }
+        OutputLimit::default()
+    }
+}
+
+/// How many bytes of unwritten replies a connection may have in its
+/// output buffer, by authentication state, before the engine stops running
+/// its batch: past it the connection is closed (Redis's output buffer
+/// limits; see `server::limits`).
+#[derive(Clone, Copy, Debug)]
+pub struct OutputCaps {
+    pub unauthenticated: usize,
+    pub authenticated: usize,
+}
+
+impl OutputCaps {
+    pub const NONE: OutputCaps = OutputCaps {
+        unauthenticated: usize::MAX,
+        authenticated: usize::MAX,
+    };
 }
 
 impl RuntimeSettings {
@@ -114,6 +166,8 @@ impl RuntimeSettings {
             busy_reply_threshold_ms: p.int("busy-reply-threshold").unwrap_or(5000).max(0) as u64,
             lua_memory_limit: p.int("lua-memory-limit").unwrap_or(0).max(0) as usize,
             native_scripts: p.int("native-scripts").unwrap_or(1) == 1,
+            client_query_buffer_limit: p.int("client-query-buffer-limit").unwrap_or(1 << 30).max(0) as usize,
+            normal_output_limit: OutputLimit::of_class(p.value("client-output-buffer-limit").unwrap_or(""), "normal"),
         }
     }
 }
@@ -451,6 +505,9 @@ pub fn repr(a: &[u8]) -> String {
 /// The replies to one batch, and what the connection must do next.
 pub struct BatchOutput {
     pub close: bool,
+    /// The replies outgrew the output caps: the batch stopped there, and
+    /// the connection must be closed without sending them.
+    pub over_output_limit: bool,
     /// Whether the client is authenticated now (request size limits depend on it).
     pub authenticated: bool,
 }
@@ -514,12 +571,22 @@ impl Engine {
     /// Runs a batch of commands from one client, appending the encoded
     /// replies to `out`.
     pub fn run_batch(&mut self, id: ClientId, commands: Vec<Vec<Bytes>>, out: &mut BytesMut) -> BatchOutput {
+        self.run_batch_capped(id, commands, out, OutputCaps::NONE)
+    }
+
+    /// [`Engine::run_batch`], stopping as soon as `out` holds more than
+    /// `caps` allows for the client's authentication state at that point
+    /// (Redis checks its limits as each reply is added and runs nothing
+    /// more for a client it is about to close).
+    pub fn run_batch_capped(&mut self, id: ClientId, commands: Vec<Vec<Bytes>>, out: &mut BytesMut, caps: OutputCaps) -> BatchOutput {
         let Some(mut client) = self.state.clients.remove(&id) else {
             return BatchOutput {
                 close: true,
+                over_output_limit: false,
                 authenticated: false,
             };
         };
+        let mut over_output_limit = false;
         for argv in commands {
             let reply = self.dispatch(&mut client, argv);
             if self.state.shutdown {
@@ -537,9 +604,19 @@ impl Engine {
             if client.close_after_reply {
                 break;
             }
+            let cap = if client.authenticated {
+                caps.authenticated
+            } else {
+                caps.unauthenticated
+            };
+            if out.len() > cap {
+                over_output_limit = true;
+                break;
+            }
         }
         let result = BatchOutput {
-            close: client.close_after_reply || self.state.shutdown,
+            close: client.close_after_reply || self.state.shutdown || over_output_limit,
+            over_output_limit,
             authenticated: client.authenticated,
         };
         self.state.clients.insert(id, client);
@@ -549,6 +626,12 @@ impl Engine {
             }
         }
         result
+    }
+
+    /// The client's line in CLIENT LIST, for log messages about it.
+    pub fn client_info(&self, id: ClientId) -> Option<String> {
+        let now = self.state.clock.now_ms();
+        self.state.clients.get(&id).map(|c| c.info_line(now))
     }
 
     /// Tells every connection to close (server shutdown).

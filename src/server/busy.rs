@@ -7,22 +7,33 @@
 //! socket directly (non-blocking), parses with that connection's own parser
 //! state, and answers: `BUSY …` for ordinary commands, SCRIPT KILL
 //! (`+OK`, or `UNKILLABLE …` once the script has written) and SHUTDOWN
-//! NOSAVE. Replies go straight to the socket unless the connection task is
-//! itself mid-write, in which case they queue in its outbox.
+//! NOSAVE. Replies go to the connection's output buffer, the one its task
+//! writes from, and as much of it as the socket takes is written at once.
+//!
+//! As in Redis, a malformed request gets one protocol error and the
+//! connection is closed once that reply is written; it is not read again.
+//! Each pass reads at most [`READS_PER_PASS`] times from a connection (Redis
+//! runs up to four event-loop iterations per call). What a connection may
+//! hold is bounded (`server::limits`): the query buffer limit and the
+//! output limits close it, and one that keeps sending without reading is
+//! not read again while [`BUSY_HOLD`](super::limits::BUSY_HOLD) bytes of
+//! its replies wait, unless a limit will close it first; the commands it
+//! sent stay in the kernel's buffers, and it resumes once it reads.
 //!
 //! Connections that arrive while a script is busy are accepted here too and
-//! answered the same way; their tasks start when the script ends.
+//! answered the same way; their tasks start when the script ends, and the
+//! tasks of connections served here are woken then to write what they are
+//! owed and run what they sent that was not answered.
 
-use std::mem::MaybeUninit;
 use std::os::fd::BorrowedFd;
 use std::rc::Weak;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use socket2::SockRef;
 
 use super::Shared;
-use super::conn::{ConnIo, parse_batch};
-use super::parser::Limits;
+use super::conn::{Closing, ConnIo, log_output_limit};
+use super::limits::NetLimits;
 use crate::commands::table::{Registry, flag};
 use crate::error::CmdError;
 use crate::reply::put_error;
@@ -30,6 +41,8 @@ use crate::scripting::{BusyAction, BusyScript};
 
 const BUSY: &str = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
+/// Reads from one connection in one pass, at most.
+const READS_PER_PASS: usize = 4;
 
 /// One pass over every connection but the one running the script.
 pub(crate) fn respond(shared: &Weak<Shared>, script: &BusyScript) -> Option<BusyAction> {
@@ -39,7 +52,7 @@ pub(crate) fn respond(shared: &Weak<Shared>, script: &BusyScript) -> Option<Busy
     let conns: Vec<_> = shared.conns.borrow().values().filter(|c| Some(c.id) != running).cloned().collect();
     let mut action = None;
     for io in conns {
-        if let Some(a) = serve_one(&io, script) {
+        if let Some(a) = serve_one(&shared, &io, script) {
             // Shutdown wins over a plain kill.
             if action != Some(BusyAction::Shutdown) {
                 action = Some(a);
@@ -69,128 +82,290 @@ fn accept_waiting(shared: &Shared) {
     }
 }
 
-fn serve_one(io: &ConnIo, script: &BusyScript) -> Option<BusyAction> {
+/// What reading a connection's socket once gave.
+enum Read {
+    Data,
+    /// Nothing more for now.
+    Empty,
+    /// The client closed, or the connection failed.
+    Gone,
+}
+
+fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAction> {
     // SAFETY: the fd belongs to a connection still registered in `conns`;
     // its task removes it from the registry before the socket closes, and
     // that task cannot run while we are here (same thread).
     let fd = unsafe { BorrowedFd::borrow_raw(io.fd) };
     let sock = SockRef::from(&fd);
-    let mut closed = false;
-    {
-        let mut input = io.input.borrow_mut();
-        let mut chunk = [MaybeUninit::<u8>::uninit(); 16 * 1024];
-        loop {
-            match sock.recv(&mut chunk) {
-                Ok(0) => {
-                    closed = true;
+    match io.closing.get() {
+        Closing::Open => {}
+        Closing::AfterReply => {
+            if send_output(io, &sock) != Sent::Partly {
+                io.shut_down();
+            }
+            return None;
+        }
+        Closing::Now => return None,
+    }
+    if send_output(io, &sock) == Sent::Failed {
+        // The client is gone.
+        close_now(shared, io);
+        return None;
+    }
+    let limits = shared.limits.get();
+    let mut action = None;
+    let mut reads = 0;
+    loop {
+        let authenticated = io.authenticated.get();
+        if io.output.borrow().len() >= limits.hold_at(authenticated, true) {
+            // Held back by its unread replies.
+            break;
+        }
+        let parsed = {
+            let mut input = io.input.borrow_mut();
+            io.parser.borrow_mut().next(&mut input, io.request_limits(&limits))
+        };
+        match parsed {
+            Ok(Some(argv)) => {
+                let answer = busy_reply(io, &argv, script);
+                match answer.reply {
+                    BusyReply::Ok => io.output.borrow_mut().extend_from_slice(b"+OK\r\n"),
+                    BusyReply::Error(text) => send_error(shared, io, text.as_bytes()),
+                    BusyReply::Nothing => {}
+                }
+                if let Some(index) = answer.rejected {
+                    shared.unbooked.borrow_mut().reject(index);
+                }
+                action = action.or(answer.action);
+                if answer.close {
+                    io.closing.set(Closing::AfterReply);
                     break;
                 }
-                Ok(n) => {
-                    // SAFETY: recv initialized the first n bytes.
-                    let bytes = unsafe { std::slice::from_raw_parts(chunk.as_ptr() as *const u8, n) };
-                    input.extend_from_slice(bytes);
+                if over_output_limit(shared, io, &limits) {
+                    log_output_limit(shared, io);
+                    close_now(shared, io);
+                    return action;
                 }
-                Err(_) => break,
+            }
+            Ok(None) => {
+                if reads == READS_PER_PASS {
+                    break;
+                }
+                reads += 1;
+                match read_once(io, &sock) {
+                    Read::Data => {
+                        if over_query_buffer_limit(io, &limits) {
+                            close_now(shared, io);
+                            return action;
+                        }
+                    }
+                    Read::Empty => break,
+                    Read::Gone => {
+                        close_now(shared, io);
+                        return action;
+                    }
+                }
+            }
+            Err(e) => {
+                send_error(shared, io, &e.reply_text());
+                io.closing.set(Closing::AfterReply);
+                break;
             }
         }
     }
-    let limits = Limits {
-        proto_max_bulk_len: io.proto_max_bulk_len.get(),
-        authenticated: io.authenticated.get(),
-    };
-    let (batch, protocol_error) = parse_batch(io, limits);
-    let mut out = BytesMut::new();
-    let mut action = None;
-    let mut close = closed;
-    for argv in batch {
-        let (reply, a, close_after) = busy_reply(io, &argv, script);
-        match reply {
-            BusyReply::Ok => out.extend_from_slice(b"+OK\r\n"),
-            BusyReply::Error(err) => put_error(&mut out, err.text().as_bytes()),
-            BusyReply::Nothing => {}
+    let unwritten = io.output.borrow().len();
+    if limits.over_soft_limit(io.authenticated.get(), unwritten, &io.soft_limit_since) {
+        log_output_limit(shared, io);
+        close_now(shared, io);
+        return action;
+    }
+    match send_output(io, &sock) {
+        Sent::All if io.closing.get() == Closing::AfterReply => io.shut_down(),
+        Sent::Failed => {
+            close_now(shared, io);
+            return action;
         }
-        action = action.or(a);
-        if close_after {
-            close = true;
-            break;
-        }
+        _ => {}
     }
-    if let Some(text) = protocol_error {
-        put_error(&mut out, &text);
-        close = true;
-    }
-    if !out.is_empty() {
-        send_or_queue(io, &sock, out.freeze());
-    }
-    if close {
-        io.outbox.close();
-    }
+    touched(shared, io);
     action
+}
+
+/// Appends an error reply, and books it for INFO once the engine is back.
+fn send_error(shared: &Shared, io: &ConnIo, text: &[u8]) {
+    put_error(&mut io.output.borrow_mut(), text);
+    shared.unbooked.borrow_mut().error(&String::from_utf8_lossy(text));
+}
+
+/// Past the reply buffer of a client that has not authenticated, or the
+/// hard output limit (see `server::limits`).
+fn over_output_limit(shared: &Shared, io: &ConnIo, limits: &NetLimits) -> bool {
+    let caps = limits.caps(io.cron_has_seen(shared));
+    let cap = if io.authenticated.get() {
+        caps.authenticated
+    } else {
+        caps.unauthenticated
+    };
+    io.output.borrow().len() > cap
+}
+
+fn over_query_buffer_limit(io: &ConnIo, limits: &NetLimits) -> bool {
+    let input = io.input.borrow();
+    if input.len() <= limits.query_buffer_limit {
+        return false;
+    }
+    tracing::warn!(
+        "Closing client that reached max query buffer length: id={} (qbuf initial bytes: {})",
+        io.id,
+        crate::engine::repr(&input[..input.len().min(64)])
+    );
+    true
+}
+
+/// Closes a connection at once, dropping what it was owed.
+fn close_now(shared: &Shared, io: &ConnIo) {
+    io.drop_output();
+    io.closing.set(Closing::Now);
+    io.shut_down();
+    touched(shared, io);
+}
+
+/// Its task must be woken when the script is over.
+fn touched(shared: &Shared, io: &ConnIo) {
+    let pending = !io.output.borrow().is_empty() || !io.input.borrow().is_empty();
+    if pending || io.closing.get() != Closing::Open {
+        let mut touched = shared.busy_touched.borrow_mut();
+        if !touched.contains(&io.id) {
+            touched.push(io.id);
+        }
+    }
+}
+
+/// Reads once from the socket into the connection's input.
+fn read_once(io: &ConnIo, sock: &SockRef) -> Read {
+    let mut input = io.input.borrow_mut();
+    io.parser.borrow().make_room(&mut input);
+    let len = input.len();
+    match sock.recv(input.spare_capacity_mut()) {
+        Ok(0) => Read::Gone,
+        Ok(n) => {
+            // SAFETY: recv initialized the first n bytes of the spare capacity.
+            unsafe { input.set_len(len + n) };
+            Read::Data
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Read::Empty,
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Read::Empty,
+        Err(_) => Read::Gone,
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    All,
+    Partly,
+    Failed,
+}
+
+/// Writes what the socket takes from the front of the output.
+fn send_output(io: &ConnIo, sock: &SockRef) -> Sent {
+    let mut out = io.output.borrow_mut();
+    while !out.is_empty() {
+        match sock.send(&out) {
+            Ok(n) if n == out.len() => out.clear(),
+            Ok(n) => bytes::Buf::advance(&mut *out, n),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Sent::Partly,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return Sent::Failed,
+        }
+    }
+    Sent::All
 }
 
 enum BusyReply {
     Ok,
-    Error(CmdError),
+    Error(String),
     Nothing,
 }
 
-/// The answer to one command while a script is busy: the reply, what to
-/// ask of the script, and whether to close the connection afterwards.
-fn busy_reply(io: &ConnIo, argv: &[Bytes], script: &BusyScript) -> (BusyReply, Option<BusyAction>, bool) {
+/// The answer to one command while a script is busy.
+struct BusyAnswer {
+    reply: BusyReply,
+    /// What to ask of the script.
+    action: Option<BusyAction>,
+    /// Close the connection once the reply is written.
+    close: bool,
+    /// The command refused (its `rejected_calls` counts it), by stat index.
+    rejected: Option<usize>,
+}
+
+impl BusyAnswer {
+    fn reply(reply: BusyReply) -> BusyAnswer {
+        BusyAnswer {
+            reply,
+            action: None,
+            close: false,
+            rejected: None,
+        }
+    }
+
+    fn error(e: impl Into<String>) -> BusyAnswer {
+        BusyAnswer::reply(BusyReply::Error(e.into()))
+    }
+
+    fn rejected(e: impl Into<String>, stat_index: usize) -> BusyAnswer {
+        BusyAnswer {
+            rejected: Some(stat_index),
+            ..BusyAnswer::error(e)
+        }
+    }
+}
+
+/// The answer to one command while a script is busy, with the checks of
+/// Redis's `processCommand` in its order.
+fn busy_reply(io: &ConnIo, argv: &[Bytes], script: &BusyScript) -> BusyAnswer {
     let registry = Registry::get();
     let Some(mut cmd) = registry.lookup(&argv[0]) else {
-        return (BusyReply::Error(CmdError::unknown_command(argv)), None, false);
+        return BusyAnswer::error(CmdError::unknown_command(argv).text().to_string());
     };
     if cmd.spec.handler.is_none() && argv.len() > 1 {
         match cmd.subcommand(&argv[1]) {
             Some(sub) => cmd = sub,
-            None => {
-                return (BusyReply::Error(CmdError::unknown_subcommand(&argv[1], cmd.spec.name)), None, false);
-            }
+            None => return BusyAnswer::error(CmdError::unknown_subcommand(&argv[1], cmd.spec.name).text().to_string()),
         }
     }
     if !cmd.spec.arity_ok(argv.len()) {
-        return (BusyReply::Error(CmdError::arity(&cmd.full_name)), None, false);
+        return BusyAnswer::rejected(CmdError::arity(&cmd.full_name).text().to_string(), cmd.stat_index);
     }
     if !io.authenticated.get() && !cmd.spec.has(flag::NO_AUTH) {
-        return (BusyReply::Error(CmdError::noauth()), None, false);
+        return BusyAnswer::rejected(CmdError::noauth().text().to_string(), cmd.stat_index);
     }
     match cmd.full_name.as_str() {
         "script|kill" => {
             if script.killable {
-                (BusyReply::Ok, Some(BusyAction::Kill), false)
+                BusyAnswer {
+                    action: Some(BusyAction::Kill),
+                    ..BusyAnswer::reply(BusyReply::Ok)
+                }
             } else {
-                (BusyReply::Error(CmdError::new(UNKILLABLE)), None, false)
+                BusyAnswer::error(UNKILLABLE)
             }
         }
         "shutdown" => {
             let nosave = argv[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave"));
             if nosave || script.killable {
-                (BusyReply::Nothing, Some(BusyAction::Shutdown), true)
+                BusyAnswer {
+                    action: Some(BusyAction::Shutdown),
+                    close: true,
+                    ..BusyAnswer::reply(BusyReply::Nothing)
+                }
             } else {
-                (BusyReply::Error(CmdError::new(UNKILLABLE)), None, false)
+                BusyAnswer::error(UNKILLABLE)
             }
         }
-        "quit" => (BusyReply::Ok, None, true),
-        _ => (BusyReply::Error(CmdError::new(BUSY)), None, false),
-    }
-}
-
-/// Writes now if the socket takes it; what it doesn't take (or everything,
-/// if the connection's task is mid-write) goes to the outbox, ahead of
-/// anything the task writes next.
-fn send_or_queue(io: &ConnIo, sock: &SockRef, data: Bytes) {
-    if io.writing.get() {
-        io.outbox.push(data);
-        return;
-    }
-    match sock.send(&data) {
-        Ok(n) if n == data.len() => {}
-        Ok(n) => {
-            io.outbox.push(data.slice(n..));
-        }
-        Err(_) => {
-            io.outbox.push(data);
-        }
+        "quit" => BusyAnswer {
+            close: true,
+            ..BusyAnswer::reply(BusyReply::Ok)
+        },
+        _ => BusyAnswer::rejected(BUSY, cmd.stat_index),
     }
 }

@@ -4,13 +4,18 @@
 //! A connection reads, executes and writes in turn, so a client that sends
 //! without reading is held back by its own unread replies, as with Redis.
 //! Pushes (pub/sub messages, MONITOR lines) arrive through the client's
-//! outbox and are written as they come.
+//! outbox and are written as they come. Where a limit of `server::limits`
+//! would close the connection (a client that has not authenticated, a
+//! configured output buffer limit) it is read on while replies wait, so
+//! that the limit, not the client, decides.
 //!
-//! The read buffer and parser live in a [`ConnIo`] registered with the
-//! server, not on this task's stack: while a script runs past
-//! `busy-reply-threshold` this task cannot run, and the busy responder
-//! (`server::busy`) reads and answers this connection's commands itself,
-//! continuing exactly where this task's parsing stopped.
+//! The read buffer, parser and output buffer live in a [`ConnIo`]
+//! registered with the server, not on this task's stack: while a script
+//! runs past `busy-reply-threshold` this task cannot run, and the busy
+//! responder (`server::busy`) reads and answers this connection's commands
+//! itself, continuing exactly where this task's parsing stopped and
+//! appending to the same output buffer, which both write from its front.
+//! No `RefCell` borrow of a `ConnIo` is held across an `.await`.
 
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
@@ -18,29 +23,47 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
-use bytes::{BufMut, Bytes, BytesMut};
-use tokio::io::{AsyncWriteExt, Interest};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tokio::io::Interest;
 use tokio::net::TcpStream;
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
 
 use super::Shared;
-use super::parser::{Limits, RequestParser};
+use super::limits::NetLimits;
+use super::parser::{Limits, RequestParser, release_if_idle};
 use crate::engine::{Outbound, Outbox};
 
-const READ_CHUNK: usize = 16 * 1024;
+/// An output buffer larger than this is given back once written.
+const IDLE_OUTPUT_MAX: usize = 64 * 1024;
 
-/// A connection's input side and what the busy responder needs to reach it.
+/// What the busy responder decided about a connection's end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Closing {
+    Open,
+    /// Close once the output is written (a protocol error, QUIT).
+    AfterReply,
+    /// Closed: its output was dropped and its socket shut down.
+    Now,
+}
+
+/// A connection's input and output buffers and what the busy responder
+/// needs to reach it.
 pub(crate) struct ConnIo {
     pub id: u64,
     pub fd: RawFd,
     pub input: RefCell<BytesMut>,
     pub parser: RefCell<RequestParser>,
     pub authenticated: Cell<bool>,
-    /// The bulk length limit in force when this connection last read.
-    pub proto_max_bulk_len: Cell<i64>,
-    /// This task is inside a write: nobody else may write to the socket now.
-    pub writing: Cell<bool>,
+    /// Replies the socket has not taken yet.
+    pub output: RefCell<BytesMut>,
+    /// When the unwritten output first reached the soft output limit.
+    pub soft_limit_since: Cell<Option<Instant>>,
+    /// The server's cron tick when the connection was accepted.
+    pub accepted_tick: u64,
+    pub closing: Cell<Closing>,
     pub outbox: Outbox,
 }
 
@@ -63,11 +86,15 @@ impl Accepted {
         let io = Rc::new(ConnIo {
             id,
             fd: stream.as_raw_fd(),
-            input: RefCell::new(BytesMut::with_capacity(READ_CHUNK)),
+            // Both buffers are allocated when first needed: an idle
+            // connection holds none.
+            input: RefCell::new(BytesMut::new()),
             parser: RefCell::new(RequestParser::default()),
             authenticated: Cell::new(!shared.auth_required.get()),
-            proto_max_bulk_len: Cell::new(shared.proto_max_bulk_len.get()),
-            writing: Cell::new(false),
+            output: RefCell::new(BytesMut::new()),
+            soft_limit_since: Cell::new(None),
+            accepted_tick: shared.cron_ticks.get(),
+            closing: Cell::new(Closing::Open),
             outbox: Outbox::new(tx, pending.clone()),
         });
         Accepted {
@@ -77,6 +104,37 @@ impl Accepted {
             rx,
             pending,
         }
+    }
+}
+
+impl ConnIo {
+    /// The request size limits for this connection now.
+    pub fn request_limits(&self, limits: &NetLimits) -> Limits {
+        Limits {
+            proto_max_bulk_len: limits.proto_max_bulk_len,
+            authenticated: self.authenticated.get(),
+        }
+    }
+
+    /// Whether a cron pass has run since this connection was accepted.
+    pub fn cron_has_seen(&self, shared: &Shared) -> bool {
+        shared.cron_ticks.get() > self.accepted_tick
+    }
+
+    /// Drops what the connection was owed: it is being closed for a limit.
+    pub fn drop_output(&self) {
+        *self.output.borrow_mut() = BytesMut::new();
+    }
+
+    /// Ends the connection from outside its task (the busy responder, the
+    /// cron): the client sees it closed at once, and the task, wherever it
+    /// waits, wakes to a socket that is shut and finishes.
+    pub fn shut_down(&self) {
+        // SAFETY: the fd belongs to a connection still registered in
+        // `Shared::conns`; its task removes it from there before the
+        // socket closes, and cannot run while we are here (same thread).
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) };
+        let _ = socket2::SockRef::from(&fd).shutdown(std::net::Shutdown::Both);
     }
 }
 
@@ -99,6 +157,15 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, shared: Rc<Shared
     }
 }
 
+/// What processing the input asks of the connection.
+enum Next {
+    Continue,
+    /// Write what is owed, then close.
+    CloseAfterReply,
+    /// Close without writing (a limit was exceeded).
+    CloseNow,
+}
+
 async fn run(accepted: Accepted, shared: Rc<Shared>) {
     let Accepted {
         stream,
@@ -114,19 +181,29 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
     };
     let _ = stream.set_nodelay(true);
     let local = stream.local_addr().unwrap_or(peer);
-    let (reader, mut writer) = stream.into_split();
+    let (reader, writer) = stream.into_split();
 
     if shared.connected.get() >= shared.engine.borrow().state.runtime.maxclients {
         shared.conns.borrow_mut().remove(&id);
-        let _ = writer.write_all(b"-ERR max number of clients reached\r\n").await;
+        io.output.borrow_mut().put_slice(b"-ERR max number of clients reached\r\n");
+        flush(&io, &writer).await;
         return;
     }
     shared.connected.set(shared.connected.get() + 1);
     shared.engine.borrow_mut().connect(id, peer, local, io.outbox.clone());
     let mut stop = shared.stop.subscribe();
-    let mut output = BytesMut::with_capacity(READ_CHUNK);
 
     loop {
+        match io.closing.get() {
+            Closing::Open => {}
+            Closing::AfterReply => {
+                flush(&io, &writer).await;
+                break;
+            }
+            Closing::Now => break,
+        }
+        let unwritten = io.output.borrow().len();
+        let read_on = unwritten < shared.limits.get().hold_at(io.authenticated.get(), false);
         tokio::select! {
             biased;
             msg = rx.recv() => {
@@ -137,28 +214,48 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
                     match msg {
                         Outbound::Push(data) => {
                             pending.fetch_sub(data.len(), Ordering::Relaxed);
-                            output.put_slice(&data);
+                            io.output.borrow_mut().put_slice(&data);
                         }
+                        Outbound::Flush => {}
                         Outbound::Close => close = true,
                     }
-                    if close || output.len() > 1 << 20 {
+                    if close || io.output.borrow().len() > 1 << 20 {
                         break;
                     }
                     next = rx.try_recv().ok();
                 }
-                if !write_out(&io, &mut writer, &mut output).await || close {
+                if close {
+                    flush(&io, &writer).await;
+                    break;
+                }
+                // Commands the busy responder left unanswered, held back
+                // by their unread replies, run now.
+                if !io.input.borrow().is_empty() {
+                    match process_input(&io, &shared).await {
+                        Next::Continue => {}
+                        Next::CloseAfterReply => {
+                            flush(&io, &writer).await;
+                            break;
+                        }
+                        Next::CloseNow => break,
+                    }
+                }
+                if !write_or_hold(&io, &writer, &shared).await {
                     break;
                 }
             }
-            ready = reader.readable() => {
+            ready = writer.writable(), if unwritten > 0 => {
+                if ready.is_err() || try_flush(&io, &writer).is_err() {
+                    break;
+                }
+            }
+            ready = reader.readable(), if read_on => {
                 if ready.is_err() {
                     break;
                 }
                 let (read, room) = {
                     let mut input = io.input.borrow_mut();
-                    if input.capacity() - input.len() < 1024 {
-                        input.reserve(READ_CHUNK);
-                    }
+                    io.parser.borrow().make_room(&mut input);
                     let room = input.capacity() - input.len();
                     (reader.try_read_buf(&mut *input), room)
                 };
@@ -176,31 +273,18 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
                     Err(_) => break,
                 }
-                io.proto_max_bulk_len.set(shared.proto_max_bulk_len.get());
-                let limits = Limits { proto_max_bulk_len: io.proto_max_bulk_len.get(), authenticated: io.authenticated.get() };
-                let (batch, protocol_error) = parse_batch(&io, limits);
-                let mut close = false;
-                if !batch.is_empty() {
-                    shared.running_client.set(Some(id));
-                    let result = shared.engine.borrow_mut().run_batch(id, batch, &mut output);
-                    shared.running_client.set(None);
-                    io.authenticated.set(result.authenticated);
-                    close = result.close;
-                    shared.after_batch();
-                }
-                if let Some(text) = protocol_error
-                    && !close
-                {
-                    crate::reply::put_error(&mut output, &text);
-                    close = true;
-                }
-                if !write_out(&io, &mut writer, &mut output).await {
+                if over_query_buffer_limit(&io, &shared) {
                     break;
                 }
-                if shared.engine.borrow().shutdown_requested() {
-                    shared.stop.send_replace(true);
+                match process_input(&io, &shared).await {
+                    Next::Continue => {}
+                    Next::CloseAfterReply => {
+                        flush(&io, &writer).await;
+                        break;
+                    }
+                    Next::CloseNow => break,
                 }
-                if close {
+                if !write_or_hold(&io, &writer, &shared).await {
                     break;
                 }
             }
@@ -208,34 +292,172 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
         }
     }
     shared.conns.borrow_mut().remove(&id);
-    let _ = writer.shutdown().await;
+    drop(writer);
+    drop(reader);
     shared.engine.borrow_mut().disconnect(id);
     shared.connected.set(shared.connected.get() - 1);
 }
 
-/// Writes and clears `output`; false if the connection is gone.
-async fn write_out(io: &ConnIo, writer: &mut tokio::net::tcp::OwnedWriteHalf, output: &mut BytesMut) -> bool {
-    if output.is_empty() {
-        return true;
+/// Runs every complete command in the input. A password-protected
+/// server's batch ends after each command that can change the client's
+/// authentication, so that the rest is parsed under the request limits
+/// that then apply, as Redis parses each command after the previous ran.
+async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
+    loop {
+        let limits = shared.limits.get();
+        let split_on_auth = shared.auth_required.get();
+        let (batch, protocol_error, more) = parse_batch(io, io.request_limits(&limits), split_on_auth);
+        let mut next = Next::Continue;
+        if !batch.is_empty() {
+            let caps = limits.caps(io.cron_has_seen(shared));
+            shared.running_client.set(Some(io.id));
+            let result = {
+                let mut output = io.output.borrow_mut();
+                shared.engine.borrow_mut().run_batch_capped(io.id, batch, &mut output, caps)
+            };
+            shared.running_client.set(None);
+            io.authenticated.set(result.authenticated);
+            shared.after_batch();
+            if shared.engine.borrow().shutdown_requested() {
+                shared.stop.send_replace(true);
+            }
+            if result.over_output_limit {
+                log_output_limit(shared, io);
+                return Next::CloseNow;
+            }
+            if result.close {
+                next = Next::CloseAfterReply;
+            }
+        }
+        if let Some(text) = protocol_error {
+            if matches!(next, Next::Continue) {
+                crate::reply::put_error(&mut io.output.borrow_mut(), &text);
+                // Counted in INFO errorstats as Redis counts every error reply.
+                shared.engine.borrow_mut().state.stats.count_error_text(&text);
+            }
+            return Next::CloseAfterReply;
+        }
+        if !matches!(next, Next::Continue) || !more {
+            return next;
+        }
+        // Let the other connections run between the parts of a long input.
+        tokio::task::yield_now().await;
     }
-    io.writing.set(true);
-    let ok = writer.write_all(output).await.is_ok();
-    io.writing.set(false);
-    output.clear();
-    ok
 }
 
-/// Every complete command in the buffer, and the protocol error that ended
-/// parsing, if any (the commands before it still run, as in Redis).
-pub(crate) fn parse_batch(io: &ConnIo, limits: Limits) -> (Vec<Vec<Bytes>>, Option<Vec<u8>>) {
+/// Writes the output: all of it, waiting for the client to read, when the
+/// connection is held back by unread replies; otherwise what the socket
+/// takes now, the rest waiting while the connection is read on. False if
+/// the connection must close (gone, or past its soft output limit).
+async fn write_or_hold(io: &ConnIo, writer: &OwnedWriteHalf, shared: &Shared) -> bool {
+    let limits = shared.limits.get();
+    let unwritten = io.output.borrow().len();
+    let written = if unwritten < limits.hold_at(io.authenticated.get(), false) {
+        try_flush(io, writer).is_ok()
+    } else {
+        flush(io, writer).await
+    };
+    if !written {
+        return false;
+    }
+    let unwritten = io.output.borrow().len();
+    if limits.over_soft_limit(io.authenticated.get(), unwritten, &io.soft_limit_since) {
+        log_output_limit(shared, io);
+        return false;
+    }
+    true
+}
+
+/// After a read: Redis closes a client whose unparsed input passed
+/// `client-query-buffer-limit`, and logs it with the first bytes.
+fn over_query_buffer_limit(io: &ConnIo, shared: &Shared) -> bool {
+    let input = io.input.borrow();
+    if input.len() <= shared.limits.get().query_buffer_limit {
+        return false;
+    }
+    let info = shared.engine.borrow().client_info(io.id).unwrap_or_default();
+    tracing::warn!(
+        "Closing client that reached max query buffer length: {info} (qbuf initial bytes: {})",
+        crate::engine::repr(&input[..input.len().min(64)])
+    );
+    true
+}
+
+/// Drops a connection's unsent replies and logs, as Redis does, that it is
+/// closed for its output buffer limits.
+pub(crate) fn log_output_limit(shared: &Shared, io: &ConnIo) {
+    io.drop_output();
+    let info = match shared.engine.try_borrow() {
+        Ok(engine) => engine.client_info(io.id).unwrap_or_default(),
+        // The busy responder runs while the engine is lent out.
+        Err(_) => format!("id={}", io.id),
+    };
+    tracing::warn!("Client {info} closed for overcoming of output buffer limits.");
+}
+
+/// Writes what the socket takes now without waiting: Ok(true) once the
+/// output is empty, Ok(false) if some is left, Err if the connection is gone.
+fn try_flush(io: &ConnIo, writer: &OwnedWriteHalf) -> Result<bool, ()> {
+    let mut output = io.output.borrow_mut();
+    while !output.is_empty() {
+        match writer.try_write(&output) {
+            Ok(n) if n == output.len() => output.clear(),
+            Ok(n) => output.advance(n),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
+            Err(_) => return Err(()),
+        }
+    }
+    if output.capacity() > IDLE_OUTPUT_MAX {
+        *output = BytesMut::new();
+    }
+    Ok(true)
+}
+
+/// Writes the whole output, waiting for the socket; false if the
+/// connection is gone.
+async fn flush(io: &ConnIo, writer: &OwnedWriteHalf) -> bool {
+    loop {
+        match try_flush(io, writer) {
+            Ok(true) => return true,
+            Ok(false) => {}
+            Err(()) => return false,
+        }
+        if writer.writable().await.is_err() {
+            return false;
+        }
+    }
+}
+
+/// The complete commands at the front of the input, the protocol error
+/// that ended parsing, if any (the commands before it still run, as in
+/// Redis), and whether complete commands may remain (the batch ended
+/// early after a command that can change authentication).
+pub(crate) fn parse_batch(io: &ConnIo, limits: Limits, split_on_auth: bool) -> (Vec<Vec<Bytes>>, Option<Vec<u8>>, bool) {
     let mut parser = io.parser.borrow_mut();
     let mut input = io.input.borrow_mut();
     let mut batch = Vec::new();
     loop {
         match parser.next(&mut input, limits) {
-            Ok(Some(cmd)) => batch.push(cmd),
-            Ok(None) => return (batch, None),
-            Err(e) => return (batch, Some(e.reply_text())),
+            Ok(Some(cmd)) => {
+                let ends_batch = split_on_auth && may_change_authentication(&cmd);
+                batch.push(cmd);
+                if ends_batch {
+                    let more = !input.is_empty();
+                    return (batch, None, more);
+                }
+            }
+            Ok(None) => {
+                release_if_idle(&mut input);
+                return (batch, None, false);
+            }
+            Err(e) => return (batch, Some(e.reply_text()), false),
         }
     }
+}
+
+/// AUTH and HELLO … AUTH authenticate; RESET makes the client
+/// unauthenticated again.
+fn may_change_authentication(argv: &[Bytes]) -> bool {
+    let name = &argv[0];
+    name.eq_ignore_ascii_case(b"auth") || name.eq_ignore_ascii_case(b"hello") || name.eq_ignore_ascii_case(b"reset")
 }

@@ -9,6 +9,7 @@
 
 pub mod busy;
 pub mod conn;
+pub mod limits;
 pub mod parser;
 
 pub use parser::SMALL_REQUEST;
@@ -53,7 +54,56 @@ pub(crate) struct Shared {
     pub busy_accepted: RefCell<Vec<conn::Accepted>>,
     /// Copies of engine settings the busy responder needs while the engine is lent out.
     pub auth_required: std::cell::Cell<bool>,
-    pub proto_max_bulk_len: std::cell::Cell<i64>,
+    pub limits: std::cell::Cell<limits::NetLimits>,
+    /// Cron passes so far (an unauthenticated client's reply buffer
+    /// shrinks at the first one it sees).
+    pub cron_ticks: std::cell::Cell<u64>,
+    /// Connections the busy responder left output, input or a close for:
+    /// their tasks are woken once the script is over.
+    pub busy_touched: RefCell<Vec<u64>>,
+    /// What the busy responder answered, for INFO once the engine is back.
+    pub unbooked: RefCell<Unbooked>,
+}
+
+/// Counters for the replies the busy responder sent while the engine was
+/// lent out (error replies by prefix, refused commands), booked into the
+/// engine's stats after the batch. Counts, not a log: a client flooding
+/// a busy server costs a few entries.
+#[derive(Default)]
+pub(crate) struct Unbooked {
+    errors: Vec<(String, u64)>,
+    rejected: Vec<(usize, u64)>,
+}
+
+impl Unbooked {
+    /// An error reply with this text was sent.
+    pub fn error(&mut self, text: &str) {
+        let prefix = text.split(' ').next().unwrap_or("ERR");
+        match self.errors.iter_mut().find(|(p, _)| p == prefix) {
+            Some((_, n)) => *n += 1,
+            None => self.errors.push((prefix.to_string(), 1)),
+        }
+    }
+
+    /// The command with this stat index was refused.
+    pub fn reject(&mut self, stat_index: usize) {
+        match self.rejected.iter_mut().find(|(i, _)| *i == stat_index) {
+            Some((_, n)) => *n += 1,
+            None => self.rejected.push((stat_index, 1)),
+        }
+    }
+
+    fn book(&mut self, stats: &mut crate::engine::stats::Stats) {
+        for (prefix, n) in self.errors.drain(..) {
+            *stats.errors.entry(prefix).or_default() += n;
+            stats.total_error_replies += n;
+        }
+        for (index, n) in self.rejected.drain(..) {
+            if let Some(cmd) = stats.cmd.get_mut(index) {
+                cmd.rejected_calls += n;
+            }
+        }
+    }
 }
 
 impl Shared {
@@ -61,13 +111,57 @@ impl Shared {
     /// and tasks for connections it accepted.
     pub fn after_batch(self: &Rc<Self>) {
         {
-            let engine = self.engine.borrow();
+            let mut engine = self.engine.borrow_mut();
             self.auth_required.set(engine.auth_required());
-            self.proto_max_bulk_len.set(engine.state.runtime.proto_max_bulk_len);
+            self.limits.set(net_limits(&engine));
+            let mut unbooked = self.unbooked.borrow_mut();
+            if !unbooked.errors.is_empty() || !unbooked.rejected.is_empty() {
+                unbooked.book(&mut engine.state.stats);
+            }
         }
         if !self.busy_accepted.borrow().is_empty() {
             conn::spawn_busy_accepted(self);
         }
+        if !self.busy_touched.borrow().is_empty() {
+            let touched = std::mem::take(&mut *self.busy_touched.borrow_mut());
+            let conns = self.conns.borrow();
+            for id in touched {
+                if let Some(io) = conns.get(&id) {
+                    io.outbox.flush();
+                }
+            }
+        }
+    }
+
+    /// The cron's part on the network side: count the pass, and close
+    /// connections held at their soft output limit for too long.
+    fn cron(&self) {
+        self.cron_ticks.set(self.cron_ticks.get() + 1);
+        let limits = self.limits.get();
+        if limits.normal.soft == 0 {
+            return;
+        }
+        for io in self.conns.borrow().values() {
+            if io.soft_limit_since.get().is_none() || io.closing.get() != conn::Closing::Open {
+                continue;
+            }
+            let unwritten = io.output.borrow().len();
+            if limits.over_soft_limit(io.authenticated.get(), unwritten, &io.soft_limit_since) {
+                conn::log_output_limit(self, io);
+                io.closing.set(conn::Closing::Now);
+                io.shut_down();
+            }
+        }
+    }
+}
+
+/// The engine's settings the network side applies.
+fn net_limits(engine: &Engine) -> limits::NetLimits {
+    let runtime = &engine.state.runtime;
+    limits::NetLimits {
+        proto_max_bulk_len: runtime.proto_max_bulk_len,
+        query_buffer_limit: runtime.client_query_buffer_limit,
+        normal: runtime.normal_output_limit,
     }
 }
 
@@ -167,7 +261,10 @@ fn serve(listeners: Vec<std::net::TcpListener>, state: State, stop: Arc<watch::S
         let listener_fds = listeners.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
         let shared = Rc::new(Shared {
             auth_required: std::cell::Cell::new(engine.auth_required()),
-            proto_max_bulk_len: std::cell::Cell::new(engine.state.runtime.proto_max_bulk_len),
+            limits: std::cell::Cell::new(net_limits(&engine)),
+            cron_ticks: std::cell::Cell::new(0),
+            busy_touched: RefCell::new(Vec::new()),
+            unbooked: RefCell::new(Unbooked::default()),
             listener_fds,
             busy_accepted: RefCell::new(Vec::new()),
             engine: RefCell::new(engine),
@@ -228,6 +325,7 @@ async fn cron_loop(shared: Rc<Shared>) {
         let hz = shared.engine.borrow().state.runtime.hz.max(1);
         tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
         shared.engine.borrow_mut().cron();
+        shared.cron();
     }
 }
 

@@ -1,14 +1,24 @@
 //! Splits a client's input into commands, as Redis's `processMultibulkBuffer`
-//! and `processInlineBuffer` do.
+//! and `processInlineBuffer` do, and decides how the read buffer grows.
 //!
 //! Redis accepts two request shapes: RESP arrays of bulk strings, and inline
 //! commands (a line of words, as telnet and redis-cli in some modes send).
 //! Clients notice the exact protocol-error texts and the fact that the
 //! connection closes after one, so this parser is written against Redis's
-//! request grammar rather than a general RESP decoder: it never allocates
-//! for a declared length, refuses lengths above the limits before reading
-//! their data, and keeps its place across reads so a large pipeline is
-//! scanned once.
+//! request grammar rather than a general RESP decoder: it refuses lengths
+//! above the limits before reading their data, and keeps its place across
+//! reads so a large pipeline is scanned once.
+//!
+//! A declared length is never allocated ahead of its data: the read buffer
+//! ([`RequestParser::make_room`]) grows with the bytes that arrived, so a
+//! connection that announces a 512 MB argument and sends 100 bytes holds a
+//! 1 KB read buffer. An argument of at least
+//! [`BIG_ARG`] bytes (Redis's PROTO_MBULK_BIG_ARG) is gathered in a buffer
+//! of its own that starts at the argument's first byte and, once half of it
+//! has arrived, is allocated at exactly the argument's size; the complete
+//! argument is then taken from that buffer without a copy, as Redis does
+//! with its query buffer. Growing by doubling keeps a 100 MB SET linear:
+//! every byte is copied at most twice on its way to the exact buffer.
 
 use bytes::{Buf, Bytes, BytesMut};
 
@@ -16,10 +26,22 @@ use crate::numfmt::parse_i64;
 
 /// The longest inline request or length line Redis accepts (PROTO_INLINE_MAX_SIZE).
 pub const INLINE_MAX: usize = 64 * 1024;
-/// The most the read buffer grows ahead of data actually received.
-const MAX_RESERVE_STEP: usize = 1024 * 1024;
-/// Array and bulk size limits for clients that have not authenticated yet.
-const UNAUTH_MULTIBULK_MAX: i64 = 1024 * 1024;
+/// The read buffer's size when empty: most requests fit, and an idle or
+/// stalled connection holds no more (each one's buffer is resident).
+const READ_START: usize = 1024;
+/// How much a read buffer that holds part of a request grows by, at least.
+pub const READ_CHUNK: usize = 16 * 1024;
+/// Below this much free room the read buffer grows before the next read.
+const MIN_READ_ROOM: usize = 1024;
+/// Arguments this long or longer get a buffer of their own (PROTO_MBULK_BIG_ARG).
+pub const BIG_ARG: usize = 32 * 1024;
+/// An empty read buffer larger than this is given back (a large request
+/// or pipeline grew it; the connection may stay idle for hours).
+const IDLE_BUFFER_MAX: usize = 4 * READ_CHUNK;
+/// Array and bulk size limits for clients that have not authenticated yet
+/// (`processMultibulkBuffer`'s `ll > 10 && authRequired(c)` and
+/// `ll > 16384 && authRequired(c)`).
+const UNAUTH_MULTIBULK_MAX: i64 = 10;
 const UNAUTH_BULK_MAX: i64 = 16384;
 
 /// Limits that depend on configuration and on the client's state.
@@ -95,7 +117,8 @@ impl RequestParser {
                     return Ok(Some(args));
                 }
                 self.pending = Some(Multibulk {
-                    args: Vec::with_capacity(count.min(1024)),
+                    // Grows with the arguments that arrive, not with the count.
+                    args: Vec::with_capacity(count.min(16)),
                     remaining: count,
                     bulk_len: None,
                 });
@@ -128,19 +151,26 @@ impl RequestParser {
                     }
                 };
                 if buf.len() < len + 2 {
-                    // Grow towards a large argument as it arrives, a bounded
-                    // step at a time: a declared length alone never makes the
-                    // server allocate it.
-                    buf.reserve((len + 2 - buf.len()).min(MAX_RESERVE_STEP));
+                    // `make_room` grows the buffer as the data arrives.
                     return Ok(None);
                 }
-                // Each argument of a request too large for `small_request`
-                // gets its own allocation: a slice of the read buffer stored
-                // as a key or value would keep the whole buffer alive for
-                // as long as the key lives.
-                let arg = Bytes::copy_from_slice(&buf[..len]);
-                // Like Redis, the two bytes after the data are skipped, not checked.
-                buf.advance(len + 2);
+                let arg = if len >= BIG_ARG && buf.len() == len + 2 && buf.capacity() == len + 2 {
+                    // The buffer `make_room` sized for exactly this
+                    // argument: it becomes the argument, and reading
+                    // starts over in a fresh buffer.
+                    let arg = buf.split_to(len).freeze();
+                    *buf = BytesMut::new();
+                    arg
+                } else {
+                    // Each argument of a request too large for
+                    // `small_request` gets its own allocation: a slice of
+                    // the read buffer stored as a key or value would keep
+                    // the whole buffer alive for as long as the key lives.
+                    let arg = Bytes::copy_from_slice(&buf[..len]);
+                    // Like Redis, the two bytes after the data are skipped, not checked.
+                    buf.advance(len + 2);
+                    arg
+                };
                 mb.args.push(arg);
                 mb.bulk_len = None;
                 mb.remaining -= 1;
@@ -148,6 +178,53 @@ impl RequestParser {
             let done = self.pending.take().expect("pending multibulk");
             return Ok(Some(done.args));
         }
+    }
+}
+
+impl RequestParser {
+    /// The declared length of the argument being read, while it is at
+    /// least [`BIG_ARG`] long and not complete: it then starts at the
+    /// front of the read buffer.
+    fn big_arg_pending(&self) -> Option<usize> {
+        let len = self.pending.as_ref()?.bulk_len?;
+        (len >= BIG_ARG).then_some(len)
+    }
+
+    /// Makes room in `buf` for the next read. The buffer grows only with
+    /// data that has arrived: from 1 KB, by at least [`READ_CHUNK`] when
+    /// nearly full of unparsed input, or, for a big argument, to at most
+    /// twice what has arrived of it and never past its end, so that its
+    /// last step is a buffer of exactly its size.
+    pub fn make_room(&self, buf: &mut BytesMut) {
+        let spare = buf.capacity() - buf.len();
+        if buf.is_empty() {
+            if spare < READ_START {
+                // Reuses the space already read past when there is enough.
+                buf.reserve(READ_START);
+            }
+            return;
+        }
+        if let Some(len) = self.big_arg_pending() {
+            let whole = len + 2;
+            if buf.len() < whole && spare < MIN_READ_ROOM.min(whole - buf.len()) {
+                let target = whole.min((2 * buf.len()).max(buf.len() + READ_CHUNK));
+                let mut grown = BytesMut::with_capacity(target);
+                grown.extend_from_slice(buf);
+                *buf = grown;
+            }
+            return;
+        }
+        if spare < MIN_READ_ROOM {
+            buf.reserve(buf.len().max(READ_CHUNK));
+        }
+    }
+}
+
+/// Gives back the memory of an empty read buffer that a large request or
+/// pipeline grew.
+pub fn release_if_idle(buf: &mut BytesMut) {
+    if buf.is_empty() && buf.capacity() > IDLE_BUFFER_MAX {
+        *buf = BytesMut::new();
     }
 }
 
@@ -405,6 +482,78 @@ mod tests {
         // The arguments lie as far apart as on the wire: slices of one copy.
         let offsets: Vec<usize> = cmds[0].iter().map(|a| a.as_ptr() as usize - cmds[0][0].as_ptr() as usize).collect();
         assert_eq!(offsets, [0, 10, 18, 29]);
+    }
+
+    /// Feeds `wire` to a parser as a connection would: room made before
+    /// each read, reads of at most `read` bytes. Returns the commands and
+    /// the largest buffer capacity seen against the bytes received then.
+    fn read_in_pieces(wire: &[u8], read: usize) -> (Vec<Vec<Bytes>>, Vec<(usize, usize)>) {
+        let mut p = RequestParser::default();
+        let mut buf = BytesMut::new();
+        let (mut at, mut cmds, mut seen) = (0, Vec::new(), Vec::new());
+        while at < wire.len() {
+            p.make_room(&mut buf);
+            let n = read.min(buf.capacity() - buf.len()).min(wire.len() - at);
+            buf.extend_from_slice(&wire[at..at + n]);
+            at += n;
+            seen.push((at, buf.capacity()));
+            while let Some(cmd) = p.next(&mut buf, LIMITS).unwrap() {
+                cmds.push(cmd);
+            }
+        }
+        (cmds, seen)
+    }
+
+    #[test]
+    fn a_declared_length_is_not_allocated_ahead_of_its_data() {
+        let mut wire = b"*1\r\n$536870912\r\n".to_vec();
+        wire.extend_from_slice(&[b'x'; 100]);
+        let (cmds, seen) = read_in_pieces(&wire, 64 * 1024);
+        assert!(cmds.is_empty());
+        assert!(seen.iter().all(|&(_, cap)| cap <= 1024), "{seen:?}");
+    }
+
+    #[test]
+    fn a_big_argument_grows_with_its_data_into_a_buffer_of_its_own() {
+        let value: Vec<u8> = (0..300_000u32).map(|i| i as u8).collect();
+        let wire = request(&[b"SET", b"k", &value, b"next"]);
+        let (cmds, seen) = read_in_pieces(&wire, 16 * 1024);
+        assert_eq!(
+            cmds,
+            vec![vec![
+                Bytes::from("SET"),
+                Bytes::from("k"),
+                Bytes::from(value.clone()),
+                Bytes::from("next")
+            ]]
+        );
+        // Never more than twice what arrived, plus one read.
+        assert!(seen.iter().all(|&(arrived, cap)| cap <= 2 * arrived + READ_CHUNK), "{seen:?}");
+    }
+
+    #[test]
+    fn a_big_argument_is_taken_from_its_exact_buffer_without_a_copy() {
+        let value = vec![b'v'; 100_000];
+        let mut p = RequestParser::default();
+        let mut buf = BytesMut::from(&b"*1\r\n$100000\r\n"[..]);
+        assert_eq!(p.next(&mut buf, LIMITS), Ok(None));
+        let mut wire = value.clone();
+        wire.extend_from_slice(b"\r\n");
+        let mut at = 0;
+        let mut exact = None;
+        while at < wire.len() {
+            p.make_room(&mut buf);
+            if buf.capacity() == wire.len() {
+                exact.get_or_insert(buf.as_ptr());
+            }
+            let n = (buf.capacity() - buf.len()).min(wire.len() - at);
+            buf.extend_from_slice(&wire[at..at + n]);
+            at += n;
+        }
+        let cmd = p.next(&mut buf, LIMITS).unwrap().unwrap();
+        assert_eq!(cmd[0], value);
+        assert_eq!(Some(cmd[0].as_ptr()), exact);
+        assert_eq!(buf.capacity(), 0, "reading starts over in a fresh buffer");
     }
 
     #[test]

@@ -220,3 +220,40 @@ pub fn wait_until(secs: u64, what: &str, mut done: impl FnMut() -> bool) {
 pub fn wait_until_closed(addr: SocketAddr) {
     wait_until(5, "still accepting connections", || TcpStream::connect(addr).is_err());
 }
+
+/// How a connection ended up after [`exchange_raw`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Still open once the server went quiet.
+    Open,
+    /// Closed by the server (an orderly close, or a reset because input
+    /// was left unread: either way the server dropped the connection).
+    Closed,
+}
+
+/// Sends raw bytes on a new connection and collects everything the server
+/// sends until it closes the connection or stays quiet for `quiet`.
+pub fn exchange_raw(addr: SocketAddr, input: &[u8], quiet: Duration) -> (Vec<u8>, Ending) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    // A server that closes before reading everything may refuse the rest.
+    let _ = s.write_all(input);
+    read_until_closed(&mut s, quiet)
+}
+
+/// Everything the server sends on `s` until it closes it or stays quiet
+/// for `quiet`.
+pub fn read_until_closed(s: &mut TcpStream, quiet: Duration) -> (Vec<u8>, Ending) {
+    s.set_read_timeout(Some(quiet)).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 16384];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return (out, Ending::Closed),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                return (out, Ending::Open);
+            }
+            Err(_) => return (out, Ending::Closed),
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! Memory a misbehaving client can make the server hold, measured on the
+//! keylock binary as a separate process: its resident set size
+//! (/proc/<pid>/status VmRSS) before, during and after, against a stated
+//! allowance.
+
+mod common;
+use common::*;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The keylock binary on a free port, killed on drop.
+struct Binary {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Binary {
+    fn start(extra: &[&str]) -> Binary {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_keylock"))
+            .args(["--port", "0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr = line.trim().strip_prefix("listening on ").expect("announce line").parse().unwrap();
+        Binary { child, addr }
+    }
+
+    /// Resident set size in bytes.
+    fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS");
+        let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        kb * 1024
+    }
+
+    /// The largest RSS seen over `period`.
+    fn peak_rss(&self, period: Duration) -> u64 {
+        let end = Instant::now() + period;
+        let mut peak = self.rss();
+        while Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(20));
+            peak = peak.max(self.rss());
+        }
+        peak
+    }
+
+    fn ping(&self) {
+        assert_eq!(Raw::connect(self.addr).call(&["PING"]), b"+PONG\r\n");
+    }
+}
+
+impl Drop for Binary {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const MB: u64 = 1 << 20;
+
+/// Raises this process's open-file limit (the binary inherits it) and
+/// returns how many connections both sides can afford, at most `want`.
+fn affordable_connections(want: usize) -> usize {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+        limit.rlim_cur = limit.rlim_max.min(want as u64 + 256);
+        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+    }
+    want.min((limit.rlim_cur as usize).saturating_sub(256))
+}
+
+#[test]
+fn connections_declaring_512mb_arguments_hold_only_what_they_sent() {
+    let n = affordable_connections(2000);
+    assert!(n >= 500, "too few file descriptors for this test ({n})");
+    let server = Binary::start(&[]);
+    let idle = server.rss();
+    let mut conns = Vec::with_capacity(n);
+    while conns.len() < n {
+        // In groups the listen backlog holds, each accepted (the PING on
+        // a connection queued after them is answered) before the next.
+        let group = (n - conns.len()).min(100);
+        conns.extend((0..group).map(|_| TcpStream::connect(server.addr).unwrap()));
+        server.ping();
+    }
+    let connected = server.peak_rss(Duration::from_millis(200));
+    for c in &mut conns {
+        c.write_all(b"*1\r\n$536870912\r\n").unwrap();
+    }
+    for c in &mut conns {
+        c.write_all(&[b'x'; 100]).unwrap();
+    }
+    // The server reads connections in turn; a PING on a new one is
+    // answered once it has been round them.
+    server.ping();
+    let declared = server.peak_rss(Duration::from_millis(500));
+    drop(conns);
+    server.ping();
+    let after = server.peak_rss(Duration::from_millis(200));
+    eprintln!(
+        "{n} connections: idle {} MB, connected {} MB, declared {} MB, closed {} MB",
+        idle / MB,
+        connected / MB,
+        declared / MB,
+        after / MB
+    );
+    // Each connection holds its 100 bytes in a 1 KB read buffer: allow
+    // 8 KB a connection over the idle connections, 48 MB over the idle
+    // server.
+    assert!(
+        declared <= connected + n as u64 * 8 * 1024,
+        "{} MB over connected",
+        (declared - connected) / MB
+    );
+    assert!(declared <= idle + 48 * MB, "{} MB over idle", (declared - idle) / MB);
+}
+
+/// Sends PING without ever reading until the server stops taking them,
+/// `limit` bytes are sent, or `deadline` passes; returns the bytes sent.
+fn flood_without_reading(addr: SocketAddr, limit: usize, deadline: Instant) -> (TcpStream, usize) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_write_timeout(Some(Duration::from_millis(200))).unwrap();
+    let chunk = b"PING\r\n".repeat(1000);
+    let mut sent = 0;
+    while sent < limit && Instant::now() < deadline {
+        match s.write(&chunk[sent % 6..]) {
+            Ok(n) => sent += n,
+            Err(_) => break,
+        }
+    }
+    (s, sent)
+}
+
+#[test]
+fn clients_sending_to_a_busy_server_without_reading_do_not_grow_its_memory() {
+    let server = Binary::start(&[]);
+    let mut runner = Raw::connect(server.addr);
+    assert_eq!(runner.call(&["CONFIG", "SET", "busy-reply-threshold", "100"]), b"+OK\r\n");
+    runner.send(b"EVAL \"while true do end\" 0\r\n");
+    let mut probe = Raw::connect(server.addr);
+    wait_until(10, "the script never became busy", || probe.call(&["PING"]).starts_with(b"-BUSY"));
+    let before = server.rss();
+    // Each PING is answered with 90 bytes of BUSY: 4 clients sending
+    // 8 MB each would leave 480 MB of replies if they were all kept.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let floods: Vec<_> = (0..4)
+        .map(|_| {
+            let addr = server.addr;
+            std::thread::spawn(move || flood_without_reading(addr, 8 << 20, deadline))
+        })
+        .collect();
+    let floods: Vec<(TcpStream, usize)> = floods.into_iter().map(|t| t.join().unwrap()).collect();
+    let during = server.peak_rss(Duration::from_millis(300));
+    assert_eq!(
+        probe.call(&["PING"]),
+        b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"
+    );
+    assert_eq!(probe.call(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    assert!(runner.reply().starts_with(b"-ERR Script killed"));
+    drop(floods);
+    server.ping();
+    let after = server.peak_rss(Duration::from_millis(200));
+    eprintln!(
+        "busy: before {} MB, during {} MB, after {} MB",
+        before / MB,
+        during / MB,
+        after / MB
+    );
+    // Each held-back client holds at most 64 KB of replies plus what one
+    // pass reads (4 x 16 KB of PINGs, 15 times that in replies).
+    assert!(during <= before + 32 * MB, "{} MB over before", (during - before) / MB);
+}
