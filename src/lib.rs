@@ -21,8 +21,11 @@
 //! - [`config`], [`config_params`]: start-up flags and the CONFIG parameter table.
 //! - [`clock`]: real or test-controlled time.
 //! - [`bench`]: `keylock bench`, the load generator (a client of any RESP
-//!   server; it shares no code with the server side).
+//!   server; it shares no code with the server side). Behind the default
+//!   `bench` feature: embedding keylock with `default-features = false`
+//!   compiles the server without it or its crates.
 
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod clock;
 pub mod commands;

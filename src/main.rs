@@ -10,7 +10,13 @@ fn main() {
         .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("bench") {
+        #[cfg(feature = "bench")]
         std::process::exit(keylock::bench::main(&args[1..]));
+        #[cfg(not(feature = "bench"))]
+        {
+            eprintln!("keylock: built without the `bench` feature");
+            std::process::exit(1);
+        }
     }
     if matches!(args.first().map(String::as_str), Some("-h" | "--help")) {
         print!("{}", HELP);
