@@ -43,8 +43,9 @@ pub enum Reply {
     Double(f64),
     /// RESP3 boolean; the integer 1 or 0 in RESP2.
     Bool(bool),
-    /// RESP3 verbatim string (`txt`); a bulk string in RESP2.
-    Verbatim(Bytes),
+    /// RESP3 verbatim string with its three-byte format (`txt`, `mkd`);
+    /// a bulk string in RESP2.
+    Verbatim([u8; 3], Bytes),
     /// RESP3 push (pub/sub messages, invalidations); an array in RESP2.
     Push(Vec<Reply>),
     /// RESP3 big number; a bulk string in RESP2.
@@ -80,6 +81,11 @@ impl Reply {
 
     pub fn bulks<I: IntoIterator<Item = Bytes>>(items: I) -> Reply {
         Reply::Array(items.into_iter().map(Reply::Bulk).collect())
+    }
+
+    /// A verbatim string in the `txt` format (INFO, CLIENT INFO …).
+    pub fn verbatim_txt(text: impl Into<Bytes>) -> Reply {
+        Reply::Verbatim(*b"txt", text.into())
     }
 
     pub fn is_error(&self) -> bool {
@@ -156,10 +162,11 @@ impl Reply {
                     out.put_slice(if *b { b":1\r\n" } else { b":0\r\n" });
                 }
             }
-            Reply::Verbatim(text) => {
+            Reply::Verbatim(format, text) => {
                 if resp >= 3 {
                     header(out, b'=', text.len() + 4);
-                    out.put_slice(b"txt:");
+                    out.put_slice(format);
+                    out.put_u8(b':');
                     out.put_slice(text);
                     out.put_slice(b"\r\n");
                 } else {

@@ -31,12 +31,9 @@
 //!   two servers order such entries differently. A table key is therefore
 //!   always the only entry of its map or set. Functions, which hash by
 //!   address too, are never keys.
-//! - Results of more than about 13.4 million elements: keylock refuses
-//!   them (its conversion budget, 1 GiB at 80 bytes an element), Redis
-//!   sends them. Far too large for this test; reported to the engine.
-//! - Verbatim formats other than `txt`: keylock sends every verbatim
-//!   string as `txt`, Redis sends the script's format (see
-//!   `verbatim_format_is_the_scripts`, ignored until the engine does so).
+//! - Results whose conversion would take more than 1 GiB (about 26.8
+//!   million elements at 40 bytes each): keylock refuses them with an
+//!   error, Redis sends them. Far too large for this test.
 //!
 //! Without redis-server on PATH the differential tests skip with a
 //! message, unless KEYLOCK_REQUIRE_REDIS=1 makes that a failure.
@@ -482,14 +479,19 @@ fn special(inner: BoxedStrategy<Value>) -> BoxedStrategy<(Scalar, Value)> {
     ]
     .prop_map(Value::Scalar);
     let digits = proptest::collection::vec(pick(b"0123456789-+.e\r\n"), 0..40).prop_map(|b| Value::Scalar(Scalar::Str(b)));
-    // Format `txt` only: keylock sends every verbatim string as `txt`,
-    // where Redis sends the script's format (`verbatim_format_is_the_scripts`).
+    // Formats of any length, NULs included: Redis sends the first three
+    // bytes up to a NUL, padded with spaces.
+    let format = prop_oneof![
+        3 => Just(b"txt".to_vec()),
+        1 => proptest::collection::vec(pick(b"mkdtx\0 "), 0..6),
+    ];
     let verbatim_body = (
         prop_oneof![3 => string_value().prop_map(Some), 1 => inner.clone().prop_map(Some), 1 => Just(None)],
         any::<bool>(),
+        format,
     )
-        .prop_map(|(string, format_first)| {
-            let mut fields = vec![(Scalar::Str(b"format".to_vec()), Value::Scalar(Scalar::Str(b"txt".to_vec())))];
+        .prop_map(|(string, format_first, format)| {
+            let mut fields = vec![(Scalar::Str(b"format".to_vec()), Value::Scalar(Scalar::Str(format)))];
             if let Some(s) = string {
                 fields.push((Scalar::Str(b"string".to_vec()), s));
             }
@@ -972,10 +974,8 @@ fn table_reachable_twice_in_a_cycle_is_refused_and_server_stays_up() {
 }
 
 /// Redis sends a verbatim string with the format the script gave: its
-/// first three bytes, padded with spaces up to a NUL or the end. keylock
-/// sends `txt` whatever the format, so the generator only uses `txt`.
+/// first three bytes, padded with spaces up to a NUL or the end.
 #[test]
-#[ignore = "keylock sends every verbatim string as txt (src/reply.rs); Redis sends the script's format"]
 fn verbatim_format_is_the_scripts() {
     same_as_redis(&[
         "return {verbatim_string = {format = 'mkd', string = 'x'}}",

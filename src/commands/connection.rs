@@ -342,13 +342,13 @@ fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         text.push_str(&c.info_line(now));
         text.push('\n');
     }
-    Ok(Reply::Verbatim(Bytes::from(text)))
+    Ok(Reply::verbatim_txt(text))
 }
 
 fn client_info(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     let mut line = ctx.client.info_line(ctx.now_ms);
     line.push('\n');
-    Ok(Reply::Verbatim(Bytes::from(line)))
+    Ok(Reply::verbatim_txt(line))
 }
 
 /// Filters of the CLIENT KILL filter form.

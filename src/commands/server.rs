@@ -511,5 +511,5 @@ fn command_docs(c: &super::table::Command) -> Reply {
 fn info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let requested: Vec<String> = argv[1..].iter().map(|a| String::from_utf8_lossy(a).to_ascii_lowercase()).collect();
     let text = super::info::render(ctx, &requested);
-    Ok(Reply::Verbatim(Bytes::from(text)))
+    Ok(Reply::verbatim_txt(text))
 }

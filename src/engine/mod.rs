@@ -779,7 +779,7 @@ mod tests {
         );
         assert_eq!(state.command_panics, 1);
         assert_eq!(get_registered(&mut state, &mut client, &["GET", "k"]), Reply::bulk_static("v"));
-        let Reply::Verbatim(info) = get_registered(&mut state, &mut client, &["INFO", "keylock"]) else {
+        let Reply::Verbatim(_, info) = get_registered(&mut state, &mut client, &["INFO", "keylock"]) else {
             panic!("INFO answers a verbatim string");
         };
         assert!(String::from_utf8_lossy(&info).contains("command_panics:1\r\n"));

@@ -17,8 +17,8 @@
 //! twice (as a map key and value, say) converts to a tree whose size
 //! doubles with every level, which no memory can hold (Redis 7.0.15 dies on
 //! `local a = {} a.map = {} a.map[a] = a return a`). A [`Budget`] counts
-//! the memory the reply takes (each value, its bytes, and each array
-//! allocated at its exact size); past
+//! the memory the reply takes (each array, allocated at its exact size,
+//! and the bytes of its strings); past
 //! `lua-memory-limit`, or 1 GiB when that is larger or unset, the whole
 //! result is refused with an error.
 //!
@@ -161,7 +161,9 @@ pub(crate) unsafe fn lua_to_reply(state: *mut ffi::lua_State, resp: u8, budget: 
             return Reply::Error(Bytes::from_static(b"ERR reached lua stack limit"));
         }
         let payload = if t == ffi::LUA_TSTRING { string_at(state, -1).len() } else { 0 };
-        if !budget.take(size_of::<Reply>() + payload) {
+        // The value's own slot was counted with its array (or is the
+        // top-level reply); only its bytes are counted here.
+        if !budget.take(payload) {
             ffi::lua_pop(state, 1);
             return Reply::Nil;
         }
@@ -223,7 +225,13 @@ unsafe fn table_to_reply(state: *mut ffi::lua_State, resp: u8, budget: &mut Budg
         if raw_field(state, -1, c"verbatim_string") == ffi::LUA_TTABLE {
             if raw_field(state, -1, c"format") == ffi::LUA_TSTRING {
                 if raw_field(state, -2, c"string") == ffi::LUA_TSTRING {
-                    let reply = Reply::Verbatim(Bytes::copy_from_slice(string_at(state, -1)));
+                    // addReplyVerbatim: the format's first three bytes up
+                    // to a NUL, padded with spaces.
+                    let mut format = [b' '; 3];
+                    for (slot, &c) in format.iter_mut().zip(c_string_at(state, -2)) {
+                        *slot = c;
+                    }
+                    let reply = Reply::Verbatim(format, Bytes::copy_from_slice(string_at(state, -1)));
                     ffi::lua_pop(state, 4);
                     return reply;
                 }

@@ -234,12 +234,12 @@ unsafe fn push_reply(state: *mut ffi::lua_State, reply: &Reply, resp: u8) {
                     ffi::lua_pushnumber(state, *b as i64 as f64)
                 }
             }
-            Reply::Verbatim(text) => {
+            Reply::Verbatim(format, text) => {
                 if resp >= 3 {
                     ffi::lua_createtable(state, 0, 2);
                     push_bytes(state, text);
                     ffi::lua_setfield(state, -2, c"string".as_ptr());
-                    push_bytes(state, b"txt");
+                    push_bytes(state, format);
                     ffi::lua_setfield(state, -2, c"format".as_ptr());
                     wrap(state, c"verbatim_string");
                 } else {

@@ -71,7 +71,7 @@ impl Value {
             Reply::Status(s) => Value::Table(Table::Status(s)),
             Reply::Error(e) => Value::Table(Table::Error(e)),
             Reply::Int(n) => Value::Num(n as f64),
-            Reply::Bulk(b) | Reply::Verbatim(b) | Reply::BigNumber(b) => Value::Str(b),
+            Reply::Bulk(b) | Reply::Verbatim(_, b) | Reply::BigNumber(b) => Value::Str(b),
             Reply::Nil | Reply::NilArray => Value::Bool(false),
             Reply::Array(items) | Reply::Push(items) | Reply::Many(items) | Reply::Set(items) => {
                 Value::Table(Table::Array(items.into_iter().map(Value::from_reply).collect()))
