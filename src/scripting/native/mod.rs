@@ -62,113 +62,101 @@ use super::{ScriptId, call};
 use crate::engine::{Client, State};
 use crate::reply::Reply;
 
-/// One script body from `lua/redisson/<version>/<name>.lua`.
+/// One script body from `lua/redisson/<version>/<name>.lua`, with its
+/// native implementation and, for the scripts every lock sends, its direct
+/// run. This row is everything there is to add for a new body (plus the
+/// file and its INDEX.tsv line, which a test checks against this table).
 pub struct ScriptFile {
     pub version: &'static str,
     pub name: &'static str,
     pub body: &'static [u8],
+    pub native: Option<NativeFn>,
+    /// Its direct run for plain input, tried before `native` (see [`direct`]).
+    pub direct: Option<DirectFn>,
 }
 
-macro_rules! script_files {
-    ($($version:literal: [$($name:literal),* $(,)?]),* $(,)?) => {
-        &[$($(ScriptFile {
+/// A row of [`FILES`]: version, name, native implementation, and the
+/// direct run after `direct` when there is one.
+macro_rules! script {
+    ($version:literal, $name:literal, $native:expr) => {
+        script!(@row $version, $name, Some($native), None)
+    };
+    ($version:literal, $name:literal, $native:expr, direct $direct:expr) => {
+        script!(@row $version, $name, Some($native), Some($direct))
+    };
+    (@row $version:literal, $name:literal, $native:expr, $direct:expr) => {
+        ScriptFile {
             version: $version,
             name: $name,
             body: include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/redisson/", $version, "/", $name, ".lua")),
-        }),*),*]
+            native: $native,
+            direct: $direct,
+        }
     };
 }
 
 /// Every script body keylock recognizes, newest client first.
-pub const FILES: &[ScriptFile] = script_files! {
-    "4.7.0": [
-        "cluster-detect-probe", "fairlock-acquire-failed", "fairlock-acquire", "fairlock-tryacquire-nowait",
-        "fairlock-unlock", "keys-pexpire", "latch-countdown", "latch-trysetcount", "lock-acquire",
-        "lock-force-unlock", "lock-renew-batch", "lock-unlock", "pesemaphore-available-permits",
-        "pesemaphore-release", "pesemaphore-tryacquire", "rwlock-read-acquire", "rwlock-read-islocked",
-        "rwlock-read-renew-batch", "rwlock-read-unlock", "rwlock-write-acquire", "rwlock-write-unlock",
-        "semaphore-release", "semaphore-tryacquire", "semaphore-trysetpermits",
-    ],
-    "3.13.6": [
-        "fairlock-acquire-failed", "fairlock-acquire", "fairlock-tryacquire-nowait", "fairlock-unlock",
-        "latch-countdown", "latch-trysetcount", "lock-acquire", "lock-force-unlock", "lock-renew",
-        "lock-unlock", "pesemaphore-available-permits", "pesemaphore-release", "pesemaphore-tryacquire",
-        "rwlock-read-acquire", "rwlock-read-renew", "rwlock-read-unlock", "rwlock-write-acquire",
-        "rwlock-write-unlock", "semaphore-release", "semaphore-tryacquire", "semaphore-trysetpermits",
-    ],
+///
+/// Where versions send the same body (or bodies that run the same commands
+/// in the same order) they share an implementation: the 3.13.6
+/// lock-acquire tests `exists` and `hexists` in two `if`s, 4.7.0 in one
+/// `or`. Each seed-2018 body differs from every current one in its
+/// commands: HSET for the first hold, EXISTS before unlocking, no PTTL on
+/// a read reentry.
+pub const FILES: &[ScriptFile] = &[
+    script!("4.7.0", "cluster-detect-probe", probe::cluster_detect_probe),
+    script!("4.7.0", "fairlock-acquire-failed", fairlock::acquire_failed),
+    script!("4.7.0", "fairlock-acquire", fairlock::acquire),
+    script!("4.7.0", "fairlock-tryacquire-nowait", fairlock::try_acquire_nowait),
+    script!("4.7.0", "fairlock-unlock", fairlock::unlock),
+    script!("4.7.0", "keys-pexpire", pexpire::keys_pexpire),
+    script!("4.7.0", "latch-countdown", latch::count_down),
+    script!("4.7.0", "latch-trysetcount", latch::try_set_count),
+    script!("4.7.0", "lock-acquire", lock::acquire, direct direct::lock_acquire),
+    script!("4.7.0", "lock-force-unlock", lock::force_unlock),
+    script!("4.7.0", "lock-renew-batch", lock::renew_batch, direct direct::lock_renew_batch),
+    script!("4.7.0", "lock-unlock", lock::unlock, direct direct::lock_unlock),
+    script!("4.7.0", "pesemaphore-available-permits", pesemaphore::available_permits),
+    script!("4.7.0", "pesemaphore-release", pesemaphore::release),
+    script!("4.7.0", "pesemaphore-tryacquire", pesemaphore::try_acquire),
+    script!("4.7.0", "rwlock-read-acquire", rwlock::read_acquire),
+    script!("4.7.0", "rwlock-read-islocked", rwlock::read_is_locked),
+    script!("4.7.0", "rwlock-read-renew-batch", rwlock::read_renew_batch),
+    script!("4.7.0", "rwlock-read-unlock", rwlock::read_unlock),
+    script!("4.7.0", "rwlock-write-acquire", rwlock::write_acquire),
+    script!("4.7.0", "rwlock-write-unlock", rwlock::write_unlock),
+    script!("4.7.0", "semaphore-release", semaphore::release),
+    script!("4.7.0", "semaphore-tryacquire", semaphore::try_acquire),
+    script!("4.7.0", "semaphore-trysetpermits", semaphore::try_set_permits),
+    script!("3.13.6", "fairlock-acquire-failed", fairlock::acquire_failed),
+    script!("3.13.6", "fairlock-acquire", fairlock::acquire_3_13),
+    script!("3.13.6", "fairlock-tryacquire-nowait", fairlock::try_acquire_nowait_3_13),
+    script!("3.13.6", "fairlock-unlock", fairlock::unlock_3_13),
+    script!("3.13.6", "latch-countdown", latch::count_down_3_13),
+    script!("3.13.6", "latch-trysetcount", latch::try_set_count_3_13),
+    script!("3.13.6", "lock-acquire", lock::acquire, direct direct::lock_acquire),
+    script!("3.13.6", "lock-force-unlock", lock::force_unlock_3_13),
+    script!("3.13.6", "lock-renew", lock::renew, direct direct::lock_renew),
+    script!("3.13.6", "lock-unlock", lock::unlock_3_13, direct direct::lock_unlock_3_13),
+    script!("3.13.6", "pesemaphore-available-permits", pesemaphore::available_permits_3_13),
+    script!("3.13.6", "pesemaphore-release", pesemaphore::release_3_13),
+    script!("3.13.6", "pesemaphore-tryacquire", pesemaphore::try_acquire_3_13),
+    script!("3.13.6", "rwlock-read-acquire", rwlock::read_acquire),
+    script!("3.13.6", "rwlock-read-renew", rwlock::read_renew),
+    script!("3.13.6", "rwlock-read-unlock", rwlock::read_unlock_3_13),
+    script!("3.13.6", "rwlock-write-acquire", rwlock::write_acquire),
+    script!("3.13.6", "rwlock-write-unlock", rwlock::write_unlock_3_13),
+    script!("3.13.6", "semaphore-release", semaphore::release_3_13),
+    script!("3.13.6", "semaphore-tryacquire", semaphore::try_acquire),
+    script!("3.13.6", "semaphore-trysetpermits", semaphore::try_set_permits_3_13),
     // Releases older than 3.13.6, as the seed articles quote them.
-    "seed-2018": ["lock-acquire", "lock-unlock", "rwlock-read-acquire"],
-};
+    script!("seed-2018", "lock-acquire", lock::acquire_2018),
+    script!("seed-2018", "lock-unlock", lock::unlock_2018),
+    script!("seed-2018", "rwlock-read-acquire", rwlock::read_acquire_2018),
+];
 
 /// A native script: KEYS and ARGV in, the Lua value the script returns out.
 pub type NativeFn = fn(&mut NativeCtx, &Params) -> Result<Value, ScriptError>;
-
-/// The native implementation of a script file, if there is one.
-fn implementation(version: &str, name: &str) -> Option<NativeFn> {
-    Some(match (version, name) {
-        // The 3.13.6 body tests `exists` and `hexists` in two `if`s, 4.7.0 in
-        // one `or`: the same commands in the same order either way.
-        ("4.7.0" | "3.13.6", "lock-acquire") => lock::acquire,
-        ("4.7.0", "lock-unlock") => lock::unlock,
-        ("3.13.6", "lock-unlock") => lock::unlock_3_13,
-        ("4.7.0", "lock-force-unlock") => lock::force_unlock,
-        ("3.13.6", "lock-force-unlock") => lock::force_unlock_3_13,
-        ("4.7.0", "lock-renew-batch") => lock::renew_batch,
-        ("3.13.6", "lock-renew") => lock::renew,
-        ("4.7.0", "keys-pexpire") => pexpire::keys_pexpire,
-        ("4.7.0", "cluster-detect-probe") => probe::cluster_detect_probe,
-        ("4.7.0" | "3.13.6", "rwlock-read-acquire") => rwlock::read_acquire,
-        ("4.7.0" | "3.13.6", "rwlock-write-acquire") => rwlock::write_acquire,
-        ("4.7.0", "rwlock-read-unlock") => rwlock::read_unlock,
-        ("3.13.6", "rwlock-read-unlock") => rwlock::read_unlock_3_13,
-        ("4.7.0", "rwlock-write-unlock") => rwlock::write_unlock,
-        ("3.13.6", "rwlock-write-unlock") => rwlock::write_unlock_3_13,
-        ("4.7.0", "rwlock-read-renew-batch") => rwlock::read_renew_batch,
-        ("3.13.6", "rwlock-read-renew") => rwlock::read_renew,
-        ("4.7.0", "rwlock-read-islocked") => rwlock::read_is_locked,
-        // Each older body differs from every current one in its commands:
-        // HSET for the first hold, EXISTS before unlocking, no PTTL on a
-        // read reentry.
-        ("seed-2018", "lock-acquire") => lock::acquire_2018,
-        ("seed-2018", "lock-unlock") => lock::unlock_2018,
-        ("seed-2018", "rwlock-read-acquire") => rwlock::read_acquire_2018,
-        ("4.7.0" | "3.13.6", "fairlock-acquire-failed") => fairlock::acquire_failed,
-        ("4.7.0", "fairlock-acquire") => fairlock::acquire,
-        ("3.13.6", "fairlock-acquire") => fairlock::acquire_3_13,
-        ("4.7.0", "fairlock-tryacquire-nowait") => fairlock::try_acquire_nowait,
-        ("3.13.6", "fairlock-tryacquire-nowait") => fairlock::try_acquire_nowait_3_13,
-        ("4.7.0", "fairlock-unlock") => fairlock::unlock,
-        ("3.13.6", "fairlock-unlock") => fairlock::unlock_3_13,
-        ("4.7.0" | "3.13.6", "semaphore-tryacquire") => semaphore::try_acquire,
-        ("4.7.0", "semaphore-release") => semaphore::release,
-        ("3.13.6", "semaphore-release") => semaphore::release_3_13,
-        ("4.7.0", "semaphore-trysetpermits") => semaphore::try_set_permits,
-        ("3.13.6", "semaphore-trysetpermits") => semaphore::try_set_permits_3_13,
-        ("4.7.0", "pesemaphore-available-permits") => pesemaphore::available_permits,
-        ("3.13.6", "pesemaphore-available-permits") => pesemaphore::available_permits_3_13,
-        ("4.7.0", "pesemaphore-release") => pesemaphore::release,
-        ("3.13.6", "pesemaphore-release") => pesemaphore::release_3_13,
-        ("4.7.0", "pesemaphore-tryacquire") => pesemaphore::try_acquire,
-        ("3.13.6", "pesemaphore-tryacquire") => pesemaphore::try_acquire_3_13,
-        ("4.7.0", "latch-countdown") => latch::count_down,
-        ("3.13.6", "latch-countdown") => latch::count_down_3_13,
-        ("4.7.0", "latch-trysetcount") => latch::try_set_count,
-        ("3.13.6", "latch-trysetcount") => latch::try_set_count_3_13,
-        _ => return None,
-    })
-}
-
-/// The direct run of a script file, if it has one (see [`direct`]).
-fn direct_implementation(version: &str, name: &str) -> Option<DirectFn> {
-    Some(match (version, name) {
-        ("4.7.0" | "3.13.6", "lock-acquire") => direct::lock_acquire,
-        ("4.7.0", "lock-unlock") => direct::lock_unlock,
-        ("3.13.6", "lock-unlock") => direct::lock_unlock_3_13,
-        ("4.7.0", "lock-renew-batch") => direct::lock_renew_batch,
-        ("3.13.6", "lock-renew") => direct::lock_renew,
-        _ => return None,
-    })
-}
 
 /// A recognized script body (several files when versions share a body).
 pub struct Recognized {
@@ -202,8 +190,7 @@ impl NativeTable {
         };
         for file in FILES {
             let sha = super::sha1_hex(file.body);
-            let native = implementation(file.version, file.name);
-            let direct = direct_implementation(file.version, file.name);
+            let (native, direct) = (file.native, file.direct);
             match table.by_sha.get(&sha) {
                 Some(&i) => {
                     let known = &mut table.scripts[i];
@@ -550,61 +537,57 @@ mod tests {
     }
 
     #[test]
-    fn the_lock_families_are_native() {
+    fn every_recognized_body_is_native() {
         let table = NativeTable::get();
-        for (version, name) in [
-            ("4.7.0", "lock-acquire"),
-            ("4.7.0", "lock-unlock"),
-            ("4.7.0", "lock-renew-batch"),
-            ("4.7.0", "lock-force-unlock"),
-            ("4.7.0", "keys-pexpire"),
-            ("4.7.0", "cluster-detect-probe"),
-            ("3.13.6", "lock-acquire"),
-            ("3.13.6", "lock-unlock"),
-            ("3.13.6", "lock-renew"),
-            ("3.13.6", "lock-force-unlock"),
-            ("4.7.0", "rwlock-read-acquire"),
-            ("4.7.0", "rwlock-write-acquire"),
-            ("4.7.0", "rwlock-read-unlock"),
-            ("4.7.0", "rwlock-write-unlock"),
-            ("4.7.0", "rwlock-read-renew-batch"),
-            ("4.7.0", "rwlock-read-islocked"),
-            ("3.13.6", "rwlock-read-acquire"),
-            ("3.13.6", "rwlock-write-acquire"),
-            ("3.13.6", "rwlock-read-unlock"),
-            ("3.13.6", "rwlock-write-unlock"),
-            ("3.13.6", "rwlock-read-renew"),
-            ("seed-2018", "lock-acquire"),
-            ("seed-2018", "lock-unlock"),
-            ("seed-2018", "rwlock-read-acquire"),
-            ("4.7.0", "fairlock-acquire-failed"),
-            ("4.7.0", "fairlock-acquire"),
-            ("4.7.0", "fairlock-tryacquire-nowait"),
-            ("4.7.0", "fairlock-unlock"),
-            ("3.13.6", "fairlock-acquire-failed"),
-            ("3.13.6", "fairlock-acquire"),
-            ("3.13.6", "fairlock-tryacquire-nowait"),
-            ("3.13.6", "fairlock-unlock"),
-            ("4.7.0", "semaphore-tryacquire"),
-            ("4.7.0", "semaphore-release"),
-            ("4.7.0", "semaphore-trysetpermits"),
-            ("3.13.6", "semaphore-tryacquire"),
-            ("3.13.6", "semaphore-release"),
-            ("3.13.6", "semaphore-trysetpermits"),
-            ("4.7.0", "pesemaphore-available-permits"),
-            ("4.7.0", "pesemaphore-release"),
-            ("4.7.0", "pesemaphore-tryacquire"),
-            ("3.13.6", "pesemaphore-available-permits"),
-            ("3.13.6", "pesemaphore-release"),
-            ("3.13.6", "pesemaphore-tryacquire"),
-            ("4.7.0", "latch-countdown"),
-            ("4.7.0", "latch-trysetcount"),
-            ("3.13.6", "latch-countdown"),
-            ("3.13.6", "latch-trysetcount"),
-        ] {
-            let body = FILES.iter().find(|f| f.version == version && f.name == name).unwrap().body;
-            let script = table.recognize(&crate::scripting::sha1_hex(body)).unwrap();
-            assert!(script.native.is_some(), "{version}/{name}");
+        for f in FILES {
+            let script = table.recognize(&crate::scripting::sha1_hex(f.body)).unwrap();
+            assert!(script.native.is_some(), "{}/{}", f.version, f.name);
         }
+        assert_eq!(table.scripts.iter().filter(|s| s.native.is_some()).count(), 44);
+    }
+
+    #[test]
+    fn every_body_has_a_native_equals_lua_test() {
+        // The differential tests name each body by its path under lua/redisson.
+        let tests = [
+            include_str!("../../../tests/native_scripts.rs"),
+            include_str!("../../../tests/native_fairlock.rs"),
+            include_str!("../../../tests/native_synchronizers.rs"),
+            include_str!("../../../tests/native_seed_scripts.rs"),
+        ];
+        let tested = |f: &ScriptFile| {
+            let path = format!("\"{}/{}.lua\"", f.version, f.name);
+            tests.iter().any(|t| t.contains(&path))
+        };
+        for f in FILES {
+            // A body several versions send is tested under one of them.
+            let same_body = FILES.iter().filter(|g| g.body == f.body);
+            assert!(
+                same_body.into_iter().any(tested),
+                "no differential test runs {}/{}",
+                f.version,
+                f.name
+            );
+        }
+    }
+
+    #[test]
+    fn the_lock_scripts_every_lock_sends_have_direct_runs() {
+        let direct: Vec<String> = FILES
+            .iter()
+            .filter(|f| f.direct.is_some())
+            .map(|f| format!("{}@{}", f.name, f.version))
+            .collect();
+        assert_eq!(
+            direct,
+            [
+                "lock-acquire@4.7.0",
+                "lock-renew-batch@4.7.0",
+                "lock-unlock@4.7.0",
+                "lock-acquire@3.13.6",
+                "lock-renew@3.13.6",
+                "lock-unlock@3.13.6",
+            ]
+        );
     }
 }
