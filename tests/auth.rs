@@ -51,11 +51,13 @@ fn hello_without_auth_on_a_protected_server_is_refused() {
     let s = protected();
     let mut raw = Raw::connect(s.addr());
     let reply = raw.call(&["HELLO", "3"]);
-    assert!(
-        reply.starts_with(b"-NOAUTH HELLO must be called with the client already authenticated"),
-        "{}",
-        String::from_utf8_lossy(&reply)
+    assert_eq!(
+        String::from_utf8_lossy(&reply),
+        "-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time\r\n"
     );
+    if let Some(redis) = real_redis_with(&["--requirepass", "s3cret"]) {
+        assert_eq!(Raw::connect(redis.addr).call(&["HELLO", "3"]), reply);
+    }
 }
 
 #[test]

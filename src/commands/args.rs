@@ -81,6 +81,13 @@ pub fn parse_i64(a: &[u8]) -> CmdResult<i64> {
     numfmt::parse_i64(a).ok_or_else(CmdError::not_integer)
 }
 
+/// Redis's `getIntFromObjectOrReply` without a message of its own: an
+/// integer, then within C's `int`.
+pub fn parse_int(a: &[u8]) -> CmdResult<i32> {
+    let n = parse_i64(a)?;
+    i32::try_from(n).map_err(|_| CmdError::err("value is out of range, value must between -2147483648 and 2147483647"))
+}
+
 pub fn parse_f64(a: &[u8]) -> CmdResult<f64> {
     numfmt::parse_f64(a).ok_or_else(CmdError::not_float)
 }

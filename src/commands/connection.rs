@@ -132,11 +132,7 @@ fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 fn select(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let n = super::args::parse_i64(&argv[1])?;
-    if n < 0 || n as usize >= ctx.state.dbs.len() {
-        return Err(CmdError::db_index_out_of_range());
-    }
-    ctx.client.db = n as usize;
+    ctx.client.db = super::keys::parse_db(ctx, &argv[1])?;
     Ok(Reply::OK)
 }
 
@@ -208,7 +204,7 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     if !ctx.client.authenticated {
         return Err(CmdError::new(
-            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
         ));
     }
     if let Some(name) = name {

@@ -388,11 +388,15 @@ fn randomkey(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 fn parse_db_index(ctx: &Ctx, raw: &[u8]) -> CmdResult<usize> {
-    let n = parse_i64(raw)?;
+    let n = super::args::parse_int(raw)?;
     if n < 0 || n as usize >= ctx.state.dbs.len() {
         return Err(CmdError::db_index_out_of_range());
     }
     Ok(n as usize)
+}
+
+pub(super) fn parse_db(ctx: &Ctx, raw: &[u8]) -> CmdResult<usize> {
+    parse_db_index(ctx, raw)
 }
 
 fn move_(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

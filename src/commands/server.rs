@@ -139,9 +139,15 @@ fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn swapdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let parse = |raw: &[u8]| crate::numfmt::parse_i64(raw).ok_or_else(|| CmdError::err("invalid first DB index"));
-    let a = parse(&argv[1])?;
-    let b = crate::numfmt::parse_i64(&argv[2]).ok_or_else(|| CmdError::err("invalid second DB index"))?;
+    // getIntFromObjectOrReply with a message: it covers both a bad integer
+    // and one outside C's int.
+    let index = |raw: &[u8], which: &'static str| {
+        crate::numfmt::parse_i64(raw)
+            .filter(|n| i32::try_from(*n).is_ok())
+            .ok_or_else(|| CmdError::err(which))
+    };
+    let a = index(&argv[1], "invalid first DB index")?;
+    let b = index(&argv[2], "invalid second DB index")?;
     let n = ctx.state.dbs.len() as i64;
     if a < 0 || a >= n || b < 0 || b >= n {
         return Err(CmdError::db_index_out_of_range());
