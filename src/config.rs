@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use crate::clock::Clock;
-use crate::server::parser::split_args;
+use crate::request::split_args;
 
 #[derive(Clone, Debug)]
 pub struct Config {

@@ -16,6 +16,8 @@
 //! - [`db`]: databases, value types and expiry.
 //! - [`pubsub`]: the subscription index.
 //! - [`reply`]: replies and their RESP2/RESP3 encoding.
+//! - [`request`]: request-level primitives below the network side
+//!   (`sdssplitargs`, the small-request size).
 //! - [`scripting`]: the Lua 5.1 VM and the libraries Redis ships, and the
 //!   Redisson lock scripts run natively (`scripting::native`).
 //! - [`config`], [`config_params`]: start-up flags and the CONFIG parameter table.
@@ -39,6 +41,7 @@ pub mod memory;
 pub mod numfmt;
 pub mod pubsub;
 pub mod reply;
+pub mod request;
 pub mod scripting;
 pub mod server;
 

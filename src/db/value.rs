@@ -33,7 +33,7 @@ pub enum Value {
 /// kept slice would keep alive; an argument as long as a small request
 /// already has its own.
 pub fn owned(arg: &Bytes) -> Bytes {
-    if arg.len() < crate::server::SMALL_REQUEST {
+    if arg.len() < crate::request::SMALL_REQUEST {
         Bytes::copy_from_slice(arg)
     } else {
         arg.clone()

@@ -183,7 +183,7 @@ fn parse_shebang(body: &[u8]) -> CmdResult<(Option<Shebang>, usize)> {
     let Some(end) = body.iter().position(|&c| c == b'\n') else {
         return Err(CmdError::err("Invalid script shebang"));
     };
-    let parts = crate::server::parser::split_args(&body[..end]).unwrap_or_default();
+    let parts = crate::request::split_args(&body[..end]).unwrap_or_default();
     let Some(engine) = parts.first() else {
         return Err(CmdError::err("Invalid engine in script shebang"));
     };

@@ -228,9 +228,7 @@ pub fn release_if_idle(buf: &mut BytesMut) {
     }
 }
 
-/// The largest request (after its `*N` line) whose arguments share one
-/// allocation.
-pub const SMALL_REQUEST: usize = 512;
+pub use crate::request::SMALL_REQUEST;
 
 /// A request of `count` arguments that is already complete in `buf`,
 /// well formed and at most [`SMALL_REQUEST`] bytes long, taken off `buf`
@@ -301,86 +299,9 @@ fn inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
     if line.last() == Some(&b'\r') {
         line.truncate(nl - 1);
     }
-    split_args(&line)
+    crate::request::split_args(&line)
         .map(|words| Some(words.into_iter().map(Bytes::from).collect()))
         .ok_or(ProtocolError(b"unbalanced quotes in request"))
-}
-
-/// Redis's `sdssplitargs`: words separated by spaces, with "double quotes"
-/// (C escapes and `\xHH`) and 'single quotes'. `None` on unbalanced quotes.
-pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
-    let mut words = Vec::new();
-    let mut i = 0;
-    let at = |i: usize| line.get(i).copied().unwrap_or(0);
-    loop {
-        while at(i) != 0 && at(i).is_ascii_whitespace() || at(i) == 0x0b {
-            i += 1;
-        }
-        if at(i) == 0 {
-            return Some(words);
-        }
-        let mut word = Vec::new();
-        let (mut in_double, mut in_single) = (false, false);
-        loop {
-            let c = at(i);
-            if in_double {
-                if c == b'\\' && at(i + 1) == b'x' && at(i + 2).is_ascii_hexdigit() && at(i + 3).is_ascii_hexdigit() {
-                    let hex = [at(i + 2), at(i + 3)];
-                    let s = std::str::from_utf8(&hex).ok()?;
-                    word.push(u8::from_str_radix(s, 16).ok()?);
-                    i += 3;
-                } else if c == b'\\' && at(i + 1) != 0 {
-                    i += 1;
-                    word.push(match at(i) {
-                        b'n' => b'\n',
-                        b'r' => b'\r',
-                        b't' => b'\t',
-                        b'b' => 0x08,
-                        b'a' => 0x07,
-                        other => other,
-                    });
-                } else if c == b'"' {
-                    if at(i + 1) != 0 && !is_space(at(i + 1)) {
-                        return None;
-                    }
-                    i += 1;
-                    break;
-                } else if c == 0 {
-                    return None;
-                } else {
-                    word.push(c);
-                }
-            } else if in_single {
-                if c == b'\\' && at(i + 1) == b'\'' {
-                    i += 1;
-                    word.push(b'\'');
-                } else if c == b'\'' {
-                    if at(i + 1) != 0 && !is_space(at(i + 1)) {
-                        return None;
-                    }
-                    i += 1;
-                    break;
-                } else if c == 0 {
-                    return None;
-                } else {
-                    word.push(c);
-                }
-            } else {
-                match c {
-                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
-                    b'"' => in_double = true,
-                    b'\'' => in_single = true,
-                    _ => word.push(c),
-                }
-            }
-            i += 1;
-        }
-        words.push(word);
-    }
-}
-
-fn is_space(c: u8) -> bool {
-    matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
 }
 
 #[cfg(test)]
@@ -554,14 +475,5 @@ mod tests {
         assert_eq!(cmd[0], value);
         assert_eq!(Some(cmd[0].as_ptr()), exact);
         assert_eq!(buf.capacity(), 0, "reading starts over in a fresh buffer");
-    }
-
-    #[test]
-    fn split_args_handles_escapes() {
-        assert_eq!(
-            split_args(b"a \"\\x41\\n\" 'it\\'s'").unwrap(),
-            vec![b"a".to_vec(), b"A\n".to_vec(), b"it's".to_vec()]
-        );
-        assert!(split_args(b"\"a\"b").is_none());
     }
 }
