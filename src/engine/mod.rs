@@ -83,6 +83,12 @@ pub struct State {
     dirty_orphans: Vec<ClientId>,
     /// Commands whose handler panicked, since start (INFO `# Keylock`).
     pub command_panics: u64,
+    /// How many error replies in the reply the handler is returning were
+    /// counted where they arose (a script's result holding, or raising, a
+    /// command's error: Redis's `ignore_error_stats_update`). They are not
+    /// counted again, but each makes the command a failed call, as Redis's
+    /// `afterErrorReply` does with ERR_REPLY_FLAG_NO_STATS_UPDATE.
+    pub reply_counted_errors: u64,
 }
 
 /// The parameters the server consults constantly, as typed values.
@@ -239,6 +245,7 @@ impl State {
             orphan_pushes: Vec::new(),
             dirty_orphans: Vec::new(),
             command_panics: 0,
+            reply_counted_errors: 0,
         }
     }
 
@@ -381,6 +388,7 @@ impl State {
         }
         client.last_interaction_ms = now_ms;
         client.last_command = &cmd.full_name;
+        self.stats.prev_error_replies = self.stats.total_error_replies;
         // The command boundary: a handler that panics (a bug, whatever the
         // input) fails its own command; the engine and every other client
         // carry on. A script's commands come through here too, so a panic
@@ -407,6 +415,9 @@ impl State {
             )))
         });
         let elapsed = crate::clock::ticks::now().saturating_sub(started);
+        // Every command that runs, from a client, EXEC or a script (Redis
+        // counts in `call`; a refused command never gets there).
+        self.stats.total_commands_processed += 1;
         let stat = &mut self.stats.cmd[cmd.stat_index];
         stat.calls += 1;
         stat.ticks += elapsed;
@@ -415,20 +426,29 @@ impl State {
             let shown = redact_secrets(cmd, argv);
             self.feed_monitors(client, client.db, &client.monitor_origin(), shown.as_deref().unwrap_or(argv));
         }
-        match result {
+        let counted_errors = std::mem::take(&mut self.reply_counted_errors);
+        self.stats.cmd[cmd.stat_index].failed_calls += counted_errors;
+        let reply = match result {
             Ok(reply) => {
-                if let Reply::Error(e) = &reply {
-                    self.stats.cmd[cmd.stat_index].failed_calls += 1;
+                if let Reply::Error(e) = &reply
+                    && counted_errors == 0
+                {
                     self.stats.count_error_text(e);
                 }
                 reply
             }
             Err(e) => {
-                self.stats.cmd[cmd.stat_index].failed_calls += 1;
                 self.stats.count_error(&e);
                 Reply::from(e)
             }
+        };
+        // Redis's incrCommandStatsOnError: failed if errors were counted
+        // since this command (or the last command it ran) was booked.
+        if self.stats.total_error_replies > self.stats.prev_error_replies {
+            self.stats.cmd[cmd.stat_index].failed_calls += 1;
         }
+        self.stats.prev_error_replies = self.stats.total_error_replies;
+        reply
     }
 
     pub fn total_clients(&self) -> usize {
@@ -643,7 +663,6 @@ impl Engine {
 
     /// Everything Redis's `processCommand` checks before running a command.
     pub fn dispatch(&mut self, client: &mut Client, argv: Vec<Bytes>) -> Reply {
-        self.state.stats.total_commands_processed += 1;
         match self.resolve(client, &argv) {
             Ok(cmd) => {
                 if let Some(multi) = client.multi.as_mut()

@@ -26,6 +26,10 @@ pub struct Stats {
     /// Error counts by prefix (`ERR`, `WRONGTYPE` …).
     pub errors: BTreeMap<String, u64>,
     pub total_error_replies: u64,
+    /// `total_error_replies` when the last command started or was booked
+    /// (Redis's `prev_err_count`): a command failed if errors were counted
+    /// since, not counting those of the commands it ran itself.
+    pub prev_error_replies: u64,
     /// Runs of each recognized script (`scripting::native`), by table index.
     pub recognized: Vec<ScriptRuns>,
 }
@@ -62,8 +66,14 @@ impl Stats {
         self.count_error_text(e.text().as_bytes());
     }
 
+    /// Counts an error reply under its code, as Redis's `afterErrorReply`
+    /// finds it: the first word, if a space ends it within the line's
+    /// first 32 bytes (its `-` included), else `ERR`.
     pub fn count_error_text(&mut self, e: &[u8]) {
-        let prefix = e.split(|&c| c == b' ').next().unwrap_or(b"ERR");
+        let prefix = match memchr::memchr(b' ', &e[..e.len().min(31)]) {
+            Some(space) => &e[..space],
+            None => b"ERR".as_slice(),
+        };
         *self.errors.entry(String::from_utf8_lossy(prefix).into_owned()).or_default() += 1;
         self.total_error_replies += 1;
     }

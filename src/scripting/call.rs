@@ -39,11 +39,33 @@ pub const WRITE_IN_READ_ONLY: &str = "ERR Write commands are not allowed from re
 pub struct Refusal {
     pub text: &'static str,
     pub flagged: bool,
+    /// The refused command's `commandstats` row, when it exists.
+    pub command: Option<usize>,
 }
 
 impl Refusal {
-    fn flagged(text: &'static str) -> Refusal {
-        Refusal { text, flagged: true }
+    fn flagged(text: &'static str, command: Option<&Command>) -> Refusal {
+        Refusal {
+            text,
+            flagged: true,
+            command: command.map(|c| c.stat_index),
+        }
+    }
+
+    /// Books a refusal as Redis's `scriptCall` does (`afterErrorReply` and
+    /// `incrCommandStatsOnError(cmd, REJECTED)`): the error counts in
+    /// errorstats and `total_error_replies`, the command's
+    /// `rejected_calls` grows. Argument errors, found before the command
+    /// is looked at (not flagged), count nothing.
+    pub fn book(&self, stats: &mut crate::engine::stats::Stats) {
+        if !self.flagged {
+            return;
+        }
+        stats.count_error_text(self.text.as_bytes());
+        if let Some(index) = self.command {
+            stats.cmd[index].rejected_calls += 1;
+        }
+        stats.prev_error_replies = stats.total_error_replies;
     }
 }
 
@@ -53,23 +75,23 @@ impl Refusal {
 pub fn resolve(argv: &[Bytes], read_only: bool, wrote: &Cell<bool>) -> Result<&'static Command, Refusal> {
     let registry = Registry::get();
     let Some(mut cmd) = registry.lookup(&argv[0]) else {
-        return Err(Refusal::flagged(UNKNOWN_COMMAND));
+        return Err(Refusal::flagged(UNKNOWN_COMMAND, None));
     };
     if cmd.spec.handler.is_none() && argv.len() > 1 {
         match cmd.subcommand(&argv[1]) {
             Some(sub) => cmd = sub,
-            None => return Err(Refusal::flagged(UNKNOWN_COMMAND)),
+            None => return Err(Refusal::flagged(UNKNOWN_COMMAND, None)),
         }
     }
     if !cmd.spec.arity_ok(argv.len()) {
-        return Err(Refusal::flagged(WRONG_ARITY));
+        return Err(Refusal::flagged(WRONG_ARITY, Some(cmd)));
     }
     if cmd.spec.has(flag::NOSCRIPT) {
-        return Err(Refusal::flagged(NOT_ALLOWED));
+        return Err(Refusal::flagged(NOT_ALLOWED, Some(cmd)));
     }
     // Redis refuses anything that could propagate (PUBLISH too) in a read-only script.
     if read_only && cmd.spec.has(flag::WRITE | flag::MAY_REPLICATE) {
-        return Err(Refusal::flagged(WRITE_IN_READ_ONLY));
+        return Err(Refusal::flagged(WRITE_IN_READ_ONLY, Some(cmd)));
     }
     if cmd.spec.has(flag::WRITE) {
         wrote.set(true);

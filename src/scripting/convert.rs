@@ -16,7 +16,7 @@
 //! Depth is not the only bound a result needs: a table that holds itself
 //! twice (as a map key and value, say) converts to a tree whose size
 //! doubles with every level, which no memory can hold (Redis 7.0.15 dies on
-//! `local a = {} a.map = {} a.map[a] = a return a`). A [`Budget`] counts
+//! `local a = {} a.map = {} a.map[a] = a return a`). A [`Conversion`] counts
 //! the memory the reply takes (each array, allocated at its exact size,
 //! and the bytes of its strings); past
 //! `lua-memory-limit`, or 1 GiB when that is larger or unset, the whole
@@ -105,17 +105,24 @@ unsafe fn raw_field(state: *mut ffi::lua_State, index: c_int, field: &CStr) -> c
 pub(crate) const RESULT_MAX_BYTES: usize = 1 << 30;
 
 /// What a converted result may still cost, in bytes of memory.
-pub(crate) struct Budget {
+pub(crate) struct Conversion {
     left: usize,
     exceeded: bool,
+    /// Every error reply made, in order, and whether it was already
+    /// counted in the error statistics (Redis's
+    /// `ignore_error_stats_update`, set on errors `redis.call` and
+    /// `redis.pcall` return): Redis counts each one it sends otherwise,
+    /// nested ones included.
+    pub(crate) errors: Vec<(Bytes, bool)>,
 }
 
-impl Budget {
-    /// The budget for a result under `lua_memory_limit` (0: unset).
-    pub(crate) fn new(lua_memory_limit: usize) -> Budget {
-        Budget {
-            left: Budget::limit(lua_memory_limit),
+impl Conversion {
+    /// The conv for a result under `lua_memory_limit` (0: unset).
+    pub(crate) fn new(lua_memory_limit: usize) -> Conversion {
+        Conversion {
+            left: Conversion::limit(lua_memory_limit),
             exceeded: false,
+            errors: Vec::new(),
         }
     }
 
@@ -127,7 +134,7 @@ impl Budget {
         }
     }
 
-    /// Takes `cost` bytes; false once the budget is spent.
+    /// Takes `cost` bytes; false once the conv is spent.
     fn take(&mut self, cost: usize) -> bool {
         if self.exceeded || cost > self.left {
             self.exceeded = true;
@@ -144,13 +151,13 @@ impl Budget {
 
 /// Converts the value on top of the stack and pops it
 /// (`luaReplyToRedisReply`). `resp` is the protocol the script selected
-/// with `redis.setresp`. Once `budget` is spent the walk stops early (the
+/// with `redis.setresp`. Once `conv` is spent the walk stops early (the
 /// reply is then partial, and the caller must not send it).
 ///
 /// # Safety
 /// `state` is the scripting state, outside any Lua call, with the value on
 /// top of its stack.
-pub(crate) unsafe fn lua_to_reply(state: *mut ffi::lua_State, resp: u8, budget: &mut Budget) -> Reply {
+pub(crate) unsafe fn lua_to_reply(state: *mut ffi::lua_State, resp: u8, conv: &mut Conversion) -> Reply {
     // SAFETY: every branch pops exactly the value it converts, and pushes
     // only what it pops again (see the module doc for why nothing raises).
     unsafe {
@@ -158,12 +165,14 @@ pub(crate) unsafe fn lua_to_reply(state: *mut ffi::lua_State, resp: u8, budget: 
         // Room for the four values a map entry needs, as Redis checks.
         if ffi::lua_checkstack(state, 4) == 0 {
             ffi::lua_pop(state, 1);
-            return Reply::Error(Bytes::from_static(b"ERR reached lua stack limit"));
+            let text = Bytes::from_static(b"ERR reached lua stack limit");
+            conv.errors.push((text.clone(), false));
+            return Reply::Error(text);
         }
         let payload = if t == ffi::LUA_TSTRING { string_at(state, -1).len() } else { 0 };
         // The value's own slot was counted with its array (or is the
         // top-level reply); only its bytes are counted here.
-        if !budget.take(payload) {
+        if !conv.take(payload) {
             ffi::lua_pop(state, 1);
             return Reply::Nil;
         }
@@ -180,7 +189,7 @@ pub(crate) unsafe fn lua_to_reply(state: *mut ffi::lua_State, resp: u8, budget: 
                 }
             }
             ffi::LUA_TNUMBER => Reply::Int(lua_number_to_int(ffi::lua_tonumber(state, -1))),
-            ffi::LUA_TTABLE => return table_to_reply(state, resp, budget),
+            ffi::LUA_TTABLE => return table_to_reply(state, resp, conv),
             _ => Reply::Nil,
         };
         ffi::lua_pop(state, 1);
@@ -189,14 +198,18 @@ pub(crate) unsafe fn lua_to_reply(state: *mut ffi::lua_State, resp: u8, budget: 
 }
 
 /// The table on top of the stack as a reply; pops it.
-unsafe fn table_to_reply(state: *mut ffi::lua_State, resp: u8, budget: &mut Budget) -> Reply {
+unsafe fn table_to_reply(state: *mut ffi::lua_State, resp: u8, conv: &mut Conversion) -> Reply {
     // SAFETY: as `lua_to_reply`; the pops mirror Redis's.
     unsafe {
         if raw_field(state, -1, c"err") == ffi::LUA_TSTRING {
             ffi::lua_pop(state, 1);
             let info = ErrorInfo::of_table(state);
             ffi::lua_pop(state, 1);
-            return error_table_reply(info.msg.as_deref().unwrap_or(b"(null)"));
+            let reply = error_table_reply(info.msg.as_deref().unwrap_or(b"(null)"));
+            if let Reply::Error(text) = &reply {
+                conv.errors.push((text.clone(), info.counted));
+            }
+            return reply;
         }
         ffi::lua_pop(state, 1);
 
@@ -243,7 +256,7 @@ unsafe fn table_to_reply(state: *mut ffi::lua_State, resp: u8, budget: &mut Budg
 
         if raw_field(state, -1, c"map") == ffi::LUA_TTABLE {
             let n = count_entries(state);
-            if !budget.take(n.saturating_mul(size_of::<(Reply, Reply)>())) {
+            if !conv.take(n.saturating_mul(size_of::<(Reply, Reply)>())) {
                 ffi::lua_pop(state, 2);
                 return Reply::Nil;
             }
@@ -253,10 +266,10 @@ unsafe fn table_to_reply(state: *mut ffi::lua_State, resp: u8, budget: &mut Budg
                 // Stack: table, map, key, value. Convert a copy of the key,
                 // then the value, leaving the key for lua_next.
                 ffi::lua_pushvalue(state, -2);
-                let key = lua_to_reply(state, resp, budget);
-                let value = lua_to_reply(state, resp, budget);
+                let key = lua_to_reply(state, resp, conv);
+                let value = lua_to_reply(state, resp, conv);
                 pairs.push((key, value));
-                if budget.exceeded() {
+                if conv.exceeded() {
                     ffi::lua_pop(state, 1);
                     break;
                 }
@@ -268,7 +281,7 @@ unsafe fn table_to_reply(state: *mut ffi::lua_State, resp: u8, budget: &mut Budg
 
         if raw_field(state, -1, c"set") == ffi::LUA_TTABLE {
             let n = count_entries(state);
-            if !budget.take(n.saturating_mul(size_of::<Reply>())) {
+            if !conv.take(n.saturating_mul(size_of::<Reply>())) {
                 ffi::lua_pop(state, 2);
                 return Reply::Nil;
             }
@@ -277,8 +290,8 @@ unsafe fn table_to_reply(state: *mut ffi::lua_State, resp: u8, budget: &mut Budg
             while ffi::lua_next(state, -2) != 0 {
                 ffi::lua_pop(state, 1);
                 ffi::lua_pushvalue(state, -1);
-                members.push(lua_to_reply(state, resp, budget));
-                if budget.exceeded() {
+                members.push(lua_to_reply(state, resp, conv));
+                if conv.exceeded() {
                     ffi::lua_pop(state, 1);
                     break;
                 }
@@ -291,13 +304,13 @@ unsafe fn table_to_reply(state: *mut ffi::lua_State, resp: u8, budget: &mut Budg
         // The border Lua reports is the array's length when it has no
         // holes (the usual case); the walk below decides the real length.
         let hint = ffi::lua_objlen(state, -1);
-        if !budget.take(hint.saturating_mul(size_of::<Reply>())) {
+        if !conv.take(hint.saturating_mul(size_of::<Reply>())) {
             ffi::lua_pop(state, 1);
             return Reply::Nil;
         }
         let mut items = Vec::with_capacity(hint);
         let mut j = 1.0;
-        while !budget.exceeded() {
+        while !conv.exceeded() {
             ffi::lua_pushnumber(state, j);
             j += 1.0;
             ffi::lua_rawget_(state, -2);
@@ -305,7 +318,7 @@ unsafe fn table_to_reply(state: *mut ffi::lua_State, resp: u8, budget: &mut Budg
                 ffi::lua_pop(state, 1);
                 break;
             }
-            items.push(lua_to_reply(state, resp, budget));
+            items.push(lua_to_reply(state, resp, conv));
         }
         ffi::lua_pop(state, 1);
         Reply::Array(items)
@@ -333,6 +346,8 @@ pub(crate) struct ErrorInfo {
     pub msg: Option<Vec<u8>>,
     pub source: Option<Vec<u8>>,
     pub line: Option<Vec<u8>>,
+    /// `ignore_error_stats_update`: the error was counted where it arose.
+    pub counted: bool,
 }
 
 impl ErrorInfo {
@@ -379,6 +394,10 @@ impl ErrorInfo {
             info.msg = text(state, c"err");
             info.source = text(state, c"source");
             info.line = text(state, c"line");
+            if raw_field(state, -1, c"ignore_error_stats_update") == ffi::LUA_TBOOLEAN {
+                info.counted = ffi::lua_toboolean(state, -1) != 0;
+            }
+            ffi::lua_pop(state, 1);
             info
         }
     }
@@ -406,6 +425,7 @@ pub(crate) fn located_error(msg: String, sha: &str, place: Option<(&str, &str)>)
         msg: Some(msg.into_bytes()),
         source: place.map(|(s, _)| s.as_bytes().to_vec()),
         line: place.map(|(_, l)| l.as_bytes().to_vec()),
+        counted: false,
     };
     info.into_reply(sha)
 }

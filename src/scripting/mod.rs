@@ -469,18 +469,23 @@ impl Scripting {
             }
 
             let reply = if status == 0 {
-                let mut budget = convert::Budget::new(reply_limit);
-                let reply = convert::lua_to_reply(l, self.runtime.resp.get(), &mut budget);
-                if budget.exceeded() {
+                let mut conv = convert::Conversion::new(reply_limit);
+                let reply = convert::lua_to_reply(l, self.runtime.resp.get(), &mut conv);
+                if conv.exceeded() {
                     Reply::Error(Bytes::from(format!(
                         "ERR Error running script, result too large: converted, it would take more than {} bytes script: {sha}",
-                        convert::Budget::limit(reply_limit)
+                        convert::Conversion::limit(reply_limit)
                     )))
                 } else {
+                    book_result_errors(&reply, &conv.errors);
                     reply
                 }
             } else if ffi::lua_type(l, -1) == ffi::LUA_TTABLE {
-                convert::ErrorInfo::of_table(l).into_reply(sha)
+                let info = convert::ErrorInfo::of_table(l);
+                if info.counted {
+                    error_already_counted();
+                }
+                info.into_reply(sha)
             } else {
                 let msg = match ffi::lua_type(l, -1) {
                     ffi::LUA_TSTRING => {
@@ -499,6 +504,29 @@ impl Scripting {
             ffi::lua_settop(l, top);
             reply
         }
+    }
+}
+
+/// Books the error replies a script's result holds as Redis counts the
+/// errors it sends: each one, nested ones included, except those counted
+/// where they arose (a command's own error, returned by `redis.pcall`).
+/// A top-level error is left to the command boundary, which counts the
+/// EVAL's error reply, unless it was counted already.
+fn book_result_errors(reply: &Reply, errors: &[(Bytes, bool)]) {
+    let Some(cx) = call::active_run() else { return };
+    for (text, counted) in errors {
+        if *counted {
+            cx.state.reply_counted_errors += 1;
+        } else if !reply.is_error() {
+            cx.state.stats.count_error_text(text);
+        }
+    }
+}
+
+/// The EVAL's error reply was counted where it arose.
+fn error_already_counted() {
+    if let Some(cx) = call::active_run() {
+        cx.state.reply_counted_errors = 1;
     }
 }
 

@@ -103,7 +103,10 @@ unsafe fn collect_and_run(state: *mut ffi::lua_State) -> Outcome {
     };
     let cmd = match call::resolve(&argv, cx.read_only, &cx.runtime.wrote) {
         Ok(cmd) => cmd,
-        Err(refusal) => return refused(refusal.text, refusal.flagged),
+        Err(refusal) => {
+            refusal.book(&mut cx.state.stats);
+            return refused(refusal.text, refusal.flagged);
+        }
     };
     // Replies take the shape of the protocol the script selected.
     let resp = cx.runtime.resp.get();

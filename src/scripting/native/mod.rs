@@ -263,6 +263,9 @@ enum Stop {
         text: Bytes,
         /// The script line that raised it.
         line: u32,
+        /// Counted in the error statistics where it arose (a command's
+        /// error, a refused command), as Lua's `ignore_error_stats_update`.
+        counted: bool,
     },
     ToLua,
 }
@@ -271,7 +274,7 @@ impl ScriptError {
     /// The client's reply: `<text> script: <sha>, on @user_script:<line>.`;
     /// None when the script is to run in Lua.
     fn into_reply(self, id: &ScriptId) -> Option<Reply> {
-        let Stop::Raised { text, line } = self.0 else { return None };
+        let Stop::Raised { text, line, .. } = self.0 else { return None };
         let line = line.to_string();
         Some(super::convert::located_error(
             String::from_utf8_lossy(&text).into_owned(),
@@ -312,11 +315,25 @@ impl NativeCtx<'_> {
                 None => return Err(self.raise(call::BAD_ARGUMENT)),
             }
         }
-        let cmd = call::resolve(&argv, self.read_only, self.wrote).map_err(|refusal| self.raise(refusal.text))?;
+        let cmd = match call::resolve(&argv, self.read_only, self.wrote) {
+            Ok(cmd) => cmd,
+            Err(refusal) => {
+                refusal.book(&mut self.state.stats);
+                let mut e = self.raise(refusal.text);
+                if let Stop::Raised { counted, .. } = &mut e.0 {
+                    *counted = refusal.flagged;
+                }
+                return Err(e);
+            }
+        };
         self.client.resp = 2;
         self.called = true;
         match self.state.call(self.client, cmd, &argv) {
-            Reply::Error(text) => Err(ScriptError(Stop::Raised { text, line: self.line })),
+            Reply::Error(text) => Err(ScriptError(Stop::Raised {
+                text,
+                line: self.line,
+                counted: true,
+            })),
             reply => Ok(Value::from_reply(reply)),
         }
     }
@@ -373,6 +390,7 @@ impl NativeCtx<'_> {
         ScriptError(Stop::Raised {
             text: Bytes::from_static(text.as_bytes()),
             line: self.line,
+            counted: false,
         })
     }
 
@@ -382,6 +400,7 @@ impl NativeCtx<'_> {
         ScriptError(Stop::Raised {
             text: Bytes::from(format!("ERR user_script:{}: {message}", self.line)),
             line: self.line,
+            counted: false,
         })
     }
 
@@ -467,7 +486,12 @@ pub fn run(
     state.return_script_client(client);
     match result {
         Ok(value) => Some(value.into_reply()),
-        Err(e) => e.into_reply(id),
+        Err(e) => {
+            if matches!(e.0, Stop::Raised { counted: true, .. }) {
+                state.reply_counted_errors = 1;
+            }
+            e.into_reply(id)
+        }
     }
 }
 
