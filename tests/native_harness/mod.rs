@@ -16,8 +16,8 @@
 //! - every pub/sub message a `PSUBSCRIBE *` + `SSUBSCRIBE` client got;
 //! - every MONITOR line (timestamps dropped, client addresses named);
 //! - the EXEC reply of a client that WATCHed one of the keys;
-//!   and once per test, INFO commandstats (without timings), errorstats
-//!   and keyspace hits/misses. INFO keylock proves the native side really
+//!   and once per test, INFO commandstats (without timings), errorstats,
+//!   total_commands_processed and keyspace hits/misses. INFO keylock proves the native side really
 //!   ran natively and the Lua side in the VM.
 //!
 //! Servers and connections are reused across cases (FLUSHALL between);
@@ -470,7 +470,7 @@ impl Pair {
         shared.extend(
             info(&mut node.cmd, "stats")
                 .lines()
-                .filter(|l| l.starts_with("keyspace_") || l.starts_with("total_error_replies"))
+                .filter(|l| l.starts_with("keyspace_") || l.starts_with("total_error_replies") || l.starts_with("total_commands_processed"))
                 .map(str::to_string),
         );
         (shared, info(&mut node.cmd, "keylock"))

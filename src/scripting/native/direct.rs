@@ -168,6 +168,7 @@ impl<'a> Direct<'a> {
     /// its MONITOR line (`argv` as the script wrote it).
     fn ran(&mut self, cmd: Cmd, argv: &[&[u8]]) {
         let ended = crate::clock::ticks::now();
+        self.state.stats.total_commands_processed += 1;
         let stat = &mut self.state.stats.cmd[cmd.stat_index()];
         stat.calls += 1;
         stat.ticks += ended.saturating_sub(self.step_started);
