@@ -246,3 +246,32 @@ fn redisson_lock_cycle_with_waiter_woken_by_unlock_message() {
     );
     assert_eq!(waiter.call(&["EVAL", LOCK_ACQUIRE, "1", "{l}", "30000", "b:1"]), b"$-1\r\n");
 }
+
+fn info_field(c: &mut redis::Connection, field: &str) -> u64 {
+    let info: String = q(c, &["INFO", "memory"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in INFO memory"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn info_memory_counts_cached_scripts_until_script_flush() {
+    // Redis's "SCRIPTING FLUSH ASYNC": 100 scripts cached, none after.
+    let s = start();
+    let mut c = conn(&s);
+    assert_eq!(info_field(&mut c, "number_of_cached_scripts"), 0);
+    let empty = info_field(&mut c, "used_memory_scripts_eval");
+    for i in 0..100 {
+        let _: String = q(&mut c, &["SCRIPT", "LOAD", &format!("return {i}")]);
+    }
+    let _: i64 = q(&mut c, &["EVAL", "return 1000", "0"]);
+    assert_eq!(info_field(&mut c, "number_of_cached_scripts"), 101);
+    assert!(info_field(&mut c, "used_memory_scripts_eval") > empty + 101 * 48);
+    assert!(info_field(&mut c, "used_memory_vm_eval") > 0);
+    let _: String = q(&mut c, &["SCRIPT", "FLUSH", "ASYNC"]);
+    assert_eq!(info_field(&mut c, "number_of_cached_scripts"), 0);
+    assert_eq!(info_field(&mut c, "used_memory_scripts_eval"), empty);
+}

@@ -123,9 +123,24 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("used_memory_rss_human:{}", human_bytes(rss));
             line!("used_memory_peak:{}", crate::memory::peak_bytes());
             line!("used_memory_peak_human:{}", human_bytes(crate::memory::peak_bytes()));
-            line!("used_memory_lua:0");
-            line!("used_memory_scripts:0");
-            line!("number_of_cached_scripts:0");
+            // Scripts: keylock has one Lua VM (EVAL) and no functions yet.
+            let (vm, cache, cached) = st
+                .scripting
+                .as_ref()
+                .map_or((0, 0, 0), |s| (s.used_memory(), s.cache_memory(), s.cached_count()));
+            line!("used_memory_lua:{}", vm);
+            line!("used_memory_vm_eval:{}", vm);
+            line!("used_memory_lua_human:{}", human_bytes(vm as u64));
+            line!("used_memory_scripts_eval:{}", cache);
+            line!("number_of_cached_scripts:{}", cached);
+            line!("number_of_functions:0");
+            line!("number_of_libraries:0");
+            line!("used_memory_vm_functions:0");
+            line!("used_memory_vm_total:{}", vm);
+            line!("used_memory_vm_total_human:{}", human_bytes(vm as u64));
+            line!("used_memory_functions:0");
+            line!("used_memory_scripts:{}", cache);
+            line!("used_memory_scripts_human:{}", human_bytes(cache as u64));
             line!("maxmemory:{}", maxmemory);
             line!("maxmemory_human:{}", human_bytes(maxmemory.max(0) as u64));
             line!("maxmemory_policy:{}", st.params.value("maxmemory-policy").unwrap_or("noeviction"));

@@ -225,7 +225,14 @@ pub struct Scripting {
     scripts: HashMap<ScriptId, Cached, ahash::RandomState>,
     runtime: Rc<Runtime>,
     runs_since_gc: u32,
+    /// What the cache holds besides the VM: each body, its SHA1 and its
+    /// entry (Redis's `used_memory_scripts_eval`).
+    cache_bytes: usize,
 }
+
+/// A cached script's bookkeeping besides its body and SHA1 (Redis's dict
+/// entry and `luaScript`, about this much).
+const CACHE_ENTRY_BYTES: usize = 64;
 
 impl Scripting {
     pub fn new(kill: Arc<AtomicBool>, rng: Rc<Cell<u64>>, watchdog: Rc<Watchdog>) -> mlua::Result<Scripting> {
@@ -253,6 +260,7 @@ impl Scripting {
             scripts: HashMap::default(),
             runtime,
             runs_since_gc: 0,
+            cache_bytes: 0,
         })
     }
 
@@ -264,6 +272,7 @@ impl Scripting {
             let (shebang, code_starts) = parse_shebang(body)?;
             let function = self.compile(&body[code_starts..])?;
             let recognized = native::NativeTable::get().recognize(&sha);
+            self.cache_bytes += body.len() + sha.len() + CACHE_ENTRY_BYTES;
             self.scripts.insert(
                 id,
                 Cached {
@@ -326,6 +335,11 @@ impl Scripting {
     /// Lua heap in use, for INFO.
     pub fn used_memory(&self) -> usize {
         self.lua.used_memory()
+    }
+
+    /// The script cache's own memory (bodies, SHA1s, entries), for INFO.
+    pub fn cache_memory(&self) -> usize {
+        self.cache_bytes
     }
 
     /// Runs a cached script with KEYS and ARGV; the reply is what the
