@@ -89,7 +89,16 @@ pub struct State {
     /// counted again, but each makes the command a failed call, as Redis's
     /// `afterErrorReply` does with ERR_REPLY_FLAG_NO_STATS_UPDATE.
     pub reply_counted_errors: u64,
+    /// Used memory was past `maxmemory` when the client's command started
+    /// (Redis's `pre_command_oom_state`): scripts it runs may not start
+    /// writing.
+    pub pre_command_oom: bool,
 }
+
+/// Redis's `shared.oomerr`.
+pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+/// Redis's `shared.noreplicaserr`.
+pub const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
 
 /// The parameters the server consults constantly, as typed values.
 #[derive(Clone, Copy, Debug)]
@@ -112,6 +121,12 @@ pub struct RuntimeSettings {
     pub client_query_buffer_limit: usize,
     /// The `normal` class of `client-output-buffer-limit`.
     pub normal_output_limit: OutputLimit,
+    /// `maxmemory` in bytes (0: none).
+    pub maxmemory: u64,
+    /// `min-replicas-to-write` and `min-replicas-max-lag`: with both set,
+    /// writes need that many good replicas (keylock has none).
+    pub min_replicas_to_write: i64,
+    pub min_replicas_max_lag: i64,
 }
 
 /// One class of `client-output-buffer-limit`: a connection whose unwritten
@@ -174,6 +189,9 @@ impl RuntimeSettings {
             native_scripts: p.int("native-scripts").unwrap_or(1) == 1,
             client_query_buffer_limit: p.int("client-query-buffer-limit").unwrap_or(1 << 30).max(0) as usize,
             normal_output_limit: OutputLimit::of_class(p.value("client-output-buffer-limit").unwrap_or(""), "normal"),
+            maxmemory: p.int("maxmemory").unwrap_or(0).max(0) as u64,
+            min_replicas_to_write: p.int("min-replicas-to-write").unwrap_or(0),
+            min_replicas_max_lag: p.int("min-replicas-max-lag").unwrap_or(10),
         }
     }
 }
@@ -246,7 +264,68 @@ impl State {
             dirty_orphans: Vec::new(),
             command_panics: 0,
             reply_counted_errors: 0,
+            pre_command_oom: false,
         }
+    }
+
+    /// Used memory is past `maxmemory` (keylock does not evict: under any
+    /// policy this is Redis's "nothing left to evict").
+    pub fn out_of_memory(&self) -> bool {
+        self.runtime.maxmemory > 0 && crate::memory::used_bytes() > self.runtime.maxmemory
+    }
+
+    /// Redis's `checkGoodReplicasStatus`: writes may go ahead unless
+    /// `min-replicas-to-write` and `min-replicas-max-lag` ask for more good
+    /// replicas than there are (keylock has none).
+    pub fn enough_good_replicas(&self) -> bool {
+        self.runtime.min_replicas_to_write == 0 || self.runtime.min_replicas_max_lag == 0
+    }
+
+    /// The flags processCommand judges a command by: a script's declared
+    /// flags for EVAL and friends, and for EXEC its queued commands' too.
+    fn command_flags(&self, client: &Client, cmd: &Command, argv: &[Bytes]) -> u32 {
+        match cmd.full_name.as_str() {
+            "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => self.script_command_flags(cmd, argv),
+            "exec" => client.multi.as_ref().map_or(cmd.spec.flags, |multi| {
+                let registry = Registry::get();
+                multi.queued.iter().fold(cmd.spec.flags, |flags, queued| {
+                    match registry.lookup(&queued[0]).and_then(|c| {
+                        if c.spec.handler.is_none() {
+                            queued.get(1).and_then(|s| c.subcommand(s))
+                        } else {
+                            Some(c)
+                        }
+                    }) {
+                        Some(c) => flags | self.script_command_flags(c, queued),
+                        None => flags,
+                    }
+                })
+            }),
+            _ => cmd.spec.flags,
+        }
+    }
+
+    /// Redis's `evalGetCommandFlags` + `scriptFlagsToCmdFlags`: a script
+    /// with a shebang is a write, deny-oom command unless it says
+    /// otherwise; one without is judged by EVAL's own flags.
+    fn script_command_flags(&self, cmd: &Command, argv: &[Bytes]) -> u32 {
+        let declared = match (cmd.full_name.as_str(), argv.get(1), self.scripting.as_ref()) {
+            ("evalsha" | "evalsha_ro", Some(sha), Some(scripting)) => scripting.declared_flags(sha),
+            ("eval" | "eval_ro", Some(body), _) => crate::scripting::shebang_of(body),
+            _ => None,
+        };
+        let Some(shebang) = declared else { return cmd.spec.flags };
+        let mut flags = cmd.spec.flags & !(flag::STALE | flag::DENYOOM | flag::WRITE | flag::MAY_REPLICATE);
+        if !shebang.allow_oom && !shebang.no_writes {
+            flags |= flag::DENYOOM;
+        }
+        if !shebang.no_writes {
+            flags |= flag::WRITE;
+        }
+        if shebang.allow_stale {
+            flags |= flag::STALE;
+        }
+        flags
     }
 
     /// Delivers a message to a channel's subscribers (and matching
@@ -716,6 +795,24 @@ impl Engine {
         if !client.authenticated && !cmd.spec.has(flag::NO_AUTH) {
             self.state.stats.cmd[cmd.stat_index].rejected_calls += 1;
             return Err((CmdError::noauth(), true));
+        }
+        let state = &mut self.state;
+        if state.runtime.maxmemory > 0 || !state.enough_good_replicas() {
+            let flags = state.command_flags(client, cmd, argv);
+            if state.runtime.maxmemory > 0 {
+                let oom = state.out_of_memory();
+                state.pre_command_oom = oom;
+                // Queuing in MULTI may grow memory without bound too.
+                let queuing = client.multi.is_some() && !matches!(cmd.full_name.as_str(), "exec" | "discard" | "quit" | "reset");
+                if oom && (flags & flag::DENYOOM != 0 || queuing) {
+                    state.stats.cmd[cmd.stat_index].rejected_calls += 1;
+                    return Err((CmdError::new(OOM), true));
+                }
+            }
+            if flags & flag::WRITE != 0 && !state.enough_good_replicas() {
+                state.stats.cmd[cmd.stat_index].rejected_calls += 1;
+                return Err((CmdError::new(NOREPLICAS), true));
+            }
         }
         if client.monitor && cmd.spec.has(flag::WRITE | flag::READONLY | flag::MAY_REPLICATE) {
             // Redis treats a MONITOR connection like a replica.

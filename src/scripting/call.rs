@@ -18,7 +18,8 @@ pub struct CallContext<'a> {
     pub state: &'a mut State,
     /// The script's own client: the caller's database, `[0 lua]` in MONITOR.
     pub client: &'a mut Client,
-    pub read_only: bool,
+    /// What the run may not do (write, grow memory, write without replicas).
+    pub limits: ScriptLimits,
     /// The VM's per-run state: the protocol `redis.setresp` chose, the
     /// PRNG, whether the script wrote or is being stopped.
     pub(crate) runtime: &'a super::Runtime,
@@ -31,6 +32,29 @@ pub const UNKNOWN_COMMAND: &str = "ERR Unknown Redis command called from script"
 pub const WRONG_ARITY: &str = "ERR Wrong number of args calling Redis command from script";
 pub const NOT_ALLOWED: &str = "ERR This Redis command is not allowed from script";
 pub const WRITE_IN_READ_ONLY: &str = "ERR Write commands are not allowed from read-only scripts.";
+
+/// The server state a script's commands are checked against, taken when
+/// the run starts (Redis's run context flags and `pre_command_oom_state`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ScriptLimits {
+    /// EVAL_RO, EVALSHA_RO or a `no-writes` script.
+    pub read_only: bool,
+    /// Memory was past `maxmemory` when the client's command started and
+    /// the script did not declare `allow-oom`: its first write is refused.
+    pub deny_oom: bool,
+    /// Writes may go ahead as far as `min-replicas-to-write` is concerned.
+    pub replicas_ok: bool,
+}
+
+impl ScriptLimits {
+    pub fn of(state: &State, read_only: bool, allow_oom: bool) -> ScriptLimits {
+        ScriptLimits {
+            read_only,
+            deny_oom: state.runtime.maxmemory > 0 && state.pre_command_oom && !allow_oom,
+            replicas_ok: state.enough_good_replicas(),
+        }
+    }
+}
 
 /// Why a script's command was refused: the error text, and whether Redis
 /// flags it `ignore_error_stats_update` (every refusal except a bad
@@ -72,7 +96,7 @@ impl Refusal {
 /// Redis's `scriptCall` checks, in its order: the command exists (and its
 /// subcommand), the arity, scripts may run it, and a read-only script may
 /// not write. Marks the run as having written when the command is a write.
-pub fn resolve(argv: &[Bytes], read_only: bool, wrote: &Cell<bool>) -> Result<&'static Command, Refusal> {
+pub fn resolve(argv: &[Bytes], limits: &ScriptLimits, wrote: &Cell<bool>) -> Result<&'static Command, Refusal> {
     let registry = Registry::get();
     let Some(mut cmd) = registry.lookup(&argv[0]) else {
         return Err(Refusal::flagged(UNKNOWN_COMMAND, None));
@@ -90,8 +114,16 @@ pub fn resolve(argv: &[Bytes], read_only: bool, wrote: &Cell<bool>) -> Result<&'
         return Err(Refusal::flagged(NOT_ALLOWED, Some(cmd)));
     }
     // Redis refuses anything that could propagate (PUBLISH too) in a read-only script.
-    if read_only && cmd.spec.has(flag::WRITE | flag::MAY_REPLICATE) {
+    if limits.read_only && cmd.spec.has(flag::WRITE | flag::MAY_REPLICATE) {
         return Err(Refusal::flagged(WRITE_IN_READ_ONLY, Some(cmd)));
+    }
+    // Server state stops a script's first write only: once it has
+    // written, it must be able to finish.
+    if cmd.spec.has(flag::WRITE) && !wrote.get() && !limits.replicas_ok {
+        return Err(Refusal::flagged(crate::engine::NOREPLICAS, Some(cmd)));
+    }
+    if limits.deny_oom && !wrote.get() && cmd.spec.has(flag::DENYOOM) {
+        return Err(Refusal::flagged(crate::engine::OOM, Some(cmd)));
     }
     if cmd.spec.has(flag::WRITE) {
         wrote.set(true);

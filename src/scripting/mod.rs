@@ -168,6 +168,14 @@ struct Cached {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Shebang {
     pub no_writes: bool,
+    pub allow_oom: bool,
+    pub allow_stale: bool,
+}
+
+/// The flags a body's `#!lua` line declares (None: no shebang, or one
+/// that does not parse; EVAL then answers the error itself).
+pub fn shebang_of(body: &[u8]) -> Option<Shebang> {
+    parse_shebang(body).ok().and_then(|(shebang, _)| shebang)
 }
 
 /// Redis's `evalExtractShebangFlags`: the flags and where the Lua code
@@ -201,10 +209,13 @@ fn parse_shebang(body: &[u8]) -> CmdResult<(Option<Shebang>, usize)> {
                 crate::error::quoted(part)
             )));
         };
-        for flag in flags.split(|&c| c == b',') {
+        // sdssplitlen gives no parts for an empty list (`flags=`).
+        for flag in flags.split(|&c| c == b',').filter(|_| !flags.is_empty()) {
             match flag {
                 b"no-writes" => shebang.no_writes = true,
-                b"allow-oom" | b"allow-stale" | b"no-cluster" | b"allow-cross-slot-keys" => {}
+                b"allow-oom" => shebang.allow_oom = true,
+                b"allow-stale" => shebang.allow_stale = true,
+                b"no-cluster" | b"allow-cross-slot-keys" => {}
                 other => {
                     return Err(CmdError::new(format!(
                         "ERR Unexpected flag in script shebang: {}",
@@ -324,6 +335,12 @@ impl Scripting {
         }
     }
 
+    /// The flags a cached script declared, by its SHA1 (None: not cached,
+    /// or no shebang).
+    pub fn declared_flags(&self, sha: &[u8]) -> Option<Shebang> {
+        self.scripts.get(&script_id(sha)?)?.shebang
+    }
+
     pub fn exists(&self, sha: &[u8]) -> bool {
         script_id(sha).is_some_and(|id| self.scripts.contains_key(&id))
     }
@@ -360,31 +377,35 @@ impl Scripting {
             read_only: flags.read_only,
             native: flags.native,
         };
+        let mut allow_oom = false;
         if let Some(shebang) = cached.shebang {
-            if !shebang.no_writes && flags.read_only {
+            // scriptPrepareForRun, for scripts that declared their flags.
+            if !shebang.no_writes {
+                if flags.read_only {
+                    return Some(Reply::Error(Bytes::from_static(
+                        b"ERR Can not execute a script with write flag using *_ro command.",
+                    )));
+                }
+                if !state.enough_good_replicas() {
+                    return Some(Reply::Error(Bytes::from_static(crate::engine::NOREPLICAS.as_bytes())));
+                }
+            }
+            if state.pre_command_oom && state.runtime.maxmemory > 0 && !shebang.allow_oom && !shebang.no_writes {
                 return Some(Reply::Error(Bytes::from_static(
-                    b"ERR Can not execute a script with write flag using *_ro command.",
+                    b"OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'",
                 )));
             }
             flags.read_only |= shebang.no_writes;
+            allow_oom = shebang.allow_oom;
         }
+        let limits = call::ScriptLimits::of(state, flags.read_only, allow_oom);
         let flags = &flags;
         let rt = &self.runtime;
         rt.wrote.set(false);
         if let Some(script) = recognized {
             if flags.native
                 && let Some(implementation) = script.native
-                && let Some(reply) = native::run(
-                    state,
-                    caller,
-                    implementation,
-                    script.direct,
-                    id,
-                    keys,
-                    args,
-                    flags.read_only,
-                    &rt.wrote,
-                )
+                && let Some(reply) = native::run(state, caller, implementation, script.direct, id, keys, args, limits, &rt.wrote)
             {
                 state.stats.recognized_runs(script.index).native += 1;
                 return Some(reply);
@@ -395,7 +416,7 @@ impl Scripting {
         rt.killed.store(false, Ordering::Relaxed);
         rt.started.set(Some(crate::clock::ticks::now()));
 
-        let reply = self.run_function(state, caller, function, keys, args, flags, sha_text(id));
+        let reply = self.run_function(state, caller, function, keys, args, limits, sha_text(id));
 
         self.runtime.started.set(None);
         Some(reply)
@@ -409,7 +430,7 @@ impl Scripting {
         function: c_int,
         keys: &[Bytes],
         args: &[Bytes],
-        flags: &RunFlags,
+        limits: call::ScriptLimits,
         sha: &str,
     ) -> Reply {
         // SAFETY: the tables are built in mlua's protected call; whatever
@@ -429,7 +450,7 @@ impl Scripting {
             let mut cx = call::CallContext {
                 state: &mut *state,
                 client: &mut script_client,
-                read_only: flags.read_only,
+                limits,
                 runtime: &runtime,
             };
             // SAFETY: the VM is idle (no Lua call in progress) and owned by

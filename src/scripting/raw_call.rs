@@ -101,7 +101,7 @@ unsafe fn collect_and_run(state: *mut ffi::lua_State) -> Outcome {
     let Some(cx) = call::active_run() else {
         return Outcome::NotInRun;
     };
-    let cmd = match call::resolve(&argv, cx.read_only, &cx.runtime.wrote) {
+    let cmd = match call::resolve(&argv, &cx.limits, &cx.runtime.wrote) {
         Ok(cmd) => cmd,
         Err(refusal) => {
             refusal.book(&mut cx.state.stats);

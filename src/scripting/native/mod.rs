@@ -295,7 +295,7 @@ pub struct NativeCtx<'a> {
     state: &'a mut State,
     /// The script client: the caller's database, `[0 lua]` in MONITOR.
     client: &'a mut Client,
-    read_only: bool,
+    limits: call::ScriptLimits,
     wrote: &'a Cell<bool>,
     line: u32,
     /// A command has run (the script can no longer go to Lua).
@@ -315,7 +315,7 @@ impl NativeCtx<'_> {
                 None => return Err(self.raise(call::BAD_ARGUMENT)),
             }
         }
-        let cmd = match call::resolve(&argv, self.read_only, self.wrote) {
+        let cmd = match call::resolve(&argv, &self.limits, self.wrote) {
             Ok(cmd) => cmd,
             Err(refusal) => {
                 refusal.book(&mut self.state.stats);
@@ -460,11 +460,14 @@ pub fn run(
     id: &ScriptId,
     keys: &[Bytes],
     argv: &[Bytes],
-    read_only: bool,
+    limits: call::ScriptLimits,
     wrote: &Cell<bool>,
 ) -> Option<Reply> {
     let mut client = state.take_script_client(caller);
-    if !read_only
+    // A direct run is for the plain case: no refusal can come up.
+    if !limits.read_only
+        && !limits.deny_oom
+        && limits.replicas_ok
         && let Some(direct) = direct
         && let Some(reply) = direct(&mut direct::Direct::new(state, &mut client), &Params { keys, argv })
     {
@@ -476,7 +479,7 @@ pub fn run(
         let mut cx = NativeCtx {
             state: &mut *state,
             client: &mut client,
-            read_only,
+            limits,
             wrote,
             line: 1,
             called: false,
