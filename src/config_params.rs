@@ -861,10 +861,14 @@ impl ConfigParams {
         let mut targets: Vec<(usize, &[u8])> = Vec::with_capacity(pairs.len());
         for &(name, value) in pairs {
             let Some(entry) = self.entry_for(name) else {
-                return Err(CmdError::err(format!(
-                    "Unknown option or number of arguments for CONFIG SET - '{}'",
-                    crate::error::quoted(name)
-                )));
+                return Err(CmdError::err_bytes(
+                    &[
+                        b"Unknown option or number of arguments for CONFIG SET - '",
+                        crate::error::quoted(name),
+                        b"'",
+                    ]
+                    .concat(),
+                ));
             };
             let param = &PARAMS[self.entries[entry].param];
             let refusal = if param.flags & IMMUTABLE != 0 {

@@ -18,15 +18,17 @@ use bytes::Bytes;
 use crate::reply::{Reply, one_line, trim_line_breaks};
 
 /// A command's failure: the full error line, prefix included, without the
-/// leading `-`, and without line breaks.
+/// leading `-`, and without line breaks. Bytes, not text: an error that
+/// quotes client bytes sends them as they came, as Redis does, UTF-8 or
+/// not.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CmdError(Cow<'static, str>);
+pub struct CmdError(Cow<'static, [u8]>);
 
 pub type CmdResult<T = crate::reply::Reply> = Result<T, CmdError>;
 
 impl fmt::Display for CmdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&String::from_utf8_lossy(&self.0))
     }
 }
 
@@ -39,16 +41,17 @@ pub fn c_str(text: &[u8], max: usize) -> &[u8] {
 }
 
 /// Client bytes as an error text quotes them: C's `%s` ([`c_str`]), so
-/// `EXPIRE k 10 "a\0b"` is refused as `Unsupported option a`. Invalid
-/// UTF-8 is replaced (U+FFFD), where Redis copies the bytes.
-pub fn quoted(text: &[u8]) -> Cow<'_, str> {
-    String::from_utf8_lossy(c_str(text, usize::MAX))
+/// `EXPIRE k 10 "a\0b"` is refused as `Unsupported option a`; the bytes as
+/// they came otherwise. Build the text with [`CmdError::err_bytes`] or
+/// [`CmdError::new_bytes`].
+pub fn quoted(text: &[u8]) -> &[u8] {
+    c_str(text, usize::MAX)
 }
 
 impl From<CmdError> for Reply {
     fn from(e: CmdError) -> Reply {
         Reply::Error(match e.0 {
-            Cow::Borrowed(text) => Bytes::from_static(text.as_bytes()),
+            Cow::Borrowed(text) => Bytes::from_static(text),
             Cow::Owned(text) => Bytes::from(text),
         })
     }
@@ -58,10 +61,18 @@ impl CmdError {
     /// The whole error line as given, prefix included (`NOSCRIPT …`,
     /// `ERR …`), each CR and LF a space: Redis's `addReplyErrorSdsSafe`.
     pub fn new(text: impl Into<Cow<'static, str>>) -> CmdError {
+        match text.into() {
+            Cow::Borrowed(text) => CmdError::new_bytes(Cow::Borrowed(text.as_bytes())),
+            Cow::Owned(text) => CmdError::new_bytes(Cow::Owned(text.into_bytes())),
+        }
+    }
+
+    /// [`CmdError::new`] for a line holding client bytes.
+    pub fn new_bytes(text: impl Into<Cow<'static, [u8]>>) -> CmdError {
         let text = text.into();
-        match one_line(text.as_bytes()) {
+        match one_line(&text) {
             Cow::Borrowed(_) => CmdError(text),
-            Cow::Owned(clean) => CmdError(Cow::Owned(String::from_utf8_lossy(&clean).into_owned())),
+            Cow::Owned(clean) => CmdError(Cow::Owned(clean)),
         }
     }
 
@@ -69,14 +80,24 @@ impl CmdError {
     /// treats a formatted text: CRs and LFs at its ends dropped, the others
     /// made spaces.
     pub fn err(text: impl fmt::Display) -> CmdError {
-        let text = text.to_string();
-        let clean = one_line(trim_line_breaks(text.as_bytes()));
-        CmdError(Cow::Owned(format!("ERR {}", String::from_utf8_lossy(&clean))))
+        CmdError::err_bytes(text.to_string().as_bytes())
+    }
+
+    /// [`CmdError::err`] for a text holding client bytes.
+    pub fn err_bytes(text: &[u8]) -> CmdError {
+        let clean = one_line(trim_line_breaks(text));
+        CmdError(Cow::Owned([b"ERR ".as_slice(), &clean].concat()))
     }
 
     /// The error line, prefix included, without the leading `-`.
-    pub fn text(&self) -> &str {
+    pub fn as_bytes(&self) -> &[u8] {
         &self.0
+    }
+
+    /// The error line as text (invalid UTF-8 replaced), for logs and for
+    /// callers that build on it.
+    pub fn text(&self) -> Cow<'_, str> {
+        String::from_utf8_lossy(&self.0)
     }
 
     pub fn syntax() -> CmdError {
@@ -137,26 +158,36 @@ impl CmdError {
             &args,
         ]
         .concat();
-        CmdError::new(String::from_utf8_lossy(&text).into_owned())
+        CmdError::new_bytes(text)
     }
 
     /// A container command's unknown subcommand, quoted as `%.128s`.
     pub fn unknown_subcommand(sub: &[u8], command: &str) -> CmdError {
-        CmdError::new(format!(
-            "ERR unknown subcommand '{}'. Try {} HELP.",
-            String::from_utf8_lossy(c_str(sub, 128)),
-            command.to_ascii_uppercase()
-        ))
+        CmdError::new_bytes(
+            [
+                b"ERR unknown subcommand '".as_slice(),
+                c_str(sub, 128),
+                b"'. Try ",
+                command.to_ascii_uppercase().as_bytes(),
+                b" HELP.",
+            ]
+            .concat(),
+        )
     }
 
     /// Redis's `addReplySubcommandSyntaxError`, for subcommands that check
     /// their own argument count.
     pub fn subcommand_syntax(sub: &[u8], command: &str) -> CmdError {
-        CmdError::err(format!(
-            "unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
-            String::from_utf8_lossy(c_str(sub, 128)),
-            command.to_ascii_uppercase()
-        ))
+        CmdError::err_bytes(
+            &[
+                b"unknown subcommand or wrong number of arguments for '".as_slice(),
+                c_str(sub, 128),
+                b"'. Try ",
+                command.to_ascii_uppercase().as_bytes(),
+                b" HELP.",
+            ]
+            .concat(),
+        )
     }
 
     pub fn noauth() -> CmdError {

@@ -196,7 +196,9 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         } else if opt.eq_ignore_ascii_case(b"setname") && remaining >= 1 {
             name = Some(owned(args.req()?));
         } else {
-            return Err(CmdError::err(format!("Syntax error in HELLO option '{}'", quoted(opt))));
+            return Err(CmdError::err_bytes(
+                &[b"Syntax error in HELLO option '", quoted(opt), b"'"].concat(),
+            ));
         }
     }
     if let Some((user, pass)) = credentials {
@@ -258,7 +260,7 @@ fn client_setinfo(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         "lib-name" => &mut ctx.client.lib_name,
         "lib-ver" => &mut ctx.client.lib_ver,
         _ => {
-            return Err(CmdError::err(format!("Unrecognized option '{}'", quoted(&argv[2]))));
+            return Err(CmdError::err_bytes(&[b"Unrecognized option '", quoted(&argv[2]), b"'"].concat()));
         }
     };
     if value.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
@@ -297,7 +299,7 @@ fn all_clients<'a>(ctx: &'a Ctx) -> Vec<&'a Client> {
 
 /// CLIENT LIST's and CLIENT KILL's refusal, quoting the type as given.
 fn unknown_client_type(name: &[u8]) -> CmdError {
-    CmdError::err(format!("Unknown client type '{}'", quoted(name)))
+    CmdError::err_bytes(&[b"Unknown client type '", quoted(name), b"'"].concat())
 }
 
 fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

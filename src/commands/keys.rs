@@ -256,7 +256,7 @@ pub fn expire_generic(ctx: &mut Ctx, argv: &[Bytes], base_ms: i64, seconds: bool
             "XX" => xx = true,
             "GT" => gt = true,
             "LT" => lt = true,
-            _ => return Err(CmdError::err(format!("Unsupported option {}", quoted(opt)))),
+            _ => return Err(CmdError::err_bytes(&[b"Unsupported option ", quoted(opt)].concat())),
         }
     }
     if nx && (xx || gt || lt) {

@@ -275,7 +275,7 @@ fn function_list(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             "LIBRARYNAME" if i + 1 < argv.len() => i += 2,
             // Redis's addReplyErrorSdsSafe: line breaks become spaces, even at the end.
             _ => {
-                return Err(CmdError::new(format!("ERR Unknown argument {}", quoted(&argv[i]))));
+                return Err(CmdError::new_bytes([b"ERR Unknown argument ", quoted(&argv[i])].concat()));
             }
         }
     }

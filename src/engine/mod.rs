@@ -758,8 +758,9 @@ impl Engine {
                     // transaction and says why, in or out of MULTI.
                     client.multi = None;
                     crate::commands::transactions::unwatch_all(&mut self.state, client);
-                    let reason = err.text().strip_prefix("ERR ").unwrap_or(err.text()).to_string();
-                    let err = CmdError::new(format!("EXECABORT Transaction discarded because of: {reason}"));
+                    let text = err.as_bytes();
+                    let reason = text.strip_prefix(b"ERR ").unwrap_or(text);
+                    let err = CmdError::new_bytes([b"EXECABORT Transaction discarded because of: ", reason].concat());
                     self.state.stats.count_error(&err);
                     return Reply::from(err);
                 }

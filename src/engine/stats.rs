@@ -63,7 +63,7 @@ impl Stats {
     }
 
     pub fn count_error(&mut self, e: &CmdError) {
-        self.count_error_text(e.text().as_bytes());
+        self.count_error_text(e.as_bytes());
     }
 
     /// Counts an error reply under its code, as Redis's `afterErrorReply`

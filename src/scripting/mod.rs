@@ -196,18 +196,16 @@ fn parse_shebang(body: &[u8]) -> CmdResult<(Option<Shebang>, usize)> {
         return Err(CmdError::err("Invalid engine in script shebang"));
     };
     if engine.as_slice() != b"#!lua" {
-        return Err(CmdError::new(format!(
-            "ERR Unexpected engine in script shebang: {}",
-            crate::error::quoted(engine)
-        )));
+        return Err(CmdError::new_bytes(
+            [b"ERR Unexpected engine in script shebang: ", crate::error::quoted(engine)].concat(),
+        ));
     }
     let mut shebang = Shebang::default();
     for part in &parts[1..] {
         let Some(flags) = part.strip_prefix(b"flags=") else {
-            return Err(CmdError::new(format!(
-                "ERR Unknown lua shebang option: {}",
-                crate::error::quoted(part)
-            )));
+            return Err(CmdError::new_bytes(
+                [b"ERR Unknown lua shebang option: ", crate::error::quoted(part)].concat(),
+            ));
         };
         // sdssplitlen gives no parts for an empty list (`flags=`).
         for flag in flags.split(|&c| c == b',').filter(|_| !flags.is_empty()) {
@@ -217,10 +215,9 @@ fn parse_shebang(body: &[u8]) -> CmdResult<(Option<Shebang>, usize)> {
                 b"allow-stale" => shebang.allow_stale = true,
                 b"no-cluster" | b"allow-cross-slot-keys" => {}
                 other => {
-                    return Err(CmdError::new(format!(
-                        "ERR Unexpected flag in script shebang: {}",
-                        crate::error::quoted(other)
-                    )));
+                    return Err(CmdError::new_bytes(
+                        [b"ERR Unexpected flag in script shebang: ", crate::error::quoted(other)].concat(),
+                    ));
                 }
             }
         }

@@ -130,7 +130,7 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAc
                 let answer = busy_reply(io, &argv, script);
                 match answer.reply {
                     BusyReply::Ok => io.output.borrow_mut().extend_from_slice(b"+OK\r\n"),
-                    BusyReply::Error(text) => send_error(shared, io, text.as_bytes()),
+                    BusyReply::Error(text) => send_error(shared, io, &text),
                     BusyReply::Nothing => {}
                 }
                 if let Some(index) = answer.rejected {
@@ -283,7 +283,7 @@ fn send_output(io: &ConnIo, sock: &SockRef) -> Sent {
 
 enum BusyReply {
     Ok,
-    Error(String),
+    Error(Vec<u8>),
     Nothing,
 }
 
@@ -308,11 +308,11 @@ impl BusyAnswer {
         }
     }
 
-    fn error(e: impl Into<String>) -> BusyAnswer {
+    fn error(e: impl Into<Vec<u8>>) -> BusyAnswer {
         BusyAnswer::reply(BusyReply::Error(e.into()))
     }
 
-    fn rejected(e: impl Into<String>, stat_index: usize) -> BusyAnswer {
+    fn rejected(e: impl Into<Vec<u8>>, stat_index: usize) -> BusyAnswer {
         BusyAnswer {
             rejected: Some(stat_index),
             ..BusyAnswer::error(e)
@@ -325,19 +325,19 @@ impl BusyAnswer {
 fn busy_reply(io: &ConnIo, argv: &[Bytes], script: &BusyScript) -> BusyAnswer {
     let registry = Registry::get();
     let Some(mut cmd) = registry.lookup(&argv[0]) else {
-        return BusyAnswer::error(CmdError::unknown_command(argv).text().to_string());
+        return BusyAnswer::error(CmdError::unknown_command(argv).as_bytes().to_vec());
     };
     if cmd.spec.handler.is_none() && argv.len() > 1 {
         match cmd.subcommand(&argv[1]) {
             Some(sub) => cmd = sub,
-            None => return BusyAnswer::error(CmdError::unknown_subcommand(&argv[1], cmd.spec.name).text().to_string()),
+            None => return BusyAnswer::error(CmdError::unknown_subcommand(&argv[1], cmd.spec.name).as_bytes().to_vec()),
         }
     }
     if !cmd.spec.arity_ok(argv.len()) {
-        return BusyAnswer::rejected(CmdError::arity(&cmd.full_name).text().to_string(), cmd.stat_index);
+        return BusyAnswer::rejected(CmdError::arity(&cmd.full_name).as_bytes().to_vec(), cmd.stat_index);
     }
     if !io.authenticated.get() && !cmd.spec.has(flag::NO_AUTH) {
-        return BusyAnswer::rejected(CmdError::noauth().text().to_string(), cmd.stat_index);
+        return BusyAnswer::rejected(CmdError::noauth().as_bytes().to_vec(), cmd.stat_index);
     }
     match cmd.full_name.as_str() {
         "script|kill" => {

@@ -131,12 +131,14 @@ impl RequestParser {
                         if buf.is_empty() {
                             return Ok(None);
                         }
-                        if buf[0] != b'$' {
-                            return Err(ProtocolError(expected_dollar(buf[0])));
-                        }
+                        // Redis looks at the header's first byte only once
+                        // the whole line is there.
                         let Some(end) = line_end(buf, b"too big bulk count string")? else {
                             return Ok(None);
                         };
+                        if buf[0] != b'$' {
+                            return Err(ProtocolError(expected_dollar(buf[0])));
+                        }
                         let len = parse_i64(&buf[1..end]);
                         buf.advance(end + 2);
                         let len = match len {
@@ -276,19 +278,24 @@ fn expected_dollar(got: u8) -> &'static [u8] {
 }
 
 /// Where a `\r\n`-terminated header line ends (the index of its `\r`),
-/// once the byte after it has arrived.
+/// once the byte after it has arrived. Redis looks for the `\r` with
+/// `strchr`, which stops at a NUL: a NUL before it hides the line's end
+/// for good, so the request waits until the buffer passes the limit.
 fn line_end(buf: &[u8], too_big: &'static [u8]) -> Result<Option<usize>, ProtocolError> {
-    match memchr::memchr(b'\r', buf) {
-        Some(pos) if pos + 1 < buf.len() => Ok(Some(pos)),
-        Some(_) => Ok(None),
-        None if buf.len() > INLINE_MAX => Err(ProtocolError(too_big)),
-        None => Ok(None),
+    match memchr::memchr2(b'\r', 0, buf) {
+        Some(pos) if buf[pos] == b'\r' && pos + 1 < buf.len() => Ok(Some(pos)),
+        Some(pos) if buf[pos] == b'\r' => Ok(None),
+        _ if buf.len() > INLINE_MAX => Err(ProtocolError(too_big)),
+        _ => Ok(None),
     }
 }
 
 /// One inline request: a line split into words the way `sdssplitargs` does.
+///
+/// As for header lines, a NUL before the `\n` hides it (`strchr`).
 fn inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
-    let Some(nl) = memchr::memchr(b'\n', buf) else {
+    let nl = memchr::memchr2(b'\n', 0, buf).filter(|&pos| buf[pos] == b'\n');
+    let Some(nl) = nl else {
         if buf.len() > INLINE_MAX {
             return Err(ProtocolError(b"too big inline request"));
         }
