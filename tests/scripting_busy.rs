@@ -270,3 +270,19 @@ fn shutdown_nosave_stops_a_script_that_catches_every_error() {
     wait_until_closed(addr);
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+#[test]
+fn shutting_the_handle_down_ends_a_script_that_never_ends() {
+    // No busy threshold (scripts are never BUSY), and the script wrote:
+    // stopping the embedded server still ends it, as SHUTDOWN NOSAVE would.
+    let s = start();
+    let addr = s.addr();
+    let mut c = Raw::connect(addr);
+    assert_eq!(c.call(&["CONFIG", "SET", "busy-reply-threshold", "0"]), b"+OK\r\n");
+    c.send(b"EVAL \"redis.call('set', 'k', 'v') while true do end\" 0\r\n");
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    s.shutdown();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(c.is_closed() || std::net::TcpStream::connect(addr).is_err());
+}

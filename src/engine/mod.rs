@@ -198,6 +198,12 @@ impl RuntimeSettings {
 
 impl State {
     pub fn new(config: Config, port: u16) -> State {
+        State::with_halt(config, port, Default::default())
+    }
+
+    /// A state whose running script ends when `halt` is set (the server's
+    /// handle sets it when stopping).
+    pub fn with_halt(config: Config, port: u16, halt: std::sync::Arc<std::sync::atomic::AtomicBool>) -> State {
         crate::clock::ticks::start();
         let mut params = ConfigParams::new();
         params.set_default("save", "");
@@ -226,7 +232,7 @@ impl State {
         let runtime = RuntimeSettings::from_params(&params);
         let script_kill = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let script_rng = std::rc::Rc::new(std::cell::Cell::new(crate::scripting::RAND48_INIT));
-        let watchdog = std::rc::Rc::new(crate::scripting::Watchdog::default());
+        let watchdog = std::rc::Rc::new(crate::scripting::Watchdog::with_halt(halt));
         watchdog.threshold_ms.set(runtime.busy_reply_threshold_ms);
         let scripting = match crate::scripting::Scripting::new(script_kill.clone(), script_rng.clone(), watchdog.clone()) {
             Ok(s) => {

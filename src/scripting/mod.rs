@@ -10,10 +10,9 @@
 //! reaches the engine's state through `call::with_active_run` for exactly
 //! the duration of the script, without shared ownership or locking.
 //!
-//! Long scripts: a count hook every 100,000 instructions (installed only
-//! while `busy-reply-threshold` is set, as in Redis) serves other clients
-//! past the threshold and ends the script on SCRIPT KILL or SHUTDOWN
-//! NOSAVE. A killed script gets the error again on every line it reaches
+//! Long scripts: a count hook every 100,000 instructions serves other
+//! clients past `busy-reply-threshold` and ends the script on SCRIPT KILL,
+//! SHUTDOWN NOSAVE, or the server being stopped from outside. A killed script gets the error again on every line it reaches
 //! (the hook switches to a line hook), so `pcall` cannot swallow it; and
 //! `xpcall` (`sandbox.rs`) does not run the script's own handler for it,
 //! because Lua runs error handlers raised from a hook with hooks disabled:
@@ -113,9 +112,21 @@ pub struct Watchdog {
     responder: RefCell<Option<BusyResponder>>,
     /// SHUTDOWN NOSAVE arrived while a script ran.
     pub shutdown_requested: Cell<bool>,
+    /// The server is being stopped from outside (`ServerHandle::shutdown`,
+    /// a `Stopper`, SIGTERM): a running script is ended, whatever it did,
+    /// as SHUTDOWN NOSAVE would end it.
+    pub halt: Arc<AtomicBool>,
 }
 
 impl Watchdog {
+    /// A watchdog that ends a running script once `halt` is set.
+    pub fn with_halt(halt: Arc<AtomicBool>) -> Watchdog {
+        Watchdog {
+            halt,
+            ..Watchdog::default()
+        }
+    }
+
     pub fn install(&self, responder: BusyResponder) {
         *self.responder.borrow_mut() = Some(responder);
     }
@@ -440,7 +451,6 @@ impl Scripting {
         if let Err(e) = arrays {
             return script_failure(sha, &e.to_string());
         }
-        let threshold = state.watchdog.threshold_ms.get();
         let mut script_client = state.take_script_client(caller);
         let runtime = self.runtime.clone();
         let reply = {
@@ -453,7 +463,7 @@ impl Scripting {
             // SAFETY: the VM is idle (no Lua call in progress) and owned by
             // this engine thread; see `call_script`.
             let limit = cx.state.runtime.lua_memory_limit;
-            call::with_active_run(&mut cx, || unsafe { self.call_script(function, threshold > 0, limit, sha) })
+            call::with_active_run(&mut cx, || unsafe { self.call_script(function, limit, sha) })
         };
         state.return_script_client(script_client);
         if let Reply::Error(e) = &reply
@@ -477,7 +487,7 @@ impl Scripting {
     ///
     /// # Safety
     /// No Lua call may be in progress on the VM, and a run must be active.
-    unsafe fn call_script(&mut self, function: c_int, hooked: bool, reply_limit: usize, sha: &str) -> Reply {
+    unsafe fn call_script(&mut self, function: c_int, reply_limit: usize, sha: &str) -> Reply {
         let l = self.state;
         // SAFETY: pushes of existing values (the handler is a global, the
         // function a registry entry) after a protected stack check, then a
@@ -489,9 +499,9 @@ impl Scripting {
             }
             ffi::lua_getfield_(l, ffi::LUA_GLOBALSINDEX, c"__redis__err__handler".as_ptr());
             ffi::lua_rawgeti_(l, ffi::LUA_REGISTRYINDEX, function);
-            if hooked {
-                ffi::lua_sethook(l, Some(count_hook), ffi::LUA_MASKCOUNT, HOOK_EVERY);
-            }
+            // Redis sets the hook only with a busy threshold; keylock
+            // always does, so that stopping the server ends any script.
+            ffi::lua_sethook(l, Some(count_hook), ffi::LUA_MASKCOUNT, HOOK_EVERY);
             let status = ffi::lua_pcall(l, 0, 1, -2);
 
             self.runs_since_gc += 1;
@@ -530,9 +540,7 @@ impl Scripting {
                 };
                 script_failure(sha, &msg)
             };
-            if hooked {
-                ffi::lua_sethook(l, None, 0, 0);
-            }
+            ffi::lua_sethook(l, None, 0, 0);
             ffi::lua_settop(l, top);
             reply
         }
@@ -588,6 +596,10 @@ fn script_interrupted() -> bool {
     };
     let rt = cx.runtime;
     if rt.killed.load(Ordering::Relaxed) {
+        return true;
+    }
+    if rt.watchdog.halt.load(Ordering::Relaxed) {
+        rt.killed.store(true, Ordering::Relaxed);
         return true;
     }
     let threshold = rt.watchdog.threshold_ms.get();

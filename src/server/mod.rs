@@ -174,7 +174,7 @@ pub struct Server {
 pub struct ServerHandle {
     addr: SocketAddr,
     clock: Clock,
-    stop: Arc<watch::Sender<bool>>,
+    stop: Stopper,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -202,10 +202,12 @@ impl Server {
         let port = addr.port();
         let thread_config = config.clone();
         let thread_stop = stop.clone();
+        let halt = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread_halt = halt.clone();
         let thread = std::thread::Builder::new()
             .name("keylock".into())
             .stack_size(ENGINE_STACK_BYTES)
-            .spawn(move || serve(listeners, State::new(thread_config, port), thread_stop))?;
+            .spawn(move || serve(listeners, State::with_halt(thread_config, port, thread_halt), thread_stop))?;
         if config.announce {
             use std::io::Write;
             println!("listening on {addr}");
@@ -215,7 +217,7 @@ impl Server {
         Ok(ServerHandle {
             addr,
             clock: config.clock.clone(),
-            stop,
+            stop: Stopper { stop, halt },
             thread: Some(thread),
         })
     }
@@ -347,7 +349,7 @@ impl ServerHandle {
 
     /// A handle that can stop the server from another thread (signal handlers).
     pub fn stopper(&self) -> Stopper {
-        Stopper { stop: self.stop.clone() }
+        self.stop.clone()
     }
 
     /// Blocks until the server stops (SHUTDOWN, a `Stopper`, or `shutdown`).
@@ -359,7 +361,7 @@ impl ServerHandle {
 
     /// Stops accepting, closes every connection and waits for the server thread.
     pub fn shutdown(mut self) {
-        self.stop.send_replace(true);
+        self.stop.stop();
         self.wait();
     }
 }
@@ -368,10 +370,14 @@ impl ServerHandle {
 #[derive(Clone)]
 pub struct Stopper {
     stop: Arc<watch::Sender<bool>>,
+    /// Ends a script that is running (SHUTDOWN NOSAVE's effect), so that
+    /// stopping never waits on a script that does not end.
+    halt: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Stopper {
     pub fn stop(&self) {
+        self.halt.store(true, std::sync::atomic::Ordering::Relaxed);
         self.stop.send_replace(true);
     }
 }
@@ -379,7 +385,7 @@ impl Stopper {
 impl Drop for ServerHandle {
     fn drop(&mut self) {
         if self.thread.is_some() {
-            self.stop.send_replace(true);
+            self.stop.stop();
             self.wait();
         }
     }
