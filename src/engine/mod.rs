@@ -753,6 +753,7 @@ impl Engine {
     /// idle-client timeouts.
     pub fn cron(&mut self) {
         crate::memory::used_bytes();
+        crate::memory::release_freed();
         let now = self.state.clock.now_ms();
         let deadline = Instant::now() + Duration::from_millis(25);
         for db in &mut self.state.dbs {
