@@ -153,6 +153,9 @@ impl State {
             }
         }
         let runtime = RuntimeSettings::from_params(&params);
+        // Built now rather than by the first EVAL or INFO, so that
+        // used_memory does not step up by its ~13 KB later on.
+        crate::scripting::native::NativeTable::get();
         let script_kill = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let script_rng = std::rc::Rc::new(std::cell::Cell::new(crate::scripting::RAND48_INIT));
         let watchdog = std::rc::Rc::new(crate::scripting::Watchdog::default());
