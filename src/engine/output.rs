@@ -41,7 +41,7 @@
 //! queued, and is freed a chunk at a time as it is written. With one
 //! growing buffer, a subscriber closed at 32 MB had made the server's RSS
 //! peak at 80 MB (the doubled buffer, and the one it replaced, not yet
-//! purged); with chunks, at 47 MB, as Redis's 46 MB.
+//! purged); with chunks, at 55-60 MB (Redis: 46 MB).
 
 use std::cell::{Cell, RefCell, RefMut};
 use std::collections::VecDeque;
