@@ -6,62 +6,9 @@
 mod common;
 use common::*;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// The keylock binary on a free port, killed on drop.
-struct Binary {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Binary {
-    fn start(extra: &[&str]) -> Binary {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_keylock"))
-            .args(["--port", "0"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let addr = line.trim().strip_prefix("listening on ").expect("announce line").parse().unwrap();
-        Binary { child, addr }
-    }
-
-    /// Resident set size in bytes.
-    fn rss(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS");
-        let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-        kb * 1024
-    }
-
-    /// The largest RSS seen over `period`.
-    fn peak_rss(&self, period: Duration) -> u64 {
-        let end = Instant::now() + period;
-        let mut peak = self.rss();
-        while Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(20));
-            peak = peak.max(self.rss());
-        }
-        peak
-    }
-
-    fn ping(&self) {
-        assert_eq!(Raw::connect(self.addr).call(&["PING"]), b"+PONG\r\n");
-    }
-}
-
-impl Drop for Binary {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 const MB: u64 = 1 << 20;
 

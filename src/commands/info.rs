@@ -106,7 +106,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("cluster_connections:0");
             line!("maxclients:{}", st.config.maxclients);
             line!("client_recent_max_input_buffer:0");
-            line!("client_recent_max_output_buffer:0");
+            line!("client_recent_max_output_buffer:{}", st.output_peaks.max());
             line!("blocked_clients:0");
             line!("tracking_clients:0");
             line!("pubsub_clients:{}", pubsub_clients);

@@ -7,61 +7,11 @@
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
-use tokio::sync::mpsc::UnboundedSender;
 
+use super::output::{ClientClass, CloseRequest, Outbox, REPLY_BUFFER};
 use crate::db::ClientId;
-
-/// What the engine sends a connection outside of its own replies.
-#[derive(Debug)]
-pub enum Outbound {
-    /// Pub/sub messages, MONITOR lines.
-    Push(Bytes),
-    /// Replies and commands the busy responder left in the connection's
-    /// buffers wait for its task (sent once a busy script ends).
-    Flush,
-    /// Close the connection now (CLIENT KILL, output buffer limit, shutdown).
-    Close,
-}
-
-/// The sending side of a connection, with a count of bytes queued but not
-/// yet written, so a slow subscriber can be cut off as Redis's
-/// client-output-buffer-limit does.
-#[derive(Clone, Debug)]
-pub struct Outbox {
-    tx: UnboundedSender<Outbound>,
-    pending: Arc<AtomicUsize>,
-}
-
-impl Outbox {
-    pub fn new(tx: UnboundedSender<Outbound>, pending: Arc<AtomicUsize>) -> Outbox {
-        Outbox { tx, pending }
-    }
-
-    /// Queues a push; returns the bytes now pending for this client.
-    pub fn push(&self, data: Bytes) -> usize {
-        let n = self.pending.fetch_add(data.len(), Ordering::Relaxed) + data.len();
-        let _ = self.tx.send(Outbound::Push(data));
-        n
-    }
-
-    pub fn close(&self) {
-        let _ = self.tx.send(Outbound::Close);
-    }
-
-    /// Wakes the connection's task to write its output and run what input
-    /// it holds.
-    pub fn flush(&self) {
-        let _ = self.tx.send(Outbound::Flush);
-    }
-
-    pub fn pending_bytes(&self) -> usize {
-        self.pending.load(Ordering::Relaxed)
-    }
-}
 
 /// A transaction being queued after MULTI.
 #[derive(Debug, Default)]
@@ -143,9 +93,8 @@ impl Client {
 
     /// The client scripts run commands as: no connection behind it.
     pub fn script_client() -> Client {
-        let (tx, _) = tokio::sync::mpsc::unbounded_channel();
         let addr: SocketAddr = ([0, 0, 0, 0], 0).into();
-        let mut c = Client::new(0, addr, addr, Outbox::new(tx, Arc::new(AtomicUsize::new(0))), 0, true);
+        let mut c = Client::new(0, addr, addr, Outbox::new(), 0, true);
         c.is_script = true;
         c
     }
@@ -165,6 +114,17 @@ impl Client {
         !self.channels.is_empty() || !self.patterns.is_empty() || !self.shard_channels.is_empty()
     }
 
+    /// Which class of `client-output-buffer-limit` applies (Redis's
+    /// `getClientType`: subscribed clients are `pubsub` in RESP3 too;
+    /// MONITOR clients are `normal`).
+    pub fn output_class(&self) -> ClientClass {
+        if self.in_pubsub_mode() {
+            ClientClass::Pubsub
+        } else {
+            ClientClass::Normal
+        }
+    }
+
     /// CLIENT LIST / CLIENT INFO line for this client.
     pub fn info_line(&self, now_ms: u64) -> String {
         let mut flags = String::new();
@@ -178,6 +138,9 @@ impl Client {
             flags.push('x');
         }
         if self.close_after_reply {
+            flags.push('c');
+        }
+        if self.outbox.close_request() == CloseRequest::Now {
             flags.push('A');
         }
         if self.no_evict {
@@ -190,13 +153,13 @@ impl Client {
             flags.push('N');
         }
         let text = |b: &Option<Bytes>| b.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
-        let (multi, qbuf_cmds) = match &self.multi {
-            Some(m) => (m.queued.len() as i64, 0),
-            None => (-1, 0),
-        };
-        let _ = qbuf_cmds;
+        let multi = self.multi.as_ref().map_or(-1, |m| m.queued.len() as i64);
+        // The first REPLY_BUFFER bytes owed stand for Redis's reply buffer
+        // (`obl`), the rest for its reply list (`omem`, what the limits
+        // count). The list's blocks (`oll`) are not modelled.
+        let unwritten = self.outbox.unwritten();
         format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl=0 oll=0 omem={} tot-mem=1024 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl={} oll=0 omem={} tot-mem=1024 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.peer,
             self.local,
@@ -209,7 +172,8 @@ impl Client {
             self.patterns.len(),
             self.shard_channels.len(),
             multi,
-            self.outbox.pending_bytes(),
+            unwritten.min(REPLY_BUFFER),
+            unwritten.saturating_sub(REPLY_BUFFER),
             self.last_command,
             self.resp,
             text(&self.lib_name),

@@ -12,6 +12,7 @@
 //! times a second on the same thread.
 
 pub mod client;
+pub mod output;
 pub mod stats;
 
 use std::collections::HashMap;
@@ -20,7 +21,8 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
-pub use client::{Client, Outbound, Outbox};
+pub use client::Client;
+pub use output::{ClientClass, CloseRequest, Outbox, OutputLimit, OutputLimits, REPLY_BUFFER, REPLY_BUFFER_SHRUNK};
 use stats::Stats;
 
 use crate::clock::Clock;
@@ -35,10 +37,6 @@ use crate::reply::Reply;
 
 /// The Lua heap limit unless configured otherwise (1 GiB).
 const DEFAULT_LUA_MEMORY_LIMIT: &str = "1073741824";
-
-/// Pub/sub clients are cut off past this many queued bytes (Redis's
-/// `client-output-buffer-limit pubsub 32mb`).
-const PUBSUB_OUTPUT_LIMIT: usize = 32 * 1024 * 1024;
 
 /// Everything the engine owns, handed to command handlers through [`Ctx`].
 pub struct State {
@@ -93,6 +91,8 @@ pub struct State {
     /// (Redis's `pre_command_oom_state`): scripts it runs may not start
     /// writing.
     pub pre_command_oom: bool,
+    /// INFO's `client_recent_max_output_buffer`, sampled by the cron.
+    pub output_peaks: output::RecentPeaks,
 }
 
 /// Redis's `shared.oomerr`.
@@ -119,61 +119,14 @@ pub struct RuntimeSettings {
     /// `client-query-buffer-limit`: a connection whose unparsed input grows
     /// past this many bytes is closed.
     pub client_query_buffer_limit: usize,
-    /// The `normal` class of `client-output-buffer-limit`.
-    pub normal_output_limit: OutputLimit,
+    /// `client-output-buffer-limit`, every class (see [`output`]).
+    pub output_limits: OutputLimits,
     /// `maxmemory` in bytes (0: none).
     pub maxmemory: u64,
     /// `min-replicas-to-write` and `min-replicas-max-lag`: with both set,
     /// writes need that many good replicas (keylock has none).
     pub min_replicas_to_write: i64,
     pub min_replicas_max_lag: i64,
-}
-
-/// One class of `client-output-buffer-limit`: a connection whose unwritten
-/// replies beyond its reply buffer reach `hard` bytes, or stay at `soft`
-/// bytes or more for longer than `soft_seconds`, is closed (0: no limit).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct OutputLimit {
-    pub hard: usize,
-    pub soft: usize,
-    pub soft_seconds: u64,
-}
-
-impl OutputLimit {
-    /// The limits of `class` in the parameter's text as CONFIG GET shows it
-    /// (`normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60`).
-    pub fn of_class(param: &str, class: &str) -> OutputLimit {
-        let words: Vec<&str> = param.split(' ').collect();
-        for group in words.chunks(4) {
-            if let [name, hard, soft, seconds] = group
-                && *name == class
-            {
-                return OutputLimit {
-                    hard: hard.parse().unwrap_or(0),
-                    soft: soft.parse().unwrap_or(0),
-                    soft_seconds: seconds.parse().unwrap_or(0),
-                };
-            }
-        }
-        OutputLimit::default()
-    }
-}
-
-/// How many bytes of unwritten replies a connection may have in its
-/// output buffer, by authentication state, before the engine stops running
-/// its batch: past it the connection is closed (Redis's output buffer
-/// limits; see `server::limits`).
-#[derive(Clone, Copy, Debug)]
-pub struct OutputCaps {
-    pub unauthenticated: usize,
-    pub authenticated: usize,
-}
-
-impl OutputCaps {
-    pub const NONE: OutputCaps = OutputCaps {
-        unauthenticated: usize::MAX,
-        authenticated: usize::MAX,
-    };
 }
 
 impl RuntimeSettings {
@@ -188,7 +141,7 @@ impl RuntimeSettings {
             lua_memory_limit: p.int("lua-memory-limit").unwrap_or(0).max(0) as usize,
             native_scripts: p.int("native-scripts").unwrap_or(1) == 1,
             client_query_buffer_limit: p.int("client-query-buffer-limit").unwrap_or(1 << 30).max(0) as usize,
-            normal_output_limit: OutputLimit::of_class(p.value("client-output-buffer-limit").unwrap_or(""), "normal"),
+            output_limits: OutputLimits::parse(p.value("client-output-buffer-limit").unwrap_or("")),
             maxmemory: p.int("maxmemory").unwrap_or(0).max(0) as u64,
             min_replicas_to_write: p.int("min-replicas-to-write").unwrap_or(0),
             min_replicas_max_lag: p.int("min-replicas-max-lag").unwrap_or(10),
@@ -230,6 +183,9 @@ impl State {
             }
         }
         let runtime = RuntimeSettings::from_params(&params);
+        // Built now rather than by the first EVAL or INFO, so that
+        // used_memory does not step up by its ~13 KB later on.
+        crate::scripting::native::NativeTable::get();
         let script_kill = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let script_rng = std::rc::Rc::new(std::cell::Cell::new(crate::scripting::RAND48_INIT));
         let watchdog = std::rc::Rc::new(crate::scripting::Watchdog::with_halt(halt));
@@ -271,6 +227,7 @@ impl State {
             command_panics: 0,
             reply_counted_errors: 0,
             pre_command_oom: false,
+            output_peaks: output::RecentPeaks::default(),
         }
     }
 
@@ -370,13 +327,10 @@ impl State {
             current.inline_pushes.push(msg.reply.clone());
             return;
         }
-        match self.clients.get_mut(&id) {
+        match self.clients.get(&id) {
             Some(c) => {
-                let pending = c.outbox.push(msg.get(c.resp));
-                if pending > PUBSUB_OUTPUT_LIMIT {
-                    tracing::warn!(client = c.id, pending, "pub/sub client over its output buffer limit, closing");
-                    c.outbox.close();
-                }
+                c.outbox.push(&msg.get(c.resp));
+                self.check_output_limits(c, true);
             }
             // The client whose batch is running (a script published to it).
             None => self.orphan_pushes.push((id, msg.reply.clone())),
@@ -426,9 +380,36 @@ impl State {
                 continue;
             }
             if let Some(c) = self.clients.get(id) {
-                c.outbox.push(data.clone());
+                c.outbox.push(&data);
+                self.check_output_limits(c, true);
             }
         }
+    }
+
+    /// The server second the output limits' soft timers count in.
+    fn now_secs(&self) -> u64 {
+        self.clock.now_ms() / 1000
+    }
+
+    /// Closes `c` if its unwritten output is over its class's limits
+    /// (Redis's `closeClientOnOutputBufferLimitReached`): scheduled while
+    /// output is queued (`queued`), at once from the cron, with Redis's
+    /// log line either way. True if it was closed.
+    pub fn check_output_limits(&self, c: &Client, queued: bool) -> bool {
+        let obuf = c.outbox.obuf_bytes();
+        if obuf == 0 || c.outbox.close_request() == CloseRequest::Now {
+            return false;
+        }
+        let over = !c.authenticated
+            || self
+                .runtime
+                .output_limits
+                .reached(c.output_class(), obuf, c.outbox.soft_since(), self.now_secs());
+        if over {
+            log_output_limit(&c.info_line(self.clock.now_ms()), queued);
+            c.outbox.close_now();
+        }
+        over
     }
 
     /// Marks clients whose watched keys changed.
@@ -607,14 +588,35 @@ pub fn repr(a: &[u8]) -> String {
     s
 }
 
+/// Redis's log line for a client closed for its output buffer limits:
+/// scheduled to close (found while output was queued) or closed (by the
+/// cron, or the busy responder).
+pub fn log_output_limit(client_info: &str, scheduled: bool) {
+    if scheduled {
+        tracing::warn!("Client {client_info} scheduled to be closed ASAP for overcoming of output buffer limits.");
+    } else {
+        tracing::warn!("Client {client_info} closed for overcoming of output buffer limits.");
+    }
+}
+
 /// The replies to one batch, and what the connection must do next.
 pub struct BatchOutput {
     pub close: bool,
-    /// The replies outgrew the output caps: the batch stopped there, and
-    /// the connection must be closed without sending them.
+    /// The client's output went over its limits (or it was closed for
+    /// them): the batch stopped there, and the connection must be closed
+    /// without sending what it was owed.
     pub over_output_limit: bool,
     /// Whether the client is authenticated now (request size limits depend on it).
     pub authenticated: bool,
+}
+
+impl BatchOutput {
+    /// For a client the engine no longer knows.
+    const CLOSED: BatchOutput = BatchOutput {
+        close: true,
+        over_output_limit: false,
+        authenticated: false,
+    };
 }
 
 pub struct Engine {
@@ -673,57 +675,76 @@ impl Engine {
         }
     }
 
-    /// Runs a batch of commands from one client, appending the encoded
-    /// replies to `out`.
+    /// Runs a batch of commands from one client with no connection behind
+    /// it (benches), appending the encoded replies to `out`.
     pub fn run_batch(&mut self, id: ClientId, commands: Vec<Vec<Bytes>>, out: &mut BytesMut) -> BatchOutput {
-        self.run_batch_capped(id, commands, out, OutputCaps::NONE)
+        let Some(outbox) = self.state.clients.get(&id).map(|c| c.outbox.clone()) else {
+            return BatchOutput::CLOSED;
+        };
+        outbox.buffer().borrow_mut().swap(out);
+        let result = self.run_batch_capped(id, commands, usize::MAX);
+        outbox.buffer().borrow_mut().swap(out);
+        result
     }
 
-    /// [`Engine::run_batch`], stopping as soon as `out` holds more than
-    /// `caps` allows for the client's authentication state at that point
-    /// (Redis checks its limits as each reply is added and runs nothing
-    /// more for a client it is about to close).
-    pub fn run_batch_capped(&mut self, id: ClientId, commands: Vec<Vec<Bytes>>, out: &mut BytesMut, caps: OutputCaps) -> BatchOutput {
+    /// Runs a batch of commands from one client, appending the encoded
+    /// replies to its outbox. After each command its output is checked
+    /// against its limits, as Redis checks them while replies are added:
+    /// an authenticated client's against `client-output-buffer-limit`, one
+    /// that has not authenticated against its reply buffer
+    /// (`unauthenticated_buffer` bytes). A client over them is closed
+    /// without its replies and nothing more of the batch runs (Redis runs
+    /// nothing more for a client it is about to close).
+    pub fn run_batch_capped(&mut self, id: ClientId, commands: Vec<Vec<Bytes>>, unauthenticated_buffer: usize) -> BatchOutput {
         let Some(mut client) = self.state.clients.remove(&id) else {
-            return BatchOutput {
-                close: true,
-                over_output_limit: false,
-                authenticated: false,
-            };
+            return BatchOutput::CLOSED;
         };
-        let mut over_output_limit = false;
+        let outbox = client.outbox.clone();
         for argv in commands {
+            if outbox.close_request() != CloseRequest::Open {
+                break;
+            }
             let reply = self.dispatch(&mut client, argv);
             if self.state.shutdown {
                 // A successful SHUTDOWN closes connections without a reply.
                 break;
             }
-            self.state.flush_inline_pushes(&mut client, out);
             if !self.state.dirty_orphans.is_empty() {
                 if self.state.dirty_orphans.contains(&client.id) {
                     client.watch_dirty = true;
                 }
                 self.state.dirty_orphans.clear();
             }
-            reply.encode(client.resp, out);
+            match outbox.writable() {
+                Some(mut out) => {
+                    let out = out.tail();
+                    self.state.flush_inline_pushes(&mut client, out);
+                    reply.encode(client.resp, out);
+                }
+                // Closed while its command ran (CLIENT KILL of itself):
+                // what it would have been sent goes nowhere.
+                None => {
+                    client.inline_pushes.clear();
+                    self.state.orphan_pushes.retain(|(to, _)| *to != client.id);
+                }
+            }
             if client.close_after_reply {
                 break;
             }
-            let cap = if client.authenticated {
-                caps.authenticated
-            } else {
-                caps.unauthenticated
-            };
-            if out.len() > cap {
-                over_output_limit = true;
-                break;
+            if client.authenticated {
+                self.state.check_output_limits(&client, true);
+            } else if outbox.unwritten() > unauthenticated_buffer {
+                log_output_limit(&client.info_line(self.state.clock.now_ms()), true);
+                outbox.close_now();
             }
         }
+        let over_output_limit = outbox.close_request() == CloseRequest::Now;
         let result = BatchOutput {
             close: client.close_after_reply || self.state.shutdown || over_output_limit,
             over_output_limit,
             authenticated: client.authenticated,
         };
+        outbox.set_class(client.output_class());
         self.state.clients.insert(id, client);
         for victim in std::mem::take(&mut self.state.kill_queue) {
             if let Some(c) = self.state.clients.get(&victim) {
@@ -839,9 +860,26 @@ impl Engine {
         Ok(cmd)
     }
 
-    /// The periodic work: active expiry and idle-client timeouts.
+    /// Redis's `clientsCron`, the output part: samples each client's output
+    /// for INFO's `client_recent_max_output_buffer`, and closes those over
+    /// their output limits (the soft limit's seconds may have run out with
+    /// no output queued).
+    fn clients_cron(&mut self) {
+        let state = &mut self.state;
+        let slot = state.output_peaks.begin(state.clock.now_ms() / 1000);
+        for c in state.clients.values() {
+            state.output_peaks.sample(slot, c.outbox.obuf_bytes());
+        }
+        for c in state.clients.values() {
+            state.check_output_limits(c, false);
+        }
+    }
+
+    /// The periodic work: active expiry, clients' output limits and
+    /// idle-client timeouts.
     pub fn cron(&mut self) {
         crate::memory::used_bytes();
+        crate::memory::release_freed();
         let now = self.state.clock.now_ms();
         let deadline = Instant::now() + Duration::from_millis(25);
         for db in &mut self.state.dbs {
@@ -853,6 +891,7 @@ impl Engine {
                 }
             }
         }
+        self.clients_cron();
         let idle_timeout = self.state.runtime.timeout;
         if idle_timeout > 0 {
             let limit = idle_timeout * 1000;

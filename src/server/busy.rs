@@ -32,9 +32,10 @@ use bytes::Bytes;
 use socket2::SockRef;
 
 use super::Shared;
-use super::conn::{Closing, ConnIo, log_output_limit};
+use super::conn::{Closing, ConnIo};
 use super::limits::NetLimits;
 use crate::commands::table::{Registry, flag};
+use crate::engine::CloseRequest;
 use crate::error::CmdError;
 use crate::reply::put_error;
 use crate::scripting::{BusyAction, BusyScript};
@@ -107,6 +108,11 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAc
         }
         Closing::Now => return None,
     }
+    if io.outbox.close_request() == CloseRequest::Now {
+        // A script's pushes took it over its output limits.
+        close_now(shared, io);
+        return None;
+    }
     if send_output(io, &sock) == Sent::Failed {
         // The client is gone.
         close_now(shared, io);
@@ -116,8 +122,7 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAc
     let mut action = None;
     let mut reads = 0;
     loop {
-        let authenticated = io.authenticated.get();
-        if io.output.borrow().len() >= limits.hold_at(authenticated, true) {
+        if io.outbox.unwritten() >= io.hold_at(&limits, true) {
             // Held back by its unread replies.
             break;
         }
@@ -129,7 +134,7 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAc
             Ok(Some(argv)) => {
                 let answer = busy_reply(io, &argv, script);
                 match answer.reply {
-                    BusyReply::Ok => io.output.borrow_mut().extend_from_slice(b"+OK\r\n"),
+                    BusyReply::Ok => io.output().borrow_mut().extend_from_slice(b"+OK\r\n"),
                     BusyReply::Error(text) => send_error(shared, io, &text),
                     BusyReply::Nothing => {}
                 }
@@ -142,7 +147,7 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAc
                     break;
                 }
                 if over_output_limit(shared, io, &limits) {
-                    log_output_limit(shared, io);
+                    crate::engine::log_output_limit(&format!("id={}", io.id), true);
                     close_now(shared, io);
                     return action;
                 }
@@ -173,12 +178,6 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAc
             }
         }
     }
-    let unwritten = io.output.borrow().len();
-    if limits.over_soft_limit(io.authenticated.get(), unwritten, &io.soft_limit_since) {
-        log_output_limit(shared, io);
-        close_now(shared, io);
-        return action;
-    }
     match send_output(io, &sock) {
         Sent::All if io.closing.get() == Closing::AfterReply => io.shut_down(),
         Sent::Failed => {
@@ -193,20 +192,21 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAc
 
 /// Appends an error reply, and books it for INFO once the engine is back.
 fn send_error(shared: &Shared, io: &ConnIo, text: &[u8]) {
-    put_error(&mut io.output.borrow_mut(), text);
+    put_error(io.output().borrow_mut().tail(), text);
     shared.unbooked.borrow_mut().error(&String::from_utf8_lossy(text));
 }
 
 /// Past the reply buffer of a client that has not authenticated, or the
-/// hard output limit (see `server::limits`).
+/// output limits of its class (see `engine::output`).
 fn over_output_limit(shared: &Shared, io: &ConnIo, limits: &NetLimits) -> bool {
-    let caps = limits.caps(io.cron_has_seen(shared));
-    let cap = if io.authenticated.get() {
-        caps.authenticated
-    } else {
-        caps.unauthenticated
-    };
-    io.output.borrow().len() > cap
+    if !io.authenticated.get() {
+        return io.outbox.unwritten() > NetLimits::unauthenticated_buffer(io.cron_has_seen(shared));
+    }
+    let obuf = io.outbox.obuf_bytes();
+    obuf > 0
+        && limits
+            .output
+            .reached(io.outbox.class(), obuf, io.outbox.soft_since(), shared.clock.now_ms() / 1000)
 }
 
 fn over_query_buffer_limit(io: &ConnIo, limits: &NetLimits) -> bool {
@@ -224,7 +224,7 @@ fn over_query_buffer_limit(io: &ConnIo, limits: &NetLimits) -> bool {
 
 /// Closes a connection at once, dropping what it was owed.
 fn close_now(shared: &Shared, io: &ConnIo) {
-    io.drop_output();
+    io.outbox.close_now();
     io.closing.set(Closing::Now);
     io.shut_down();
     touched(shared, io);
@@ -232,7 +232,7 @@ fn close_now(shared: &Shared, io: &ConnIo) {
 
 /// Its task must be woken when the script is over.
 fn touched(shared: &Shared, io: &ConnIo) {
-    let pending = !io.output.borrow().is_empty() || !io.input.borrow().is_empty();
+    let pending = !io.output().borrow().is_empty() || !io.input.borrow().is_empty();
     if pending || io.closing.get() != Closing::Open {
         let mut touched = shared.busy_touched.borrow_mut();
         if !touched.contains(&io.id) {
@@ -268,11 +268,10 @@ enum Sent {
 
 /// Writes what the socket takes from the front of the output.
 fn send_output(io: &ConnIo, sock: &SockRef) -> Sent {
-    let mut out = io.output.borrow_mut();
+    let mut out = io.output().borrow_mut();
     while !out.is_empty() {
-        match sock.send(&out) {
-            Ok(n) if n == out.len() => out.clear(),
-            Ok(n) => bytes::Buf::advance(&mut *out, n),
+        match sock.send(out.front()) {
+            Ok(n) => out.advance(n),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Sent::Partly,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return Sent::Failed,

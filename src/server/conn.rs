@@ -3,13 +3,15 @@
 //!
 //! A connection reads, executes and writes in turn, so a client that sends
 //! without reading is held back by its own unread replies, as with Redis.
-//! Pushes (pub/sub messages, MONITOR lines) arrive through the client's
-//! outbox and are written as they come. Where a limit of `server::limits`
-//! would close the connection (a client that has not authenticated, a
-//! configured output buffer limit) it is read on while replies wait, so
-//! that the limit, not the client, decides.
+//! Its output is the client's outbox (`engine::output`), where the engine
+//! appends replies and pushes (pub/sub messages, MONITOR lines) and wakes
+//! this task to write them. Where a limit of `server::limits` would close
+//! the connection (a client that has not authenticated, an output buffer
+//! limit of its class) it is read on while replies wait, so that the limit,
+//! not the client, decides; a client the engine closed for its limits is
+//! closed at its next wake-up without writing what it was owed.
 //!
-//! The read buffer, parser and output buffer live in a [`ConnIo`]
+//! The read buffer and parser live in a [`ConnIo`], with the outbox,
 //! registered with the server, not on this task's stack: while a script
 //! runs past `busy-reply-threshold` this task cannot run, and the busy
 //! responder (`server::busy`) reads and answers this connection's commands
@@ -21,20 +23,17 @@ use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedWriteHalf;
-use tokio::sync::mpsc;
 
 use super::Shared;
 use super::limits::NetLimits;
 use super::parser::{Limits, RequestParser, release_if_idle};
-use crate::engine::{Outbound, Outbox};
+use crate::engine::output::OutputBuffer;
+use crate::engine::{CloseRequest, Outbox};
 
 /// An output buffer larger than this is given back once written.
 const IDLE_OUTPUT_MAX: usize = 64 * 1024;
@@ -57,32 +56,24 @@ pub(crate) struct ConnIo {
     pub input: RefCell<BytesMut>,
     pub parser: RefCell<RequestParser>,
     pub authenticated: Cell<bool>,
-    /// Replies the socket has not taken yet.
-    pub output: RefCell<BytesMut>,
-    /// When the unwritten output first reached the soft output limit.
-    pub soft_limit_since: Cell<Option<Instant>>,
     /// The server's cron tick when the connection was accepted.
     pub accepted_tick: u64,
     pub closing: Cell<Closing>,
+    /// The output: replies and pushes the socket has not taken yet.
     pub outbox: Outbox,
 }
 
-/// A connection accepted but whose task has not started: its input side,
-/// outbox and receiving end.
+/// A connection accepted but whose task has not started.
 pub(crate) struct Accepted {
     pub stream: std::net::TcpStream,
     pub peer: SocketAddr,
     pub io: Rc<ConnIo>,
-    rx: mpsc::UnboundedReceiver<Outbound>,
-    pending: Arc<AtomicUsize>,
 }
 
 impl Accepted {
     pub fn new(shared: &Shared, stream: std::net::TcpStream, peer: SocketAddr) -> Accepted {
         let id = shared.next_client_id.get();
         shared.next_client_id.set(id + 1);
-        let (tx, rx) = mpsc::unbounded_channel();
-        let pending = Arc::new(AtomicUsize::new(0));
         let io = Rc::new(ConnIo {
             id,
             fd: stream.as_raw_fd(),
@@ -91,19 +82,11 @@ impl Accepted {
             input: RefCell::new(BytesMut::new()),
             parser: RefCell::new(RequestParser::default()),
             authenticated: Cell::new(!shared.auth_required.get()),
-            output: RefCell::new(BytesMut::new()),
-            soft_limit_since: Cell::new(None),
             accepted_tick: shared.cron_ticks.get(),
             closing: Cell::new(Closing::Open),
-            outbox: Outbox::new(tx, pending.clone()),
+            outbox: Outbox::new(),
         });
-        Accepted {
-            stream,
-            peer,
-            io,
-            rx,
-            pending,
-        }
+        Accepted { stream, peer, io }
     }
 }
 
@@ -121,9 +104,15 @@ impl ConnIo {
         shared.cron_ticks.get() > self.accepted_tick
     }
 
-    /// Drops what the connection was owed: it is being closed for a limit.
-    pub fn drop_output(&self) {
-        *self.output.borrow_mut() = BytesMut::new();
+    /// The replies and pushes the socket has not taken yet.
+    pub fn output(&self) -> &RefCell<OutputBuffer> {
+        self.outbox.buffer()
+    }
+
+    /// The unwritten output at which this connection is not read again
+    /// until it drains (see [`NetLimits::hold_at`]).
+    pub fn hold_at(&self, limits: &NetLimits, busy: bool) -> usize {
+        limits.hold_at(self.outbox.class(), self.authenticated.get(), busy)
     }
 
     /// Ends the connection from outside its task (the busy responder, the
@@ -167,13 +156,7 @@ enum Next {
 }
 
 async fn run(accepted: Accepted, shared: Rc<Shared>) {
-    let Accepted {
-        stream,
-        peer,
-        io,
-        mut rx,
-        pending,
-    } = accepted;
+    let Accepted { stream, peer, io } = accepted;
     let id = io.id;
     let Ok(stream) = TcpStream::from_std(stream) else {
         shared.conns.borrow_mut().remove(&id);
@@ -185,7 +168,9 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
 
     if shared.connected.get() >= shared.engine.borrow().state.runtime.maxclients {
         shared.conns.borrow_mut().remove(&id);
-        io.output.borrow_mut().put_slice(b"-ERR max number of clients reached\r\n");
+        io.output()
+            .borrow_mut()
+            .extend_from_slice(b"-ERR max number of clients reached\r\n");
         flush(&io, &writer).await;
         return;
     }
@@ -202,52 +187,33 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
             }
             Closing::Now => break,
         }
-        let unwritten = io.output.borrow().len();
-        let read_on = unwritten < shared.limits.get().hold_at(io.authenticated.get(), false);
-        tokio::select! {
+        match io.outbox.close_request() {
+            CloseRequest::Open => {}
+            CloseRequest::AfterWrite => {
+                flush(&io, &writer).await;
+                break;
+            }
+            CloseRequest::Now => break,
+        }
+        let unwritten = io.outbox.unwritten();
+        let read_on = unwritten < io.hold_at(&shared.limits.get(), false);
+        let next = tokio::select! {
             biased;
-            msg = rx.recv() => {
-                let Some(msg) = msg else { break };
-                let mut close = false;
-                let mut next = Some(msg);
-                while let Some(msg) = next.take() {
-                    match msg {
-                        Outbound::Push(data) => {
-                            pending.fetch_sub(data.len(), Ordering::Relaxed);
-                            io.output.borrow_mut().put_slice(&data);
-                        }
-                        Outbound::Flush => {}
-                        Outbound::Close => close = true,
-                    }
-                    if close || io.output.borrow().len() > 1 << 20 {
-                        break;
-                    }
-                    next = rx.try_recv().ok();
-                }
-                if close {
-                    flush(&io, &writer).await;
-                    break;
-                }
-                // Commands the busy responder left unanswered, held back
-                // by their unread replies, run now.
-                if !io.input.borrow().is_empty() {
-                    match process_input(&io, &shared).await {
-                        Next::Continue => {}
-                        Next::CloseAfterReply => {
-                            flush(&io, &writer).await;
-                            break;
-                        }
-                        Next::CloseNow => break,
-                    }
-                }
-                if !write_or_hold(&io, &writer, &shared).await {
-                    break;
+            _ = io.outbox.woken() => {
+                // Output was queued, a close asked for, or a busy script
+                // ended: commands the busy responder left unanswered, held
+                // back by their unread replies, run now.
+                if io.input.borrow().is_empty() {
+                    Next::Continue
+                } else {
+                    process_input(&io, &shared).await
                 }
             }
             ready = writer.writable(), if unwritten > 0 => {
-                if ready.is_err() || try_flush(&io, &writer).is_err() {
+                if ready.is_err() {
                     break;
                 }
+                Next::Continue
             }
             ready = reader.readable(), if read_on => {
                 if ready.is_err() {
@@ -276,19 +242,22 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
                 if over_query_buffer_limit(&io, &shared) {
                     break;
                 }
-                match process_input(&io, &shared).await {
-                    Next::Continue => {}
-                    Next::CloseAfterReply => {
-                        flush(&io, &writer).await;
-                        break;
-                    }
-                    Next::CloseNow => break,
-                }
-                if !write_or_hold(&io, &writer, &shared).await {
-                    break;
-                }
+                process_input(&io, &shared).await
             }
             _ = stop.changed() => break,
+        };
+        match next {
+            Next::Continue => {}
+            Next::CloseAfterReply => {
+                flush(&io, &writer).await;
+                break;
+            }
+            Next::CloseNow => break,
+        }
+        // Write what the socket takes now; the rest waits for it to be
+        // writable while the connection is read on or held back.
+        if try_flush(&io, &writer).is_err() {
+            break;
         }
     }
     shared.conns.borrow_mut().remove(&id);
@@ -309,12 +278,9 @@ async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
         let (batch, protocol_error, more) = parse_batch(io, io.request_limits(&limits), split_on_auth);
         let mut next = Next::Continue;
         if !batch.is_empty() {
-            let caps = limits.caps(io.cron_has_seen(shared));
+            let unauthenticated_buffer = NetLimits::unauthenticated_buffer(io.cron_has_seen(shared));
             shared.running_client.set(Some(io.id));
-            let result = {
-                let mut output = io.output.borrow_mut();
-                shared.engine.borrow_mut().run_batch_capped(io.id, batch, &mut output, caps)
-            };
+            let result = shared.engine.borrow_mut().run_batch_capped(io.id, batch, unauthenticated_buffer);
             shared.running_client.set(None);
             io.authenticated.set(result.authenticated);
             shared.after_batch();
@@ -322,7 +288,6 @@ async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
                 shared.stop.send_replace(true);
             }
             if result.over_output_limit {
-                log_output_limit(shared, io);
                 return Next::CloseNow;
             }
             if result.close {
@@ -331,7 +296,7 @@ async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
         }
         if let Some(text) = protocol_error {
             if matches!(next, Next::Continue) {
-                crate::reply::put_error(&mut io.output.borrow_mut(), &text);
+                crate::reply::put_error(io.output().borrow_mut().tail(), &text);
                 // Counted in INFO errorstats as Redis counts every error reply.
                 shared.engine.borrow_mut().state.stats.count_error_text(&text);
             }
@@ -343,29 +308,6 @@ async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
         // Let the other connections run between the parts of a long input.
         tokio::task::yield_now().await;
     }
-}
-
-/// Writes the output: all of it, waiting for the client to read, when the
-/// connection is held back by unread replies; otherwise what the socket
-/// takes now, the rest waiting while the connection is read on. False if
-/// the connection must close (gone, or past its soft output limit).
-async fn write_or_hold(io: &ConnIo, writer: &OwnedWriteHalf, shared: &Shared) -> bool {
-    let limits = shared.limits.get();
-    let unwritten = io.output.borrow().len();
-    let written = if unwritten < limits.hold_at(io.authenticated.get(), false) {
-        try_flush(io, writer).is_ok()
-    } else {
-        flush(io, writer).await
-    };
-    if !written {
-        return false;
-    }
-    let unwritten = io.output.borrow().len();
-    if limits.over_soft_limit(io.authenticated.get(), unwritten, &io.soft_limit_since) {
-        log_output_limit(shared, io);
-        return false;
-    }
-    true
 }
 
 /// After a read: Redis closes a client whose unparsed input passed
@@ -383,38 +325,24 @@ fn over_query_buffer_limit(io: &ConnIo, shared: &Shared) -> bool {
     true
 }
 
-/// Drops a connection's unsent replies and logs, as Redis does, that it is
-/// closed for its output buffer limits.
-pub(crate) fn log_output_limit(shared: &Shared, io: &ConnIo) {
-    io.drop_output();
-    let info = match shared.engine.try_borrow() {
-        Ok(engine) => engine.client_info(io.id).unwrap_or_default(),
-        // The busy responder runs while the engine is lent out.
-        Err(_) => format!("id={}", io.id),
-    };
-    tracing::warn!("Client {info} closed for overcoming of output buffer limits.");
-}
-
 /// Writes what the socket takes now without waiting: Ok(true) once the
 /// output is empty, Ok(false) if some is left, Err if the connection is gone.
 fn try_flush(io: &ConnIo, writer: &OwnedWriteHalf) -> Result<bool, ()> {
-    let mut output = io.output.borrow_mut();
+    let mut output = io.output().borrow_mut();
     while !output.is_empty() {
-        match writer.try_write(&output) {
-            Ok(n) if n == output.len() => output.clear(),
+        match writer.try_write(output.front()) {
             Ok(n) => output.advance(n),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
             Err(_) => return Err(()),
         }
     }
-    if output.capacity() > IDLE_OUTPUT_MAX {
-        *output = BytesMut::new();
-    }
+    output.written(IDLE_OUTPUT_MAX);
     Ok(true)
 }
 
 /// Writes the whole output, waiting for the socket; false if the
-/// connection is gone.
+/// connection is gone, or the engine closed it for its output limits
+/// meanwhile.
 async fn flush(io: &ConnIo, writer: &OwnedWriteHalf) -> bool {
     loop {
         match try_flush(io, writer) {
@@ -422,8 +350,13 @@ async fn flush(io: &ConnIo, writer: &OwnedWriteHalf) -> bool {
             Ok(false) => {}
             Err(()) => return false,
         }
-        if writer.writable().await.is_err() {
-            return false;
+        tokio::select! {
+            ready = writer.writable() => if ready.is_err() {
+                return false;
+            },
+            _ = io.outbox.woken() => if io.outbox.close_request() == CloseRequest::Now {
+                return false;
+            },
         }
     }
 }

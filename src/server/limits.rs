@@ -20,26 +20,22 @@
 //! keylock does, at warn level). No INFO counter counts these closes in
 //! 7.0.15.
 //!
+//! The output limits themselves, every class, are checked by the engine
+//! (`engine::output`) as replies and pushes are queued and from its cron;
+//! the busy responder checks its own replies here with the same rules.
+//!
 //! Where keylock differs: an authenticated client's reply buffer is taken
 //! to be 16 KB (Redis resizes it between 1 KB and 16 KB with the client's
-//! recent peak), and pub/sub clients are held to the `normal` class here
-//! (the engine applies the pub/sub limit to published messages). Redis
-//! sets no `normal` limit by default and lets unread replies grow without
-//! bound; keylock instead stops reading a connection whose replies wait
-//! unread ([`NetLimits::hold_at`]), unless a limit that closes it applies:
-//! then, as with Redis, it keeps reading and the limit decides. The soft
-//! limit is also checked by the cron, as Redis's `clientsCron` does, so
-//! that it fires on a connection that is held back.
+//! recent peak). Redis sets no `normal` limit by default and lets unread
+//! replies grow without bound; keylock instead stops reading a connection
+//! whose replies wait unread ([`NetLimits::hold_at`]), unless a limit that
+//! closes it applies to its class: then, as with Redis, it keeps reading
+//! and the limit decides. Pushes (pub/sub messages, MONITOR lines) cannot
+//! be held back that way: for a `normal` client with no limit, such as a
+//! MONITOR client, they grow without bound as in Redis.
 
-use std::cell::Cell;
-use std::time::Instant;
+use crate::engine::{ClientClass, OutputLimits, REPLY_BUFFER, REPLY_BUFFER_SHRUNK};
 
-use crate::engine::{OutputCaps, OutputLimit};
-
-/// The reply buffer of a new client (PROTO_REPLY_CHUNK_BYTES).
-pub const REPLY_BUFFER: usize = 16 * 1024;
-/// The reply buffer once the cron has shrunk it (PROTO_REPLY_MIN_BYTES).
-pub const REPLY_BUFFER_SHRUNK: usize = 1024;
 /// While a script is busy, a connection with this many bytes of replies
 /// unread is not read again until they drain (when no configured limit
 /// would close it first).
@@ -51,23 +47,15 @@ pub const BUSY_HOLD: usize = 64 * 1024;
 pub struct NetLimits {
     pub proto_max_bulk_len: i64,
     pub query_buffer_limit: usize,
-    pub normal: OutputLimit,
+    pub output: OutputLimits,
 }
 
 impl NetLimits {
-    /// Pending output above which a connection is closed at once.
-    /// `cron_has_seen` says whether a cron pass has run since the
-    /// connection was accepted (an unauthenticated client's buffer shrank).
-    pub fn caps(&self, cron_has_seen: bool) -> OutputCaps {
-        let unauthenticated = if cron_has_seen { REPLY_BUFFER_SHRUNK } else { REPLY_BUFFER };
-        let authenticated = match self.normal.hard {
-            0 => usize::MAX,
-            hard => REPLY_BUFFER + hard - 1,
-        };
-        OutputCaps {
-            unauthenticated,
-            authenticated: authenticated.max(unauthenticated),
-        }
+    /// The reply buffer of a client that has not authenticated: replies
+    /// past it close the connection. `cron_has_seen` says whether a cron
+    /// pass has run since the connection was accepted (the buffer shrank).
+    pub fn unauthenticated_buffer(cron_has_seen: bool) -> usize {
+        if cron_has_seen { REPLY_BUFFER_SHRUNK } else { REPLY_BUFFER }
     }
 
     /// The unwritten output at which a connection is no longer read until
@@ -75,33 +63,16 @@ impl NetLimits {
     /// script is busy; never while a limit that closes the connection
     /// applies (it is read on and the limit decides, as with Redis); with
     /// only a soft limit, where that limit is reached so that it can fire.
-    pub fn hold_at(&self, authenticated: bool, busy: bool) -> usize {
-        if !authenticated || self.normal.hard > 0 {
+    pub fn hold_at(&self, class: ClientClass, authenticated: bool, busy: bool) -> usize {
+        let limit = self.output.of(class);
+        if !authenticated || limit.hard > 0 {
             return usize::MAX;
         }
         let base = if busy { BUSY_HOLD } else { 1 };
-        if self.normal.soft > 0 {
-            base.max(REPLY_BUFFER + self.normal.soft)
+        if limit.soft > 0 {
+            base.max(REPLY_BUFFER + limit.soft)
         } else {
             base
-        }
-    }
-
-    /// Checks the soft limit for `pending` unwritten bytes, keeping track
-    /// in `since` of when it was first reached; true once it has been
-    /// reached for longer than its seconds.
-    pub fn over_soft_limit(&self, authenticated: bool, pending: usize, since: &Cell<Option<Instant>>) -> bool {
-        let soft = self.normal.soft;
-        if !authenticated || soft == 0 || pending.saturating_sub(REPLY_BUFFER) < soft {
-            since.set(None);
-            return false;
-        }
-        match since.get() {
-            None => {
-                since.set(Some(Instant::now()));
-                false
-            }
-            Some(t) => t.elapsed().as_secs() > self.normal.soft_seconds,
         }
     }
 }
@@ -110,51 +81,31 @@ impl NetLimits {
 mod tests {
     use super::*;
 
-    fn limits(hard: usize, soft: usize) -> NetLimits {
+    fn limits(param: &str) -> NetLimits {
         NetLimits {
             proto_max_bulk_len: 512 << 20,
             query_buffer_limit: 1 << 30,
-            normal: OutputLimit {
-                hard,
-                soft,
-                soft_seconds: 0,
-            },
+            output: OutputLimits::parse(param),
         }
     }
 
     #[test]
     fn unauthenticated_clients_may_leave_16k_unread_then_1k_after_the_cron() {
-        assert_eq!(limits(0, 0).caps(false).unauthenticated, 16384);
-        assert_eq!(limits(0, 0).caps(true).unauthenticated, 1024);
-        assert_eq!(limits(0, 0).caps(true).authenticated, usize::MAX);
+        assert_eq!(NetLimits::unauthenticated_buffer(false), 16384);
+        assert_eq!(NetLimits::unauthenticated_buffer(true), 1024);
     }
 
     #[test]
-    fn a_hard_limit_counts_beyond_the_reply_buffer() {
-        let caps = limits(1 << 20, 0).caps(true);
-        assert_eq!(caps.authenticated, 16384 + (1 << 20) - 1);
-    }
-
-    #[test]
-    fn connections_are_held_back_unless_a_closing_limit_applies() {
-        assert_eq!(limits(0, 0).hold_at(true, false), 1);
-        assert_eq!(limits(0, 0).hold_at(true, true), BUSY_HOLD);
-        assert_eq!(limits(0, 0).hold_at(false, true), usize::MAX);
-        assert_eq!(limits(1 << 20, 0).hold_at(true, false), usize::MAX);
-        assert_eq!(limits(0, 1 << 20).hold_at(true, false), 16384 + (1 << 20));
-    }
-
-    #[test]
-    fn the_soft_limit_fires_once_reached_for_longer_than_its_seconds() {
-        let since = Cell::new(None);
-        let l = limits(0, 1000);
-        assert!(!l.over_soft_limit(true, 16384 + 999, &since));
-        assert!(since.get().is_none());
-        assert!(!l.over_soft_limit(true, 16384 + 1000, &since));
-        assert!(since.get().is_some());
-        since.set(Some(Instant::now() - std::time::Duration::from_secs(2)));
-        assert!(l.over_soft_limit(true, 16384 + 1000, &since));
-        assert!(!l.over_soft_limit(true, 10, &since));
-        assert!(since.get().is_none());
+    fn connections_are_held_back_unless_a_closing_limit_applies_to_their_class() {
+        let none = limits("normal 0 0 0 slave 0 0 0 pubsub 1000 0 0");
+        assert_eq!(none.hold_at(ClientClass::Normal, true, false), 1);
+        assert_eq!(none.hold_at(ClientClass::Normal, true, true), BUSY_HOLD);
+        assert_eq!(none.hold_at(ClientClass::Normal, false, true), usize::MAX);
+        assert_eq!(none.hold_at(ClientClass::Pubsub, true, false), usize::MAX);
+        let hard = limits("normal 1048576 0 0 slave 0 0 0 pubsub 0 0 0");
+        assert_eq!(hard.hold_at(ClientClass::Normal, true, false), usize::MAX);
+        assert_eq!(hard.hold_at(ClientClass::Pubsub, true, false), 1);
+        let soft = limits("normal 0 1048576 5 slave 0 0 0 pubsub 0 0 0");
+        assert_eq!(soft.hold_at(ClientClass::Normal, true, false), 16384 + (1 << 20));
     }
 }

@@ -63,6 +63,8 @@ pub(crate) struct Shared {
     pub busy_touched: RefCell<Vec<u64>>,
     /// What the busy responder answered, for INFO once the engine is back.
     pub unbooked: RefCell<Unbooked>,
+    /// The engine's clock, for the busy responder's output limit checks.
+    pub clock: Clock,
 }
 
 /// Counters for the replies the busy responder sent while the engine was
@@ -127,31 +129,16 @@ impl Shared {
             let conns = self.conns.borrow();
             for id in touched {
                 if let Some(io) = conns.get(&id) {
-                    io.outbox.flush();
+                    io.outbox.wake();
                 }
             }
         }
     }
 
-    /// The cron's part on the network side: count the pass, and close
-    /// connections held at their soft output limit for too long.
+    /// The cron's part on the network side: count the pass (the output
+    /// limits are the engine's cron's).
     fn cron(&self) {
         self.cron_ticks.set(self.cron_ticks.get() + 1);
-        let limits = self.limits.get();
-        if limits.normal.soft == 0 {
-            return;
-        }
-        for io in self.conns.borrow().values() {
-            if io.soft_limit_since.get().is_none() || io.closing.get() != conn::Closing::Open {
-                continue;
-            }
-            let unwritten = io.output.borrow().len();
-            if limits.over_soft_limit(io.authenticated.get(), unwritten, &io.soft_limit_since) {
-                conn::log_output_limit(self, io);
-                io.closing.set(conn::Closing::Now);
-                io.shut_down();
-            }
-        }
     }
 }
 
@@ -161,7 +148,7 @@ fn net_limits(engine: &Engine) -> limits::NetLimits {
     limits::NetLimits {
         proto_max_bulk_len: runtime.proto_max_bulk_len,
         query_buffer_limit: runtime.client_query_buffer_limit,
-        normal: runtime.normal_output_limit,
+        output: runtime.output_limits,
     }
 }
 
@@ -267,6 +254,7 @@ fn serve(listeners: Vec<std::net::TcpListener>, state: State, stop: Arc<watch::S
             cron_ticks: std::cell::Cell::new(0),
             busy_touched: RefCell::new(Vec::new()),
             unbooked: RefCell::new(Unbooked::default()),
+            clock: engine.state.clock.clone(),
             listener_fds,
             busy_accepted: RefCell::new(Vec::new()),
             engine: RefCell::new(engine),

@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use keylock::{Config, Server, ServerHandle};
 
@@ -255,5 +255,66 @@ pub fn read_until_closed(s: &mut TcpStream, quiet: Duration) -> (Vec<u8>, Ending
             }
             Err(_) => return (out, Ending::Closed),
         }
+    }
+}
+
+/// Resident set size in bytes of process `pid` (/proc/<pid>/status VmRSS).
+pub fn rss_of(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS");
+    let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kb * 1024
+}
+
+/// The keylock binary on a free port, killed on drop.
+pub struct Binary {
+    child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Binary {
+    pub fn start(extra: &[&str]) -> Binary {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_keylock"))
+            .args(["--port", "0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr = line.trim().strip_prefix("listening on ").expect("announce line").parse().unwrap();
+        Binary { child, addr }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Resident set size in bytes.
+    pub fn rss(&self) -> u64 {
+        rss_of(self.child.id())
+    }
+
+    /// The largest RSS seen over `period`.
+    pub fn peak_rss(&self, period: Duration) -> u64 {
+        let end = Instant::now() + period;
+        let mut peak = self.rss();
+        while Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(20));
+            peak = peak.max(self.rss());
+        }
+        peak
+    }
+
+    pub fn ping(&self) {
+        assert_eq!(Raw::connect(self.addr).call(&["PING"]), b"+PONG\r\n");
+    }
+}
+
+impl Drop for Binary {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

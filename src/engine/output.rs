@@ -1,0 +1,504 @@
+//! A client's output: the bytes owed to it and not yet written, where the
+//! engine puts replies and pushes and the connection writes them from, and
+//! Redis's `client-output-buffer-limit`, which closes a client that leaves
+//! too much of it unread.
+//!
+//! The engine and every connection run on one thread, so a client's
+//! [`Outbox`] is one buffer shared by both: replies, pub/sub messages and
+//! MONITOR lines are appended to it as they are produced (copied per
+//! client, as Redis copies them into each client's reply list), and
+//! [`Outbox::unwritten`] is at every moment what the client still has to
+//! read. That is what the limits are checked against, when output is
+//! queued and from the cron, as Redis's `checkClientOutputBufferLimits`:
+//!
+//! - the class is Redis's `getClientType`: `pubsub` while the client has a
+//!   subscription (in RESP3 too), otherwise `normal`. MONITOR clients are
+//!   `normal` (Redis marks them replicas but exempts them here). The
+//!   `replica` (`slave`) class is parsed and shown but applies to no
+//!   client: keylock has no replicas.
+//! - what counts is the output beyond the client's reply buffer
+//!   ([`REPLY_BUFFER`], Redis's 16 KB `c->buf`): Redis counts its reply
+//!   list, the blocks allocated once that buffer is full. Redis's figure
+//!   also includes allocator rounding and 40 bytes per block, and its
+//!   buffer takes no more once a reply of unknown length has begun
+//!   (`addReplyDeferredLen`), so the byte at which a client is closed can
+//!   differ from Redis's by up to about the reply buffer.
+//! - the hard limit closes a client as soon as it is reached; the soft
+//!   limit once it has been reached continuously for more than its seconds
+//!   (whole seconds of the server clock, as Redis's `server.unixtime`; the
+//!   time it was first reached is forgotten only by a check that finds the
+//!   client below it). Nothing is checked while nothing is beyond the reply
+//!   buffer, as Redis skips clients whose reply list is empty.
+//! - a client found over its limits while output is queued is scheduled to
+//!   close ([`Outbox::close_now`]): what it was owed is dropped at once and
+//!   nothing more is queued for it (Redis's `freeClientAsync`, with its log
+//!   line `… scheduled to be closed ASAP …`); the cron closes it with
+//!   `… closed for overcoming …`.
+//!
+//! The output is one buffer until it holds [`CHUNK`] bytes, then further
+//! buffers of that size after it ([`OutputBuffer`], Redis's reply list), so
+//! that a backlog grows without reallocating and copying what is already
+//! queued, and is freed a chunk at a time as it is written. With one
+//! growing buffer, a subscriber closed at 32 MB had made the server's RSS
+//! peak at 80 MB (the doubled buffer, and the one it replaced, not yet
+//! purged); with chunks, at 55-60 MB (Redis: 46 MB).
+
+use std::cell::{Cell, RefCell, RefMut};
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use bytes::{Buf, BytesMut};
+use tokio::sync::Notify;
+
+/// The reply buffer of a new client (Redis's PROTO_REPLY_CHUNK_BYTES);
+/// output beyond it is what `client-output-buffer-limit` counts.
+pub const REPLY_BUFFER: usize = 16 * 1024;
+/// The reply buffer of a client that has not authenticated once the cron
+/// has shrunk it (PROTO_REPLY_MIN_BYTES).
+pub const REPLY_BUFFER_SHRUNK: usize = 1024;
+
+/// The size from which output goes on in a new buffer.
+pub const CHUNK: usize = 1 << 20;
+
+/// Output waiting for the socket, oldest first: one buffer, and more of
+/// [`CHUNK`] bytes after it once it holds that much (see the module doc).
+#[derive(Debug, Default)]
+pub struct OutputBuffer {
+    chunks: VecDeque<BytesMut>,
+    /// Bytes in every chunk but the last.
+    sealed: usize,
+}
+
+impl OutputBuffer {
+    pub fn len(&self) -> usize {
+        self.sealed + self.chunks.back().map_or(0, BytesMut::len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The buffer to append to (encoders write here): the last one, or a
+    /// new one if that already holds a chunk's worth.
+    pub fn tail(&mut self) -> &mut BytesMut {
+        self.tail_for(0)
+    }
+
+    fn tail_for(&mut self, additional: usize) -> &mut BytesMut {
+        let len = self.chunks.back().map(BytesMut::len);
+        match len {
+            None => self.chunks.push_back(BytesMut::new()),
+            Some(len) if len > 0 && len + additional > CHUNK => {
+                self.sealed += len;
+                self.chunks.push_back(BytesMut::with_capacity(CHUNK.max(additional)));
+            }
+            Some(_) => {}
+        }
+        self.chunks.back_mut().expect("a tail chunk")
+    }
+
+    pub fn extend_from_slice(&mut self, data: &[u8]) {
+        self.tail_for(data.len()).extend_from_slice(data);
+    }
+
+    /// The oldest unwritten bytes (empty if none).
+    pub fn front(&self) -> &[u8] {
+        self.chunks.front().map_or(&[], |c| &c[..])
+    }
+
+    /// `n` bytes of [`front`](Self::front) were written: a chunk written
+    /// in full is freed, unless it is the only one.
+    pub fn advance(&mut self, n: usize) {
+        let several = self.chunks.len() > 1;
+        let Some(front) = self.chunks.front_mut() else { return };
+        front.advance(n);
+        if several {
+            self.sealed -= n;
+            if front.is_empty() {
+                self.chunks.pop_front();
+            }
+        }
+    }
+
+    /// Everything was written: keeps the buffer for the next replies
+    /// unless it grew past `keep` bytes of capacity.
+    pub fn written(&mut self, keep: usize) {
+        if self.chunks.len() > 1 || self.chunks.front().is_some_and(|c| c.capacity() > keep) {
+            *self = OutputBuffer::default();
+        } else if let Some(front) = self.chunks.front_mut() {
+            front.clear();
+        }
+    }
+
+    /// Exchanges the output with `out` (for callers with no connection):
+    /// what was queued ends in `out` as one buffer.
+    pub fn swap(&mut self, out: &mut BytesMut) {
+        let mut mine = match self.chunks.len() {
+            0 => BytesMut::new(),
+            1 => self.chunks.pop_back().unwrap_or_default(),
+            _ => {
+                let mut all = BytesMut::with_capacity(self.len());
+                for c in self.chunks.drain(..) {
+                    all.extend_from_slice(&c);
+                }
+                all
+            }
+        };
+        std::mem::swap(&mut mine, out);
+        *self = OutputBuffer::default();
+        if !mine.is_empty() || mine.capacity() > 0 {
+            self.chunks.push_back(mine);
+        }
+    }
+}
+
+/// The classes of `client-output-buffer-limit` (Redis's client types).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClientClass {
+    #[default]
+    Normal,
+    Replica,
+    Pubsub,
+}
+
+/// One class of `client-output-buffer-limit` (0: no limit).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutputLimit {
+    pub hard: usize,
+    pub soft: usize,
+    pub soft_seconds: u64,
+}
+
+/// `client-output-buffer-limit`, every class.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutputLimits {
+    pub normal: OutputLimit,
+    pub replica: OutputLimit,
+    pub pubsub: OutputLimit,
+}
+
+impl OutputLimits {
+    /// The limits in the parameter's text as CONFIG GET shows it
+    /// (`normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60`).
+    pub fn parse(param: &str) -> OutputLimits {
+        let mut limits = OutputLimits::default();
+        let words: Vec<&str> = param.split(' ').collect();
+        for group in words.chunks(4) {
+            if let [name, hard, soft, seconds] = group {
+                let limit = OutputLimit {
+                    hard: hard.parse().unwrap_or(0),
+                    soft: soft.parse().unwrap_or(0),
+                    soft_seconds: seconds.parse().unwrap_or(0),
+                };
+                match *name {
+                    "normal" => limits.normal = limit,
+                    "slave" => limits.replica = limit,
+                    "pubsub" => limits.pubsub = limit,
+                    _ => {}
+                }
+            }
+        }
+        limits
+    }
+
+    pub fn of(&self, class: ClientClass) -> OutputLimit {
+        match class {
+            ClientClass::Normal => self.normal,
+            ClientClass::Replica => self.replica,
+            ClientClass::Pubsub => self.pubsub,
+        }
+    }
+
+    /// Redis's `checkClientOutputBufferLimits` for an authenticated client
+    /// of `class` with `obuf` bytes beyond its reply buffer, at `now_secs`:
+    /// true if the hard limit is reached, or the soft limit has been for
+    /// more than its seconds. `soft_since` keeps when the soft limit was
+    /// first reached.
+    pub fn reached(&self, class: ClientClass, obuf: usize, soft_since: &Cell<Option<u64>>, now_secs: u64) -> bool {
+        let limit = self.of(class);
+        let hard = limit.hard > 0 && obuf >= limit.hard;
+        let mut soft = limit.soft > 0 && obuf >= limit.soft;
+        if soft {
+            match soft_since.get() {
+                None => {
+                    soft_since.set(Some(now_secs));
+                    soft = false;
+                }
+                Some(since) => soft = now_secs.saturating_sub(since) > limit.soft_seconds,
+            }
+        } else {
+            soft_since.set(None);
+        }
+        hard || soft
+    }
+}
+
+/// Whether a connection is to close, as the engine asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseRequest {
+    Open,
+    /// Write what is owed, then close (CLIENT KILL, timeout, shutdown).
+    AfterWrite,
+    /// Close without writing: over its output limits. What it was owed has
+    /// been dropped already.
+    Now,
+}
+
+/// The sending side of a connection: its unwritten output and how the
+/// engine wakes the connection's task. Cloning shares it.
+#[derive(Clone, Debug)]
+pub struct Outbox {
+    inner: Rc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// Replies and pushes the socket has not taken yet, front first.
+    buffer: RefCell<OutputBuffer>,
+    wake: Notify,
+    close: Cell<CloseRequest>,
+    /// The server second at which the soft output limit was first reached.
+    soft_since: Cell<Option<u64>>,
+    /// The client's class, as of its last command.
+    class: Cell<ClientClass>,
+}
+
+impl Default for Outbox {
+    fn default() -> Outbox {
+        Outbox::new()
+    }
+}
+
+impl Outbox {
+    pub fn new() -> Outbox {
+        Outbox {
+            inner: Rc::new(Inner {
+                // Allocated when first written: an idle connection holds none.
+                buffer: RefCell::new(OutputBuffer::default()),
+                wake: Notify::new(),
+                close: Cell::new(CloseRequest::Open),
+                soft_since: Cell::new(None),
+                class: Cell::new(ClientClass::Normal),
+            }),
+        }
+    }
+
+    /// The unwritten output. Borrows are never held across an engine call
+    /// or an `.await`.
+    pub fn buffer(&self) -> &RefCell<OutputBuffer> {
+        &self.inner.buffer
+    }
+
+    /// Bytes owed to the client and not yet written.
+    pub fn unwritten(&self) -> usize {
+        self.inner.buffer.borrow().len()
+    }
+
+    /// Unwritten bytes beyond the reply buffer: what the output limits
+    /// count, and CLIENT LIST's `omem`.
+    pub fn obuf_bytes(&self) -> usize {
+        self.unwritten().saturating_sub(REPLY_BUFFER)
+    }
+
+    /// Queues a push (a pub/sub message, a MONITOR line) and wakes the
+    /// connection; nothing is queued for a client that is closing.
+    pub fn push(&self, data: &[u8]) {
+        if self.inner.close.get() != CloseRequest::Open {
+            return;
+        }
+        self.inner.buffer.borrow_mut().extend_from_slice(data);
+        self.inner.wake.notify_one();
+    }
+
+    /// The output buffer for appending replies, unless the client is closing.
+    pub fn writable(&self) -> Option<RefMut<'_, OutputBuffer>> {
+        match self.inner.close.get() {
+            CloseRequest::Open => Some(self.inner.buffer.borrow_mut()),
+            _ => None,
+        }
+    }
+
+    /// Closes the connection once what it is owed is written.
+    pub fn close(&self) {
+        if self.inner.close.get() == CloseRequest::Open {
+            self.inner.close.set(CloseRequest::AfterWrite);
+        }
+        self.inner.wake.notify_one();
+    }
+
+    /// Closes the connection without writing what it is owed, which is
+    /// dropped now (its memory goes back at once).
+    pub fn close_now(&self) {
+        self.inner.close.set(CloseRequest::Now);
+        *self.inner.buffer.borrow_mut() = OutputBuffer::default();
+        self.inner.wake.notify_one();
+    }
+
+    pub fn close_request(&self) -> CloseRequest {
+        self.inner.close.get()
+    }
+
+    /// Wakes the connection's task to write its output and run what input
+    /// it holds.
+    pub fn wake(&self) {
+        self.inner.wake.notify_one();
+    }
+
+    /// Resolves once the engine queued output, asked for a close, or woke
+    /// the connection since the last time this resolved.
+    pub async fn woken(&self) {
+        self.inner.wake.notified().await
+    }
+
+    /// When the soft output limit was first reached, for [`OutputLimits::reached`].
+    pub fn soft_since(&self) -> &Cell<Option<u64>> {
+        &self.inner.soft_since
+    }
+
+    pub fn class(&self) -> ClientClass {
+        self.inner.class.get()
+    }
+
+    pub fn set_class(&self, class: ClientClass) {
+        self.inner.class.set(class);
+    }
+}
+
+/// Redis's `client_recent_max_output_buffer`: the largest output beyond
+/// the reply buffer any client had, sampled by the cron, over the last
+/// seconds (one slot per second of eight, the next one cleared as time
+/// moves on).
+#[derive(Debug, Default)]
+pub struct RecentPeaks {
+    slots: [usize; 8],
+}
+
+impl RecentPeaks {
+    /// Starts a cron pass at `now_secs`: the slot after this second's is cleared.
+    pub fn begin(&mut self, now_secs: u64) -> usize {
+        let slot = (now_secs % 8) as usize;
+        self.slots[(slot + 1) % 8] = 0;
+        slot
+    }
+
+    pub fn sample(&mut self, slot: usize, obuf: usize) {
+        self.slots[slot] = self.slots[slot].max(obuf);
+    }
+
+    pub fn max(&self) -> usize {
+        self.slots.iter().copied().max().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEFAULT: &str = "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60";
+
+    #[test]
+    fn the_parameter_text_gives_every_class() {
+        let limits = OutputLimits::parse(DEFAULT);
+        assert_eq!(limits.normal, OutputLimit::default());
+        assert_eq!(
+            limits.replica,
+            OutputLimit {
+                hard: 256 << 20,
+                soft: 64 << 20,
+                soft_seconds: 60
+            }
+        );
+        assert_eq!(
+            limits.of(ClientClass::Pubsub),
+            OutputLimit {
+                hard: 32 << 20,
+                soft: 8 << 20,
+                soft_seconds: 60
+            }
+        );
+    }
+
+    #[test]
+    fn the_hard_limit_is_reached_at_its_byte() {
+        let limits = OutputLimits::parse("normal 1000 0 0 slave 0 0 0 pubsub 0 0 0");
+        let since = Cell::new(None);
+        assert!(!limits.reached(ClientClass::Normal, 999, &since, 0));
+        assert!(limits.reached(ClientClass::Normal, 1000, &since, 0));
+        assert!(!limits.reached(ClientClass::Pubsub, 1 << 30, &since, 0));
+    }
+
+    #[test]
+    fn the_soft_limit_fires_once_held_for_more_than_its_seconds() {
+        let limits = OutputLimits::parse("normal 0 0 0 slave 0 0 0 pubsub 0 100 2");
+        let since = Cell::new(None);
+        assert!(!limits.reached(ClientClass::Pubsub, 100, &since, 10));
+        assert_eq!(since.get(), Some(10));
+        assert!(!limits.reached(ClientClass::Pubsub, 100, &since, 12));
+        assert!(limits.reached(ClientClass::Pubsub, 100, &since, 13));
+        // A check below the limit forgets when it was reached.
+        assert!(!limits.reached(ClientClass::Pubsub, 99, &since, 13));
+        assert_eq!(since.get(), None);
+    }
+
+    #[test]
+    fn a_closing_outbox_drops_its_output_and_takes_no_more() {
+        let outbox = Outbox::new();
+        outbox.push(&[b'x'; REPLY_BUFFER + 10]);
+        assert_eq!(outbox.obuf_bytes(), 10);
+        outbox.close_now();
+        assert_eq!(outbox.unwritten(), 0);
+        outbox.push(b"more");
+        assert_eq!(outbox.unwritten(), 0);
+        assert!(outbox.writable().is_none());
+    }
+
+    #[test]
+    fn a_backlog_goes_on_in_new_chunks_and_is_freed_as_written() {
+        let mut out = OutputBuffer::default();
+        out.tail().extend_from_slice(b"+OK\r\n");
+        assert_eq!(out.chunks.len(), 1);
+        let message = vec![b'm'; 300 * 1024];
+        for _ in 0..4 {
+            out.extend_from_slice(&message);
+        }
+        // 5 + 3 x 300 KB fit in the first chunk; the fourth starts another.
+        assert_eq!(out.chunks.len(), 2);
+        assert_eq!(out.len(), 5 + 4 * message.len());
+        let first = out.front().len();
+        out.advance(first - 1);
+        assert_eq!(out.len(), 1 + message.len());
+        out.advance(1);
+        assert_eq!(out.chunks.len(), 1);
+        assert_eq!(out.front().len(), message.len());
+        out.advance(message.len());
+        assert!(out.is_empty());
+        out.written(64 * 1024);
+        assert!(out.chunks.is_empty());
+    }
+
+    #[test]
+    fn swapping_hands_over_the_output_as_one_buffer() {
+        let mut out = OutputBuffer::default();
+        out.extend_from_slice(&vec![b'a'; CHUNK]);
+        out.extend_from_slice(b"b");
+        let mut mine = BytesMut::from(&b"old"[..]);
+        out.swap(&mut mine);
+        assert_eq!(mine.len(), CHUNK + 1);
+        assert_eq!(out.front(), b"old");
+        assert_eq!(out.len(), 3);
+    }
+
+    #[test]
+    fn recent_peaks_cover_eight_seconds() {
+        let mut peaks = RecentPeaks::default();
+        let slot = peaks.begin(100);
+        peaks.sample(slot, 500);
+        for s in 101..107 {
+            let slot = peaks.begin(s);
+            peaks.sample(slot, 1);
+        }
+        assert_eq!(peaks.max(), 500);
+        peaks.begin(107);
+        assert_eq!(peaks.max(), 1);
+    }
+}
