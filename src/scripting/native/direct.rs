@@ -37,8 +37,9 @@
 use bytes::Bytes;
 
 use super::Params;
-use crate::commands::table::Registry;
+use crate::commands::table::Command;
 use crate::db::{Db, Value as Stored};
+use crate::engine::exec;
 use crate::engine::{Client, State};
 use crate::numfmt;
 use crate::pubsub::Kind;
@@ -94,17 +95,10 @@ impl Cmd {
         }
     }
 
-    /// Its `commandstats` row.
-    fn stat_index(self) -> usize {
-        static INDEXES: std::sync::OnceLock<[usize; CMDS.len()]> = std::sync::OnceLock::new();
-        INDEXES.get_or_init(|| {
-            CMDS.map(|c| {
-                Registry::get()
-                    .lookup(c.name())
-                    .map(|cmd| cmd.stat_index)
-                    .unwrap_or_else(|| unreachable!("the command table lacks {}", String::from_utf8_lossy(c.name())))
-            })
-        })[self as usize]
+    /// Its entry in the command table, found once.
+    fn command(self) -> &'static Command {
+        static COMMANDS: std::sync::OnceLock<[&'static Command; CMDS.len()]> = std::sync::OnceLock::new();
+        COMMANDS.get_or_init(|| CMDS.map(|c| exec::named(c.name())))[self as usize]
     }
 }
 
@@ -168,16 +162,10 @@ impl<'a> Direct<'a> {
     /// its MONITOR line (`argv` as the script wrote it).
     fn ran(&mut self, cmd: Cmd, argv: &[&[u8]]) {
         let ended = crate::clock::ticks::now();
-        self.state.stats.total_commands_processed += 1;
-        let stat = &mut self.state.stats.cmd[cmd.stat_index()];
-        stat.calls += 1;
-        stat.ticks += ended.saturating_sub(self.step_started);
+        let elapsed = ended.saturating_sub(self.step_started);
         self.step_started = ended;
-        if !self.state.monitors.is_empty() {
-            let argv: Vec<Bytes> = argv.iter().map(|a| Bytes::copy_from_slice(a)).collect();
-            let db = self.client.db;
-            self.state.feed_monitors(self.client, db, "lua", &argv);
-        }
+        let cmd = exec::direct(self.state, cmd.command());
+        self.state.book_run(self.client, cmd, exec::Shown::Pieces(argv), elapsed);
     }
 
     /// Where `key` lives, looked up as every command looks a key up (an
