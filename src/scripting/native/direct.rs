@@ -38,7 +38,7 @@ use bytes::Bytes;
 
 use super::Params;
 use crate::commands::table::Command;
-use crate::db::{Db, Value as Stored};
+use crate::db::{Db, Value as Stored, ops};
 use crate::engine::exec;
 use crate::engine::{Client, State};
 use crate::numfmt;
@@ -199,8 +199,8 @@ impl<'a> Direct<'a> {
     fn hexists(&mut self, at: Option<usize>, key: &[u8], field: &[u8]) -> bool {
         self.count_read(at);
         // The plain check saw an absent key or a hash, and nothing since
-        // changed its type.
-        let found = at.is_some_and(|at| matches!(self.db().value_at(at), Stored::Hash(h) if h.contains_key(field)));
+        // changed its type: no error can come up.
+        let found = ops::hexists(self.db(), at, field).unwrap_or(false);
         self.ran(Cmd::Hexists, &[Cmd::Hexists.name(), key, field]);
         found
     }
@@ -208,43 +208,29 @@ impl<'a> Direct<'a> {
     /// `HINCRBY key field by` (by ±1), the key found at `at` (absent, or a
     /// hash whose field is absent or an integer `by` keeps in range): the
     /// key's position, and the new count.
-    fn hincrby(&mut self, at: Option<usize>, key: &[u8], field: &[u8], by: i64) -> (usize, i64) {
-        let db = self.db();
-        let at = match at {
-            Some(at) => at,
-            None => db.insert_absent(key, Stored::new_hash()),
-        };
-        let mut next = by;
-        if let Stored::Hash(h) = db.value_at_mut(at, key) {
-            next = h.get(field).and_then(numfmt::parse_i64).unwrap_or(0).saturating_add(by);
-            h.insert(field, itoa::Buffer::new().format(next).as_bytes());
-        }
+    /// None (nothing changed) if HINCRBY would fail, which the plain check
+    /// has ruled out; it is each script's first write, so the caller can
+    /// still leave the run to the command-by-command path.
+    fn hincrby(&mut self, at: Option<usize>, key: &[u8], field: &[u8], by: i64) -> Option<(usize, i64)> {
+        let done = ops::hincrby(self.db(), key, at, field, by).ok();
         let by_text = if by == 1 { b"1".as_slice() } else { b"-1".as_slice() };
         self.ran(Cmd::Hincrby, &[Cmd::Hincrby.name(), key, field, by_text]);
-        (at, next)
+        done
     }
 
     /// `PEXPIRE key ms`, the key found at `at`; `deadline` is what `ms`
     /// gives (after now).
     fn pexpire(&mut self, at: Option<usize>, key: &[u8], ms: &[u8], deadline: u64) -> bool {
-        if let Some(at) = at {
-            self.db().set_expire_at_position(at, key, deadline);
-        }
+        let set = ops::set_deadline(self.db(), at, key, deadline);
         self.ran(Cmd::Pexpire, &[Cmd::Pexpire.name(), key, ms]);
-        at.is_some()
+        set
     }
 
     /// `PTTL key`, the key found at `at`.
     fn pttl(&mut self, at: Option<usize>, key: &[u8]) -> i64 {
         let now = self.now;
         self.count_read(at);
-        let ttl = match at {
-            None => -2,
-            Some(at) => self
-                .db()
-                .expire_at_position(at)
-                .map_or(-1, |deadline| deadline.saturating_sub(now) as i64),
-        };
+        let ttl = ops::pttl(self.db(), at, now);
         self.ran(Cmd::Pttl, &[Cmd::Pttl.name(), key]);
         ttl
     }
@@ -261,20 +247,14 @@ impl<'a> Direct<'a> {
     /// `SET key value px ms`, `at` being the deadline `ms` gives.
     fn set_px(&mut self, key: &[u8], value: &'static [u8], ms: &[u8], at: u64) {
         let now = self.now;
-        let db = self.db();
-        // SET looks the key up (for NX/XX) before storing, expiring it.
-        db.contains(key, now);
-        db.set(key, Stored::Str(Bytes::from_static(value)), false);
-        db.set_expire(key, at);
+        ops::set_with_deadline(self.db(), key, Bytes::from_static(value), at, now);
         self.ran(Cmd::Set, &[Cmd::Set.name(), key, value, b"px", ms]);
     }
 
     /// `DEL key`.
     fn del(&mut self, key: &[u8]) {
         let now = self.now;
-        let db = self.db();
-        db.expire_if_needed(key, now);
-        db.remove(key);
+        ops::del(self.db(), key, now);
         self.ran(Cmd::Del, &[Cmd::Del.name(), key]);
     }
 
@@ -314,7 +294,7 @@ pub fn lock_acquire(d: &mut Direct, p: &Params) -> Option<Reply> {
     // if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then
     if !d.exists(found, key) || d.hexists(found, key, owner) {
         // redis.call('hincrby', KEYS[1], ARGV[2], 1);
-        let (held, _) = d.hincrby(found, key, owner, 1);
+        let (held, _) = d.hincrby(found, key, owner, 1)?;
         // redis.call('pexpire', KEYS[1], ARGV[1]); return nil;
         d.pexpire(Some(held), key, lease, deadline);
         return Some(Reply::Nil);
@@ -344,7 +324,7 @@ pub fn lock_unlock(d: &mut Direct, p: &Params) -> Option<Reply> {
         return Some(Reply::Nil);
     }
     // local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
-    let (held, counter) = d.hincrby(found, lock, owner, -1);
+    let (held, counter) = d.hincrby(found, lock, owner, -1)?;
     if counter > 0 {
         // redis.call('pexpire', KEYS[1], ARGV[2]); redis.call('set', KEYS[3], 0, 'px', ARGV[5]); return 0;
         d.pexpire(Some(held), lock, lease, lease_at);
@@ -375,7 +355,7 @@ pub fn lock_unlock_3_13(d: &mut Direct, p: &Params) -> Option<Reply> {
         return Some(Reply::Nil);
     }
     // local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
-    let (held, counter) = d.hincrby(found, lock, owner, -1);
+    let (held, counter) = d.hincrby(found, lock, owner, -1)?;
     if counter > 0 {
         // redis.call('pexpire', KEYS[1], ARGV[2]); return 0;
         d.pexpire(Some(held), lock, lease, lease_at);
