@@ -291,7 +291,7 @@ fn client_type_matches(c: &Client, kind: &str) -> bool {
 }
 
 fn all_clients<'a>(ctx: &'a Ctx) -> Vec<&'a Client> {
-    let mut all: Vec<&Client> = ctx.state.clients.values().collect();
+    let mut all: Vec<&Client> = ctx.state.clients.values().map(|c| &**c).collect();
     all.push(ctx.client);
     all.sort_by_key(|c| c.id);
     all

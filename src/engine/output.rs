@@ -133,21 +133,20 @@ impl OutputBuffer {
     /// Exchanges the output with `out` (for callers with no connection):
     /// what was queued ends in `out` as one buffer.
     pub fn swap(&mut self, out: &mut BytesMut) {
-        let mut mine = match self.chunks.len() {
-            0 => BytesMut::new(),
-            1 => self.chunks.pop_back().unwrap_or_default(),
-            _ => {
-                let mut all = BytesMut::with_capacity(self.len());
-                for c in self.chunks.drain(..) {
-                    all.extend_from_slice(&c);
-                }
-                all
+        if self.chunks.len() > 1 {
+            let mut all = BytesMut::with_capacity(self.len());
+            for c in self.chunks.drain(..) {
+                all.extend_from_slice(&c);
             }
-        };
-        std::mem::swap(&mut mine, out);
-        *self = OutputBuffer::default();
-        if !mine.is_empty() || mine.capacity() > 0 {
-            self.chunks.push_back(mine);
+            self.chunks.push_back(all);
+        }
+        self.sealed = 0;
+        // One buffer changes hands: no allocation (an embedding caller
+        // swaps twice per batch).
+        match self.chunks.back_mut() {
+            Some(only) => std::mem::swap(only, out),
+            None if out.capacity() > 0 => self.chunks.push_back(std::mem::take(out)),
+            None => {}
         }
     }
 }
