@@ -1,8 +1,16 @@
-//! The time source. Real wall-clock time by default; tests may take manual
-//! control so TTLs and leases expire without sleeping.
+//! The time source. Real wall-clock time by default; tests move it on so
+//! TTLs and leases expire without sleeping, from Rust
+//! ([`Clock::advance`], [`Clock::freeze`], [`Clock::resume`]) or over the
+//! wire (`KEYLOCK CLOCK`).
 //!
 //! The engine reads the clock once per command (as Redis caches `mstime()`
 //! per command), so every key a command touches is judged at one instant.
+//! Time never goes backwards: it can be frozen, moved forward, and let
+//! flow again from where it stands; only [`Clock::reset`] (KEYLOCK RESET)
+//! goes back to real time. Moving the clock is time passing: keys whose
+//! deadline it passes expire as they would in real time (when touched, or
+//! by the background cycle); `KEYLOCK CLOCK ADVANCE` also expires them all
+//! before it replies.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -15,11 +23,23 @@ pub struct Clock {
 
 #[derive(Debug, Default)]
 struct ClockInner {
-    /// When non-zero, the manual time in microseconds since the Unix epoch.
+    /// When non-zero, the frozen time in microseconds since the Unix epoch.
     manual_us: AtomicU64,
-    /// Added to real time (microseconds), for `advance` on a real clock.
+    /// Added to real time (microseconds) while time flows: the sum of the
+    /// moves made since it last flowed from real time.
     offset_us: AtomicI64,
 }
+
+/// A time before now was asked for: time never goes backwards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backwards {
+    pub now_ms: u64,
+}
+
+/// The latest instant the clock can show: 2^53 ms after the epoch (year
+/// 287,396), far below where microseconds overflow, and exact as a Lua
+/// number.
+pub const MAX_MS: u64 = 1 << 53;
 
 impl Clock {
     /// Real time.
@@ -30,17 +50,54 @@ impl Clock {
     /// A clock frozen at `start_ms` until advanced.
     pub fn manual(start_ms: u64) -> Clock {
         let c = Clock::default();
-        c.inner.manual_us.store(start_ms.max(1) * 1000, Ordering::SeqCst);
+        c.inner.manual_us.store(start_ms.clamp(1, MAX_MS) * 1000, Ordering::SeqCst);
         c
     }
 
-    /// Moves time forward by `ms` (on a real clock, as an offset).
+    /// Moves time forward by `ms` (on a flowing clock, as an offset); the
+    /// clock stops at [`MAX_MS`].
     pub fn advance(&self, ms: u64) {
+        let room = MAX_MS.saturating_sub(self.now_ms());
+        let us = ms.min(room) * 1000;
         if self.inner.manual_us.load(Ordering::SeqCst) != 0 {
-            self.inner.manual_us.fetch_add(ms * 1000, Ordering::SeqCst);
+            self.inner.manual_us.fetch_add(us, Ordering::SeqCst);
         } else {
-            self.inner.offset_us.fetch_add(ms as i64 * 1000, Ordering::SeqCst);
+            self.inner.offset_us.fetch_add(us as i64, Ordering::SeqCst);
         }
+    }
+
+    /// Stops time at `at_ms`, or where it stands if `None`. Refused for an
+    /// instant before now. Returns the frozen time in ms.
+    pub fn freeze(&self, at_ms: Option<u64>) -> Result<u64, Backwards> {
+        let now_us = self.now_us();
+        let at_us = match at_ms {
+            None => now_us,
+            Some(ms) if ms < now_us / 1000 => return Err(Backwards { now_ms: now_us / 1000 }),
+            Some(ms) => (ms.min(MAX_MS) * 1000).max(now_us),
+        };
+        self.inner.manual_us.store(at_us.max(1), Ordering::SeqCst);
+        Ok(at_us / 1000)
+    }
+
+    /// Lets time flow again from where it stands. Returns the time in ms.
+    pub fn resume(&self) -> u64 {
+        let frozen = self.inner.manual_us.load(Ordering::SeqCst);
+        if frozen != 0 {
+            self.inner.offset_us.store(frozen as i64 - real_us() as i64, Ordering::SeqCst);
+            self.inner.manual_us.store(0, Ordering::SeqCst);
+        }
+        self.now_ms()
+    }
+
+    /// Back to real time, flowing (KEYLOCK RESET): the one way back.
+    pub fn reset(&self) {
+        self.inner.manual_us.store(0, Ordering::SeqCst);
+        self.inner.offset_us.store(0, Ordering::SeqCst);
+    }
+
+    /// Whether time is stopped.
+    pub fn is_frozen(&self) -> bool {
+        self.inner.manual_us.load(Ordering::Relaxed) != 0
     }
 
     pub fn now_us(&self) -> u64 {
@@ -48,16 +105,19 @@ impl Clock {
         if manual != 0 {
             return manual;
         }
-        let real = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_micros() as u64)
-            .unwrap_or(0);
-        (real as i64 + self.inner.offset_us.load(Ordering::Relaxed)) as u64
+        (real_us() as i64 + self.inner.offset_us.load(Ordering::Relaxed)) as u64
     }
 
     pub fn now_ms(&self) -> u64 {
         self.now_us() / 1000
     }
+}
+
+fn real_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
 }
 
 /// A cheap monotonic counter for measuring how long commands take
@@ -107,5 +167,47 @@ pub mod ticks {
         let counted = raw().saturating_sub(c0) as f64;
         let ticks_per_ns = if ns >= 10_000_000.0 && counted > 0.0 { counted / ns } else { 1.0 };
         (ticks as f64 / ticks_per_ns / 1000.0) as u64
+    }
+}
+
+#[cfg(test)]
+mod clock_tests {
+    use super::*;
+
+    #[test]
+    fn a_frozen_clock_moves_only_when_advanced_and_flows_on_from_there() {
+        let c = Clock::real();
+        let start = c.freeze(None).unwrap();
+        assert!(c.is_frozen());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(c.now_ms(), start);
+        c.advance(60_000);
+        assert_eq!(c.now_ms(), start + 60_000);
+        let resumed = c.resume();
+        assert!(!c.is_frozen());
+        assert!(resumed >= start + 60_000);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert!(c.now_ms() > start + 60_000);
+    }
+
+    #[test]
+    fn time_never_goes_backwards_but_reset_returns_to_real_time() {
+        let c = Clock::real();
+        c.advance(1_000_000);
+        let now = c.freeze(None).unwrap();
+        c.resume();
+        assert!(matches!(c.freeze(Some(now - 10_000)), Err(Backwards { now_ms }) if now_ms >= now));
+        assert_eq!(c.freeze(Some(now + 5_000)), Ok(now + 5_000));
+        c.reset();
+        assert!(c.now_ms() < now);
+        assert!(!c.is_frozen());
+    }
+
+    #[test]
+    fn the_clock_stops_at_its_last_instant() {
+        let c = Clock::manual(MAX_MS - 5);
+        c.advance(u64::MAX);
+        assert_eq!(c.now_ms(), MAX_MS);
+        assert_eq!(c.freeze(Some(u64::MAX / 1000)), Ok(MAX_MS));
     }
 }

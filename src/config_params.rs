@@ -26,8 +26,10 @@
 //! clients that read or set it get Redis's answers.
 //!
 //! Deliberate differences from Redis 7.0.15:
-//! - two keylock parameters exist that Redis lacks: `native-scripts` (yes|no,
-//!   default yes) and `lua-memory-limit` (memory, default 0 = no limit);
+//! - keylock parameters exist that Redis lacks: `native-scripts` (yes|no,
+//!   default yes), `lua-memory-limit` (memory, default 0 = no limit),
+//!   `enable-test-commands` (no|local|yes, default local; immutable) and
+//!   `clock` (real|frozen, default real; immutable);
 //! - `save` defaults to `""` because keylock never persists (see
 //!   [`KEYLOCK_DEFAULTS`]);
 //! - CONFIG GET returns matches sorted by name: Redis returns them in the
@@ -244,6 +246,7 @@ const TLS_AUTH_CLIENTS: EnumOptions = &[("no", 0), ("yes", 1), ("optional", 2)];
 const OOM_SCORE_ADJ: EnumOptions = &[("no", 0), ("yes", 1), ("relative", 1), ("absolute", 2)];
 const ACL_PUBSUB_DEFAULT: EnumOptions = &[("allchannels", 1), ("resetchannels", 0)];
 const SANITIZE_DUMP_PAYLOAD: EnumOptions = &[("no", 0), ("yes", 1), ("clients", 2)];
+const CLOCK_START: EnumOptions = &[("real", 0), ("frozen", 1)];
 const PROTECTED_ACTION: EnumOptions = &[("no", 0), ("yes", 1), ("local", 2)];
 const CLUSTER_ENDPOINT_TYPE: EnumOptions = &[("ip", 0), ("hostname", 1), ("unknown-endpoint", 2)];
 const PROPAGATION_ERROR_BEHAVIOR: EnumOptions = &[("ignore", 0), ("panic", 1), ("panic-on-replicas", 2)];
@@ -712,6 +715,12 @@ static PARAMS: &[Param] = &[
     ),
     // keylock's own parameters (not in Redis).
     boolean("native-scripts", None, MODIFIABLE, "yes"),
+    // Who may run the test controls (KEYLOCK CLOCK, FAULT, RESET): as
+    // `enable-debug-command`, `local` meaning loopback and Unix-socket clients.
+    choice("enable-test-commands", IMMUTABLE, PROTECTED_ACTION, "local"),
+    // How the clock starts: flowing in real time, or frozen at start-up
+    // until KEYLOCK CLOCK moves it.
+    choice("clock", IMMUTABLE, CLOCK_START, "real"),
     number("lua-memory-limit", None, MODIFIABLE, unsigned(0, ULLONG_MAX), Unit::Memory, "0"),
 ];
 
@@ -2076,8 +2085,9 @@ mod tests {
             ]
         );
         let everything = get1(&params, "*");
-        // Redis 7.0.15 lists 192 names; keylock adds two of its own.
-        assert_eq!(everything.len(), 194);
+        // Redis 7.0.15 lists 192 names; keylock adds four of its own
+        // (native-scripts, lua-memory-limit, enable-test-commands, clock).
+        assert_eq!(everything.len(), 196);
         assert!(everything.iter().any(|(n, _)| n == "slave-priority"));
         assert!(everything.windows(2).all(|w| w[0].0 < w[1].0));
     }

@@ -1,5 +1,27 @@
 //! KEYLOCK: keylock's own admin surface. Because keylock knows the shape
-//! of Redisson's lock keys, it can show who holds what.
+//! of Redisson's lock keys, it can show who holds what; and because it is
+//! also a test double, it lets a test move time, inject faults and start
+//! over, over RESP from any client.
+//!
+//! The test controls (`CLOCK`, `FAULT`, `RESET`, `RESTART`) are flagged `protected`:
+//! `enable-test-commands` (no|local|yes, default local) decides who may
+//! run them, as `enable-debug-command` does for DEBUG in Redis; `local`
+//! means loopback (and Unix-socket) clients. Each use is logged at info
+//! level.
+//!
+//! - `CLOCK GET|FREEZE [unix-ms]|ADVANCE ms|RESUME`: the server's clock
+//!   (see `crate::clock`). Time never goes backwards; the keys a jump
+//!   makes due expire before the reply, counted in `expired_keys`.
+//! - `FAULT ADD <kind> … [COUNT n] [CLIENT name-glob]`, `FAULT LIST`,
+//!   `FAULT DEL id`, `FAULT CLEAR`: injected faults (see
+//!   `crate::engine::faults`). Kinds: `DROP-PUBLISH channel-glob`,
+//!   `ERROR command-glob error-text`, `DISCONNECT command-glob
+//!   BEFORE|AFTER`, `DELAY command-glob ms`.
+//! - `RESET`: every database, the script cache and the statistics
+//!   emptied, faults cleared, the clock back to real time; connections,
+//!   their subscriptions and settings stay.
+//! - `RESTART`: a crash and restart: OK, then every connection dropped,
+//!   data, scripts and statistics lost; faults and the clock stay.
 //!
 //! `KEYLOCK LOCKS [pattern]` lists the locks, semaphores and latches of the
 //! current database whose names match the pattern; `KEYLOCK LOCK name`
@@ -43,12 +65,14 @@ use bytes::Bytes;
 use super::table::{CommandSpec, Group, cmd, container, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::Value;
+use crate::engine::faults;
 use crate::glob;
 use crate::pubsub::Kind;
 
 const G: Group = Group::Server;
 
-pub const COMMANDS: &[CommandSpec] = &[container("keylock", KEYLOCK).doc(G, "0.1.0", "keylock's own commands: lock introspection.")];
+pub const COMMANDS: &[CommandSpec] =
+    &[container("keylock", KEYLOCK).doc(G, "0.1.0", "keylock's own commands: lock introspection and test controls.")];
 
 const KEYLOCK: &[CommandSpec] = &[
     cmd("locks", -2, locks).flags(READONLY).doc(
@@ -60,10 +84,179 @@ const KEYLOCK: &[CommandSpec] = &[
         .flags(READONLY)
         .keys(2, 2, 1)
         .doc(G, "0.1.0", "Shows one Redisson lock, semaphore or latch."),
+    cmd("clock", -3, clock).flags(NOSCRIPT | LOADING | STALE | PROTECTED).doc(
+        G,
+        "0.2.0",
+        "Reads, freezes, advances or resumes the server's clock (test control).",
+    ),
+    cmd("fault", -3, fault).flags(NOSCRIPT | LOADING | STALE | PROTECTED).doc(
+        G,
+        "0.2.0",
+        "Adds, lists, deletes or clears injected faults (test control).",
+    ),
+    cmd("reset", 2, reset).flags(NOSCRIPT | LOADING | STALE | PROTECTED).doc(
+        G,
+        "0.2.0",
+        "Empties the data, scripts, statistics and faults and returns the clock to real time (test control).",
+    ),
+    cmd("restart", 2, restart).flags(NOSCRIPT | LOADING | STALE | PROTECTED).doc(
+        G,
+        "0.2.0",
+        "Simulates a crash and restart: every connection dropped, all data lost (test control).",
+    ),
     cmd("help", 2, help)
         .flags(LOADING | STALE)
-        .doc(G, "0.1.0", "Returns helpful text about the different subcommands."),
+        .doc(G, "0.2.0", "Returns helpful text about the different subcommands."),
 ];
+
+/// Logs a use of a test control.
+fn log_control(ctx: &Ctx, argv: &[Bytes]) {
+    let words: Vec<String> = argv.iter().map(|a| crate::engine::repr(a)).collect();
+    tracing::info!(client = %ctx.client.peer, "test control: {}", words.join(" "));
+}
+
+/// A millisecond count or instant: a non-negative integer.
+fn milliseconds(raw: &[u8]) -> CmdResult<u64> {
+    match crate::numfmt::parse_i64(raw) {
+        Some(n) if n >= 0 => Ok(n as u64),
+        Some(_) => Err(CmdError::err("time never goes backwards: milliseconds must be >= 0")),
+        None => Err(CmdError::not_integer()),
+    }
+}
+
+fn clock(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    log_control(ctx, argv);
+    let action = super::args::upper(&argv[2]);
+    let clock = ctx.state.clock.clone();
+    let now = match (action.as_str(), argv.len()) {
+        ("GET", 3) => clock.now_ms(),
+        ("FREEZE", 3 | 4) => {
+            let at = argv.get(3).map(|a| milliseconds(a)).transpose()?;
+            clock.freeze(at).map_err(|b| {
+                CmdError::err(format!(
+                    "time never goes backwards: cannot freeze at {} before the server's time {}",
+                    at.unwrap_or(0),
+                    b.now_ms
+                ))
+            })?
+        }
+        ("ADVANCE", 4) => {
+            clock.advance(milliseconds(&argv[3])?);
+            clock.now_ms()
+        }
+        ("RESUME", 3) => clock.resume(),
+        _ => return Err(CmdError::subcommand_syntax(&argv[2], "keylock clock")),
+    };
+    ctx.state.expire_all_due();
+    Ok(Reply::Int(now as i64))
+}
+
+fn fault(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    log_control(ctx, argv);
+    let action = super::args::upper(&argv[2]);
+    match (action.as_str(), argv.len()) {
+        ("ADD", 4..) => fault_add(ctx, &argv[3..]),
+        ("LIST", 3) => Ok(ctx.state.faults.list()),
+        ("DEL", 4) => {
+            let id = crate::numfmt::parse_i64(&argv[3]).ok_or_else(CmdError::not_integer)?;
+            Ok(Reply::Int(i64::from(id > 0 && ctx.state.faults.remove(id as u64))))
+        }
+        ("CLEAR", 3) => Ok(Reply::Int(ctx.state.faults.clear() as i64)),
+        _ => Err(CmdError::subcommand_syntax(&argv[2], "keylock fault")),
+    }
+}
+
+/// `<kind> <kind's arguments> [COUNT n] [CLIENT glob]`: the new rule's id.
+fn fault_add(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let kind_name = super::args::upper(&args[0]);
+    let (kind, used) = match kind_name.as_str() {
+        "DROP-PUBLISH" if args.len() >= 2 => (faults::Kind::DropPublish { channel: args[1].clone() }, 2),
+        "ERROR" if args.len() >= 3 => {
+            if args[2].is_empty() {
+                return Err(CmdError::err("an ERROR fault needs a non-empty error text"));
+            }
+            (
+                faults::Kind::Error {
+                    command: args[1].clone(),
+                    text: args[2].clone(),
+                },
+                3,
+            )
+        }
+        "DISCONNECT" if args.len() >= 3 => {
+            let after = match super::args::upper(&args[2]).as_str() {
+                "BEFORE" => false,
+                "AFTER" => true,
+                _ => return Err(CmdError::err("DISCONNECT takes BEFORE or AFTER")),
+            };
+            (
+                faults::Kind::Disconnect {
+                    command: args[1].clone(),
+                    after,
+                },
+                3,
+            )
+        }
+        "DELAY" if args.len() >= 3 => {
+            let ms = match crate::numfmt::parse_i64(&args[2]) {
+                Some(ms) if ms >= 0 => ms as u64,
+                _ => return Err(CmdError::err("DELAY takes a number of milliseconds >= 0")),
+            };
+            (
+                faults::Kind::Delay {
+                    command: args[1].clone(),
+                    ms,
+                },
+                3,
+            )
+        }
+        "DROP-PUBLISH" | "ERROR" | "DISCONNECT" | "DELAY" => {
+            return Err(CmdError::err(format!(
+                "wrong number of arguments for the {kind_name} fault. Try KEYLOCK HELP."
+            )));
+        }
+        _ => {
+            return Err(CmdError::err_bytes(
+                &[
+                    b"unknown fault kind '".as_slice(),
+                    crate::error::quoted(&args[0]),
+                    b"'. Kinds are DROP-PUBLISH, ERROR, DISCONNECT and DELAY.",
+                ]
+                .concat(),
+            ));
+        }
+    };
+    let (mut count, mut client) = (None, None);
+    let mut rest = &args[used..];
+    while let [option, value, tail @ ..] = rest {
+        match super::args::upper(option).as_str() {
+            "COUNT" => match crate::numfmt::parse_i64(value) {
+                Some(n) if n > 0 => count = Some(n as u64),
+                _ => return Err(CmdError::err("COUNT must be a positive integer")),
+            },
+            "CLIENT" => client = Some(value.clone()),
+            _ => return Err(CmdError::syntax()),
+        }
+        rest = tail;
+    }
+    if !rest.is_empty() {
+        return Err(CmdError::syntax());
+    }
+    Ok(Reply::Int(ctx.state.faults.add(kind, count, client) as i64))
+}
+
+fn reset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    log_control(ctx, argv);
+    ctx.state.reset_for_test()?;
+    Ok(Reply::OK)
+}
+
+fn restart(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    log_control(ctx, argv);
+    ctx.state.restart_for_test()?;
+    ctx.client.close_after_reply = true;
+    Ok(Reply::OK)
+}
 
 /// Redisson's `nonExpirableTimeout`: the lease end of a permit acquired
 /// without a lease.
@@ -106,6 +299,36 @@ fn help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             "    (semaphore) or redisson_countdownlatch__channel__{name} (latch).",
             "LOCK <name>",
             "    Show one: holders, hold counts, mode, TTL, queue, permits or count, waiters.",
+            "CLOCK GET",
+            "    The server's time, in milliseconds since the Unix epoch.",
+            "CLOCK FREEZE [<unix-ms>]",
+            "    Stop time, now or at a later instant.",
+            "CLOCK ADVANCE <ms>",
+            "    Move time forward; keys that became due expire at once. Returns the new time.",
+            "CLOCK RESUME",
+            "    Let time flow again from the current instant.",
+            "FAULT ADD DROP-PUBLISH <channel-glob> [COUNT <n>] [CLIENT <name-glob>]",
+            "    Messages to matching channels reach no subscriber.",
+            "FAULT ADD ERROR <command-glob> <error> [COUNT <n>] [CLIENT <name-glob>]",
+            "    Refuse matching commands with <error>. The glob matches the command's name,",
+            "    or script:<name> for a recognized Redisson script (script:lock-renew*).",
+            "FAULT ADD DISCONNECT <command-glob> BEFORE|AFTER [COUNT <n>] [CLIENT <name-glob>]",
+            "    Close the connection before the command runs, or after it ran, unanswered.",
+            "FAULT ADD DELAY <command-glob> <ms> [COUNT <n>] [CLIENT <name-glob>]",
+            "    Run matching commands at once but hold their reply back <ms> milliseconds.",
+            "FAULT LIST",
+            "    The active faults, with how often each fired.",
+            "FAULT DEL <id>",
+            "    Remove one fault.",
+            "FAULT CLEAR",
+            "    Remove every fault.",
+            "RESET",
+            "    Flush every database and the script cache, reset the statistics, clear",
+            "    the faults and return the clock to real time. Connections stay.",
+            "RESTART",
+            "    Simulate a crash and restart: reply OK, then drop every connection and lose",
+            "    all data and scripts. Faults and the clock stay.",
+            "The test controls (CLOCK, FAULT, RESET, RESTART) obey enable-test-commands (no|local|yes).",
         ],
     ))
 }

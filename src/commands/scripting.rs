@@ -170,14 +170,7 @@ fn script_flush(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// A new Lua VM with the server's settings and an empty script cache.
 fn fresh_vm(ctx: &Ctx) -> CmdResult<Scripting> {
-    let fresh = Scripting::new(
-        ctx.state.script_kill.clone(),
-        ctx.state.script_rng.clone(),
-        ctx.state.watchdog.clone(),
-    )
-    .map_err(|e| CmdError::err(format!("could not reset the Lua VM: {e}")))?;
-    fresh.set_memory_limit(ctx.state.runtime.lua_memory_limit);
-    Ok(fresh)
+    ctx.state.new_scripting()
 }
 
 /// A script that is running is stopped by the busy responder, which sees

@@ -43,6 +43,9 @@ pub mod flag {
     /// Shown in MONITOR before it runs (EVAL and friends: the script's
     /// own `[0 lua]` lines follow it).
     pub const MONITOR_BEFORE: u32 = 1 << 20;
+    /// Refused unless `enable-test-commands` lets this client run it
+    /// (Redis's CMD_PROTECTED, for keylock's test controls).
+    pub const PROTECTED: u32 = 1 << 21;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -62,6 +65,7 @@ pub mod flag {
         (NO_MULTI, "no_multi"),
         (ALLOW_BUSY, "allow_busy"),
         (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+        (PROTECTED, "protected"),
     ];
 }
 

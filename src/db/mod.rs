@@ -262,6 +262,26 @@ impl Db {
         removed
     }
 
+    /// Removes every key whose deadline has passed, counting each in
+    /// `expired_keys` (after the clock jumped: what became due goes at
+    /// once, not by sampling). Returns how many went.
+    pub fn expire_all_due(&mut self, now_ms: u64) -> usize {
+        let mut removed = 0;
+        let mut i = 0;
+        while let Some((key, at)) = self.keys.deadline_sample(i) {
+            if at <= now_ms {
+                // Removal moves the last deadline into slot `i`.
+                let key = key.to_vec();
+                self.remove(&key);
+                self.expired_keys += 1;
+                removed += 1;
+            } else {
+                i += 1;
+            }
+        }
+        removed
+    }
+
     pub fn watch(&mut self, key: Bytes, client: ClientId) {
         let list = self.watchers.entry(key).or_default();
         if !list.contains(&client) {

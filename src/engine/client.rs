@@ -126,6 +126,12 @@ impl Client {
     }
 
     /// CLIENT LIST / CLIENT INFO line for this client.
+    /// Whether the client connects from this machine (Redis's
+    /// `islocalClient`): see [`is_loopback`].
+    pub fn is_local(&self) -> bool {
+        is_loopback(self.peer.ip())
+    }
+
     pub fn info_line(&self, now_ms: u64) -> String {
         let mut flags = String::new();
         if self.monitor {
@@ -179,5 +185,37 @@ impl Client {
             text(&self.lib_name),
             text(&self.lib_ver),
         )
+    }
+}
+
+/// A loopback address: 127.0.0.0/8, ::1, or an IPv4-mapped 127.x address
+/// (`::ffff:127.0.0.1`, what a dual-stack socket shows an IPv4 peer as).
+pub fn is_loopback(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => v4.is_loopback(),
+        std::net::IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+    }
+}
+
+#[cfg(test)]
+mod locality_tests {
+    use super::is_loopback;
+
+    #[test]
+    fn loopback_peers_are_local_and_others_are_not() {
+        for local in ["127.0.0.1", "127.3.2.1", "::1", "::ffff:127.0.0.1"] {
+            assert!(is_loopback(local.parse().unwrap()), "{local}");
+        }
+        for remote in [
+            "10.0.0.1",
+            "192.168.1.2",
+            "0.0.0.0",
+            "::",
+            "::ffff:10.0.0.1",
+            "2001:db8::1",
+            "fe80::1",
+        ] {
+            assert!(!is_loopback(remote.parse().unwrap()), "{remote}");
+        }
     }
 }

@@ -14,6 +14,10 @@
 //!   authentication before the BUSY answer;
 //! - EXEC ([`queued`]): commands checked when they were queued.
 //!
+//! A client's command may also meet an injected fault (KEYLOCK FAULT, see
+//! [`super::faults`]) once it passed Redis's checks: an error refusal, or
+//! its connection closed before or after it runs.
+//!
 //! A refused command is a [`Refusal`], booked by [`Refusal::book`] (error
 //! statistics and the command's `rejected_calls`). A command that runs goes
 //! through [`State::call`]: its handler inside the panic boundary, then
@@ -28,6 +32,7 @@
 
 use bytes::Bytes;
 
+use super::faults::CommandFault;
 use super::{Client, NOREPLICAS, OOM, State};
 use crate::commands::Ctx;
 use crate::commands::table::{Command, Registry, flag};
@@ -74,6 +79,9 @@ pub struct Refusal {
     pub command: Option<usize>,
     /// A transaction being queued is flagged: its EXEC aborts.
     pub aborts_multi: bool,
+    /// Not an error: the connection is to close without a reply (a
+    /// DISCONNECT BEFORE fault); nothing is booked.
+    pub disconnect: bool,
 }
 
 impl Refusal {
@@ -82,6 +90,7 @@ impl Refusal {
             error,
             command: command.map(|c| c.stat_index),
             aborts_multi: true,
+            disconnect: false,
         }
     }
 
@@ -116,6 +125,15 @@ pub fn for_client(state: &mut State, client: &Client, argv: &[Bytes]) -> Result<
     if !client.authenticated && !cmd.spec.has(flag::NO_AUTH) {
         return Err(Refusal::of(CmdError::noauth(), Some(cmd)));
     }
+    if cmd.spec.has(flag::PROTECTED) && !state.allows_test_commands(client) {
+        return Err(Refusal::of(
+            CmdError::err(format!(
+                "{} command not allowed. If the enable-test-commands option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
+                cmd.full_name.replace('|', " ").to_ascii_uppercase()
+            )),
+            Some(cmd),
+        ));
+    }
     if state.runtime.maxmemory > 0 || !state.enough_good_replicas() {
         let flags = state.command_flags(client, cmd, argv);
         if state.runtime.maxmemory > 0 {
@@ -147,7 +165,43 @@ pub fn for_client(state: &mut State, client: &Client, argv: &[Bytes]) -> Result<
             )
         });
     }
+    if !state.faults.is_empty() {
+        state.fault_caller = client.name.clone();
+        match injected_fault(state, cmd, argv) {
+            Some(CommandFault::Error(text)) => return Err(Refusal::of(CmdError::new_bytes(text.to_vec()), Some(cmd))),
+            Some(CommandFault::DisconnectBefore) => {
+                return Err(Refusal {
+                    disconnect: true,
+                    aborts_multi: false,
+                    ..Refusal::of(CmdError::new(""), None)
+                });
+            }
+            Some(CommandFault::DisconnectAfter) => state.disconnect_after = true,
+            Some(CommandFault::Delay(ms)) => state.delay_reply = Some(ms),
+            None => {}
+        }
+    }
     Ok(cmd)
+}
+
+/// The injected fault (KEYLOCK FAULT) a client's command meets, if any:
+/// rules match the command's full name and, for EVAL and EVALSHA of a
+/// recognized script, `script:<name>`.
+fn injected_fault(state: &mut State, cmd: &Command, argv: &[Bytes]) -> Option<CommandFault> {
+    let script = match cmd.full_name.as_str() {
+        "eval" | "eval_ro" => Some(crate::scripting::sha1_hex(&argv[1])),
+        "evalsha" | "evalsha_ro" => Some(String::from_utf8_lossy(&argv[1]).to_ascii_lowercase()),
+        _ => None,
+    };
+    let script_name = script
+        .and_then(|sha| crate::scripting::native::NativeTable::get().recognize(&sha))
+        .map(|known| format!("script:{}", known.name));
+    let mut names: Vec<&[u8]> = vec![cmd.full_name.as_bytes()];
+    if let Some(name) = &script_name {
+        names.push(name.as_bytes());
+    }
+    let caller = state.fault_caller.clone();
+    state.faults.for_command(caller.as_deref(), &names)
 }
 
 /// Redis's `scriptCall` checks for a script's command, in its order: the

@@ -13,6 +13,7 @@
 
 pub mod client;
 pub mod exec;
+pub mod faults;
 pub mod output;
 pub mod stats;
 
@@ -100,6 +101,18 @@ pub struct State {
     pub pre_command_oom: bool,
     /// INFO's `client_recent_max_output_buffer`, sampled by the cron.
     pub output_peaks: output::RecentPeaks,
+    /// Injected faults (KEYLOCK FAULT).
+    pub faults: faults::Faults,
+    /// The name of the client whose command runs, while faults are set (a
+    /// rule's CLIENT pattern is matched against it, also for what its
+    /// scripts publish).
+    pub fault_caller: Option<Bytes>,
+    /// The running command's connection is to close once it ran, without
+    /// its reply (a DISCONNECT AFTER fault).
+    pub disconnect_after: bool,
+    /// The running command's reply is to be held back this many
+    /// milliseconds (a DELAY fault).
+    pub delay_reply: Option<u64>,
 }
 
 /// Redis's `shared.oomerr`.
@@ -190,6 +203,9 @@ impl State {
             }
         }
         let runtime = RuntimeSettings::from_params(&params);
+        if params.value("clock") == Some("frozen") && !config.clock.is_frozen() {
+            let _ = config.clock.freeze(None);
+        }
         // Built now rather than by the first EVAL or INFO, so that
         // used_memory does not step up by its ~13 KB later on.
         crate::scripting::native::NativeTable::get();
@@ -231,6 +247,10 @@ impl State {
             watchdog,
             orphan_pushes: Vec::new(),
             dirty_orphans: Vec::new(),
+            faults: faults::Faults::default(),
+            fault_caller: None,
+            disconnect_after: false,
+            delay_reply: None,
             command_panics: 0,
             reply_counted_errors: 0,
             pre_command_oom: false,
@@ -295,6 +315,11 @@ impl State {
     /// Delivers a message to a channel's subscribers (and matching
     /// patterns); returns how many clients received it.
     pub fn publish(&mut self, current: &mut Client, kind: Kind, channel: &Bytes, message: &Bytes) -> usize {
+        if !self.faults.is_empty() && self.faults.drops_publish(self.fault_caller.as_deref(), channel) {
+            // A DROP-PUBLISH fault: nobody receives it, the publisher is
+            // told who would have.
+            return self.receivers(kind, channel);
+        }
         let mut receivers = 0;
         let kind_name: &'static str = if kind == Kind::Shard { "smessage" } else { "message" };
         let mut encoded = EncodedOnce::new(Reply::Push(vec![
@@ -321,6 +346,16 @@ impl State {
             }
         }
         receivers
+    }
+
+    /// How many clients a message to `channel` would reach.
+    fn receivers(&self, kind: Kind, channel: &Bytes) -> usize {
+        let direct = self.pubsub.subscribers(kind, channel).len();
+        if kind == Kind::Channel {
+            direct + self.pubsub.pattern_matches(channel).count()
+        } else {
+            direct
+        }
     }
 
     fn deliver(&mut self, current: &mut Client, id: ClientId, msg: &mut EncodedOnce) {
@@ -411,6 +446,75 @@ impl State {
             c.outbox.close_now();
         }
         over
+    }
+
+    /// A new Lua VM with the server's settings and an empty script cache
+    /// (SCRIPT FLUSH, KEYLOCK RESET).
+    pub fn new_scripting(&self) -> Result<crate::scripting::Scripting, CmdError> {
+        let fresh = crate::scripting::Scripting::new(self.script_kill.clone(), self.script_rng.clone(), self.watchdog.clone())
+            .map_err(|e| CmdError::err(format!("could not reset the Lua VM: {e}")))?;
+        fresh.set_memory_limit(self.runtime.lua_memory_limit);
+        Ok(fresh)
+    }
+
+    /// KEYLOCK RESET: the server as a test starts it. The data, scripts
+    /// and statistics emptied ([`State::empty_for_test`]), the faults
+    /// cleared and the clock back to real time. Connections, their
+    /// subscriptions and the configuration stay.
+    pub fn reset_for_test(&mut self) -> Result<(), CmdError> {
+        self.empty_for_test()?;
+        self.faults.clear();
+        self.clock.reset();
+        Ok(())
+    }
+
+    /// KEYLOCK RESTART: what a crash and a restart leave. The data, scripts
+    /// and statistics emptied, a new run id and start time, and every
+    /// connection but the caller's closed at once without what it was owed
+    /// (the caller's closes after its reply). Faults and the clock are the
+    /// test's settings and stay as they are.
+    pub fn restart_for_test(&mut self) -> Result<(), CmdError> {
+        self.empty_for_test()?;
+        self.run_id = (0..40).map(|_| fastrand::alphanumeric().to_ascii_lowercase()).collect();
+        self.started = Instant::now();
+        for c in self.clients.values() {
+            c.outbox.close_now();
+        }
+        Ok(())
+    }
+
+    /// Every database and the script cache emptied (watchers of the keys
+    /// see them change, as after FLUSHALL) and the statistics reset (as
+    /// CONFIG RESETSTAT).
+    fn empty_for_test(&mut self) -> Result<(), CmdError> {
+        let scripting = self.new_scripting()?;
+        self.scripting = Some(Box::new(scripting));
+        for db in &mut self.dbs {
+            db.clear();
+            db.expired_keys = 0;
+        }
+        self.stats.reset();
+        Ok(())
+    }
+
+    /// Whether `enable-test-commands` lets `client` run the test controls
+    /// (Redis's `allowProtectedAction`).
+    pub fn allows_test_commands(&self, client: &Client) -> bool {
+        match self.params.value("enable-test-commands") {
+            Some("yes") => true,
+            Some("local") => client.is_local(),
+            _ => false,
+        }
+    }
+
+    /// Expires every key whose deadline has passed, in every database
+    /// (KEYLOCK CLOCK ADVANCE: what the move made due goes at once, so the
+    /// next command of any client finds it gone and `expired_keys` counts it).
+    pub fn expire_all_due(&mut self) {
+        let now = self.clock.now_ms();
+        for db in &mut self.dbs {
+            db.expire_all_due(now);
+        }
     }
 
     /// Marks clients whose watched keys changed.
@@ -609,14 +713,26 @@ impl Engine {
                 // A successful SHUTDOWN closes connections without a reply.
                 break;
             }
+            if self.state.disconnect_after {
+                // A DISCONNECT fault: the connection goes without this
+                // reply (what was owed before it is still written).
+                self.state.disconnect_after = false;
+                client.inline_pushes.clear();
+                client.close_after_reply = true;
+                break;
+            }
             if !self.state.dirty_orphans.is_empty() {
                 if self.state.dirty_orphans.contains(&client.id) {
                     client.watch_dirty = true;
                 }
                 self.state.dirty_orphans.clear();
             }
+            let delay = self.state.delay_reply.take();
             match outbox.writable() {
                 Some(mut out) => {
+                    if let Some(ms) = delay {
+                        out.hold(Instant::now() + Duration::from_millis(ms));
+                    }
                     let out = out.tail();
                     self.state.flush_inline_pushes(&mut client, out);
                     reply.encode(client.resp, out);
@@ -679,6 +795,10 @@ impl Engine {
                 }
                 exec::to_run(&mut self.state);
                 self.state.call(client, cmd, &argv)
+            }
+            Err(refusal) if refusal.disconnect => {
+                self.state.disconnect_after = true;
+                Reply::Nil
             }
             Err(refusal) => {
                 if refusal.aborts_multi && argv[0].eq_ignore_ascii_case(b"exec") {

@@ -46,6 +46,7 @@
 use std::cell::{Cell, RefCell, RefMut};
 use std::collections::VecDeque;
 use std::rc::Rc;
+use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
 use tokio::sync::Notify;
@@ -67,6 +68,15 @@ pub struct OutputBuffer {
     chunks: VecDeque<BytesMut>,
     /// Bytes in every chunk but the last.
     sealed: usize,
+    /// Output held back by a DELAY fault (KEYLOCK FAULT).
+    hold: Option<Hold>,
+}
+
+/// Only the first `writable` bytes may be written before `until`.
+#[derive(Clone, Copy, Debug)]
+struct Hold {
+    writable: usize,
+    until: Instant,
 }
 
 impl OutputBuffer {
@@ -101,14 +111,51 @@ impl OutputBuffer {
         self.tail_for(data.len()).extend_from_slice(data);
     }
 
-    /// The oldest unwritten bytes (empty if none).
+    /// The oldest unwritten bytes that may be written now (empty if none,
+    /// or if the rest is held back).
     pub fn front(&self) -> &[u8] {
-        self.chunks.front().map_or(&[], |c| &c[..])
+        let front = self.chunks.front().map_or(&[][..], |c| &c[..]);
+        match self.hold {
+            Some(hold) => &front[..front.len().min(hold.writable)],
+            None => front,
+        }
+    }
+
+    /// Holds back everything queued from now on until `until` (a DELAY
+    /// fault on the reply about to be queued); what is queued already may
+    /// still be written. Holds that overlap end at the later instant.
+    pub fn hold(&mut self, until: Instant) {
+        let queued = self.len();
+        self.hold = Some(match self.hold {
+            Some(h) => Hold {
+                writable: h.writable.min(queued),
+                until: h.until.max(until),
+            },
+            None => Hold { writable: queued, until },
+        });
+    }
+
+    /// When output is held back and nothing before the hold is left to
+    /// write: the instant the rest may go. Ends a hold that is due.
+    pub fn held_until(&mut self) -> Option<Instant> {
+        self.held_until_at(Instant::now())
+    }
+
+    fn held_until_at(&mut self, now: Instant) -> Option<Instant> {
+        let hold = self.hold?;
+        if now >= hold.until {
+            self.hold = None;
+            return None;
+        }
+        (hold.writable == 0).then_some(hold.until)
     }
 
     /// `n` bytes of [`front`](Self::front) were written: a chunk written
     /// in full is freed, unless it is the only one.
     pub fn advance(&mut self, n: usize) {
+        if let Some(hold) = self.hold.as_mut() {
+            hold.writable -= n;
+        }
         let several = self.chunks.len() > 1;
         let Some(front) = self.chunks.front_mut() else { return };
         front.advance(n);
@@ -473,6 +520,23 @@ mod tests {
         assert!(out.is_empty());
         out.written(64 * 1024);
         assert!(out.chunks.is_empty());
+    }
+
+    #[test]
+    fn held_output_waits_behind_what_was_queued_before_the_hold() {
+        let mut out = OutputBuffer::default();
+        out.extend_from_slice(b"+first\r\n");
+        let now = Instant::now();
+        out.hold(now + std::time::Duration::from_millis(50));
+        out.extend_from_slice(b"+held\r\n");
+        assert_eq!(out.held_until_at(now), None, "the bytes before the hold are writable");
+        assert_eq!(out.front(), b"+first\r\n");
+        out.advance(8);
+        assert_eq!(out.front(), b"");
+        assert!(!out.is_empty());
+        assert_eq!(out.held_until_at(now), Some(now + std::time::Duration::from_millis(50)));
+        assert_eq!(out.held_until_at(now + std::time::Duration::from_millis(50)), None);
+        assert_eq!(out.front(), b"+held\r\n");
     }
 
     #[test]

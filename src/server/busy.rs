@@ -268,6 +268,10 @@ enum Sent {
 fn send_output(io: &ConnIo, sock: &SockRef) -> Sent {
     let mut out = io.output().borrow_mut();
     while !out.is_empty() {
+        if out.held_until().is_some() {
+            // Held back by a DELAY fault: written once the script ends.
+            return Sent::Partly;
+        }
         match sock.send(out.front()) {
             Ok(n) => out.advance(n),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Sent::Partly,

@@ -197,6 +197,8 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
         }
         let unwritten = io.outbox.unwritten();
         let read_on = unwritten < io.hold_at(&shared.limits.get(), false);
+        // Output a DELAY fault holds back waits for its time, not the socket.
+        let held = io.output().borrow_mut().held_until();
         let next = tokio::select! {
             biased;
             _ = io.outbox.woken() => {
@@ -209,12 +211,13 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
                     process_input(&io, &shared).await
                 }
             }
-            ready = writer.writable(), if unwritten > 0 => {
+            ready = writer.writable(), if unwritten > 0 && held.is_none() => {
                 if ready.is_err() {
                     break;
                 }
                 Next::Continue
             }
+            _ = sleep_until_held(held), if held.is_some() => Next::Continue,
             ready = reader.readable(), if read_on => {
                 if ready.is_err() {
                     break;
@@ -330,6 +333,9 @@ fn over_query_buffer_limit(io: &ConnIo, shared: &Shared) -> bool {
 fn try_flush(io: &ConnIo, writer: &OwnedWriteHalf) -> Result<bool, ()> {
     let mut output = io.output().borrow_mut();
     while !output.is_empty() {
+        if output.held_until().is_some() {
+            return Ok(false);
+        }
         match writer.try_write(output.front()) {
             Ok(n) => output.advance(n),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
@@ -338,6 +344,14 @@ fn try_flush(io: &ConnIo, writer: &OwnedWriteHalf) -> Result<bool, ()> {
     }
     output.written(IDLE_OUTPUT_MAX);
     Ok(true)
+}
+
+/// Sleeps until held-back output may go (never returns for `None`).
+async fn sleep_until_held(held: Option<std::time::Instant>) {
+    match held {
+        Some(until) => tokio::time::sleep_until(until.into()).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Writes the whole output, waiting for the socket; false if the
@@ -350,10 +364,12 @@ async fn flush(io: &ConnIo, writer: &OwnedWriteHalf) -> bool {
             Ok(false) => {}
             Err(()) => return false,
         }
+        let held = io.output().borrow_mut().held_until();
         tokio::select! {
-            ready = writer.writable() => if ready.is_err() {
+            ready = writer.writable(), if held.is_none() => if ready.is_err() {
                 return false;
             },
+            _ = sleep_until_held(held), if held.is_some() => {}
             _ = io.outbox.woken() => if io.outbox.close_request() == CloseRequest::Now {
                 return false;
             },

@@ -9,6 +9,7 @@
 
 pub mod busy;
 pub mod conn;
+pub mod control;
 pub mod limits;
 pub mod parser;
 
