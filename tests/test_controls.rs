@@ -345,6 +345,56 @@ fn a_delayed_reply_is_held_back_while_its_command_has_run_and_other_clients_are_
 }
 
 #[test]
+fn delay_and_disconnect_before_catch_lock_scripts_on_both_paths() {
+    for path in PATHS {
+        let s = server(path);
+        let mut admin = conn(&s);
+        let sha = q::<String>(&mut admin, &["SCRIPT", "LOAD", ACQUIRE]);
+        let acquire =
+            |raw: &mut Raw, holder: &str| raw.send_cmd(&[b"EVALSHA", sha.as_bytes(), b"1", LOCK.as_bytes(), b"30000", holder.as_bytes()]);
+
+        // DELAY: the lock is granted at once, the grant arrives late.
+        let _: u64 = q(
+            &mut admin,
+            &["KEYLOCK", "FAULT", "ADD", "DELAY", "script:lock-acquire@*", "500", "COUNT", "1"],
+        );
+        let mut a = Raw::connect(s.addr());
+        let sent = Instant::now();
+        acquire(&mut a, "a-uuid:1");
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(
+            q::<Vec<String>>(&mut admin, &["HKEYS", LOCK]),
+            vec!["a-uuid:1"],
+            "{path:?}: granted before the reply"
+        );
+        assert_eq!(a.reply(), b"$-1\r\n", "{path:?}");
+        assert!(sent.elapsed() >= Duration::from_millis(500), "{path:?}: {:?}", sent.elapsed());
+
+        // DISCONNECT BEFORE: the script never runs.
+        let _: u64 = q(
+            &mut admin,
+            &[
+                "KEYLOCK",
+                "FAULT",
+                "ADD",
+                "DISCONNECT",
+                "script:lock-acquire*",
+                "BEFORE",
+                "COUNT",
+                "1",
+            ],
+        );
+        let mut b = Raw::connect(s.addr());
+        acquire(&mut b, "b-uuid:1");
+        assert!(b.is_closed(), "{path:?}");
+        let mut c = Raw::connect(s.addr());
+        acquire(&mut c, "a-uuid:1");
+        assert_eq!(c.reply(), b"$-1\r\n", "{path:?}: a's reentry, after b's attempt never ran");
+        assert_eq!(q::<i64>(&mut admin, &["HGET", LOCK, "a-uuid:1"]), 2, "{path:?}");
+    }
+}
+
+#[test]
 fn error_faults_refuse_commands_by_name_count_and_client_and_can_be_listed_and_removed() {
     let s = start();
     let mut c = conn(&s);
