@@ -35,7 +35,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("expiretime", 2, expiretime).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "7.0.0", "Returns the expiration time of a key as a Unix timestamp."),
     cmd("pexpiretime", 2, pexpiretime).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp."),
     cmd("persist", 2, persist).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "2.2.0", "Removes the expiration time of a key."),
-    cmd("touch", -2, exists).flags(READONLY | FAST).keys(1, -1, 1).doc(G, "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed."),
+    cmd("touch", -2, touch).flags(READONLY | FAST).keys(1, -1, 1).doc(G, "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed."),
     cmd("randomkey", 1, randomkey).flags(READONLY).doc(G, "1.0.0", "Returns a random key name from the database."),
     cmd("move", 3, move_).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Moves a key to another database."),
     cmd("copy", -3, copy).flags(WRITE | DENYOOM).keys(1, 2, 1).doc(G, "6.2.0", "Copies the value of a key to a new key."),
@@ -77,18 +77,20 @@ fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// EXISTS and TOUCH: every key is a counted read (Redis's
 /// `lookupKeyReadWithFlags` / `lookupKeyRead`), a repeated key each time.
+/// EXISTS: a lookup per key that leaves its access time alone.
 fn exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let mut found = 0;
-    for key in &argv[1..] {
-        if ctx.read(key).is_some() {
-            found += 1;
-        }
-    }
-    Ok(Reply::Int(found))
+    let found = argv[1..].iter().filter(|key| ctx.read_no_touch(key).is_some()).count();
+    Ok(Reply::Int(found as i64))
+}
+
+/// TOUCH: EXISTS that marks each key accessed.
+fn touch(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let found = argv[1..].iter().filter(|key| ctx.read(key).is_some()).count();
+    Ok(Reply::Int(found as i64))
 }
 
 fn type_(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let name = ctx.read(&argv[1]).map_or("none", |v| v.type_name());
+    let name = ctx.read_no_touch(&argv[1]).map_or("none", |v| v.type_name());
     Ok(Reply::status(name))
 }
 
@@ -198,7 +200,7 @@ fn scan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             // lookupKeyReadWithFlags: a counted hit or miss per key, and an
             // expired key is reclaimed there and then typed "none" (so
             // `TYPE none` returns the expired keys it reclaimed).
-            let type_name = ctx.read(&key).map_or("none", |v| v.type_name());
+            let type_name = ctx.read_no_touch(&key).map_or("none", |v| v.type_name());
             if !wanted.eq_ignore_ascii_case(type_name.as_bytes()) {
                 continue;
             }
@@ -317,7 +319,7 @@ fn pexpireat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// (`lookupKeyReadWithFlags`): -2 for a missing key, -1 for no TTL, else
 /// the deadline.
 fn deadline(ctx: &mut Ctx, key: &[u8]) -> Result<u64, i64> {
-    if ctx.read(key).is_none() {
+    if ctx.read_no_touch(key).is_none() {
         return Err(-2);
     }
     ctx.db().expire_at(key).ok_or(-1)
@@ -351,7 +353,7 @@ fn ttl(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn pttl(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let now = ctx.now_ms;
-    let at = ctx.read_position(&argv[1]);
+    let at = ctx.read_position_no_touch(&argv[1]);
     Ok(Reply::Int(ops::pttl(ctx.db(), at, now)))
 }
 
@@ -478,7 +480,7 @@ fn waitaof(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     use crate::db::Value;
-    let Some(v) = ctx.read(&argv[2]) else {
+    let Some(v) = ctx.read_no_touch(&argv[2]) else {
         return Ok(Reply::Nil);
     };
     let enc = match v {
@@ -497,7 +499,7 @@ fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn object_freq(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    if ctx.read(&argv[2]).is_none() {
+    if ctx.read_no_touch(&argv[2]).is_none() {
         return Ok(Reply::Nil);
     }
     Err(CmdError::err(
@@ -505,12 +507,26 @@ fn object_freq(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     ))
 }
 
+/// Seconds since the key was last read or written, by the server's clock
+/// (virtual time included), as Redis's `estimateObjectIdleTime`.
 fn object_idletime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    Ok(if ctx.read(&argv[2]).is_some() { Reply::Int(0) } else { Reply::Nil })
+    let Some(at) = ctx.read_position_no_touch(&argv[2]) else {
+        return Ok(Reply::Nil);
+    };
+    if ctx.state.params.value("maxmemory-policy").is_some_and(|p| p.ends_with("-lfu")) {
+        return Err(CmdError::err(
+            "An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+        ));
+    }
+    Ok(Reply::Int(ctx.db().idle_secs_at(at) as i64))
 }
 
 fn object_refcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    Ok(if ctx.read(&argv[2]).is_some() { Reply::Int(1) } else { Reply::Nil })
+    Ok(if ctx.read_no_touch(&argv[2]).is_some() {
+        Reply::Int(1)
+    } else {
+        Reply::Nil
+    })
 }
 
 fn object_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {

@@ -58,6 +58,28 @@ impl Ctx<'_> {
         found
     }
 
+    /// [`Ctx::read`] without marking the key accessed (Redis's
+    /// LOOKUP_NOTOUCH: EXISTS, TYPE, the TTL family, OBJECT).
+    pub fn read_no_touch(&mut self, key: &[u8]) -> Option<&Value> {
+        let now = self.now_ms;
+        let state = &mut *self.state;
+        let found = state.dbs[self.client.db].get_no_touch(key, now);
+        if found.is_some() {
+            state.stats.keyspace_hits += 1;
+        } else {
+            state.stats.keyspace_misses += 1;
+        }
+        found
+    }
+
+    /// [`Ctx::read_position`] without marking the key accessed.
+    pub fn read_position_no_touch(&mut self, key: &[u8]) -> Option<usize> {
+        let now = self.now_ms;
+        let at = self.state.dbs[self.client.db].live_position_no_touch(key, now);
+        self.count_lookup(at.is_some());
+        at
+    }
+
     /// Where a live key is, with one lookup, counted as [`Ctx::read`]
     /// counts it: for the position-based operations of `db::ops`.
     pub fn read_position(&mut self, key: &[u8]) -> Option<usize> {

@@ -72,6 +72,25 @@ struct Entry {
     value: Value,
     /// Index into `deadlines`, or `NO_DEADLINE`.
     deadline_slot: u32,
+    /// The access clock's second when the key was last accessed (Redis's
+    /// `robj.lru`, for OBJECT IDLETIME). Fits in `Entry`'s padding.
+    accessed: u32,
+}
+
+/// The second every access is stamped with (Redis's `server.lruclock`):
+/// the engine sets it from its clock before each command, and every
+/// database of a server shares it.
+#[derive(Clone, Debug, Default)]
+pub struct AccessClock(std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+impl AccessClock {
+    pub fn set(&self, now_ms: u64) {
+        self.0.store((now_ms / 1000) as u32, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn now(&self) -> u32 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -85,6 +104,7 @@ pub struct Keyspace {
     entries: Vec<Entry>,
     deadlines: Vec<Deadline>,
     hasher: RandomState,
+    pub clock: AccessClock,
 }
 
 impl Default for Keyspace {
@@ -94,6 +114,7 @@ impl Default for Keyspace {
             entries: Vec::new(),
             deadlines: Vec::new(),
             hasher: RandomState::new(),
+            clock: AccessClock::default(),
         }
     }
 }
@@ -157,8 +178,20 @@ impl Keyspace {
             key: Key::new(key),
             value,
             deadline_slot: NO_DEADLINE,
+            accessed: self.clock.now(),
         });
         position
+    }
+
+    /// Stamps the key at `position` as accessed now.
+    pub fn touch(&mut self, position: usize) {
+        self.entries[position].accessed = self.clock.now();
+    }
+
+    /// Seconds since the key at `position` was last accessed (Redis's
+    /// `estimateObjectIdleTime`, which also counts across a wrap).
+    pub fn idle_secs(&self, position: usize) -> u64 {
+        u64::from(self.clock.now().wrapping_sub(self.entries[position].accessed))
     }
 
     /// Removes `key`: its stored name, value and deadline.
@@ -236,6 +269,7 @@ impl Keyspace {
         // memory, as FLUSHALL does in Redis.
         *self = Keyspace {
             hasher: self.hasher.clone(),
+            clock: self.clock.clone(),
             ..Keyspace::default()
         };
     }

@@ -60,7 +60,20 @@ impl Db {
     /// Callers doing several steps on one key may keep the position and
     /// use `value_at`, `value_at_mut` and the `*_at_position` methods: it
     /// stays valid until a key of this database is removed.
+    ///
+    /// The key counts as accessed (OBJECT IDLETIME starts over), as
+    /// Redis's `lookupKey` marks it; [`Db::live_position_no_touch`] is the
+    /// lookup of the commands that do not (EXISTS, TYPE, the TTL family,
+    /// OBJECT).
     pub fn live_position(&mut self, key: &[u8], now_ms: u64) -> Option<usize> {
+        let position = self.live_position_no_touch(key, now_ms)?;
+        self.keys.touch(position);
+        Some(position)
+    }
+
+    /// [`Db::live_position`] without marking the key accessed (Redis's
+    /// LOOKUP_NOTOUCH).
+    pub fn live_position_no_touch(&mut self, key: &[u8], now_ms: u64) -> Option<usize> {
         let position = self.keys.position(key)?;
         if self.keys.deadlines_len() != 0 && self.keys.deadline_at(position).is_some_and(|at| at <= now_ms) {
             self.remove(key);
@@ -68,6 +81,23 @@ impl Db {
             return None;
         }
         Some(position)
+    }
+
+    /// Reads a live value without marking it accessed.
+    pub fn get_no_touch(&mut self, key: &[u8], now_ms: u64) -> Option<&Value> {
+        let position = self.live_position_no_touch(key, now_ms)?;
+        self.keys.at(position).map(|(_, v)| v)
+    }
+
+    /// Seconds since the key at a live position was last accessed.
+    pub fn idle_secs_at(&self, position: usize) -> u64 {
+        self.keys.idle_secs(position)
+    }
+
+    /// The clock accesses are stamped with; every database of a server
+    /// shares the one the engine sets.
+    pub fn use_access_clock(&mut self, clock: keyspace::AccessClock) {
+        self.keys.clock = clock;
     }
 
     /// Removes `key` if its deadline has passed; true if it did.
@@ -156,6 +186,8 @@ impl Db {
                 if !keep_ttl {
                     self.keys.drop_deadline(p);
                 }
+                // A new value, accessed now (Redis replaces the object).
+                self.keys.touch(p);
                 *self.keys.value_at_mut(p) = value;
             }
             None => {

@@ -321,6 +321,7 @@ impl State {
             Some(t) => t,
             None => self.clock.now_ms(),
         };
+        self.access_clock.set(now_ms);
         // EVAL and friends are `skip_monitor` in the table, as in Redis, and
         // shown up front instead, ahead of their script's `lua` lines.
         if !self.monitors.is_empty() && !cmd.spec.has(flag::ADMIN) && cmd.spec.has(flag::MONITOR_BEFORE) {

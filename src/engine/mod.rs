@@ -101,6 +101,9 @@ pub struct State {
     pub pre_command_oom: bool,
     /// INFO's `client_recent_max_output_buffer`, sampled by the cron.
     pub output_peaks: output::RecentPeaks,
+    /// The second key accesses are stamped with (OBJECT IDLETIME), set
+    /// from the clock before each command; shared by every database.
+    pub access_clock: crate::db::keyspace::AccessClock,
     /// Injected faults (KEYLOCK FAULT).
     pub faults: faults::Faults,
     /// The name of the client whose command runs, while faults are set (a
@@ -203,6 +206,8 @@ impl State {
             }
         }
         let runtime = RuntimeSettings::from_params(&params);
+        let access_clock = crate::db::keyspace::AccessClock::default();
+        access_clock.set(config.clock.now_ms());
         if params.value("clock") == Some("frozen") && !config.clock.is_frozen() {
             let _ = config.clock.freeze(None);
         }
@@ -224,7 +229,14 @@ impl State {
             }
         };
         State {
-            dbs: (0..config.databases).map(|_| Db::default()).collect(),
+            dbs: (0..config.databases)
+                .map(|_| {
+                    let mut db = Db::default();
+                    db.use_access_clock(access_clock.clone());
+                    db
+                })
+                .collect(),
+            access_clock,
             clients: ClientMap::default(),
             pubsub: PubSub::default(),
             params,
