@@ -47,7 +47,7 @@ fn words(line: &str, key: &str) -> Vec<Vec<u8>> {
         rest = rest.trim_start();
         if let Some(quoted) = rest.strip_prefix('"') {
             let end = quoted.find('"').unwrap();
-            out.push(quoted[..end].as_bytes().to_vec());
+            out.push(quoted.as_bytes()[..end].to_vec());
             rest = &quoted[end + 1..];
         } else {
             let end = rest.find(' ').unwrap_or(rest.len());
