@@ -125,7 +125,8 @@ impl Config {
                     .ok_or("Invalid number of databases")?
             }
             "proto-max-bulk-len" => {
-                self.proto_max_bulk_len = parse_memory(one()?)
+                self.proto_max_bulk_len = crate::config_params::memtoull(one()?)
+                    .and_then(|n| i64::try_from(n).ok())
                     .filter(|&n| n >= 1024 * 1024)
                     .ok_or("Invalid proto-max-bulk-len")?
             }
@@ -152,25 +153,4 @@ impl Config {
     pub fn cron_interval(&self) -> Duration {
         Duration::from_millis(1000 / self.hz.max(1) as u64)
     }
-}
-
-/// Parses a memory amount with Redis's units (`1gb`, `100mb`, `1k`).
-pub fn parse_memory(s: &str) -> Option<i64> {
-    let lower = s.to_ascii_lowercase();
-    let units: [(&str, i64); 8] = [
-        ("gb", 1 << 30),
-        ("mb", 1 << 20),
-        ("kb", 1 << 10),
-        ("g", 1_000_000_000),
-        ("m", 1_000_000),
-        ("k", 1000),
-        ("b", 1),
-        ("", 1),
-    ];
-    for (suffix, mul) in units {
-        if let Some(num) = lower.strip_suffix(suffix) {
-            return num.parse::<i64>().ok()?.checked_mul(mul);
-        }
-    }
-    None
 }

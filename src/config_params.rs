@@ -1063,87 +1063,14 @@ fn split_words(value: &str) -> Vec<&str> {
     if value.is_empty() { Vec::new() } else { value.split(' ').collect() }
 }
 
-/// Redis's sdssplitargs: words separated by whitespace, in which "double
-/// quotes" (with \n, \r, \t, \b, \a, \\, \" and \xHH escapes) and
-/// 'single quotes' (with \') group. A closing quote must end the word. On
-/// unbalanced quotes Redis gets no words at all, and so does this.
+/// Redis's sdssplitargs (`request::split_args`): on unbalanced quotes
+/// Redis gets no words at all, and so does this.
 fn split_config_args(line: &str) -> Vec<String> {
-    let bytes = line.as_bytes();
-    let mut words = Vec::new();
-    let mut i = 0;
-    loop {
-        while i < bytes.len() && is_c_space(bytes[i]) {
-            i += 1;
-        }
-        if i >= bytes.len() {
-            return words;
-        }
-        let mut word: Vec<u8> = Vec::new();
-        let (mut in_double, mut in_single) = (false, false);
-        loop {
-            let c = bytes.get(i).copied();
-            if in_double {
-                match c {
-                    None => return Vec::new(),
-                    Some(b'\\')
-                        if bytes.len() > i + 3
-                            && bytes[i + 1] == b'x'
-                            && bytes[i + 2].is_ascii_hexdigit()
-                            && bytes[i + 3].is_ascii_hexdigit() =>
-                    {
-                        let hex = |b: u8| char::from(b).to_digit(16).unwrap_or(0);
-                        word.push((hex(bytes[i + 2]) * 16 + hex(bytes[i + 3])) as u8);
-                        i += 3;
-                    }
-                    Some(b'\\') if i + 1 < bytes.len() => {
-                        i += 1;
-                        word.push(match bytes[i] {
-                            b'n' => b'\n',
-                            b'r' => b'\r',
-                            b't' => b'\t',
-                            b'b' => 0x08,
-                            b'a' => 0x07,
-                            other => other,
-                        });
-                    }
-                    Some(b'"') => {
-                        if bytes.get(i + 1).is_some_and(|&n| !is_c_space(n)) {
-                            return Vec::new();
-                        }
-                        i += 1;
-                        break;
-                    }
-                    Some(other) => word.push(other),
-                }
-            } else if in_single {
-                match c {
-                    None => return Vec::new(),
-                    Some(b'\\') if bytes.get(i + 1) == Some(&b'\'') => {
-                        i += 1;
-                        word.push(b'\'');
-                    }
-                    Some(b'\'') => {
-                        if bytes.get(i + 1).is_some_and(|&n| !is_c_space(n)) {
-                            return Vec::new();
-                        }
-                        i += 1;
-                        break;
-                    }
-                    Some(other) => word.push(other),
-                }
-            } else {
-                match c {
-                    None => break,
-                    Some(b' ' | b'\n' | b'\r' | b'\t' | 0) => break,
-                    Some(b'"') => in_double = true,
-                    Some(b'\'') => in_single = true,
-                    Some(other) => word.push(other),
-                }
-            }
-            i += 1;
-        }
-        words.push(String::from_utf8_lossy(&word).into_owned());
-    }
+    crate::request::split_args(line.as_bytes())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|w| String::from_utf8_lossy(&w).into_owned())
+        .collect()
 }
 
 /// Checks `args` for parameter `param` and returns the value CONFIG GET
@@ -1340,7 +1267,7 @@ fn show_number(unit: Unit, n: i64) -> String {
 /// any case; k/m/g are powers of 1000, kb/mb/gb powers of 1024). No sign,
 /// no spaces; an empty number is 0, a number too large saturates, and the
 /// multiplication wraps, all as in Redis.
-fn memtoull(text: &str) -> Option<u64> {
+pub(crate) fn memtoull(text: &str) -> Option<u64> {
     let bytes = text.as_bytes();
     if bytes.first() == Some(&b'-') {
         return None;

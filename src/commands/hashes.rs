@@ -24,9 +24,9 @@ use super::sets::{parse_random_count, repeated_picks, sample_distinct, scan_wind
 use super::table::{CommandSpec, Group, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::value::Hash;
-use crate::db::{Value, typed};
+use crate::db::{Value, ops, typed};
 use crate::glob;
-use crate::numfmt::{self, LongDouble};
+use crate::numfmt::LongDouble;
 
 const G: Group = Group::Hash;
 
@@ -137,8 +137,8 @@ fn hdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn hexists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let found = read_hash(ctx, &argv[1])?.is_some_and(|h| h.contains_key(&argv[2]));
-    Ok(Reply::from(found))
+    let at = ctx.read_position(&argv[1]);
+    Ok(Reply::from(ops::hexists(ctx.db(), at, &argv[2])?))
 }
 
 fn hlen(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -171,16 +171,9 @@ fn hgetall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn hincrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let (key, field) = (&argv[1], &argv[2]);
     let by = parse_i64(&argv[3])?;
-    let current = match peek_hash(ctx, key)?.and_then(|h| h.get(field)) {
-        Some(v) => numfmt::parse_i64(v).ok_or_else(|| CmdError::err("hash value is not an integer"))?,
-        None => 0,
-    };
-    let next = current.checked_add(by).ok_or_else(CmdError::overflow)?;
-    let mut buf = itoa::Buffer::new();
-    let text = Bytes::copy_from_slice(buf.format(next).as_bytes());
-    write_hash(ctx, key)?.insert(field, &text);
+    let at = ctx.write_position(&argv[1]);
+    let (_, next) = ops::hincrby(ctx.db(), &argv[1], at, &argv[2], by)?;
     Ok(Reply::Int(next))
 }
 

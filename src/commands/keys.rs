@@ -11,6 +11,7 @@ use bytes::Bytes;
 use super::args::{parse_i64, upper};
 use super::table::{CommandSpec, Group, cmd, container, flag::*};
 use super::{Args, CmdError, CmdResult, Ctx, Reply};
+use crate::db::ops;
 use crate::error::quoted;
 use crate::glob;
 
@@ -70,14 +71,8 @@ const OBJECT: &[CommandSpec] = &[
 fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let now = ctx.now_ms;
     let db = ctx.db();
-    let mut n = 0;
-    for key in &argv[1..] {
-        db.expire_if_needed(key, now);
-        if db.remove(key).is_some() {
-            n += 1;
-        }
-    }
-    Ok(Reply::Int(n))
+    let removed = argv[1..].iter().filter(|key| ops::del(db, key, now)).count();
+    Ok(Reply::Int(removed as i64))
 }
 
 /// EXISTS and TOUCH: every key is a counted read (Redis's
@@ -362,7 +357,9 @@ fn ttl(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn pttl(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    Ok(Reply::Int(remaining_ms(ctx.now_ms, deadline(ctx, &argv[1]))))
+    let now = ctx.now_ms;
+    let at = ctx.read_position(&argv[1]);
+    Ok(Reply::Int(ops::pttl(ctx.db(), at, now)))
 }
 
 fn expiretime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

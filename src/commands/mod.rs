@@ -74,6 +74,21 @@ impl Ctx<'_> {
         self.state.reply_gauge(self.client)
     }
 
+    /// Where a live key is, with one lookup, counted as [`Ctx::read`]
+    /// counts it: for the position-based operations of `db::ops`.
+    pub fn read_position(&mut self, key: &[u8]) -> Option<usize> {
+        let now = self.now_ms;
+        let at = self.state.dbs[self.client.db].live_position(key, now);
+        self.count_lookup(at.is_some());
+        at
+    }
+
+    /// Where a live key is, with one lookup that is not counted (a write's).
+    pub fn write_position(&mut self, key: &[u8]) -> Option<usize> {
+        let now = self.now_ms;
+        self.state.dbs[self.client.db].live_position(key, now)
+    }
+
     /// Counts a read's outcome for INFO's keyspace_hits / keyspace_misses.
     pub fn count_lookup(&mut self, hit: bool) {
         if hit {

@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 
-use super::table::{CommandSpec, Group, Registry, cmd, flag::*};
+use super::table::{CommandSpec, Group, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::value::owned;
 use crate::engine::client::Multi;
@@ -56,25 +56,15 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     }
     // Keys watched must not change under the transaction's own writes.
     unwatch_all(ctx.state, ctx.client);
-    let registry = Registry::get();
     let mut replies = Vec::with_capacity(multi.queued.len());
     for argv in multi.queued {
-        let reply = match resolve(registry, &argv) {
+        let reply = match crate::engine::exec::queued(ctx.state, &argv) {
             Some(cmd) => ctx.state.call(ctx.client, cmd, &argv),
             None => Reply::from(CmdError::unknown_command(&argv)),
         };
         replies.push(reply);
     }
     Ok(Reply::Array(replies))
-}
-
-fn resolve(registry: &'static Registry, argv: &[Bytes]) -> Option<&'static super::table::Command> {
-    let cmd = registry.lookup(&argv[0])?;
-    if cmd.spec.handler.is_some() {
-        Some(cmd)
-    } else {
-        cmd.subcommand(argv.get(1)?)
-    }
 }
 
 fn discard(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {

@@ -17,6 +17,7 @@
 
 pub mod hash;
 pub mod keyspace;
+pub mod ops;
 pub mod value;
 pub mod zset;
 

@@ -12,6 +12,7 @@
 //! times a second on the same thread.
 
 pub mod client;
+pub mod exec;
 pub mod output;
 pub mod stats;
 
@@ -26,7 +27,6 @@ pub use output::{ClientClass, CloseRequest, Outbox, OutputLimit, OutputLimits, R
 use stats::Stats;
 
 use crate::clock::Clock;
-use crate::commands::Ctx;
 use crate::commands::table::{Command, Registry, flag};
 use crate::config::Config;
 use crate::config_params::ConfigParams;
@@ -250,19 +250,13 @@ impl State {
         match cmd.full_name.as_str() {
             "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => self.script_command_flags(cmd, argv),
             "exec" => client.multi.as_ref().map_or(cmd.spec.flags, |multi| {
-                let registry = Registry::get();
-                multi.queued.iter().fold(cmd.spec.flags, |flags, queued| {
-                    match registry.lookup(&queued[0]).and_then(|c| {
-                        if c.spec.handler.is_none() {
-                            queued.get(1).and_then(|s| c.subcommand(s))
-                        } else {
-                            Some(c)
-                        }
-                    }) {
-                        Some(c) => flags | self.script_command_flags(c, queued),
-                        None => flags,
-                    }
-                })
+                multi
+                    .queued
+                    .iter()
+                    .fold(cmd.spec.flags, |flags, queued| match exec::lookup(queued) {
+                        exec::Lookup::Found(c) => flags | self.script_command_flags(c, queued),
+                        _ => flags,
+                    })
             }),
             _ => cmd.spec.flags,
         }
@@ -450,89 +444,6 @@ impl State {
         }
     }
 
-    /// Runs a resolved command: the handler, statistics, WATCH and MONITOR.
-    pub fn call(&mut self, client: &mut Client, cmd: &'static Command, argv: &[Bytes]) -> Reply {
-        let Some(handler) = cmd.spec.handler else {
-            return Reply::Error(Bytes::from_static(b"ERR internal: container without handler"));
-        };
-        // The command's time: frozen during a script, else one clock read.
-        // Its duration is measured with the cheaper tick counter.
-        let started = crate::clock::ticks::now();
-        let now_ms = match self.script_time {
-            Some(t) => t,
-            None => self.clock.now_ms(),
-        };
-        // EVAL and friends are `skip_monitor` in the table, as in Redis, and
-        // shown up front instead, ahead of their script's `lua` lines.
-        let monitored = !self.monitors.is_empty() && !cmd.spec.has(flag::ADMIN);
-        if monitored && cmd.spec.has(flag::MONITOR_BEFORE) {
-            self.feed_monitors(client, client.db, &client.monitor_origin(), argv);
-        }
-        client.last_interaction_ms = now_ms;
-        client.last_command = &cmd.full_name;
-        self.stats.prev_error_replies = self.stats.total_error_replies;
-        // The command boundary: a handler that panics (a bug, whatever the
-        // input) fails its own command; the engine and every other client
-        // carry on. A script's commands come through here too, so a panic
-        // under `redis.call` never unwinds through Lua's C frames.
-        let result = {
-            let mut ctx = Ctx {
-                state: self,
-                client,
-                now_ms,
-            };
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&mut ctx, argv)))
-        };
-        let result = result.unwrap_or_else(|payload| {
-            self.command_panics += 1;
-            let what = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            tracing::error!(command = %cmd.full_name, panic = %what, "command aborted by an internal error");
-            Err(CmdError::err(format!(
-                "internal error while running '{}'; the command was aborted (see the server log)",
-                cmd.full_name
-            )))
-        });
-        let elapsed = crate::clock::ticks::now().saturating_sub(started);
-        // Every command that runs, from a client, EXEC or a script (Redis
-        // counts in `call`; a refused command never gets there).
-        self.stats.total_commands_processed += 1;
-        let stat = &mut self.stats.cmd[cmd.stat_index];
-        stat.calls += 1;
-        stat.ticks += elapsed;
-        self.collect_watch_invalidations(client);
-        if monitored && !cmd.spec.has(flag::MONITOR_BEFORE | flag::SKIP_MONITOR) {
-            let shown = redact_secrets(cmd, argv);
-            self.feed_monitors(client, client.db, &client.monitor_origin(), shown.as_deref().unwrap_or(argv));
-        }
-        let counted_errors = std::mem::take(&mut self.reply_counted_errors);
-        self.stats.cmd[cmd.stat_index].failed_calls += counted_errors;
-        let reply = match result {
-            Ok(reply) => {
-                if let Reply::Error(e) = &reply
-                    && counted_errors == 0
-                {
-                    self.stats.count_error_text(e);
-                }
-                reply
-            }
-            Err(e) => {
-                self.stats.count_error(&e);
-                Reply::from(e)
-            }
-        };
-        // Redis's incrCommandStatsOnError: failed if errors were counted
-        // since this command (or the last command it ran) was booked.
-        if self.stats.total_error_replies > self.stats.prev_error_replies {
-            self.stats.cmd[cmd.stat_index].failed_calls += 1;
-        }
-        self.stats.prev_error_replies = self.stats.total_error_replies;
-        reply
-    }
-
     pub fn total_clients(&self) -> usize {
         self.clients.len() + 1
     }
@@ -562,24 +473,6 @@ impl EncodedOnce {
             out.freeze()
         })
         .clone()
-    }
-}
-
-/// AUTH and HELLO … AUTH passwords never reach MONITOR: Redis shows
-/// `(redacted)` in their place.
-fn redact_secrets(cmd: &Command, argv: &[Bytes]) -> Option<Vec<Bytes>> {
-    const REDACTED: Bytes = Bytes::from_static(b"(redacted)");
-    match cmd.full_name.as_str() {
-        "auth" => Some(std::iter::once(argv[0].clone()).chain(argv[1..].iter().map(|_| REDACTED)).collect()),
-        "hello" => {
-            let at = argv.iter().position(|a| a.eq_ignore_ascii_case(b"auth"))?;
-            let mut shown = argv.to_vec();
-            for a in shown.iter_mut().skip(at + 1).take(2) {
-                *a = REDACTED;
-            }
-            Some(shown)
-        }
-        _ => None,
     }
 }
 
@@ -787,7 +680,7 @@ impl Engine {
 
     /// Everything Redis's `processCommand` checks before running a command.
     pub fn dispatch(&mut self, client: &mut Client, argv: Vec<Bytes>) -> Reply {
-        match self.resolve(client, &argv) {
+        match exec::for_client(&mut self.state, client, &argv) {
             Ok(cmd) => {
                 if let Some(multi) = client.multi.as_mut()
                     && !cmd.spec.has(flag::TX_CONTROL)
@@ -795,87 +688,33 @@ impl Engine {
                     multi.queued.push(argv);
                     return Reply::status("QUEUED");
                 }
+                exec::to_run(&mut self.state);
                 self.state.call(client, cmd, &argv)
             }
-            Err((err, abort_multi)) => {
-                if abort_multi && argv[0].eq_ignore_ascii_case(b"exec") {
+            Err(refusal) => {
+                if refusal.aborts_multi && argv[0].eq_ignore_ascii_case(b"exec") {
                     // Redis's execCommandAbort: a rejected EXEC discards any
                     // transaction and says why, in or out of MULTI.
                     client.multi = None;
                     crate::commands::transactions::unwatch_all(&mut self.state, client);
-                    let text = err.as_bytes();
+                    let text = refusal.error.as_bytes();
                     let reason = text.strip_prefix(b"ERR ").unwrap_or(text);
-                    let err = CmdError::new_bytes([b"EXECABORT Transaction discarded because of: ", reason].concat());
-                    self.state.stats.count_error(&err);
-                    return Reply::from(err);
+                    let aborted = exec::Refusal {
+                        error: CmdError::new_bytes([b"EXECABORT Transaction discarded because of: ", reason].concat()),
+                        ..refusal
+                    };
+                    aborted.book(&mut self.state.stats);
+                    return Reply::from(aborted.error);
                 }
-                if abort_multi && let Some(m) = client.multi.as_mut() {
+                if refusal.aborts_multi
+                    && let Some(m) = client.multi.as_mut()
+                {
                     m.aborted = true;
                 }
-                self.state.stats.count_error(&err);
-                Reply::from(err)
+                refusal.book(&mut self.state.stats);
+                Reply::from(refusal.error)
             }
         }
-    }
-
-    /// Finds the command and checks arity, authentication and pub/sub mode.
-    /// The flag says whether the error aborts a transaction being queued.
-    fn resolve(&mut self, client: &Client, argv: &[Bytes]) -> Result<&'static Command, (CmdError, bool)> {
-        let registry = Registry::get();
-        let Some(mut cmd) = registry.lookup(&argv[0]) else {
-            return Err((CmdError::unknown_command(argv), true));
-        };
-        if cmd.spec.handler.is_none() {
-            if argv.len() < 2 {
-                return Err((CmdError::arity(&cmd.full_name), true));
-            }
-            match cmd.subcommand(&argv[1]) {
-                Some(sub) => cmd = sub,
-                None => return Err((CmdError::unknown_subcommand(&argv[1], cmd.spec.name), true)),
-            }
-        }
-        if !cmd.spec.arity_ok(argv.len()) {
-            self.state.stats.cmd[cmd.stat_index].rejected_calls += 1;
-            return Err((CmdError::arity(&cmd.full_name), true));
-        }
-        if !client.authenticated && !cmd.spec.has(flag::NO_AUTH) {
-            self.state.stats.cmd[cmd.stat_index].rejected_calls += 1;
-            return Err((CmdError::noauth(), true));
-        }
-        let state = &mut self.state;
-        if state.runtime.maxmemory > 0 || !state.enough_good_replicas() {
-            let flags = state.command_flags(client, cmd, argv);
-            if state.runtime.maxmemory > 0 {
-                let oom = state.out_of_memory();
-                state.pre_command_oom = oom;
-                // Queuing in MULTI may grow memory without bound too.
-                let queuing = client.multi.is_some() && !matches!(cmd.full_name.as_str(), "exec" | "discard" | "quit" | "reset");
-                if oom && (flags & flag::DENYOOM != 0 || queuing) {
-                    state.stats.cmd[cmd.stat_index].rejected_calls += 1;
-                    return Err((CmdError::new(OOM), true));
-                }
-            }
-            if flags & flag::WRITE != 0 && !state.enough_good_replicas() {
-                state.stats.cmd[cmd.stat_index].rejected_calls += 1;
-                return Err((CmdError::new(NOREPLICAS), true));
-            }
-        }
-        if client.monitor && cmd.spec.has(flag::WRITE | flag::READONLY | flag::MAY_REPLICATE) {
-            // Redis treats a MONITOR connection like a replica.
-            self.state.stats.cmd[cmd.stat_index].rejected_calls += 1;
-            return Err((CmdError::err("Replica can't interact with the keyspace"), true));
-        }
-        if client.resp == 2 && client.in_pubsub_mode() && !cmd.spec.has(flag::SUBSCRIBED_OK) {
-            self.state.stats.cmd[cmd.stat_index].rejected_calls += 1;
-            return Err((
-                CmdError::err(format!(
-                    "Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
-                    cmd.full_name
-                )),
-                false,
-            ));
-        }
-        Ok(cmd)
     }
 
     /// Redis's `clientsCron`, the output part: samples each client's output
@@ -927,7 +766,7 @@ mod tests {
     use super::*;
     use crate::commands::table::cmd;
 
-    fn panicking(_: &mut Ctx, _: &[Bytes]) -> crate::error::CmdResult {
+    fn panicking(_: &mut crate::commands::Ctx, _: &[Bytes]) -> crate::error::CmdResult {
         panic!("a handler bug")
     }
 

@@ -30,6 +30,9 @@ pub struct Stats {
     /// (Redis's `prev_err_count`): a command failed if errors were counted
     /// since, not counting those of the commands it ran itself.
     pub prev_error_replies: u64,
+    /// Command lines the pipeline (`engine::exec`) resolved for running:
+    /// equal to the executions, which a test checks.
+    pub resolutions: u64,
     /// Runs of each recognized script (`scripting::native`), by table index.
     pub recognized: Vec<ScriptRuns>,
 }

@@ -8,9 +8,6 @@
 
 use std::cell::Cell;
 
-use bytes::Bytes;
-
-use crate::commands::table::{Command, Registry, flag};
 use crate::engine::{Client, State};
 
 /// What `redis.call` works with during one run.
@@ -28,10 +25,6 @@ pub struct CallContext<'a> {
 /// The error texts `redis.call` raises before running anything.
 pub const NO_ARGUMENTS: &str = "ERR Please specify at least one argument for this redis lib call";
 pub const BAD_ARGUMENT: &str = "ERR Lua redis lib command arguments must be strings or integers";
-pub const UNKNOWN_COMMAND: &str = "ERR Unknown Redis command called from script";
-pub const WRONG_ARITY: &str = "ERR Wrong number of args calling Redis command from script";
-pub const NOT_ALLOWED: &str = "ERR This Redis command is not allowed from script";
-pub const WRITE_IN_READ_ONLY: &str = "ERR Write commands are not allowed from read-only scripts.";
 
 /// The server state a script's commands are checked against, taken when
 /// the run starts (Redis's run context flags and `pre_command_oom_state`).
@@ -54,81 +47,6 @@ impl ScriptLimits {
             replicas_ok: state.enough_good_replicas(),
         }
     }
-}
-
-/// Why a script's command was refused: the error text, and whether Redis
-/// flags it `ignore_error_stats_update` (every refusal except a bad
-/// argument list).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Refusal {
-    pub text: &'static str,
-    pub flagged: bool,
-    /// The refused command's `commandstats` row, when it exists.
-    pub command: Option<usize>,
-}
-
-impl Refusal {
-    fn flagged(text: &'static str, command: Option<&Command>) -> Refusal {
-        Refusal {
-            text,
-            flagged: true,
-            command: command.map(|c| c.stat_index),
-        }
-    }
-
-    /// Books a refusal as Redis's `scriptCall` does (`afterErrorReply` and
-    /// `incrCommandStatsOnError(cmd, REJECTED)`): the error counts in
-    /// errorstats and `total_error_replies`, the command's
-    /// `rejected_calls` grows. Argument errors, found before the command
-    /// is looked at (not flagged), count nothing.
-    pub fn book(&self, stats: &mut crate::engine::stats::Stats) {
-        if !self.flagged {
-            return;
-        }
-        stats.count_error_text(self.text.as_bytes());
-        if let Some(index) = self.command {
-            stats.cmd[index].rejected_calls += 1;
-        }
-        stats.prev_error_replies = stats.total_error_replies;
-    }
-}
-
-/// Redis's `scriptCall` checks, in its order: the command exists (and its
-/// subcommand), the arity, scripts may run it, and a read-only script may
-/// not write. Marks the run as having written when the command is a write.
-pub fn resolve(argv: &[Bytes], limits: &ScriptLimits, wrote: &Cell<bool>) -> Result<&'static Command, Refusal> {
-    let registry = Registry::get();
-    let Some(mut cmd) = registry.lookup(&argv[0]) else {
-        return Err(Refusal::flagged(UNKNOWN_COMMAND, None));
-    };
-    if cmd.spec.handler.is_none() && argv.len() > 1 {
-        match cmd.subcommand(&argv[1]) {
-            Some(sub) => cmd = sub,
-            None => return Err(Refusal::flagged(UNKNOWN_COMMAND, None)),
-        }
-    }
-    if !cmd.spec.arity_ok(argv.len()) {
-        return Err(Refusal::flagged(WRONG_ARITY, Some(cmd)));
-    }
-    if cmd.spec.has(flag::NOSCRIPT) {
-        return Err(Refusal::flagged(NOT_ALLOWED, Some(cmd)));
-    }
-    // Redis refuses anything that could propagate (PUBLISH too) in a read-only script.
-    if limits.read_only && cmd.spec.has(flag::WRITE | flag::MAY_REPLICATE) {
-        return Err(Refusal::flagged(WRITE_IN_READ_ONLY, Some(cmd)));
-    }
-    // Server state stops a script's first write only: once it has
-    // written, it must be able to finish.
-    if cmd.spec.has(flag::WRITE) && !wrote.get() && !limits.replicas_ok {
-        return Err(Refusal::flagged(crate::engine::NOREPLICAS, Some(cmd)));
-    }
-    if limits.deny_oom && !wrote.get() && cmd.spec.has(flag::DENYOOM) {
-        return Err(Refusal::flagged(crate::engine::OOM, Some(cmd)));
-    }
-    if cmd.spec.has(flag::WRITE) {
-        wrote.set(true);
-    }
-    Ok(cmd)
 }
 
 thread_local! {

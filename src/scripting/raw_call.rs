@@ -32,7 +32,7 @@ enum Outcome {
     /// The command ran; an error reply is raised by `redis.call`.
     Reply { reply: Reply, resp: u8 },
     /// Refused before running (bad arguments, unknown or forbidden command).
-    Refused { text: &'static str, ignore_stats: bool },
+    Refused { text: Bytes, ignore_stats: bool },
     /// Called with no script running (a function kept from an earlier run).
     NotInRun,
 }
@@ -57,7 +57,7 @@ unsafe fn call_raw(state: *mut ffi::lua_State, raise_errors: bool) -> c_int {
         // A panic must not unwind through Lua's C frames: whatever is not
         // caught at the command boundary (State::call) is caught here.
         let outcome = std::panic::catch_unwind(|| collect_and_run(state)).unwrap_or(Outcome::Refused {
-            text: "ERR internal error in redis.call; the command was aborted (see the server log)",
+            text: Bytes::from_static(b"ERR internal error in redis.call; the command was aborted (see the server log)"),
             ignore_stats: false,
         });
         let outcome = Box::into_raw(Box::new(outcome));
@@ -101,11 +101,16 @@ unsafe fn collect_and_run(state: *mut ffi::lua_State) -> Outcome {
     let Some(cx) = call::active_run() else {
         return Outcome::NotInRun;
     };
-    let cmd = match call::resolve(&argv, &cx.limits, &cx.runtime.wrote) {
+    let cmd = match crate::engine::exec::for_script(&mut cx.state.stats, &argv, &cx.limits, &cx.runtime.wrote) {
         Ok(cmd) => cmd,
         Err(refusal) => {
+            // Counted here, so flagged: the script's own error is not
+            // counted again.
             refusal.book(&mut cx.state.stats);
-            return refused(refusal.text, refusal.flagged);
+            return Outcome::Refused {
+                text: Bytes::from(refusal.error.as_bytes().to_vec()),
+                ignore_stats: true,
+            };
         }
     };
     // Replies take the shape of the protocol the script selected.
@@ -116,7 +121,10 @@ unsafe fn collect_and_run(state: *mut ffi::lua_State) -> Outcome {
 }
 
 fn refused(text: &'static str, ignore_stats: bool) -> Outcome {
-    Outcome::Refused { text, ignore_stats }
+    Outcome::Refused {
+        text: Bytes::from_static(text.as_bytes()),
+        ignore_stats,
+    }
 }
 
 /// Pushes the call's result; returns (the call failed, raise even from
@@ -130,7 +138,7 @@ unsafe fn push_outcome(state: *mut ffi::lua_State, outcome: &Outcome) -> (bool, 
                 (reply.is_error(), false)
             }
             Outcome::Refused { text, ignore_stats } => {
-                push_error_table(state, text.as_bytes(), *ignore_stats);
+                push_error_table(state, text, *ignore_stats);
                 (true, false)
             }
             Outcome::NotInRun => {

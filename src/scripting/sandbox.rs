@@ -28,7 +28,7 @@ use mlua::ffi;
 
 use super::call;
 use super::lua_libs::set_metatable_function;
-use crate::commands::table::Registry;
+use bytes::Bytes;
 
 unsafe extern "C" {
     /// Redis's core patch: sets or clears a table's read-only flag.
@@ -506,15 +506,11 @@ unsafe extern "C-unwind" fn acl_check_cmd(state: *mut ffi::lua_State) -> c_int {
                 let p = ffi::lua_tolstring(state, i, &mut len);
                 std::slice::from_raw_parts(p as *const u8, len)
             };
-            let registry = Registry::get();
-            let command = registry.lookup(arg(1)).and_then(|c| {
-                if c.spec.handler.is_none() && argc > 1 {
-                    c.subcommand(arg(2))
-                } else {
-                    Some(c)
-                }
-            });
-            if command.is_some() { Found::Command } else { Found::Unknown }
+            let names: Vec<Bytes> = (1..=argc.min(2)).map(|i| Bytes::copy_from_slice(arg(i))).collect();
+            match crate::engine::exec::lookup(&names) {
+                crate::engine::exec::Lookup::Found(_) => Found::Command,
+                _ => Found::Unknown,
+            }
         };
         match found {
             Found::Command => {

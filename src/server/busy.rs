@@ -34,9 +34,7 @@ use socket2::SockRef;
 use super::Shared;
 use super::conn::{Closing, ConnIo};
 use super::limits::NetLimits;
-use crate::commands::table::{Registry, flag};
 use crate::engine::CloseRequest;
-use crate::error::CmdError;
 use crate::reply::put_error;
 use crate::scripting::{BusyAction, BusyScript};
 
@@ -322,22 +320,15 @@ impl BusyAnswer {
 /// The answer to one command while a script is busy, with the checks of
 /// Redis's `processCommand` in its order.
 fn busy_reply(io: &ConnIo, argv: &[Bytes], script: &BusyScript) -> BusyAnswer {
-    let registry = Registry::get();
-    let Some(mut cmd) = registry.lookup(&argv[0]) else {
-        return BusyAnswer::error(CmdError::unknown_command(argv).as_bytes().to_vec());
-    };
-    if cmd.spec.handler.is_none() && argv.len() > 1 {
-        match cmd.subcommand(&argv[1]) {
-            Some(sub) => cmd = sub,
-            None => return BusyAnswer::error(CmdError::unknown_subcommand(&argv[1], cmd.spec.name).as_bytes().to_vec()),
+    let cmd = match crate::engine::exec::for_busy(io.authenticated.get(), argv) {
+        Ok(cmd) => cmd,
+        Err(refusal) => {
+            return BusyAnswer {
+                rejected: refusal.command,
+                ..BusyAnswer::error(refusal.error.as_bytes().to_vec())
+            };
         }
-    }
-    if !cmd.spec.arity_ok(argv.len()) {
-        return BusyAnswer::rejected(CmdError::arity(&cmd.full_name).as_bytes().to_vec(), cmd.stat_index);
-    }
-    if !io.authenticated.get() && !cmd.spec.has(flag::NO_AUTH) {
-        return BusyAnswer::rejected(CmdError::noauth().as_bytes().to_vec(), cmd.stat_index);
-    }
+    };
     match cmd.full_name.as_str() {
         "script|kill" => {
             if script.killable {

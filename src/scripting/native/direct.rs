@@ -37,8 +37,9 @@
 use bytes::Bytes;
 
 use super::Params;
-use crate::commands::table::Registry;
-use crate::db::{Db, Value as Stored};
+use crate::commands::table::Command;
+use crate::db::{Db, Value as Stored, ops};
+use crate::engine::exec;
 use crate::engine::{Client, State};
 use crate::numfmt;
 use crate::pubsub::Kind;
@@ -94,17 +95,10 @@ impl Cmd {
         }
     }
 
-    /// Its `commandstats` row.
-    fn stat_index(self) -> usize {
-        static INDEXES: std::sync::OnceLock<[usize; CMDS.len()]> = std::sync::OnceLock::new();
-        INDEXES.get_or_init(|| {
-            CMDS.map(|c| {
-                Registry::get()
-                    .lookup(c.name())
-                    .map(|cmd| cmd.stat_index)
-                    .unwrap_or_else(|| unreachable!("the command table lacks {}", String::from_utf8_lossy(c.name())))
-            })
-        })[self as usize]
+    /// Its entry in the command table, found once.
+    fn command(self) -> &'static Command {
+        static COMMANDS: std::sync::OnceLock<[&'static Command; CMDS.len()]> = std::sync::OnceLock::new();
+        COMMANDS.get_or_init(|| CMDS.map(|c| exec::named(c.name())))[self as usize]
     }
 }
 
@@ -168,16 +162,10 @@ impl<'a> Direct<'a> {
     /// its MONITOR line (`argv` as the script wrote it).
     fn ran(&mut self, cmd: Cmd, argv: &[&[u8]]) {
         let ended = crate::clock::ticks::now();
-        self.state.stats.total_commands_processed += 1;
-        let stat = &mut self.state.stats.cmd[cmd.stat_index()];
-        stat.calls += 1;
-        stat.ticks += ended.saturating_sub(self.step_started);
+        let elapsed = ended.saturating_sub(self.step_started);
         self.step_started = ended;
-        if !self.state.monitors.is_empty() {
-            let argv: Vec<Bytes> = argv.iter().map(|a| Bytes::copy_from_slice(a)).collect();
-            let db = self.client.db;
-            self.state.feed_monitors(self.client, db, "lua", &argv);
-        }
+        let cmd = exec::direct(self.state, cmd.command());
+        self.state.book_run(self.client, cmd, exec::Shown::Pieces(argv), elapsed);
     }
 
     /// Where `key` lives, looked up as every command looks a key up (an
@@ -211,8 +199,8 @@ impl<'a> Direct<'a> {
     fn hexists(&mut self, at: Option<usize>, key: &[u8], field: &[u8]) -> bool {
         self.count_read(at);
         // The plain check saw an absent key or a hash, and nothing since
-        // changed its type.
-        let found = at.is_some_and(|at| matches!(self.db().value_at(at), Stored::Hash(h) if h.contains_key(field)));
+        // changed its type: no error can come up.
+        let found = ops::hexists(self.db(), at, field).unwrap_or(false);
         self.ran(Cmd::Hexists, &[Cmd::Hexists.name(), key, field]);
         found
     }
@@ -220,43 +208,29 @@ impl<'a> Direct<'a> {
     /// `HINCRBY key field by` (by ±1), the key found at `at` (absent, or a
     /// hash whose field is absent or an integer `by` keeps in range): the
     /// key's position, and the new count.
-    fn hincrby(&mut self, at: Option<usize>, key: &[u8], field: &[u8], by: i64) -> (usize, i64) {
-        let db = self.db();
-        let at = match at {
-            Some(at) => at,
-            None => db.insert_absent(key, Stored::new_hash()),
-        };
-        let mut next = by;
-        if let Stored::Hash(h) = db.value_at_mut(at, key) {
-            next = h.get(field).and_then(numfmt::parse_i64).unwrap_or(0).saturating_add(by);
-            h.insert(field, itoa::Buffer::new().format(next).as_bytes());
-        }
+    /// None (nothing changed) if HINCRBY would fail, which the plain check
+    /// has ruled out; it is each script's first write, so the caller can
+    /// still leave the run to the command-by-command path.
+    fn hincrby(&mut self, at: Option<usize>, key: &[u8], field: &[u8], by: i64) -> Option<(usize, i64)> {
+        let done = ops::hincrby(self.db(), key, at, field, by).ok();
         let by_text = if by == 1 { b"1".as_slice() } else { b"-1".as_slice() };
         self.ran(Cmd::Hincrby, &[Cmd::Hincrby.name(), key, field, by_text]);
-        (at, next)
+        done
     }
 
     /// `PEXPIRE key ms`, the key found at `at`; `deadline` is what `ms`
     /// gives (after now).
     fn pexpire(&mut self, at: Option<usize>, key: &[u8], ms: &[u8], deadline: u64) -> bool {
-        if let Some(at) = at {
-            self.db().set_expire_at_position(at, key, deadline);
-        }
+        let set = ops::set_deadline(self.db(), at, key, deadline);
         self.ran(Cmd::Pexpire, &[Cmd::Pexpire.name(), key, ms]);
-        at.is_some()
+        set
     }
 
     /// `PTTL key`, the key found at `at`.
     fn pttl(&mut self, at: Option<usize>, key: &[u8]) -> i64 {
         let now = self.now;
         self.count_read(at);
-        let ttl = match at {
-            None => -2,
-            Some(at) => self
-                .db()
-                .expire_at_position(at)
-                .map_or(-1, |deadline| deadline.saturating_sub(now) as i64),
-        };
+        let ttl = ops::pttl(self.db(), at, now);
         self.ran(Cmd::Pttl, &[Cmd::Pttl.name(), key]);
         ttl
     }
@@ -273,20 +247,14 @@ impl<'a> Direct<'a> {
     /// `SET key value px ms`, `at` being the deadline `ms` gives.
     fn set_px(&mut self, key: &[u8], value: &'static [u8], ms: &[u8], at: u64) {
         let now = self.now;
-        let db = self.db();
-        // SET looks the key up (for NX/XX) before storing, expiring it.
-        db.contains(key, now);
-        db.set(key, Stored::Str(Bytes::from_static(value)), false);
-        db.set_expire(key, at);
+        ops::set_with_deadline(self.db(), key, Bytes::from_static(value), at, now);
         self.ran(Cmd::Set, &[Cmd::Set.name(), key, value, b"px", ms]);
     }
 
     /// `DEL key`.
     fn del(&mut self, key: &[u8]) {
         let now = self.now;
-        let db = self.db();
-        db.expire_if_needed(key, now);
-        db.remove(key);
+        ops::del(self.db(), key, now);
         self.ran(Cmd::Del, &[Cmd::Del.name(), key]);
     }
 
@@ -326,7 +294,7 @@ pub fn lock_acquire(d: &mut Direct, p: &Params) -> Option<Reply> {
     // if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then
     if !d.exists(found, key) || d.hexists(found, key, owner) {
         // redis.call('hincrby', KEYS[1], ARGV[2], 1);
-        let (held, _) = d.hincrby(found, key, owner, 1);
+        let (held, _) = d.hincrby(found, key, owner, 1)?;
         // redis.call('pexpire', KEYS[1], ARGV[1]); return nil;
         d.pexpire(Some(held), key, lease, deadline);
         return Some(Reply::Nil);
@@ -356,7 +324,7 @@ pub fn lock_unlock(d: &mut Direct, p: &Params) -> Option<Reply> {
         return Some(Reply::Nil);
     }
     // local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
-    let (held, counter) = d.hincrby(found, lock, owner, -1);
+    let (held, counter) = d.hincrby(found, lock, owner, -1)?;
     if counter > 0 {
         // redis.call('pexpire', KEYS[1], ARGV[2]); redis.call('set', KEYS[3], 0, 'px', ARGV[5]); return 0;
         d.pexpire(Some(held), lock, lease, lease_at);
@@ -387,7 +355,7 @@ pub fn lock_unlock_3_13(d: &mut Direct, p: &Params) -> Option<Reply> {
         return Some(Reply::Nil);
     }
     // local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
-    let (held, counter) = d.hincrby(found, lock, owner, -1);
+    let (held, counter) = d.hincrby(found, lock, owner, -1)?;
     if counter > 0 {
         // redis.call('pexpire', KEYS[1], ARGV[2]); return 0;
         d.pexpire(Some(held), lock, lease, lease_at);

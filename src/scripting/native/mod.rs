@@ -315,15 +315,15 @@ impl NativeCtx<'_> {
                 None => return Err(self.raise(call::BAD_ARGUMENT)),
             }
         }
-        let cmd = match call::resolve(&argv, &self.limits, self.wrote) {
+        let cmd = match crate::engine::exec::for_script(&mut self.state.stats, &argv, &self.limits, self.wrote) {
             Ok(cmd) => cmd,
             Err(refusal) => {
                 refusal.book(&mut self.state.stats);
-                let mut e = self.raise(refusal.text);
-                if let Stop::Raised { counted, .. } = &mut e.0 {
-                    *counted = refusal.flagged;
-                }
-                return Err(e);
+                return Err(ScriptError(Stop::Raised {
+                    text: Bytes::from(refusal.error.as_bytes().to_vec()),
+                    line: self.line,
+                    counted: true,
+                }));
             }
         };
         self.client.resp = 2;

@@ -1,0 +1,449 @@
+//! The command pipeline: every command any caller runs is looked up,
+//! checked and booked here, and nowhere else.
+//!
+//! A command line reaches the engine from four places, each with the
+//! checks Redis makes for it, in Redis's order:
+//!
+//! - a client ([`for_client`], Redis's `processCommand`): lookup, arity,
+//!   authentication, `maxmemory`, `min-replicas-to-write`, MONITOR and
+//!   pub/sub mode;
+//! - a script, Lua or native ([`for_script`], `scriptCall`): lookup and
+//!   arity with the script texts, commands scripts may not run, writes in a
+//!   read-only run, and the server state that stops a first write;
+//! - the BUSY path while a script runs ([`for_busy`]): lookup, arity and
+//!   authentication before the BUSY answer;
+//! - EXEC ([`queued`]): commands checked when they were queued.
+//!
+//! A refused command is a [`Refusal`], booked by [`Refusal::book`] (error
+//! statistics and the command's `rejected_calls`). A command that runs goes
+//! through [`State::call`]: its handler inside the panic boundary, then
+//! [`State::book_run`], which books what every executed command books
+//! (calls and time, `total_commands_processed`, MONITOR); the direct runs
+//! of the lock scripts book their steps with the same function.
+//!
+//! Every resolution that leads to an execution is counted
+//! (`Stats::resolutions`); [`State::book_run`] counts executions
+//! (`total_commands_processed`). A test proves the two stay equal: nothing
+//! executes without passing through here.
+
+use bytes::Bytes;
+
+use super::{Client, NOREPLICAS, OOM, State};
+use crate::commands::Ctx;
+use crate::commands::table::{Command, Registry, flag};
+use crate::error::CmdError;
+use crate::reply::Reply;
+use crate::scripting::call::ScriptLimits;
+
+/// The error texts a script's command is refused with (`scriptCall`).
+pub const UNKNOWN_COMMAND: &str = "ERR Unknown Redis command called from script";
+pub const WRONG_ARITY: &str = "ERR Wrong number of args calling Redis command from script";
+pub const NOT_ALLOWED: &str = "ERR This Redis command is not allowed from script";
+pub const WRITE_IN_READ_ONLY: &str = "ERR Write commands are not allowed from read-only scripts.";
+
+/// What a command line names.
+pub enum Lookup {
+    /// The command, or the subcommand of a container (a container named
+    /// alone is returned as is: its arity refuses it).
+    Found(&'static Command),
+    Unknown,
+    /// A container whose subcommand does not exist.
+    UnknownSubcommand(&'static Command),
+}
+
+/// Finds the command `argv` names. The one place commands are looked up
+/// for running them.
+pub fn lookup(argv: &[Bytes]) -> Lookup {
+    let Some(cmd) = Registry::get().lookup(&argv[0]) else {
+        return Lookup::Unknown;
+    };
+    if cmd.spec.handler.is_some() || argv.len() < 2 {
+        return Lookup::Found(cmd);
+    }
+    match cmd.subcommand(&argv[1]) {
+        Some(sub) => Lookup::Found(sub),
+        None => Lookup::UnknownSubcommand(cmd),
+    }
+}
+
+/// A command refused before it ran.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub error: CmdError,
+    /// The refused command's `commandstats` row, when it exists.
+    pub command: Option<usize>,
+    /// A transaction being queued is flagged: its EXEC aborts.
+    pub aborts_multi: bool,
+}
+
+impl Refusal {
+    fn of(error: CmdError, command: Option<&Command>) -> Refusal {
+        Refusal {
+            error,
+            command: command.map(|c| c.stat_index),
+            aborts_multi: true,
+        }
+    }
+
+    /// Books the refusal as Redis does (`rejectCommand`, or `scriptCall`'s
+    /// `afterErrorReply` + `incrCommandStatsOnError(cmd, REJECTED)`): the
+    /// error counts in errorstats and `total_error_replies`, the command's
+    /// `rejected_calls` grows.
+    pub fn book(&self, stats: &mut super::stats::Stats) {
+        stats.count_error(&self.error);
+        if let Some(index) = self.command {
+            stats.cmd[index].rejected_calls += 1;
+        }
+        stats.prev_error_replies = stats.total_error_replies;
+    }
+}
+
+/// The checks of Redis's `processCommand` for a client's command, in its
+/// order. Refusals are booked by the caller ([`super::Engine::dispatch`]).
+pub fn for_client(state: &mut State, client: &Client, argv: &[Bytes]) -> Result<&'static Command, Refusal> {
+    let cmd = match lookup(argv) {
+        Lookup::Found(cmd) => cmd,
+        Lookup::Unknown => return Err(Refusal::of(CmdError::unknown_command(argv), None)),
+        Lookup::UnknownSubcommand(container) => {
+            return Err(Refusal::of(CmdError::unknown_subcommand(&argv[1], container.spec.name), None));
+        }
+    };
+    if !cmd.spec.arity_ok(argv.len()) {
+        // A container named alone is not counted as its own call.
+        let counted = cmd.spec.handler.is_some().then_some(cmd);
+        return Err(Refusal::of(CmdError::arity(&cmd.full_name), counted));
+    }
+    if !client.authenticated && !cmd.spec.has(flag::NO_AUTH) {
+        return Err(Refusal::of(CmdError::noauth(), Some(cmd)));
+    }
+    if state.runtime.maxmemory > 0 || !state.enough_good_replicas() {
+        let flags = state.command_flags(client, cmd, argv);
+        if state.runtime.maxmemory > 0 {
+            let oom = state.out_of_memory();
+            state.pre_command_oom = oom;
+            // Queuing in MULTI may grow memory without bound too.
+            let queuing = client.multi.is_some() && !matches!(cmd.full_name.as_str(), "exec" | "discard" | "quit" | "reset");
+            if oom && (flags & flag::DENYOOM != 0 || queuing) {
+                return Err(Refusal::of(CmdError::new(OOM), Some(cmd)));
+            }
+        }
+        if flags & flag::WRITE != 0 && !state.enough_good_replicas() {
+            return Err(Refusal::of(CmdError::new(NOREPLICAS), Some(cmd)));
+        }
+    }
+    if client.monitor && cmd.spec.has(flag::WRITE | flag::READONLY | flag::MAY_REPLICATE) {
+        // Redis treats a MONITOR connection like a replica.
+        return Err(Refusal::of(CmdError::err("Replica can't interact with the keyspace"), Some(cmd)));
+    }
+    if client.resp == 2 && client.in_pubsub_mode() && !cmd.spec.has(flag::SUBSCRIBED_OK) {
+        return Err(Refusal {
+            aborts_multi: false,
+            ..Refusal::of(
+                CmdError::err(format!(
+                    "Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                    cmd.full_name
+                )),
+                Some(cmd),
+            )
+        });
+    }
+    Ok(cmd)
+}
+
+/// Redis's `scriptCall` checks for a script's command, in its order: the
+/// command exists (and its subcommand), the arity, scripts may run it, a
+/// read-only run may not write, and the server state that stops a first
+/// write (`min-replicas-to-write`, `maxmemory`). Marks the run as having
+/// written when the command is a write. Every refusal here is counted
+/// where it arises (the caller books it) and flagged
+/// `ignore_error_stats_update` for the script's own error.
+pub fn for_script(
+    stats: &mut super::stats::Stats,
+    argv: &[Bytes],
+    limits: &ScriptLimits,
+    wrote: &std::cell::Cell<bool>,
+) -> Result<&'static Command, Refusal> {
+    let refuse = |text: &'static str, cmd: Option<&Command>| Err(Refusal::of(CmdError::new(text), cmd));
+    let cmd = match lookup(argv) {
+        Lookup::Found(cmd) => cmd,
+        Lookup::Unknown | Lookup::UnknownSubcommand(_) => return refuse(UNKNOWN_COMMAND, None),
+    };
+    if !cmd.spec.arity_ok(argv.len()) {
+        return refuse(WRONG_ARITY, Some(cmd));
+    }
+    if cmd.spec.has(flag::NOSCRIPT) {
+        return refuse(NOT_ALLOWED, Some(cmd));
+    }
+    // Redis refuses anything that could propagate (PUBLISH too) in a read-only script.
+    if limits.read_only && cmd.spec.has(flag::WRITE | flag::MAY_REPLICATE) {
+        return refuse(WRITE_IN_READ_ONLY, Some(cmd));
+    }
+    // Server state stops a script's first write only: once it has
+    // written, it must be able to finish.
+    if cmd.spec.has(flag::WRITE) && !wrote.get() && !limits.replicas_ok {
+        return refuse(NOREPLICAS, Some(cmd));
+    }
+    if limits.deny_oom && !wrote.get() && cmd.spec.has(flag::DENYOOM) {
+        return refuse(OOM, Some(cmd));
+    }
+    if cmd.spec.has(flag::WRITE) {
+        wrote.set(true);
+    }
+    stats.resolutions += 1;
+    Ok(cmd)
+}
+
+/// The checks Redis makes before answering BUSY while a script runs:
+/// lookup, arity and authentication. What the command then gets is the
+/// BUSY path's to decide (`server::busy`).
+pub fn for_busy(authenticated: bool, argv: &[Bytes]) -> Result<&'static Command, Refusal> {
+    let cmd = match lookup(argv) {
+        Lookup::Found(cmd) => cmd,
+        Lookup::Unknown => return Err(Refusal::of(CmdError::unknown_command(argv), None)),
+        Lookup::UnknownSubcommand(container) => {
+            return Err(Refusal::of(CmdError::unknown_subcommand(&argv[1], container.spec.name), None));
+        }
+    };
+    if !cmd.spec.arity_ok(argv.len()) {
+        let counted = cmd.spec.handler.is_some().then_some(cmd);
+        return Err(Refusal::of(CmdError::arity(&cmd.full_name), counted));
+    }
+    if !authenticated && !cmd.spec.has(flag::NO_AUTH) {
+        return Err(Refusal::of(CmdError::noauth(), Some(cmd)));
+    }
+    Ok(cmd)
+}
+
+/// A command EXEC runs: it was checked when it was queued.
+pub fn queued(state: &mut State, argv: &[Bytes]) -> Option<&'static Command> {
+    match lookup(argv) {
+        Lookup::Found(cmd) if cmd.spec.handler.is_some() => {
+            state.stats.resolutions += 1;
+            Some(cmd)
+        }
+        _ => None,
+    }
+}
+
+/// A client's command, resolved by [`for_client`], is about to run (not
+/// queued in MULTI): counted as a resolution for execution.
+pub fn to_run(state: &mut State) {
+    state.stats.resolutions += 1;
+}
+
+/// The command a direct run's step stands for (see
+/// `scripting::native::direct`), found once by name.
+pub fn named(name: &[u8]) -> &'static Command {
+    match Registry::get().lookup(name) {
+        Some(cmd) => cmd,
+        None => unreachable!("the command table lacks {}", String::from_utf8_lossy(name)),
+    }
+}
+
+/// A direct run's step, resolved: counted like every other resolution, so
+/// that the count covers every execution.
+pub fn direct(state: &mut State, cmd: &'static Command) -> &'static Command {
+    state.stats.resolutions += 1;
+    cmd
+}
+
+/// A command line as its caller holds it, for the MONITOR line.
+pub enum Shown<'a> {
+    Args(&'a [Bytes]),
+    /// Borrowed pieces, copied only if a monitor is listening.
+    Pieces(&'a [&'a [u8]]),
+}
+
+impl State {
+    /// Runs a resolved command: the handler, statistics, WATCH and MONITOR.
+    pub fn call(&mut self, client: &mut Client, cmd: &'static Command, argv: &[Bytes]) -> Reply {
+        let Some(handler) = cmd.spec.handler else {
+            return Reply::Error(Bytes::from_static(b"ERR internal: container without handler"));
+        };
+        // The command's time: frozen during a script, else one clock read.
+        // Its duration is measured with the cheaper tick counter.
+        let started = crate::clock::ticks::now();
+        let now_ms = match self.script_time {
+            Some(t) => t,
+            None => self.clock.now_ms(),
+        };
+        // EVAL and friends are `skip_monitor` in the table, as in Redis, and
+        // shown up front instead, ahead of their script's `lua` lines.
+        if !self.monitors.is_empty() && !cmd.spec.has(flag::ADMIN) && cmd.spec.has(flag::MONITOR_BEFORE) {
+            self.feed_monitors(client, client.db, &client.monitor_origin(), argv);
+        }
+        client.last_interaction_ms = now_ms;
+        client.last_command = &cmd.full_name;
+        self.stats.prev_error_replies = self.stats.total_error_replies;
+        // The command boundary: a handler that panics (a bug, whatever the
+        // input) fails its own command; the engine and every other client
+        // carry on. A script's commands come through here too, so a panic
+        // under `redis.call` never unwinds through Lua's C frames.
+        let result = {
+            let mut ctx = Ctx {
+                state: self,
+                client,
+                now_ms,
+            };
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&mut ctx, argv)))
+        };
+        let result = result.unwrap_or_else(|payload| {
+            self.command_panics += 1;
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(command = %cmd.full_name, panic = %what, "command aborted by an internal error");
+            Err(CmdError::err(format!(
+                "internal error while running '{}'; the command was aborted (see the server log)",
+                cmd.full_name
+            )))
+        });
+        let elapsed = crate::clock::ticks::now().saturating_sub(started);
+        self.collect_watch_invalidations(client);
+        self.book_run(client, cmd, Shown::Args(argv), elapsed);
+        let counted_errors = std::mem::take(&mut self.reply_counted_errors);
+        self.stats.cmd[cmd.stat_index].failed_calls += counted_errors;
+        let reply = match result {
+            Ok(reply) => {
+                if let Reply::Error(e) = &reply
+                    && counted_errors == 0
+                {
+                    self.stats.count_error_text(e);
+                }
+                reply
+            }
+            Err(e) => {
+                self.stats.count_error(&e);
+                Reply::from(e)
+            }
+        };
+        // Redis's incrCommandStatsOnError: failed if errors were counted
+        // since this command (or the last command it ran) was booked.
+        if self.stats.total_error_replies > self.stats.prev_error_replies {
+            self.stats.cmd[cmd.stat_index].failed_calls += 1;
+        }
+        self.stats.prev_error_replies = self.stats.total_error_replies;
+        reply
+    }
+
+    /// Books a command that ran (Redis's `call` after the command): its
+    /// call and time in commandstats, `total_commands_processed` (a
+    /// refused command never gets here), and its MONITOR line after it,
+    /// passwords redacted. `argv` is the command as its caller wrote it.
+    pub fn book_run(&mut self, client: &Client, cmd: &'static Command, argv: Shown, elapsed_ticks: u64) {
+        self.stats.total_commands_processed += 1;
+        let stat = &mut self.stats.cmd[cmd.stat_index];
+        stat.calls += 1;
+        stat.ticks += elapsed_ticks;
+        if !self.monitors.is_empty() && !cmd.spec.has(flag::ADMIN | flag::MONITOR_BEFORE | flag::SKIP_MONITOR) {
+            let copied: Vec<Bytes>;
+            let argv = match argv {
+                Shown::Args(argv) => argv,
+                Shown::Pieces(pieces) => {
+                    copied = pieces.iter().map(|p| Bytes::copy_from_slice(p)).collect();
+                    &copied
+                }
+            };
+            let shown = redact_secrets(cmd, argv);
+            self.feed_monitors(client, client.db, &client.monitor_origin(), shown.as_deref().unwrap_or(argv));
+        }
+    }
+}
+
+/// AUTH and HELLO … AUTH passwords never reach MONITOR: Redis shows
+/// `(redacted)` in their place.
+fn redact_secrets(cmd: &Command, argv: &[Bytes]) -> Option<Vec<Bytes>> {
+    const REDACTED: Bytes = Bytes::from_static(b"(redacted)");
+    match cmd.full_name.as_str() {
+        "auth" => Some(std::iter::once(argv[0].clone()).chain(argv[1..].iter().map(|_| REDACTED)).collect()),
+        "hello" => {
+            let at = argv.iter().position(|a| a.eq_ignore_ascii_case(b"auth"))?;
+            let mut shown = argv.to_vec();
+            for a in shown.iter_mut().skip(at + 1).take(2) {
+                *a = REDACTED;
+            }
+            Some(shown)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::engine::{Engine, Outbox};
+
+    fn engine(native: bool) -> Engine {
+        let mut config = Config::ephemeral();
+        config
+            .directives
+            .push(("native-scripts".into(), vec![if native { "yes" } else { "no" }.into()]));
+        let mut engine = Engine::new(State::new(config, 0));
+        let addr = "127.0.0.1:1".parse().expect("address");
+        engine.connect(1, addr, addr, Outbox::new());
+        engine
+    }
+
+    fn run(engine: &mut Engine, lines: &[&[&str]]) {
+        let batch = lines
+            .iter()
+            .map(|l| l.iter().map(|a| Bytes::copy_from_slice(a.as_bytes())).collect())
+            .collect();
+        engine.run_batch(1, batch, &mut BytesMut::new());
+    }
+
+    const LOCK_ACQUIRE: &str = include_str!("../../lua/redisson/4.7.0/lock-acquire.lua");
+    const RWLOCK_READ_ACQUIRE: &str = include_str!("../../lua/redisson/4.7.0/rwlock-read-acquire.lua");
+
+    #[test]
+    fn every_command_that_runs_was_resolved_by_the_pipeline() {
+        // Clients, MULTI/EXEC, Lua scripts, native runs command by command
+        // (the read-write lock) and direct runs (the lock), refused
+        // commands among them: resolutions for running equal executions.
+        for native in [true, false] {
+            let mut e = engine(native);
+            run(
+                &mut e,
+                &[
+                    &["SET", "k", "1"],
+                    &["GET", "k"],
+                    &["NOSUCH"],
+                    &["GET"],
+                    &["MULTI"],
+                    &["INCR", "k"],
+                    &["HSET", "h", "f", "v"],
+                    &["EXEC"],
+                    &[
+                        "EVAL",
+                        "redis.call('set', 'a', 1) redis.pcall('nosuch') redis.pcall('incr') return redis.call('get', 'a')",
+                        "0",
+                    ],
+                    &["EVAL", LOCK_ACQUIRE, "1", "lock", "30000", "owner:1"],
+                    &["EVAL", LOCK_ACQUIRE, "1", "lock", "30000", "owner:1"],
+                    &["EVAL", LOCK_ACQUIRE, "1", "lock", "30000", "owner:2"],
+                    &[
+                        "EVAL",
+                        RWLOCK_READ_ACQUIRE,
+                        "2",
+                        "rw",
+                        "{rw}:owner:1:rwlock_timeout",
+                        "30000",
+                        "owner:1",
+                        "owner:1:write",
+                    ],
+                    &["MULTI"],
+                    &["EVAL", "return redis.call('incr', 'k')", "0"],
+                    &["EXEC"],
+                ],
+            );
+            let stats = &e.state.stats;
+            assert!(stats.total_commands_processed > 20, "{}", stats.total_commands_processed);
+            assert_eq!(stats.resolutions, stats.total_commands_processed, "native scripts {native}");
+        }
+    }
+}
