@@ -182,8 +182,9 @@ impl Client {
             self.peer,
             self.local,
             text(&self.name),
-            now_ms.saturating_sub(self.created_ms) / 1000,
-            now_ms.saturating_sub(self.last_interaction_ms) / 1000,
+            // Whole seconds of the clock apart, as Redis's `unixtime`.
+            (now_ms / 1000).saturating_sub(self.created_ms / 1000),
+            (now_ms / 1000).saturating_sub(self.last_interaction_ms / 1000),
             flags,
             self.db,
             self.channels.len(),
