@@ -517,6 +517,9 @@ pub struct BatchOutput {
     pub over_output_limit: bool,
     /// Whether the client is authenticated now (request size limits depend on it).
     pub authenticated: bool,
+    /// The clock's time for the client's last command (milliseconds), as
+    /// Redis refreshes its cached time for each command it runs.
+    pub now_ms: u64,
 }
 
 impl BatchOutput {
@@ -525,6 +528,7 @@ impl BatchOutput {
         close: true,
         over_output_limit: false,
         authenticated: false,
+        now_ms: 0,
     };
 }
 
@@ -654,6 +658,7 @@ impl Engine {
             close: client.close_after_reply || self.state.shutdown || over_output_limit,
             over_output_limit,
             authenticated: client.authenticated,
+            now_ms: client.last_interaction_ms,
         };
         outbox.set_class(client.output_class());
         self.state.clients.insert(id, client);
