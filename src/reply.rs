@@ -177,6 +177,64 @@ impl Reply {
     }
 }
 
+impl Reply {
+    /// The length of this reply encoded for protocol `resp`, as
+    /// [`encode`](Self::encode) writes it, without encoding it.
+    pub fn encoded_len(&self, resp: u8) -> usize {
+        let items = |items: &[Reply]| items.iter().map(|r| r.encoded_len(resp)).sum::<usize>();
+        match self {
+            Reply::Status(s) | Reply::Error(s) => s.len() + 3,
+            Reply::Int(n) => itoa::Buffer::new().format(*n).len() + 3,
+            Reply::Bulk(b) => bulk_len(b.len()),
+            Reply::Nil | Reply::NilArray => {
+                if resp >= 3 {
+                    3
+                } else {
+                    5
+                }
+            }
+            Reply::Array(v) | Reply::Set(v) | Reply::Push(v) => header_len(v.len()) + items(v),
+            Reply::Many(v) => items(v),
+            Reply::Map(pairs) => {
+                let n = if resp >= 3 { pairs.len() } else { pairs.len() * 2 };
+                header_len(n) + pairs.iter().map(|(k, v)| k.encoded_len(resp) + v.encoded_len(resp)).sum::<usize>()
+            }
+            Reply::Double(d) => {
+                if resp >= 3 {
+                    numfmt::resp3_double(*d).len() + 3
+                } else {
+                    bulk_len(numfmt::reply_double(*d).len())
+                }
+            }
+            Reply::Bool(_) => 4,
+            Reply::Verbatim(_, text) => {
+                if resp >= 3 {
+                    bulk_len(text.len() + 4)
+                } else {
+                    bulk_len(text.len())
+                }
+            }
+            Reply::BigNumber(n) => {
+                if resp >= 3 {
+                    n.len() + 3
+                } else {
+                    bulk_len(n.len())
+                }
+            }
+        }
+    }
+}
+
+/// `<type><len>\r\n`.
+fn header_len(len: usize) -> usize {
+    itoa::Buffer::new().format(len).len() + 3
+}
+
+/// `$<len>\r\n<data>\r\n`.
+fn bulk_len(len: usize) -> usize {
+    header_len(len) + len + 2
+}
+
 fn put_int(out: &mut BytesMut, n: i64) {
     let mut buf = itoa::Buffer::new();
     out.put_slice(buf.format(n).as_bytes());
@@ -289,6 +347,31 @@ mod tests {
         assert_eq!(trim_line_breaks(b"\r\nUnsupported option x\r\ny\n\r"), b"Unsupported option x\r\ny");
         assert_eq!(trim_line_breaks(b"\r\n\r"), b"");
         assert_eq!(one_line(b"a\r\nb"), &b"a  b"[..]);
+    }
+
+    #[test]
+    fn encoded_len_is_the_length_encode_writes() {
+        let replies = [
+            Reply::OK,
+            Reply::Error(Bytes::from_static(b"ERR x")),
+            Reply::Int(-1234),
+            Reply::bulk_static("hello"),
+            Reply::Nil,
+            Reply::NilArray,
+            Reply::Array(vec![Reply::bulk_static("a"); 12]),
+            Reply::Map(vec![(Reply::bulk_static("k"), Reply::Double(1.5))]),
+            Reply::Set(vec![Reply::Int(1), Reply::Bool(true)]),
+            Reply::Double(f64::INFINITY),
+            Reply::Verbatim(*b"txt", Bytes::from_static(b"text")),
+            Reply::Push(vec![Reply::bulk_static("message")]),
+            Reply::BigNumber(Bytes::from_static(b"123456789012345678901234567890")),
+            Reply::Many(vec![Reply::OK, Reply::Int(7)]),
+        ];
+        for r in &replies {
+            for resp in [2, 3] {
+                assert_eq!(r.encoded_len(resp), enc(r, resp).len(), "{r:?} in RESP{resp}");
+            }
+        }
     }
 
     #[test]

@@ -59,3 +59,29 @@ fn quit_replies_ok_then_closes() {
     assert_eq!(raw.call(&["QUIT"]), b"+OK\r\n");
     assert!(raw.is_closed());
 }
+
+/// A field of CLIENT INFO's line.
+fn client_info_field(c: &mut redis::Connection, name: &str) -> u64 {
+    let info: String = q(c, &["CLIENT", "INFO"]);
+    let prefix = format!("{name}=");
+    info.split(' ')
+        .find_map(|kv| kv.strip_prefix(prefix.as_str())?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {info}"))
+}
+
+#[test]
+fn client_age_and_idle_count_whole_seconds_of_the_clock_as_redis() {
+    // Redis subtracts whole seconds of its clock (`server.unixtime`): a
+    // client seen at 9.999 s is idle 1 second at 10.000 s.
+    let s = start_with(|c| c.clock = keylock::Clock::manual(1_700_000_009_999));
+    let mut c = conn(&s);
+    let mut other = conn(&s);
+    let _: String = q(&mut c, &["PING"]);
+    s.clock().advance(1);
+    let list: String = q(&mut other, &["CLIENT", "LIST"]);
+    let line = list.lines().find(|l| !l.contains("cmd=client|list")).unwrap();
+    assert!(line.contains(" age=1 idle=1 "), "{line}");
+    s.clock().advance(999);
+    assert_eq!(client_info_field(&mut c, "age"), 1);
+    assert_eq!(client_info_field(&mut c, "idle"), 0);
+}

@@ -6,20 +6,21 @@
 mod common;
 use common::*;
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 const MB: u64 = 1 << 20;
 
-/// Raises this process's open-file limit (the binary inherits it) and
-/// returns how many connections both sides can afford, at most `want`.
+/// Raises this process's open-file limit (the binary inherits it; never
+/// lowered, as tests run side by side) and returns how many connections
+/// both sides can afford, at most `want`.
 fn affordable_connections(want: usize) -> usize {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit.
     unsafe {
         libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
-        limit.rlim_cur = limit.rlim_max.min(want as u64 + 256);
+        limit.rlim_cur = limit.rlim_max.min(want as u64 + 256).max(limit.rlim_cur);
         libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
     }
@@ -126,4 +127,58 @@ fn clients_sending_to_a_busy_server_without_reading_do_not_grow_its_memory() {
     // Each held-back client holds at most 64 KB of replies plus what one
     // pass reads (4 x 16 KB of PINGs, 15 times that in replies).
     assert!(during <= before + 32 * MB, "{} MB over before", (during - before) / MB);
+}
+
+/// INFO's `used_memory` (the bytes allocated, counted by the binary's allocator).
+fn used_memory(addr: SocketAddr) -> u64 {
+    let info = String::from_utf8(Raw::connect(addr).call(&["INFO", "memory"])).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory")
+}
+
+#[test]
+fn idle_connections_give_their_read_buffers_back() {
+    let n = affordable_connections(1000);
+    assert!(n >= 500, "too few file descriptors for this test ({n})");
+    let server = Binary::start(&[]);
+    let mut conns: Vec<TcpStream> = Vec::with_capacity(n);
+    while conns.len() < n {
+        // In groups the listen backlog holds.
+        let group = (n - conns.len()).min(100);
+        conns.extend((0..group).map(|_| TcpStream::connect(server.addr).unwrap()));
+        server.ping();
+    }
+    let ping = |c: &mut TcpStream| {
+        c.write_all(b"PING\r\n").unwrap();
+        let mut pong = [0; 7];
+        c.read_exact(&mut pong).unwrap();
+        pong == *b"+PONG\r\n"
+    };
+    let connected = (used_memory(server.addr), server.rss());
+    // A command gives each one Redis's 16 KB read buffer.
+    assert!(conns.iter_mut().all(ping));
+    let active = (used_memory(server.addr), server.rss());
+    assert!(active.0 >= connected.0 + n as u64 * 16 * 1024, "no read buffers while active");
+    // Redis gives it back once the client has been idle for more than 2
+    // seconds (its cron visits each client once a second); each idle
+    // connection then holds at most 2 KB more than before its PING.
+    let held = || used_memory(server.addr).saturating_sub(connected.0);
+    wait_until(8, "the idle connections' read buffers were kept", || held() <= n as u64 * 2048);
+    // The cron gives freed memory back to the OS once a second.
+    std::thread::sleep(Duration::from_millis(1500));
+    let idle = (used_memory(server.addr), server.rss());
+    eprintln!(
+        "{n} connections (used_memory, RSS in MB): connected {:?}, after a PING {:?}, idle {:?}",
+        (connected.0 / MB, connected.1 / MB),
+        (active.0 / MB, active.1 / MB),
+        (idle.0 / MB, idle.1 / MB)
+    );
+    assert!(
+        idle.1 <= connected.1 + n as u64 * 2048 + 4 * MB,
+        "{} MB resident",
+        (idle.1.saturating_sub(connected.1)) / MB
+    );
+    assert!(conns.iter_mut().all(ping));
 }

@@ -20,7 +20,7 @@ use bytes::Bytes;
 
 use super::args::parse_i64;
 use super::keys::{parse_scan, scan_reply};
-use super::sets::{MAX_REPEATED_PICKS, parse_random_count, sample_distinct, scan_window};
+use super::sets::{parse_random_count, repeated_picks, sample_distinct, scan_window};
 use super::table::{CommandSpec, Group, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::value::Hash;
@@ -240,6 +240,7 @@ fn hrandfield(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err("value is out of range"));
     }
     let resp3 = ctx.client.resp >= 3;
+    let gauge = ctx.reply_gauge();
     let Some(hash) = read_hash(ctx, &argv[1])? else {
         return Ok(Reply::Array(Vec::new()));
     };
@@ -247,28 +248,28 @@ fn hrandfield(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if count == 0 || len == 0 {
         return Ok(Reply::Array(Vec::new()));
     }
-    let indexes: Vec<usize> = if count < 0 || count == 1 {
-        let n = count.unsigned_abs();
-        if n > MAX_REPEATED_PICKS {
-            return Err(CmdError::err("value is out of range"));
+    let field = |f: &[u8]| Reply::Bulk(Bytes::copy_from_slice(f));
+    let push_pick = |out: &mut Vec<Reply>, (f, v): (&[u8], &[u8])| match (with_values, resp3) {
+        (false, _) => out.push(field(f)),
+        (true, true) => out.push(Reply::Array(vec![field(f), field(v)])),
+        (true, false) => out.extend([field(f), field(v)]),
+    };
+    let mut reply = Vec::new();
+    if count < 0 || count == 1 {
+        reply = repeated_picks(gauge, count.unsigned_abs(), |out| {
+            if let Some(pick) = hash.get_index(fastrand::usize(..len)) {
+                push_pick(out, pick);
+            }
+        })?;
+    } else {
+        let indexes = if count as u64 >= len as u64 {
+            (0..len).collect()
+        } else {
+            sample_distinct(len, count as usize)
+        };
+        for pick in indexes.into_iter().filter_map(|i| hash.get_index(i)) {
+            push_pick(&mut reply, pick);
         }
-        (0..n).map(|_| fastrand::usize(..len)).collect()
-    } else if count as u64 >= len as u64 {
-        (0..len).collect()
-    } else {
-        sample_distinct(len, count as usize)
-    };
-    let picks = indexes.into_iter().filter_map(|i| hash.get_index(i));
-    let reply = if !with_values {
-        picks.map(|(f, _)| Reply::Bulk(Bytes::copy_from_slice(f))).collect()
-    } else if resp3 {
-        picks
-            .map(|(f, v)| Reply::Array(vec![Reply::Bulk(Bytes::copy_from_slice(f)), Reply::Bulk(Bytes::copy_from_slice(v))]))
-            .collect()
-    } else {
-        picks
-            .flat_map(|(f, v)| [Reply::Bulk(Bytes::copy_from_slice(f)), Reply::Bulk(Bytes::copy_from_slice(v))])
-            .collect()
-    };
+    }
     Ok(Reply::Array(reply))
 }

@@ -94,17 +94,24 @@ fn type_(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::status(name))
 }
 
+/// KEYS pattern. Its length goes out last, as in Redis, and it stops at
+/// the client's output limit as Redis's loop does (`engine::output`).
 fn keys(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let now = ctx.now_ms;
     let pattern = &argv[1];
     let all = pattern.as_ref() == b"*";
-    let found: Vec<Bytes> = ctx
-        .db()
-        .keys(now)
-        .filter(|k| all || glob::matches(pattern, k, false))
-        .map(Bytes::copy_from_slice)
-        .collect();
-    Ok(Reply::bulks(found))
+    ctx.defer_reply_len();
+    let mut gauge = ctx.reply_gauge();
+    let mut found = Vec::new();
+    for key in ctx.db().keys(now).filter(|k| all || glob::matches(pattern, k, false)) {
+        let key = Reply::Bulk(Bytes::copy_from_slice(key));
+        let more = gauge.admit(&key);
+        found.push(key);
+        if !more {
+            break;
+        }
+    }
+    Ok(Reply::Array(found))
 }
 
 /// The options shared by SCAN, HSCAN, SSCAN and ZSCAN.

@@ -376,6 +376,10 @@ fn lpos(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             }
         }
     }
+    if count.is_some() {
+        // Redis sends the positions' count last.
+        ctx.defer_reply_len();
+    }
     Ok(match count {
         None => found.first().map_or(Reply::Nil, |&i| Reply::Int(i)),
         Some(_) => Reply::Array(found.into_iter().map(Reply::Int).collect()),

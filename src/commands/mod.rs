@@ -80,6 +80,22 @@ impl Ctx<'_> {
         at
     }
 
+    /// Says that this command's reply sends its length last, as Redis's
+    /// `addReplyDeferredLen` does (KEYS, SINTER, score and lex ranges, a
+    /// script's table…): Redis holds all of such a reply in the reply
+    /// list its output limits count (see `engine::output`).
+    pub fn defer_reply_len(&mut self) {
+        self.client.deferred_len = true;
+    }
+
+    /// A gauge to build a reply the data does not bound (or one Redis
+    /// stops building once its client is closing) against the client's
+    /// output limits: the command stops adding elements when the gauge
+    /// says so, and the client is then closed as the limit closes it.
+    pub fn reply_gauge(&self) -> crate::engine::ReplyGauge {
+        self.state.reply_gauge(self.client)
+    }
+
     /// Where a live key is, with one lookup, counted as [`Ctx::read`]
     /// counts it: for the position-based operations of `db::ops`.
     pub fn read_position(&mut self, key: &[u8]) -> Option<usize> {

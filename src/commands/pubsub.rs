@@ -207,6 +207,8 @@ fn pubsub_channels(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() > 3 {
         return Err(CmdError::subcommand_syntax(&argv[1], "pubsub"));
     }
+    // Redis's channelList sends the length last.
+    ctx.defer_reply_len();
     Ok(Reply::bulks(
         ctx.state.pubsub.channel_names(Kind::Channel, argv.get(2).map(|b| b.as_ref())),
     ))
@@ -216,6 +218,8 @@ fn pubsub_shardchannels(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() > 3 {
         return Err(CmdError::subcommand_syntax(&argv[1], "pubsub"));
     }
+    // Redis's channelList sends the length last.
+    ctx.defer_reply_len();
     Ok(Reply::bulks(
         ctx.state.pubsub.channel_names(Kind::Shard, argv.get(2).map(|b| b.as_ref())),
     ))

@@ -135,6 +135,10 @@ fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], by_sha: bool, read_only: bool) ->
         reply
     });
     ctx.state.scripting = Some(scripting);
+    if let Ok(Reply::Array(_) | Reply::Map(_) | Reply::Set(_)) = &result {
+        // Redis sends a script's table with its length last.
+        ctx.defer_reply_len();
+    }
     result
 }
 

@@ -328,6 +328,8 @@ fn command(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 all.sort_by_key(|c| c.stat_index);
                 all
             } else {
+                // Redis sends this map's length last.
+                ctx.defer_reply_len();
                 argv[2..].iter().filter_map(|n| lookup_full(n)).collect()
             };
             for c in names {
@@ -335,7 +337,11 @@ fn command(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             }
             Ok(Reply::Map(out))
         }
-        "LIST" => command_list(argv),
+        "LIST" => {
+            // Redis sends the list's length last.
+            ctx.defer_reply_len();
+            command_list(argv)
+        }
         "GETKEYS" if argv.len() >= 3 => {
             let cmd = registry
                 .lookup(&argv[2])

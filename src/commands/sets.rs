@@ -32,6 +32,7 @@ use super::table::{CommandSpec, Group, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::value::{Set, owned};
 use crate::db::{Value, typed};
+use crate::engine::ReplyGauge;
 use crate::{glob, numfmt};
 
 const G: Group = Group::Set;
@@ -61,11 +62,13 @@ pub const COMMANDS: &[CommandSpec] = &[
 /// Redis's `set-max-intset-entries`: the most members an intset holds.
 const INTSET_MAX: usize = 512;
 
-/// The most elements a negative-count random pick (SRANDMEMBER, HRANDFIELD)
-/// returns (about 4 million, a reply of some hundreds of megabytes while it
-/// is built). Redis has no limit and stalls, then exhausts its memory, on a
-/// count such as -9223372036854775807; keylock refuses larger counts with the
-/// error Redis uses for out-of-range counts.
+/// The most picks a negative-count random pick (SRANDMEMBER, HRANDFIELD,
+/// ZRANDMEMBER) makes unless the client's output limit stops it first
+/// (about 4 million, a reply of some hundreds of megabytes while it is
+/// built). Redis accepts any count but i64::MIN and, where no limit stops
+/// it, stalls and then exhausts its memory on a count such as
+/// -9223372036854775807; keylock refuses such a reply with the error Redis
+/// uses for out-of-range counts (see [`repeated_picks`]).
 pub(super) const MAX_REPEATED_PICKS: u64 = 1 << 22;
 
 /// Reads a set key, counting the lookup: `None` when missing.
@@ -142,6 +145,32 @@ pub(super) fn parse_random_count(raw: &[u8]) -> CmdResult<i64> {
         )));
     }
     Ok(n)
+}
+
+/// The reply elements of `n` picks with repeats (a negative count), one
+/// `pick` each (it pushes one element, or two for a field and its value),
+/// built against the client's output limit (`engine::output`): a reply
+/// that reaches it stops there and its client is closed, as Redis's loop
+/// stops once `CLIENT_CLOSE_ASAP` is set. Past [`MAX_REPEATED_PICKS`]
+/// picks that no limit stopped, refused with "value is out of range"
+/// (at once where no limit applies).
+pub(super) fn repeated_picks(mut gauge: ReplyGauge, n: u64, mut pick: impl FnMut(&mut Vec<Reply>)) -> CmdResult<Vec<Reply>> {
+    let out_of_range = || CmdError::err("value is out of range");
+    if n > MAX_REPEATED_PICKS && gauge.unlimited() {
+        return Err(out_of_range());
+    }
+    let mut items = Vec::new();
+    for picked in 0..n {
+        if picked == MAX_REPEATED_PICKS {
+            return Err(out_of_range());
+        }
+        let first = items.len();
+        pick(&mut items);
+        if !items[first..].iter().all(|item| gauge.admit(item)) {
+            break;
+        }
+    }
+    Ok(items)
 }
 
 /// One step of an index-walking SCAN over a collection of `len` elements:
@@ -275,6 +304,7 @@ fn srandmember(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn srandmember_count(ctx: &mut Ctx, key: &Bytes, raw: &[u8]) -> CmdResult {
     let count = parse_random_count(raw)?;
+    let gauge = ctx.reply_gauge();
     let Some(set) = read_set(ctx, key)? else {
         return Ok(Reply::Array(Vec::new()));
     };
@@ -283,14 +313,9 @@ fn srandmember_count(ctx: &mut Ctx, key: &Bytes, raw: &[u8]) -> CmdResult {
         return Ok(Reply::Array(Vec::new()));
     }
     if count < 0 {
-        let n = count.unsigned_abs();
-        if n > MAX_REPEATED_PICKS {
-            return Err(CmdError::err("value is out of range"));
-        }
-        let picks = (0..n)
-            .filter_map(|_| set.get_index(fastrand::usize(..len)))
-            .map(|m| Reply::Bulk(m.clone()))
-            .collect();
+        let picks = repeated_picks(gauge, count.unsigned_abs(), |out| {
+            out.extend(set.get_index(fastrand::usize(..len)).map(|m| Reply::Bulk(m.clone())))
+        })?;
         return Ok(Reply::Array(picks));
     }
     let members: Vec<Bytes> = if count as u64 >= len as u64 {
@@ -411,7 +436,13 @@ fn store(ctx: &mut Ctx, dst: &Bytes, members: Vec<Bytes>) -> Reply {
 }
 
 fn sinter(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    intersection(ctx, &argv[1..]).map(set_reply)
+    let members = intersection(ctx, &argv[1..])?;
+    if !members.is_empty() {
+        // Redis sends an intersection's length last (a missing key's
+        // empty answer goes out whole).
+        ctx.defer_reply_len();
+    }
+    Ok(set_reply(members))
 }
 
 fn sunion(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

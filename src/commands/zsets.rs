@@ -12,10 +12,11 @@
 //! As with lists, writes look the key up read-only first and take it for
 //! writing only when something will change, so no-ops do not break WATCH.
 //!
-//! One deliberate difference: ZRANDMEMBER with a negative count asks for
-//! that many picks; above [`MAX_REPEATED_PICKS`] (2^22, as SRANDMEMBER and
-//! HRANDFIELD) keylock answers "ERR value is out of range" instead of
-//! building the reply, where Redis stalls and then runs out of memory.
+//! ZRANDMEMBER with a negative count makes that many picks, as
+//! SRANDMEMBER and HRANDFIELD do (`sets::repeated_picks`): stopped by the
+//! client's output limit as in Redis, and refused with "ERR value is out
+//! of range" past 2^22 picks no limit stopped, where Redis stalls and then
+//! runs out of memory.
 
 use bytes::Bytes;
 use indexmap::IndexMap;
@@ -24,6 +25,7 @@ use super::args::{parse_at_least_one, parse_mpop_count};
 use super::args::{parse_f64, parse_i64, upper};
 use super::keys::{parse_scan, scan_reply};
 use super::lists::resolve_range;
+use super::sets::repeated_picks;
 use super::table::{CommandSpec, Group, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::value::{Hasher, owned};
@@ -70,9 +72,6 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("zdiff", -3, zdiff).flags(READONLY).doc(G, "6.2.0", "Subtract multiple sorted sets"),
     cmd("zintercard", -3, zintercard).flags(READONLY).doc(G, "7.0.0", "Intersect multiple sorted sets and return the cardinality of the result"),
 ];
-
-/// ZRANDMEMBER refuses to build a reply of more repeated picks than this.
-pub const MAX_REPEATED_PICKS: u64 = 1 << 22;
 
 // ---------------------------------------------------------------------------
 // Lookups and reply shapes
@@ -124,23 +123,21 @@ fn remove_members(ctx: &mut Ctx, key: &[u8], members: &[Bytes]) -> CmdResult<usi
 /// Members, optionally with scores: a flat array in RESP2, and in RESP3
 /// an array of `[member, score]` pairs, as Redis 7.0's ZRANGE replies.
 fn scored_reply(resp: u8, items: Vec<(Bytes, f64)>, withscores: bool) -> Reply {
-    if !withscores {
-        return Reply::bulks(items.into_iter().map(|(m, _)| m));
-    }
-    if resp >= 3 {
-        return Reply::Array(
-            items
-                .into_iter()
-                .map(|(m, s)| Reply::Array(vec![Reply::Bulk(m), Reply::Double(s)]))
-                .collect(),
-        );
-    }
-    let mut flat = Vec::with_capacity(items.len() * 2);
+    let mut out = Vec::with_capacity(if withscores && resp < 3 { items.len() * 2 } else { items.len() });
     for (m, s) in items {
-        flat.push(Reply::Bulk(m));
-        flat.push(Reply::Double(s));
+        push_scored(&mut out, resp, withscores, m, s);
     }
-    Reply::Array(flat)
+    Reply::Array(out)
+}
+
+/// One member of a [`scored_reply`]: alone, with its score after it
+/// (RESP2), or paired with it (RESP3).
+fn push_scored(out: &mut Vec<Reply>, resp: u8, withscores: bool, member: Bytes, score: f64) {
+    match (withscores, resp >= 3) {
+        (false, _) => out.push(Reply::Bulk(member)),
+        (true, true) => out.push(Reply::Array(vec![Reply::Bulk(member), Reply::Double(score)])),
+        (true, false) => out.extend([Reply::Bulk(member), Reply::Double(score)]),
+    }
 }
 
 /// Always `[member, score]` pairs (ZMPOP, and ZPOPMIN with a count in RESP3).
@@ -484,6 +481,10 @@ fn zrange_generic(ctx: &mut Ctx, argv: &[Bytes], key_at: usize, dst: Option<&Byt
         None => Vec::new(),
         Some(z) => select(z, &sel, reverse, limit.unwrap_or(Limit::NONE)),
     };
+    if kind != RangeKind::Rank {
+        // Redis sends a score or lex range's length last.
+        ctx.defer_reply_len();
+    }
     match dst {
         None => Ok(scored_reply(ctx.client.resp, items, withscores)),
         Some(dst) => store_result(ctx, dst, items),
@@ -671,6 +672,7 @@ fn zrandmember(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err("value is out of range"));
     }
     let resp = ctx.client.resp;
+    let gauge = ctx.reply_gauge();
     let Some(z) = read_zset(ctx, &argv[1])?.filter(|z| !z.is_empty()) else {
         return Ok(Reply::Array(Vec::new()));
     };
@@ -679,14 +681,15 @@ fn zrandmember(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Array(Vec::new()));
     }
     let size = z.len();
-    let items: Vec<(Bytes, f64)> = if l < 0 {
-        if count > MAX_REPEATED_PICKS {
-            return Err(CmdError::err("value is out of range"));
-        }
-        (0..count)
-            .filter_map(|_| z.get_index(fastrand::usize(..size)).map(|(m, s)| (m.clone(), s)))
-            .collect()
-    } else if count as usize >= size {
+    if l < 0 {
+        let picks = repeated_picks(gauge, count, |out| {
+            if let Some((m, s)) = z.get_index(fastrand::usize(..size)) {
+                push_scored(out, resp, withscores, m.clone(), s);
+            }
+        })?;
+        return Ok(Reply::Array(picks));
+    }
+    let items: Vec<(Bytes, f64)> = if count as usize >= size {
         z.iter().rev().map(|(m, s)| (m.clone(), s)).collect()
     } else {
         // A partial Fisher-Yates shuffle of member indexes.

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 
-use super::output::{ClientClass, CloseRequest, Outbox, REPLY_BUFFER};
+use super::output::{ClientClass, CloseRequest, Outbox};
 use crate::db::ClientId;
 
 /// A transaction being queued after MULTI.
@@ -54,6 +54,10 @@ pub struct Client {
     pub no_touch: bool,
     /// The pseudo-client scripts run their commands as (`[0 lua]` in MONITOR).
     pub is_script: bool,
+    /// The reply of the command running sends its length last, as
+    /// Redis's `addReplyDeferredLen` does: Redis holds all of it in the
+    /// reply list, none in the reply buffer (see `output`).
+    pub deferred_len: bool,
     /// Pub/sub messages for this client produced while its own batch runs;
     /// written before the reply of the command that produced them.
     pub inline_pushes: Vec<crate::reply::Reply>,
@@ -87,6 +91,7 @@ impl Client {
             no_evict: false,
             no_touch: false,
             is_script: false,
+            deferred_len: false,
             inline_pushes: Vec::new(),
         }
     }
@@ -125,13 +130,27 @@ impl Client {
         }
     }
 
-    /// CLIENT LIST / CLIENT INFO line for this client.
     /// Whether the client connects from this machine (Redis's
     /// `islocalClient`): see [`is_loopback`].
     pub fn is_local(&self) -> bool {
         is_loopback(self.peer.ip())
     }
 
+    /// CLIENT LIST's `tot-mem`: what keylock holds for this client, its
+    /// state, its read buffer (`query_buffer` bytes), its output
+    /// (`output` bytes) and a transaction's queued arguments.
+    fn memory(&self, query_buffer: usize, output: usize) -> usize {
+        let queued = self
+            .multi
+            .as_ref()
+            .map_or(0, |m| m.queued.iter().flatten().map(Bytes::len).sum::<usize>());
+        std::mem::size_of::<Client>() + query_buffer + output + queued
+    }
+
+    /// CLIENT LIST / CLIENT INFO line for this client: `obl` is what Redis
+    /// would hold in its reply buffer, `omem` in its reply list (what the
+    /// output limits count), `oll` how many of keylock's output chunks
+    /// hold the latter (see `output`).
     pub fn info_line(&self, now_ms: u64) -> String {
         let mut flags = String::new();
         if self.monitor {
@@ -160,26 +179,30 @@ impl Client {
         }
         let text = |b: &Option<Bytes>| b.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
         let multi = self.multi.as_ref().map_or(-1, |m| m.queued.len() as i64);
-        // The first REPLY_BUFFER bytes owed stand for Redis's reply buffer
-        // (`obl`), the rest for its reply list (`omem`, what the limits
-        // count). The list's blocks (`oll`) are not modelled.
-        let unwritten = self.outbox.unwritten();
+        let (qbuf, qbuf_free) = self.outbox.query_buffer();
+        let output = self.outbox.buffer().borrow();
+        let split = output.split();
         format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl={} oll=0 omem={} tot-mem=1024 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.peer,
             self.local,
             text(&self.name),
-            now_ms.saturating_sub(self.created_ms) / 1000,
-            now_ms.saturating_sub(self.last_interaction_ms) / 1000,
+            // Whole seconds of the clock apart, as Redis's `unixtime`.
+            (now_ms / 1000).saturating_sub(self.created_ms / 1000),
+            (now_ms / 1000).saturating_sub(self.last_interaction_ms / 1000),
             flags,
             self.db,
             self.channels.len(),
             self.patterns.len(),
             self.shard_channels.len(),
             multi,
-            unwritten.min(REPLY_BUFFER),
-            unwritten.saturating_sub(REPLY_BUFFER),
+            qbuf,
+            qbuf_free,
+            split.buffer_fill,
+            output.list_chunks(),
+            split.in_list,
+            self.memory(qbuf + qbuf_free, output.allocated()),
             self.last_command,
             self.resp,
             text(&self.lib_name),

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 
 pub use client::Client;
-pub use output::{ClientClass, CloseRequest, Outbox, OutputLimit, OutputLimits, REPLY_BUFFER, REPLY_BUFFER_SHRUNK};
+pub use output::{ClientClass, CloseRequest, Outbox, OutputLimit, OutputLimits, REPLY_BUFFER, REPLY_BUFFER_SHRUNK, ReplyGauge};
 use stats::Stats;
 
 use crate::clock::Clock;
@@ -445,10 +445,11 @@ impl State {
     /// log line either way. True if it was closed.
     pub fn check_output_limits(&self, c: &Client, queued: bool) -> bool {
         let obuf = c.outbox.obuf_bytes();
-        if obuf == 0 || c.outbox.close_request() == CloseRequest::Now {
+        if c.outbox.close_request() == CloseRequest::Now || (obuf == 0 && !c.outbox.was_cut()) {
             return false;
         }
-        let over = !c.authenticated
+        let over = c.outbox.was_cut()
+            || !c.authenticated
             || self
                 .runtime
                 .output_limits
@@ -527,6 +528,21 @@ impl State {
         for db in &mut self.dbs {
             db.expire_all_due(now);
         }
+    }
+
+    /// A gauge for a reply to `client` that the data does not bound (see
+    /// `output`): the room it has before its output limits close it. A
+    /// client with no connection (scripts) is never closed, as in Redis.
+    pub fn reply_gauge(&self, client: &Client) -> ReplyGauge {
+        let room = if client.is_script {
+            None
+        } else {
+            self.runtime
+                .output_limits
+                .closing_at(client.output_class(), client.outbox.soft_since().get(), self.now_secs())
+                .map(|at| client.outbox.room_before(at, client.deferred_len))
+        };
+        ReplyGauge::new(client.outbox.clone(), room, client.resp)
     }
 
     /// Marks clients whose watched keys changed.
@@ -624,6 +640,9 @@ pub struct BatchOutput {
     pub over_output_limit: bool,
     /// Whether the client is authenticated now (request size limits depend on it).
     pub authenticated: bool,
+    /// The clock's time for the client's last command (milliseconds), as
+    /// Redis refreshes its cached time for each command it runs.
+    pub now_ms: u64,
 }
 
 impl BatchOutput {
@@ -632,6 +651,7 @@ impl BatchOutput {
         close: true,
         over_output_limit: false,
         authenticated: false,
+        now_ms: 0,
     };
 }
 
@@ -720,6 +740,7 @@ impl Engine {
             if outbox.close_request() != CloseRequest::Open {
                 break;
             }
+            client.deferred_len = false;
             let reply = self.dispatch(&mut client, argv);
             if self.state.shutdown {
                 // A successful SHUTDOWN closes connections without a reply.
@@ -745,9 +766,10 @@ impl Engine {
                     if let Some(ms) = delay {
                         out.hold(Instant::now() + Duration::from_millis(ms));
                     }
-                    let out = out.tail();
-                    self.state.flush_inline_pushes(&mut client, out);
-                    reply.encode(client.resp, out);
+                    self.state.flush_inline_pushes(&mut client, out.tail());
+                    out.place(false);
+                    reply.encode(client.resp, out.tail());
+                    out.place(client.deferred_len);
                 }
                 // Closed while its command ran (CLIENT KILL of itself):
                 // what it would have been sent goes nowhere.
@@ -771,6 +793,7 @@ impl Engine {
             close: client.close_after_reply || self.state.shutdown || over_output_limit,
             over_output_limit,
             authenticated: client.authenticated,
+            now_ms: client.last_interaction_ms,
         };
         outbox.set_class(client.output_class());
         self.state.clients.insert(id, client);

@@ -16,24 +16,50 @@
 //!   `normal` (Redis marks them replicas but exempts them here). The
 //!   `replica` (`slave`) class is parsed and shown but applies to no
 //!   client: keylock has no replicas.
-//! - what counts is the output beyond the client's reply buffer
-//!   ([`REPLY_BUFFER`], Redis's 16 KB `c->buf`): Redis counts its reply
-//!   list, the blocks allocated once that buffer is full. Redis's figure
-//!   also includes allocator rounding and 40 bytes per block, and its
-//!   buffer takes no more once a reply of unknown length has begun
-//!   (`addReplyDeferredLen`), so the byte at which a client is closed can
-//!   differ from Redis's by up to about the reply buffer.
+//! - what counts is Redis's reply list, not its reply buffer
+//!   ([`REPLY_BUFFER`], the 16 KB `c->buf`). Redis's `_addReplyToBufferOrList`
+//!   puts a reply in the buffer as far as it has room, and the rest in the
+//!   list; nothing goes to the buffer while the list holds anything, and
+//!   nothing of a reply whose length is sent last (`addReplyDeferredLen`:
+//!   KEYS, SINTER, ZRANGEBYSCORE, a script's table…), which starts a list
+//!   entry of its own. The buffer's room comes back once all it holds is
+//!   written. [`OutputBuffer`] keeps that split as a count of bytes
+//!   ([`ReplySplit`]); the commands whose replies Redis sends that way say
+//!   so (`Ctx::defer_reply_len`), and inside MULTI/EXEC or a script the
+//!   whole reply of EXEC or EVAL is taken to start the list (in Redis, the
+//!   replies before the first such one fill the buffer first).
+//!   Where keylock is approximate: Redis counts its list's allocations
+//!   (blocks of at least 16 KB, rounded up by jemalloc, a 16 KB block
+//!   counting 20,464 bytes, plus 40 bytes a block) where keylock counts
+//!   bytes, so a limit closes a client on up to about a fifth fewer bytes
+//!   (and one block) in Redis; and Redis resizes an idle client's reply
+//!   buffer down to 1 KB where keylock takes it to be 16 KB, so in Redis a
+//!   reply can start the list up to 15 KB earlier.
 //! - the hard limit closes a client as soon as it is reached; the soft
 //!   limit once it has been reached continuously for more than its seconds
 //!   (whole seconds of the server clock, as Redis's `server.unixtime`; the
 //!   time it was first reached is forgotten only by a check that finds the
-//!   client below it). Nothing is checked while nothing is beyond the reply
-//!   buffer, as Redis skips clients whose reply list is empty.
+//!   client below it). Nothing is checked while the reply list is empty,
+//!   as in Redis.
 //! - a client found over its limits while output is queued is scheduled to
 //!   close ([`Outbox::close_now`]): what it was owed is dropped at once and
 //!   nothing more is queued for it (Redis's `freeClientAsync`, with its log
 //!   line `… scheduled to be closed ASAP …`); the cron closes it with
 //!   `… closed for overcoming …`.
+//!
+//! A command whose reply the data does not bound (HRANDFIELD, SRANDMEMBER
+//! and ZRANDMEMBER with a negative count) or that Redis stops once its
+//! client is closing (KEYS) builds its reply through a [`ReplyGauge`]:
+//! Redis checks `CLIENT_CLOSE_ASAP` in those loops and stops adding to a
+//! reply that will never be sent. The gauge knows how many more bytes the
+//! client may be owed before its limits close it; the command stops
+//! adding elements once they would reach that, and the engine then closes
+//! the client as the limit does (its log line, no reply). Elsewhere the
+//! replies are unchanged: the gauge only ever shortens a reply that is
+//! dropped.
+//!
+//! The outbox also carries the size of the connection's read buffer, as
+//! the connection last reported it, for CLIENT LIST (`qbuf`, `qbuf-free`).
 //!
 //! The output is one buffer until it holds [`CHUNK`] bytes, then further
 //! buffers of that size after it ([`OutputBuffer`], Redis's reply list), so
@@ -51,8 +77,10 @@ use std::time::Instant;
 use bytes::{Buf, BytesMut};
 use tokio::sync::Notify;
 
-/// The reply buffer of a new client (Redis's PROTO_REPLY_CHUNK_BYTES);
-/// output beyond it is what `client-output-buffer-limit` counts.
+use crate::reply::Reply;
+
+/// The reply buffer of a client (Redis's PROTO_REPLY_CHUNK_BYTES): output
+/// placed in it is not what `client-output-buffer-limit` counts.
 pub const REPLY_BUFFER: usize = 16 * 1024;
 /// The reply buffer of a client that has not authenticated once the cron
 /// has shrunk it (PROTO_REPLY_MIN_BYTES).
@@ -70,6 +98,8 @@ pub struct OutputBuffer {
     sealed: usize,
     /// Output held back by a DELAY fault (KEYLOCK FAULT).
     hold: Option<Hold>,
+    /// Where Redis would hold the bytes placed so far.
+    split: ReplySplit,
 }
 
 /// Only the first `writable` bytes may be written before `until`.
@@ -79,6 +109,50 @@ struct Hold {
     until: Instant,
 }
 
+/// Where Redis holds a client's unwritten output: its reply buffer, then
+/// its reply list (see the module doc). Bytes appended and not yet placed
+/// ([`OutputBuffer::place`]) count as one reply that the buffer may take.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplySplit {
+    /// Bytes put in the reply buffer since it was last written out in
+    /// full (Redis's `bufpos`, CLIENT LIST's `obl`).
+    pub buffer_fill: usize,
+    /// Of the unwritten bytes, those in the reply buffer (the oldest).
+    pub in_buffer: usize,
+    /// Of the unwritten bytes, those in the reply list (after them).
+    pub in_list: usize,
+}
+
+impl ReplySplit {
+    /// The split once `bytes` more are added as one reply; `list_only`
+    /// for a reply whose length is sent last.
+    fn with(self, bytes: usize, list_only: bool) -> ReplySplit {
+        let room = if list_only || self.in_list > 0 {
+            0
+        } else {
+            REPLY_BUFFER.saturating_sub(self.buffer_fill)
+        };
+        let to_buffer = bytes.min(room);
+        ReplySplit {
+            buffer_fill: self.buffer_fill + to_buffer,
+            in_buffer: self.in_buffer + to_buffer,
+            in_list: self.in_list + bytes - to_buffer,
+        }
+    }
+
+    /// The split once the oldest `n` bytes are written.
+    fn written(self, n: usize) -> ReplySplit {
+        let from_buffer = n.min(self.in_buffer);
+        let in_buffer = self.in_buffer - from_buffer;
+        ReplySplit {
+            // The buffer takes replies from its start again once emptied.
+            buffer_fill: if in_buffer == 0 { 0 } else { self.buffer_fill },
+            in_buffer,
+            in_list: self.in_list.saturating_sub(n - from_buffer),
+        }
+    }
+}
+
 impl OutputBuffer {
     pub fn len(&self) -> usize {
         self.sealed + self.chunks.back().map_or(0, BytesMut::len)
@@ -86,6 +160,44 @@ impl OutputBuffer {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Bytes appended since the last [`place`](Self::place).
+    fn unplaced(&self) -> usize {
+        self.len() - self.split.in_buffer - self.split.in_list
+    }
+
+    /// Places what was appended since the last call as one reply, in
+    /// Redis's reply buffer as far as it has room unless `list_only` (a
+    /// reply whose length is sent last), the rest in its reply list.
+    pub fn place(&mut self, list_only: bool) {
+        self.split = self.split.with(self.unplaced(), list_only);
+    }
+
+    /// Where Redis would hold the unwritten output, what was appended and
+    /// not yet placed counting as one reply.
+    pub fn split(&self) -> ReplySplit {
+        self.split.with(self.unplaced(), false)
+    }
+
+    /// How many of the chunks hold reply-list bytes (CLIENT LIST's `oll`:
+    /// keylock's entries, of up to [`CHUNK`] bytes, not Redis's 16 KB blocks).
+    pub fn list_chunks(&self) -> usize {
+        let mut left = self.split().in_list;
+        let mut chunks = 0;
+        for c in self.chunks.iter().rev() {
+            if left == 0 {
+                break;
+            }
+            chunks += 1;
+            left = left.saturating_sub(c.len());
+        }
+        chunks
+    }
+
+    /// The memory the output holds (every chunk's capacity).
+    pub fn allocated(&self) -> usize {
+        self.chunks.iter().map(BytesMut::capacity).sum()
     }
 
     /// The buffer to append to (encoders write here): the last one, or a
@@ -156,6 +268,7 @@ impl OutputBuffer {
         if let Some(hold) = self.hold.as_mut() {
             hold.writable -= n;
         }
+        self.split = self.split().written(n);
         let several = self.chunks.len() > 1;
         let Some(front) = self.chunks.front_mut() else { return };
         front.advance(n);
@@ -174,6 +287,7 @@ impl OutputBuffer {
             *self = OutputBuffer::default();
         } else if let Some(front) = self.chunks.front_mut() {
             front.clear();
+            self.split = ReplySplit::default();
         }
     }
 
@@ -195,6 +309,9 @@ impl OutputBuffer {
             None if out.capacity() > 0 => self.chunks.push_back(std::mem::take(out)),
             None => {}
         }
+        // What comes back is placed afresh, as one reply.
+        self.split = ReplySplit::default();
+        self.hold = None;
     }
 }
 
@@ -279,6 +396,66 @@ impl OutputLimits {
     }
 }
 
+impl OutputLimits {
+    /// The reply-list size at which a check now would close a client of
+    /// `class` (None: no limit would): the hard limit, and the soft limit
+    /// once it has held for more than its seconds.
+    pub fn closing_at(&self, class: ClientClass, soft_since: Option<u64>, now_secs: u64) -> Option<usize> {
+        let limit = self.of(class);
+        let hard = (limit.hard > 0).then_some(limit.hard);
+        let soft_expired = soft_since.is_some_and(|since| now_secs.saturating_sub(since) > limit.soft_seconds);
+        let soft = (limit.soft > 0 && soft_expired).then_some(limit.soft);
+        match (hard, soft) {
+            (Some(h), Some(s)) => Some(h.min(s)),
+            (h, s) => h.or(s),
+        }
+    }
+}
+
+/// Measures a reply as a command builds it, against the room its client
+/// has before its output limits close it (see the module doc).
+#[derive(Debug)]
+pub struct ReplyGauge {
+    /// The client's outbox, marked when the reply is cut short.
+    outbox: Outbox,
+    /// Bytes of reply the client may be owed before its limits close it;
+    /// None where no limit applies.
+    room: Option<usize>,
+    used: usize,
+    resp: u8,
+}
+
+impl ReplyGauge {
+    /// A gauge for a reply to a client with `room` bytes before its limits
+    /// close it (None: no limit), encoded for protocol `resp`.
+    pub fn new(outbox: Outbox, room: Option<usize>, resp: u8) -> ReplyGauge {
+        ReplyGauge {
+            outbox,
+            room,
+            used: 0,
+            resp,
+        }
+    }
+
+    /// True where no output limit can stop the reply.
+    pub fn unlimited(&self) -> bool {
+        self.room.is_none()
+    }
+
+    /// Counts `item` into the reply. False once the reply has reached the
+    /// client's limits with it: the command adds `item` and no more, and
+    /// the client is closed as the limit closes it, without its reply.
+    pub fn admit(&mut self, item: &Reply) -> bool {
+        let Some(room) = self.room else { return true };
+        self.used += item.encoded_len(self.resp);
+        if self.used >= room {
+            self.outbox.cut_at_limit();
+            return false;
+        }
+        true
+    }
+}
+
 /// Whether a connection is to close, as the engine asked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CloseRequest {
@@ -307,6 +484,12 @@ struct Inner {
     soft_since: Cell<Option<u64>>,
     /// The client's class, as of its last command.
     class: Cell<ClientClass>,
+    /// A reply was cut short at the client's output limits (see
+    /// [`ReplyGauge`]): the client is over them.
+    cut: Cell<bool>,
+    /// The connection's read buffer as last reported: bytes in it, and
+    /// free room.
+    query_buffer: Cell<(usize, usize)>,
 }
 
 impl Default for Outbox {
@@ -325,6 +508,8 @@ impl Outbox {
                 close: Cell::new(CloseRequest::Open),
                 soft_since: Cell::new(None),
                 class: Cell::new(ClientClass::Normal),
+                cut: Cell::new(false),
+                query_buffer: Cell::new((0, 0)),
             }),
         }
     }
@@ -340,10 +525,49 @@ impl Outbox {
         self.inner.buffer.borrow().len()
     }
 
-    /// Unwritten bytes beyond the reply buffer: what the output limits
-    /// count, and CLIENT LIST's `omem`.
+    /// Unwritten bytes in Redis's reply list, not its reply buffer: what
+    /// the output limits count, and CLIENT LIST's `omem`.
     pub fn obuf_bytes(&self) -> usize {
-        self.unwritten().saturating_sub(REPLY_BUFFER)
+        self.inner.buffer.borrow().split().in_list
+    }
+
+    /// Where Redis would hold the unwritten output.
+    pub fn split(&self) -> ReplySplit {
+        self.inner.buffer.borrow().split()
+    }
+
+    /// The bytes of reply the client may still be sent before an output
+    /// limit reached at `limit_at` bytes of reply list closes it; the
+    /// reply buffer's room counts unless the reply's length is sent last
+    /// (`list_only`).
+    pub fn room_before(&self, limit_at: usize, list_only: bool) -> usize {
+        let split = self.split();
+        let buffer_room = if list_only || split.in_list > 0 {
+            0
+        } else {
+            REPLY_BUFFER.saturating_sub(split.buffer_fill)
+        };
+        limit_at.saturating_sub(split.in_list).saturating_add(buffer_room)
+    }
+
+    /// A reply was cut short at the output limits: the client is to close.
+    pub fn cut_at_limit(&self) {
+        self.inner.cut.set(true);
+    }
+
+    pub fn was_cut(&self) -> bool {
+        self.inner.cut.get()
+    }
+
+    /// The connection reports its read buffer: `len` bytes not yet
+    /// parsed, `free` bytes of room after them.
+    pub fn report_query_buffer(&self, len: usize, free: usize) {
+        self.inner.query_buffer.set((len, free));
+    }
+
+    /// The read buffer as last reported: (bytes in it, free room).
+    pub fn query_buffer(&self) -> (usize, usize) {
+        self.inner.query_buffer.get()
     }
 
     /// Queues a push (a pub/sub message, a MONITOR line) and wakes the
@@ -496,6 +720,65 @@ mod tests {
         outbox.push(b"more");
         assert_eq!(outbox.unwritten(), 0);
         assert!(outbox.writable().is_none());
+    }
+
+    fn placed(out: &mut OutputBuffer, bytes: usize, list_only: bool) -> ReplySplit {
+        out.extend_from_slice(&vec![b'r'; bytes]);
+        out.place(list_only);
+        out.split()
+    }
+
+    #[test]
+    fn a_reply_fills_the_reply_buffer_and_the_rest_goes_to_the_list() {
+        let mut out = OutputBuffer::default();
+        let split = placed(&mut out, 10_000, false);
+        assert_eq!((split.buffer_fill, split.in_buffer, split.in_list), (10_000, 10_000, 0));
+        let split = placed(&mut out, 10_000, false);
+        assert_eq!((split.in_buffer, split.in_list), (REPLY_BUFFER, 20_000 - REPLY_BUFFER));
+        // Nothing goes to the buffer while the list holds anything.
+        out.advance(REPLY_BUFFER);
+        assert_eq!(out.split().buffer_fill, 0);
+        let split = placed(&mut out, 10, false);
+        assert_eq!((split.in_buffer, split.in_list), (0, 20_000 - REPLY_BUFFER + 10));
+    }
+
+    #[test]
+    fn a_reply_whose_length_is_sent_last_goes_to_the_list_whole() {
+        let mut out = OutputBuffer::default();
+        placed(&mut out, 5, false);
+        let split = placed(&mut out, 110_000, true);
+        assert_eq!((split.in_buffer, split.in_list), (5, 110_000));
+        // Bytes not yet placed count as one reply the buffer may take.
+        let mut pushes = OutputBuffer::default();
+        pushes.extend_from_slice(&[b'm'; 20_000]);
+        assert_eq!(pushes.split().in_list, 20_000 - REPLY_BUFFER);
+    }
+
+    #[test]
+    fn the_reply_buffer_takes_replies_again_once_written_out() {
+        let mut out = OutputBuffer::default();
+        placed(&mut out, REPLY_BUFFER - 100, false);
+        out.advance(REPLY_BUFFER - 200);
+        // Redis's buffer has room only after its end until it is emptied.
+        assert_eq!(placed(&mut out, 150, false).in_list, 50);
+        out.advance(200);
+        let split = out.split();
+        assert_eq!((split.buffer_fill, split.in_buffer, split.in_list), (0, 0, 50));
+    }
+
+    #[test]
+    fn the_gauge_stops_a_reply_at_the_limit_and_marks_its_client() {
+        let outbox = Outbox::new();
+        let limits = OutputLimits::parse("normal 1000 0 0 slave 0 0 0 pubsub 0 0 0");
+        let at = limits.closing_at(ClientClass::Normal, None, 0).unwrap();
+        let mut gauge = ReplyGauge::new(outbox.clone(), Some(outbox.room_before(at, true)), 2);
+        let item = Reply::bulk_static("abc"); // 9 bytes
+        let admitted = (0..1000).take_while(|_| gauge.admit(&item)).count();
+        assert_eq!(admitted, 111);
+        assert!(outbox.was_cut());
+        // The reply buffer's room counts for a reply that may use it.
+        assert_eq!(outbox.room_before(at, false), 1000 + REPLY_BUFFER);
+        assert!(ReplyGauge::new(Outbox::new(), None, 2).admit(&item));
     }
 
     #[test]

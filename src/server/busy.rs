@@ -46,6 +46,9 @@ const READS_PER_PASS: usize = 4;
 /// One pass over every connection but the one running the script.
 pub(crate) fn respond(shared: &Weak<Shared>, script: &BusyScript) -> Option<BusyAction> {
     let shared = shared.upgrade()?;
+    // Reads and writes here are stamped with the time of this pass, as
+    // Redis's `processEventsWhileBlocked` refreshes its cached time.
+    shared.note_time(shared.clock.now_ms());
     accept_waiting(&shared);
     let running = shared.running_client.get();
     let conns: Vec<_> = shared.conns.borrow().values().filter(|c| Some(c.id) != running).cloned().collect();
@@ -99,7 +102,7 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAc
     match io.closing.get() {
         Closing::Open => {}
         Closing::AfterReply => {
-            if send_output(io, &sock) != Sent::Partly {
+            if send_output(shared, io, &sock) != Sent::Partly {
                 io.shut_down();
             }
             return None;
@@ -111,7 +114,7 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAc
         close_now(shared, io);
         return None;
     }
-    if send_output(io, &sock) == Sent::Failed {
+    if send_output(shared, io, &sock) == Sent::Failed {
         // The client is gone.
         close_now(shared, io);
         return None;
@@ -157,6 +160,7 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAc
                 reads += 1;
                 match read_once(io, &sock) {
                     Read::Data => {
+                        io.note_read(shared);
                         if over_query_buffer_limit(io, &limits) {
                             close_now(shared, io);
                             return action;
@@ -176,7 +180,7 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAc
             }
         }
     }
-    match send_output(io, &sock) {
+    match send_output(shared, io, &sock) {
         Sent::All if io.closing.get() == Closing::AfterReply => io.shut_down(),
         Sent::Failed => {
             close_now(shared, io);
@@ -265,7 +269,7 @@ enum Sent {
 }
 
 /// Writes what the socket takes from the front of the output.
-fn send_output(io: &ConnIo, sock: &SockRef) -> Sent {
+fn send_output(shared: &Shared, io: &ConnIo, sock: &SockRef) -> Sent {
     let mut out = io.output().borrow_mut();
     while !out.is_empty() {
         if out.held_until().is_some() {
@@ -273,7 +277,10 @@ fn send_output(io: &ConnIo, sock: &SockRef) -> Sent {
             return Sent::Partly;
         }
         match sock.send(out.front()) {
-            Ok(n) => out.advance(n),
+            Ok(n) => {
+                out.advance(n);
+                io.last_io_secs.set(shared.unix_secs.get());
+            }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Sent::Partly,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return Sent::Failed,

@@ -18,6 +18,15 @@
 //! itself, continuing exactly where this task's parsing stopped and
 //! appending to the same output buffer, which both write from its front.
 //! No `RefCell` borrow of a `ConnIo` is held across an `.await`.
+//!
+//! The read buffer is Redis's query buffer (see `parser` for its sizes):
+//! the connection notes its peak and the second of its last read or write
+//! (the server's cached second, no clock read), the cron
+//! ([`ConnIo::resize_input`], from `Shared::cron`) resizes it as Redis's
+//! `clientsCronResizeQueryBuffer` does, and its size is reported to the
+//! outbox for CLIENT LIST (`qbuf`, `qbuf-free`) before each batch (the
+//! whole input, as Redis holds the commands it runs) and after it. All of
+//! it is a few stores per batch.
 
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
@@ -31,7 +40,7 @@ use tokio::net::tcp::OwnedWriteHalf;
 
 use super::Shared;
 use super::limits::NetLimits;
-use super::parser::{Limits, RequestParser, release_if_idle};
+use super::parser::{Limits, RequestParser, resize_in_cron, rewind};
 use crate::engine::output::OutputBuffer;
 use crate::engine::{CloseRequest, Outbox};
 
@@ -55,6 +64,12 @@ pub(crate) struct ConnIo {
     pub fd: RawFd,
     pub input: RefCell<BytesMut>,
     pub parser: RefCell<RequestParser>,
+    /// The most the read buffer held since the cron's previous pass
+    /// (Redis's `querybuf_peak`).
+    pub input_peak: Cell<usize>,
+    /// The server second of the connection's last read or write (Redis's
+    /// `lastinteraction`, as the read buffer's cron resize uses it).
+    pub last_io_secs: Cell<u64>,
     pub authenticated: Cell<bool>,
     /// The server's cron tick when the connection was accepted.
     pub accepted_tick: u64,
@@ -81,6 +96,8 @@ impl Accepted {
             // connection holds none.
             input: RefCell::new(BytesMut::new()),
             parser: RefCell::new(RequestParser::default()),
+            input_peak: Cell::new(0),
+            last_io_secs: Cell::new(shared.unix_secs.get()),
             authenticated: Cell::new(!shared.auth_required.get()),
             accepted_tick: shared.cron_ticks.get(),
             closing: Cell::new(Closing::Open),
@@ -102,6 +119,29 @@ impl ConnIo {
     /// Whether a cron pass has run since this connection was accepted.
     pub fn cron_has_seen(&self, shared: &Shared) -> bool {
         shared.cron_ticks.get() > self.accepted_tick
+    }
+
+    /// After a read: the read buffer's peak and the time of the last
+    /// interaction move on (the server's cached second: no clock read).
+    pub fn note_read(&self, shared: &Shared) {
+        self.input_peak.set(self.input_peak.get().max(self.input.borrow().len()));
+        self.last_io_secs.set(shared.unix_secs.get());
+    }
+
+    /// Tells the engine the read buffer's size now (CLIENT LIST's `qbuf`
+    /// and `qbuf-free`).
+    pub fn report_input(&self) {
+        let input = self.input.borrow();
+        self.outbox.report_query_buffer(input.len(), input.capacity() - input.len());
+    }
+
+    /// The cron's pass over the read buffer (see `parser::resize_in_cron`).
+    pub fn resize_input(&self, now_secs: u64) {
+        let pending = self.parser.borrow().pending_bulk();
+        let idle = now_secs.saturating_sub(self.last_io_secs.get());
+        let peak = resize_in_cron(&mut self.input.borrow_mut(), self.input_peak.get(), idle, pending);
+        self.input_peak.set(peak);
+        self.report_input();
     }
 
     /// The replies and pushes the socket has not taken yet.
@@ -171,7 +211,7 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
         io.output()
             .borrow_mut()
             .extend_from_slice(b"-ERR max number of clients reached\r\n");
-        flush(&io, &writer).await;
+        flush(&io, &writer, &shared).await;
         return;
     }
     shared.connected.set(shared.connected.get() + 1);
@@ -182,7 +222,7 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
         match io.closing.get() {
             Closing::Open => {}
             Closing::AfterReply => {
-                flush(&io, &writer).await;
+                flush(&io, &writer, &shared).await;
                 break;
             }
             Closing::Now => break,
@@ -190,7 +230,7 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
         match io.outbox.close_request() {
             CloseRequest::Open => {}
             CloseRequest::AfterWrite => {
-                flush(&io, &writer).await;
+                flush(&io, &writer, &shared).await;
                 break;
             }
             CloseRequest::Now => break,
@@ -242,6 +282,7 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
                     Err(_) => break,
                 }
+                io.note_read(&shared);
                 if over_query_buffer_limit(&io, &shared) {
                     break;
                 }
@@ -252,14 +293,14 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
         match next {
             Next::Continue => {}
             Next::CloseAfterReply => {
-                flush(&io, &writer).await;
+                flush(&io, &writer, &shared).await;
                 break;
             }
             Next::CloseNow => break,
         }
         // Write what the socket takes now; the rest waits for it to be
         // writable while the connection is read on or held back.
-        if try_flush(&io, &writer).is_err() {
+        if try_flush(&io, &writer, &shared).is_err() {
             break;
         }
     }
@@ -278,13 +319,21 @@ async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
     loop {
         let limits = shared.limits.get();
         let split_on_auth = shared.auth_required.get();
+        // While its batch runs, the client's read buffer shows as it was
+        // before parsing, as Redis's holds the commands it runs; once they
+        // ran, what is left of it (a partial request).
+        io.report_input();
         let (batch, protocol_error, more) = parse_batch(io, io.request_limits(&limits), split_on_auth);
         let mut next = Next::Continue;
-        if !batch.is_empty() {
+        if batch.is_empty() {
+            io.report_input();
+        } else {
             let unauthenticated_buffer = NetLimits::unauthenticated_buffer(io.cron_has_seen(shared));
             shared.running_client.set(Some(io.id));
             let result = shared.engine.borrow_mut().run_batch_capped(io.id, batch, unauthenticated_buffer);
             shared.running_client.set(None);
+            shared.note_time(result.now_ms);
+            io.report_input();
             io.authenticated.set(result.authenticated);
             shared.after_batch();
             if shared.engine.borrow().shutdown_requested() {
@@ -316,10 +365,11 @@ async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
 /// After a read: Redis closes a client whose unparsed input passed
 /// `client-query-buffer-limit`, and logs it with the first bytes.
 fn over_query_buffer_limit(io: &ConnIo, shared: &Shared) -> bool {
-    let input = io.input.borrow();
-    if input.len() <= shared.limits.get().query_buffer_limit {
+    if io.input.borrow().len() <= shared.limits.get().query_buffer_limit {
         return false;
     }
+    io.report_input();
+    let input = io.input.borrow();
     let info = shared.engine.borrow().client_info(io.id).unwrap_or_default();
     tracing::warn!(
         "Closing client that reached max query buffer length: {info} (qbuf initial bytes: {})",
@@ -330,14 +380,17 @@ fn over_query_buffer_limit(io: &ConnIo, shared: &Shared) -> bool {
 
 /// Writes what the socket takes now without waiting: Ok(true) once the
 /// output is empty, Ok(false) if some is left, Err if the connection is gone.
-fn try_flush(io: &ConnIo, writer: &OwnedWriteHalf) -> Result<bool, ()> {
+fn try_flush(io: &ConnIo, writer: &OwnedWriteHalf, shared: &Shared) -> Result<bool, ()> {
     let mut output = io.output().borrow_mut();
     while !output.is_empty() {
         if output.held_until().is_some() {
             return Ok(false);
         }
         match writer.try_write(output.front()) {
-            Ok(n) => output.advance(n),
+            Ok(n) => {
+                output.advance(n);
+                io.last_io_secs.set(shared.unix_secs.get());
+            }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
             Err(_) => return Err(()),
         }
@@ -357,9 +410,9 @@ async fn sleep_until_held(held: Option<std::time::Instant>) {
 /// Writes the whole output, waiting for the socket; false if the
 /// connection is gone, or the engine closed it for its output limits
 /// meanwhile.
-async fn flush(io: &ConnIo, writer: &OwnedWriteHalf) -> bool {
+async fn flush(io: &ConnIo, writer: &OwnedWriteHalf, shared: &Shared) -> bool {
     loop {
-        match try_flush(io, writer) {
+        match try_flush(io, writer, shared) {
             Ok(true) => return true,
             Ok(false) => {}
             Err(()) => return false,
@@ -396,7 +449,7 @@ pub(crate) fn parse_batch(io: &ConnIo, limits: Limits, split_on_auth: bool) -> (
                 }
             }
             Ok(None) => {
-                release_if_idle(&mut input);
+                rewind(&mut input);
                 return (batch, None, false);
             }
             Err(e) => return (batch, Some(e.reply_text()), false),

@@ -15,7 +15,8 @@ pub mod parser;
 
 pub use parser::SMALL_REQUEST;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -45,8 +46,15 @@ pub(crate) struct Shared {
     pub next_client_id: std::cell::Cell<u64>,
     pub connected: std::cell::Cell<usize>,
     pub stop: Arc<watch::Sender<bool>>,
-    /// Every open connection's input side, for the busy responder.
-    pub conns: RefCell<std::collections::HashMap<u64, Rc<conn::ConnIo>>>,
+    /// Every open connection's input side, for the busy responder and the
+    /// cron, by client id (in order: the cron takes turns through them).
+    pub conns: RefCell<BTreeMap<u64, Rc<conn::ConnIo>>>,
+    /// The client id the cron's next pass over read buffers starts at.
+    pub cron_cursor: Cell<u64>,
+    /// The server's second as the cron last read it (Redis's cached
+    /// `server.unixtime`): connections note their last read or write with
+    /// it without reading the clock.
+    pub unix_secs: Cell<u64>,
     /// The connection whose batch the engine is running.
     pub running_client: std::cell::Cell<Option<u64>>,
     /// Listening sockets, for the busy responder to accept from.
@@ -136,12 +144,36 @@ impl Shared {
         }
     }
 
-    /// The cron's part on the network side: count the pass (the output
-    /// limits are the engine's cron's).
-    fn cron(&self) {
+    /// The engine read the clock for a command at `now_ms`: the cached
+    /// second moves on, as Redis refreshes it for each command it runs.
+    pub fn note_time(&self, now_ms: u64) {
+        self.unix_secs.set(self.unix_secs.get().max(now_ms / 1000));
+    }
+
+    /// The cron's part on the network side (the output limits are the
+    /// engine's cron's): count the pass, cache the second, and resize the
+    /// read buffers of as many connections as Redis's `clientsCron` visits
+    /// in one pass (all of them once a second at `hz` passes a second,
+    /// and at least 5 a pass), taking turns by client id.
+    fn cron(&self, hz: u64) {
         self.cron_ticks.set(self.cron_ticks.get() + 1);
+        let now_secs = self.clock.now_ms() / 1000;
+        self.unix_secs.set(now_secs);
+        let conns = self.conns.borrow();
+        let visits = (conns.len() / hz.max(1) as usize).max(conns.len().min(CRON_MIN_VISITS));
+        let from = self.cron_cursor.get();
+        let mut next = from;
+        for (&id, io) in conns.range(from..).chain(conns.range(..from)).take(visits) {
+            io.resize_input(now_secs);
+            next = id + 1;
+        }
+        self.cron_cursor.set(next);
     }
 }
+
+/// The fewest connections one cron pass visits (Redis's
+/// CLIENTS_CRON_MIN_ITERATIONS).
+const CRON_MIN_VISITS: usize = 5;
 
 /// The engine's settings the network side applies.
 fn net_limits(engine: &Engine) -> limits::NetLimits {
@@ -255,6 +287,7 @@ fn serve(listeners: Vec<std::net::TcpListener>, state: State, stop: Arc<watch::S
             cron_ticks: std::cell::Cell::new(0),
             busy_touched: RefCell::new(Vec::new()),
             unbooked: RefCell::new(Unbooked::default()),
+            unix_secs: Cell::new(engine.state.clock.now_ms() / 1000),
             clock: engine.state.clock.clone(),
             listener_fds,
             busy_accepted: RefCell::new(Vec::new()),
@@ -262,7 +295,8 @@ fn serve(listeners: Vec<std::net::TcpListener>, state: State, stop: Arc<watch::S
             next_client_id: std::cell::Cell::new(1),
             connected: std::cell::Cell::new(0),
             stop: stop.clone(),
-            conns: RefCell::new(std::collections::HashMap::new()),
+            conns: RefCell::new(BTreeMap::new()),
+            cron_cursor: Cell::new(0),
             running_client: std::cell::Cell::new(None),
         });
         let weak = Rc::downgrade(&shared);
@@ -316,7 +350,7 @@ async fn cron_loop(shared: Rc<Shared>) {
         let hz = shared.engine.borrow().state.runtime.hz.max(1);
         tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
         shared.engine.borrow_mut().cron();
-        shared.cron();
+        shared.cron(hz as u64);
     }
 }
 

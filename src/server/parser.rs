@@ -11,14 +11,27 @@
 //!
 //! A declared length is never allocated ahead of its data: the read buffer
 //! ([`RequestParser::make_room`]) grows with the bytes that arrived, so a
-//! connection that announces a 512 MB argument and sends 100 bytes holds a
-//! 1 KB read buffer. An argument of at least
-//! [`BIG_ARG`] bytes (Redis's PROTO_MBULK_BIG_ARG) is gathered in a buffer
-//! of its own that starts at the argument's first byte and, once half of it
-//! has arrived, is allocated at exactly the argument's size; the complete
-//! argument is then taken from that buffer without a copy, as Redis does
-//! with its query buffer. Growing by doubling keeps a 100 MB SET linear:
-//! every byte is copied at most twice on its way to the exact buffer.
+//! connection that announces a 512 MB argument and sends 100 bytes holds
+//! those 100 bytes. An argument of at least [`BIG_ARG`] bytes (Redis's
+//! PROTO_MBULK_BIG_ARG) is gathered in a buffer of its own that starts at
+//! the argument's first byte, is at most twice what has arrived of it,
+//! and, once half of it has arrived, is allocated at exactly the
+//! argument's size; the complete argument is then taken from that buffer
+//! without a copy, as Redis does with its query buffer, and reading goes
+//! on in a fresh buffer of the same size, as Redis's does (it expects
+//! another such argument; the cron soon shrinks it if none comes). Growing
+//! by doubling keeps a 100 MB SET linear: every byte is copied at most
+//! twice on its way to the exact buffer.
+//!
+//! Otherwise the read buffer is Redis's: 16 KB ([`READ_START`], Redis's
+//! PROTO_IOBUF_LEN) once the connection sends anything, kept between
+//! requests, and shrunk by the cron ([`resize_in_cron`], Redis's
+//! `clientsCronResizeQueryBuffer`): to what it holds once the connection
+//! has been idle for more than 2 seconds (nothing, for a connection
+//! between requests: an idle connection holds no read buffer), or, past
+//! 32 KB, to the largest it was filled to since the previous pass when
+//! that is less than half of it. CLIENT LIST shows it as `qbuf` (bytes
+//! not yet parsed) and `qbuf-free` (room after them).
 
 use bytes::{Buf, Bytes, BytesMut};
 
@@ -26,18 +39,22 @@ use crate::numfmt::parse_i64;
 
 /// The longest inline request or length line Redis accepts (PROTO_INLINE_MAX_SIZE).
 pub const INLINE_MAX: usize = 64 * 1024;
-/// The read buffer's size when empty: most requests fit, and an idle or
-/// stalled connection holds no more (each one's buffer is resident).
-const READ_START: usize = 1024;
+/// The read buffer's size once a connection sends anything (Redis's
+/// PROTO_IOBUF_LEN): what one read takes.
+pub const READ_START: usize = 16 * 1024;
 /// How much a read buffer that holds part of a request grows by, at least.
 pub const READ_CHUNK: usize = 16 * 1024;
 /// Below this much free room the read buffer grows before the next read.
 const MIN_READ_ROOM: usize = 1024;
 /// Arguments this long or longer get a buffer of their own (PROTO_MBULK_BIG_ARG).
 pub const BIG_ARG: usize = 32 * 1024;
-/// An empty read buffer larger than this is given back (a large request
-/// or pipeline grew it; the connection may stay idle for hours).
-const IDLE_BUFFER_MAX: usize = 4 * READ_CHUNK;
+/// The cron shrinks a read buffer only if this much of it is free.
+const RESIZE_MIN_FREE: usize = 4 * 1024;
+/// Past this size the cron shrinks a read buffer to its recent peak
+/// (Redis's PROTO_RESIZE_THRESHOLD).
+const RESIZE_THRESHOLD: usize = 32 * 1024;
+/// Seconds idle after which the cron shrinks a read buffer to its content.
+const RESIZE_IDLE_SECS: u64 = 2;
 /// Array and bulk size limits for clients that have not authenticated yet
 /// (`processMultibulkBuffer`'s `ll > 10 && authRequired(c)` and
 /// `ll > 16384 && authRequired(c)`).
@@ -153,15 +170,21 @@ impl RequestParser {
                     }
                 };
                 if buf.len() < len + 2 {
-                    // `make_room` grows the buffer as the data arrives.
+                    if len >= BIG_ARG && buf.capacity() > 2 * buf.len() {
+                        // The first bytes of a big argument, in a read
+                        // buffer mostly empty: they move to a buffer of
+                        // their own, which `make_room` grows as the data
+                        // arrives.
+                        *buf = BytesMut::from(&buf[..]);
+                    }
                     return Ok(None);
                 }
                 let arg = if len >= BIG_ARG && buf.len() == len + 2 && buf.capacity() == len + 2 {
                     // The buffer `make_room` sized for exactly this
-                    // argument: it becomes the argument, and reading
-                    // starts over in a fresh buffer.
+                    // argument: it becomes the argument, and reading goes
+                    // on in a fresh buffer of its size, as in Redis.
                     let arg = buf.split_to(len).freeze();
-                    *buf = BytesMut::new();
+                    *buf = BytesMut::with_capacity(len + 2);
                     arg
                 } else {
                     // Each argument of a request too large for
@@ -192,8 +215,14 @@ impl RequestParser {
         (len >= BIG_ARG).then_some(len)
     }
 
+    /// The declared length of the argument being read, once its header
+    /// has been parsed.
+    pub fn pending_bulk(&self) -> Option<usize> {
+        self.pending.as_ref()?.bulk_len
+    }
+
     /// Makes room in `buf` for the next read. The buffer grows only with
-    /// data that has arrived: from 1 KB, by at least [`READ_CHUNK`] when
+    /// data that has arrived: from 16 KB, by at least [`READ_CHUNK`] when
     /// nearly full of unparsed input, or, for a big argument, to at most
     /// twice what has arrived of it and never past its end, so that its
     /// last step is a buffer of exactly its size.
@@ -222,12 +251,51 @@ impl RequestParser {
     }
 }
 
-/// Gives back the memory of an empty read buffer that a large request or
-/// pipeline grew.
-pub fn release_if_idle(buf: &mut BytesMut) {
-    if buf.is_empty() && buf.capacity() > IDLE_BUFFER_MAX {
-        *buf = BytesMut::new();
+/// Once its requests are parsed, what is left of the read buffer (a
+/// partial request, or nothing) moves back to the start of its
+/// allocation, as Redis's `sdsrange` moves it, so that all the rest is
+/// room for the next read (`qbuf-free`). Never allocates, and copies only
+/// what fits in the bytes parsed before it: at most as much as was read.
+pub fn rewind(buf: &mut BytesMut) {
+    // Asking for more than the room after the unparsed bytes takes back
+    // the parsed ones, if there are any and the move does not overlap.
+    let _ = buf.try_reclaim(buf.capacity() - buf.len() + 1);
+}
+
+/// Redis's `clientsCronResizeQueryBuffer`, for a read buffer filled to at
+/// most `peak` bytes since the previous pass, of a connection idle for
+/// `idle_secs` whole seconds, that may be in the middle of an argument
+/// (`pending_bulk`, its declared length): if more than 4 KB of it is free,
+/// it shrinks to what it holds after more than 2 seconds idle, or, past
+/// 32 KB and twice the peak, to the largest of what it holds, the peak and
+/// the argument's length. Unlike Redis it never grows here: an argument's
+/// length is not allocated ahead of its data. Returns the peak to start
+/// the next pass from, as Redis resets it: what the buffer holds, or the
+/// argument's length if that is more.
+pub fn resize_in_cron(buf: &mut BytesMut, peak: usize, idle_secs: u64, pending_bulk: Option<usize>) -> usize {
+    let size = buf.capacity();
+    let len = buf.len();
+    let bulk = pending_bulk.unwrap_or(0);
+    if size - len > RESIZE_MIN_FREE {
+        let target = if idle_secs > RESIZE_IDLE_SECS {
+            len
+        } else if size > RESIZE_THRESHOLD && size / 2 > peak {
+            len.max(peak).max(bulk)
+        } else {
+            size
+        };
+        if target < size {
+            shrink(buf, target);
+        }
     }
+    len.max(bulk)
+}
+
+/// Moves what `buf` holds to an allocation of `size` bytes (none if 0).
+fn shrink(buf: &mut BytesMut, size: usize) {
+    let mut smaller = BytesMut::with_capacity(size);
+    smaller.extend_from_slice(buf);
+    *buf = smaller;
 }
 
 pub use crate::request::SMALL_REQUEST;
@@ -436,9 +504,70 @@ mod tests {
     fn a_declared_length_is_not_allocated_ahead_of_its_data() {
         let mut wire = b"*1\r\n$536870912\r\n".to_vec();
         wire.extend_from_slice(&[b'x'; 100]);
-        let (cmds, seen) = read_in_pieces(&wire, 64 * 1024);
-        assert!(cmds.is_empty());
-        assert!(seen.iter().all(|&(_, cap)| cap <= 1024), "{seen:?}");
+        let mut p = RequestParser::default();
+        let mut buf = BytesMut::new();
+        p.make_room(&mut buf);
+        assert_eq!(buf.capacity(), READ_START);
+        buf.extend_from_slice(&wire);
+        assert_eq!(p.next(&mut buf, LIMITS), Ok(None));
+        // The argument's first bytes are all the connection holds.
+        assert_eq!((buf.len(), buf.capacity()), (100, 100));
+    }
+
+    #[test]
+    fn what_is_left_after_parsing_is_rewound_to_the_start_of_the_buffer() {
+        let mut p = RequestParser::default();
+        let mut buf = BytesMut::new();
+        p.make_room(&mut buf);
+        buf.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+        assert!(p.next(&mut buf, LIMITS).unwrap().is_some());
+        assert_eq!(buf.capacity(), READ_START - 14);
+        rewind(&mut buf);
+        assert_eq!(buf.capacity(), READ_START);
+        // A partial request: its headers are parsed, two bytes are left.
+        buf.extend_from_slice(b"*1\r\n$4\r\nPI");
+        assert_eq!(p.next(&mut buf, LIMITS), Ok(None));
+        rewind(&mut buf);
+        assert_eq!((&buf[..], buf.capacity()), (&b"PI"[..], READ_START));
+        let mut none = BytesMut::new();
+        rewind(&mut none);
+        assert_eq!(none.capacity(), 0);
+    }
+
+    #[test]
+    fn the_cron_frees_an_idle_buffer_and_shrinks_a_big_one_to_its_peak() {
+        let mut buf = BytesMut::with_capacity(READ_START);
+        // Idle for 2 seconds: kept; for 3: freed.
+        assert_eq!(resize_in_cron(&mut buf, 30, 2, None), 0);
+        assert_eq!(buf.capacity(), READ_START);
+        resize_in_cron(&mut buf, 30, 3, None);
+        assert_eq!(buf.capacity(), 0);
+        // Past 32 KB and twice the peak: down to the peak.
+        let mut big = BytesMut::with_capacity(400_002);
+        assert_eq!(resize_in_cron(&mut big, 400_002, 0, None), 0);
+        assert_eq!(big.capacity(), 400_002);
+        big.extend_from_slice(b"*1\r\n");
+        assert_eq!(resize_in_cron(&mut big, 130, 0, None), 4);
+        assert_eq!((big.len(), big.capacity()), (4, 130));
+        // A 16 KB buffer is not shrunk to its peak.
+        let mut small = BytesMut::with_capacity(READ_START);
+        resize_in_cron(&mut small, 10, 0, None);
+        assert_eq!(small.capacity(), READ_START);
+    }
+
+    #[test]
+    fn the_cron_keeps_room_for_the_argument_being_read_but_never_grows() {
+        let mut buf = BytesMut::with_capacity(400_002);
+        buf.extend_from_slice(b"xx");
+        assert_eq!(resize_in_cron(&mut buf, 10, 0, Some(100_000)), 100_000);
+        assert_eq!((buf.len(), buf.capacity()), (2, 100_000));
+        // The next peak starts at the argument's length: no shrink.
+        assert_eq!(resize_in_cron(&mut buf, 100_000, 0, Some(100_000)), 100_000);
+        assert_eq!(buf.capacity(), 100_000);
+        // A length past the buffer is not allocated ahead of its data.
+        let mut buf = BytesMut::with_capacity(400_002);
+        resize_in_cron(&mut buf, 10, 0, Some(1 << 29));
+        assert_eq!(buf.capacity(), 400_002);
     }
 
     #[test]
@@ -481,6 +610,6 @@ mod tests {
         let cmd = p.next(&mut buf, LIMITS).unwrap().unwrap();
         assert_eq!(cmd[0], value);
         assert_eq!(Some(cmd[0].as_ptr()), exact);
-        assert_eq!(buf.capacity(), 0, "reading starts over in a fresh buffer");
+        assert_eq!((buf.len(), buf.capacity()), (0, 100_002), "reading goes on in a fresh buffer");
     }
 }
