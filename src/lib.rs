@@ -22,6 +22,7 @@
 //!   Redisson lock scripts run natively (`scripting::native`).
 //! - [`config`], [`config_params`]: start-up flags and the CONFIG parameter table.
 //! - [`clock`]: real or test-controlled time.
+//! - [`log`]: Redis's server log (stdout or `logfile`, `loglevel`).
 //! - [`bench`]: `keylock bench`, the load generator (a client of any RESP
 //!   server; it shares no code with the server side). Behind the default
 //!   `bench` feature: embedding keylock with `default-features = false`
@@ -37,6 +38,7 @@ pub mod db;
 pub mod engine;
 pub mod error;
 pub mod glob;
+pub mod log;
 pub mod memory;
 pub mod numfmt;
 pub mod pubsub;

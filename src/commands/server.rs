@@ -221,7 +221,12 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::syntax());
     }
     let pairs: Vec<(&[u8], &[u8])> = argv[2..].chunks(2).map(|p| (p[0].as_ref(), p[1].as_ref())).collect();
-    ctx.state.params.set(&pairs)?;
+    let changed = ctx.state.params.set(&pairs)?;
+    if changed.contains(&"loglevel")
+        && let Some(level) = ctx.state.params.value("loglevel").and_then(crate::log::Level::from_name)
+    {
+        crate::log::set_level(level);
+    }
     ctx.state.runtime = crate::engine::RuntimeSettings::from_params(&ctx.state.params);
     ctx.state.watchdog.threshold_ms.set(ctx.state.runtime.busy_reply_threshold_ms);
     if let Some(scripting) = ctx.state.scripting.as_ref() {

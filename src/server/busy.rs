@@ -212,11 +212,11 @@ fn over_query_buffer_limit(io: &ConnIo, limits: &NetLimits) -> bool {
     if input.len() <= limits.query_buffer_limit {
         return false;
     }
-    tracing::warn!(
+    crate::log::warning(format_args!(
         "Closing client that reached max query buffer length: id={} (qbuf initial bytes: {})",
         io.id,
         crate::engine::repr(&input[..input.len().min(64)])
-    );
+    ));
     true
 }
 

@@ -318,10 +318,10 @@ fn over_query_buffer_limit(io: &ConnIo, shared: &Shared) -> bool {
         return false;
     }
     let info = shared.engine.borrow().client_info(io.id).unwrap_or_default();
-    tracing::warn!(
+    crate::log::warning(format_args!(
         "Closing client that reached max query buffer length: {info} (qbuf initial bytes: {})",
         crate::engine::repr(&input[..input.len().min(64)])
-    );
+    ));
     true
 }
 
