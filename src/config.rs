@@ -18,15 +18,20 @@ use crate::request::split_args;
 #[derive(Clone, Debug)]
 pub struct Config {
     pub bind: Vec<String>,
-    /// 0 binds a free port.
+    /// 0 binds a free port, or, with a `unixsocket`, no TCP port at all.
     pub port: u16,
+    /// Also (or, with port 0, only) serve on a Unix domain socket at this path.
+    pub unixsocket: Option<String>,
+    /// The socket file's mode (`unixsocketperm`, octal); 0 leaves it as created.
+    pub unixsocketperm: u32,
     pub requirepass: Option<String>,
     pub databases: usize,
     pub proto_max_bulk_len: i64,
     /// Server cron frequency (active expiry runs `hz` times a second).
     pub hz: u32,
     pub maxclients: usize,
-    /// Print `listening on ADDR` on stdout once bound (the binary with --port 0).
+    /// Print `listening on ADDR` on stdout once bound (the binary with
+    /// --port 0 and no Unix socket).
     pub announce: bool,
     pub clock: Clock,
     /// Every directive as given, in order, for the parameter table.
@@ -38,6 +43,8 @@ impl Default for Config {
         Config {
             bind: vec!["127.0.0.1".into()],
             port: 6379,
+            unixsocket: None,
+            unixsocketperm: 0,
             requirepass: None,
             databases: 16,
             proto_max_bulk_len: 512 * 1024 * 1024,
@@ -132,10 +139,23 @@ impl Config {
             }
             "hz" => self.hz = one()?.parse::<u32>().map_err(|_| "Invalid hz")?.clamp(1, 500),
             "maxclients" => self.maxclients = one()?.parse().map_err(|_| "Invalid max clients limit")?,
+            "unixsocket" => self.unixsocket = Some(one()?.clone()).filter(|p| !p.is_empty()),
+            "unixsocketperm" => {
+                self.unixsocketperm = u32::from_str_radix(one()?, 8)
+                    .ok()
+                    .filter(|&p| p <= 0o777)
+                    .ok_or("Invalid socket file permissions")?
+            }
             _ => {}
         }
         self.directives.push((name, values));
         Ok(())
+    }
+
+    /// Whether the server listens on TCP: always, except for port 0 with a
+    /// Unix socket (Redis's `--port 0 --unixsocket PATH`: the socket only).
+    pub fn serves_tcp(&self) -> bool {
+        self.port != 0 || self.unixsocket.is_none()
     }
 
     /// Checks every directive against the parameter table, as redis-server

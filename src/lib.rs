@@ -49,7 +49,7 @@ pub mod server;
 
 pub use clock::Clock;
 pub use config::Config;
-pub use server::{Server, ServerHandle};
+pub use server::{BoundServer, Server, ServerHandle};
 
 /// keylock's own version, reported as `keylock_version` in INFO.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

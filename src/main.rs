@@ -33,7 +33,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    config.announce = config.port == 0;
+    config.announce = config.port == 0 && config.unixsocket.is_none();
     // Handlers go in before the server announces itself or accepts: a
     // signal that arrives right after start must stop it cleanly too.
     let signals = StopSignals::register();

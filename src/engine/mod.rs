@@ -17,12 +17,11 @@ pub mod output;
 pub mod stats;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
-pub use client::Client;
+pub use client::{Client, ClientAddr};
 pub use output::{ClientClass, CloseRequest, Outbox, OutputLimit, OutputLimits, REPLY_BUFFER, REPLY_BUFFER_SHRUNK};
 use stats::Stats;
 
@@ -527,8 +526,13 @@ impl Engine {
         Engine { state }
     }
 
-    /// Registers a new connection.
-    pub fn connect(&mut self, id: ClientId, peer: SocketAddr, local: SocketAddr, outbox: Outbox) {
+    /// Registers a new TCP connection.
+    pub fn connect(&mut self, id: ClientId, peer: std::net::SocketAddr, local: std::net::SocketAddr, outbox: Outbox) {
+        self.connect_from(id, ClientAddr::Tcp(peer), ClientAddr::Tcp(local), outbox);
+    }
+
+    /// Registers a new connection, over TCP or a Unix socket.
+    pub fn connect_from(&mut self, id: ClientId, peer: ClientAddr, local: ClientAddr, outbox: Outbox) {
         let now = self.state.clock.now_ms();
         let authenticated = self.requirepass().is_none();
         let client = Client::new(id, peer, local, outbox, now, authenticated);
