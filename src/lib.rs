@@ -23,6 +23,7 @@
 //! - [`config`], [`config_params`]: start-up flags and the CONFIG parameter table.
 //! - [`clock`]: real or test-controlled time.
 //! - [`log`]: Redis's server log (stdout or `logfile`, `loglevel`).
+//! - [`process`]: redis-server's process contract (`--version`).
 //! - [`bench`]: `keylock bench`, the load generator (a client of any RESP
 //!   server; it shares no code with the server side). Behind the default
 //!   `bench` feature: embedding keylock with `default-features = false`
@@ -41,6 +42,7 @@ pub mod glob;
 pub mod log;
 pub mod memory;
 pub mod numfmt;
+pub mod process;
 pub mod pubsub;
 pub mod reply;
 pub mod request;
