@@ -23,7 +23,8 @@
 //! - [`config`], [`config_params`]: start-up flags and the CONFIG parameter table.
 //! - [`clock`]: real or test-controlled time.
 //! - [`log`]: Redis's server log (stdout or `logfile`, `loglevel`).
-//! - [`process`]: redis-server's process contract (`--version`).
+//! - [`process`]: redis-server's process contract (`--version`, daemonize,
+//!   supervised).
 //! - [`bench`]: `keylock bench`, the load generator (a client of any RESP
 //!   server; it shares no code with the server side). Behind the default
 //!   `bench` feature: embedding keylock with `default-features = false`

@@ -1,11 +1,11 @@
 //! The `keylock` binary: redis-server's command line and process contract
-//! (config errors, `--version`, the log and its start-up and shutdown
-//! lines), then serve until SHUTDOWN, SIGINT or SIGTERM; or
-//! `keylock bench …`, the load generator.
+//! (config errors, `--version`, daemonize, pid file, the log and its
+//! start-up and shutdown lines), then serve until SHUTDOWN, SIGINT or
+//! SIGTERM; or `keylock bench …`, the load generator.
 
 use keylock::config::ConfigError;
 use keylock::log;
-use keylock::process;
+use keylock::process::{self, Supervision};
 use keylock::{Config, Server};
 
 fn main() {
@@ -71,6 +71,15 @@ fn main() {
         None => log::Target::Stdout,
     };
     log::install(target, config.loglevel);
+    let supervision = process::supervise(&config.supervised);
+    if config.daemonize && supervision == Supervision::None {
+        process::daemonize();
+        if config.pidfile.is_none() {
+            // Redis's CONFIG_DEFAULT_PID_FILE, for a daemon without one.
+            config.pidfile = Some("/var/run/redis.pid".into());
+            config.directives.push(("pidfile".into(), vec!["/var/run/redis.pid".into()]));
+        }
+    }
     // `--port 0` alone binds a free port and prints it first; Redis's
     // banner then follows it. Otherwise the banner comes first, as Redis's.
     config.announce = config.port == 0 && config.unixsocket.is_none();
@@ -101,6 +110,10 @@ fn main() {
             std::process::exit(1);
         }
     };
+    if supervision == Supervision::Systemd {
+        process::notify_systemd("STATUS=Ready to accept connections\n");
+        process::notify_systemd("READY=1\n");
+    }
     signals.stop(&server);
     let mut server = server;
     server.wait();
@@ -205,6 +218,7 @@ Every redis.conf directive is accepted as a flag, as with redis-server:
   --databases N            number of databases (default 16)
   --proto-max-bulk-len N   largest bulk argument accepted (default 512mb)
   --hz N                   background task frequency (default 10)
+  --daemonize yes          run in the background (--pidfile FILE for its pid)
   --logfile FILE           Redis's log there instead of stdout
   --loglevel LEVEL         debug, verbose, notice (default) or warning
 

@@ -1,13 +1,14 @@
-//! keylock started the way test harnesses start redis-server: over a
-//! Unix socket, waiting for the ready line on stdout, with bad options. Where redis-server is
+//! keylock started the way test harnesses and init systems start
+//! redis-server: over a Unix socket, waiting for the ready line on stdout,
+//! daemonized with a pid file, with bad options. Where redis-server is
 //! installed, each behaviour is compared with what redis-server 7.0.15
 //! does when started the same way.
 
 mod common;
 use common::*;
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
@@ -422,6 +423,79 @@ fn loglevel_and_logfile_send_redis_servers_lines_to_the_file() {
     assert_subsequence(&keylock, &redis);
 }
 
+/// What a daemonized server leaves in its pid file and log.
+struct Daemon {
+    /// The launcher's exit status (the parent of the fork).
+    launcher: ExitStatus,
+    log: Vec<(char, char, String)>,
+}
+
+/// Starts `program` daemonized as an init script does, finds it by its
+/// pid file, checks that it serves, stops it by that pid and waits for
+/// the pid file to go.
+fn run_daemon(program: &str, dir: &Path, name: &str) -> Daemon {
+    let pidfile: PathBuf = dir.join(format!("{name}.pid"));
+    let log = dir.join(format!("{name}.log"));
+    let port = free_port();
+    let mut launcher = Command::new(program)
+        .args(["--daemonize", "yes", "--port", &port.to_string(), "--save", ""])
+        .arg("--pidfile")
+        .arg(&pidfile)
+        .arg("--logfile")
+        .arg(&log)
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let launcher_status = wait_with_timeout(&mut launcher);
+    let mut out = String::new();
+    launcher.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    assert_eq!(out, "", "{program} printed on stdout");
+    let mut pid = String::new();
+    wait_until(10, "the pid file", || {
+        pid = std::fs::read_to_string(&pidfile).unwrap_or_default();
+        pid.ends_with('\n')
+    });
+    let pid: u32 = pid.trim().parse().unwrap();
+    assert_ne!(pid, launcher.id(), "{program} did not fork");
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    assert_eq!(Raw::connect(addr).call(&["PING"]), b"+PONG\r\n");
+    Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    wait_until(10, "the pid file removed", || !pidfile.exists());
+    wait_until(10, "the daemon gone", || !Path::new(&format!("/proc/{pid}")).exists());
+    let lines: Vec<String> = std::fs::read_to_string(&log).unwrap().lines().map(String::from).collect();
+    Daemon {
+        launcher: launcher_status,
+        log: normalized(&lines, &[(&port.to_string(), "PORT")]),
+    }
+}
+
+#[test]
+fn daemonizes_writes_its_pid_file_and_stops_by_that_pid() {
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = run_daemon(KEYLOCK, dir.path(), "keylock");
+    assert!(keylock.launcher.success(), "{:?}", keylock.launcher);
+    let keylock_log = without_keylock_banner(keylock.log);
+    for expected in [
+        "Ready to accept connections",
+        "Removing the pid file.",
+        "Redis is now ready to exit, bye bye...",
+    ] {
+        assert!(
+            keylock_log.iter().any(|(_, _, m)| m == expected),
+            "no {expected:?} in {keylock_log:#?}"
+        );
+    }
+    if !redis_server_found() {
+        return;
+    }
+    let redis = run_daemon("redis-server", dir.path(), "redis");
+    assert_eq!(keylock.launcher.code(), redis.launcher.code());
+    assert_subsequence(&keylock_log, &redis.log);
+}
+
 /// Runs `program` to completion: exit code, stdout, stderr.
 fn run(program: &str, args: &[&str], dir: &Path) -> (Option<i32>, String, String) {
     let out = Command::new(program)
@@ -544,6 +618,63 @@ fn port_zero_prints_its_address_first_then_the_log() {
         "{banner:#?}"
     );
     Raw::connect(addr.parse().unwrap()).call(&["PING"]);
+}
+
+/// Starts `program` under a fake systemd (`NOTIFY_SOCKET`), stops it with
+/// SHUTDOWN, and returns what it told systemd and its log.
+fn run_under_systemd(program: &str, dir: &Path, name: &str) -> (Vec<String>, Vec<(char, char, String)>) {
+    let notify = dir.join(format!("{name}.notify"));
+    let socket = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let port = free_port();
+    let mut child = Command::new(program)
+        .args(["--supervised", "systemd", "--port", &port.to_string(), "--save", ""])
+        .arg("--dir")
+        .arg(dir)
+        .env("NOTIFY_SOCKET", &notify)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut messages = Vec::new();
+    let mut buf = [0u8; 512];
+    while messages.last().is_none_or(|m| m != "READY=1\n") {
+        let n = socket.recv(&mut buf).expect("a notification");
+        messages.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    Raw::connect(format!("127.0.0.1:{port}").parse().unwrap()).send_cmd(&[b"SHUTDOWN"]);
+    let n = socket.recv(&mut buf).expect("the stopping notification");
+    messages.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    assert!(wait_with_timeout(&mut child).success());
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let lines: Vec<String> = out.lines().map(String::from).collect();
+    (messages, normalized(&lines, &[(&port.to_string(), "PORT")]))
+}
+
+#[test]
+fn supervised_systemd_is_told_of_readiness_and_stopping() {
+    let dir = tempfile::tempdir().unwrap();
+    let (messages, log) = run_under_systemd(KEYLOCK, dir.path(), "keylock");
+    assert_eq!(
+        messages,
+        [
+            "STATUS=Redis is loading...\n",
+            "STATUS=Ready to accept connections\n",
+            "READY=1\n",
+            "STOPPING=1\n"
+        ]
+    );
+    if !redis_server_found() {
+        return;
+    }
+    let (their_messages, their_log) = run_under_systemd("redis-server", dir.path(), "redis");
+    assert_eq!(messages, their_messages);
+    let mut log = log;
+    // keylock's banner line sits second, after the supervision notice.
+    let banner = log.remove(1);
+    assert!(banner.2.contains("keylock"), "{banner:?}");
+    assert_subsequence(&log, &their_log);
 }
 
 #[test]

@@ -244,6 +244,9 @@ impl BoundServer {
         let (stop_tx, _) = watch::channel(false);
         let stop = Arc::new(stop_tx);
         let port = addr.map_or(0, |a| a.port());
+        if let Some(pidfile) = &config.pidfile {
+            write_pidfile(pidfile);
+        }
         let thread_config = config.clone();
         let thread_stop = stop.clone();
         let halt = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -274,20 +277,39 @@ impl BoundServer {
     }
 }
 
+/// Redis's `createPidFile`: best effort, a warning if it cannot be written.
+fn write_pidfile(path: &str) {
+    if let Err(e) = std::fs::write(path, format!("{}\n", std::process::id())) {
+        log::warning(format_args!("Failed to write PID file: {}", os_error_text(&e)));
+    }
+}
+
 /// The files a server leaves while it runs, removed at the end of Redis's
 /// `finishShutdown`, once every client is closed, with its log lines.
 struct ServerFiles {
+    /// Whether Redis would remove a pid file (it logs so when daemonized,
+    /// even without one to remove).
+    pid_file_removal: bool,
+    pidfile: Option<String>,
     unixsocket: Option<String>,
 }
 
 impl ServerFiles {
     fn of(config: &Config) -> ServerFiles {
         ServerFiles {
+            pid_file_removal: config.daemonize || config.pidfile.is_some(),
+            pidfile: config.pidfile.clone(),
             unixsocket: config.unixsocket.clone(),
         }
     }
 
     fn remove(self) {
+        if self.pid_file_removal {
+            log::notice(format_args!("Removing the pid file."));
+            if let Some(path) = &self.pidfile {
+                let _ = std::fs::remove_file(path);
+            }
+        }
         if let Some(path) = &self.unixsocket {
             log::notice(format_args!("Removing the unix socket file."));
             if let Err(e) = stream::unlink_unix(Path::new(path)) {
@@ -414,6 +436,7 @@ fn serve(listeners: Vec<StdListener>, state: State, stop: Arc<watch::Sender<bool
             }
         }
         log::warning(format_args!("User requested shutdown..."));
+        crate::process::stopping();
         shared.engine.borrow_mut().close_all();
         // Let connection tasks flush what they have and close.
         tokio::task::yield_now().await;
