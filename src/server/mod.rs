@@ -1,6 +1,13 @@
-//! The network side: listeners, one task per connection, and the public
+//! The network side: listeners (TCP, and a Unix domain socket with
+//! `unixsocket`; see `stream`), one task per connection, and the public
 //! [`Server`] / [`ServerHandle`] API used by the binary and by tests that
 //! embed keylock.
+//!
+//! Starting and stopping follow redis-server's `initServer` and
+//! `finishShutdown`, log lines included: bind (a failure ends the start
+//! with Redis's line), write the pid file, `Server initialized`, the ready
+//! lines; at the end `User requested shutdown...`, clients closed, the pid
+//! and socket files removed, `Redis is now ready to exit, bye bye...`.
 //!
 //! A server is one thread running a single-threaded tokio runtime. The
 //! connection tasks and the engine share that thread: a task parses what it
@@ -453,7 +460,7 @@ async fn accept_loop(listener: Listener, shared: Rc<Shared>) {
             }
             Err(e) => {
                 // Out of file descriptors and the like: back off, keep serving.
-                tracing::warn!(error = %e, "accept failed");
+                log::warning(format_args!("Accepting client connection: accept: {}", os_error_text(&e)));
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
