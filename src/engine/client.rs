@@ -6,12 +6,53 @@
 //! command sees and changes it without locks.
 
 use std::collections::HashSet;
+use std::fmt;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
 use super::output::{ClientClass, CloseRequest, Outbox};
 use crate::db::ClientId;
+
+/// Where a client is connected from, or to: a TCP address, or the path of
+/// the Unix socket it came in on. Shown as Redis shows it (`addr=` and
+/// `laddr=` of CLIENT LIST, CLIENT KILL's filters): `ip:port`, `[ipv6]:port`,
+/// or `/path/to.sock:0` for both ends of a Unix socket connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClientAddr {
+    Tcp(SocketAddr),
+    /// The server's socket path (a Unix socket's peer has no name).
+    Unix(Arc<str>),
+}
+
+impl ClientAddr {
+    /// Redis's `islocalClient`: a Unix socket, or TCP from 127.0.0.1 or ::1.
+    pub fn is_local(&self) -> bool {
+        match self {
+            ClientAddr::Tcp(addr) => match addr.ip() {
+                std::net::IpAddr::V4(ip) => ip == std::net::Ipv4Addr::LOCALHOST,
+                std::net::IpAddr::V6(ip) => ip == std::net::Ipv6Addr::LOCALHOST,
+            },
+            ClientAddr::Unix(_) => true,
+        }
+    }
+}
+
+impl From<SocketAddr> for ClientAddr {
+    fn from(addr: SocketAddr) -> ClientAddr {
+        ClientAddr::Tcp(addr)
+    }
+}
+
+impl fmt::Display for ClientAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientAddr::Tcp(addr) => addr.fmt(f),
+            ClientAddr::Unix(path) => write!(f, "{path}:0"),
+        }
+    }
+}
 
 /// A transaction being queued after MULTI.
 #[derive(Debug, Default)]
@@ -24,8 +65,8 @@ pub struct Multi {
 #[derive(Debug)]
 pub struct Client {
     pub id: ClientId,
-    pub peer: SocketAddr,
-    pub local: SocketAddr,
+    pub peer: ClientAddr,
+    pub local: ClientAddr,
     pub outbox: Outbox,
     pub db: usize,
     /// 2 or 3, set by HELLO.
@@ -64,7 +105,7 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn new(id: ClientId, peer: SocketAddr, local: SocketAddr, outbox: Outbox, now_ms: u64, authenticated: bool) -> Client {
+    pub fn new(id: ClientId, peer: ClientAddr, local: ClientAddr, outbox: Outbox, now_ms: u64, authenticated: bool) -> Client {
         Client {
             id,
             peer,
@@ -98,15 +139,19 @@ impl Client {
 
     /// The client scripts run commands as: no connection behind it.
     pub fn script_client() -> Client {
-        let addr: SocketAddr = ([0, 0, 0, 0], 0).into();
-        let mut c = Client::new(0, addr, addr, Outbox::new(), 0, true);
+        let addr = ClientAddr::Tcp(([0, 0, 0, 0], 0).into());
+        let mut c = Client::new(0, addr.clone(), addr, Outbox::new(), 0, true);
         c.is_script = true;
         c
     }
 
-    /// How MONITOR names this client.
+    /// How MONITOR names this client: `lua`, `unix:/path`, or `ip:port`.
     pub fn monitor_origin(&self) -> String {
-        if self.is_script { "lua".to_string() } else { self.peer.to_string() }
+        match &self.peer {
+            _ if self.is_script => "lua".to_string(),
+            ClientAddr::Unix(path) => format!("unix:{path}"),
+            ClientAddr::Tcp(addr) => addr.to_string(),
+        }
     }
 
     /// Channel + pattern subscriptions, the count SUBSCRIBE replies carry.
@@ -130,10 +175,15 @@ impl Client {
         }
     }
 
-    /// Whether the client connects from this machine (Redis's
-    /// `islocalClient`): see [`is_loopback`].
-    pub fn is_local(&self) -> bool {
-        is_loopback(self.peer.ip())
+    /// Whether the client connects from this machine, for
+    /// `enable-test-commands local`: over a Unix socket, or from any
+    /// loopback address (see [`is_loopback`]; Redis's own `islocalClient`,
+    /// [`ClientAddr::is_local`], takes only 127.0.0.1 and ::1).
+    pub fn on_this_machine(&self) -> bool {
+        match &self.peer {
+            ClientAddr::Tcp(addr) => is_loopback(addr.ip()),
+            ClientAddr::Unix(_) => true,
+        }
     }
 
     /// CLIENT LIST's `tot-mem`: what keylock holds for this client, its
@@ -167,6 +217,9 @@ impl Client {
         }
         if self.outbox.close_request() == CloseRequest::Now {
             flags.push('A');
+        }
+        if matches!(self.peer, ClientAddr::Unix(_)) {
+            flags.push('U');
         }
         if self.no_evict {
             flags.push('e');
@@ -223,6 +276,22 @@ pub fn is_loopback(ip: std::net::IpAddr) -> bool {
 #[cfg(test)]
 mod locality_tests {
     use super::is_loopback;
+
+    #[test]
+    fn unix_socket_clients_are_on_this_machine() {
+        let unix = super::ClientAddr::Unix("/tmp/k.sock".into());
+        let tcp = |a: &str| super::ClientAddr::Tcp(a.parse().unwrap());
+        let mut client = super::Client::script_client();
+        for (peer, local) in [
+            (unix, true),
+            (tcp("127.0.0.1:5000"), true),
+            (tcp("[::ffff:127.0.0.1]:5000"), true),
+            (tcp("10.1.1.1:5000"), false),
+        ] {
+            client.peer = peer;
+            assert_eq!(client.on_this_machine(), local, "{}", client.peer);
+        }
+    }
 
     #[test]
     fn loopback_peers_are_local_and_others_are_not() {

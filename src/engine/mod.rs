@@ -18,12 +18,11 @@ pub mod output;
 pub mod stats;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
-pub use client::Client;
+pub use client::{Client, ClientAddr};
 pub use output::{ClientClass, CloseRequest, Outbox, OutputLimit, OutputLimits, REPLY_BUFFER, REPLY_BUFFER_SHRUNK, ReplyGauge};
 use stats::Stats;
 
@@ -116,6 +115,9 @@ pub struct State {
     /// The running command's reply is to be held back this many
     /// milliseconds (a DELAY fault).
     pub delay_reply: Option<u64>,
+    /// When the cron last logged the databases and clients (every 5 s at
+    /// `loglevel verbose` or `debug`, as Redis's `serverCron`).
+    cron_logged_ms: u64,
 }
 
 /// Redis's `shared.oomerr`.
@@ -267,6 +269,7 @@ impl State {
             reply_counted_errors: 0,
             pre_command_oom: false,
             output_peaks: output::RecentPeaks::default(),
+            cron_logged_ms: 0,
         }
     }
 
@@ -515,7 +518,7 @@ impl State {
     pub fn allows_test_commands(&self, client: &Client) -> bool {
         match self.params.value("enable-test-commands") {
             Some("yes") => true,
-            Some("local") => client.is_local(),
+            Some("local") => client.on_this_machine(),
             _ => false,
         }
     }
@@ -625,9 +628,11 @@ pub fn repr(a: &[u8]) -> String {
 /// cron, or the busy responder).
 pub fn log_output_limit(client_info: &str, scheduled: bool) {
     if scheduled {
-        tracing::warn!("Client {client_info} scheduled to be closed ASAP for overcoming of output buffer limits.");
+        crate::log::warning(format_args!(
+            "Client {client_info} scheduled to be closed ASAP for overcoming of output buffer limits."
+        ));
     } else {
-        tracing::warn!("Client {client_info} closed for overcoming of output buffer limits.");
+        crate::log::warning(format_args!("Client {client_info} closed for overcoming of output buffer limits."));
     }
 }
 
@@ -664,8 +669,13 @@ impl Engine {
         Engine { state }
     }
 
-    /// Registers a new connection.
-    pub fn connect(&mut self, id: ClientId, peer: SocketAddr, local: SocketAddr, outbox: Outbox) {
+    /// Registers a new TCP connection.
+    pub fn connect(&mut self, id: ClientId, peer: std::net::SocketAddr, local: std::net::SocketAddr, outbox: Outbox) {
+        self.connect_from(id, ClientAddr::Tcp(peer), ClientAddr::Tcp(local), outbox);
+    }
+
+    /// Registers a new connection, over TCP or a Unix socket.
+    pub fn connect_from(&mut self, id: ClientId, peer: ClientAddr, local: ClientAddr, outbox: Outbox) {
         let now = self.state.clock.now_ms();
         let authenticated = self.requirepass().is_none();
         let client = Client::new(id, peer, local, outbox, now, authenticated);
@@ -898,10 +908,39 @@ impl Engine {
             let limit = idle_timeout * 1000;
             for c in self.state.clients.values() {
                 if !c.in_pubsub_mode() && !c.monitor && now.saturating_sub(c.last_interaction_ms) > limit {
+                    crate::log::verbose(format_args!("Closing idle client"));
                     c.outbox.close();
                 }
             }
         }
+        self.log_cron();
+    }
+
+    /// Redis's periodic verbose and debug lines: the non-empty databases,
+    /// and the clients and memory, every five seconds.
+    fn log_cron(&mut self) {
+        use crate::log::{self, Level};
+        if !log::enabled(Level::Verbose) {
+            return;
+        }
+        let now = self.state.clock.now_ms();
+        if now.saturating_sub(self.state.cron_logged_ms) < 5000 {
+            return;
+        }
+        self.state.cron_logged_ms = now;
+        for (j, db) in self.state.dbs.iter().enumerate() {
+            let (used, volatile) = (db.len(), db.expires_len());
+            if used > 0 || volatile > 0 {
+                // Redis's table size: a power of two, 4 at least.
+                let slots = used.max(1).next_power_of_two().max(4);
+                log::verbose(format_args!("DB {j}: {used} keys ({volatile} volatile) in {slots} slots HT."));
+            }
+        }
+        log::debug(format_args!(
+            "{} clients connected (0 replicas), {} bytes in use",
+            self.state.clients.len(),
+            crate::memory::used_bytes()
+        ));
     }
 }
 

@@ -135,10 +135,10 @@ unsafe extern "C-unwind" fn new_index_allow_list(state: *mut ffi::lua_State) -> 
         if REDIS_GLOBALS_ALLOW_LIST.iter().any(|a| a.as_bytes() == name) {
             ffi::lua_rawset(state, -3);
         } else if !REDIS_GLOBALS_DENY_LIST.iter().any(|d| d.as_bytes() == name) && !is_deprecated(name) {
-            tracing::warn!(
+            crate::log::warning(format_args!(
                 "A key '{}' was added to Lua globals which is not on the globals allow list nor listed on the deny list.",
                 String::from_utf8_lossy(name)
-            );
+            ));
         }
         0
     }

@@ -544,6 +544,17 @@ unsafe extern "C-unwind" fn log(state: *mut ffi::lua_State) -> c_int {
         if !(0..=3).contains(&level) {
             return raise(state, b"Invalid debug level.");
         }
+        // Redis writes the line to its log at the script's level, and
+        // builds it only when that level is logged.
+        let level = match level {
+            0 => crate::log::Level::Debug,
+            1 => crate::log::Level::Verbose,
+            2 => crate::log::Level::Notice,
+            _ => crate::log::Level::Warning,
+        };
+        if !crate::log::enabled(level) {
+            return 0;
+        }
         let mut line = Vec::new();
         for j in 1..argc {
             let mut len = 0usize;
@@ -556,11 +567,7 @@ unsafe extern "C-unwind" fn log(state: *mut ffi::lua_State) -> c_int {
             }
         }
         let line = String::from_utf8_lossy(&line);
-        match level {
-            0 => tracing::debug!(target: "keylock::script", "{line}"),
-            1 | 2 => tracing::info!(target: "keylock::script", "{line}"),
-            _ => tracing::warn!(target: "keylock::script", "{line}"),
-        }
+        crate::log::log(level, format_args!("{line}"));
         0
     }
 }

@@ -67,16 +67,8 @@ pub(crate) fn respond(shared: &Weak<Shared>, script: &BusyScript) -> Option<Busy
 /// Accepts connections waiting on the listeners; they are answered BUSY
 /// like the others and get their own task once the script is over.
 fn accept_waiting(shared: &Shared) {
-    for &fd in &shared.listener_fds {
-        // SAFETY: listener fds live as long as the server thread.
-        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-        let listener = SockRef::from(&fd);
-        while let Ok((socket, peer)) = listener.accept() {
-            let Some(peer) = peer.as_socket() else { continue };
-            let stream: std::net::TcpStream = socket.into();
-            if stream.set_nonblocking(true).is_err() {
-                continue;
-            }
+    for listener in &shared.listener_fds {
+        while let Some((stream, peer)) = listener.accept() {
             let accepted = super::conn::Accepted::new(shared, stream, peer);
             shared.conns.borrow_mut().insert(accepted.io.id, accepted.io.clone());
             shared.busy_accepted.borrow_mut().push(accepted);
@@ -216,11 +208,11 @@ fn over_query_buffer_limit(io: &ConnIo, limits: &NetLimits) -> bool {
     if input.len() <= limits.query_buffer_limit {
         return false;
     }
-    tracing::warn!(
+    crate::log::warning(format_args!(
         "Closing client that reached max query buffer length: id={} (qbuf initial bytes: {})",
         io.id,
         crate::engine::repr(&input[..input.len().min(64)])
-    );
+    ));
     true
 }
 

@@ -29,20 +29,18 @@
 //! it is a few stores per batch.
 
 use std::cell::{Cell, RefCell};
-use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::Interest;
-use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedWriteHalf;
 
 use super::Shared;
 use super::limits::NetLimits;
 use super::parser::{Limits, RequestParser, resize_in_cron, rewind};
+use super::stream::{StdStream, Stream};
 use crate::engine::output::OutputBuffer;
-use crate::engine::{CloseRequest, Outbox};
+use crate::engine::{ClientAddr, CloseRequest, Outbox};
+use crate::log;
 
 /// An output buffer larger than this is given back once written.
 const IDLE_OUTPUT_MAX: usize = 64 * 1024;
@@ -80,18 +78,24 @@ pub(crate) struct ConnIo {
 
 /// A connection accepted but whose task has not started.
 pub(crate) struct Accepted {
-    pub stream: std::net::TcpStream,
-    pub peer: SocketAddr,
+    pub stream: StdStream,
+    pub peer: ClientAddr,
     pub io: Rc<ConnIo>,
 }
 
 impl Accepted {
-    pub fn new(shared: &Shared, stream: std::net::TcpStream, peer: SocketAddr) -> Accepted {
+    pub fn new(shared: &Shared, stream: StdStream, peer: ClientAddr) -> Accepted {
         let id = shared.next_client_id.get();
         shared.next_client_id.set(id + 1);
+        if log::enabled(log::Level::Verbose) {
+            match &peer {
+                ClientAddr::Tcp(addr) => log::verbose(format_args!("Accepted {addr}")),
+                ClientAddr::Unix(path) => log::verbose(format_args!("Accepted connection to {path}")),
+            }
+        }
         let io = Rc::new(ConnIo {
             id,
-            fd: stream.as_raw_fd(),
+            fd: stream.fd(),
             // Both buffers are allocated when first needed: an idle
             // connection holds none.
             input: RefCell::new(BytesMut::new()),
@@ -175,7 +179,7 @@ pub(crate) fn spawn_busy_accepted(shared: &Rc<Shared>) {
     }
 }
 
-pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, shared: Rc<Shared>) {
+pub(crate) async fn serve(stream: Stream, peer: ClientAddr, shared: Rc<Shared>) {
     match stream.into_std() {
         Ok(std_stream) => {
             let accepted = Accepted::new(&shared, std_stream, peer);
@@ -198,31 +202,30 @@ enum Next {
 async fn run(accepted: Accepted, shared: Rc<Shared>) {
     let Accepted { stream, peer, io } = accepted;
     let id = io.id;
-    let Ok(stream) = TcpStream::from_std(stream) else {
+    let Ok(stream) = Stream::from_std(stream) else {
         shared.conns.borrow_mut().remove(&id);
         return;
     };
-    let _ = stream.set_nodelay(true);
-    let local = stream.local_addr().unwrap_or(peer);
-    let (reader, writer) = stream.into_split();
+    let local = stream.local_addr(&peer);
 
     if shared.connected.get() >= shared.engine.borrow().state.runtime.maxclients {
         shared.conns.borrow_mut().remove(&id);
         io.output()
             .borrow_mut()
             .extend_from_slice(b"-ERR max number of clients reached\r\n");
-        flush(&io, &writer, &shared).await;
+        flush(&io, &stream, &shared).await;
+        stream.shutdown_write();
         return;
     }
     shared.connected.set(shared.connected.get() + 1);
-    shared.engine.borrow_mut().connect(id, peer, local, io.outbox.clone());
+    shared.engine.borrow_mut().connect_from(id, peer, local, io.outbox.clone());
     let mut stop = shared.stop.subscribe();
 
     loop {
         match io.closing.get() {
             Closing::Open => {}
             Closing::AfterReply => {
-                flush(&io, &writer, &shared).await;
+                flush(&io, &stream, &shared).await;
                 break;
             }
             Closing::Now => break,
@@ -230,7 +233,7 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
         match io.outbox.close_request() {
             CloseRequest::Open => {}
             CloseRequest::AfterWrite => {
-                flush(&io, &writer, &shared).await;
+                flush(&io, &stream, &shared).await;
                 break;
             }
             CloseRequest::Now => break,
@@ -251,14 +254,14 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
                     process_input(&io, &shared).await
                 }
             }
-            ready = writer.writable(), if unwritten > 0 && held.is_none() => {
+            ready = stream.writable(), if unwritten > 0 && held.is_none() => {
                 if ready.is_err() {
                     break;
                 }
                 Next::Continue
             }
             _ = sleep_until_held(held), if held.is_some() => Next::Continue,
-            ready = reader.readable(), if read_on => {
+            ready = stream.readable(), if read_on => {
                 if ready.is_err() {
                     break;
                 }
@@ -266,17 +269,23 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
                     let mut input = io.input.borrow_mut();
                     io.parser.borrow().make_room(&mut input);
                     let room = input.capacity() - input.len();
-                    (reader.try_read_buf(&mut *input), room)
+                    (stream.try_read_buf(&mut input), room)
                 };
                 match read {
-                    Ok(0) => break,
+                    Ok(0) => {
+                        if log::enabled(log::Level::Verbose) {
+                            let info = shared.engine.borrow().client_info(id).unwrap_or_default();
+                            log::verbose(format_args!("Client closed connection {info}"));
+                        }
+                        break;
+                    }
                     Ok(n) if n < room => {
                         // A short read emptied the socket: forget its
                         // readiness now, as a WouldBlock would, instead of
                         // paying a second read to learn it (edge-triggered
                         // epoll reports the next arrival; the runtime only
                         // polls it once this task yields, so none is lost).
-                        let _ = reader.as_ref().try_io(Interest::READABLE, || Err::<(), _>(std::io::ErrorKind::WouldBlock.into()));
+                        stream.forget_read_readiness();
                     }
                     Ok(_) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
@@ -293,20 +302,20 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
         match next {
             Next::Continue => {}
             Next::CloseAfterReply => {
-                flush(&io, &writer, &shared).await;
+                flush(&io, &stream, &shared).await;
                 break;
             }
             Next::CloseNow => break,
         }
         // Write what the socket takes now; the rest waits for it to be
         // writable while the connection is read on or held back.
-        if try_flush(&io, &writer, &shared).is_err() {
+        if try_flush(&io, &stream, &shared).is_err() {
             break;
         }
     }
     shared.conns.borrow_mut().remove(&id);
-    drop(writer);
-    drop(reader);
+    stream.shutdown_write();
+    drop(stream);
     shared.engine.borrow_mut().disconnect(id);
     shared.connected.set(shared.connected.get() - 1);
 }
@@ -371,16 +380,16 @@ fn over_query_buffer_limit(io: &ConnIo, shared: &Shared) -> bool {
     io.report_input();
     let input = io.input.borrow();
     let info = shared.engine.borrow().client_info(io.id).unwrap_or_default();
-    tracing::warn!(
+    log::warning(format_args!(
         "Closing client that reached max query buffer length: {info} (qbuf initial bytes: {})",
         crate::engine::repr(&input[..input.len().min(64)])
-    );
+    ));
     true
 }
 
 /// Writes what the socket takes now without waiting: Ok(true) once the
 /// output is empty, Ok(false) if some is left, Err if the connection is gone.
-fn try_flush(io: &ConnIo, writer: &OwnedWriteHalf, shared: &Shared) -> Result<bool, ()> {
+fn try_flush(io: &ConnIo, writer: &Stream, shared: &Shared) -> Result<bool, ()> {
     let mut output = io.output().borrow_mut();
     while !output.is_empty() {
         if output.held_until().is_some() {
@@ -410,7 +419,7 @@ async fn sleep_until_held(held: Option<std::time::Instant>) {
 /// Writes the whole output, waiting for the socket; false if the
 /// connection is gone, or the engine closed it for its output limits
 /// meanwhile.
-async fn flush(io: &ConnIo, writer: &OwnedWriteHalf, shared: &Shared) -> bool {
+async fn flush(io: &ConnIo, writer: &Stream, shared: &Shared) -> bool {
     loop {
         match try_flush(io, writer, shared) {
             Ok(true) => return true,

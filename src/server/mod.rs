@@ -1,6 +1,13 @@
-//! The network side: listeners, one task per connection, and the public
+//! The network side: listeners (TCP, and a Unix domain socket with
+//! `unixsocket`; see `stream`), one task per connection, and the public
 //! [`Server`] / [`ServerHandle`] API used by the binary and by tests that
 //! embed keylock.
+//!
+//! Starting and stopping follow redis-server's `initServer` and
+//! `finishShutdown`, log lines included: bind (a failure ends the start
+//! with Redis's line), write the pid file, `Server initialized`, the ready
+//! lines; at the end `User requested shutdown...`, clients closed, the pid
+//! and socket files removed, `Redis is now ready to exit, bye bye...`.
 //!
 //! A server is one thread running a single-threaded tokio runtime. The
 //! connection tasks and the engine share that thread: a task parses what it
@@ -12,23 +19,27 @@ pub mod conn;
 pub mod control;
 pub mod limits;
 pub mod parser;
+mod stream;
 
 pub use parser::SMALL_REQUEST;
+pub use stream::os_error_text;
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::engine::{Engine, State};
+use crate::log;
+use stream::{Listener, ListenerFd, StdListener};
 
 /// The server thread's stack. Everything runs on it (connections, the
 /// engine, Lua), so it must hold the deepest recursion a client can drive:
@@ -58,7 +69,7 @@ pub(crate) struct Shared {
     /// The connection whose batch the engine is running.
     pub running_client: std::cell::Cell<Option<u64>>,
     /// Listening sockets, for the busy responder to accept from.
-    pub listener_fds: Vec<std::os::fd::RawFd>,
+    pub listener_fds: Vec<ListenerFd>,
     /// Connections the busy responder accepted, waiting for their task.
     pub busy_accepted: RefCell<Vec<conn::Accepted>>,
     /// Copies of engine settings the busy responder needs while the engine is lent out.
@@ -190,9 +201,19 @@ pub struct Server {
     config: Config,
 }
 
+/// A server whose sockets are bound and listening, not yet serving: the
+/// binary logs Redis's start-up banner between the two steps (after the
+/// `listening on` line of `--port 0`, which needs the port).
+pub struct BoundServer {
+    config: Config,
+    listeners: Vec<StdListener>,
+    addr: Option<SocketAddr>,
+}
+
 /// A running server: its address, its clock, and how to stop it.
 pub struct ServerHandle {
-    addr: SocketAddr,
+    addr: Option<SocketAddr>,
+    unixsocket: Option<PathBuf>,
     clock: Clock,
     stop: Stopper,
     thread: Option<JoinHandle<()>>,
@@ -211,15 +232,61 @@ impl Server {
     /// Binds the listening sockets and starts the server thread; returns
     /// once connections are being accepted.
     pub fn start(self) -> std::io::Result<ServerHandle> {
+        self.bind()?.start()
+    }
+
+    /// Checks the configuration and binds the listening sockets, as Redis's
+    /// `initServer`: the TCP addresses (unless `--port 0` with a Unix
+    /// socket), then the Unix socket. On failure the error's text is the
+    /// line Redis logs before exiting (`Failed listening on port 6379
+    /// (TCP), aborting.`, `Failed opening Unix socket: …`); the warnings
+    /// before it are logged here. Prints `listening on ADDR` when the
+    /// configuration asks to announce the port.
+    pub fn bind(self) -> std::io::Result<BoundServer> {
+        // Redis's `initServer` sets `server.pid` first: its lines are `M`s.
+        log::server_started();
         let config = self.config;
         config
             .validate()
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-        let listeners = bind_all(&config)?;
-        let addr = listeners[0].local_addr()?;
+        let mut listeners = if config.serves_tcp() { bind_tcp(&config)? } else { Vec::new() };
+        let addr = match listeners.first() {
+            Some(StdListener::Tcp(l)) => Some(l.local_addr()?),
+            _ => None,
+        };
+        if let Some(path) = &config.unixsocket {
+            let listener = stream::bind_unix(path, config.unixsocketperm)
+                .map_err(|e| std::io::Error::other(format!("Failed opening Unix socket: {e}")))?;
+            listeners.push(listener);
+        }
+        if config.announce
+            && let Some(addr) = addr
+        {
+            use std::io::Write;
+            println!("listening on {addr}");
+            let _ = std::io::stdout().flush();
+        }
+        Ok(BoundServer { config, listeners, addr })
+    }
+}
+
+impl BoundServer {
+    /// The TCP address connections are accepted on (the first one bound),
+    /// if the server listens on TCP.
+    pub fn addr(&self) -> Option<SocketAddr> {
+        self.addr
+    }
+
+    /// Starts the server thread, writes the pid file, and logs Redis's
+    /// `Server initialized` and ready lines.
+    pub fn start(self) -> std::io::Result<ServerHandle> {
+        let BoundServer { config, listeners, addr } = self;
         let (stop_tx, _) = watch::channel(false);
         let stop = Arc::new(stop_tx);
-        let port = addr.port();
+        let port = addr.map_or(0, |a| a.port());
+        if let Some(pidfile) = &config.pidfile {
+            write_pidfile(pidfile);
+        }
         let thread_config = config.clone();
         let thread_stop = stop.clone();
         let halt = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -227,15 +294,22 @@ impl Server {
         let thread = std::thread::Builder::new()
             .name("keylock".into())
             .stack_size(ENGINE_STACK_BYTES)
-            .spawn(move || serve(listeners, State::with_halt(thread_config, port, thread_halt), thread_stop))?;
-        if config.announce {
-            use std::io::Write;
-            println!("listening on {addr}");
-            let _ = std::io::stdout().flush();
+            .spawn(move || {
+                let files = ServerFiles::of(&thread_config);
+                serve(listeners, State::with_halt(thread_config, port, thread_halt), thread_stop);
+                files.remove();
+            })?;
+        log::notice(format_args!("Running mode=standalone, port={port}."));
+        log::warning(format_args!("Server initialized"));
+        if addr.is_some() {
+            log::notice(format_args!("Ready to accept connections"));
         }
-        tracing::info!(%addr, "keylock ready to accept connections");
+        if let Some(path) = &config.unixsocket {
+            log::notice(format_args!("The server is now ready to accept connections at {path}"));
+        }
         Ok(ServerHandle {
             addr,
+            unixsocket: config.unixsocket.as_ref().map(PathBuf::from),
             clock: config.clock.clone(),
             stop: Stopper { stop, halt },
             thread: Some(thread),
@@ -243,33 +317,115 @@ impl Server {
     }
 }
 
-/// Binds every configured address; with port 0 the later ones share the
-/// first one's port.
-fn bind_all(config: &Config) -> std::io::Result<Vec<std::net::TcpListener>> {
+/// Redis's `createPidFile`: best effort, a warning if it cannot be written.
+fn write_pidfile(path: &str) {
+    if let Err(e) = std::fs::write(path, format!("{}\n", std::process::id())) {
+        log::warning(format_args!("Failed to write PID file: {}", os_error_text(&e)));
+    }
+}
+
+/// The files a server leaves while it runs, removed at the end of Redis's
+/// `finishShutdown`, once every client is closed, with its log lines.
+struct ServerFiles {
+    /// Whether Redis would remove a pid file (it logs so when daemonized,
+    /// even without one to remove).
+    pid_file_removal: bool,
+    pidfile: Option<String>,
+    unixsocket: Option<String>,
+}
+
+impl ServerFiles {
+    fn of(config: &Config) -> ServerFiles {
+        ServerFiles {
+            pid_file_removal: config.daemonize || config.pidfile.is_some(),
+            pidfile: config.pidfile.clone(),
+            unixsocket: config.unixsocket.clone(),
+        }
+    }
+
+    fn remove(self) {
+        if self.pid_file_removal {
+            log::notice(format_args!("Removing the pid file."));
+            if let Some(path) = &self.pidfile {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        if let Some(path) = &self.unixsocket {
+            log::notice(format_args!("Removing the unix socket file."));
+            if let Err(e) = stream::unlink_unix(Path::new(path)) {
+                log::warning(format_args!("Error removing the unix socket file: {e}"));
+            }
+        }
+        log::warning(format_args!("Redis is now ready to exit, bye bye..."));
+    }
+}
+
+/// Binds every configured TCP address, as Redis's `listenToPort`; with
+/// port 0 the later ones share the first one's port. An address that
+/// cannot be bound is logged; the server gives up unless the address is
+/// not available or its protocol is not supported here (IPv6 on a host
+/// without it), as Redis does.
+fn bind_tcp(config: &Config) -> std::io::Result<Vec<StdListener>> {
     let mut listeners = Vec::new();
     let mut port = config.port;
-    for host in &config.bind {
+    let fallback = ["127.0.0.1".to_string()];
+    let hosts = if config.bind.is_empty() { &fallback[..] } else { &config.bind[..] };
+    for host in hosts {
+        // Redis 7.0.15 skips an address it cannot use whether or not it
+        // is marked optional (`-`), so the mark changes nothing here.
         let host = host.trim_start_matches('-');
-        let addr = if host.contains(':') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
+        let ip = match host {
+            "*" => "0.0.0.0",
+            "::*" => "::",
+            h => h,
         };
-        let listener = std::net::TcpListener::bind(&addr)?;
-        port = listener.local_addr()?.port();
-        listener.set_nonblocking(true)?;
-        listeners.push(listener);
+        let addr = if ip.contains(':') {
+            format!("[{ip}]:{port}")
+        } else {
+            format!("{ip}:{port}")
+        };
+        match std::net::TcpListener::bind(&addr) {
+            Ok(listener) => {
+                port = listener.local_addr()?.port();
+                listener.set_nonblocking(true)?;
+                listeners.push(StdListener::Tcp(listener));
+            }
+            Err(e) => {
+                log::warning(format_args!(
+                    "Warning: Could not create server TCP listening socket {host}:{port}: bind: {}",
+                    os_error_text(&e)
+                ));
+                let skipped = matches!(
+                    e.raw_os_error(),
+                    Some(
+                        libc::ENOPROTOOPT
+                            | libc::EPROTONOSUPPORT
+                            | libc::ESOCKTNOSUPPORT
+                            | libc::EPFNOSUPPORT
+                            | libc::EAFNOSUPPORT
+                            | libc::EADDRNOTAVAIL
+                    )
+                );
+                if !skipped {
+                    return Err(std::io::Error::new(
+                        e.kind(),
+                        format!("Failed listening on port {} (TCP), aborting.", config.port),
+                    ));
+                }
+            }
+        }
     }
-    if listeners.is_empty() {
-        let listener = std::net::TcpListener::bind(("127.0.0.1", port))?;
-        listener.set_nonblocking(true)?;
-        listeners.push(listener);
+    if listeners.is_empty() && config.unixsocket.is_none() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AddrNotAvailable,
+            "Configured to not listen anywhere, exiting.",
+        ));
     }
     Ok(listeners)
 }
 
 /// The server thread: runtime, listeners, cron, until stopped.
-fn serve(listeners: Vec<std::net::TcpListener>, state: State, stop: Arc<watch::Sender<bool>>) {
+fn serve(listeners: Vec<StdListener>, state: State, stop: Arc<watch::Sender<bool>>) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -280,7 +436,7 @@ fn serve(listeners: Vec<std::net::TcpListener>, state: State, stop: Arc<watch::S
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
         let engine = Engine::new(state);
-        let listener_fds = listeners.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
+        let listener_fds = listeners.iter().map(StdListener::fd).collect();
         let shared = Rc::new(Shared {
             auth_required: std::cell::Cell::new(engine.auth_required()),
             limits: std::cell::Cell::new(net_limits(&engine)),
@@ -307,7 +463,7 @@ fn serve(listeners: Vec<std::net::TcpListener>, state: State, stop: Arc<watch::S
             .watchdog
             .install(Box::new(move |script| busy::respond(&weak, script)));
         for listener in listeners {
-            match TcpListener::from_std(listener) {
+            match listener.into_tokio() {
                 Ok(l) => {
                     tokio::task::spawn_local(accept_loop(l, shared.clone()));
                 }
@@ -321,6 +477,8 @@ fn serve(listeners: Vec<std::net::TcpListener>, state: State, stop: Arc<watch::S
                 break;
             }
         }
+        log::warning(format_args!("User requested shutdown..."));
+        crate::process::stopping();
         shared.engine.borrow_mut().close_all();
         // Let connection tasks flush what they have and close.
         tokio::task::yield_now().await;
@@ -329,7 +487,7 @@ fn serve(listeners: Vec<std::net::TcpListener>, state: State, stop: Arc<watch::S
     runtime.shutdown_timeout(Duration::from_millis(100));
 }
 
-async fn accept_loop(listener: TcpListener, shared: Rc<Shared>) {
+async fn accept_loop(listener: Listener, shared: Rc<Shared>) {
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
@@ -337,7 +495,7 @@ async fn accept_loop(listener: TcpListener, shared: Rc<Shared>) {
             }
             Err(e) => {
                 // Out of file descriptors and the like: back off, keep serving.
-                tracing::warn!(error = %e, "accept failed");
+                log::warning(format_args!("Accepting client connection: accept: {}", os_error_text(&e)));
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
@@ -355,14 +513,24 @@ async fn cron_loop(shared: Rc<Shared>) {
 }
 
 impl ServerHandle {
-    /// The address the server accepts connections on.
+    /// The TCP address the server accepts connections on; `0.0.0.0:0` for
+    /// a server on a Unix socket only (see [`ServerHandle::unix_socket`]).
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.addr.unwrap_or_else(|| ([0, 0, 0, 0], 0).into())
     }
 
-    /// `redis://ip:port/` for client libraries.
+    /// The Unix socket's path, when the server listens on one.
+    pub fn unix_socket(&self) -> Option<&Path> {
+        self.unixsocket.as_deref()
+    }
+
+    /// `redis://ip:port/` for client libraries, or `unix:///path` for a
+    /// server on a Unix socket only.
     pub fn url(&self) -> String {
-        format!("redis://{}/", self.addr)
+        match (&self.addr, &self.unixsocket) {
+            (None, Some(path)) => format!("unix://{}", path.display()),
+            _ => format!("redis://{}/", self.addr()),
+        }
     }
 
     /// The server's clock; `Clock::advance` moves TTLs forward in tests.

@@ -159,17 +159,7 @@ pub fn real_redis() -> Option<RealRedis> {
 /// [`real_redis`] with extra command-line directives (e.g.
 /// `--enable-debug-command local`).
 pub fn real_redis_with(extra: &[&str]) -> Option<RealRedis> {
-    let found = Command::new("redis-server")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
-        if std::env::var("KEYLOCK_REQUIRE_REDIS").is_ok_and(|v| v == "1") {
-            panic!("redis-server is required (KEYLOCK_REQUIRE_REDIS=1) but not on PATH");
-        }
-        eprintln!("skipping differential test: redis-server not found; install it with `apt-get install -y redis-server`");
+    if !redis_server_found() {
         return None;
     }
     let port = {
@@ -205,6 +195,30 @@ pub fn real_redis_with(extra: &[&str]) -> Option<RealRedis> {
     let _ = child.kill();
     let _ = child.wait();
     panic!("redis-server did not start on {addr}");
+}
+
+/// Whether redis-server is on PATH. When it is not, prints how to install
+/// it (the caller skips its test), or, with KEYLOCK_REQUIRE_REDIS=1,
+/// fails the test.
+pub fn redis_server_found() -> bool {
+    let found = Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        if std::env::var("KEYLOCK_REQUIRE_REDIS").is_ok_and(|v| v == "1") {
+            panic!("redis-server is required (KEYLOCK_REQUIRE_REDIS=1) but not on PATH");
+        }
+        eprintln!("skipping differential test: redis-server not found; install it with `apt-get install -y redis-server`");
+    }
+    found
+}
+
+/// A free TCP port on loopback (free when this returns).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// Polls `done` until it holds, failing with `what` after `secs` seconds.

@@ -1,0 +1,244 @@
+//! The two kinds of socket a client connects through, TCP and Unix domain,
+//! behind one type, so that one connection code path (`server::conn`, the
+//! busy responder) serves both.
+//!
+//! An enum rather than a generic connection task: the task is large and
+//! generic code would be compiled twice, while the cost of the enum is one
+//! well-predicted branch next to each system call. Only what differs
+//! between the two lives here: binding (Redis's `anetUnixServer`: remove a
+//! stale file, bind, listen, chmod to `unixsocketperm`), accepting, and the
+//! addresses CLIENT LIST shows (`/path:0` for both ends of a Unix socket
+//! connection, as Redis shows them).
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use tokio::io::Interest;
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+
+use crate::engine::ClientAddr;
+
+/// Redis's `tcp-backlog` default, the backlog of every listening socket.
+const BACKLOG: i32 = 511;
+
+/// A listening socket before the server thread's runtime takes it.
+pub(crate) enum StdListener {
+    Tcp(std::net::TcpListener),
+    /// With the socket's path, the address its clients are shown with.
+    Unix(std::os::unix::net::UnixListener, Arc<str>),
+}
+
+impl StdListener {
+    pub fn fd(&self) -> ListenerFd {
+        match self {
+            StdListener::Tcp(l) => ListenerFd {
+                fd: l.as_raw_fd(),
+                unix_path: None,
+            },
+            StdListener::Unix(l, path) => ListenerFd {
+                fd: l.as_raw_fd(),
+                unix_path: Some(path.clone()),
+            },
+        }
+    }
+
+    /// Registers the socket with the current runtime.
+    pub fn into_tokio(self) -> io::Result<Listener> {
+        Ok(match self {
+            StdListener::Tcp(l) => Listener::Tcp(TcpListener::from_std(l)?),
+            StdListener::Unix(l, path) => Listener::Unix(UnixListener::from_std(l)?, path),
+        })
+    }
+}
+
+/// A listening socket's descriptor, for the busy responder, which accepts
+/// on it while the runtime cannot.
+#[derive(Clone)]
+pub(crate) struct ListenerFd {
+    pub fd: RawFd,
+    pub unix_path: Option<Arc<str>>,
+}
+
+impl ListenerFd {
+    /// Accepts one waiting connection without blocking; None when none waits.
+    pub fn accept(&self) -> Option<(StdStream, ClientAddr)> {
+        // SAFETY: listener fds live as long as the server thread.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) };
+        let (socket, peer) = socket2::SockRef::from(&fd).accept().ok()?;
+        let (stream, peer) = match &self.unix_path {
+            None => (StdStream::Tcp(socket.into()), ClientAddr::Tcp(peer.as_socket()?)),
+            Some(path) => (StdStream::Unix(OwnedFd::from(socket).into()), ClientAddr::Unix(path.clone())),
+        };
+        stream.set_nonblocking().ok()?;
+        Some((stream, peer))
+    }
+}
+
+/// A listening socket on the server thread's runtime.
+pub(crate) enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener, Arc<str>),
+}
+
+impl Listener {
+    pub async fn accept(&self) -> io::Result<(Stream, ClientAddr)> {
+        match self {
+            Listener::Tcp(l) => l.accept().await.map(|(s, peer)| (Stream::Tcp(s), ClientAddr::Tcp(peer))),
+            Listener::Unix(l, path) => l.accept().await.map(|(s, _)| (Stream::Unix(s), ClientAddr::Unix(path.clone()))),
+        }
+    }
+}
+
+/// An accepted connection before its task registers it with the runtime.
+pub(crate) enum StdStream {
+    Tcp(std::net::TcpStream),
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl StdStream {
+    pub fn fd(&self) -> RawFd {
+        match self {
+            StdStream::Tcp(s) => s.as_raw_fd(),
+            StdStream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
+    fn set_nonblocking(&self) -> io::Result<()> {
+        match self {
+            StdStream::Tcp(s) => s.set_nonblocking(true),
+            StdStream::Unix(s) => s.set_nonblocking(true),
+        }
+    }
+}
+
+/// A client's connected socket.
+pub(crate) enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    /// Registers an accepted socket with the current runtime; TCP gets
+    /// TCP_NODELAY, as Redis sets it.
+    pub fn from_std(stream: StdStream) -> io::Result<Stream> {
+        Ok(match stream {
+            StdStream::Tcp(s) => {
+                let s = TcpStream::from_std(s)?;
+                let _ = s.set_nodelay(true);
+                Stream::Tcp(s)
+            }
+            StdStream::Unix(s) => Stream::Unix(UnixStream::from_std(s)?),
+        })
+    }
+
+    /// Takes the socket back from the runtime.
+    pub fn into_std(self) -> io::Result<StdStream> {
+        Ok(match self {
+            Stream::Tcp(s) => StdStream::Tcp(s.into_std()?),
+            Stream::Unix(s) => StdStream::Unix(s.into_std()?),
+        })
+    }
+
+    /// The server's end of the connection: for a Unix socket, the socket's
+    /// path, the same as the client's (`peer`).
+    pub fn local_addr(&self, peer: &ClientAddr) -> ClientAddr {
+        match self {
+            Stream::Tcp(s) => s.local_addr().map_or_else(|_| peer.clone(), ClientAddr::Tcp),
+            Stream::Unix(_) => peer.clone(),
+        }
+    }
+
+    pub async fn readable(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.readable().await,
+            Stream::Unix(s) => s.readable().await,
+        }
+    }
+
+    pub async fn writable(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.writable().await,
+            Stream::Unix(s) => s.writable().await,
+        }
+    }
+
+    pub fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.try_read_buf(buf),
+            Stream::Unix(s) => s.try_read_buf(buf),
+        }
+    }
+
+    pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.try_write(buf),
+            Stream::Unix(s) => s.try_write(buf),
+        }
+    }
+
+    /// Sends the end of the stream (a FIN on TCP) before the socket is
+    /// closed, as dropping the write half of a split stream does.
+    pub fn shutdown_write(&self) {
+        let _ = match self {
+            Stream::Tcp(s) => socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write),
+            Stream::Unix(s) => socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write),
+        };
+    }
+
+    /// Forgets the socket's read readiness, as a read that would block
+    /// does, without the system call (see the connection's read loop).
+    pub fn forget_read_readiness(&self) {
+        let would_block = || Err::<(), _>(io::ErrorKind::WouldBlock.into());
+        let _ = match self {
+            Stream::Tcp(s) => s.try_io(Interest::READABLE, would_block),
+            Stream::Unix(s) => s.try_io(Interest::READABLE, would_block),
+        };
+    }
+}
+
+/// Redis's `anetUnixServer` as `initServer` calls it: removes whatever is
+/// at `path` (a socket left by a previous run), binds, listens, and, when
+/// `perm` is not 0, sets the file's mode to it. The error text is the one
+/// Redis logs after `Failed opening Unix socket: `.
+pub(crate) fn bind_unix(path: &str, perm: u32) -> Result<StdListener, String> {
+    // sizeof(sun_path) on Linux.
+    const SUN_PATH: usize = 108;
+    if path.len() > SUN_PATH - 1 {
+        return Err(format!("unix socket path too long ({}), must be under {SUN_PATH}", path.len()));
+    }
+    let _ = std::fs::remove_file(path);
+    let socket = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None)
+        .map_err(|e| format!("creating socket: {}", os_error_text(&e)))?;
+    let addr = socket2::SockAddr::unix(path).map_err(|e| format!("bind: {}", os_error_text(&e)))?;
+    socket.bind(&addr).map_err(|e| format!("bind: {}", os_error_text(&e)))?;
+    socket.listen(BACKLOG).map_err(|e| format!("listen: {}", os_error_text(&e)))?;
+    if perm != 0 {
+        use std::os::unix::fs::PermissionsExt;
+        // Redis ignores a failed chmod too.
+        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(perm));
+    }
+    socket
+        .set_nonblocking(true)
+        .map_err(|e| format!("fcntl(F_SETFL,O_NONBLOCK): {}", os_error_text(&e)))?;
+    let listener: std::os::unix::net::UnixListener = OwnedFd::from(socket).into();
+    Ok(StdListener::Unix(listener, Arc::from(path)))
+}
+
+/// Removes the Unix socket's file at shutdown, as Redis's
+/// `closeListeningSockets`; the warning's text on failure.
+pub(crate) fn unlink_unix(path: &Path) -> Result<(), String> {
+    std::fs::remove_file(path).map_err(|e| os_error_text(&e))
+}
+
+/// An operating-system error as `strerror` words it (Rust's text without
+/// its ` (os error N)` suffix).
+pub fn os_error_text(e: &io::Error) -> String {
+    let text = e.to_string();
+    match (e.raw_os_error(), text.rfind(" (os error ")) {
+        (Some(_), Some(at)) => text[..at].to_string(),
+        _ => text,
+    }
+}
