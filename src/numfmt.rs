@@ -254,6 +254,23 @@ impl LongDouble {
         self.0.is_finite()
     }
 
+    /// `(long long) ceill(self * 1000.0)` (Redis's timeouts in seconds):
+    /// None where the cast has no value in C (not finite, or past what a
+    /// `long long` holds; x86 then yields LLONG_MIN).
+    pub fn millis_ceil(self) -> Option<i64> {
+        let thousand = X87DoubleExtended::from_u128(1000).value;
+        let ms = (self.0 * thousand).value.round_to_integral(Round::TowardPositive).value;
+        if !ms.is_finite() {
+            return None;
+        }
+        let mut exact = false;
+        let converted = ms.to_i128_r(64, Round::TowardZero, &mut exact);
+        if converted.status != rustc_apfloat::Status::OK {
+            return None;
+        }
+        i64::try_from(converted.value).ok()
+    }
+
     /// Redis's `ld2string(…, LD_STR_HUMAN)`: `%.17Lf`, trailing zeros removed.
     pub fn to_human(self) -> String {
         let v = self.0;

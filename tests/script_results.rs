@@ -948,7 +948,8 @@ fn named_shapes_match_redis() {
 ///
 /// The refusal comes once the conversion has built 1 GiB of reply: about
 /// 3 seconds alone in a debug build, up to 9 beside the other tests on two
-/// shared cores; the bound leaves room for a busier machine.
+/// shared cores, 32 while builds ran beside them. The bound only tells a
+/// refusal from a hang.
 #[test]
 fn table_reachable_twice_in_a_cycle_is_refused_and_server_stays_up() {
     let keylock = start();
@@ -965,7 +966,7 @@ fn table_reachable_twice_in_a_cycle_is_refused_and_server_stays_up() {
             "{body}: {}",
             reply[..reply.len().min(200)].escape_ascii()
         );
-        assert!(elapsed < Duration::from_secs(30), "{body}: took {elapsed:?}");
+        assert!(elapsed < Duration::from_secs(120), "{body}: took {elapsed:?}");
         assert_eq!(c.call(&[b"PING"]).expect("keylock answers PING"), b"+PONG\r\n", "{body}");
         eprintln!("{body}: refused in {elapsed:.1?}");
     }

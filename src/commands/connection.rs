@@ -71,6 +71,11 @@ const CLIENT: &[CommandSpec] = &[
     cmd("kill", -3, client_kill)
         .flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc(G, "2.4.0", "Terminates open connections."),
+    cmd("unblock", -3, client_unblock).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(
+        G,
+        "5.0.0",
+        "Unblock a client blocked in a blocking command from a different connection",
+    ),
     cmd("no-evict", 3, client_no_evict).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(
         G,
         "7.0.0",
@@ -90,6 +95,42 @@ const CLIENT: &[CommandSpec] = &[
         .flags(LOADING | STALE)
         .doc(G, "5.0.0", "Returns helpful text about the different subcommands."),
 ];
+
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR]: ends another client's blocking
+/// command as its timeout would, or with `-UNBLOCKED`; 1 if it was
+/// blocked. Redis counts either as a failed call of that command.
+fn client_unblock(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() > 4 {
+        return Err(CmdError::subcommand_syntax(&argv[1], "client"));
+    }
+    let error = match argv.get(3) {
+        None => false,
+        Some(reason) if reason.eq_ignore_ascii_case(b"timeout") => false,
+        Some(reason) if reason.eq_ignore_ascii_case(b"error") => true,
+        Some(_) => return Err(CmdError::err("CLIENT UNBLOCK reason should be TIMEOUT or ERROR")),
+    };
+    let id = crate::numfmt::parse_i64(&argv[2]).ok_or_else(CmdError::not_integer)?;
+    let state = &mut *ctx.state;
+    let Some(mut target) = u64::try_from(id).ok().and_then(|id| state.clients.remove(&id)) else {
+        return Ok(Reply::Int(0));
+    };
+    let Some(stat_index) = target.blocked.as_ref().map(|b| b.stat_index) else {
+        state.clients.insert(target.id, target);
+        return Ok(Reply::Int(0));
+    };
+    state.unblock(&mut target);
+    let reply = if error {
+        let unblocked = CmdError::new("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+        state.stats.count_error(&unblocked);
+        Reply::from(unblocked)
+    } else {
+        Reply::NilArray
+    };
+    state.stats.cmd[stat_index].failed_calls += 1;
+    state.answer_unblocked(&target, reply);
+    state.clients.insert(target.id, target);
+    Ok(Reply::Int(1))
+}
 
 fn ping(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() > 2 {
@@ -506,6 +547,8 @@ fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             "    Protect current client connection from eviction.",
             "SETNAME <name>",
             "    Assign the name <name> to the current connection.",
+            "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+            "    Unblock the specified blocked client.",
             "SETINFO <option> <value>",
             "    Set client meta attr. Options are:",
             "    * LIB-NAME: the client lib name.",

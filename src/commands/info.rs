@@ -107,10 +107,15 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("maxclients:{}", st.config.maxclients);
             line!("client_recent_max_input_buffer:0");
             line!("client_recent_max_output_buffer:{}", st.output_peaks.max());
-            line!("blocked_clients:0");
+            line!("blocked_clients:{}", st.blocked_clients);
             line!("tracking_clients:0");
             line!("pubsub_clients:{}", pubsub_clients);
-            line!("clients_in_timeout_table:0");
+            let in_timeout_table = st
+                .clients
+                .values()
+                .filter(|c| c.blocked.as_ref().is_some_and(|b| b.deadline.is_some()))
+                .count();
+            line!("clients_in_timeout_table:{}", in_timeout_table);
         }
         "memory" => {
             let used = crate::memory::used_bytes();

@@ -177,6 +177,18 @@ fn pop_from(ctx: &mut Ctx, key: &[u8], end: End, count: usize) -> CmdResult<Vec<
     Ok(popped)
 }
 
+/// A blocking pop's step: up to `count` elements from the head (`left`)
+/// or tail of the existing list at `key`.
+pub(crate) fn pop_end(ctx: &mut Ctx, key: &[u8], left: bool, count: usize) -> CmdResult<Vec<Bytes>> {
+    pop_from(ctx, key, if left { End::Left } else { End::Right }, count)
+}
+
+/// A blocking move's step: LMOVE from `src` to `dst`.
+pub(crate) fn move_between(ctx: &mut Ctx, src: &Bytes, dst: &Bytes, from_left: bool, to_left: bool) -> CmdResult {
+    let end = |left: bool| if left { End::Left } else { End::Right };
+    move_generic(ctx, src, dst, end(from_left), end(to_left))
+}
+
 /// LPOP / RPOP: one element (bulk, nil when missing) or, with a count, an
 /// array (nil array when missing, empty for count 0).
 fn pop_generic(ctx: &mut Ctx, argv: &[Bytes], end: End) -> CmdResult {

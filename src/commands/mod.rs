@@ -6,6 +6,7 @@
 //! the rest of the engine through [`Ctx`], and knows nothing of sockets.
 
 pub mod args;
+pub mod blocking;
 pub mod connection;
 pub mod hashes;
 pub mod info;
@@ -130,6 +131,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         strings::COMMANDS,
         hashes::COMMANDS,
         lists::COMMANDS,
+        blocking::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
         pubsub::COMMANDS,

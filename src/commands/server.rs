@@ -152,7 +152,12 @@ fn swapdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if a < 0 || a >= n || b < 0 || b >= n {
         return Err(CmdError::db_index_out_of_range());
     }
-    ctx.state.dbs.swap(a as usize, b as usize);
+    let (a, b) = (a as usize, b as usize);
+    if a != b {
+        let (low, high) = (a.min(b), a.max(b));
+        let (left, right) = ctx.state.dbs.split_at_mut(high);
+        crate::db::Db::swap_data(&mut left[low], &mut right[0]);
+    }
     Ok(Reply::OK)
 }
 

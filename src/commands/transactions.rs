@@ -57,6 +57,8 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     // Keys watched must not change under the transaction's own writes.
     unwatch_all(ctx.state, ctx.client);
     let mut replies = Vec::with_capacity(multi.queued.len());
+    // Nothing blocks inside a transaction.
+    ctx.state.deny_blocking = true;
     for argv in multi.queued {
         let reply = match crate::engine::exec::queued(ctx.state, &argv) {
             Some(cmd) => ctx.state.call(ctx.client, cmd, &argv),
@@ -64,6 +66,7 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         };
         replies.push(reply);
     }
+    ctx.state.deny_blocking = false;
     Ok(Reply::Array(replies))
 }
 

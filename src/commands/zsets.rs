@@ -590,6 +590,12 @@ fn pop_from(ctx: &mut Ctx, key: &[u8], max: bool, count: usize) -> CmdResult<Vec
     Ok(popped)
 }
 
+/// A blocking pop's step: up to `count` members from the low (or, with
+/// `max`, the high) end of the existing sorted set at `key`.
+pub(crate) fn pop_ends(ctx: &mut Ctx, key: &[u8], max: bool, count: usize) -> CmdResult<Vec<(Bytes, f64)>> {
+    pop_from(ctx, key, max, count)
+}
+
 /// ZPOPMIN / ZPOPMAX key [count]: a flat [member, score, …] array, or in
 /// RESP3 with a count, [member, score] pairs; empty when the key is missing.
 fn zpop_generic(ctx: &mut Ctx, argv: &[Bytes], max: bool) -> CmdResult {

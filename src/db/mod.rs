@@ -21,7 +21,7 @@ pub mod ops;
 pub mod value;
 pub mod zset;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
 
@@ -38,6 +38,12 @@ pub struct Db {
     keys: Keyspace,
     watchers: HashMap<Bytes, Vec<ClientId>, Hasher>,
     invalidated: Vec<ClientId>,
+    /// Clients blocked on keys of this database, first blocked first
+    /// (Redis's `blocking_keys`).
+    waiting: HashMap<Bytes, VecDeque<ClientId>, Hasher>,
+    /// Keys with waiting clients that a write created as a list or sorted
+    /// set since the engine last served them (Redis's `ready_keys`).
+    ready: Vec<Bytes>,
     /// Keys removed because they expired, for INFO's `expired_keys`.
     pub expired_keys: u64,
 }
@@ -143,7 +149,11 @@ impl Db {
         self.signal_modified(key);
         let position = match self.live_position(key, now_ms) {
             Some(p) => p,
-            None => self.keys.insert_new(key, make()),
+            None => {
+                let value = make();
+                self.signal_ready(key, &value);
+                self.keys.insert_new(key, value)
+            }
         };
         self.keys.value_at_mut(position)
     }
@@ -164,6 +174,7 @@ impl Db {
     pub fn insert_absent(&mut self, key: &[u8], value: Value) -> usize {
         debug_assert!(self.keys.position(key).is_none(), "insert_absent of a present key");
         self.signal_modified(key);
+        self.signal_ready(key, &value);
         self.keys.insert_new(key, value)
     }
 
@@ -191,6 +202,7 @@ impl Db {
                 *self.keys.value_at_mut(p) = value;
             }
             None => {
+                self.signal_ready(key, &value);
                 self.keys.insert_new(key, value);
             }
         }
@@ -233,6 +245,84 @@ impl Db {
             self.signal_modified(key);
         }
         had
+    }
+
+    /// A key was created holding `value`: clients blocked on it for a list
+    /// or sorted set can be served (Redis's `signalKeyAsReady`, which
+    /// `dbAdd` calls; overwriting an existing key does not).
+    fn signal_ready(&mut self, key: &[u8], value: &Value) {
+        if self.waiting.is_empty() || !matches!(value, Value::List(_) | Value::ZSet(_)) {
+            return;
+        }
+        if self.waiting.contains_key(key) && !self.ready.iter().any(|k| **k == *key) {
+            self.ready.push(Bytes::copy_from_slice(key));
+        }
+    }
+
+    /// Registers `client` as blocked on `key`, after the clients already
+    /// waiting for it.
+    pub fn block_on(&mut self, key: Bytes, client: ClientId) {
+        self.waiting.entry(key).or_default().push_back(client);
+    }
+
+    /// Forgets `client` as blocked on `key`.
+    pub fn unblock_from(&mut self, key: &[u8], client: ClientId) {
+        if let Some(list) = self.waiting.get_mut(key) {
+            list.retain(|&c| c != client);
+            if list.is_empty() {
+                self.waiting.remove(key);
+            }
+        }
+    }
+
+    /// The clients blocked on `key`, first blocked first.
+    pub fn waiters(&self, key: &[u8]) -> Vec<ClientId> {
+        self.waiting.get(key).map(|l| l.iter().copied().collect()).unwrap_or_default()
+    }
+
+    /// The keys made ready since the last call, in the order they were.
+    pub fn take_ready(&mut self) -> Vec<Bytes> {
+        std::mem::take(&mut self.ready)
+    }
+
+    /// After SWAPDB brought other data in: every waited-for key that now
+    /// holds a list or sorted set is ready (Redis's `scanDatabaseForReadyKeys`).
+    pub fn signal_waited_keys(&mut self) {
+        let keys: Vec<Bytes> = self.waiting.keys().cloned().collect();
+        for key in keys {
+            if let Some(value) = self.keys.get(&key) {
+                let ready = matches!(value, Value::List(_) | Value::ZSet(_));
+                if ready && !self.ready.contains(&key) {
+                    self.ready.push(key);
+                }
+            }
+        }
+    }
+
+    /// SWAPDB: the two databases exchange their data; clients blocked on
+    /// keys and watching keys stay with the database number they chose, as
+    /// in Redis. Watchers of a key that exists on either side see it change.
+    pub fn swap_data(a: &mut Db, b: &mut Db) {
+        for db in [&mut *a, &mut *b] {
+            db.touch_watched_for_swap();
+        }
+        std::mem::swap(&mut a.keys, &mut b.keys);
+        std::mem::swap(&mut a.expired_keys, &mut b.expired_keys);
+        for db in [&mut *a, &mut *b] {
+            db.touch_watched_for_swap();
+            db.signal_waited_keys();
+        }
+    }
+
+    /// Invalidates the watchers of every watched key that exists now.
+    fn touch_watched_for_swap(&mut self) {
+        let mut dirty = Vec::new();
+        for (key, clients) in &self.watchers {
+            if self.keys.position(key).is_some() {
+                dirty.extend(clients.iter().copied());
+            }
+        }
+        self.invalidated.extend(dirty);
     }
 
     pub fn clear(&mut self) {

@@ -99,6 +99,8 @@ pub struct Client {
     /// Redis's `addReplyDeferredLen` does: Redis holds all of it in the
     /// reply list, none in the reply buffer (see `output`).
     pub deferred_len: bool,
+    /// Waiting in a blocking command (see `engine::blocking`).
+    pub blocked: Option<Box<super::blocking::Blocked>>,
     /// Pub/sub messages for this client produced while its own batch runs;
     /// written before the reply of the command that produced them.
     pub inline_pushes: Vec<crate::reply::Reply>,
@@ -133,6 +135,7 @@ impl Client {
             no_touch: false,
             is_script: false,
             deferred_len: false,
+            blocked: None,
             inline_pushes: Vec::new(),
         }
     }
@@ -211,6 +214,9 @@ impl Client {
         }
         if self.multi.is_some() {
             flags.push('x');
+        }
+        if self.blocked.is_some() {
+            flags.push('b');
         }
         if self.close_after_reply {
             flags.push('c');

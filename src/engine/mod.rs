@@ -11,6 +11,7 @@
 //! in the data path. The cron (active expiry, idle timeouts) runs `hz`
 //! times a second on the same thread.
 
+pub mod blocking;
 pub mod client;
 pub mod exec;
 pub mod faults;
@@ -103,6 +104,11 @@ pub struct State {
     /// The second key accesses are stamped with (OBJECT IDLETIME), set
     /// from the clock before each command; shared by every database.
     pub access_clock: crate::db::keyspace::AccessClock,
+    /// Clients waiting in a blocking command (INFO `blocked_clients`).
+    pub blocked_clients: usize,
+    /// Blocking commands answer at once (Redis's CLIENT_DENY_BLOCKING):
+    /// set while EXEC runs a transaction.
+    pub deny_blocking: bool,
     /// Injected faults (KEYLOCK FAULT).
     pub faults: faults::Faults,
     /// The name of the client whose command runs, while faults are set (a
@@ -261,6 +267,8 @@ impl State {
             watchdog,
             orphan_pushes: Vec::new(),
             dirty_orphans: Vec::new(),
+            blocked_clients: 0,
+            deny_blocking: false,
             faults: faults::Faults::default(),
             fault_caller: None,
             disconnect_after: false,
@@ -648,6 +656,9 @@ pub struct BatchOutput {
     /// The clock's time for the client's last command (milliseconds), as
     /// Redis refreshes its cached time for each command it runs.
     pub now_ms: u64,
+    /// The client blocked (BLPOP…): the commands of the batch after the
+    /// blocking one, to run once it is unblocked.
+    pub rest: Vec<Vec<Bytes>>,
 }
 
 impl BatchOutput {
@@ -657,6 +668,7 @@ impl BatchOutput {
         over_output_limit: false,
         authenticated: false,
         now_ms: 0,
+        rest: Vec::new(),
     };
 }
 
@@ -716,6 +728,7 @@ impl Engine {
             self.state.pubsub.punsubscribe(&p, c.id);
         }
         crate::commands::transactions::unwatch_all(&mut self.state, c);
+        self.state.unblock(c);
         if c.monitor {
             self.state.monitors.retain(|&m| m != c.id);
         }
@@ -746,7 +759,9 @@ impl Engine {
             return BatchOutput::CLOSED;
         };
         let outbox = client.outbox.clone();
-        for argv in commands {
+        let mut rest = Vec::new();
+        let mut commands = commands.into_iter();
+        while let Some(argv) = commands.next() {
             if outbox.close_request() != CloseRequest::Open {
                 break;
             }
@@ -754,6 +769,12 @@ impl Engine {
             let reply = self.dispatch(&mut client, argv);
             if self.state.shutdown {
                 // A successful SHUTDOWN closes connections without a reply.
+                break;
+            }
+            if client.blocked.is_some() {
+                // Parked by a blocking command: it answers when unblocked,
+                // and what the client sent after it waits until then.
+                rest = commands.collect();
                 break;
             }
             if self.state.disconnect_after {
@@ -788,6 +809,10 @@ impl Engine {
                     self.state.orphan_pushes.retain(|(to, _)| *to != client.id);
                 }
             }
+            if self.state.blocked_clients > 0 {
+                // Redis's handleClientsBlockedOnKeys, after every command.
+                self.state.serve_blocked();
+            }
             if client.close_after_reply {
                 break;
             }
@@ -804,6 +829,7 @@ impl Engine {
             over_output_limit,
             authenticated: client.authenticated,
             now_ms: client.last_interaction_ms,
+            rest,
         };
         outbox.set_class(client.output_class());
         self.state.clients.insert(id, client);
@@ -813,6 +839,12 @@ impl Engine {
             }
         }
         result
+    }
+
+    /// Ends the wait of client `id` if its timeout has passed (its
+    /// connection's timer fired); true if it was due.
+    pub fn time_out_blocked(&mut self, id: ClientId) -> bool {
+        self.state.time_out_blocked(id, Instant::now())
     }
 
     /// The client's line in CLIENT LIST, for log messages about it.

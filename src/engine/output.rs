@@ -490,6 +490,9 @@ struct Inner {
     /// The connection's read buffer as last reported: bytes in it, and
     /// free room.
     query_buffer: Cell<(usize, usize)>,
+    /// Blocked by a blocking command: until when (None inside: no
+    /// timeout). Its connection runs nothing meanwhile.
+    blocked: Cell<Option<Option<Instant>>>,
 }
 
 impl Default for Outbox {
@@ -510,6 +513,7 @@ impl Outbox {
                 class: Cell::new(ClientClass::Normal),
                 cut: Cell::new(false),
                 query_buffer: Cell::new((0, 0)),
+                blocked: Cell::new(None),
             }),
         }
     }
@@ -606,6 +610,16 @@ impl Outbox {
 
     pub fn close_request(&self) -> CloseRequest {
         self.inner.close.get()
+    }
+
+    /// Whether the client is blocked, and until when (see
+    /// `engine::blocking`).
+    pub fn blocked(&self) -> Option<Option<Instant>> {
+        self.inner.blocked.get()
+    }
+
+    pub fn set_blocked(&self, blocked: Option<Option<Instant>>) {
+        self.inner.blocked.set(blocked);
     }
 
     /// Wakes the connection's task to write its output and run what input

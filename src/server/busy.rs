@@ -111,6 +111,12 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAc
         close_now(shared, io);
         return None;
     }
+    if io.outbox.blocked().is_some() || !io.pending.borrow().0.is_empty() {
+        // A blocked client's commands wait for it to be unblocked (Redis
+        // parses nothing for it); one just unblocked runs what it sent
+        // first, in its own task.
+        return None;
+    }
     let limits = shared.limits.get();
     let mut action = None;
     let mut reads = 0;

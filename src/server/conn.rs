@@ -62,6 +62,10 @@ pub(crate) struct ConnIo {
     pub fd: RawFd,
     pub input: RefCell<BytesMut>,
     pub parser: RefCell<RequestParser>,
+    /// Commands the client sent after a blocking command that parked it,
+    /// and the protocol error that ended their batch, if any: they run
+    /// once it is unblocked.
+    pub pending: RefCell<Pending>,
     /// The most the read buffer held since the cron's previous pass
     /// (Redis's `querybuf_peak`).
     pub input_peak: Cell<usize>,
@@ -100,6 +104,7 @@ impl Accepted {
             // connection holds none.
             input: RefCell::new(BytesMut::new()),
             parser: RefCell::new(RequestParser::default()),
+            pending: RefCell::new((Vec::new(), None)),
             input_peak: Cell::new(0),
             last_io_secs: Cell::new(shared.unix_secs.get()),
             authenticated: Cell::new(!shared.auth_required.get()),
@@ -242,17 +247,25 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
         let read_on = unwritten < io.hold_at(&shared.limits.get(), false);
         // Output a DELAY fault holds back waits for its time, not the socket.
         let held = io.output().borrow_mut().held_until();
+        let blocked_until = io.outbox.blocked().flatten();
         let next = tokio::select! {
             biased;
             _ = io.outbox.woken() => {
-                // Output was queued, a close asked for, or a busy script
-                // ended: commands the busy responder left unanswered, held
-                // back by their unread replies, run now.
-                if io.input.borrow().is_empty() {
+                // Output was queued, a close asked for, a busy script
+                // ended (commands the busy responder left unanswered, held
+                // back by their unread replies, run now), or the client
+                // was unblocked (what it sent after the blocking command
+                // runs now).
+                if io.input.borrow().is_empty() && io.pending.borrow().0.is_empty() {
                     Next::Continue
                 } else {
                     process_input(&io, &shared).await
                 }
+            }
+            _ = sleep_until_instant(blocked_until), if blocked_until.is_some() => {
+                // A blocking command's timeout.
+                shared.engine.borrow_mut().time_out_blocked(io.id);
+                process_input(&io, &shared).await
             }
             ready = stream.writable(), if unwritten > 0 && held.is_none() => {
                 if ready.is_err() {
@@ -260,7 +273,7 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
                 }
                 Next::Continue
             }
-            _ = sleep_until_held(held), if held.is_some() => Next::Continue,
+            _ = sleep_until_instant(held), if held.is_some() => Next::Continue,
             ready = stream.readable(), if read_on => {
                 if ready.is_err() {
                     break;
@@ -326,13 +339,25 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
 /// that then apply, as Redis parses each command after the previous ran.
 async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
     loop {
+        if io.outbox.blocked().is_some() {
+            // A blocked client runs nothing; its input waits (Redis reads
+            // on, so a closed connection is noticed).
+            return Next::Continue;
+        }
         let limits = shared.limits.get();
         let split_on_auth = shared.auth_required.get();
         // While its batch runs, the client's read buffer shows as it was
         // before parsing, as Redis's holds the commands it runs; once they
         // ran, what is left of it (a partial request).
         io.report_input();
-        let (batch, protocol_error, more) = parse_batch(io, io.request_limits(&limits), split_on_auth);
+        let pending = std::mem::take(&mut *io.pending.borrow_mut());
+        let (batch, protocol_error, more) = if pending.0.is_empty() && pending.1.is_none() {
+            parse_batch(io, io.request_limits(&limits), split_on_auth)
+        } else {
+            // What came after a blocking command runs first.
+            let more = pending.1.is_none();
+            (pending.0, pending.1, more)
+        };
         let mut next = Next::Continue;
         if batch.is_empty() {
             io.report_input();
@@ -354,6 +379,10 @@ async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
             if result.close {
                 next = Next::CloseAfterReply;
             }
+            if io.outbox.blocked().is_some() && matches!(next, Next::Continue) {
+                *io.pending.borrow_mut() = (result.rest, protocol_error);
+                return Next::Continue;
+            }
         }
         if let Some(text) = protocol_error {
             if matches!(next, Next::Continue) {
@@ -370,6 +399,10 @@ async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
         tokio::task::yield_now().await;
     }
 }
+
+/// What a blocked client sent after its blocking command: the commands,
+/// and the protocol error that ended their batch, if any.
+pub(crate) type Pending = (Vec<Vec<Bytes>>, Option<Vec<u8>>);
 
 /// After a read: Redis closes a client whose unparsed input passed
 /// `client-query-buffer-limit`, and logs it with the first bytes.
@@ -408,8 +441,9 @@ fn try_flush(io: &ConnIo, writer: &Stream, shared: &Shared) -> Result<bool, ()> 
     Ok(true)
 }
 
-/// Sleeps until held-back output may go (never returns for `None`).
-async fn sleep_until_held(held: Option<std::time::Instant>) {
+/// Sleeps until `at` (held-back output may go, a blocking command times
+/// out); never returns for `None`.
+async fn sleep_until_instant(held: Option<std::time::Instant>) {
     match held {
         Some(until) => tokio::time::sleep_until(until.into()).await,
         None => std::future::pending().await,
@@ -431,7 +465,7 @@ async fn flush(io: &ConnIo, writer: &Stream, shared: &Shared) -> bool {
             ready = writer.writable(), if held.is_none() => if ready.is_err() {
                 return false;
             },
-            _ = sleep_until_held(held), if held.is_some() => {}
+            _ = sleep_until_instant(held), if held.is_some() => {}
             _ = io.outbox.woken() => if io.outbox.close_request() == CloseRequest::Now {
                 return false;
             },

@@ -1,0 +1,277 @@
+//! The blocking pops: BLPOP, BRPOP, BRPOPLPUSH, BLMOVE, BLMPOP, BZPOPMIN,
+//! BZPOPMAX and BZMPOP, as Redis 7.0.15's t_list.c and t_zset.c run them.
+//!
+//! Each one first tries its keys in order, as the non-blocking command
+//! would: the first non-empty one is popped at once (a key of another
+//! type is WRONGTYPE). Only when every key is empty or missing does the
+//! client block (`engine::blocking`), and [`serve`] later does the pop for
+//! it when a write makes one of its keys ready. Inside MULTI/EXEC and
+//! scripts nothing blocks: the command answers as its timeout would.
+
+use bytes::Bytes;
+
+use super::table::{CommandSpec, Group, cmd, flag::*};
+use super::{CmdError, CmdResult, Ctx, Reply};
+use crate::engine::blocking::BlockOp;
+use crate::numfmt::LongDouble;
+
+pub const COMMANDS: &[CommandSpec] = &[
+    cmd("blpop", -3, blpop).flags(WRITE | NOSCRIPT | BLOCKING).keys(1, -2, 1).doc(
+        Group::List,
+        "2.0.0",
+        "Remove and get the first element in a list, or block until one is available",
+    ),
+    cmd("brpop", -3, brpop).flags(WRITE | NOSCRIPT | BLOCKING).keys(1, -2, 1).doc(
+        Group::List,
+        "2.0.0",
+        "Remove and get the last element in a list, or block until one is available",
+    ),
+    cmd("brpoplpush", 4, brpoplpush)
+        .flags(WRITE | DENYOOM | NOSCRIPT | BLOCKING)
+        .keys(1, 2, 1)
+        .doc(
+            Group::List,
+            "2.2.0",
+            "Pop an element from a list, push it to another list and return it; or block until one is available",
+        ),
+    cmd("blmove", 6, blmove)
+        .flags(WRITE | DENYOOM | NOSCRIPT | BLOCKING)
+        .keys(1, 2, 1)
+        .doc(
+            Group::List,
+            "6.2.0",
+            "Pop an element from a list, push it to another list and return it; or block until one is available",
+        ),
+    // Keys are movable (after numkeys): no legacy key range.
+    cmd("blmpop", -5, blmpop).flags(WRITE | BLOCKING).doc(
+        Group::List,
+        "7.0.0",
+        "Pop elements from a list, or block until one is available",
+    ),
+    cmd("bzpopmin", -3, bzpopmin)
+        .flags(WRITE | NOSCRIPT | BLOCKING | FAST)
+        .keys(1, -2, 1)
+        .doc(
+            Group::SortedSet,
+            "5.0.0",
+            "Remove and return the member with the lowest score from one or more sorted sets, or block until one is available",
+        ),
+    cmd("bzpopmax", -3, bzpopmax)
+        .flags(WRITE | NOSCRIPT | BLOCKING | FAST)
+        .keys(1, -2, 1)
+        .doc(
+            Group::SortedSet,
+            "5.0.0",
+            "Remove and return the member with the highest score from one or more sorted sets, or block until one is available",
+        ),
+    cmd("bzmpop", -5, bzmpop).flags(WRITE | BLOCKING).doc(
+        Group::SortedSet,
+        "7.0.0",
+        "Remove and return members with scores in a sorted set or block until one is available",
+    ),
+];
+
+/// Redis's `getTimeoutFromObjectOrReply` in seconds: a long double, made
+/// milliseconds rounded up (`ceill(t * 1000)`); 0 waits forever. A value
+/// past what a `long long` holds becomes negative in Redis's cast, and is
+/// refused as negative.
+fn parse_timeout(raw: &[u8]) -> CmdResult<u64> {
+    let seconds = LongDouble::parse(raw).ok_or_else(|| CmdError::err("timeout is not a float or out of range"))?;
+    match seconds.millis_ceil() {
+        Some(ms) if ms >= 0 => Ok(ms as u64),
+        _ => Err(CmdError::err("timeout is negative")),
+    }
+}
+
+/// LEFT or RIGHT (Redis's `getListPositionFromObjectOrReply`): true for LEFT.
+fn parse_left(raw: &[u8]) -> CmdResult<bool> {
+    match super::args::upper(raw).as_str() {
+        "LEFT" => Ok(true),
+        "RIGHT" => Ok(false),
+        _ => Err(CmdError::syntax()),
+    }
+}
+
+/// Whether this client may block now (Redis's CLIENT_DENY_BLOCKING is set
+/// for scripts and inside MULTI/EXEC).
+fn may_block(ctx: &Ctx) -> bool {
+    !ctx.client.is_script && !ctx.state.deny_blocking
+}
+
+/// What the keys hold, as a blocking command looks at them
+/// (`lookupKeyWrite`: no hit or miss counted): the first key holding a
+/// non-empty value of the wanted type, or WRONGTYPE for a key of another
+/// type met first.
+fn first_ready(ctx: &mut Ctx, keys: &[Bytes], zset: bool) -> CmdResult<Option<Bytes>> {
+    let now = ctx.now_ms;
+    for key in keys {
+        let Some(value) = ctx.db().get(key, now) else { continue };
+        let empty = if zset {
+            value.as_zset()?.is_empty()
+        } else {
+            value.as_list()?.is_empty()
+        };
+        if !empty {
+            return Ok(Some(key.clone()));
+        }
+    }
+    Ok(None)
+}
+
+/// BLPOP / BRPOP / BLMPOP: pop from the first non-empty list, or block.
+fn blocking_pop(ctx: &mut Ctx, keys: &[Bytes], timeout: &[u8], left: bool, count: Option<usize>) -> CmdResult {
+    let timeout = parse_timeout(timeout)?;
+    if let Some(key) = first_ready(ctx, keys, false)? {
+        return serve(ctx, &key, &BlockOp::Pop { left, count });
+    }
+    if !may_block(ctx) {
+        return Ok(Reply::NilArray);
+    }
+    block(ctx, keys, BlockOp::Pop { left, count }, timeout)
+}
+
+/// Parks the client; it answers nothing now.
+fn block(ctx: &mut Ctx, keys: &[Bytes], op: BlockOp, timeout_ms: u64) -> CmdResult {
+    let stat_index = super::table::Registry::get()
+        .lookup(ctx.client.last_command.as_bytes())
+        .map_or(0, |c| c.stat_index);
+    ctx.state.block(ctx.client, keys, op, timeout_ms, stat_index);
+    Ok(Reply::Many(Vec::new()))
+}
+
+fn blpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let (keys, timeout) = argv[1..].split_at(argv.len() - 2);
+    blocking_pop(ctx, keys, &timeout[0], true, None)
+}
+
+fn brpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let (keys, timeout) = argv[1..].split_at(argv.len() - 2);
+    blocking_pop(ctx, keys, &timeout[0], false, None)
+}
+
+/// BLMPOP timeout numkeys key [key …] LEFT|RIGHT [COUNT count]
+/// (`lmpopGenericCommand`, its checks in its order).
+fn blmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let (keys, left_or_max, count) = parse_mpop(argv, parse_left)?;
+    blocking_pop(ctx, keys, &argv[1], left_or_max, Some(count))
+}
+
+/// The numkeys, keys, LEFT|RIGHT or MIN|MAX, and COUNT of BLMPOP and
+/// BZMPOP (numkeys at 2).
+fn parse_mpop(argv: &[Bytes], which_end: fn(&[u8]) -> CmdResult<bool>) -> CmdResult<(&[Bytes], bool, usize)> {
+    let numkeys = super::args::parse_at_least_one(&argv[2], "numkeys should be greater than 0")? as usize;
+    let end_at = numkeys.checked_add(3).filter(|&i| i < argv.len()).ok_or_else(CmdError::syntax)?;
+    let end = which_end(&argv[end_at])?;
+    let count = super::args::parse_mpop_count(argv, end_at + 1)?.unwrap_or(1) as usize;
+    Ok((&argv[3..end_at], end, count))
+}
+
+/// BLMOVE / BRPOPLPUSH (`blmoveGenericCommand`).
+fn blocking_move(ctx: &mut Ctx, argv: &[Bytes], from_left: bool, to_left: bool, timeout: &[u8]) -> CmdResult {
+    let timeout = parse_timeout(timeout)?;
+    let (src, dst) = (&argv[1], &argv[2]);
+    let op = BlockOp::Move {
+        dst: crate::db::value::owned(dst),
+        from_left,
+        to_left,
+    };
+    let now = ctx.now_ms;
+    let present = match ctx.db().get(src, now) {
+        Some(value) => {
+            value.as_list()?;
+            true
+        }
+        None => false,
+    };
+    if present {
+        return serve(ctx, src, &op);
+    }
+    if !may_block(ctx) {
+        return Ok(Reply::Nil);
+    }
+    block(ctx, std::slice::from_ref(src), op, timeout)
+}
+
+fn blmove(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let from_left = parse_left(&argv[3])?;
+    let to_left = parse_left(&argv[4])?;
+    blocking_move(ctx, argv, from_left, to_left, &argv[5])
+}
+
+fn brpoplpush(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    blocking_move(ctx, argv, false, true, &argv[3])
+}
+
+/// BZPOPMIN / BZPOPMAX / BZMPOP (`blockingGenericZpopCommand`).
+fn blocking_zpop(ctx: &mut Ctx, keys: &[Bytes], timeout: &[u8], max: bool, count: Option<usize>) -> CmdResult {
+    let timeout = parse_timeout(timeout)?;
+    if let Some(key) = first_ready(ctx, keys, true)? {
+        return serve(ctx, &key, &BlockOp::ZPop { max, count });
+    }
+    if !may_block(ctx) {
+        return Ok(Reply::NilArray);
+    }
+    block(ctx, keys, BlockOp::ZPop { max, count }, timeout)
+}
+
+fn bzpopmin(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let (keys, timeout) = argv[1..].split_at(argv.len() - 2);
+    blocking_zpop(ctx, keys, &timeout[0], false, None)
+}
+
+fn bzpopmax(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let (keys, timeout) = argv[1..].split_at(argv.len() - 2);
+    blocking_zpop(ctx, keys, &timeout[0], true, None)
+}
+
+/// BZMPOP timeout numkeys key [key …] MIN|MAX [COUNT count].
+fn bzmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let min_or_max = |raw: &[u8]| match super::args::upper(raw).as_str() {
+        "MIN" => Ok(false),
+        "MAX" => Ok(true),
+        _ => Err(CmdError::syntax()),
+    };
+    let (keys, max, count) = parse_mpop(argv, min_or_max)?;
+    blocking_zpop(ctx, keys, &argv[1], max, Some(count))
+}
+
+/// Pops for a blocking command from `key`, known to hold a non-empty
+/// value of the right type, and its reply: `[key, element]` (BLPOP/BRPOP),
+/// `[key, [elements…]]` (BLMPOP), the element (BLMOVE), `[key, member,
+/// score]` (BZPOPMIN/MAX) or `[key, [[member, score]…]]` (BZMPOP). A
+/// BLMOVE whose destination holds another type is WRONGTYPE, and nothing
+/// moves. The key is deleted once empty.
+pub fn serve(ctx: &mut Ctx, key: &Bytes, op: &BlockOp) -> CmdResult {
+    match op {
+        BlockOp::Pop { left, count } => {
+            let popped = super::lists::pop_end(ctx, key, *left, count.unwrap_or(1))?;
+            Ok(match count {
+                None => Reply::Array(vec![Reply::Bulk(key.clone()), Reply::opt_bulk(popped.into_iter().next())]),
+                Some(_) => Reply::Array(vec![Reply::Bulk(key.clone()), Reply::bulks(popped)]),
+            })
+        }
+        BlockOp::Move { dst, from_left, to_left } => super::lists::move_between(ctx, key, dst, *from_left, *to_left),
+        BlockOp::ZPop { max, count } => {
+            let popped = super::zsets::pop_ends(ctx, key, *max, count.unwrap_or(1))?;
+            Ok(match count {
+                None => {
+                    let mut reply = vec![Reply::Bulk(key.clone())];
+                    for (member, score) in popped {
+                        reply.push(Reply::Bulk(member));
+                        reply.push(Reply::Double(score));
+                    }
+                    Reply::Array(reply)
+                }
+                Some(_) => Reply::Array(vec![
+                    Reply::Bulk(key.clone()),
+                    Reply::Array(
+                        popped
+                            .into_iter()
+                            .map(|(m, s)| Reply::Array(vec![Reply::Bulk(m), Reply::Double(s)]))
+                            .collect(),
+                    ),
+                ]),
+            })
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! Blocked clients: BLPOP and the other blocking pops wait here, parked in
+//! the engine (no task polls for them), until a write makes one of their
+//! keys ready, a timeout or CLIENT UNBLOCK ends the wait, or they leave.
+//!
+//! Redis's model (blocked.c), step for step:
+//!
+//! - a blocking command that finds nothing to pop registers its client on
+//!   each of its keys, first come first served ([`State::block`]); the
+//!   client runs nothing more until it is unblocked (its connection keeps
+//!   what it sent after the blocking command, and reads on, so a closed
+//!   connection is noticed);
+//! - a write that creates a list or sorted set at a key someone waits on
+//!   marks it ready (`Db::signal_ready`, Redis's `signalKeyAsReady`, which
+//!   only `dbAdd` calls);
+//! - after every command a client runs (a MULTI/EXEC block and a script
+//!   count as one), the ready keys are served ([`State::serve_blocked`],
+//!   `handleClientsBlockedOnKeys`): the clients waiting on each key, in the
+//!   order they blocked, each get what their command pops, until the key
+//!   is gone. A BLMOVE's push can make another key ready: serving goes on
+//!   until no key is ready;
+//! - a timeout answers as Redis's `replyToBlockedClientTimedOut` (a null
+//!   array, for BLMOVE too), measured in real time whatever the test
+//!   clock says; CLIENT UNBLOCK answers that way or with `-UNBLOCKED`.
+//!
+//! Inside MULTI/EXEC and scripts nothing blocks (Redis's
+//! CLIENT_DENY_BLOCKING): the command answers as if its timeout had passed.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::{Client, State};
+use crate::db::{ClientId, Value};
+use crate::reply::Reply;
+
+/// What a blocked client waits to do.
+#[derive(Debug, Clone)]
+pub enum BlockOp {
+    /// BLPOP / BRPOP, or BLMPOP with its count.
+    Pop { left: bool, count: Option<usize> },
+    /// BLMOVE / BRPOPLPUSH: pop from the ready key, push to `dst`.
+    Move { dst: Bytes, from_left: bool, to_left: bool },
+    /// BZPOPMIN / BZPOPMAX, or BZMPOP with its count.
+    ZPop { max: bool, count: Option<usize> },
+}
+
+impl BlockOp {
+    /// Whether a key holding `value` can serve this wait.
+    fn served_by(&self, value: &Value) -> bool {
+        match self {
+            BlockOp::Pop { .. } | BlockOp::Move { .. } => matches!(value, Value::List(_)),
+            BlockOp::ZPop { .. } => matches!(value, Value::ZSet(_)),
+        }
+    }
+}
+
+/// A client's wait (Redis's `c->bpop`).
+#[derive(Debug)]
+pub struct Blocked {
+    /// The database of the keys, the client's when it blocked.
+    pub db: usize,
+    /// The keys, each once, in the order given.
+    pub keys: Vec<Bytes>,
+    pub op: BlockOp,
+    /// When the wait ends unanswered (None: never).
+    pub deadline: Option<Instant>,
+    /// The blocking command's `commandstats` row (errors when served count there).
+    pub stat_index: usize,
+}
+
+impl State {
+    /// Parks `client` until one of `keys` can serve `op` (the blocking
+    /// command answers nothing now). `timeout_ms` 0 waits forever.
+    pub fn block(&mut self, client: &mut Client, keys: &[Bytes], op: BlockOp, timeout_ms: u64, stat_index: usize) {
+        let mut unique: Vec<Bytes> = Vec::with_capacity(keys.len());
+        for key in keys {
+            if !unique.contains(key) {
+                unique.push(crate::db::value::owned(key));
+            }
+        }
+        for key in &unique {
+            self.dbs[client.db].block_on(key.clone(), client.id);
+        }
+        let deadline = (timeout_ms > 0).then(|| Instant::now() + std::time::Duration::from_millis(timeout_ms));
+        client.blocked = Some(Box::new(Blocked {
+            db: client.db,
+            keys: unique,
+            op,
+            deadline,
+            stat_index,
+        }));
+        client.outbox.set_blocked(Some(deadline));
+        self.blocked_clients += 1;
+    }
+
+    /// Ends `client`'s wait (served, timed out, unblocked or gone).
+    pub fn unblock(&mut self, client: &mut Client) {
+        let Some(blocked) = client.blocked.take() else { return };
+        for key in &blocked.keys {
+            self.dbs[blocked.db].unblock_from(key, client.id);
+        }
+        client.outbox.set_blocked(None);
+        self.blocked_clients -= 1;
+    }
+
+    /// Serves the clients blocked on the keys writes made ready, until no
+    /// key is ready (Redis's `handleClientsBlockedOnKeys`). Each served
+    /// client gets its reply and is woken to run what it sent next.
+    pub fn serve_blocked(&mut self) {
+        loop {
+            let mut ready: Vec<(usize, Bytes)> = Vec::new();
+            for (db, d) in self.dbs.iter_mut().enumerate() {
+                ready.extend(d.take_ready().into_iter().map(|k| (db, k)));
+            }
+            if ready.is_empty() {
+                return;
+            }
+            for (db, key) in ready {
+                self.serve_key(db, &key);
+            }
+        }
+    }
+
+    /// Serves the clients blocked on one ready key, first blocked first,
+    /// while the key holds something for them.
+    fn serve_key(&mut self, db: usize, key: &Bytes) {
+        let now = self.clock.now_ms();
+        for id in self.dbs[db].waiters(key) {
+            let Some(value) = self.dbs[db].get(key, now) else { return };
+            let Some(mut receiver) = self.clients.remove(&id) else { continue };
+            let serves = receiver.blocked.as_ref().is_some_and(|b| b.op.served_by(value));
+            if !serves {
+                self.clients.insert(id, receiver);
+                continue;
+            }
+            let blocked = receiver.blocked.as_ref().expect("checked above");
+            let (op, stat_index) = (blocked.op.clone(), blocked.stat_index);
+            let reply = match self.serve_one(&mut receiver, key, &op) {
+                Ok(reply) => reply,
+                Err(error) => {
+                    // A BLMOVE whose destination is of another type.
+                    self.stats.count_error(&error);
+                    self.stats.cmd[stat_index].failed_calls += 1;
+                    Reply::from(error)
+                }
+            };
+            self.unblock(&mut receiver);
+            self.answer_unblocked(&receiver, reply);
+            self.clients.insert(id, receiver);
+        }
+    }
+
+    /// Runs a blocked client's pop against `key`, as its command would
+    /// have run had the key been there (Redis's `serveClientBlockedOnList`
+    /// and `serveClientsBlockedOnSortedSetKey`), with the client's
+    /// protocol and database (a blocked client cannot SELECT another).
+    fn serve_one(&mut self, receiver: &mut Client, key: &Bytes, op: &BlockOp) -> crate::error::CmdResult {
+        let now_ms = self.clock.now_ms();
+        let mut ctx = crate::commands::Ctx {
+            state: self,
+            client: receiver,
+            now_ms,
+        };
+        crate::commands::blocking::serve(&mut ctx, key, op)
+    }
+
+    /// Queues the reply of a client whose wait ended and wakes its
+    /// connection to send it and run what it sent next.
+    pub fn answer_unblocked(&self, client: &Client, reply: Reply) {
+        if let Some(mut out) = client.outbox.writable() {
+            out.place(false);
+            reply.encode(client.resp, out.tail());
+            out.place(false);
+        }
+        client.outbox.wake();
+        self.check_output_limits(client, true);
+    }
+
+    /// The wait of client `id` ran out: it gets a null array (Redis's
+    /// `replyToBlockedClientTimedOut`). False if it was not blocked, or not
+    /// yet due.
+    pub fn time_out_blocked(&mut self, id: ClientId, now: Instant) -> bool {
+        let Some(mut client) = self.clients.remove(&id) else { return false };
+        let due = client.blocked.as_ref().is_some_and(|b| b.deadline.is_some_and(|d| d <= now));
+        if due {
+            self.unblock(&mut client);
+            self.answer_unblocked(&client, Reply::NilArray);
+        }
+        self.clients.insert(id, client);
+        due
+    }
+}
