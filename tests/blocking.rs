@@ -383,3 +383,82 @@ fn blocked_clients_show_in_info_and_client_list() {
     let info: String = q(&mut admin, &["INFO", "clients"]);
     assert!(info.contains("blocked_clients:0\r\n"), "{info}");
 }
+
+#[test]
+fn client_kill_of_a_blocked_client_removes_its_wait() {
+    both(|addr| {
+        let mut out = Vec::new();
+        let (mut a, mut admin) = (connect(addr), connect(addr));
+        let id = String::from_utf8(a.call(&["CLIENT", "ID"])).unwrap();
+        let id = id.trim_start_matches(':').trim_end().to_string();
+        send(&mut a, &["BLPOP", "q", "0"]);
+        std::thread::sleep(SETTLE);
+        out.push(admin.call(&["CLIENT", "KILL", "ID", &id]));
+        assert!(a.is_closed(), "the killed client's connection closes");
+        std::thread::sleep(SETTLE);
+        let info = String::from_utf8(admin.call(&["INFO", "clients"])).unwrap();
+        out.push(
+            info.lines()
+                .filter(|l| l.starts_with("blocked_clients"))
+                .collect::<String>()
+                .into_bytes(),
+        );
+        out.push(admin.call(&["RPUSH", "q", "kept"]));
+        out.push(admin.call(&["LLEN", "q"]));
+        out
+    });
+}
+
+/// Raises this process's open-file limit (the binary inherits it; never
+/// lowered, as tests run side by side); how many connections both sides
+/// can afford, at most `want`.
+fn affordable_connections(want: usize) -> usize {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+        limit.rlim_cur = limit.rlim_max.min(want as u64 + 256).max(limit.rlim_cur);
+        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+    }
+    want.min((limit.rlim_cur as usize).saturating_sub(256))
+}
+
+/// CPU time (user + system) the process has used, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name, which is in parentheses.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+#[test]
+fn a_thousand_clients_blocked_forever_cost_the_server_no_cpu() {
+    let n = affordable_connections(1000);
+    assert!(n >= 500, "too few file descriptors for this test ({n})");
+    let server = Binary::start(&[]);
+    let mut waiters = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut c = connect(server.addr);
+        send(&mut c, &["BLPOP", &format!("q{i}"), "0"]);
+        waiters.push(c);
+    }
+    let mut admin = connect(server.addr);
+    wait_until(30, "every client blocked", || {
+        let info = String::from_utf8(admin.call(&["INFO", "clients"])).unwrap();
+        info.contains(&format!("blocked_clients:{n}\r\n"))
+    });
+    let before = cpu_ticks(server.pid());
+    std::thread::sleep(Duration::from_secs(10));
+    let used = cpu_ticks(server.pid()) - before;
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    // Under 1% of a core over 10 s: 0.1 s of CPU.
+    assert!(
+        used * 10 < per_second,
+        "{n} blocked clients cost {used} ticks ({per_second}/s) in 10 s"
+    );
+    // And they are all still waiting, in order.
+    assert_eq!(admin.call(&["RPUSH", "q7", "v"]), b":1\r\n");
+    assert_eq!(waiters[7].reply(), b"*2\r\n$2\r\nq7\r\n$1\r\nv\r\n");
+}
