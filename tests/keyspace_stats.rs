@@ -224,6 +224,12 @@ const ROWS: &[(Fixture, &str)] = &[
     (Expired, "RPOPLPUSH xl l"), (Expired, "RPOPLPUSH l xl"),
     (Live, "LMPOP 2 nokey l LEFT"), (Live, "LMPOP 1 nokey LEFT"), (Live, "LMPOP 2 s l LEFT"),
     (Live, "LMPOP 2 l s RIGHT COUNT 2"), (Live, "LMPOP 1 l BADDIR"), (Expired, "LMPOP 2 xl l LEFT"),
+    (Live, "BLPOP nokey l 0"), (Live, "BLPOP s l 0"), (Live, "BLPOP l nokey 0"), (Live, "BLPOP nokey 0.01"),
+    (Expired, "BLPOP xl l 0"), (Live, "BRPOP l 0"), (Live, "BRPOP h 0"), (Expired, "BRPOP xl l 0"),
+    (Live, "BRPOPLPUSH l dst 0"), (Live, "BRPOPLPUSH l s 0"), (Live, "BRPOPLPUSH s l 0"), (Expired, "BRPOPLPUSH l xl 0"),
+    (Live, "BLMOVE l dst LEFT RIGHT 0"), (Live, "BLMOVE nokey l LEFT RIGHT 0.01"), (Expired, "BLMOVE xl l LEFT RIGHT 0.01"),
+    (Live, "BLMPOP 0 2 nokey l LEFT"), (Live, "BLMPOP 0 2 s l LEFT"), (Live, "BLMPOP 0 2 l s RIGHT COUNT 2"),
+    (Expired, "BLMPOP 0 2 xl l LEFT"),
     // Sets.
     (Live, "SADD st x"), (Live, "SADD st a"), (Live, "SADD nokey x"), (Live, "SADD s x"), (Expired, "SADD xst x"),
     (Live, "SREM st a"), (Live, "SREM st none"), (Live, "SREM nokey a"), (Live, "SREM s a"), (Expired, "SREM xst a"),
@@ -326,6 +332,9 @@ const ROWS: &[(Fixture, &str)] = &[
     (Expired, "ZINTERCARD 2 xz z"),
     (Live, "ZMPOP 2 nokey z MIN"), (Live, "ZMPOP 1 nokey MIN"), (Live, "ZMPOP 2 s z MIN"),
     (Live, "ZMPOP 2 z s MAX COUNT 2"), (Live, "ZMPOP 1 z BADDIR"), (Expired, "ZMPOP 2 xz z MIN"),
+    (Live, "BZPOPMIN nokey z 0"), (Live, "BZPOPMIN s z 0"), (Expired, "BZPOPMIN xz z 0"), (Live, "BZPOPMAX z 0"),
+    (Live, "BZPOPMAX nokey 0.01"), (Live, "BZMPOP 0 2 nokey z MIN"), (Live, "BZMPOP 0 2 s z MIN"),
+    (Live, "BZMPOP 0 2 z s MAX COUNT 2"), (Expired, "BZMPOP 0 2 xz z MIN"),
     // Pub/sub: shard channels are not keys, and publishing looks nothing up.
     (Live, "SPUBLISH s m"),
     // Key access from scripts goes through the same commands.
