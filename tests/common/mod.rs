@@ -162,10 +162,19 @@ pub fn real_redis_with(extra: &[&str]) -> Option<RealRedis> {
     if !redis_server_found() {
         return None;
     }
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    // The port is free when picked, but another server started beside
+    // this test (an in-process keylock on port 0) may take it before
+    // redis-server binds it: the server found there must be this child.
+    for _ in 0..10 {
+        if let Some(redis) = try_real_redis(extra) {
+            return Some(redis);
+        }
+    }
+    panic!("redis-server did not start on a free port in 10 tries");
+}
+
+fn try_real_redis(extra: &[&str]) -> Option<RealRedis> {
+    let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new("redis-server")
         .args([
@@ -186,15 +195,30 @@ pub fn real_redis_with(extra: &[&str]) -> Option<RealRedis> {
         .spawn()
         .expect("spawn redis-server");
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let pid = format!("process_id:{}\r\n", child.id());
     for _ in 0..200 {
-        if TcpStream::connect(addr).is_ok() {
-            return Some(RealRedis { child, addr, _dir: dir });
+        if child.try_wait().ok().flatten().is_some() {
+            // It could not bind: the port was taken meanwhile.
+            return None;
+        }
+        if let Ok(s) = TcpStream::connect(addr) {
+            let mut c = Raw {
+                reader: BufReader::new(s.try_clone().unwrap()),
+                writer: s,
+            };
+            c.writer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let ours = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.call(&["INFO", "server"])))
+                .is_ok_and(|info| String::from_utf8_lossy(&info).contains(&pid));
+            if ours {
+                return Some(RealRedis { child, addr, _dir: dir });
+            }
+            break;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
     let _ = child.kill();
     let _ = child.wait();
-    panic!("redis-server did not start on {addr}");
+    None
 }
 
 /// Whether redis-server is on PATH. When it is not, prints how to install
