@@ -92,6 +92,17 @@ impl Reply {
         matches!(self, Reply::Error(_))
     }
 
+    /// Encodes only the pub/sub pushes in this reply (subscription
+    /// confirmations): what a client whose replies are off still gets, as
+    /// Redis's CLIENT_PUSHING lets them through.
+    pub fn encode_pushes(&self, resp: u8, out: &mut BytesMut) {
+        match self {
+            Reply::Push(_) => self.encode(resp, out),
+            Reply::Many(replies) => replies.iter().for_each(|r| r.encode_pushes(resp, out)),
+            _ => {}
+        }
+    }
+
     /// Appends this reply, encoded for protocol `resp` (2 or 3), to `out`.
     pub fn encode(&self, resp: u8, out: &mut BytesMut) {
         match self {

@@ -71,6 +71,9 @@ const CLIENT: &[CommandSpec] = &[
     cmd("kill", -3, client_kill)
         .flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc(G, "2.4.0", "Terminates open connections."),
+    cmd("reply", 3, client_reply)
+        .flags(NOSCRIPT | LOADING | STALE)
+        .doc(G, "3.2.0", "Instruct the server whether to reply to commands"),
     cmd("unblock", -3, client_unblock).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(
         G,
         "5.0.0",
@@ -95,6 +98,31 @@ const CLIENT: &[CommandSpec] = &[
         .flags(LOADING | STALE)
         .doc(G, "5.0.0", "Returns helpful text about the different subcommands."),
 ];
+
+/// CLIENT REPLY ON|OFF|SKIP: OFF drops every reply until ON (whose own
+/// reply goes); SKIP drops the next command's reply. Neither OFF nor SKIP
+/// is answered.
+fn client_reply(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let client = &mut *ctx.client;
+    match super::args::upper(&argv[2]).as_str() {
+        "ON" => {
+            client.reply_off = false;
+            client.reply_skip = false;
+            Ok(Reply::OK)
+        }
+        "OFF" => {
+            client.reply_off = true;
+            Ok(Reply::Many(Vec::new()))
+        }
+        "SKIP" => {
+            if !client.reply_off {
+                client.reply_skip_next = true;
+            }
+            Ok(Reply::Many(Vec::new()))
+        }
+        _ => Err(CmdError::syntax()),
+    }
+}
 
 /// CLIENT UNBLOCK id [TIMEOUT|ERROR]: ends another client's blocking
 /// command as its timeout would, or with `-UNBLOCKED`; 1 if it was
@@ -547,6 +575,8 @@ fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             "    Protect current client connection from eviction.",
             "SETNAME <name>",
             "    Assign the name <name> to the current connection.",
+            "REPLY (ON|OFF|SKIP)",
+            "    Control the replies sent to the current connection.",
             "UNBLOCK <clientid> [TIMEOUT|ERROR]",
             "    Unblock the specified blocked client.",
             "SETINFO <option> <value>",

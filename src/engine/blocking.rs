@@ -169,7 +169,9 @@ impl State {
     pub fn answer_unblocked(&self, client: &Client, reply: Reply) {
         if let Some(mut out) = client.outbox.writable() {
             out.place(false);
-            reply.encode(client.resp, out.tail());
+            if !client.replies_silenced() {
+                reply.encode(client.resp, out.tail());
+            }
             out.place(false);
         }
         client.outbox.wake();

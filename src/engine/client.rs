@@ -99,6 +99,13 @@ pub struct Client {
     /// Redis's `addReplyDeferredLen` does: Redis holds all of it in the
     /// reply list, none in the reply buffer (see `output`).
     pub deferred_len: bool,
+    /// CLIENT REPLY OFF: no replies until CLIENT REPLY ON (pushes still go).
+    pub reply_off: bool,
+    /// CLIENT REPLY SKIP: the reply to the command running is dropped.
+    pub reply_skip: bool,
+    /// CLIENT REPLY SKIP was the command running: the next one's reply is
+    /// dropped.
+    pub reply_skip_next: bool,
     /// Waiting in a blocking command (see `engine::blocking`).
     pub blocked: Option<Box<super::blocking::Blocked>>,
     /// Pub/sub messages for this client produced while its own batch runs;
@@ -135,6 +142,9 @@ impl Client {
             no_touch: false,
             is_script: false,
             deferred_len: false,
+            reply_off: false,
+            reply_skip: false,
+            reply_skip_next: false,
             blocked: None,
             inline_pushes: Vec::new(),
         }
@@ -176,6 +186,17 @@ impl Client {
         } else {
             ClientClass::Normal
         }
+    }
+
+    /// Whether replies to this client are dropped (CLIENT REPLY OFF or
+    /// SKIP); pub/sub messages are not replies and still go, as in Redis.
+    pub fn replies_silenced(&self) -> bool {
+        self.reply_off || self.reply_skip
+    }
+
+    /// After each command (Redis's `resetClient`): a SKIP drops one reply.
+    pub fn after_command(&mut self) {
+        self.reply_skip = std::mem::take(&mut self.reply_skip_next);
     }
 
     /// Whether the client connects from this machine, for

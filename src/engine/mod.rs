@@ -799,7 +799,11 @@ impl Engine {
                     }
                     self.state.flush_inline_pushes(&mut client, out.tail());
                     out.place(false);
-                    reply.encode(client.resp, out.tail());
+                    if client.replies_silenced() {
+                        reply.encode_pushes(client.resp, out.tail());
+                    } else {
+                        reply.encode(client.resp, out.tail());
+                    }
                     out.place(client.deferred_len);
                 }
                 // Closed while its command ran (CLIENT KILL of itself):
@@ -809,6 +813,7 @@ impl Engine {
                     self.state.orphan_pushes.retain(|(to, _)| *to != client.id);
                 }
             }
+            client.after_command();
             if self.state.blocked_clients > 0 {
                 // Redis's handleClientsBlockedOnKeys, after every command.
                 self.state.serve_blocked();

@@ -190,32 +190,34 @@ fn try_real_redis(extra: &[&str]) -> Option<RealRedis> {
         .arg("--dir")
         .arg(dir.path())
         .args(extra)
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn redis-server");
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let pid = format!("process_id:{}\r\n", child.id());
-    for _ in 0..200 {
-        if child.try_wait().ok().flatten().is_some() {
-            // It could not bind: the port was taken meanwhile.
-            return None;
-        }
-        if let Ok(s) = TcpStream::connect(addr) {
-            let mut c = Raw {
-                reader: BufReader::new(s.try_clone().unwrap()),
-                writer: s,
-            };
-            c.writer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            let ours = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.call(&["INFO", "server"])))
-                .is_ok_and(|info| String::from_utf8_lossy(&info).contains(&pid));
-            if ours {
-                return Some(RealRedis { child, addr, _dir: dir });
+    // Redis logs "Ready to accept connections" once its port is bound
+    // (and exits if it cannot bind); the log is drained to its end so
+    // that redis-server never waits on a full pipe.
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        let mut ready = Some(ready_tx);
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line.contains("Ready to accept connections") {
+                if let Some(tx) = ready.take() {
+                    let _ = tx.send(true);
+                }
             }
-            break;
         }
-        std::thread::sleep(Duration::from_millis(10));
+        if let Some(tx) = ready {
+            let _ = tx.send(false);
+        }
+    });
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    if ready_rx.recv_timeout(Duration::from_secs(5)) == Ok(true) {
+        return Some(RealRedis { child, addr, _dir: dir });
     }
+    // It could not bind: the port was taken meanwhile.
     let _ = child.kill();
     let _ = child.wait();
     None
