@@ -203,10 +203,10 @@ fn try_real_redis(extra: &[&str]) -> Option<RealRedis> {
         let mut ready = Some(ready_tx);
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
-            if line.contains("Ready to accept connections") {
-                if let Some(tx) = ready.take() {
-                    let _ = tx.send(true);
-                }
+            if line.contains("Ready to accept connections")
+                && let Some(tx) = ready.take()
+            {
+                let _ = tx.send(true);
             }
         }
         if let Some(tx) = ready {
