@@ -35,6 +35,9 @@ pub struct Config {
     pub unixsocket: Option<String>,
     /// The socket file's mode (`unixsocketperm`, octal); 0 leaves it as created.
     pub unixsocketperm: u32,
+    /// The listen(2) backlog of the TCP sockets (`tcp-backlog`, Redis's 511):
+    /// connections the kernel holds for the server while it accepts.
+    pub tcp_backlog: i32,
     /// Written with the server's pid once it listens, removed at shutdown.
     pub pidfile: Option<String>,
     /// Detach from the terminal (the binary forks before anything starts).
@@ -68,6 +71,7 @@ impl Default for Config {
             port: 6379,
             unixsocket: None,
             unixsocketperm: 0,
+            tcp_backlog: 511,
             pidfile: None,
             daemonize: false,
             supervised: "no".into(),
@@ -233,6 +237,13 @@ impl Config {
                     .ok()
                     .filter(|&p| p <= 0o777)
                     .ok_or("Invalid socket file permissions")?
+            }
+            "tcp-backlog" => {
+                self.tcp_backlog = one()?
+                    .parse::<i32>()
+                    .ok()
+                    .filter(|&b| b >= 0)
+                    .ok_or("argument must be between 0 and 2147483647 inclusive")?
             }
             "pidfile" => self.pidfile = Some(one()?.clone()).filter(|p| !p.is_empty()),
             "dir" => self.dir = Some(one()?.clone()),

@@ -384,7 +384,7 @@ fn bind_tcp(config: &Config) -> std::io::Result<Vec<StdListener>> {
         } else {
             format!("{ip}:{port}")
         };
-        match std::net::TcpListener::bind(&addr) {
+        match listen_tcp(&addr, config.tcp_backlog) {
             Ok(listener) => {
                 port = listener.local_addr()?.port();
                 listener.set_nonblocking(true)?;
@@ -422,6 +422,25 @@ fn bind_tcp(config: &Config) -> std::io::Result<Vec<StdListener>> {
         ));
     }
     Ok(listeners)
+}
+
+/// A TCP listening socket as Redis's `anetTcpServer` makes one: address
+/// reuse, IPv6 sockets for IPv6 only, and `backlog` pending connections
+/// (`tcp-backlog`; std's listener would hold 128, and a burst of connects
+/// past it waits for SYN retransmits).
+fn listen_tcp(addr: &str, backlog: i32) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let addr: SocketAddr = std::net::ToSocketAddrs::to_socket_addrs(addr)?
+        .next()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::AddrNotAvailable, "no address to bind"))?;
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(backlog)?;
+    Ok(socket.into())
 }
 
 /// The server thread: runtime, listeners, cron, until stopped.
