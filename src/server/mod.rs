@@ -255,7 +255,7 @@ impl Server {
             _ => None,
         };
         if let Some(path) = &config.unixsocket {
-            let listener = stream::bind_unix(path, config.unixsocketperm)
+            let listener = stream::bind_unix(path, config.unixsocketperm, config.tcp_backlog)
                 .map_err(|e| std::io::Error::other(format!("Failed opening Unix socket: {e}")))?;
             listeners.push(listener);
         }

@@ -21,9 +21,6 @@ use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
 use crate::engine::ClientAddr;
 
-/// Redis's `tcp-backlog` default, the backlog of every listening socket.
-const BACKLOG: i32 = 511;
-
 /// A listening socket before the server thread's runtime takes it.
 pub(crate) enum StdListener {
     Tcp(std::net::TcpListener),
@@ -201,9 +198,10 @@ impl Stream {
 
 /// Redis's `anetUnixServer` as `initServer` calls it: removes whatever is
 /// at `path` (a socket left by a previous run), binds, listens, and, when
-/// `perm` is not 0, sets the file's mode to it. The error text is the one
+/// `perm` is not 0, sets the file's mode to it; `backlog` is
+/// `tcp-backlog`, as Redis uses it for the socket too. The error text is the one
 /// Redis logs after `Failed opening Unix socket: `.
-pub(crate) fn bind_unix(path: &str, perm: u32) -> Result<StdListener, String> {
+pub(crate) fn bind_unix(path: &str, perm: u32, backlog: i32) -> Result<StdListener, String> {
     // sizeof(sun_path) on Linux.
     const SUN_PATH: usize = 108;
     if path.len() > SUN_PATH - 1 {
@@ -214,7 +212,7 @@ pub(crate) fn bind_unix(path: &str, perm: u32) -> Result<StdListener, String> {
         .map_err(|e| format!("creating socket: {}", os_error_text(&e)))?;
     let addr = socket2::SockAddr::unix(path).map_err(|e| format!("bind: {}", os_error_text(&e)))?;
     socket.bind(&addr).map_err(|e| format!("bind: {}", os_error_text(&e)))?;
-    socket.listen(BACKLOG).map_err(|e| format!("listen: {}", os_error_text(&e)))?;
+    socket.listen(backlog).map_err(|e| format!("listen: {}", os_error_text(&e)))?;
     if perm != 0 {
         use std::os::unix::fs::PermissionsExt;
         // Redis ignores a failed chmod too.
