@@ -251,6 +251,7 @@ pub fn serve(ctx: &mut Ctx, key: &Bytes, op: &BlockOp) -> CmdResult {
             })
         }
         BlockOp::Move { dst, from_left, to_left } => super::lists::move_between(ctx, key, dst, *from_left, *to_left),
+        BlockOp::Postpone(_) => Err(CmdError::err("internal: a held command is not served by a key")),
         BlockOp::ZPop { max, count } => {
             let popped = super::zsets::pop_ends(ctx, key, *max, count.unwrap_or(1))?;
             Ok(match count {

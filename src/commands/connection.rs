@@ -71,6 +71,16 @@ const CLIENT: &[CommandSpec] = &[
     cmd("kill", -3, client_kill)
         .flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc(G, "2.4.0", "Terminates open connections."),
+    cmd("pause", -3, client_pause).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(
+        G,
+        "2.9.50",
+        "Stop processing commands from clients for some time",
+    ),
+    cmd("unpause", 2, client_unpause).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(
+        G,
+        "6.2.0",
+        "Resume processing of clients that were paused",
+    ),
     cmd("reply", 3, client_reply)
         .flags(NOSCRIPT | LOADING | STALE)
         .doc(G, "3.2.0", "Instruct the server whether to reply to commands"),
@@ -98,6 +108,36 @@ const CLIENT: &[CommandSpec] = &[
         .flags(LOADING | STALE)
         .doc(G, "5.0.0", "Returns helpful text about the different subcommands."),
 ];
+
+/// CLIENT PAUSE timeout [WRITE|ALL]: holds every client's commands (ALL,
+/// the default) or their writes and what may replicate (WRITE) for
+/// `timeout` milliseconds of real time (see `engine::blocking`).
+fn client_pause(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() > 4 {
+        return Err(CmdError::subcommand_syntax(&argv[1], "client"));
+    }
+    let all = match argv.get(3) {
+        None => true,
+        Some(mode) if mode.eq_ignore_ascii_case(b"write") => false,
+        Some(mode) if mode.eq_ignore_ascii_case(b"all") => true,
+        Some(_) => return Err(CmdError::err("CLIENT PAUSE mode must be WRITE or ALL")),
+    };
+    let ms = crate::numfmt::parse_i64(&argv[2]).ok_or_else(|| CmdError::err("timeout is not an integer or out of range"))?;
+    if ms < 0 {
+        return Err(CmdError::err("timeout is negative"));
+    }
+    let end = std::time::Instant::now()
+        .checked_add(std::time::Duration::from_millis(ms as u64))
+        .unwrap_or_else(|| std::time::Instant::now() + std::time::Duration::from_secs(100 * 365 * 86400));
+    ctx.state.pause_clients(all, end);
+    Ok(Reply::OK)
+}
+
+/// CLIENT UNPAUSE: ends a pause; the clients it held run again.
+fn client_unpause(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    ctx.state.unpause();
+    Ok(Reply::OK)
+}
 
 /// CLIENT REPLY ON|OFF|SKIP: OFF drops every reply until ON (whose own
 /// reply goes); SKIP drops the next command's reply. Neither OFF nor SKIP
@@ -575,6 +615,10 @@ fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             "    Protect current client connection from eviction.",
             "SETNAME <name>",
             "    Assign the name <name> to the current connection.",
+            "UNPAUSE",
+            "    Stop the current client pause, resuming traffic.",
+            "PAUSE <timeout> [WRITE|ALL]",
+            "    Suspend all, or just write, clients for <timeout> milliseconds.",
             "REPLY (ON|OFF|SKIP)",
             "    Control the replies sent to the current connection.",
             "UNBLOCK <clientid> [TIMEOUT|ERROR]",

@@ -13,6 +13,9 @@ use crate::scripting::{RunFlags, Scripting};
 
 const G: Group = Group::Scripting;
 const EVAL_FLAGS: u32 = NOSCRIPT | SKIP_MONITOR | MONITOR_BEFORE | MAY_REPLICATE | NO_MANDATORY_KEYS | STALE;
+/// EVAL_RO and EVALSHA_RO: read-only, and nothing they run may replicate
+/// (CLIENT PAUSE WRITE lets them through).
+const EVAL_RO_FLAGS: u32 = (EVAL_FLAGS & !MAY_REPLICATE) | READONLY;
 
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("eval", -3, eval)
@@ -24,10 +27,10 @@ pub const COMMANDS: &[CommandSpec] = &[
         .keys(3, 3, 1)
         .doc(G, "2.6.0", "Executes a server-side Lua script by SHA1 digest."),
     cmd("eval_ro", -3, eval_ro)
-        .flags(EVAL_FLAGS | READONLY)
+        .flags(EVAL_RO_FLAGS)
         .keys(3, 3, 1)
         .doc(G, "7.0.0", "Executes a read-only server-side Lua script."),
-    cmd("evalsha_ro", -3, evalsha_ro).flags(EVAL_FLAGS | READONLY).keys(3, 3, 1).doc(
+    cmd("evalsha_ro", -3, evalsha_ro).flags(EVAL_RO_FLAGS).keys(3, 3, 1).doc(
         G,
         "7.0.0",
         "Executes a read-only server-side Lua script by SHA1 digest.",

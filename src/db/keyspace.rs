@@ -79,17 +79,35 @@ struct Entry {
 
 /// The second every access is stamped with (Redis's `server.lruclock`):
 /// the engine sets it from its clock before each command, and every
-/// database of a server shares it.
+/// database of a server shares it. It also carries whether expired keys
+/// are to be kept (while CLIENT PAUSE holds the dataset still).
 #[derive(Clone, Debug, Default)]
-pub struct AccessClock(std::sync::Arc<std::sync::atomic::AtomicU32>);
+pub struct AccessClock(std::sync::Arc<ClockCell>);
+
+#[derive(Debug, Default)]
+struct ClockCell {
+    second: std::sync::atomic::AtomicU32,
+    keep_expired: std::sync::atomic::AtomicBool,
+}
 
 impl AccessClock {
     pub fn set(&self, now_ms: u64) {
-        self.0.store((now_ms / 1000) as u32, std::sync::atomic::Ordering::Relaxed);
+        self.0.second.store((now_ms / 1000) as u32, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn now(&self) -> u32 {
-        self.0.load(std::sync::atomic::Ordering::Relaxed)
+        self.0.second.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether a key found past its deadline is left in place (it still
+    /// reads as missing): Redis keeps the dataset unchanged while clients
+    /// are paused.
+    pub fn keep_expired(&self) -> bool {
+        self.0.keep_expired.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn set_keep_expired(&self, keep: bool) {
+        self.0.keep_expired.store(keep, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

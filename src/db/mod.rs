@@ -82,11 +82,22 @@ impl Db {
     pub fn live_position_no_touch(&mut self, key: &[u8], now_ms: u64) -> Option<usize> {
         let position = self.keys.position(key)?;
         if self.keys.deadlines_len() != 0 && self.keys.deadline_at(position).is_some_and(|at| at <= now_ms) {
-            self.remove(key);
-            self.expired_keys += 1;
+            if !self.keys.clock.keep_expired() {
+                self.remove(key);
+                self.expired_keys += 1;
+            }
             return None;
         }
         Some(position)
+    }
+
+    /// Before adding `key`: a key still there past its deadline (kept
+    /// while clients are paused) goes first.
+    fn clear_kept_expired(&mut self, key: &[u8]) {
+        if self.keys.clock.keep_expired() && self.keys.position(key).is_some() {
+            self.remove(key);
+            self.expired_keys += 1;
+        }
     }
 
     /// Reads a live value without marking it accessed.
@@ -100,6 +111,11 @@ impl Db {
         self.keys.idle_secs(position)
     }
 
+    /// Whether keys past their deadline stay in place (CLIENT PAUSE).
+    pub fn keep_expired_keys(&self, keep: bool) {
+        self.keys.clock.set_keep_expired(keep);
+    }
+
     /// The clock accesses are stamped with; every database of a server
     /// shares the one the engine sets.
     pub fn use_access_clock(&mut self, clock: keyspace::AccessClock) {
@@ -110,6 +126,9 @@ impl Db {
     pub fn expire_if_needed(&mut self, key: &[u8], now_ms: u64) -> bool {
         if self.keys.deadlines_len() == 0 || self.keys.deadline(key).is_none_or(|at| at > now_ms) {
             return false;
+        }
+        if self.keys.clock.keep_expired() {
+            return true;
         }
         self.remove(key);
         self.expired_keys += 1;
@@ -150,6 +169,7 @@ impl Db {
         let position = match self.live_position(key, now_ms) {
             Some(p) => p,
             None => {
+                self.clear_kept_expired(key);
                 let value = make();
                 self.signal_ready(key, &value);
                 self.keys.insert_new(key, value)
@@ -172,6 +192,7 @@ impl Db {
 
     /// Adds `key`, known to be absent, holding `value`; its position.
     pub fn insert_absent(&mut self, key: &[u8], value: Value) -> usize {
+        self.clear_kept_expired(key);
         debug_assert!(self.keys.position(key).is_none(), "insert_absent of a present key");
         self.signal_modified(key);
         self.signal_ready(key, &value);

@@ -24,6 +24,12 @@
 //!
 //! Inside MULTI/EXEC and scripts nothing blocks (Redis's
 //! CLIENT_DENY_BLOCKING): the command answers as if its timeout had passed.
+//!
+//! CLIENT PAUSE holds clients the same way (Redis's BLOCKED_POSTPONE): a
+//! command the pause covers is kept, unanswered, with what the client sent
+//! after it, and runs again from the start when the pause ends; while
+//! paused, keys past their deadline read as missing but stay in place and
+//! active expiry waits, so the dataset does not change.
 
 use std::time::Instant;
 
@@ -32,6 +38,15 @@ use bytes::Bytes;
 use super::{Client, State};
 use crate::db::{ClientId, Value};
 use crate::reply::Reply;
+
+/// CLIENT PAUSE in force (Redis's `client_pause_type` and end time).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientPause {
+    /// Every command, not only writes.
+    pub all: bool,
+    /// When it ends (real time, as Redis's `mstime`).
+    pub end: Instant,
+}
 
 /// What a blocked client waits to do.
 #[derive(Debug, Clone)]
@@ -42,6 +57,9 @@ pub enum BlockOp {
     Move { dst: Bytes, from_left: bool, to_left: bool },
     /// BZPOPMIN / BZPOPMAX, or BZMPOP with its count.
     ZPop { max: bool, count: Option<usize> },
+    /// Held by CLIENT PAUSE (Redis's BLOCKED_POSTPONE): the command runs
+    /// again, from the start, once the pause ends.
+    Postpone(Vec<Bytes>),
 }
 
 impl BlockOp {
@@ -50,6 +68,7 @@ impl BlockOp {
         match self {
             BlockOp::Pop { .. } | BlockOp::Move { .. } => matches!(value, Value::List(_)),
             BlockOp::ZPop { .. } => matches!(value, Value::ZSet(_)),
+            BlockOp::Postpone(_) => false,
         }
     }
 }
@@ -91,6 +110,74 @@ impl State {
         }));
         client.outbox.set_blocked(Some(deadline));
         self.blocked_clients += 1;
+    }
+
+    /// Holds `client`'s command `argv` until clients are no longer paused
+    /// (Redis's `blockClient(c, BLOCKED_POSTPONE)`); it answers nothing now.
+    pub fn postpone(&mut self, client: &mut Client, argv: Vec<Bytes>) {
+        client.blocked = Some(Box::new(Blocked {
+            db: client.db,
+            keys: Vec::new(),
+            op: BlockOp::Postpone(argv),
+            deadline: None,
+            stat_index: 0,
+        }));
+        client.outbox.set_blocked(Some(None));
+        self.blocked_clients += 1;
+    }
+
+    /// Clients paused by CLIENT PAUSE: `Some(true)` for every command,
+    /// `Some(false)` for writes (and what may replicate) only. A pause
+    /// whose time is up ends here, and the clients it held run again.
+    pub fn paused(&mut self) -> Option<bool> {
+        let pause = self.pause?;
+        if Instant::now() >= pause.end {
+            self.unpause();
+            return None;
+        }
+        Some(pause.all)
+    }
+
+    /// CLIENT PAUSE: pauses clients until `end`, every command (`all`) or
+    /// writes only. A pause already on keeps the stricter kind and the
+    /// later end, as Redis's `pauseClients`.
+    pub fn pause_clients(&mut self, all: bool, end: Instant) {
+        let pause = match self.pause {
+            Some(p) => ClientPause {
+                all: p.all || all,
+                end: p.end.max(end),
+            },
+            None if end <= Instant::now() => return,
+            None => ClientPause { all, end },
+        };
+        self.pause = Some(pause);
+        for db in &self.dbs {
+            db.keep_expired_keys(true);
+        }
+    }
+
+    /// Ends any pause (CLIENT UNPAUSE, or its time is up): expiry goes on
+    /// and every held client runs its command again.
+    pub fn unpause(&mut self) {
+        if self.pause.take().is_none() {
+            return;
+        }
+        for db in &self.dbs {
+            db.keep_expired_keys(false);
+        }
+        let held: Vec<ClientId> = self
+            .clients
+            .values()
+            .filter(|c| c.blocked.as_ref().is_some_and(|b| matches!(b.op, BlockOp::Postpone(_))))
+            .map(|c| c.id)
+            .collect();
+        for id in held {
+            if let Some(mut client) = self.clients.remove(&id) {
+                self.unblock(&mut client);
+                client.outbox.wake();
+                self.clients.insert(id, client);
+            }
+        }
     }
 
     /// Ends `client`'s wait (served, timed out, unblocked or gone).

@@ -82,6 +82,8 @@ pub struct Refusal {
     /// Not an error: the connection is to close without a reply (a
     /// DISCONNECT BEFORE fault); nothing is booked.
     pub disconnect: bool,
+    /// Not an error: CLIENT PAUSE holds the command until it ends.
+    pub postpone: bool,
 }
 
 impl Refusal {
@@ -91,6 +93,7 @@ impl Refusal {
             command: command.map(|c| c.stat_index),
             aborts_multi: true,
             disconnect: false,
+            postpone: false,
         }
     }
 
@@ -163,6 +166,18 @@ pub fn for_client(state: &mut State, client: &Client, argv: &[Bytes]) -> Result<
                 )),
                 Some(cmd),
             )
+        });
+    }
+    if state.pause.is_some()
+        && let Some(all) = state.paused()
+        && (all || state.command_flags(client, cmd, argv) & (flag::WRITE | flag::MAY_REPLICATE) != 0)
+    {
+        // Redis's CLIENT PAUSE check, after every refusal and before
+        // MULTI queues the command.
+        return Err(Refusal {
+            postpone: true,
+            aborts_multi: false,
+            ..Refusal::of(CmdError::new(""), None)
         });
     }
     if !state.faults.is_empty() {

@@ -106,6 +106,8 @@ pub struct State {
     pub access_clock: crate::db::keyspace::AccessClock,
     /// Clients waiting in a blocking command (INFO `blocked_clients`).
     pub blocked_clients: usize,
+    /// CLIENT PAUSE in force, if any (see `blocking`).
+    pub pause: Option<blocking::ClientPause>,
     /// Blocking commands answer at once (Redis's CLIENT_DENY_BLOCKING):
     /// set while EXEC runs a transaction.
     pub deny_blocking: bool,
@@ -269,6 +271,7 @@ impl State {
             dirty_orphans: Vec::new(),
             blocked_clients: 0,
             deny_blocking: false,
+            pause: None,
             faults: faults::Faults::default(),
             fault_caller: None,
             disconnect_after: false,
@@ -486,6 +489,7 @@ impl State {
     /// cleared and the clock back to real time. Connections, their
     /// subscriptions and the configuration stay.
     pub fn reset_for_test(&mut self) -> Result<(), CmdError> {
+        self.unpause();
         self.empty_for_test()?;
         self.faults.clear();
         self.clock.reset();
@@ -498,6 +502,7 @@ impl State {
     /// (the caller's closes after its reply). Faults and the clock are the
     /// test's settings and stay as they are.
     pub fn restart_for_test(&mut self) -> Result<(), CmdError> {
+        self.unpause();
         self.empty_for_test()?;
         self.run_id = (0..40).map(|_| fastrand::alphanumeric().to_ascii_lowercase()).collect();
         self.started = Instant::now();
@@ -535,6 +540,10 @@ impl State {
     /// (KEYLOCK CLOCK ADVANCE: what the move made due goes at once, so the
     /// next command of any client finds it gone and `expired_keys` counts it).
     pub fn expire_all_due(&mut self) {
+        if self.pause.is_some() && self.paused().is_some() {
+            // CLIENT PAUSE holds the dataset still.
+            return;
+        }
         let now = self.clock.now_ms();
         for db in &mut self.dbs {
             db.expire_all_due(now);
@@ -771,10 +780,14 @@ impl Engine {
                 // A successful SHUTDOWN closes connections without a reply.
                 break;
             }
-            if client.blocked.is_some() {
+            if let Some(blocked) = client.blocked.as_mut() {
                 // Parked by a blocking command: it answers when unblocked,
-                // and what the client sent after it waits until then.
+                // and what the client sent after it waits until then; a
+                // command CLIENT PAUSE holds runs again itself.
                 rest = commands.collect();
+                if let blocking::BlockOp::Postpone(argv) = &mut blocked.op {
+                    rest.insert(0, std::mem::take(argv));
+                }
                 break;
             }
             if self.state.disconnect_after {
@@ -878,6 +891,11 @@ impl Engine {
                 exec::to_run(&mut self.state);
                 self.state.call(client, cmd, &argv)
             }
+            Err(refusal) if refusal.postpone => {
+                // Held by CLIENT PAUSE: it runs again once the pause ends.
+                self.state.postpone(client, argv);
+                Reply::Many(Vec::new())
+            }
             Err(refusal) if refusal.disconnect => {
                 self.state.disconnect_after = true;
                 Reply::Nil
@@ -930,10 +948,12 @@ impl Engine {
         crate::memory::release_freed();
         let now = self.state.clock.now_ms();
         let deadline = Instant::now() + Duration::from_millis(25);
+        // A pause whose time is up ends; while one holds, nothing expires.
+        let paused = self.state.pause.is_some() && self.state.paused().is_some();
         for db in &mut self.state.dbs {
             // Redis's rule: keep sampling while more than a quarter of a
             // sample turns out expired, within the time budget.
-            while db.expires_len() > 0 && Instant::now() < deadline {
+            while !paused && db.expires_len() > 0 && Instant::now() < deadline {
                 if db.active_expire_cycle(now, 20) <= 5 {
                     break;
                 }
