@@ -462,3 +462,21 @@ fn a_thousand_clients_blocked_forever_cost_the_server_no_cpu() {
     assert_eq!(admin.call(&["RPUSH", "q7", "v"]), b":1\r\n");
     assert_eq!(waiters[7].reply(), b"*2\r\n$2\r\nq7\r\n$1\r\nv\r\n");
 }
+
+#[test]
+fn a_push_made_by_serving_brpoplpush_touches_watchers_of_its_destination() {
+    both(|addr| {
+        let mut out = Vec::new();
+        let (mut blocked, mut watcher, mut pusher) = (connect(addr), connect(addr), connect(addr));
+        out.push(pusher.call(&["SET", "somekey", "somevalue"]));
+        send(&mut blocked, &["BRPOPLPUSH", "src", "dst", "0"]);
+        std::thread::sleep(SETTLE);
+        out.push(watcher.call(&["WATCH", "dst"]));
+        out.push(watcher.call(&["MULTI"]));
+        out.push(watcher.call(&["GET", "somekey"]));
+        out.push(pusher.call(&["LPUSH", "src", "element"]));
+        out.push(watcher.call(&["EXEC"]));
+        out.push(blocked.reply());
+        out
+    });
+}

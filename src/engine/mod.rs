@@ -828,8 +828,10 @@ impl Engine {
             }
             client.after_command();
             if self.state.blocked_clients > 0 {
-                // Redis's handleClientsBlockedOnKeys, after every command.
+                // Redis's handleClientsBlockedOnKeys, after every command;
+                // what the served clients' moves pushed touches watchers.
                 self.state.serve_blocked();
+                self.state.collect_watch_invalidations(&mut client);
             }
             if client.close_after_reply {
                 break;
