@@ -722,6 +722,57 @@ fn run_bitfield(ctx: &mut Ctx, argv: &[Bytes], read_only: bool) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::table::Registry;
+    use crate::engine::{Client, State};
+
+    fn run(state: &mut State, client: &mut Client, argv: &[&str]) -> Reply {
+        let argv: Vec<Bytes> = argv.iter().map(|a| Bytes::copy_from_slice(a.as_bytes())).collect();
+        let command = Registry::get().lookup(&argv[0]).expect("a known command");
+        state.call(client, command, &argv)
+    }
+
+    /// Where the bytes of the string at `key` live.
+    fn address(state: &State, key: &[u8]) -> *const u8 {
+        match state.dbs[0].peek(key, 0) {
+            Some(Value::Str(s)) => s.as_ptr(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn writes_change_a_large_bitmap_where_it_is() {
+        let mut state = State::new(crate::Config::ephemeral(), 0);
+        let mut client = Client::script_client();
+        assert_eq!(run(&mut state, &mut client, &["SETBIT", "k", "80000000", "1"]), Reply::Int(0));
+        let at = address(&state, b"k");
+        for offset in ["0", "12345", "79999999", "40000000"] {
+            assert_eq!(run(&mut state, &mut client, &["SETBIT", "k", offset, "1"]), Reply::Int(0));
+            assert_eq!(address(&state, b"k"), at);
+        }
+        run(
+            &mut state,
+            &mut client,
+            &["BITFIELD", "k", "SET", "i64", "#3", "-1", "INCRBY", "u8", "800", "1"],
+        );
+        assert_eq!(address(&state, b"k"), at);
+        assert_eq!(run(&mut state, &mut client, &["BITCOUNT", "k"]), Reply::Int(5 + 64 + 1));
+    }
+
+    #[test]
+    fn a_shared_string_is_copied_before_it_changes() {
+        let mut state = State::new(crate::Config::ephemeral(), 0);
+        let mut client = Client::script_client();
+        run(&mut state, &mut client, &["SET", "k", "foo"]);
+        let Some(Value::Str(held)) = state.dbs[0].peek(b"k", 0).cloned() else {
+            panic!("a string")
+        };
+        assert_eq!(run(&mut state, &mut client, &["SETBIT", "k", "0", "1"]), Reply::Int(0));
+        assert_eq!(&held[..], b"foo");
+        assert_eq!(
+            run(&mut state, &mut client, &["GET", "k"]),
+            Reply::Bulk(Bytes::from_static(b"\xe6oo"))
+        );
+    }
 
     #[test]
     fn popcount_counts_words_and_the_tail() {
