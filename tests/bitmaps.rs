@@ -1,4 +1,6 @@
-//! Bitmap commands over TCP: a few behaviours spelled out, then a
+//! Bitmap commands over TCP: a few behaviours spelled out; arguments
+//! holding a NUL (which the text corpus cannot write) compared with
+//! redis-server, which reads keywords and field types as C strings; and a
 //! differential property test that sends random sequences of SETBIT,
 //! GETBIT, BITCOUNT, BITPOS, BITOP, BITFIELD and BITFIELD_RO (with bad
 //! arguments, extreme numbers and every field width mixed in) to keylock
@@ -86,6 +88,39 @@ fn offsets_whose_byte_reaches_proto_max_bulk_len_are_refused() {
     assert_eq!(c.call(&["SETBIT", "k", "8388608", "1"]), refused);
     assert_eq!(c.call(&["SETBIT", "k", "8388607", "1"]), b":0\r\n");
     assert_eq!(c.call(&["STRLEN", "k"]), b":1048576\r\n");
+}
+
+#[test]
+fn keywords_and_field_types_are_read_up_to_a_nul_as_redis_reads_them() {
+    let Some(redis) = real_redis() else { return };
+    let keylock = start();
+    let mut ours = Raw::connect(keylock.addr());
+    let mut theirs = Raw::connect(redis.addr);
+    let cases: &[&[&[u8]]] = &[
+        &[b"SET", b"k", b"foobar"],
+        &[b"BITFIELD", b"k", b"GET\0x", b"u8", b"0"],
+        &[b"BITFIELD", b"k", b"GET", b"i8\0zz", b"0"],
+        &[b"BITFIELD", b"k", b"GET", b"i\08", b"0"],
+        &[b"BITFIELD", b"k", b"GET", b"\0", b"0"],
+        &[b"BITFIELD", b"k", b"GET", b"u8", b"0\0"],
+        &[b"BITFIELD", b"k", b"OVERFLOW", b"SAT\0", b"INCRBY", b"u8", b"0", b"1000"],
+        &[b"BITCOUNT", b"k", b"0", b"-1", b"BIT\0junk"],
+        &[b"BITPOS", b"k", b"0", b"0", b"-1", b"byte\0"],
+        &[b"BITOP", b"AND\0", b"d", b"k"],
+        &[b"BITOP", b"\0", b"d", b"k"],
+        &[b"SETBIT", b"k", b"0\0", b"1"],
+        &[b"SETBIT", b"k", b"0", b"1\0"],
+        &[b"GET", b"k"],
+    ];
+    for words in cases {
+        ours.send_cmd(words);
+        theirs.send_cmd(words);
+        assert_eq!(
+            String::from_utf8_lossy(&ours.reply()),
+            String::from_utf8_lossy(&theirs.reply()),
+            "{words:?}"
+        );
+    }
 }
 
 /// Numbers near the edges every parser and overflow check has.
