@@ -132,6 +132,38 @@ impl CmdError {
         CmdError::err(format!("{what} is out of range, must be positive"))
     }
 
+    /// A bit offset that is not an integer, negative, or past the
+    /// largest string (`proto-max-bulk-len`).
+    pub fn bit_offset() -> CmdError {
+        CmdError::new("ERR bit offset is not an integer or out of range")
+    }
+
+    /// SETBIT's value, which must be 0 or 1.
+    pub fn bit_value() -> CmdError {
+        CmdError::new("ERR bit is not an integer or out of range")
+    }
+
+    /// BITPOS's bit, which must be 0 or 1.
+    pub fn bitpos_bit() -> CmdError {
+        CmdError::new("ERR The bit argument must be 1 or 0.")
+    }
+
+    pub fn bitop_not_sources() -> CmdError {
+        CmdError::new("ERR BITOP NOT must be called with a single source key.")
+    }
+
+    pub fn bitfield_type() -> CmdError {
+        CmdError::new("ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.")
+    }
+
+    pub fn bitfield_overflow() -> CmdError {
+        CmdError::new("ERR Invalid OVERFLOW type specified")
+    }
+
+    pub fn bitfield_ro_write() -> CmdError {
+        CmdError::new("ERR BITFIELD_RO only supports the GET subcommand")
+    }
+
     pub fn arity(full_name: &str) -> CmdError {
         CmdError::err(format!("wrong number of arguments for '{full_name}' command"))
     }

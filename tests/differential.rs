@@ -200,6 +200,7 @@ corpus! {
     server => "server.txt",
     keys => "keys.txt",
     strings => "strings.txt",
+    bitmaps => "bitmaps.txt",
     expiry => "expiry.txt",
     hashes => "hashes.txt",
     lists => "lists.txt",

@@ -77,6 +77,13 @@ pub fn upper(a: &[u8]) -> String {
     String::from_utf8_lossy(a).to_ascii_uppercase()
 }
 
+/// True if `a` names `keyword` as C's `strcasecmp` compares them: `a` is
+/// read up to its first NUL, so `"GET\0x"` is `GET`. For the commands
+/// whose options Redis matches that way (the bitmap commands).
+pub fn c_keyword(a: &[u8], keyword: &str) -> bool {
+    crate::error::c_str(a, usize::MAX).eq_ignore_ascii_case(keyword.as_bytes())
+}
+
 pub fn parse_i64(a: &[u8]) -> CmdResult<i64> {
     numfmt::parse_i64(a).ok_or_else(CmdError::not_integer)
 }

@@ -6,6 +6,7 @@
 //! the rest of the engine through [`Ctx`], and knows nothing of sockets.
 
 pub mod args;
+pub mod bitmaps;
 pub mod blocking;
 pub mod connection;
 pub mod hashes;
@@ -129,6 +130,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         server::COMMANDS,
         keys::COMMANDS,
         strings::COMMANDS,
+        bitmaps::COMMANDS,
         hashes::COMMANDS,
         lists::COMMANDS,
         blocking::COMMANDS,

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use super::args::upper;
-use super::table::{CommandSpec, Group, Registry, cmd, container, flag, flag::*};
+use super::table::{Arg, ArgKind, CommandSpec, Group, KeySpec, Registry, arg_flag, cmd, container, flag, flag::*, key_flag};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::error::quoted;
 
@@ -449,51 +449,33 @@ fn command_info(c: &super::table::Command) -> Reply {
         .into_iter()
         .map(|c| Reply::Status(Bytes::from_static(c.as_bytes())))
         .collect();
-    let key_specs = if spec.first_key > 0 {
-        vec![Reply::Map(vec![
-            (
-                Reply::bulk_static("flags"),
-                Reply::Array(vec![Reply::status(if spec.has(WRITE) { "RW" } else { "RO" })]),
-            ),
-            (
-                Reply::bulk_static("begin_search"),
-                Reply::Map(vec![
-                    (Reply::bulk_static("type"), Reply::bulk_static("index")),
-                    (
-                        Reply::bulk_static("spec"),
-                        Reply::Map(vec![(Reply::bulk_static("index"), Reply::Int(spec.first_key as i64))]),
-                    ),
-                ]),
-            ),
-            (
-                Reply::bulk_static("find_keys"),
-                Reply::Map(vec![
-                    (Reply::bulk_static("type"), Reply::bulk_static("range")),
-                    (
-                        Reply::bulk_static("spec"),
-                        Reply::Map(vec![
-                            (
-                                Reply::bulk_static("lastkey"),
-                                Reply::Int(if spec.last_key < 0 {
-                                    spec.last_key as i64
-                                } else {
-                                    (spec.last_key - spec.first_key) as i64
-                                }),
-                            ),
-                            (Reply::bulk_static("keystep"), Reply::Int(spec.key_step as i64)),
-                            (Reply::bulk_static("limit"), Reply::Int(0)),
-                        ]),
-                    ),
-                ]),
-            ),
-        ])]
+    let key_specs = if !spec.key_specs.is_empty() {
+        spec.key_specs.iter().map(key_spec_reply).collect()
+    } else if spec.first_key > 0 {
+        let legacy = KeySpec {
+            notes: "",
+            flags: if spec.has(WRITE) { key_flag::RW } else { key_flag::RO },
+            index: spec.first_key,
+            last_key: if spec.last_key < 0 {
+                spec.last_key
+            } else {
+                spec.last_key - spec.first_key
+            },
+            key_step: spec.key_step,
+            limit: 0,
+        };
+        vec![key_spec_reply(&legacy)]
     } else {
         vec![]
     };
-    let subs: Vec<Reply> = {
+    // Redis answers a set when there are no subcommands, an array of them
+    // otherwise.
+    let subs = if c.subcommands.is_empty() {
+        Reply::Set(vec![])
+    } else {
         let mut subs: Vec<&super::table::Command> = c.subcommands.values().collect();
         subs.sort_by_key(|s| s.stat_index);
-        subs.into_iter().map(command_info).collect()
+        Reply::Array(subs.into_iter().map(command_info).collect())
     };
     Reply::Array(vec![
         Reply::Bulk(Bytes::from(c.full_name.clone())),
@@ -503,10 +485,51 @@ fn command_info(c: &super::table::Command) -> Reply {
         Reply::Int(spec.last_key as i64),
         Reply::Int(spec.key_step as i64),
         Reply::Set(cats),
-        Reply::Array(vec![]),
-        Reply::Array(key_specs),
-        Reply::Array(subs),
+        Reply::Set(vec![]),
+        Reply::Set(key_specs),
+        subs,
     ])
+}
+
+/// One key spec as COMMAND INFO describes it.
+fn key_spec_reply(k: &KeySpec) -> Reply {
+    let flags = key_flag::NAMES
+        .iter()
+        .filter(|(f, _)| k.flags & f != 0)
+        .map(|(_, n)| Reply::status(n))
+        .collect();
+    let mut fields = Vec::with_capacity(4);
+    if !k.notes.is_empty() {
+        fields.push((Reply::bulk_static("notes"), Reply::bulk_static(k.notes)));
+    }
+    fields.extend([
+        (Reply::bulk_static("flags"), Reply::Set(flags)),
+        (
+            Reply::bulk_static("begin_search"),
+            Reply::Map(vec![
+                (Reply::bulk_static("type"), Reply::bulk_static("index")),
+                (
+                    Reply::bulk_static("spec"),
+                    Reply::Map(vec![(Reply::bulk_static("index"), Reply::Int(k.index as i64))]),
+                ),
+            ]),
+        ),
+        (
+            Reply::bulk_static("find_keys"),
+            Reply::Map(vec![
+                (Reply::bulk_static("type"), Reply::bulk_static("range")),
+                (
+                    Reply::bulk_static("spec"),
+                    Reply::Map(vec![
+                        (Reply::bulk_static("lastkey"), Reply::Int(k.last_key as i64)),
+                        (Reply::bulk_static("keystep"), Reply::Int(k.key_step as i64)),
+                        (Reply::bulk_static("limit"), Reply::Int(k.limit as i64)),
+                    ]),
+                ),
+            ]),
+        ),
+    ]);
+    Reply::Map(fields)
 }
 
 fn command_docs(c: &super::table::Command) -> Reply {
@@ -516,6 +539,20 @@ fn command_docs(c: &super::table::Command) -> Reply {
         (Reply::bulk_static("since"), Reply::bulk_static(spec.since)),
         (Reply::bulk_static("group"), Reply::bulk_static(spec.group.doc_name())),
     ];
+    if !spec.complexity.is_empty() {
+        fields.push((Reply::bulk_static("complexity"), Reply::bulk_static(spec.complexity)));
+    }
+    if !spec.history.is_empty() {
+        let history = spec
+            .history
+            .iter()
+            .map(|(since, change)| Reply::Array(vec![Reply::bulk_static(since), Reply::bulk_static(change)]))
+            .collect();
+        fields.push((Reply::bulk_static("history"), Reply::Set(history)));
+    }
+    if !spec.arguments.is_empty() {
+        fields.push((Reply::bulk_static("arguments"), arguments_reply(spec.arguments)));
+    }
     if !c.subcommands.is_empty() {
         let mut subs: Vec<&super::table::Command> = c.subcommands.values().collect();
         subs.sort_by_key(|s| s.stat_index);
@@ -529,6 +566,42 @@ fn command_docs(c: &super::table::Command) -> Reply {
         ));
     }
     Reply::Map(fields)
+}
+
+/// COMMAND DOCS' argument list, in the field order of Redis's
+/// `addReplyCommandArgList`.
+fn arguments_reply(args: &[Arg]) -> Reply {
+    Reply::Array(
+        args.iter()
+            .map(|a| {
+                let mut fields = vec![
+                    (Reply::bulk_static("name"), Reply::bulk_static(a.name)),
+                    (Reply::bulk_static("type"), Reply::bulk_static(a.kind.doc_name())),
+                ];
+                if a.key_spec_index >= 0 {
+                    fields.push((Reply::bulk_static("key_spec_index"), Reply::Int(a.key_spec_index as i64)));
+                }
+                if !a.token.is_empty() {
+                    fields.push((Reply::bulk_static("token"), Reply::bulk_static(a.token)));
+                }
+                if !a.since.is_empty() {
+                    fields.push((Reply::bulk_static("since"), Reply::bulk_static(a.since)));
+                }
+                if a.flags != 0 {
+                    let flags = arg_flag::NAMES
+                        .iter()
+                        .filter(|(f, _)| a.flags & f != 0)
+                        .map(|(_, n)| Reply::status(n))
+                        .collect();
+                    fields.push((Reply::bulk_static("flags"), Reply::Set(flags)));
+                }
+                if matches!(a.kind, ArgKind::OneOf | ArgKind::Block) {
+                    fields.push((Reply::bulk_static("arguments"), arguments_reply(a.args)));
+                }
+                Reply::Map(fields)
+            })
+            .collect(),
+    )
 }
 
 fn info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

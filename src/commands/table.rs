@@ -83,6 +83,7 @@ pub enum Group {
     PubSub,
     Transactions,
     Scripting,
+    Bitmap,
 }
 
 impl Group {
@@ -99,6 +100,7 @@ impl Group {
             Group::PubSub => "pubsub",
             Group::Transactions => "transactions",
             Group::Scripting => "scripting",
+            Group::Bitmap => "bitmap",
         }
     }
 
@@ -114,10 +116,218 @@ impl Group {
             Group::PubSub => "@pubsub",
             Group::Transactions => "@transaction",
             Group::Scripting => "@scripting",
+            Group::Bitmap => "@bitmap",
             Group::Server => return None,
         })
     }
 }
+
+/// Key-spec flags, named and ordered as COMMAND INFO lists them.
+pub mod key_flag {
+    pub const RO: u16 = 1;
+    pub const RW: u16 = 1 << 1;
+    pub const OW: u16 = 1 << 2;
+    pub const RM: u16 = 1 << 3;
+    pub const ACCESS: u16 = 1 << 4;
+    pub const UPDATE: u16 = 1 << 5;
+    pub const INSERT: u16 = 1 << 6;
+    pub const DELETE: u16 = 1 << 7;
+    pub const NOT_KEY: u16 = 1 << 8;
+    pub const INCOMPLETE: u16 = 1 << 9;
+    pub const VARIABLE_FLAGS: u16 = 1 << 10;
+
+    pub const NAMES: &[(u16, &str)] = &[
+        (RO, "RO"),
+        (RW, "RW"),
+        (OW, "OW"),
+        (RM, "RM"),
+        (ACCESS, "access"),
+        (UPDATE, "update"),
+        (INSERT, "insert"),
+        (DELETE, "delete"),
+        (NOT_KEY, "not_key"),
+        (INCOMPLETE, "incomplete"),
+        (VARIABLE_FLAGS, "variable_flags"),
+    ];
+}
+
+/// One of Redis's key specs, for a row that spells its keys out instead
+/// of deriving one spec from the legacy triple: the keys start at
+/// argument `index` and run as a range (`last_key` relative to it, or
+/// negative from the end; every `key_step`-th; `limit` as Redis's).
+#[derive(Debug)]
+pub struct KeySpec {
+    pub notes: &'static str,
+    pub flags: u16,
+    pub index: i32,
+    pub last_key: i32,
+    pub key_step: i32,
+    pub limit: i32,
+}
+
+/// A key spec: `key_spec(RW | ACCESS | UPDATE, 1, 0, 1)`.
+pub const fn key_spec(flags: u16, index: i32, last_key: i32, key_step: i32) -> KeySpec {
+    KeySpec {
+        notes: "",
+        flags,
+        index,
+        last_key,
+        key_step,
+        limit: 0,
+    }
+}
+
+impl KeySpec {
+    pub const fn notes(mut self, notes: &'static str) -> Self {
+        self.notes = notes;
+        self
+    }
+}
+
+/// What kind of argument COMMAND DOCS says an argument is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgKind {
+    String,
+    Integer,
+    Double,
+    Key,
+    Pattern,
+    UnixTime,
+    PureToken,
+    OneOf,
+    Block,
+}
+
+impl ArgKind {
+    pub fn doc_name(self) -> &'static str {
+        match self {
+            ArgKind::String => "string",
+            ArgKind::Integer => "integer",
+            ArgKind::Double => "double",
+            ArgKind::Key => "key",
+            ArgKind::Pattern => "pattern",
+            ArgKind::UnixTime => "unix-time",
+            ArgKind::PureToken => "pure-token",
+            ArgKind::OneOf => "oneof",
+            ArgKind::Block => "block",
+        }
+    }
+}
+
+/// Argument flags, named and ordered as COMMAND DOCS lists them.
+pub mod arg_flag {
+    pub const OPTIONAL: u8 = 1;
+    pub const MULTIPLE: u8 = 1 << 1;
+    pub const MULTIPLE_TOKEN: u8 = 1 << 2;
+
+    pub const NAMES: &[(u8, &str)] = &[(OPTIONAL, "optional"), (MULTIPLE, "multiple"), (MULTIPLE_TOKEN, "multiple_token")];
+}
+
+/// One argument as COMMAND DOCS describes it (Redis's `redisCommandArg`);
+/// a block or a oneof holds its own arguments.
+#[derive(Debug)]
+pub struct Arg {
+    pub name: &'static str,
+    pub kind: ArgKind,
+    /// The key spec a key argument belongs to; -1 for other arguments.
+    pub key_spec_index: i32,
+    pub token: &'static str,
+    pub since: &'static str,
+    pub flags: u8,
+    pub args: &'static [Arg],
+}
+
+/// An argument: `arg("start", ArgKind::Integer)`.
+pub const fn arg(name: &'static str, kind: ArgKind) -> Arg {
+    Arg {
+        name,
+        kind,
+        key_spec_index: -1,
+        token: "",
+        since: "",
+        flags: 0,
+        args: &[],
+    }
+}
+
+/// A key argument, found by the key spec at `key_spec_index`.
+pub const fn key_arg(name: &'static str, key_spec_index: i32) -> Arg {
+    let mut a = arg(name, ArgKind::Key);
+    a.key_spec_index = key_spec_index;
+    a
+}
+
+/// A keyword standing alone (`BYTE`).
+pub const fn pure_token(name: &'static str, token: &'static str) -> Arg {
+    arg(name, ArgKind::PureToken).token(token)
+}
+
+/// Arguments that come together.
+pub const fn block(name: &'static str, args: &'static [Arg]) -> Arg {
+    let mut a = arg(name, ArgKind::Block);
+    a.args = args;
+    a
+}
+
+/// One of several arguments.
+pub const fn oneof(name: &'static str, args: &'static [Arg]) -> Arg {
+    let mut a = arg(name, ArgKind::OneOf);
+    a.args = args;
+    a
+}
+
+impl Arg {
+    pub const fn token(mut self, token: &'static str) -> Self {
+        self.token = token;
+        self
+    }
+
+    pub const fn since(mut self, since: &'static str) -> Self {
+        self.since = since;
+        self
+    }
+
+    pub const fn optional(mut self) -> Self {
+        self.flags |= arg_flag::OPTIONAL;
+        self
+    }
+
+    pub const fn multiple(mut self) -> Self {
+        self.flags |= arg_flag::MULTIPLE;
+        self
+    }
+
+    pub const fn multiple_token(mut self) -> Self {
+        self.flags |= arg_flag::MULTIPLE_TOKEN;
+        self
+    }
+}
+
+/// ACL categories in the order Redis lists a command's (its
+/// `ACLCommandCategories` table).
+const ACL_CATEGORY_ORDER: &[&str] = &[
+    "@keyspace",
+    "@read",
+    "@write",
+    "@set",
+    "@sortedset",
+    "@list",
+    "@hash",
+    "@string",
+    "@bitmap",
+    "@hyperloglog",
+    "@geo",
+    "@stream",
+    "@pubsub",
+    "@admin",
+    "@fast",
+    "@slow",
+    "@blocking",
+    "@dangerous",
+    "@connection",
+    "@transaction",
+    "@scripting",
+];
 
 #[derive(Debug)]
 pub struct CommandSpec {
@@ -132,6 +342,15 @@ pub struct CommandSpec {
     pub group: Group,
     pub since: &'static str,
     pub summary: &'static str,
+    /// COMMAND DOCS' complexity; not listed when empty.
+    pub complexity: &'static str,
+    /// COMMAND DOCS' history: (version, change).
+    pub history: &'static [(&'static str, &'static str)],
+    /// COMMAND DOCS' arguments; not listed when empty.
+    pub arguments: &'static [Arg],
+    /// COMMAND INFO's key specs; when empty, one spec is derived from the
+    /// legacy triple.
+    pub key_specs: &'static [KeySpec],
     pub handler: Option<Handler>,
     pub subcommands: &'static [CommandSpec],
 }
@@ -148,6 +367,10 @@ pub const fn cmd(name: &'static str, arity: i32, handler: Handler) -> CommandSpe
         group: Group::Generic,
         since: "1.0.0",
         summary: "",
+        complexity: "",
+        history: &[],
+        arguments: &[],
+        key_specs: &[],
         handler: Some(handler),
         subcommands: &[],
     }
@@ -165,6 +388,10 @@ pub const fn container(name: &'static str, subcommands: &'static [CommandSpec]) 
         group: Group::Server,
         since: "1.0.0",
         summary: "",
+        complexity: "",
+        history: &[],
+        arguments: &[],
+        key_specs: &[],
         handler: None,
         subcommands,
     }
@@ -188,6 +415,25 @@ impl CommandSpec {
         self.group = group;
         self.since = since;
         self.summary = summary;
+        self
+    }
+
+    /// The complexity, history and arguments COMMAND DOCS lists.
+    pub const fn details(
+        mut self,
+        complexity: &'static str,
+        history: &'static [(&'static str, &'static str)],
+        arguments: &'static [Arg],
+    ) -> Self {
+        self.complexity = complexity;
+        self.history = history;
+        self.arguments = arguments;
+        self
+    }
+
+    /// Key specs as Redis spells them, for COMMAND INFO.
+    pub const fn key_specs(mut self, key_specs: &'static [KeySpec]) -> Self {
+        self.key_specs = key_specs;
         self
     }
 
@@ -224,6 +470,7 @@ impl CommandSpec {
             cats.push("@blocking");
         }
         cats.push(if self.has(flag::FAST) { "@fast" } else { "@slow" });
+        cats.sort_by_key(|c| ACL_CATEGORY_ORDER.iter().position(|o| o == c));
         cats
     }
 

@@ -199,6 +199,20 @@ impl Db {
         self.keys.insert_new(key, value)
     }
 
+    /// The value at a live position, for a write Redis does not report to
+    /// WATCH by itself: BITFIELD pads a string with zeros unsignalled and
+    /// signals only when a field changed (the caller then calls
+    /// [`Db::touch_watched`]).
+    pub fn value_at_mut_unsignalled(&mut self, position: usize) -> &mut Value {
+        self.keys.value_at_mut(position)
+    }
+
+    /// [`Db::insert_absent`] without the WATCH signal, for the same case.
+    pub fn insert_absent_unsignalled(&mut self, key: &[u8], value: Value) -> usize {
+        debug_assert!(self.keys.position(key).is_none(), "insert_absent of a present key");
+        self.keys.insert_new(key, value)
+    }
+
     /// The deadline of the key at a live position, if it has one.
     pub fn expire_at_position(&self, position: usize) -> Option<u64> {
         self.keys.deadline_at(position)
