@@ -274,3 +274,24 @@ fn reply_past_the_normal_hard_output_limit_closes_the_connection() {
         assert_eq!(get_big_value(redis.addr), ours);
     }
 }
+
+/// An inline line is read 16 KB at a time, as Redis reads it, and refused
+/// once more than 64 KB of it came without its end: a 100 KB line sent in
+/// one write is refused whatever the reads brought in (keylock used to take
+/// it in one read and accept it), a 60 KB one is served; both as
+/// redis-server answers them.
+#[test]
+fn inline_lines_past_64kb_are_refused_however_they_arrive() {
+    let Some(redis) = real_redis() else { return };
+    let keylock = start();
+    for len in [60_000usize, 100_000, 300_000] {
+        let mut line = b"SET k ".to_vec();
+        line.resize(len, b'a');
+        line.extend_from_slice(b"\r\n");
+        let ours = exchange_raw(keylock.addr(), &line, std::time::Duration::from_millis(300));
+        let theirs = exchange_raw(redis.addr, &line, std::time::Duration::from_millis(300));
+        assert_eq!(ours, theirs, "an inline line of {len} bytes");
+        let refused = ours.0.starts_with(b"-ERR Protocol error: too big inline request");
+        assert_eq!(refused, len > 65_536 + 16_384, "{len}: {}", String::from_utf8_lossy(&ours.0));
+    }
+}

@@ -36,7 +36,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::Shared;
 use super::limits::NetLimits;
-use super::parser::{Limits, RequestParser, resize_in_cron, rewind};
+use super::parser::{Limits, READ_CHUNK, RequestParser, resize_in_cron, rewind};
 use super::stream::{StdStream, Stream};
 use crate::engine::output::OutputBuffer;
 use crate::engine::{ClientAddr, CloseRequest, Outbox};
@@ -280,9 +280,15 @@ async fn run(accepted: Accepted, shared: Rc<Shared>) {
                 }
                 let (read, room) = {
                     let mut input = io.input.borrow_mut();
-                    io.parser.borrow().make_room(&mut input);
+                    let parser = io.parser.borrow();
+                    parser.make_room(&mut input);
+                    // One read takes at most 16 KB, as Redis's
+                    // (PROTO_IOBUF_LEN), unless a big argument is arriving:
+                    // what it parses between reads, and so when an inline
+                    // line is too long, is then the same.
                     let room = input.capacity() - input.len();
-                    (stream.try_read_buf(&mut input), room)
+                    let room = if parser.big_arg_pending().is_some() { room } else { room.min(READ_CHUNK) };
+                    (stream.try_read_buf(&mut bytes::BufMut::limit(&mut *input, room)), room)
                 };
                 match read {
                     Ok(0) => {

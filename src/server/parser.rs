@@ -210,7 +210,7 @@ impl RequestParser {
     /// The declared length of the argument being read, while it is at
     /// least [`BIG_ARG`] long and not complete: it then starts at the
     /// front of the read buffer.
-    fn big_arg_pending(&self) -> Option<usize> {
+    pub fn big_arg_pending(&self) -> Option<usize> {
         let len = self.pending.as_ref()?.bulk_len?;
         (len >= BIG_ARG).then_some(len)
     }

@@ -15,7 +15,6 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::BytesMut;
 use tokio::io::Interest;
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
@@ -162,7 +161,7 @@ impl Stream {
         }
     }
 
-    pub fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
+    pub fn try_read_buf<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.try_read_buf(buf),
             Stream::Unix(s) => s.try_read_buf(buf),
