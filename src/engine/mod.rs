@@ -411,6 +411,11 @@ impl State {
         self.script_client = Some(client);
     }
 
+    /// Whether pushes wait for `client` (see [`State::flush_inline_pushes`]).
+    pub fn has_pushes_for(&self, client: &Client) -> bool {
+        !client.inline_pushes.is_empty() || !self.orphan_pushes.is_empty()
+    }
+
     /// Writes the pushes addressed to `client` during its own command, in
     /// the order produced, ahead of the command's reply.
     pub fn flush_inline_pushes(&mut self, client: &mut Client, out: &mut BytesMut) {
@@ -810,8 +815,10 @@ impl Engine {
                     if let Some(ms) = delay {
                         out.hold(Instant::now() + Duration::from_millis(ms));
                     }
-                    self.state.flush_inline_pushes(&mut client, out.tail());
-                    out.place(false);
+                    if self.state.has_pushes_for(&client) {
+                        self.state.flush_inline_pushes(&mut client, out.tail());
+                        out.place(false);
+                    }
                     if client.replies_silenced() {
                         reply.encode_pushes(client.resp, out.tail());
                     } else {
