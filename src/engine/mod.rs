@@ -101,6 +101,8 @@ pub struct State {
     pub pre_command_oom: bool,
     /// INFO's `client_recent_max_output_buffer`, sampled by the cron.
     pub output_peaks: output::RecentPeaks,
+    /// Where the cron's next pass over the clients starts.
+    clients_cron_next: usize,
     /// The second key accesses are stamped with (OBJECT IDLETIME), set
     /// from the clock before each command; shared by every database.
     pub access_clock: crate::db::keyspace::AccessClock,
@@ -269,6 +271,7 @@ impl State {
             watchdog,
             orphan_pushes: Vec::new(),
             dirty_orphans: Vec::new(),
+            clients_cron_next: 0,
             blocked_clients: 0,
             deny_blocking: false,
             pause: None,
@@ -938,16 +941,23 @@ impl Engine {
     /// Redis's `clientsCron`, the output part: samples each client's output
     /// for INFO's `client_recent_max_output_buffer`, and closes those over
     /// their output limits (the soft limit's seconds may have run out with
-    /// no output queued).
+    /// no output queued). As Redis's, each pass visits a `hz`-th of the
+    /// clients (at least 5), so that every client is seen about once a
+    /// second and idle clients cost next to nothing however many there are.
     fn clients_cron(&mut self) {
         let state = &mut self.state;
-        let slot = state.output_peaks.begin(state.clock.now_ms() / 1000);
-        for c in state.clients.values() {
-            state.output_peaks.sample(slot, c.outbox.obuf_bytes());
+        let n = state.clients.len();
+        if n == 0 {
+            return;
         }
-        for c in state.clients.values() {
+        let per_pass = (n / state.runtime.hz.max(1) as usize).max(5).min(n);
+        let start = state.clients_cron_next % n;
+        let slot = state.output_peaks.begin(state.clock.now_ms() / 1000);
+        for c in state.clients.values().cycle().skip(start).take(per_pass) {
+            state.output_peaks.sample(slot, c.outbox.obuf_bytes());
             state.check_output_limits(c, false);
         }
+        state.clients_cron_next = start + per_pass;
     }
 
     /// The periodic work: active expiry, clients' output limits and
