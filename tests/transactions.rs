@@ -130,3 +130,30 @@ fn redis_crate_atomic_pipeline_works() {
         .unwrap();
     assert_eq!((a, b), (1, 2));
 }
+
+/// Redis's `wk->expired` and `isWatchedKeyExpired`, with the test clock:
+/// a key already expired when watched may be removed without failing the
+/// transaction; a key live when watched that expires before EXEC fails it,
+/// removed or not.
+#[test]
+fn watching_expired_and_expiring_keys_is_as_redis() {
+    let s = start_with(|c| c.clock = keylock::Clock::manual(1_700_000_000_000));
+    let mut c = conn(&s);
+    q::<()>(&mut c, &["SET", "gone", "v", "PX", "10"]);
+    s.clock().advance(20);
+    q::<()>(&mut c, &["WATCH", "gone"]);
+    // Expiry removes it now (KEYLOCK CLOCK ADVANCE reclaims what is due).
+    q::<u64>(&mut c, &["KEYLOCK", "CLOCK", "ADVANCE", "1"]);
+    q::<()>(&mut c, &["MULTI"]);
+    q::<()>(&mut c, &["GET", "gone"]);
+    let done: Option<Vec<Option<String>>> = q(&mut c, &["EXEC"]);
+    assert_eq!(done, Some(vec![None]), "removing an already expired key is no change");
+
+    q::<()>(&mut c, &["SET", "live", "v", "PX", "100"]);
+    q::<()>(&mut c, &["WATCH", "live"]);
+    s.clock().advance(200);
+    q::<()>(&mut c, &["MULTI"]);
+    q::<()>(&mut c, &["PING"]);
+    let done: Option<Vec<String>> = q(&mut c, &["EXEC"]);
+    assert_eq!(done, None, "a watched key that expired fails EXEC before anything removed it");
+}

@@ -50,7 +50,16 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         unwatch_all(ctx.state, ctx.client);
         return Err(CmdError::new("EXECABORT Transaction discarded because of previous errors."));
     }
-    if ctx.client.watch_dirty {
+    // A watched key that expired since it was watched fails the
+    // transaction even if nothing removed it yet (Redis's
+    // `isWatchedKeyExpired`).
+    let now = ctx.now_ms;
+    let expired = ctx
+        .client
+        .watched
+        .iter()
+        .any(|(db, key)| ctx.state.dbs[*db].watched_key_expired(key, ctx.client.id, now));
+    if ctx.client.watch_dirty || expired {
         unwatch_all(ctx.state, ctx.client);
         return Ok(Reply::NilArray);
     }
@@ -87,7 +96,8 @@ fn watch(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         if ctx.client.watched.iter().any(|(d, k)| *d == db && k == key) {
             continue;
         }
-        ctx.state.dbs[db].watch(owned(key), ctx.client.id);
+        let now = ctx.now_ms;
+        ctx.state.dbs[db].watch(owned(key), ctx.client.id, now);
         ctx.client.watched.push((db, owned(key)));
         ctx.state.watching += 1;
     }

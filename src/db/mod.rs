@@ -33,10 +33,19 @@ use crate::error::CmdResult;
 
 pub type ClientId = u64;
 
+/// A client watching a key (Redis's `watchedKey`).
+#[derive(Clone, Copy, Debug)]
+struct Watcher {
+    client: ClientId,
+    /// The key was past its deadline when WATCH ran: its removal by
+    /// expiry is no change (Redis's `wk->expired`).
+    expired: bool,
+}
+
 #[derive(Default)]
 pub struct Db {
     keys: Keyspace,
-    watchers: HashMap<Bytes, Vec<ClientId>, Hasher>,
+    watchers: HashMap<Bytes, Vec<Watcher>, Hasher>,
     invalidated: Vec<ClientId>,
     /// Clients blocked on keys of this database, first blocked first
     /// (Redis's `blocking_keys`).
@@ -83,8 +92,7 @@ impl Db {
         let position = self.keys.position(key)?;
         if self.keys.deadlines_len() != 0 && self.keys.deadline_at(position).is_some_and(|at| at <= now_ms) {
             if !self.keys.clock.keep_expired() {
-                self.remove(key);
-                self.expired_keys += 1;
+                self.remove_expired(key);
             }
             return None;
         }
@@ -95,8 +103,7 @@ impl Db {
     /// while clients are paused) goes first.
     fn clear_kept_expired(&mut self, key: &[u8]) {
         if self.keys.clock.keep_expired() && self.keys.position(key).is_some() {
-            self.remove(key);
-            self.expired_keys += 1;
+            self.remove_expired(key);
         }
     }
 
@@ -130,8 +137,7 @@ impl Db {
         if self.keys.clock.keep_expired() {
             return true;
         }
-        self.remove(key);
-        self.expired_keys += 1;
+        self.remove_expired(key);
         true
     }
 
@@ -352,16 +358,16 @@ impl Db {
     /// Invalidates the watchers of every watched key that exists now.
     fn touch_watched_for_swap(&mut self) {
         let mut dirty = Vec::new();
-        for (key, clients) in &self.watchers {
+        for (key, watchers) in &self.watchers {
             if self.keys.position(key).is_some() {
-                dirty.extend(clients.iter().copied());
+                dirty.extend(watchers.iter().map(|w| w.client));
             }
         }
         self.invalidated.extend(dirty);
     }
 
     pub fn clear(&mut self) {
-        let watched: Vec<ClientId> = self.watchers.values().flatten().copied().collect();
+        let watched: Vec<ClientId> = self.watchers.values().flatten().map(|w| w.client).collect();
         self.invalidated.extend(watched);
         self.keys.clear();
     }
@@ -411,8 +417,7 @@ impl Db {
             let Some((key, at)) = self.keys.deadline_sample(i) else { break };
             if at <= now_ms {
                 let key = key.to_vec();
-                self.remove(&key);
-                self.expired_keys += 1;
+                self.remove_expired(&key);
                 removed += 1;
             }
         }
@@ -429,8 +434,7 @@ impl Db {
             if at <= now_ms {
                 // Removal moves the last deadline into slot `i`.
                 let key = key.to_vec();
-                self.remove(&key);
-                self.expired_keys += 1;
+                self.remove_expired(&key);
                 removed += 1;
             } else {
                 i += 1;
@@ -439,20 +443,40 @@ impl Db {
         removed
     }
 
-    pub fn watch(&mut self, key: Bytes, client: ClientId) {
+    /// WATCH: `client` watches `key`; whether the key is already past its
+    /// deadline (present but expired) is remembered, as Redis does.
+    pub fn watch(&mut self, key: Bytes, client: ClientId, now_ms: u64) {
+        let expired = self.is_expired_in_place(&key, now_ms);
         let list = self.watchers.entry(key).or_default();
-        if !list.contains(&client) {
-            list.push(client);
+        if !list.iter().any(|w| w.client == client) {
+            list.push(Watcher { client, expired });
         }
     }
 
     pub fn unwatch(&mut self, key: &[u8], client: ClientId) {
         if let Some(list) = self.watchers.get_mut(key) {
-            list.retain(|&c| c != client);
+            list.retain(|w| w.client != client);
             if list.is_empty() {
                 self.watchers.remove(key);
             }
         }
+    }
+
+    /// Whether `key` is still held but past its deadline.
+    fn is_expired_in_place(&self, key: &[u8], now_ms: u64) -> bool {
+        self.keys.deadlines_len() != 0 && self.keys.deadline(key).is_some_and(|at| at <= now_ms)
+    }
+
+    /// EXEC's check (Redis's `isWatchedKeyExpired`): a key `client`
+    /// watches that expired since it watched it, even if not yet removed,
+    /// fails the transaction.
+    pub fn watched_key_expired(&self, key: &[u8], client: ClientId, now_ms: u64) -> bool {
+        let watched_live = self
+            .watchers
+            .get(key)
+            .and_then(|list| list.iter().find(|w| w.client == client))
+            .is_some_and(|w| !w.expired);
+        watched_live && self.is_expired_in_place(key, now_ms)
     }
 
     fn signal_modified(&mut self, key: &[u8]) {
@@ -460,7 +484,26 @@ impl Db {
             return;
         }
         if let Some(list) = self.watchers.get(key) {
-            self.invalidated.extend_from_slice(list);
+            self.invalidated.extend(list.iter().map(|w| w.client));
+        }
+    }
+
+    /// Removes `key` because it expired, counting it in `expired_keys`.
+    /// For a client that watched it while it was already expired, its
+    /// removal is no change (Redis's `touchWatchedKey`).
+    fn remove_expired(&mut self, key: &[u8]) {
+        if self.keys.remove(key).is_none() {
+            return;
+        }
+        self.expired_keys += 1;
+        if let Some(list) = self.watchers.get_mut(key) {
+            for w in list.iter_mut() {
+                if w.expired {
+                    w.expired = false;
+                } else {
+                    self.invalidated.push(w.client);
+                }
+            }
         }
     }
 
