@@ -15,6 +15,7 @@
 //! Writes record the keys clients WATCH so EXEC can fail as Redis's does;
 //! the engine drains [`Db::take_invalidated`] after each command.
 
+pub mod events;
 pub mod hash;
 pub mod keyspace;
 pub mod ops;
@@ -25,6 +26,7 @@ use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
 
+pub use events::*;
 use keyspace::Keyspace;
 use value::Hasher;
 pub use value::Value;
@@ -46,9 +48,37 @@ pub struct Db {
     ready: Vec<Bytes>,
     /// Keys removed because they expired, for INFO's `expired_keys`.
     pub expired_keys: u64,
+    /// This database's number (SELECT), for the events it records.
+    index: usize,
+    /// Keyspace events, shared by every database of a server.
+    events: KeyEvents,
 }
 
 impl Db {
+    /// Database number `index`, recording its keyspace events in `events`.
+    pub fn numbered(index: usize, events: KeyEvents) -> Db {
+        Db {
+            index,
+            events,
+            ..Db::default()
+        }
+    }
+
+    /// Records a keyspace event on `key` in this database (Redis's
+    /// `notifyKeyspaceEvent`); nothing unless `class` is enabled.
+    #[inline]
+    pub fn notify(&self, class: u32, event: &'static str, key: &[u8]) {
+        self.events.record(class, event, self.index, key);
+    }
+
+    /// A key reached its deadline and is removed (Redis's
+    /// `deleteExpiredKeyAndPropagate`).
+    fn remove_expired(&mut self, key: &[u8]) {
+        self.remove(key);
+        self.expired_keys += 1;
+        self.notify(NOTIFY_EXPIRED, "expired", key);
+    }
+
     pub fn len(&self) -> usize {
         self.keys.len()
     }
@@ -83,8 +113,7 @@ impl Db {
         let position = self.keys.position(key)?;
         if self.keys.deadlines_len() != 0 && self.keys.deadline_at(position).is_some_and(|at| at <= now_ms) {
             if !self.keys.clock.keep_expired() {
-                self.remove(key);
-                self.expired_keys += 1;
+                self.remove_expired(key);
             }
             return None;
         }
@@ -95,8 +124,7 @@ impl Db {
     /// while clients are paused) goes first.
     fn clear_kept_expired(&mut self, key: &[u8]) {
         if self.keys.clock.keep_expired() && self.keys.position(key).is_some() {
-            self.remove(key);
-            self.expired_keys += 1;
+            self.remove_expired(key);
         }
     }
 
@@ -130,8 +158,7 @@ impl Db {
         if self.keys.clock.keep_expired() {
             return true;
         }
-        self.remove(key);
-        self.expired_keys += 1;
+        self.remove_expired(key);
         true
     }
 
@@ -172,7 +199,9 @@ impl Db {
                 self.clear_kept_expired(key);
                 let value = make();
                 self.signal_ready(key, &value);
-                self.keys.insert_new(key, value)
+                let position = self.keys.insert_new(key, value);
+                self.notify(NOTIFY_NEW, "new", key);
+                position
             }
         };
         self.keys.value_at_mut(position)
@@ -196,7 +225,9 @@ impl Db {
         debug_assert!(self.keys.position(key).is_none(), "insert_absent of a present key");
         self.signal_modified(key);
         self.signal_ready(key, &value);
-        self.keys.insert_new(key, value)
+        let position = self.keys.insert_new(key, value);
+        self.notify(NOTIFY_NEW, "new", key);
+        position
     }
 
     /// The value at a live position, for a write Redis does not report to
@@ -210,7 +241,9 @@ impl Db {
     /// [`Db::insert_absent`] without the WATCH signal, for the same case.
     pub fn insert_absent_unsignalled(&mut self, key: &[u8], value: Value) -> usize {
         debug_assert!(self.keys.position(key).is_none(), "insert_absent of a present key");
-        self.keys.insert_new(key, value)
+        let position = self.keys.insert_new(key, value);
+        self.notify(NOTIFY_NEW, "new", key);
+        position
     }
 
     /// The deadline of the key at a live position, if it has one.
@@ -239,6 +272,7 @@ impl Db {
             None => {
                 self.signal_ready(key, &value);
                 self.keys.insert_new(key, value);
+                self.notify(NOTIFY_NEW, "new", key);
             }
         }
     }
@@ -411,8 +445,7 @@ impl Db {
             let Some((key, at)) = self.keys.deadline_sample(i) else { break };
             if at <= now_ms {
                 let key = key.to_vec();
-                self.remove(&key);
-                self.expired_keys += 1;
+                self.remove_expired(&key);
                 removed += 1;
             }
         }
@@ -429,8 +462,7 @@ impl Db {
             if at <= now_ms {
                 // Removal moves the last deadline into slot `i`.
                 let key = key.to_vec();
-                self.remove(&key);
-                self.expired_keys += 1;
+                self.remove_expired(&key);
                 removed += 1;
             } else {
                 i += 1;

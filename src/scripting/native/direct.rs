@@ -165,6 +165,7 @@ impl<'a> Direct<'a> {
         let elapsed = ended.saturating_sub(self.step_started);
         self.step_started = ended;
         let cmd = exec::direct(self.state, cmd.command());
+        self.state.publish_key_events(self.client);
         self.state.book_run(self.client, cmd, exec::Shown::Pieces(argv), elapsed);
     }
 
