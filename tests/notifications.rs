@@ -11,7 +11,9 @@ use common::*;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// A corpus line: a command, or `SLEEP <ms>` (the writer waits).
+/// A corpus line: a command, `SLEEP <ms>` (the writer waits), `BLOCK
+/// <command…>` (a second connection sends it without waiting for its
+/// reply) or `UNBLOCKED` (that connection's reply is read).
 type Corpus = &'static [&'static [&'static str]];
 
 /// Runs `corpus` on `addr` with `classes` enabled; returns what the
@@ -23,13 +25,19 @@ fn record(addr: SocketAddr, classes: &str, corpus: Corpus) -> (Vec<Vec<u8>>, Vec
     let mut sub = Raw::connect(addr);
     sub.call(&["PSUBSCRIBE", "__key*__:*"]);
     sub.call(&["SUBSCRIBE", "corpus-end"]);
+    let mut blocker = Raw::connect(addr);
     let mut replies = Vec::new();
     for line in corpus {
-        if line[0] == "SLEEP" {
-            std::thread::sleep(Duration::from_millis(line[1].parse().unwrap()));
-            continue;
+        match line[0] {
+            "SLEEP" => std::thread::sleep(Duration::from_millis(line[1].parse().unwrap())),
+            "BLOCK" => {
+                let args: Vec<&[u8]> = line[1..].iter().map(|a| a.as_bytes()).collect();
+                blocker.send_cmd(&args);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            "UNBLOCKED" => replies.extend(blocker.reply()),
+            _ => replies.extend(writer.call(line)),
         }
-        replies.extend(writer.call(line));
     }
     writer.call(&["PUBLISH", "corpus-end", "."]);
     let mut received = Vec::new();
@@ -339,4 +347,129 @@ fn start_up_flag_enables_notifications() {
     sub.call(&["SUBSCRIBE", "__keyevent@0__:set"]);
     c.call(&["SET", "k", "v"]);
     assert_eq!(sub.reply(), b"*3\r\n$7\r\nmessage\r\n$18\r\n__keyevent@0__:set\r\n$1\r\nk\r\n");
+}
+
+#[test]
+fn serving_blocked_clients_publishes_what_redis_publishes() {
+    both(
+        &["KEA", "AKEn", "Kl", "Ez"],
+        &[
+            &["BLOCK", "BLPOP", "q", "0"],
+            &["RPUSH", "q", "a", "b"],
+            &["UNBLOCKED"],
+            &["BLOCK", "BRPOP", "q2", "0"],
+            &["RPUSH", "q2", "only"],
+            &["UNBLOCKED"],
+            &["BLOCK", "BLMOVE", "src", "dst", "LEFT", "RIGHT", "0"],
+            &["LPUSH", "src", "x"],
+            &["UNBLOCKED"],
+            &["BLOCK", "BRPOPLPUSH", "src2", "dst", "0"],
+            &["MULTI"],
+            &["LPUSH", "src2", "y", "z"],
+            &["SET", "other", "1"],
+            &["EXEC"],
+            &["UNBLOCKED"],
+            &["BLOCK", "BLMPOP", "0", "1", "m", "RIGHT", "COUNT", "5"],
+            &["RPUSH", "m", "1", "2", "3"],
+            &["UNBLOCKED"],
+            &["BLOCK", "BZPOPMIN", "z", "0"],
+            &["ZADD", "z", "1", "a", "2", "b"],
+            &["UNBLOCKED"],
+            &["BLOCK", "BZMPOP", "0", "1", "z2", "MAX", "COUNT", "3"],
+            &["ZADD", "z2", "1", "a"],
+            &["UNBLOCKED"],
+            &["BLOCK", "BLPOP", "gone", "0"],
+            &[
+                "EVAL",
+                "redis.call('lpush', KEYS[1], 'v'); redis.call('del', KEYS[1]); redis.call('rpush', KEYS[1], 'w'); return 1",
+                "1",
+                "gone",
+            ],
+            &["UNBLOCKED"],
+        ],
+    );
+}
+
+#[test]
+fn read_misses_publish_keymiss_as_redis_does() {
+    both(
+        &["KEAm", "Em", "Km", "KEA"],
+        &[
+            &["GET", "missing"],
+            &["MGET", "a", "missing"],
+            &["EXISTS", "missing"],
+            &["TYPE", "missing"],
+            &["TTL", "missing"],
+            &["PTTL", "missing"],
+            &["OBJECT", "ENCODING", "missing"],
+            &["OBJECT", "IDLETIME", "missing"],
+            &["SET", "k", "v"],
+            &["GET", "k"],
+            &["STRLEN", "missing"],
+            &["LRANGE", "missing", "0", "-1"],
+            &["LLEN", "missing"],
+            &["HGET", "missing", "f"],
+            &["HGETALL", "missing"],
+            &["SMEMBERS", "missing"],
+            &["SINTER", "k2", "missing"],
+            &["ZSCORE", "missing", "m"],
+            &["ZRANGE", "missing", "0", "-1"],
+            &["ZUNIONSTORE", "dst", "2", "missing", "missing2"],
+            &["GETBIT", "missing", "0"],
+            &["BITCOUNT", "missing"],
+            &["COPY", "missing", "x"],
+            &["EVAL", "return redis.call('get', KEYS[1])", "1", "missing"],
+            &["SET", "gone", "v", "PX", "1"],
+            &["SLEEP", "30"],
+            &["GET", "gone"],
+        ],
+    );
+}
+
+#[test]
+fn lock_scripts_publish_keymiss_as_redis_does() {
+    both(&["KEAm"], lock_corpus());
+    both_with(&[], &[("native-scripts", "no")], &["KEAm"], lock_corpus());
+}
+
+/// A RESP3 client subscribed to the events its own write causes receives
+/// them ahead of the write's reply, as Redis publishes them inside the
+/// command.
+#[test]
+fn a_resp3_subscriber_sees_its_own_events_before_the_reply() {
+    let Some(redis) = real_redis() else { return };
+    let keylock = start();
+    let run = |addr: SocketAddr| {
+        let mut c = Raw::connect(addr);
+        c.call(&["HELLO", "3"]);
+        c.call(&["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
+        c.call(&["PSUBSCRIBE", "__key*__:*"]);
+        let mut out = Vec::new();
+        for line in [&["SET", "k", "v"][..], &["INCR", "n"], &["DEL", "k", "n"], &["GET", "missing"]] {
+            out.push(c.call(line));
+            // What follows the first reply up to the command's own.
+            while !out.last().unwrap().starts_with(b"+") && !out.last().unwrap().starts_with(b":") && !out.last().unwrap().starts_with(b"_")
+            {
+                out.push(c.reply());
+            }
+        }
+        c.call(&["CONFIG", "SET", "notify-keyspace-events", ""]);
+        out.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect::<Vec<_>>()
+    };
+    assert_eq!(run(keylock.addr()), run(redis.addr));
+}
+
+/// KEYLOCK CLOCK ADVANCE expires what the jump made due through the same
+/// removal as lazy and active expiry: each key publishes `expired`.
+#[test]
+fn clock_advance_publishes_expired() {
+    let keylock = start();
+    let mut c = Raw::connect(keylock.addr());
+    c.call(&["CONFIG", "SET", "notify-keyspace-events", "Ex"]);
+    let mut sub = Raw::connect(keylock.addr());
+    sub.call(&["SUBSCRIBE", "__keyevent@0__:expired"]);
+    c.call(&["KEYLOCK", "CLOCK", "FREEZE"]);
+    c.call(&["SET", "k", "v", "EX", "100"]);
+    c.call(&["KEYLOCK", "CLOCK", "ADVANCE", "100001"]);
+    assert_eq!(sub.reply(), b"*3\r\n$7\r\nmessage\r\n$22\r\n__keyevent@0__:expired\r\n$1\r\nk\r\n");
 }

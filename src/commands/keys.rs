@@ -498,7 +498,7 @@ fn waitaof(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     use crate::db::Value;
-    let Some(v) = ctx.read_no_touch(&argv[2]) else {
+    let Some(v) = ctx.read_no_touch_unnotified(&argv[2]) else {
         return Ok(Reply::Nil);
     };
     let enc = match v {
@@ -517,7 +517,7 @@ fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn object_freq(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    if ctx.read_no_touch(&argv[2]).is_none() {
+    if ctx.read_no_touch_unnotified(&argv[2]).is_none() {
         return Ok(Reply::Nil);
     }
     Err(CmdError::err(
@@ -528,7 +528,12 @@ fn object_freq(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// Seconds since the key was last read or written, by the server's clock
 /// (virtual time included), as Redis's `estimateObjectIdleTime`.
 fn object_idletime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let Some(at) = ctx.read_position_no_touch(&argv[2]) else {
+    // OBJECT's lookup counts a miss but raises no keymiss event.
+    if ctx.read_no_touch_unnotified(&argv[2]).is_none() {
+        return Ok(Reply::Nil);
+    }
+    let now = ctx.now_ms;
+    let Some(at) = ctx.db().live_position_no_touch(&argv[2], now) else {
         return Ok(Reply::Nil);
     };
     if ctx.state.params.value("maxmemory-policy").is_some_and(|p| p.ends_with("-lfu")) {
@@ -540,7 +545,7 @@ fn object_idletime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn object_refcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    Ok(if ctx.read_no_touch(&argv[2]).is_some() {
+    Ok(if ctx.read_no_touch_unnotified(&argv[2]).is_some() {
         Reply::Int(1)
     } else {
         Reply::Nil

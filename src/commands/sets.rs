@@ -367,7 +367,7 @@ fn set_sizes(ctx: &mut Ctx, keys: &[Bytes]) -> CmdResult<Vec<Option<usize>>> {
     let mut sizes = Vec::with_capacity(keys.len());
     for key in keys {
         let found = ctx.db().get(key, now).map(|v| v.as_set().map(|s| s.len()));
-        ctx.count_lookup(found.is_some());
+        ctx.count_lookup(key, found.is_some());
         sizes.push(found.transpose()?);
     }
     Ok(sizes)

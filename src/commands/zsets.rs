@@ -870,7 +870,7 @@ fn setop_generic(ctx: &mut Ctx, argv: &[Bytes], dst: Option<&Bytes>, numkeys_at:
             Some(Value::Set(s)) => Some(Ok(s.len())),
             Some(_) => Some(Err(CmdError::wrong_type())),
         };
-        ctx.count_lookup(size.is_some());
+        ctx.count_lookup(key, size.is_some());
         sizes.push(size.transpose()?.unwrap_or(0));
     }
 
