@@ -52,13 +52,13 @@ impl Ctx<'_> {
         let now = self.now_ms;
         let state = &mut *self.state;
         let db = &mut state.dbs[self.client.db];
-        if db.live_position(key, now).is_none() {
+        let Some(position) = db.live_position(key, now) else {
             state.stats.keyspace_misses += 1;
             db.notify(crate::db::NOTIFY_KEY_MISS, "keymiss", key);
             return None;
-        }
+        };
         state.stats.keyspace_hits += 1;
-        db.get(key, now)
+        Some(db.value_at(position))
     }
 
     /// [`Ctx::read`] without marking the key accessed (Redis's
@@ -67,13 +67,13 @@ impl Ctx<'_> {
         let now = self.now_ms;
         let state = &mut *self.state;
         let db = &mut state.dbs[self.client.db];
-        if db.live_position_no_touch(key, now).is_none() {
+        let Some(position) = db.live_position_no_touch(key, now) else {
             state.stats.keyspace_misses += 1;
             db.notify(crate::db::NOTIFY_KEY_MISS, "keymiss", key);
             return None;
-        }
+        };
         state.stats.keyspace_hits += 1;
-        db.get_no_touch(key, now)
+        Some(db.value_at(position))
     }
 
     /// [`Ctx::read_no_touch`] without the `keymiss` event (Redis's

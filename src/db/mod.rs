@@ -14,6 +14,10 @@
 //!
 //! Writes record the keys clients WATCH so EXEC can fail as Redis's does;
 //! the engine drains [`Db::take_invalidated`] after each command.
+//! Keyspace events (`notify-keyspace-events`) are recorded with
+//! [`Db::notify`] into the log of [`events`]: this module records the
+//! ones Redis's `db.c` raises itself (`new` when a key is created,
+//! `expired` when expiry removes one); handlers record their own.
 
 pub mod events;
 pub mod hash;
