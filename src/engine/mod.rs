@@ -407,6 +407,10 @@ impl State {
     /// message (the event) first, then `__keyevent@<db>__:<event>` (the
     /// key). `current` is the client whose command caused them.
     pub fn publish_key_events(&mut self, current: &mut Client) {
+        // Off (the common case): this typed check is all a command pays.
+        if self.runtime.notify_keyspace_events == 0 {
+            return;
+        }
         let events = self.key_events.take();
         if events.is_empty() {
             return;
@@ -433,7 +437,7 @@ impl State {
     /// [`State::publish_key_events`] for events no client's command caused
     /// (active expiry).
     pub fn publish_background_key_events(&mut self) {
-        if self.key_events.flags() == 0 {
+        if self.runtime.notify_keyspace_events == 0 {
             return;
         }
         let mut origin = self.script_client.take().unwrap_or_else(|| Box::new(Client::script_client()));
