@@ -334,19 +334,27 @@ fn redisson_lock_scripts_publish_what_redis_publishes_through_lua() {
     both_with(&[], &[("native-scripts", "no")], &["KEA"], lock_corpus());
 }
 
+/// The start-up directive enables notifications as CONFIG SET does; `n`
+/// beside `A` is not shown (as Redis shows it) but is on.
 #[test]
 fn start_up_flag_enables_notifications() {
-    let Some(_) = real_redis() else { return };
-    let keylock = start_with(|c| c.directives.push(("notify-keyspace-events".into(), vec!["KEA".into()])));
+    let keylock = start_with(|c| c.directives.push(("notify-keyspace-events".into(), vec!["KEAn".into()])));
     let mut c = Raw::connect(keylock.addr());
     assert_eq!(
         c.call(&["CONFIG", "GET", "notify-keyspace-events"]),
         b"*2\r\n$22\r\nnotify-keyspace-events\r\n$3\r\nAKE\r\n"
     );
     let mut sub = Raw::connect(keylock.addr());
-    sub.call(&["SUBSCRIBE", "__keyevent@0__:set"]);
+    sub.call(&["PSUBSCRIBE", "__keyevent@0__:*"]);
     c.call(&["SET", "k", "v"]);
-    assert_eq!(sub.reply(), b"*3\r\n$7\r\nmessage\r\n$18\r\n__keyevent@0__:set\r\n$1\r\nk\r\n");
+    assert_eq!(
+        sub.reply(),
+        b"*4\r\n$8\r\npmessage\r\n$16\r\n__keyevent@0__:*\r\n$18\r\n__keyevent@0__:new\r\n$1\r\nk\r\n"
+    );
+    assert_eq!(
+        sub.reply(),
+        b"*4\r\n$8\r\npmessage\r\n$16\r\n__keyevent@0__:*\r\n$18\r\n__keyevent@0__:set\r\n$1\r\nk\r\n"
+    );
 }
 
 #[test]
@@ -472,4 +480,21 @@ fn clock_advance_publishes_expired() {
     c.call(&["SET", "k", "v", "EX", "100"]);
     c.call(&["KEYLOCK", "CLOCK", "ADVANCE", "100001"]);
     assert_eq!(sub.reply(), b"*3\r\n$7\r\nmessage\r\n$22\r\n__keyevent@0__:expired\r\n$1\r\nk\r\n");
+}
+
+/// Nothing is published while notifications are off, nor with classes
+/// but neither K nor E, nor with K and E but no class.
+#[test]
+fn nothing_is_published_without_both_a_channel_kind_and_a_class() {
+    both(
+        &["", "g", "A", "KE"],
+        &[
+            &["SET", "k", "v"],
+            &["LPUSH", "l", "a"],
+            &["DEL", "k", "l"],
+            &["SET", "t", "v", "PX", "1"],
+            &["SLEEP", "20"],
+            &["GET", "t"],
+        ],
+    );
 }
