@@ -604,3 +604,85 @@ fn failed_and_no_op_writes_publish_what_redis_publishes() {
         ],
     );
 }
+
+const RW_READ_ACQUIRE: &str = include_str!("../lua/redisson/4.7.0/rwlock-read-acquire.lua");
+const RW_WRITE_ACQUIRE: &str = include_str!("../lua/redisson/4.7.0/rwlock-write-acquire.lua");
+const RW_WRITE_UNLOCK: &str = include_str!("../lua/redisson/4.7.0/rwlock-write-unlock.lua");
+const SEM_TRYACQUIRE: &str = include_str!("../lua/redisson/4.7.0/semaphore-tryacquire.lua");
+const SEM_RELEASE: &str = include_str!("../lua/redisson/4.7.0/semaphore-release.lua");
+const FAIR_ACQUIRE: &str = include_str!("../lua/redisson/4.7.0/fairlock-acquire.lua");
+
+const SYNCHRONIZERS: Corpus = &[
+    &["EVAL", RW_WRITE_ACQUIRE, "1", "rw", "30000", "o1:write"],
+    &["EVAL", RW_WRITE_ACQUIRE, "1", "rw", "30000", "o1:write"],
+    &[
+        "EVAL",
+        RW_WRITE_UNLOCK,
+        "3",
+        "rw",
+        "redisson_rwlock:{rw}",
+        "latch1",
+        "0",
+        "30000",
+        "o1:write",
+        "PUBLISH",
+        "8600",
+    ],
+    &[
+        "EVAL",
+        RW_WRITE_UNLOCK,
+        "3",
+        "rw",
+        "redisson_rwlock:{rw}",
+        "latch2",
+        "0",
+        "30000",
+        "o1:write",
+        "PUBLISH",
+        "8600",
+    ],
+    &[
+        "EVAL",
+        RW_READ_ACQUIRE,
+        "2",
+        "rw",
+        "{rw}:o2:rwlock_timeout",
+        "30000",
+        "o2",
+        "o2:write",
+    ],
+    &["SET", "sem", "3"],
+    &["EVAL", SEM_TRYACQUIRE, "1", "sem", "2"],
+    &["EVAL", SEM_TRYACQUIRE, "1", "sem", "2"],
+    &["EVAL", SEM_RELEASE, "2", "sem", "semchannel", "1", "PUBLISH"],
+    &[
+        "EVAL",
+        FAIR_ACQUIRE,
+        "3",
+        "fair",
+        "fairq",
+        "fairt",
+        "30000",
+        "f1",
+        "5000",
+        "1700000000000",
+    ],
+    &[
+        "EVAL",
+        FAIR_ACQUIRE,
+        "3",
+        "fair",
+        "fairq",
+        "fairt",
+        "30000",
+        "f1",
+        "5000",
+        "1700000000000",
+    ],
+];
+
+#[test]
+fn redisson_synchronizer_scripts_publish_what_redis_publishes() {
+    both(&["KEA", "KEAnm"], SYNCHRONIZERS);
+    both_with(&[], &[("native-scripts", "no")], &["KEAnm"], SYNCHRONIZERS);
+}
