@@ -1493,22 +1493,22 @@ fn parse_oom_score_adj_values(args: &[&str]) -> Result<String, Problem> {
 }
 
 // Keyspace notification classes (Redis's NOTIFY_* bits).
-const NOTIFY_KEYSPACE: u32 = 1 << 0;
-const NOTIFY_KEYEVENT: u32 = 1 << 1;
-const NOTIFY_GENERIC: u32 = 1 << 2;
-const NOTIFY_STRING: u32 = 1 << 3;
-const NOTIFY_LIST: u32 = 1 << 4;
-const NOTIFY_SET: u32 = 1 << 5;
-const NOTIFY_HASH: u32 = 1 << 6;
-const NOTIFY_ZSET: u32 = 1 << 7;
-const NOTIFY_EXPIRED: u32 = 1 << 8;
-const NOTIFY_EVICTED: u32 = 1 << 9;
-const NOTIFY_STREAM: u32 = 1 << 10;
-const NOTIFY_KEY_MISS: u32 = 1 << 11;
-const NOTIFY_MODULE: u32 = 1 << 12;
-const NOTIFY_NEW: u32 = 1 << 13;
+pub const NOTIFY_KEYSPACE: u32 = 1 << 0;
+pub const NOTIFY_KEYEVENT: u32 = 1 << 1;
+pub const NOTIFY_GENERIC: u32 = 1 << 2;
+pub const NOTIFY_STRING: u32 = 1 << 3;
+pub const NOTIFY_LIST: u32 = 1 << 4;
+pub const NOTIFY_SET: u32 = 1 << 5;
+pub const NOTIFY_HASH: u32 = 1 << 6;
+pub const NOTIFY_ZSET: u32 = 1 << 7;
+pub const NOTIFY_EXPIRED: u32 = 1 << 8;
+pub const NOTIFY_EVICTED: u32 = 1 << 9;
+pub const NOTIFY_STREAM: u32 = 1 << 10;
+pub const NOTIFY_KEY_MISS: u32 = 1 << 11;
+pub const NOTIFY_MODULE: u32 = 1 << 12;
+pub const NOTIFY_NEW: u32 = 1 << 13;
 /// `A`: every class except key-miss (`m`) and new-key (`n`) events.
-const NOTIFY_ALL: u32 = NOTIFY_GENERIC
+pub const NOTIFY_ALL: u32 = NOTIFY_GENERIC
     | NOTIFY_STRING
     | NOTIFY_LIST
     | NOTIFY_SET
@@ -1522,27 +1522,7 @@ const NOTIFY_ALL: u32 = NOTIFY_GENERIC
 /// Redis's keyspaceEventsStringToFlags then keyspaceEventsFlagsToString: the
 /// stored text is Redis's canonical spelling (`KEA` reads back `AKE`).
 fn parse_keyspace_events(classes: &str) -> Result<String, Problem> {
-    let mut flags = 0;
-    for c in classes.bytes() {
-        flags |= match c {
-            b'A' => NOTIFY_ALL,
-            b'g' => NOTIFY_GENERIC,
-            b'$' => NOTIFY_STRING,
-            b'l' => NOTIFY_LIST,
-            b's' => NOTIFY_SET,
-            b'h' => NOTIFY_HASH,
-            b'z' => NOTIFY_ZSET,
-            b'x' => NOTIFY_EXPIRED,
-            b'e' => NOTIFY_EVICTED,
-            b'K' => NOTIFY_KEYSPACE,
-            b'E' => NOTIFY_KEYEVENT,
-            b't' => NOTIFY_STREAM,
-            b'm' => NOTIFY_KEY_MISS,
-            b'd' => NOTIFY_MODULE,
-            b'n' => NOTIFY_NEW,
-            _ => return Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
-        };
-    }
+    let flags = keyspace_event_flags(classes)?;
     let mut shown = String::new();
     if flags & NOTIFY_ALL == NOTIFY_ALL {
         shown.push('A');
@@ -1571,6 +1551,33 @@ fn parse_keyspace_events(classes: &str) -> Result<String, Problem> {
         }
     }
     Ok(shown)
+}
+
+/// The class flags of a `notify-keyspace-events` value (Redis's
+/// keyspaceEventsStringToFlags), for the engine's typed settings.
+pub fn keyspace_event_flags(classes: &str) -> Result<u32, Problem> {
+    let mut flags = 0;
+    for c in classes.bytes() {
+        flags |= match c {
+            b'A' => NOTIFY_ALL,
+            b'g' => NOTIFY_GENERIC,
+            b'$' => NOTIFY_STRING,
+            b'l' => NOTIFY_LIST,
+            b's' => NOTIFY_SET,
+            b'h' => NOTIFY_HASH,
+            b'z' => NOTIFY_ZSET,
+            b'x' => NOTIFY_EXPIRED,
+            b'e' => NOTIFY_EVICTED,
+            b'K' => NOTIFY_KEYSPACE,
+            b'E' => NOTIFY_KEYEVENT,
+            b't' => NOTIFY_STREAM,
+            b'm' => NOTIFY_KEY_MISS,
+            b'd' => NOTIFY_MODULE,
+            b'n' => NOTIFY_NEW,
+            _ => return Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
+        };
+    }
+    Ok(flags)
 }
 
 /// `replicaof <host> <port>` or `replicaof no one`.

@@ -28,7 +28,7 @@ use super::table::{
     pure_token,
 };
 use super::{CmdError, CmdResult, Ctx, Reply};
-use crate::db::Value;
+use crate::db::{NOTIFY_GENERIC, NOTIFY_STRING, Value};
 use crate::error::c_str;
 use crate::numfmt;
 
@@ -228,6 +228,7 @@ fn setbit(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             bits[byte] = mask;
         }
         db.insert_absent(key, Value::Str(bits.freeze()));
+        db.notify(NOTIFY_STRING, "setbit", key);
         return Ok(Reply::Int(0));
     };
     let Value::Str(value) = db.value_at(position) else {
@@ -246,6 +247,7 @@ fn setbit(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             }
         });
     }
+    db.notify(NOTIFY_STRING, "setbit", key);
     Ok(Reply::Int(i64::from(was)))
 }
 
@@ -440,7 +442,9 @@ fn bitop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let db = ctx.db();
     if len == 0 {
         // Redis deletes the destination without looking it up first.
-        db.remove(dest);
+        if db.remove(dest).is_some() {
+            db.notify(NOTIFY_GENERIC, "del", dest);
+        }
         return Ok(Reply::Int(0));
     }
     let mut out = BytesMut::zeroed(len);
@@ -454,6 +458,7 @@ fn bitop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     db.expire_if_needed(dest, now);
     db.set(dest, Value::Str(out.freeze()), false);
+    db.notify(NOTIFY_STRING, "set", dest);
     Ok(Reply::Int(len as i64))
 }
 
@@ -715,6 +720,7 @@ fn run_bitfield(ctx: &mut Ctx, argv: &[Bytes], read_only: bool) -> CmdResult {
     });
     if changes > 0 {
         db.touch_watched(key);
+        db.notify(NOTIFY_STRING, "setbit", key);
     }
     Ok(Reply::Array(replies))
 }

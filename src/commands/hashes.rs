@@ -24,7 +24,7 @@ use super::sets::{parse_random_count, repeated_picks, sample_distinct, scan_wind
 use super::table::{CommandSpec, Group, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::value::Hash;
-use crate::db::{Value, ops, typed};
+use crate::db::{NOTIFY_GENERIC, NOTIFY_HASH, Value, ops, typed};
 use crate::glob;
 use crate::numfmt::LongDouble;
 
@@ -85,6 +85,7 @@ fn set_fields(ctx: &mut Ctx, argv: &[Bytes], name: &str) -> CmdResult<usize> {
             created += 1;
         }
     }
+    ctx.db().notify(NOTIFY_HASH, "hset", &argv[1]);
     Ok(created)
 }
 
@@ -102,6 +103,7 @@ fn hsetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Int(0));
     }
     write_hash(ctx, key)?.insert(field, &argv[3]);
+    ctx.db().notify(NOTIFY_HASH, "hset", key);
     Ok(Reply::Int(1))
 }
 
@@ -132,7 +134,10 @@ fn hdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     };
     let hash = value.as_hash_mut()?;
     let removed = fields.iter().filter(|f| hash.remove(f)).count();
-    db.remove_if_empty(key);
+    db.notify(NOTIFY_HASH, "hdel", key);
+    if db.remove_if_empty(key) {
+        db.notify(NOTIFY_GENERIC, "del", key);
+    }
     Ok(Reply::from(removed))
 }
 
@@ -193,6 +198,7 @@ fn hincrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     let text = Bytes::from(next.to_human());
     write_hash(ctx, key)?.insert(field, &text);
+    ctx.db().notify(NOTIFY_HASH, "hincrbyfloat", key);
     Ok(Reply::Bulk(text))
 }
 

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use super::args::{parse_i64, upper};
 use super::table::{CommandSpec, Group, cmd, container, flag::*};
 use super::{Args, CmdError, CmdResult, Ctx, Reply};
-use crate::db::ops;
+use crate::db::{NOTIFY_GENERIC, ops};
 use crate::error::quoted;
 use crate::glob;
 
@@ -238,6 +238,8 @@ fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
     let (_, value, at) = db.take_with_ttl(src).ok_or_else(CmdError::no_such_key)?;
     db.remove(dst);
     db.restore_with_ttl(dst.clone(), value, at);
+    db.notify(NOTIFY_GENERIC, "rename_from", src);
+    db.notify(NOTIFY_GENERIC, "rename_to", dst);
     Ok(if nx { Reply::Int(1) } else { Reply::OK })
 }
 
@@ -298,8 +300,10 @@ pub fn expire_generic(ctx: &mut Ctx, argv: &[Bytes], base_ms: i64, seconds: bool
     }
     if when <= now as i64 {
         db.remove(key);
+        db.notify(NOTIFY_GENERIC, "del", key);
     } else {
         db.set_expire(key, when as u64);
+        db.notify(NOTIFY_GENERIC, "expire", key);
     }
     Ok(1)
 }
@@ -385,7 +389,11 @@ fn persist(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if !db.contains(&argv[1], now) {
         return Ok(Reply::Int(0));
     }
-    Ok(Reply::from(db.persist(&argv[1])))
+    let persisted = db.persist(&argv[1]);
+    if persisted {
+        db.notify(NOTIFY_GENERIC, "persist", &argv[1]);
+    }
+    Ok(Reply::from(persisted))
 }
 
 fn randomkey(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
@@ -418,6 +426,8 @@ fn move_(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     let (k, v, at) = ctx.state.dbs[src].take_with_ttl(key).ok_or_else(CmdError::no_such_key)?;
     ctx.state.dbs[target].restore_with_ttl(k, v, at);
+    ctx.state.dbs[src].notify(NOTIFY_GENERIC, "move_from", key);
+    ctx.state.dbs[target].notify(NOTIFY_GENERIC, "move_to", key);
     Ok(Reply::Int(1))
 }
 
@@ -453,6 +463,7 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         dst.remove(dst_key);
     }
     dst.restore_with_ttl(dst_key.clone(), value, at);
+    dst.notify(NOTIFY_GENERIC, "copy_to", dst_key);
     Ok(Reply::Int(1))
 }
 
@@ -487,7 +498,7 @@ fn waitaof(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     use crate::db::Value;
-    let Some(v) = ctx.read_no_touch(&argv[2]) else {
+    let Some(v) = ctx.read_no_touch_unnotified(&argv[2]) else {
         return Ok(Reply::Nil);
     };
     let enc = match v {
@@ -506,7 +517,7 @@ fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn object_freq(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    if ctx.read_no_touch(&argv[2]).is_none() {
+    if ctx.read_no_touch_unnotified(&argv[2]).is_none() {
         return Ok(Reply::Nil);
     }
     Err(CmdError::err(
@@ -517,7 +528,12 @@ fn object_freq(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// Seconds since the key was last read or written, by the server's clock
 /// (virtual time included), as Redis's `estimateObjectIdleTime`.
 fn object_idletime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let Some(at) = ctx.read_position_no_touch(&argv[2]) else {
+    // OBJECT's lookup counts a miss but raises no keymiss event.
+    if ctx.read_no_touch_unnotified(&argv[2]).is_none() {
+        return Ok(Reply::Nil);
+    }
+    let now = ctx.now_ms;
+    let Some(at) = ctx.db().live_position_no_touch(&argv[2], now) else {
         return Ok(Reply::Nil);
     };
     if ctx.state.params.value("maxmemory-policy").is_some_and(|p| p.ends_with("-lfu")) {
@@ -529,7 +545,7 @@ fn object_idletime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn object_refcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    Ok(if ctx.read_no_touch(&argv[2]).is_some() {
+    Ok(if ctx.read_no_touch_unnotified(&argv[2]).is_some() {
         Reply::Int(1)
     } else {
         Reply::Nil

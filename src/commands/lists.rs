@@ -19,7 +19,7 @@ use super::args::{parse_i64, upper};
 use super::table::{CommandSpec, Group, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::value::{List, owned};
-use crate::db::{Value, typed};
+use crate::db::{NOTIFY_GENERIC, NOTIFY_LIST, Value, typed};
 
 const G: Group = Group::List;
 
@@ -105,7 +105,19 @@ fn list_mut<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<&'a mut List> {
 
 /// Deletes `key` if its list was emptied.
 fn drop_if_empty(ctx: &mut Ctx, key: &[u8]) {
-    ctx.db().remove_if_empty(key);
+    let db = ctx.db();
+    if db.remove_if_empty(key) {
+        db.notify(NOTIFY_GENERIC, "del", key);
+    }
+}
+
+/// Redis's event names for a push or pop at `end`.
+fn push_event(end: End) -> &'static str {
+    if end == End::Left { "lpush" } else { "rpush" }
+}
+
+fn pop_event(end: End) -> &'static str {
+    if end == End::Left { "lpop" } else { "rpop" }
 }
 
 /// Resolves a possibly negative index against `len`.
@@ -145,7 +157,9 @@ fn push_generic(ctx: &mut Ctx, argv: &[Bytes], end: End, only_existing: bool) ->
             End::Right => list.push_back(owned(element)),
         }
     }
-    Ok(Reply::Int(list.len() as i64))
+    let len = list.len();
+    ctx.db().notify(NOTIFY_LIST, push_event(end), key);
+    Ok(Reply::Int(len as i64))
 }
 
 fn lpush(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -173,6 +187,7 @@ fn pop_from(ctx: &mut Ctx, key: &[u8], end: End, count: usize) -> CmdResult<Vec<
         End::Left => list.drain(..n).collect(),
         End::Right => (0..n).filter_map(|_| list.pop_back()).collect(),
     };
+    ctx.db().notify(NOTIFY_LIST, pop_event(end), key);
     drop_if_empty(ctx, key);
     Ok(popped)
 }
@@ -276,6 +291,7 @@ fn lrem(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             }
         }
     }
+    ctx.db().notify(NOTIFY_LIST, "lrem", key);
     drop_if_empty(ctx, key);
     Ok(Reply::Int(removed as i64))
 }
@@ -287,6 +303,7 @@ fn lset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let index = parse_i64(&argv[2])?;
     let i = resolve_index(index, len).ok_or_else(CmdError::index_out_of_range)?;
     list_mut(ctx, key)?[i] = owned(&argv[3]);
+    ctx.db().notify(NOTIFY_LIST, "lset", key);
     Ok(Reply::OK)
 }
 
@@ -305,6 +322,7 @@ fn ltrim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
         None => list.clear(),
     }
+    ctx.db().notify(NOTIFY_LIST, "ltrim", key);
     drop_if_empty(ctx, key);
     Ok(Reply::OK)
 }
@@ -325,7 +343,9 @@ fn linsert(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let Some(at) = at else { return Ok(Reply::Int(-1)) };
     let list = list_mut(ctx, key)?;
     list.insert(at + after as usize, owned(&argv[4]));
-    Ok(Reply::Int(list.len() as i64))
+    let len = list.len();
+    ctx.db().notify(NOTIFY_LIST, "linsert", key);
+    Ok(Reply::Int(len as i64))
 }
 
 /// LPOS key element [RANK rank] [COUNT num-matches] [MAXLEN len].
@@ -420,6 +440,9 @@ fn move_generic(ctx: &mut Ctx, src: &Bytes, dst: &Bytes, from: End, to: End) -> 
         End::Left => target.push_front(value.clone()),
         End::Right => target.push_back(value.clone()),
     }
+    let db = ctx.db();
+    db.notify(NOTIFY_LIST, push_event(to), dst);
+    db.notify(NOTIFY_LIST, pop_event(from), src);
     drop_if_empty(ctx, src);
     Ok(Reply::Bulk(value))
 }

@@ -51,18 +51,34 @@ impl Ctx<'_> {
     pub fn read(&mut self, key: &[u8]) -> Option<&Value> {
         let now = self.now_ms;
         let state = &mut *self.state;
-        let found = state.dbs[self.client.db].get(key, now);
-        if found.is_some() {
-            state.stats.keyspace_hits += 1;
-        } else {
+        let db = &mut state.dbs[self.client.db];
+        let Some(position) = db.live_position(key, now) else {
             state.stats.keyspace_misses += 1;
-        }
-        found
+            db.notify(crate::db::NOTIFY_KEY_MISS, "keymiss", key);
+            return None;
+        };
+        state.stats.keyspace_hits += 1;
+        Some(db.value_at(position))
     }
 
     /// [`Ctx::read`] without marking the key accessed (Redis's
     /// LOOKUP_NOTOUCH: EXISTS, TYPE, the TTL family, OBJECT).
     pub fn read_no_touch(&mut self, key: &[u8]) -> Option<&Value> {
+        let now = self.now_ms;
+        let state = &mut *self.state;
+        let db = &mut state.dbs[self.client.db];
+        let Some(position) = db.live_position_no_touch(key, now) else {
+            state.stats.keyspace_misses += 1;
+            db.notify(crate::db::NOTIFY_KEY_MISS, "keymiss", key);
+            return None;
+        };
+        state.stats.keyspace_hits += 1;
+        Some(db.value_at(position))
+    }
+
+    /// [`Ctx::read_no_touch`] without the `keymiss` event (Redis's
+    /// LOOKUP_NONOTIFY: OBJECT).
+    pub fn read_no_touch_unnotified(&mut self, key: &[u8]) -> Option<&Value> {
         let now = self.now_ms;
         let state = &mut *self.state;
         let found = state.dbs[self.client.db].get_no_touch(key, now);
@@ -78,7 +94,7 @@ impl Ctx<'_> {
     pub fn read_position_no_touch(&mut self, key: &[u8]) -> Option<usize> {
         let now = self.now_ms;
         let at = self.state.dbs[self.client.db].live_position_no_touch(key, now);
-        self.count_lookup(at.is_some());
+        self.count_lookup(key, at.is_some());
         at
     }
 
@@ -103,7 +119,7 @@ impl Ctx<'_> {
     pub fn read_position(&mut self, key: &[u8]) -> Option<usize> {
         let now = self.now_ms;
         let at = self.state.dbs[self.client.db].live_position(key, now);
-        self.count_lookup(at.is_some());
+        self.count_lookup(key, at.is_some());
         at
     }
 
@@ -113,12 +129,14 @@ impl Ctx<'_> {
         self.state.dbs[self.client.db].live_position(key, now)
     }
 
-    /// Counts a read's outcome for INFO's keyspace_hits / keyspace_misses.
-    pub fn count_lookup(&mut self, hit: bool) {
+    /// Counts a read's outcome for INFO's keyspace_hits / keyspace_misses;
+    /// a miss is also a `keymiss` event, as Redis's `lookupKey` makes it.
+    pub fn count_lookup(&mut self, key: &[u8], hit: bool) {
         if hit {
             self.state.stats.keyspace_hits += 1;
         } else {
             self.state.stats.keyspace_misses += 1;
+            self.state.dbs[self.client.db].notify(crate::db::NOTIFY_KEY_MISS, "keymiss", key);
         }
     }
 }

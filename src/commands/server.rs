@@ -233,7 +233,17 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     {
         crate::log::set_level(level);
     }
-    ctx.state.runtime = crate::engine::RuntimeSettings::from_params(&ctx.state.params);
+    let notify = changed
+        .contains(&"notify-keyspace-events")
+        .then(|| {
+            pairs
+                .iter()
+                .rev()
+                .find(|(name, _)| name.eq_ignore_ascii_case(b"notify-keyspace-events"))
+        })
+        .flatten()
+        .map(|(_, value)| *value);
+    ctx.state.apply_runtime(notify);
     ctx.state.watchdog.threshold_ms.set(ctx.state.runtime.busy_reply_threshold_ms);
     if let Some(scripting) = ctx.state.scripting.as_ref() {
         scripting.set_memory_limit(ctx.state.runtime.lua_memory_limit);

@@ -31,7 +31,7 @@ use super::keys::{parse_scan, scan_reply};
 use super::table::{CommandSpec, Group, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::value::{Set, owned};
-use crate::db::{Value, typed};
+use crate::db::{NOTIFY_GENERIC, NOTIFY_SET, Value, typed};
 use crate::engine::ReplyGauge;
 use crate::{glob, numfmt};
 
@@ -191,6 +191,9 @@ fn sadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     let set = write_set(ctx, key)?;
     let added = members.iter().filter(|m| set.insert(owned(m))).count();
+    if added > 0 {
+        ctx.db().notify(NOTIFY_SET, "sadd", key);
+    }
     Ok(Reply::from(added))
 }
 
@@ -207,7 +210,8 @@ fn srem(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     };
     let set = value.as_set_mut()?;
     let removed = members.iter().filter(|m| set.swap_remove(m.as_ref())).count();
-    db.remove_if_empty(key);
+    db.notify(NOTIFY_SET, "srem", key);
+    drop_if_empty(db, key);
     Ok(Reply::from(removed))
 }
 
@@ -247,7 +251,8 @@ fn spop_one(ctx: &mut Ctx, key: &Bytes) -> CmdResult {
     };
     let set = value.as_set_mut()?;
     let popped = set.swap_remove_index(fastrand::usize(..set.len()));
-    db.remove_if_empty(key);
+    db.notify(NOTIFY_SET, "spop", key);
+    drop_if_empty(db, key);
     Ok(Reply::opt_bulk(popped))
 }
 
@@ -264,10 +269,12 @@ fn spop_count(ctx: &mut Ctx, key: &Bytes, raw: &[u8]) -> CmdResult {
     }
     let now = ctx.now_ms;
     let db = ctx.db();
+    db.notify(NOTIFY_SET, "spop", key);
     if count >= len as u64 {
         let Some(Value::Set(set)) = db.remove(key) else {
             return Ok(set_reply(Vec::new()));
         };
+        db.notify(NOTIFY_GENERIC, "del", key);
         return Ok(set_reply(set.into_iter().collect()));
     }
     let Some(value) = db.get_mut(key, now) else {
@@ -344,8 +351,11 @@ fn smove(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if let Some(value) = db.get_mut(src, now) {
         value.as_set_mut()?.swap_remove(member);
     }
-    db.remove_if_empty(src);
-    write_set(ctx, dst)?.insert(owned(member));
+    db.notify(NOTIFY_SET, "srem", src);
+    drop_if_empty(db, src);
+    if write_set(ctx, dst)?.insert(owned(member)) {
+        ctx.db().notify(NOTIFY_SET, "sadd", dst);
+    }
     Ok(Reply::Int(1))
 }
 
@@ -357,7 +367,7 @@ fn set_sizes(ctx: &mut Ctx, keys: &[Bytes]) -> CmdResult<Vec<Option<usize>>> {
     let mut sizes = Vec::with_capacity(keys.len());
     for key in keys {
         let found = ctx.db().get(key, now).map(|v| v.as_set().map(|s| s.len()));
-        ctx.count_lookup(found.is_some());
+        ctx.count_lookup(key, found.is_some());
         sizes.push(found.transpose()?);
     }
     Ok(sizes)
@@ -421,18 +431,28 @@ fn difference(ctx: &mut Ctx, keys: &[Bytes]) -> CmdResult<Vec<Bytes>> {
 /// As in Redis, a result is stored with `setKey`, which looks `dst` up for
 /// writing and so counts an expired `dst` in `expired_keys`, while an
 /// empty result deletes `dst` with `dbDelete`, which does not.
-fn store(ctx: &mut Ctx, dst: &Bytes, members: Vec<Bytes>) -> Reply {
+fn store(ctx: &mut Ctx, dst: &Bytes, members: Vec<Bytes>, event: &'static str) -> Reply {
     let now = ctx.now_ms;
     let db = ctx.db();
     if members.is_empty() {
-        db.remove(dst);
+        if db.remove(dst).is_some() {
+            db.notify(NOTIFY_GENERIC, "del", dst);
+        }
         return Reply::Int(0);
     }
     let set: Set = members.into_iter().collect();
     let len = set.len();
     db.expire_if_needed(dst, now);
     db.set(dst, Value::Set(Box::new(set)), false);
+    db.notify(NOTIFY_SET, event, dst);
     Reply::from(len)
+}
+
+/// Deletes `key` if its set was emptied (Redis's "del" event with it).
+fn drop_if_empty(db: &mut crate::db::Db, key: &[u8]) {
+    if db.remove_if_empty(key) {
+        db.notify(NOTIFY_GENERIC, "del", key);
+    }
 }
 
 fn sinter(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -455,17 +475,17 @@ fn sdiff(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn sinterstore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let members = intersection(ctx, &argv[2..])?;
-    Ok(store(ctx, &argv[1], members))
+    Ok(store(ctx, &argv[1], members, "sinterstore"))
 }
 
 fn sunionstore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let members = union(ctx, &argv[2..])?;
-    Ok(store(ctx, &argv[1], members))
+    Ok(store(ctx, &argv[1], members, "sunionstore"))
 }
 
 fn sdiffstore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let members = difference(ctx, &argv[2..])?;
-    Ok(store(ctx, &argv[1], members))
+    Ok(store(ctx, &argv[1], members, "sdiffstore"))
 }
 
 /// `SINTERCARD numkeys key [key …] [LIMIT limit]`.

@@ -14,8 +14,8 @@ use bytes::{Bytes, BytesMut};
 use super::args::{parse_i64, upper};
 use super::table::{CommandSpec, Group, cmd, flag::*};
 use super::{Args, CmdError, CmdResult, Ctx, Reply};
-use crate::db::Value;
 use crate::db::value::owned;
+use crate::db::{NOTIFY_GENERIC, NOTIFY_STRING, Value};
 use crate::numfmt::LongDouble;
 
 const G: Group = Group::String;
@@ -235,8 +235,10 @@ fn store(ctx: &mut Ctx, key: &Bytes, value: Bytes, expiry: Expiry) {
     let db = ctx.db();
     db.expire_if_needed(key, now);
     db.set(key, Value::Str(owned(&value)), expiry == Expiry::Keep);
+    db.notify(NOTIFY_STRING, "set", key);
     if let Expiry::At(at) = expiry {
         db.set_expire(key, at);
+        db.notify(NOTIFY_GENERIC, "expire", key);
     }
 }
 
@@ -270,7 +272,9 @@ fn getset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn getdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let old = get_string(ctx, &argv[1])?;
     if old.is_some() {
-        ctx.db().remove(&argv[1]);
+        let db = ctx.db();
+        db.remove(&argv[1]);
+        db.notify(NOTIFY_GENERIC, "del", &argv[1]);
     }
     Ok(Reply::opt_bulk(old))
 }
@@ -294,11 +298,13 @@ fn getex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if let Some(at) = deadline {
         if at <= now {
             db.remove(key);
+            db.notify(NOTIFY_GENERIC, "del", key);
         } else {
             db.set_expire(key, at);
+            db.notify(NOTIFY_GENERIC, "expire", key);
         }
-    } else if o.persist {
-        db.persist(key);
+    } else if o.persist && db.persist(key) {
+        db.notify(NOTIFY_GENERIC, "persist", key);
     }
     Ok(Reply::Bulk(value))
 }
@@ -350,7 +356,9 @@ pub fn incr_by(ctx: &mut Ctx, key: &Bytes, by: i64) -> CmdResult<i64> {
     let next = current.checked_add(by).ok_or_else(CmdError::overflow)?;
     let mut buf = itoa::Buffer::new();
     let text = Bytes::copy_from_slice(buf.format(next).as_bytes());
-    ctx.db().set(key, Value::Str(text), true);
+    let db = ctx.db();
+    db.set(key, Value::Str(text), true);
+    db.notify(NOTIFY_STRING, "incrby", key);
     Ok(next)
 }
 
@@ -387,7 +395,9 @@ fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err("increment would produce NaN or Infinity"));
     }
     let text = Bytes::from(next.to_human());
-    ctx.db().set(key, Value::Str(text.clone()), true);
+    let db = ctx.db();
+    db.set(key, Value::Str(text.clone()), true);
+    db.notify(NOTIFY_STRING, "incrbyfloat", key);
     Ok(Reply::Bulk(text))
 }
 
@@ -414,7 +424,9 @@ fn append(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
     };
     let len = new.len();
-    ctx.db().set(key, Value::Str(new), true);
+    let db = ctx.db();
+    db.set(key, Value::Str(new), true);
+    db.notify(NOTIFY_STRING, "append", key);
     Ok(Reply::Int(len as i64))
 }
 
@@ -467,6 +479,8 @@ fn setrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     b[offset..offset + value.len()].copy_from_slice(value);
     let len = b.len();
-    ctx.db().set(key, Value::Str(b.freeze()), true);
+    let db = ctx.db();
+    db.set(key, Value::Str(b.freeze()), true);
+    db.notify(NOTIFY_STRING, "setrange", key);
     Ok(Reply::Int(len as i64))
 }

@@ -30,7 +30,7 @@ use super::table::{CommandSpec, Group, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::value::{Hasher, owned};
 use crate::db::zset::{LexRange, ListpackLimits, ScoreRange, ZSet};
-use crate::db::{Value, typed};
+use crate::db::{NOTIFY_GENERIC, NOTIFY_ZSET, Value, typed};
 use crate::glob;
 
 const G: Group = Group::SortedSet;
@@ -110,14 +110,24 @@ fn zset_mut<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<&'a mut ZSet> {
 }
 
 /// Removes `members` from the set at `key`, deleting the key if it empties.
-fn remove_members(ctx: &mut Ctx, key: &[u8], members: &[Bytes]) -> CmdResult<usize> {
+/// `event` is Redis's name for the removal.
+fn remove_members(ctx: &mut Ctx, key: &[u8], members: &[Bytes], event: &'static str) -> CmdResult<usize> {
     if members.is_empty() {
         return Ok(0);
     }
     let z = zset_mut(ctx, key)?;
     let removed = members.iter().filter(|m| z.remove(m)).count();
-    ctx.db().remove_if_empty(key);
+    ctx.db().notify(NOTIFY_ZSET, event, key);
+    drop_if_empty(ctx, key);
     Ok(removed)
+}
+
+/// Deletes `key` if its sorted set was emptied (Redis's "del" event with it).
+fn drop_if_empty(ctx: &mut Ctx, key: &[u8]) {
+    let db = ctx.db();
+    if db.remove_if_empty(key) {
+        db.notify(NOTIFY_GENERIC, "del", key);
+    }
 }
 
 /// Members, optionally with scores: a flat array in RESP2, and in RESP3
@@ -294,6 +304,9 @@ fn zadd_generic(ctx: &mut Ctx, argv: &[Bytes], incr: bool) -> CmdResult {
             AddOutcome::Skipped | AddOutcome::Nan => {}
         }
     }
+    if added + updated > 0 {
+        ctx.db().notify(NOTIFY_ZSET, if f.incr { "zincr" } else { "zadd" }, key);
+    }
     if f.incr {
         return Ok(last.map_or(Reply::Nil, Reply::Double));
     }
@@ -314,7 +327,7 @@ fn zrem(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         None => return Ok(Reply::Int(0)),
         Some(z) => argv[2..].iter().filter(|m| z.contains(m)).cloned().collect(),
     };
-    Ok(Reply::Int(remove_members(ctx, key, &present)? as i64))
+    Ok(Reply::Int(remove_members(ctx, key, &present, "zrem")? as i64))
 }
 
 fn zscore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -487,27 +500,31 @@ fn zrange_generic(ctx: &mut Ctx, argv: &[Bytes], key_at: usize, dst: Option<&Byt
     }
     match dst {
         None => Ok(scored_reply(ctx.client.resp, items, withscores)),
-        Some(dst) => store_result(ctx, dst, items),
+        Some(dst) => store_result(ctx, dst, items, "zrangestore"),
     }
 }
 
 /// Stores a computed set at `dst` (dropping any TTL), or deletes `dst`
 /// when the result is empty; replies with the stored size.
-fn store_result(ctx: &mut Ctx, dst: &Bytes, items: Vec<(Bytes, f64)>) -> CmdResult {
+fn store_result(ctx: &mut Ctx, dst: &Bytes, items: Vec<(Bytes, f64)>, event: &'static str) -> CmdResult {
     let mut z = ZSet::new_skiplist();
     for (m, s) in items {
         z.insert(m, s);
     }
-    store_zset(ctx, dst, z)
+    store_zset(ctx, dst, z, event)
 }
 
 /// Stores a result at `dst` as Redis does: with `setKey`, which looks
 /// `dst` up for writing (an expired `dst` counts in `expired_keys`), or,
 /// when empty, by deleting `dst` with `dbDelete`, which counts nothing.
-fn store_zset(ctx: &mut Ctx, dst: &Bytes, mut z: ZSet) -> CmdResult {
+/// `event` is Redis's name for the store.
+fn store_zset(ctx: &mut Ctx, dst: &Bytes, mut z: ZSet, event: &'static str) -> CmdResult {
     let n = z.len();
     if n == 0 {
-        ctx.db().remove(dst);
+        let db = ctx.db();
+        if db.remove(dst).is_some() {
+            db.notify(NOTIFY_GENERIC, "del", dst);
+        }
         return Ok(Reply::Int(0));
     }
     z.compact_if_fits(limits(ctx));
@@ -515,6 +532,7 @@ fn store_zset(ctx: &mut Ctx, dst: &Bytes, mut z: ZSet) -> CmdResult {
     let db = ctx.db();
     db.expire_if_needed(dst, now);
     db.set(dst, Value::ZSet(Box::new(z)), false);
+    db.notify(NOTIFY_ZSET, event, dst);
     Ok(Reply::Int(n as i64))
 }
 
@@ -562,7 +580,12 @@ fn zremrange_generic(ctx: &mut Ctx, argv: &[Bytes], kind: RangeKind) -> CmdResul
         None => return Ok(Reply::Int(0)),
         Some(z) => select(z, &sel, false, Limit::NONE).into_iter().map(|(m, _)| m).collect(),
     };
-    Ok(Reply::Int(remove_members(ctx, key, &doomed)? as i64))
+    let event = match kind {
+        RangeKind::Score => "zremrangebyscore",
+        RangeKind::Lex => "zremrangebylex",
+        RangeKind::Rank | RangeKind::Auto => "zremrangebyrank",
+    };
+    Ok(Reply::Int(remove_members(ctx, key, &doomed, event)? as i64))
 }
 
 fn zremrangebyscore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -585,8 +608,11 @@ fn zremrangebylex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn pop_from(ctx: &mut Ctx, key: &[u8], max: bool, count: usize) -> CmdResult<Vec<(Bytes, f64)>> {
     let z = zset_mut(ctx, key)?;
     let n = count.min(z.len());
-    let popped = (0..n).filter_map(|_| if max { z.pop_last() } else { z.pop_first() }).collect();
-    ctx.db().remove_if_empty(key);
+    let popped: Vec<(Bytes, f64)> = (0..n).filter_map(|_| if max { z.pop_last() } else { z.pop_first() }).collect();
+    if !popped.is_empty() {
+        ctx.db().notify(NOTIFY_ZSET, if max { "zpopmax" } else { "zpopmin" }, key);
+    }
+    drop_if_empty(ctx, key);
     Ok(popped)
 }
 
@@ -844,7 +870,7 @@ fn setop_generic(ctx: &mut Ctx, argv: &[Bytes], dst: Option<&Bytes>, numkeys_at:
             Some(Value::Set(s)) => Some(Ok(s.len())),
             Some(_) => Some(Err(CmdError::wrong_type())),
         };
-        ctx.count_lookup(size.is_some());
+        ctx.count_lookup(key, size.is_some());
         sizes.push(size.transpose()?.unwrap_or(0));
     }
 
@@ -959,7 +985,14 @@ fn setop_generic(ctx: &mut Ctx, argv: &[Bytes], dst: Option<&Bytes>, numkeys_at:
         result.insert(m, s);
     }
     match dst {
-        Some(dst) => store_zset(ctx, dst, result),
+        Some(dst) => {
+            let event = match op {
+                SetOp::Union => "zunionstore",
+                SetOp::Inter => "zinterstore",
+                SetOp::Diff => "zdiffstore",
+            };
+            store_zset(ctx, dst, result, event)
+        }
         None => {
             let items = result.iter().map(|(m, s)| (m.clone(), s)).collect();
             Ok(scored_reply(ctx.client.resp, items, withscores))

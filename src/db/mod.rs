@@ -14,7 +14,12 @@
 //!
 //! Writes record the keys clients WATCH so EXEC can fail as Redis's does;
 //! the engine drains [`Db::take_invalidated`] after each command.
+//! Keyspace events (`notify-keyspace-events`) are recorded with
+//! [`Db::notify`] into the log of [`events`]: this module records the
+//! ones Redis's `db.c` raises itself (`new` when a key is created,
+//! `expired` when expiry removes one); handlers record their own.
 
+pub mod events;
 pub mod hash;
 pub mod keyspace;
 pub mod ops;
@@ -25,6 +30,7 @@ use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
 
+pub use events::*;
 use keyspace::Keyspace;
 use value::Hasher;
 pub use value::Value;
@@ -55,9 +61,29 @@ pub struct Db {
     ready: Vec<Bytes>,
     /// Keys removed because they expired, for INFO's `expired_keys`.
     pub expired_keys: u64,
+    /// This database's number (SELECT), for the events it records.
+    index: usize,
+    /// Keyspace events, shared by every database of a server.
+    events: KeyEvents,
 }
 
 impl Db {
+    /// Database number `index`, recording its keyspace events in `events`.
+    pub fn numbered(index: usize, events: KeyEvents) -> Db {
+        Db {
+            index,
+            events,
+            ..Db::default()
+        }
+    }
+
+    /// Records a keyspace event on `key` in this database (Redis's
+    /// `notifyKeyspaceEvent`); nothing unless `class` is enabled.
+    #[inline]
+    pub fn notify(&self, class: u32, event: &'static str, key: &[u8]) {
+        self.events.record(class, event, self.index, key);
+    }
+
     pub fn len(&self) -> usize {
         self.keys.len()
     }
@@ -178,7 +204,9 @@ impl Db {
                 self.clear_kept_expired(key);
                 let value = make();
                 self.signal_ready(key, &value);
-                self.keys.insert_new(key, value)
+                let position = self.keys.insert_new(key, value);
+                self.notify(NOTIFY_NEW, "new", key);
+                position
             }
         };
         self.keys.value_at_mut(position)
@@ -202,7 +230,9 @@ impl Db {
         debug_assert!(self.keys.position(key).is_none(), "insert_absent of a present key");
         self.signal_modified(key);
         self.signal_ready(key, &value);
-        self.keys.insert_new(key, value)
+        let position = self.keys.insert_new(key, value);
+        self.notify(NOTIFY_NEW, "new", key);
+        position
     }
 
     /// The value at a live position, for a write Redis does not report to
@@ -216,7 +246,9 @@ impl Db {
     /// [`Db::insert_absent`] without the WATCH signal, for the same case.
     pub fn insert_absent_unsignalled(&mut self, key: &[u8], value: Value) -> usize {
         debug_assert!(self.keys.position(key).is_none(), "insert_absent of a present key");
-        self.keys.insert_new(key, value)
+        let position = self.keys.insert_new(key, value);
+        self.notify(NOTIFY_NEW, "new", key);
+        position
     }
 
     /// The deadline of the key at a live position, if it has one.
@@ -245,6 +277,7 @@ impl Db {
             None => {
                 self.signal_ready(key, &value);
                 self.keys.insert_new(key, value);
+                self.notify(NOTIFY_NEW, "new", key);
             }
         }
     }
@@ -488,14 +521,17 @@ impl Db {
         }
     }
 
-    /// Removes `key` because it expired, counting it in `expired_keys`.
-    /// For a client that watched it while it was already expired, its
-    /// removal is no change (Redis's `touchWatchedKey`).
+    /// A key reached its deadline and is removed (Redis's
+    /// `deleteExpiredKeyAndPropagate`): counted in `expired_keys`, an
+    /// `expired` event, and WATCH told — but for a client that watched it
+    /// while it was already expired, its removal is no change (Redis's
+    /// `touchWatchedKey`).
     fn remove_expired(&mut self, key: &[u8]) {
         if self.keys.remove(key).is_none() {
             return;
         }
         self.expired_keys += 1;
+        self.notify(NOTIFY_EXPIRED, "expired", key);
         if let Some(list) = self.watchers.get_mut(key) {
             for w in list.iter_mut() {
                 if w.expired {

@@ -11,7 +11,7 @@
 
 use bytes::Bytes;
 
-use super::{Db, Value};
+use super::{Db, NOTIFY_GENERIC, NOTIFY_HASH, NOTIFY_STRING, Value};
 use crate::error::{CmdError, CmdResult};
 use crate::numfmt;
 
@@ -43,6 +43,7 @@ pub fn hincrby(db: &mut Db, key: &[u8], at: Option<usize>, field: &[u8], by: i64
     if let Value::Hash(h) = db.value_at_mut(at, key) {
         h.insert(field, itoa::Buffer::new().format(next).as_bytes());
     }
+    db.notify(NOTIFY_HASH, "hincrby", key);
     Ok((at, next))
 }
 
@@ -63,6 +64,7 @@ pub fn set_deadline(db: &mut Db, at: Option<usize>, key: &[u8], deadline_ms: u64
     match at {
         Some(at) => {
             db.set_expire_at_position(at, key, deadline_ms);
+            db.notify(NOTIFY_GENERIC, "expire", key);
             true
         }
         None => false,
@@ -75,10 +77,16 @@ pub fn set_with_deadline(db: &mut Db, key: &[u8], value: Bytes, deadline_ms: u64
     db.contains(key, now_ms);
     db.set(key, Value::Str(value), false);
     db.set_expire(key, deadline_ms);
+    db.notify(NOTIFY_STRING, "set", key);
+    db.notify(NOTIFY_GENERIC, "expire", key);
 }
 
 /// DEL of one key: whether it existed (a key past its deadline did not).
 pub fn del(db: &mut Db, key: &[u8], now_ms: u64) -> bool {
     db.expire_if_needed(key, now_ms);
-    db.remove(key).is_some()
+    let removed = db.remove(key).is_some();
+    if removed {
+        db.notify(NOTIFY_GENERIC, "del", key);
+    }
+    removed
 }

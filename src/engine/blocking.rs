@@ -231,6 +231,7 @@ impl State {
                     Reply::from(error)
                 }
             };
+            self.publish_key_events(&mut receiver);
             self.unblock(&mut receiver);
             self.answer_unblocked(&receiver, reply);
             self.clients.insert(id, receiver);

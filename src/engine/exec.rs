@@ -371,6 +371,7 @@ impl State {
             )))
         });
         let elapsed = crate::clock::ticks::now().saturating_sub(started);
+        self.publish_key_events(client);
         self.collect_watch_invalidations(client);
         self.book_run(client, cmd, Shown::Args(argv), elapsed);
         let counted_errors = std::mem::take(&mut self.reply_counted_errors);

@@ -103,6 +103,10 @@ pub struct State {
     pub output_peaks: output::RecentPeaks,
     /// Where the cron's next pass over the clients starts.
     clients_cron_next: usize,
+    /// Keyspace events recorded by the databases, published by
+    /// [`State::publish_key_events`]; its flags follow
+    /// `notify-keyspace-events` (see [`State::apply_runtime`]).
+    pub key_events: crate::db::KeyEvents,
     /// The second key accesses are stamped with (OBJECT IDLETIME), set
     /// from the clock before each command; shared by every database.
     pub access_clock: crate::db::keyspace::AccessClock,
@@ -162,6 +166,8 @@ pub struct RuntimeSettings {
     /// writes need that many good replicas (keylock has none).
     pub min_replicas_to_write: i64,
     pub min_replicas_max_lag: i64,
+    /// `notify-keyspace-events` as Redis's class flags (0: off).
+    pub notify_keyspace_events: u32,
 }
 
 impl RuntimeSettings {
@@ -180,6 +186,8 @@ impl RuntimeSettings {
             maxmemory: p.int("maxmemory").unwrap_or(0).max(0) as u64,
             min_replicas_to_write: p.int("min-replicas-to-write").unwrap_or(0),
             min_replicas_max_lag: p.int("min-replicas-max-lag").unwrap_or(10),
+            notify_keyspace_events: crate::config_params::keyspace_event_flags(p.value("notify-keyspace-events").unwrap_or(""))
+                .unwrap_or(0),
         }
     }
 }
@@ -217,8 +225,13 @@ impl State {
                 let _ = params.apply_directive(name, values);
             }
         }
-        let runtime = RuntimeSettings::from_params(&params);
+        let mut runtime = RuntimeSettings::from_params(&params);
+        if let Some((_, values)) = config.directives.iter().rev().find(|(name, _)| name == "notify-keyspace-events") {
+            runtime.notify_keyspace_events = crate::config_params::keyspace_event_flags(&values.join(" ")).unwrap_or(0);
+        }
         let access_clock = crate::db::keyspace::AccessClock::default();
+        let key_events = crate::db::KeyEvents::default();
+        key_events.set_flags(runtime.notify_keyspace_events);
         access_clock.set(config.clock.now_ms());
         if params.value("clock") == Some("frozen") && !config.clock.is_frozen() {
             let _ = config.clock.freeze(None);
@@ -242,13 +255,14 @@ impl State {
         };
         State {
             dbs: (0..config.databases)
-                .map(|_| {
-                    let mut db = Db::default();
+                .map(|index| {
+                    let mut db = Db::numbered(index, key_events.clone());
                     db.use_access_clock(access_clock.clone());
                     db
                 })
                 .collect(),
             access_clock,
+            key_events,
             clients: ClientMap::default(),
             pubsub: PubSub::default(),
             params,
@@ -375,6 +389,63 @@ impl State {
             }
         }
         receivers
+    }
+
+    /// Settings changed (CONFIG SET): the typed copies follow.
+    /// `notify_keyspace_events` is the value just set, if it was: its
+    /// flags come from what was written, since the shown spelling drops
+    /// `n` beside `A`, as Redis's does, while the flag stays on.
+    pub fn apply_runtime(&mut self, notify_keyspace_events: Option<&[u8]>) {
+        let flags = match notify_keyspace_events {
+            Some(raw) => crate::config_params::keyspace_event_flags(&String::from_utf8_lossy(raw)).unwrap_or(0),
+            None => self.runtime.notify_keyspace_events,
+        };
+        self.runtime = RuntimeSettings::from_params(&self.params);
+        self.runtime.notify_keyspace_events = flags;
+        self.key_events.set_flags(flags);
+    }
+
+    /// Publishes the keyspace events recorded since the last call, each as
+    /// Redis's `notifyKeyspaceEvent` does: the `__keyspace@<db>__:<key>`
+    /// message (the event) first, then `__keyevent@<db>__:<event>` (the
+    /// key). `current` is the client whose command caused them.
+    pub fn publish_key_events(&mut self, current: &mut Client) {
+        // Off (the common case): this typed check is all a command pays.
+        if self.runtime.notify_keyspace_events == 0 {
+            return;
+        }
+        let events = self.key_events.take();
+        if events.is_empty() {
+            return;
+        }
+        let flags = self.key_events.flags();
+        for e in events {
+            if flags & crate::db::NOTIFY_KEYSPACE != 0 {
+                let mut channel = format!("__keyspace@{}__:", e.db).into_bytes();
+                channel.extend_from_slice(&e.key);
+                self.publish(
+                    current,
+                    Kind::Channel,
+                    &Bytes::from(channel),
+                    &Bytes::from_static(e.event.as_bytes()),
+                );
+            }
+            if flags & crate::db::NOTIFY_KEYEVENT != 0 {
+                let channel = Bytes::from(format!("__keyevent@{}__:{}", e.db, e.event));
+                self.publish(current, Kind::Channel, &channel, &e.key);
+            }
+        }
+    }
+
+    /// [`State::publish_key_events`] for events no client's command caused
+    /// (active expiry).
+    pub fn publish_background_key_events(&mut self) {
+        if self.runtime.notify_keyspace_events == 0 {
+            return;
+        }
+        let mut origin = self.script_client.take().unwrap_or_else(|| Box::new(Client::script_client()));
+        self.publish_key_events(&mut origin);
+        self.script_client = Some(origin);
     }
 
     /// How many clients a message to `channel` would reach.
@@ -978,6 +1049,7 @@ impl Engine {
                 }
             }
         }
+        self.state.publish_background_key_events();
         self.clients_cron();
         let idle_timeout = self.state.runtime.timeout;
         if idle_timeout > 0 {

@@ -165,6 +165,7 @@ impl<'a> Direct<'a> {
         let elapsed = ended.saturating_sub(self.step_started);
         self.step_started = ended;
         let cmd = exec::direct(self.state, cmd.command());
+        self.state.publish_key_events(self.client);
         self.state.book_run(self.client, cmd, exec::Shown::Pieces(argv), elapsed);
     }
 
@@ -180,24 +181,26 @@ impl<'a> Direct<'a> {
 
     /// Counts a read lookup's outcome, as INFO's keyspace_hits and
     /// keyspace_misses count it (a write lookup counts nothing).
-    fn count_read(&mut self, at: Option<usize>) {
+    /// A miss is also a `keymiss` event.
+    fn count_read(&mut self, at: Option<usize>, key: &[u8]) {
         if at.is_some() {
             self.state.stats.keyspace_hits += 1;
         } else {
             self.state.stats.keyspace_misses += 1;
+            self.db().notify(crate::db::NOTIFY_KEY_MISS, "keymiss", key);
         }
     }
 
     /// `EXISTS key`, the key found at `at`.
     fn exists(&mut self, at: Option<usize>, key: &[u8]) -> bool {
-        self.count_read(at);
+        self.count_read(at, key);
         self.ran(Cmd::Exists, &[Cmd::Exists.name(), key]);
         at.is_some()
     }
 
     /// `HEXISTS key field`, the key found at `at` (absent or a hash).
     fn hexists(&mut self, at: Option<usize>, key: &[u8], field: &[u8]) -> bool {
-        self.count_read(at);
+        self.count_read(at, key);
         // The plain check saw an absent key or a hash, and nothing since
         // changed its type: no error can come up.
         let found = ops::hexists(self.db(), at, field).unwrap_or(false);
@@ -229,7 +232,7 @@ impl<'a> Direct<'a> {
     /// `PTTL key`, the key found at `at`.
     fn pttl(&mut self, at: Option<usize>, key: &[u8]) -> i64 {
         let now = self.now;
-        self.count_read(at);
+        self.count_read(at, key);
         let ttl = ops::pttl(self.db(), at, now);
         self.ran(Cmd::Pttl, &[Cmd::Pttl.name(), key]);
         ttl
@@ -240,7 +243,7 @@ impl<'a> Direct<'a> {
         let now = self.now;
         let found = self.db().live_position(key, now);
         debug_assert!(found.is_none(), "a direct run found the unlock latch its plain check saw absent");
-        self.count_read(found);
+        self.count_read(found, key);
         self.ran(Cmd::Get, &[Cmd::Get.name(), key]);
     }
 
