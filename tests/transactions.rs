@@ -157,3 +157,24 @@ fn watching_expired_and_expiring_keys_is_as_redis() {
     let done: Option<Vec<String>> = q(&mut c, &["EXEC"]);
     assert_eq!(done, None, "a watched key that expired fails EXEC before anything removed it");
 }
+
+/// SMOVE of a member the destination already has leaves the destination
+/// unchanged: a client watching it still gets its EXEC (Redis's
+/// unit/type/set "SMOVE only notify dstset when the addition is
+/// successful").
+#[test]
+fn smove_of_a_member_already_there_does_not_touch_watchers_of_the_destination() {
+    let s = start();
+    let mut c = conn(&s);
+    let mut other = conn(&s);
+    q::<i64>(&mut c, &["SADD", "src", "a", "b"]);
+    q::<i64>(&mut c, &["SADD", "dst", "a"]);
+    q::<()>(&mut c, &["WATCH", "dst"]);
+    q::<()>(&mut c, &["MULTI"]);
+    q::<()>(&mut c, &["SADD", "dst", "c"]);
+    assert_eq!(q::<i64>(&mut other, &["SMOVE", "src", "dst", "a"]), 1);
+    let done: Option<Vec<i64>> = q(&mut c, &["EXEC"]);
+    assert_eq!(done, Some(vec![1]));
+    assert_eq!(q::<i64>(&mut c, &["SCARD", "dst"]), 2);
+    assert_eq!(q::<i64>(&mut c, &["SCARD", "src"]), 1);
+}

@@ -342,7 +342,7 @@ fn smove(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Int(0));
     };
     let in_src = src_set.contains(member);
-    peek_set(ctx, dst)?;
+    let in_dst = peek_set(ctx, dst)?.is_some_and(|s| s.contains(member));
     if src == dst || !in_src {
         return Ok(Reply::from(in_src && src == dst));
     }
@@ -353,7 +353,9 @@ fn smove(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     db.notify(NOTIFY_SET, "srem", src);
     drop_if_empty(db, src);
-    if write_set(ctx, dst)?.insert(owned(member)) {
+    // The destination changes (for WATCH too) only if the member was not
+    // there yet, as Redis's smoveCommand signals it.
+    if !in_dst && write_set(ctx, dst)?.insert(owned(member)) {
         ctx.db().notify(NOTIFY_SET, "sadd", dst);
     }
     Ok(Reply::Int(1))
