@@ -118,16 +118,19 @@ fn first_ready(ctx: &mut Ctx, keys: &[Bytes], zset: bool) -> CmdResult<Option<By
     Ok(None)
 }
 
-/// BLPOP / BRPOP / BLMPOP: pop from the first non-empty list, or block.
-fn blocking_pop(ctx: &mut Ctx, keys: &[Bytes], timeout: &[u8], left: bool, count: Option<usize>) -> CmdResult {
+/// BLPOP / BRPOP / BLMPOP (a `Pop`) and BZPOPMIN / BZPOPMAX / BZMPOP (a
+/// `ZPop`): pop from the first non-empty key, or block
+/// (`blockingPopGenericCommand`, `blockingGenericZpopCommand`).
+fn blocking_pop(ctx: &mut Ctx, keys: &[Bytes], timeout: &[u8], op: BlockOp) -> CmdResult {
     let timeout = parse_timeout(timeout)?;
-    if let Some(key) = first_ready(ctx, keys, false)? {
-        return serve(ctx, &key, &BlockOp::Pop { left, count });
+    let zset = matches!(op, BlockOp::ZPop { .. });
+    if let Some(key) = first_ready(ctx, keys, zset)? {
+        return serve(ctx, &key, &op);
     }
     if !may_block(ctx) {
         return Ok(Reply::NilArray);
     }
-    block(ctx, keys, BlockOp::Pop { left, count }, timeout)
+    block(ctx, keys, op, timeout)
 }
 
 /// Parks the client; it answers nothing now.
@@ -141,19 +144,27 @@ fn block(ctx: &mut Ctx, keys: &[Bytes], op: BlockOp, timeout_ms: u64) -> CmdResu
 
 fn blpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let (keys, timeout) = argv[1..].split_at(argv.len() - 2);
-    blocking_pop(ctx, keys, &timeout[0], true, None)
+    blocking_pop(ctx, keys, &timeout[0], BlockOp::Pop { left: true, count: None })
 }
 
 fn brpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let (keys, timeout) = argv[1..].split_at(argv.len() - 2);
-    blocking_pop(ctx, keys, &timeout[0], false, None)
+    blocking_pop(ctx, keys, &timeout[0], BlockOp::Pop { left: false, count: None })
 }
 
 /// BLMPOP timeout numkeys key [key …] LEFT|RIGHT [COUNT count]
 /// (`lmpopGenericCommand`, its checks in its order).
 fn blmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let (keys, left_or_max, count) = parse_mpop(argv, parse_left)?;
-    blocking_pop(ctx, keys, &argv[1], left_or_max, Some(count))
+    blocking_pop(
+        ctx,
+        keys,
+        &argv[1],
+        BlockOp::Pop {
+            left: left_or_max,
+            count: Some(count),
+        },
+    )
 }
 
 /// The numkeys, keys, LEFT|RIGHT or MIN|MAX, and COUNT of BLMPOP and
@@ -202,26 +213,14 @@ fn brpoplpush(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     blocking_move(ctx, argv, false, true, &argv[3])
 }
 
-/// BZPOPMIN / BZPOPMAX / BZMPOP (`blockingGenericZpopCommand`).
-fn blocking_zpop(ctx: &mut Ctx, keys: &[Bytes], timeout: &[u8], max: bool, count: Option<usize>) -> CmdResult {
-    let timeout = parse_timeout(timeout)?;
-    if let Some(key) = first_ready(ctx, keys, true)? {
-        return serve(ctx, &key, &BlockOp::ZPop { max, count });
-    }
-    if !may_block(ctx) {
-        return Ok(Reply::NilArray);
-    }
-    block(ctx, keys, BlockOp::ZPop { max, count }, timeout)
-}
-
 fn bzpopmin(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let (keys, timeout) = argv[1..].split_at(argv.len() - 2);
-    blocking_zpop(ctx, keys, &timeout[0], false, None)
+    blocking_pop(ctx, keys, &timeout[0], BlockOp::ZPop { max: false, count: None })
 }
 
 fn bzpopmax(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let (keys, timeout) = argv[1..].split_at(argv.len() - 2);
-    blocking_zpop(ctx, keys, &timeout[0], true, None)
+    blocking_pop(ctx, keys, &timeout[0], BlockOp::ZPop { max: true, count: None })
 }
 
 /// BZMPOP timeout numkeys key [key …] MIN|MAX [COUNT count].
@@ -232,7 +231,7 @@ fn bzmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         _ => Err(CmdError::syntax()),
     };
     let (keys, max, count) = parse_mpop(argv, min_or_max)?;
-    blocking_zpop(ctx, keys, &argv[1], max, Some(count))
+    blocking_pop(ctx, keys, &argv[1], BlockOp::ZPop { max, count: Some(count) })
 }
 
 /// Pops for a blocking command from `key`, known to hold a non-empty

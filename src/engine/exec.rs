@@ -113,21 +113,7 @@ impl Refusal {
 /// The checks of Redis's `processCommand` for a client's command, in its
 /// order. Refusals are booked by the caller ([`super::Engine::dispatch`]).
 pub fn for_client(state: &mut State, client: &Client, argv: &[Bytes]) -> Result<&'static Command, Refusal> {
-    let cmd = match lookup(argv) {
-        Lookup::Found(cmd) => cmd,
-        Lookup::Unknown => return Err(Refusal::of(CmdError::unknown_command(argv), None)),
-        Lookup::UnknownSubcommand(container) => {
-            return Err(Refusal::of(CmdError::unknown_subcommand(&argv[1], container.spec.name), None));
-        }
-    };
-    if !cmd.spec.arity_ok(argv.len()) {
-        // A container named alone is not counted as its own call.
-        let counted = cmd.spec.handler.is_some().then_some(cmd);
-        return Err(Refusal::of(CmdError::arity(&cmd.full_name), counted));
-    }
-    if !client.authenticated && !cmd.spec.has(flag::NO_AUTH) {
-        return Err(Refusal::of(CmdError::noauth(), Some(cmd)));
-    }
+    let cmd = resolve_authenticated(client.authenticated, argv)?;
     if cmd.spec.has(flag::PROTECTED) && !state.allows_test_commands(client) {
         return Err(Refusal::of(
             CmdError::err(format!(
@@ -168,8 +154,7 @@ pub fn for_client(state: &mut State, client: &Client, argv: &[Bytes]) -> Result<
             )
         });
     }
-    if state.pause.is_some()
-        && let Some(all) = state.paused()
+    if let Some(all) = state.paused()
         && (all || state.command_flags(client, cmd, argv) & (flag::WRITE | flag::MAY_REPLICATE) != 0)
     {
         // Redis's CLIENT PAUSE check, after every refusal and before
@@ -266,6 +251,12 @@ pub fn for_script(
 /// lookup, arity and authentication. What the command then gets is the
 /// BUSY path's to decide (`server::busy`).
 pub fn for_busy(authenticated: bool, argv: &[Bytes]) -> Result<&'static Command, Refusal> {
+    resolve_authenticated(authenticated, argv)
+}
+
+/// The first checks of `processCommand`, shared by a client's command and
+/// the BUSY path: lookup (and subcommand), arity, authentication.
+fn resolve_authenticated(authenticated: bool, argv: &[Bytes]) -> Result<&'static Command, Refusal> {
     let cmd = match lookup(argv) {
         Lookup::Found(cmd) => cmd,
         Lookup::Unknown => return Err(Refusal::of(CmdError::unknown_command(argv), None)),
@@ -274,6 +265,7 @@ pub fn for_busy(authenticated: bool, argv: &[Bytes]) -> Result<&'static Command,
         }
     };
     if !cmd.spec.arity_ok(argv.len()) {
+        // A container named alone is not counted as its own call.
         let counted = cmd.spec.handler.is_some().then_some(cmd);
         return Err(Refusal::of(CmdError::arity(&cmd.full_name), counted));
     }

@@ -619,7 +619,7 @@ impl State {
     /// (KEYLOCK CLOCK ADVANCE: what the move made due goes at once, so the
     /// next command of any client finds it gone and `expired_keys` counts it).
     pub fn expire_all_due(&mut self) {
-        if self.pause.is_some() && self.paused().is_some() {
+        if self.paused().is_some() {
             // CLIENT PAUSE holds the dataset still.
             return;
         }
@@ -1039,7 +1039,7 @@ impl Engine {
         let now = self.state.clock.now_ms();
         let deadline = Instant::now() + Duration::from_millis(25);
         // A pause whose time is up ends; while one holds, nothing expires.
-        let paused = self.state.pause.is_some() && self.state.paused().is_some();
+        let paused = self.state.paused().is_some();
         for db in &mut self.state.dbs {
             // Redis's rule: keep sampling while more than a quarter of a
             // sample turns out expired, within the time budget.
