@@ -178,3 +178,25 @@ fn smove_of_a_member_already_there_does_not_touch_watchers_of_the_destination() 
     assert_eq!(q::<i64>(&mut c, &["SCARD", "dst"]), 2);
     assert_eq!(q::<i64>(&mut c, &["SCARD", "src"]), 1);
 }
+
+/// Redis's touchWatchedKey marks every client watching the key, the
+/// writer included: a script the watching client runs itself fails its
+/// transaction, whether the script runs in Lua or natively.
+#[test]
+fn a_script_the_watching_client_runs_itself_fails_its_exec() {
+    let s = start();
+    let lock = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/redisson/3.13.6/lock-acquire.lua"))
+        .expect("the Redisson lock body");
+    for (body, key) in [("return redis.call('set', KEYS[1], 'x')", "plain"), (lock.as_str(), "{lock}")] {
+        let mut c = Raw::connect(s.addr());
+        c.call(&["WATCH", key]);
+        let mut script = vec!["EVAL", body, "1", key];
+        if key == "{lock}" {
+            script.extend(["30000", "owner:1"]);
+        }
+        c.call(&script);
+        c.call(&["MULTI"]);
+        c.call(&["PING"]);
+        assert_eq!(c.call(&["EXEC"]), b"*-1\r\n", "after the script on {key}");
+    }
+}

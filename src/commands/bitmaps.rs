@@ -734,7 +734,7 @@ mod tests {
     fn run(state: &mut State, client: &mut Client, argv: &[&str]) -> Reply {
         let argv: Vec<Bytes> = argv.iter().map(|a| Bytes::copy_from_slice(a.as_bytes())).collect();
         let command = Registry::get().lookup(&argv[0]).expect("a known command");
-        state.call(client, command, &argv)
+        state.call(None, client, command, &argv)
     }
 
     /// Where the bytes of the string at `key` live.

@@ -129,9 +129,10 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("used_memory_peak:{}", crate::memory::peak_bytes());
             line!("used_memory_peak_human:{}", human_bytes(crate::memory::peak_bytes()));
             // Scripts: keylock has one Lua VM (EVAL) and no functions yet.
-            let (vm, cache, cached) = st
-                .scripting
-                .as_ref()
+            let (vm, cache, cached) = ctx
+                .scripts
+                .as_deref()
+                .and_then(|s| s.vm.as_deref())
                 .map_or((0, 0, 0), |s| (s.used_memory(), s.cache_memory(), s.cached_count()));
             line!("used_memory_lua:{}", vm);
             line!("used_memory_vm_eval:{}", vm);

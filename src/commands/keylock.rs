@@ -60,6 +60,7 @@
 //! semaphores: `id`, `expires`), and `waiters` — clients subscribed to the
 //! wake-up channel.
 
+use crate::engine::Scripts;
 use bytes::Bytes;
 
 use super::table::{CommandSpec, Group, cmd, container, flag::*};
@@ -247,13 +248,13 @@ fn fault_add(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 fn reset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     log_control(ctx, argv);
-    ctx.state.reset_for_test()?;
+    ctx.state.reset_for_test(Scripts::lent(&mut ctx.scripts)?)?;
     Ok(Reply::OK)
 }
 
 fn restart(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     log_control(ctx, argv);
-    ctx.state.restart_for_test()?;
+    ctx.state.restart_for_test(Scripts::lent(&mut ctx.scripts)?)?;
     ctx.client.close_after_reply = true;
     Ok(Reply::OK)
 }

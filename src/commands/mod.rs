@@ -33,6 +33,9 @@ pub use args::Args;
 /// What a handler may touch: the engine's state and the calling client.
 pub struct Ctx<'a> {
     pub state: &'a mut State,
+    /// The scripting beside the state: the engine's for a client's command
+    /// (and those EXEC runs), None for a script's own commands.
+    pub scripts: Option<&'a mut crate::engine::Scripts>,
     pub client: &'a mut Client,
     /// The time this command runs at, read once.
     pub now_ms: u64,

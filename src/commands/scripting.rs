@@ -1,15 +1,17 @@
 //! The scripting family: EVAL, EVALSHA, their read-only forms, and SCRIPT.
 //!
-//! The work happens in `crate::scripting`; these handlers parse arguments,
-//! take the VM out of the engine state for the run (a script cannot run a
-//! script, so nothing else needs it meanwhile) and put it back.
+//! The work happens in `crate::scripting`; these handlers parse arguments
+//! and lend the engine's VM and script pseudo-client to the run
+//! (`Ctx::scripts`; a script cannot run a script, so nothing else needs
+//! them meanwhile).
 
 use bytes::Bytes;
 
 use super::args::{parse_i64, upper};
 use super::table::{CommandSpec, Group, cmd, container, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
-use crate::scripting::{RunFlags, Scripting};
+use crate::engine::Scripts;
+use crate::scripting::RunFlags;
 
 const G: Group = Group::Scripting;
 const EVAL_FLAGS: u32 = NOSCRIPT | SKIP_MONITOR | MONITOR_BEFORE | MAY_REPLICATE | NO_MANDATORY_KEYS | STALE;
@@ -81,13 +83,6 @@ fn noscript() -> CmdError {
     CmdError::new("NOSCRIPT No matching script. Please use EVAL.")
 }
 
-fn vm(ctx: &mut Ctx) -> CmdResult<Box<Scripting>> {
-    ctx.state
-        .scripting
-        .take()
-        .ok_or_else(|| CmdError::err("Lua scripting is unavailable on this server"))
-}
-
 fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], by_sha: bool, read_only: bool) -> CmdResult {
     let numkeys = parse_i64(&argv[2])?;
     let available = (argv.len() - 3) as i64;
@@ -98,66 +93,57 @@ fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], by_sha: bool, read_only: bool) ->
         return Err(CmdError::err("Number of keys can't be negative"));
     }
     let (keys, args) = argv[3..].split_at(numkeys as usize);
-    let mut scripting = vm(ctx)?;
+    let scripts = Scripts::lent(&mut ctx.scripts)?;
+    let (vm, script_client) = scripts.for_run()?;
     // By SHA1, a missing script is found missing by `run`'s one lookup.
     let id = if by_sha {
-        crate::scripting::script_id(&argv[1]).ok_or_else(noscript)
+        crate::scripting::script_id(&argv[1]).ok_or_else(noscript)?
     } else {
-        scripting
-            .load(&argv[1])
-            .and_then(|sha| crate::scripting::script_id(sha.as_bytes()).ok_or_else(noscript))
+        let sha = vm.load(&argv[1])?;
+        crate::scripting::script_id(sha.as_bytes()).ok_or_else(noscript)?
     };
-    let result = id.and_then(|id| {
-        ctx.state.script_time = Some(ctx.now_ms);
-        let flags = RunFlags {
-            read_only,
-            native: ctx.state.runtime.native_scripts,
-        };
-        // A panic inside the run leaves the VM in an unknown state (a hook
-        // set, values on its stack): it is replaced by a fresh one, as
-        // SCRIPT FLUSH would, before the panic goes on to the command
-        // boundary. Clients reload their scripts on NOSCRIPT.
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            scripting.run(ctx.state, ctx.client, &id, keys, args, &flags)
-        }));
-        let reply = match run {
-            Ok(reply) => reply.ok_or_else(noscript),
-            Err(payload) => {
-                ctx.state.script_time = None;
-                if let Ok(fresh) = fresh_vm(ctx) {
-                    ctx.state.scripting = Some(Box::new(fresh));
-                }
-                std::panic::resume_unwind(payload)
-            }
-        };
-        ctx.state.script_time = None;
-        if ctx.state.watchdog.shutdown_requested.take() {
-            // SHUTDOWN NOSAVE arrived while the script ran.
-            ctx.state.shutdown = true;
+    ctx.state.script_time = Some(ctx.now_ms);
+    let flags = RunFlags {
+        read_only,
+        native: ctx.state.runtime.native_scripts,
+    };
+    // A panic inside the run leaves the VM in an unknown state (a hook
+    // set, values on its stack): it is replaced by a fresh one, as
+    // SCRIPT FLUSH would, before the panic goes on to the command
+    // boundary. Clients reload their scripts on NOSCRIPT.
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        vm.run(ctx.state, ctx.client, script_client, &id, keys, args, &flags)
+    }));
+    ctx.state.script_time = None;
+    let reply = match run {
+        Ok(reply) => reply.ok_or_else(noscript),
+        Err(payload) => {
+            let _ = scripts.reset_vm(ctx.state.runtime.lua_memory_limit);
+            std::panic::resume_unwind(payload)
         }
-        reply
-    });
-    ctx.state.scripting = Some(scripting);
-    if let Ok(Reply::Array(_) | Reply::Map(_) | Reply::Set(_)) = &result {
+    };
+    if ctx.state.watchdog.shutdown_requested.take() {
+        // SHUTDOWN NOSAVE arrived while the script ran.
+        ctx.state.shutdown = true;
+    }
+    if let Ok(Reply::Array(_) | Reply::Map(_) | Reply::Set(_)) = &reply {
         // Redis sends a script's table with its length last.
         ctx.defer_reply_len();
     }
-    result
+    reply
 }
 
 fn script_load(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let mut scripting = vm(ctx)?;
-    let result = scripting.load(&argv[2]);
-    ctx.state.scripting = Some(scripting);
-    Ok(Reply::Bulk(Bytes::from(result?)))
+    let sha = Scripts::lent(&mut ctx.scripts)?.vm()?.load(&argv[2])?;
+    Ok(Reply::Bulk(Bytes::from(sha)))
 }
 
 fn script_exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let scripting = ctx.state.scripting.as_ref();
+    let vm = Scripts::lent(&mut ctx.scripts)?.vm.as_deref();
     Ok(Reply::Array(
         argv[2..]
             .iter()
-            .map(|sha| Reply::Int(scripting.is_some_and(|s| s.exists(sha)) as i64))
+            .map(|sha| Reply::Int(vm.is_some_and(|s| s.exists(sha)) as i64))
             .collect(),
     ))
 }
@@ -170,19 +156,11 @@ fn script_flush(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     // A new VM, as Redis resets its Lua state: cached scripts and any
     // state scripts left behind are gone.
-    let fresh = fresh_vm(ctx)?;
-    ctx.state.scripting = Some(Box::new(fresh));
+    let limit = ctx.state.runtime.lua_memory_limit;
+    Scripts::lent(&mut ctx.scripts)?.reset_vm(limit)?;
     Ok(Reply::OK)
 }
 
-/// A new Lua VM with the server's settings and an empty script cache.
-fn fresh_vm(ctx: &Ctx) -> CmdResult<Scripting> {
-    ctx.state.new_scripting()
-}
-
-/// A script that is running is stopped by the busy responder, which sees
-/// SCRIPT KILL while the engine is inside the script; reaching the engine
-/// means no script is running.
 fn script_kill(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Err(CmdError::new("NOTBUSY No scripts in execution right now."))
 }

@@ -245,8 +245,8 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         .map(|(_, value)| *value);
     ctx.state.apply_runtime(notify);
     ctx.state.watchdog.threshold_ms.set(ctx.state.runtime.busy_reply_threshold_ms);
-    if let Some(scripting) = ctx.state.scripting.as_ref() {
-        scripting.set_memory_limit(ctx.state.runtime.lua_memory_limit);
+    if let Some(scripts) = ctx.scripts.as_deref() {
+        scripts.set_memory_limit(ctx.state.runtime.lua_memory_limit);
     }
     Ok(Reply::OK)
 }

@@ -70,7 +70,7 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     ctx.state.deny_blocking = true;
     for argv in multi.queued {
         let reply = match crate::engine::exec::queued(ctx.state, &argv) {
-            Some(cmd) => ctx.state.call(ctx.client, cmd, &argv),
+            Some(cmd) => ctx.state.call(ctx.scripts.as_deref_mut(), ctx.client, cmd, &argv),
             None => Reply::from(CmdError::unknown_command(&argv)),
         };
         replies.push(reply);

@@ -246,6 +246,7 @@ impl State {
         let now_ms = self.clock.now_ms();
         let mut ctx = crate::commands::Ctx {
             state: self,
+            scripts: None,
             client: receiver,
             now_ms,
         };

@@ -95,6 +95,13 @@ pub struct Client {
     pub no_touch: bool,
     /// The pseudo-client scripts run their commands as (`[0 lua]` in MONITOR).
     pub is_script: bool,
+    /// The script pseudo-client, while a script runs: the client whose
+    /// script it is. What that client is sent meanwhile (a message the
+    /// script publishes to a channel it subscribes to) and the WATCH
+    /// invalidations the script causes it are gathered here, on the
+    /// pseudo-client, and handed over when the run ends
+    /// ([`Client::end_script_run`]).
+    pub acting_for: Option<ClientId>,
     /// The reply of the command running sends its length last, as
     /// Redis's `addReplyDeferredLen` does: Redis holds all of it in the
     /// reply list, none in the reply buffer (see `output`).
@@ -141,6 +148,7 @@ impl Client {
             no_evict: false,
             no_touch: false,
             is_script: false,
+            acting_for: None,
             deferred_len: false,
             reply_off: false,
             reply_skip: false,
@@ -156,6 +164,31 @@ impl Client {
         let mut c = Client::new(0, addr.clone(), addr, Outbox::new(), 0, true);
         c.is_script = true;
         c
+    }
+
+    /// The script pseudo-client, set up to run `caller`'s script: the
+    /// caller's database, RESP2 (Redis's script client speaks RESP2 until
+    /// `redis.setresp`).
+    pub fn begin_script_run(&mut self, caller: &Client) {
+        self.db = caller.db;
+        self.resp = 2;
+        self.acting_for = Some(caller.id);
+        // Whatever a run that panicked left is not this caller's.
+        self.inline_pushes.clear();
+        self.watch_dirty = false;
+    }
+
+    /// The run is over: what it gathered for the caller goes to the caller.
+    pub fn end_script_run(&mut self, caller: &mut Client) {
+        self.acting_for = None;
+        caller.inline_pushes.append(&mut self.inline_pushes);
+        caller.watch_dirty |= std::mem::take(&mut self.watch_dirty);
+    }
+
+    /// Whether what is addressed to client `id` is this client's to hold:
+    /// its own, or its caller's while it runs a script.
+    pub fn holds_for(&self, id: ClientId) -> bool {
+        self.id == id || self.acting_for == Some(id)
     }
 
     /// How MONITOR names this client: `lua`, `unix:/path`, or `ip:port`.

@@ -33,7 +33,7 @@
 use bytes::Bytes;
 
 use super::faults::CommandFault;
-use super::{Client, NOREPLICAS, OOM, State};
+use super::{Client, NOREPLICAS, OOM, Scripts, State};
 use crate::commands::Ctx;
 use crate::commands::table::{Command, Registry, flag};
 use crate::error::CmdError;
@@ -112,7 +112,7 @@ impl Refusal {
 
 /// The checks of Redis's `processCommand` for a client's command, in its
 /// order. Refusals are booked by the caller ([`super::Engine::dispatch`]).
-pub fn for_client(state: &mut State, client: &Client, argv: &[Bytes]) -> Result<&'static Command, Refusal> {
+pub fn for_client(state: &mut State, scripts: &Scripts, client: &Client, argv: &[Bytes]) -> Result<&'static Command, Refusal> {
     let cmd = resolve_authenticated(client.authenticated, argv)?;
     if cmd.spec.has(flag::PROTECTED) && !state.allows_test_commands(client) {
         return Err(Refusal::of(
@@ -124,7 +124,7 @@ pub fn for_client(state: &mut State, client: &Client, argv: &[Bytes]) -> Result<
         ));
     }
     if state.runtime.maxmemory > 0 || !state.enough_good_replicas() {
-        let flags = state.command_flags(client, cmd, argv);
+        let flags = state.command_flags(scripts, client, cmd, argv);
         if state.runtime.maxmemory > 0 {
             let oom = state.out_of_memory();
             state.pre_command_oom = oom;
@@ -155,7 +155,7 @@ pub fn for_client(state: &mut State, client: &Client, argv: &[Bytes]) -> Result<
         });
     }
     if let Some(all) = state.paused()
-        && (all || state.command_flags(client, cmd, argv) & (flag::WRITE | flag::MAY_REPLICATE) != 0)
+        && (all || state.command_flags(scripts, client, cmd, argv) & (flag::WRITE | flag::MAY_REPLICATE) != 0)
     {
         // Redis's CLIENT PAUSE check, after every refusal and before
         // MULTI queues the command.
@@ -317,7 +317,9 @@ pub enum Shown<'a> {
 
 impl State {
     /// Runs a resolved command: the handler, statistics, WATCH and MONITOR.
-    pub fn call(&mut self, client: &mut Client, cmd: &'static Command, argv: &[Bytes]) -> Reply {
+    /// `scripts` is the scripting a command may use: the engine's for a
+    /// client's command, None for a script's own commands.
+    pub fn call(&mut self, scripts: Option<&mut Scripts>, client: &mut Client, cmd: &'static Command, argv: &[Bytes]) -> Reply {
         let Some(handler) = cmd.spec.handler else {
             return Reply::Error(Bytes::from_static(b"ERR internal: container without handler"));
         };
@@ -344,6 +346,7 @@ impl State {
         let result = {
             let mut ctx = Ctx {
                 state: self,
+                scripts,
                 client,
                 now_ms,
             };

@@ -16,6 +16,7 @@ pub mod client;
 pub mod exec;
 pub mod faults;
 pub mod output;
+pub mod scripts;
 pub mod stats;
 
 use std::collections::HashMap;
@@ -25,6 +26,7 @@ use bytes::{Bytes, BytesMut};
 
 pub use client::{Client, ClientAddr};
 pub use output::{ClientClass, CloseRequest, Outbox, OutputLimit, OutputLimits, REPLY_BUFFER, REPLY_BUFFER_SHRUNK, ReplyGauge};
+pub use scripts::Scripts;
 use stats::Stats;
 
 use crate::clock::Clock;
@@ -43,7 +45,9 @@ pub type ClientMap = HashMap<ClientId, Box<Client>, ahash::RandomState>;
 /// The Lua heap limit unless configured otherwise (1 GiB).
 const DEFAULT_LUA_MEMORY_LIMIT: &str = "1073741824";
 
-/// Everything the engine owns, handed to command handlers through [`Ctx`].
+/// The data and the clients: everything commands work on, handed to
+/// command handlers through `Ctx` (the scripting beside it is
+/// [`Scripts`]).
 pub struct State {
     pub dbs: Vec<Db>,
     /// Connected clients, except the one whose batch is executing. Boxed,
@@ -70,23 +74,10 @@ pub struct State {
     pub kill_queue: Vec<ClientId>,
     /// Settings read on hot paths, kept in step with CONFIG SET.
     pub runtime: RuntimeSettings,
-    /// The Lua VM and script cache; taken out while a script runs.
-    pub scripting: Option<Box<crate::scripting::Scripting>>,
-    /// The pseudo-client scripts' commands run as; taken out while a script runs.
-    script_client: Option<Box<Client>>,
     /// While a script runs, the time every command in it sees (Redis freezes it).
     pub script_time: Option<u64>,
-    /// SCRIPT KILL's signal to the running script.
-    pub script_kill: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    /// Redis's `math.random` generator state, server-wide like Redis's.
-    pub script_rng: std::rc::Rc<std::cell::Cell<u64>>,
     /// Watches running scripts for `busy-reply-threshold`, SCRIPT KILL and SHUTDOWN NOSAVE.
     pub watchdog: std::rc::Rc<crate::scripting::Watchdog>,
-    /// Pushes for a client that is executing (not in `clients`), delivered
-    /// with its batch.
-    orphan_pushes: Vec<(ClientId, Reply)>,
-    /// Executing clients whose watched keys a script changed.
-    dirty_orphans: Vec<ClientId>,
     /// Commands whose handler panicked, since start (INFO `# Keylock`).
     pub command_panics: u64,
     /// How many error replies in the reply the handler is returning were
@@ -239,20 +230,8 @@ impl State {
         // Built now rather than by the first EVAL or INFO, so that
         // used_memory does not step up by its ~13 KB later on.
         crate::scripting::native::NativeTable::get();
-        let script_kill = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let script_rng = std::rc::Rc::new(std::cell::Cell::new(crate::scripting::RAND48_INIT));
         let watchdog = std::rc::Rc::new(crate::scripting::Watchdog::with_halt(halt));
         watchdog.threshold_ms.set(runtime.busy_reply_threshold_ms);
-        let scripting = match crate::scripting::Scripting::new(script_kill.clone(), script_rng.clone(), watchdog.clone()) {
-            Ok(s) => {
-                s.set_memory_limit(runtime.lua_memory_limit);
-                Some(Box::new(s))
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "could not start the Lua VM; scripting is unavailable");
-                None
-            }
-        };
         State {
             dbs: (0..config.databases)
                 .map(|index| {
@@ -277,14 +256,8 @@ impl State {
             shutdown: false,
             kill_queue: Vec::new(),
             runtime,
-            scripting,
-            script_client: Some(Box::new(Client::script_client())),
             script_time: None,
-            script_kill,
-            script_rng,
             watchdog,
-            orphan_pushes: Vec::new(),
-            dirty_orphans: Vec::new(),
             clients_cron_next: 0,
             blocked_clients: 0,
             deny_blocking: false,
@@ -316,43 +289,20 @@ impl State {
 
     /// The flags processCommand judges a command by: a script's declared
     /// flags for EVAL and friends, and for EXEC its queued commands' too.
-    fn command_flags(&self, client: &Client, cmd: &Command, argv: &[Bytes]) -> u32 {
+    fn command_flags(&self, scripts: &Scripts, client: &Client, cmd: &Command, argv: &[Bytes]) -> u32 {
         match cmd.full_name.as_str() {
-            "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => self.script_command_flags(cmd, argv),
+            "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => script_command_flags(scripts, cmd, argv),
             "exec" => client.multi.as_ref().map_or(cmd.spec.flags, |multi| {
                 multi
                     .queued
                     .iter()
                     .fold(cmd.spec.flags, |flags, queued| match exec::lookup(queued) {
-                        exec::Lookup::Found(c) => flags | self.script_command_flags(c, queued),
+                        exec::Lookup::Found(c) => flags | script_command_flags(scripts, c, queued),
                         _ => flags,
                     })
             }),
             _ => cmd.spec.flags,
         }
-    }
-
-    /// Redis's `evalGetCommandFlags` + `scriptFlagsToCmdFlags`: a script
-    /// with a shebang is a write, deny-oom command unless it says
-    /// otherwise; one without is judged by EVAL's own flags.
-    fn script_command_flags(&self, cmd: &Command, argv: &[Bytes]) -> u32 {
-        let declared = match (cmd.full_name.as_str(), argv.get(1), self.scripting.as_ref()) {
-            ("evalsha" | "evalsha_ro", Some(sha), Some(scripting)) => scripting.declared_flags(sha),
-            ("eval" | "eval_ro", Some(body), _) => crate::scripting::shebang_of(body),
-            _ => None,
-        };
-        let Some(shebang) = declared else { return cmd.spec.flags };
-        let mut flags = cmd.spec.flags & !(flag::STALE | flag::DENYOOM | flag::WRITE | flag::MAY_REPLICATE);
-        if !shebang.allow_oom && !shebang.no_writes {
-            flags |= flag::DENYOOM;
-        }
-        if !shebang.no_writes {
-            flags |= flag::WRITE;
-        }
-        if shebang.allow_stale {
-            flags |= flag::STALE;
-        }
-        flags
     }
 
     /// Delivers a message to a channel's subscribers (and matching
@@ -437,17 +387,6 @@ impl State {
         }
     }
 
-    /// [`State::publish_key_events`] for events no client's command caused
-    /// (active expiry).
-    pub fn publish_background_key_events(&mut self) {
-        if self.runtime.notify_keyspace_events == 0 {
-            return;
-        }
-        let mut origin = self.script_client.take().unwrap_or_else(|| Box::new(Client::script_client()));
-        self.publish_key_events(&mut origin);
-        self.script_client = Some(origin);
-    }
-
     /// How many clients a message to `channel` would reach.
     fn receivers(&self, kind: Kind, channel: &Bytes) -> usize {
         let direct = self.pubsub.subscribers(kind, channel).len();
@@ -458,48 +397,15 @@ impl State {
         }
     }
 
+    /// Sends a message to client `id`. The running client (or, while a
+    /// script runs, its pseudo-client acting for the caller) holds its own
+    /// until its reply is written; the others get it in their output now.
     fn deliver(&mut self, current: &mut Client, id: ClientId, msg: &mut EncodedOnce) {
-        if id == current.id {
+        if current.holds_for(id) {
             current.inline_pushes.push(msg.reply.clone());
-            return;
-        }
-        match self.clients.get(&id) {
-            Some(c) => {
-                c.outbox.push(&msg.get(c.resp));
-                self.check_output_limits(c, true);
-            }
-            // The client whose batch is running (a script published to it).
-            None => self.orphan_pushes.push((id, msg.reply.clone())),
-        }
-    }
-
-    /// The script pseudo-client, set up for a run on behalf of `caller`.
-    pub fn take_script_client(&mut self, caller: &Client) -> Box<Client> {
-        let mut c = self.script_client.take().unwrap_or_else(|| Box::new(Client::script_client()));
-        c.db = caller.db;
-        c.resp = 2;
-        c
-    }
-
-    pub fn return_script_client(&mut self, client: Box<Client>) {
-        self.script_client = Some(client);
-    }
-
-    /// Whether pushes wait for `client` (see [`State::flush_inline_pushes`]).
-    pub fn has_pushes_for(&self, client: &Client) -> bool {
-        !client.inline_pushes.is_empty() || !self.orphan_pushes.is_empty()
-    }
-
-    /// Writes the pushes addressed to `client` during its own command, in
-    /// the order produced, ahead of the command's reply.
-    pub fn flush_inline_pushes(&mut self, client: &mut Client, out: &mut BytesMut) {
-        if !self.orphan_pushes.is_empty() {
-            let (mine, others): (Vec<_>, Vec<_>) = self.orphan_pushes.drain(..).partition(|(id, _)| *id == client.id);
-            self.orphan_pushes = others;
-            client.inline_pushes.extend(mine.into_iter().map(|(_, r)| r));
-        }
-        for r in client.inline_pushes.drain(..) {
-            r.encode(client.resp, out);
+        } else if let Some(c) = self.clients.get(&id) {
+            c.outbox.push(&msg.get(c.resp));
+            self.check_output_limits(c, true);
         }
     }
 
@@ -554,22 +460,13 @@ impl State {
         over
     }
 
-    /// A new Lua VM with the server's settings and an empty script cache
-    /// (SCRIPT FLUSH, KEYLOCK RESET).
-    pub fn new_scripting(&self) -> Result<crate::scripting::Scripting, CmdError> {
-        let fresh = crate::scripting::Scripting::new(self.script_kill.clone(), self.script_rng.clone(), self.watchdog.clone())
-            .map_err(|e| CmdError::err(format!("could not reset the Lua VM: {e}")))?;
-        fresh.set_memory_limit(self.runtime.lua_memory_limit);
-        Ok(fresh)
-    }
-
     /// KEYLOCK RESET: the server as a test starts it. The data, scripts
     /// and statistics emptied ([`State::empty_for_test`]), the faults
     /// cleared and the clock back to real time. Connections, their
     /// subscriptions and the configuration stay.
-    pub fn reset_for_test(&mut self) -> Result<(), CmdError> {
+    pub fn reset_for_test(&mut self, scripts: &mut Scripts) -> Result<(), CmdError> {
         self.unpause();
-        self.empty_for_test()?;
+        self.empty_for_test(scripts)?;
         self.faults.clear();
         self.clock.reset();
         Ok(())
@@ -580,9 +477,9 @@ impl State {
     /// connection but the caller's closed at once without what it was owed
     /// (the caller's closes after its reply). Faults and the clock are the
     /// test's settings and stay as they are.
-    pub fn restart_for_test(&mut self) -> Result<(), CmdError> {
+    pub fn restart_for_test(&mut self, scripts: &mut Scripts) -> Result<(), CmdError> {
         self.unpause();
-        self.empty_for_test()?;
+        self.empty_for_test(scripts)?;
         self.run_id = (0..40).map(|_| fastrand::alphanumeric().to_ascii_lowercase()).collect();
         self.started = Instant::now();
         for c in self.clients.values() {
@@ -594,9 +491,8 @@ impl State {
     /// Every database and the script cache emptied (watchers of the keys
     /// see them change, as after FLUSHALL) and the statistics reset (as
     /// CONFIG RESETSTAT).
-    fn empty_for_test(&mut self) -> Result<(), CmdError> {
-        let scripting = self.new_scripting()?;
-        self.scripting = Some(Box::new(scripting));
+    fn empty_for_test(&mut self, scripts: &mut Scripts) -> Result<(), CmdError> {
+        scripts.reset_vm(self.runtime.lua_memory_limit)?;
         for db in &mut self.dbs {
             db.clear();
             db.expired_keys = 0;
@@ -654,13 +550,10 @@ impl State {
                 continue;
             }
             for id in db.take_invalidated() {
-                if id == current.id {
+                if current.holds_for(id) {
                     current.watch_dirty = true;
                 } else if let Some(c) = self.clients.get_mut(&id) {
                     c.watch_dirty = true;
-                } else {
-                    // The client whose batch runs (its script wrote the key).
-                    self.dirty_orphans.push(id);
                 }
             }
         }
@@ -669,6 +562,29 @@ impl State {
     pub fn total_clients(&self) -> usize {
         self.clients.len() + 1
     }
+}
+
+/// Redis's `evalGetCommandFlags` + `scriptFlagsToCmdFlags`: a script
+/// with a shebang is a write, deny-oom command unless it says
+/// otherwise; one without is judged by EVAL's own flags.
+fn script_command_flags(scripts: &Scripts, cmd: &Command, argv: &[Bytes]) -> u32 {
+    let declared = match (cmd.full_name.as_str(), argv.get(1)) {
+        ("evalsha" | "evalsha_ro", Some(sha)) => scripts.declared_flags(sha),
+        ("eval" | "eval_ro", Some(body)) => crate::scripting::shebang_of(body),
+        _ => None,
+    };
+    let Some(shebang) = declared else { return cmd.spec.flags };
+    let mut flags = cmd.spec.flags & !(flag::STALE | flag::DENYOOM | flag::WRITE | flag::MAY_REPLICATE);
+    if !shebang.allow_oom && !shebang.no_writes {
+        flags |= flag::DENYOOM;
+    }
+    if !shebang.no_writes {
+        flags |= flag::WRITE;
+    }
+    if shebang.allow_stale {
+        flags |= flag::STALE;
+    }
+    flags
 }
 
 /// A reply encoded at most once per protocol, for fan-out.
@@ -760,13 +676,17 @@ impl BatchOutput {
     };
 }
 
+/// The engine: the data and clients ([`State`]) and, beside them, the
+/// scripting that runs on them ([`Scripts`]).
 pub struct Engine {
     pub state: State,
+    pub scripts: Scripts,
 }
 
 impl Engine {
     pub fn new(state: State) -> Engine {
-        Engine { state }
+        let scripts = Scripts::new(state.watchdog.clone(), state.runtime.lua_memory_limit);
+        Engine { state, scripts }
     }
 
     /// Registers a new TCP connection.
@@ -877,20 +797,18 @@ impl Engine {
                 client.close_after_reply = true;
                 break;
             }
-            if !self.state.dirty_orphans.is_empty() {
-                if self.state.dirty_orphans.contains(&client.id) {
-                    client.watch_dirty = true;
-                }
-                self.state.dirty_orphans.clear();
-            }
             let delay = self.state.delay_reply.take();
             match outbox.writable() {
                 Some(mut out) => {
                     if let Some(ms) = delay {
                         out.hold(Instant::now() + Duration::from_millis(ms));
                     }
-                    if self.state.has_pushes_for(&client) {
-                        self.state.flush_inline_pushes(&mut client, out.tail());
+                    if !client.inline_pushes.is_empty() {
+                        // What it was sent while its command ran goes
+                        // ahead of the command's reply.
+                        for push in client.inline_pushes.drain(..) {
+                            push.encode(client.resp, out.tail());
+                        }
                         out.place(false);
                     }
                     if client.replies_silenced() {
@@ -902,10 +820,7 @@ impl Engine {
                 }
                 // Closed while its command ran (CLIENT KILL of itself):
                 // what it would have been sent goes nowhere.
-                None => {
-                    client.inline_pushes.clear();
-                    self.state.orphan_pushes.retain(|(to, _)| *to != client.id);
-                }
+                None => client.inline_pushes.clear(),
             }
             client.after_command();
             if self.state.blocked_clients > 0 {
@@ -963,7 +878,7 @@ impl Engine {
 
     /// Everything Redis's `processCommand` checks before running a command.
     pub fn dispatch(&mut self, client: &mut Client, argv: Vec<Bytes>) -> Reply {
-        match exec::for_client(&mut self.state, client, &argv) {
+        match exec::for_client(&mut self.state, &self.scripts, client, &argv) {
             Ok(cmd) => {
                 if let Some(multi) = client.multi.as_mut()
                     && !cmd.spec.has(flag::TX_CONTROL)
@@ -972,7 +887,7 @@ impl Engine {
                     return Reply::status("QUEUED");
                 }
                 exec::to_run(&mut self.state);
-                self.state.call(client, cmd, &argv)
+                self.state.call(Some(&mut self.scripts), client, cmd, &argv)
             }
             Err(refusal) if refusal.postpone => {
                 // Held by CLIENT PAUSE: it runs again once the pause ends.
@@ -1049,7 +964,8 @@ impl Engine {
                 }
             }
         }
-        self.state.publish_background_key_events();
+        // Active expiry's events: no client's command caused them.
+        self.state.publish_key_events(&mut self.scripts.client);
         self.clients_cron();
         let idle_timeout = self.state.runtime.timeout;
         if idle_timeout > 0 {
@@ -1104,7 +1020,7 @@ mod tests {
     fn get_registered(state: &mut State, client: &mut Client, argv: &[&str]) -> Reply {
         let argv: Vec<Bytes> = argv.iter().map(|a| Bytes::copy_from_slice(a.as_bytes())).collect();
         let command = Registry::get().lookup(&argv[0]).expect("a known command");
-        state.call(client, command, &argv)
+        state.call(None, client, command, &argv)
     }
 
     #[test]
@@ -1120,7 +1036,7 @@ mod tests {
         let mut client = Client::script_client();
         assert_eq!(get_registered(&mut state, &mut client, &["SET", "k", "v"]), Reply::OK);
 
-        let reply = state.call(&mut client, command, &[Bytes::from_static(b"panics")]);
+        let reply = state.call(None, &mut client, command, &[Bytes::from_static(b"panics")]);
         assert_eq!(
             reply,
             Reply::Error(Bytes::from_static(

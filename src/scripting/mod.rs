@@ -368,11 +368,14 @@ impl Scripting {
     }
 
     /// Runs a cached script with KEYS and ARGV; the reply is what the
-    /// client gets. None when no script has this id.
+    /// client gets. None when no script has this id. The script's
+    /// commands run as `script_client`, acting for `caller`.
+    #[allow(clippy::too_many_arguments)]
     pub fn run(
         &mut self,
         state: &mut State,
         caller: &mut Client,
+        script_client: &mut Client,
         id: &ScriptId,
         keys: &[Bytes],
         args: &[Bytes],
@@ -413,7 +416,18 @@ impl Scripting {
         if let Some(script) = recognized {
             if flags.native
                 && let Some(implementation) = script.native
-                && let Some(reply) = native::run(state, caller, implementation, script.direct, id, keys, args, limits, &rt.wrote)
+                && let Some(reply) = native::run(
+                    state,
+                    caller,
+                    script_client,
+                    implementation,
+                    script.direct,
+                    id,
+                    keys,
+                    args,
+                    limits,
+                    &rt.wrote,
+                )
             {
                 state.stats.recognized_runs(script.index).native += 1;
                 return Some(reply);
@@ -424,7 +438,7 @@ impl Scripting {
         rt.killed.store(false, Ordering::Relaxed);
         rt.started.set(Some(crate::clock::ticks::now()));
 
-        let reply = self.run_function(state, caller, function, keys, args, limits, sha_text(id));
+        let reply = self.run_function(state, caller, script_client, function, keys, args, limits, sha_text(id));
 
         self.runtime.started.set(None);
         Some(reply)
@@ -435,6 +449,7 @@ impl Scripting {
         &mut self,
         state: &mut State,
         caller: &mut Client,
+        script_client: &mut Client,
         function: c_int,
         keys: &[Bytes],
         args: &[Bytes],
@@ -451,12 +466,12 @@ impl Scripting {
         if let Err(e) = arrays {
             return script_failure(sha, &e.to_string());
         }
-        let mut script_client = state.take_script_client(caller);
+        script_client.begin_script_run(caller);
         let runtime = self.runtime.clone();
         let reply = {
             let mut cx = call::CallContext {
                 state: &mut *state,
-                client: &mut script_client,
+                client: &mut *script_client,
                 limits,
                 runtime: &runtime,
             };
@@ -465,7 +480,7 @@ impl Scripting {
             let limit = cx.state.runtime.lua_memory_limit;
             call::with_active_run(&mut cx, || unsafe { self.call_script(function, limit, sha) })
         };
-        state.return_script_client(script_client);
+        script_client.end_script_run(caller);
         if let Reply::Error(e) = &reply
             && e.starts_with(b"ERR Error running script")
             && e.ends_with(b"not enough memory")

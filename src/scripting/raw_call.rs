@@ -116,7 +116,7 @@ unsafe fn collect_and_run(state: *mut ffi::lua_State) -> Outcome {
     // Replies take the shape of the protocol the script selected.
     let resp = cx.runtime.resp.get();
     cx.client.resp = resp;
-    let reply = cx.state.call(cx.client, cmd, &argv);
+    let reply = cx.state.call(None, cx.client, cmd, &argv);
     Outcome::Reply { reply, resp }
 }
 

@@ -328,7 +328,7 @@ impl NativeCtx<'_> {
         };
         self.client.resp = 2;
         self.called = true;
-        match self.state.call(self.client, cmd, &argv) {
+        match self.state.call(None, self.client, cmd, &argv) {
             Reply::Error(text) => Err(ScriptError(Stop::Raised {
                 text,
                 line: self.line,
@@ -454,7 +454,8 @@ impl NativeCtx<'_> {
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     state: &mut State,
-    caller: &Client,
+    caller: &mut Client,
+    client: &mut Client,
     script: NativeFn,
     direct: Option<DirectFn>,
     id: &ScriptId,
@@ -463,22 +464,22 @@ pub fn run(
     limits: call::ScriptLimits,
     wrote: &Cell<bool>,
 ) -> Option<Reply> {
-    let mut client = state.take_script_client(caller);
+    client.begin_script_run(caller);
     // A direct run is for the plain case: no refusal can come up.
     if !limits.read_only
         && !limits.deny_oom
         && limits.replicas_ok
         && let Some(direct) = direct
-        && let Some(reply) = direct(&mut direct::Direct::new(state, &mut client), &Params { keys, argv })
+        && let Some(reply) = direct(&mut direct::Direct::new(state, client), &Params { keys, argv })
     {
-        state.collect_watch_invalidations(&mut client);
-        state.return_script_client(client);
+        state.collect_watch_invalidations(client);
+        client.end_script_run(caller);
         return Some(reply);
     }
     let result = {
         let mut cx = NativeCtx {
             state: &mut *state,
-            client: &mut client,
+            client: &mut *client,
             limits,
             wrote,
             line: 1,
@@ -486,7 +487,7 @@ pub fn run(
         };
         script(&mut cx, &Params { keys, argv })
     };
-    state.return_script_client(client);
+    client.end_script_run(caller);
     match result {
         Ok(value) => Some(value.into_reply()),
         Err(e) => {
