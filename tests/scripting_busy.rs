@@ -286,3 +286,106 @@ fn shutting_the_handle_down_ends_a_script_that_never_ends() {
     assert!(started.elapsed() < Duration::from_secs(5));
     assert!(c.is_closed() || std::net::TcpStream::connect(addr).is_err());
 }
+
+/// What a second client is answered while a script is busy, command by
+/// command (each reply raw), then what the first client's EVAL got.
+fn busy_session(addr: std::net::SocketAddr, commands: &[&[&str]]) -> (Vec<Vec<u8>>, Vec<u8>) {
+    let mut admin = Raw::connect(addr);
+    admin.call(&["CONFIG", "SET", "busy-reply-threshold", "100"]);
+    admin.call(&["SET", "k", "v"]);
+    let mut runner = Raw::connect(addr);
+    runner.send(b"EVAL \"while true do end\" 0\r\n");
+    let mut other = Raw::connect(addr);
+    wait_for_busy(&mut other);
+    let replies = commands.iter().map(|argv| other.call(argv)).collect();
+    let eval = runner.reply();
+    (replies, eval)
+}
+
+/// Redis 7.0 serves the commands flagged allow-busy while a script is busy
+/// (AUTH, HELLO, MULTI, DISCARD, WATCH, UNWATCH, RESET, QUIT, SCRIPT KILL,
+/// SHUTDOWN NOSAVE); any other command gets BUSY, and in a transaction
+/// that refusal aborts its EXEC. keylock answers each byte for byte as
+/// redis-server does.
+#[test]
+fn allow_busy_commands_are_served_during_a_busy_script_as_redis_serves_them() {
+    let Some(redis) = real_redis() else { return };
+    let commands: &[&[&str]] = &[
+        &["AUTH", "nobody"],
+        &["AUTH", "default", "wrong"],
+        &["MULTI"],
+        &["SET", "k", "changed"],
+        &["WATCH", "k"],
+        &["DISCARD"],
+        &["WATCH", "k"],
+        &["UNWATCH"],
+        &["MULTI"],
+        &["SET", "k", "changed"],
+        &["MULTI"],
+        &["EXEC"],
+        &["HELLO", "2", "SETNAME", "busy-client"],
+        &["FUNCTION", "STATS"],
+        &["SHUTDOWN"],
+        &["SHUTDOWN", "BOGUS"],
+        &["RESET"],
+        &["MULTI"],
+        &["SCRIPT", "KILL"],
+        &["DISCARD"],
+        &["WATCH", "k"],
+        &["SCRIPT", "KILL"],
+    ];
+    let s = start();
+    let (ours, our_eval) = busy_session(s.addr(), commands);
+    let (theirs, their_eval) = busy_session(redis.addr, commands);
+    for ((argv, ours), theirs) in commands.iter().zip(&ours).zip(&theirs) {
+        let show = |r: &[u8]| String::from_utf8_lossy(r).into_owned();
+        if argv[0] == "HELLO" {
+            // Server name, version and client id differ; the shape and
+            // the fact that it was served, not refused, must not.
+            assert!(
+                ours.starts_with(b"*14\r\n") && theirs.starts_with(b"*14\r\n"),
+                "{argv:?}: {} / {}",
+                show(ours),
+                show(theirs)
+            );
+            continue;
+        }
+        assert_eq!(show(ours), show(theirs), "{argv:?}");
+    }
+    assert!(
+        our_eval.starts_with(b"-ERR Script killed by user with SCRIPT KILL..."),
+        "{}",
+        String::from_utf8_lossy(&our_eval)
+    );
+    assert!(their_eval.starts_with(b"-ERR Script killed by user with SCRIPT KILL..."));
+    // Nothing refused meanwhile ran.
+    for addr in [s.addr(), redis.addr] {
+        let mut c = Raw::connect(addr);
+        assert_eq!(c.call(&["GET", "k"]), b"$1\r\nv\r\n");
+    }
+}
+
+/// A client that connects while a script is busy is a client of the
+/// server at once: it can authenticate and name itself, and keeps both
+/// when the script ends.
+#[test]
+fn a_client_connecting_during_a_busy_script_keeps_what_it_set_meanwhile() {
+    let s = start_with(|c| c.requirepass = Some("s3cret".into()));
+    let mut admin = Raw::connect(s.addr());
+    admin.call(&["AUTH", "s3cret"]);
+    admin.call(&["CONFIG", "SET", "busy-reply-threshold", "100"]);
+    let mut runner = Raw::connect(s.addr());
+    runner.call(&["AUTH", "s3cret"]);
+    runner.send(b"EVAL \"while true do end\" 0\r\n");
+    let mut probe = Raw::connect(s.addr());
+    probe.call(&["AUTH", "s3cret"]);
+    wait_for_busy(&mut probe);
+    let mut late = Raw::connect(s.addr());
+    assert_eq!(late.call(&["AUTH", "s3cret"]), b"+OK\r\n");
+    assert!(late.call(&["HELLO", "3", "SETNAME", "late"]).starts_with(b"%7\r\n"));
+    assert_eq!(late.call(&["GET", "x"]), BUSY);
+    assert_eq!(late.call(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    runner.reply();
+    assert_eq!(late.call(&["CLIENT", "GETNAME"]), b"$4\r\nlate\r\n");
+    assert_eq!(late.call(&["SET", "x", "1"]), b"+OK\r\n");
+}

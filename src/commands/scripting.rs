@@ -11,7 +11,7 @@ use super::args::{parse_i64, upper};
 use super::table::{CommandSpec, Group, cmd, container, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::engine::Scripts;
-use crate::scripting::RunFlags;
+use crate::scripting::{BusyAction, RunFlags};
 
 const G: Group = Group::Scripting;
 const EVAL_FLAGS: u32 = NOSCRIPT | SKIP_MONITOR | MONITOR_BEFORE | MAY_REPLICATE | NO_MANDATORY_KEYS | STALE;
@@ -161,8 +161,17 @@ fn script_flush(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::OK)
 }
 
-fn script_kill(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    Err(CmdError::new("NOTBUSY No scripts in execution right now."))
+/// Served while a script is busy (`allow-busy`): it stops the script
+/// unless the script has written. At any other time no script runs.
+fn script_kill(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    match ctx.state.busy.as_mut() {
+        Some(busy) if busy.killable => {
+            busy.action = Some(BusyAction::Kill);
+            Ok(Reply::OK)
+        }
+        Some(_) => Err(CmdError::new(crate::engine::exec::UNKILLABLE)),
+        None => Err(CmdError::new("NOTBUSY No scripts in execution right now.")),
+    }
 }
 
 fn script_debug(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

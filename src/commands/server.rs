@@ -204,6 +204,17 @@ fn shutdown(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             _ => return Err(CmdError::syntax()),
         }
     }
+    if let Some(busy) = ctx.state.busy.as_mut() {
+        // During a busy script only SHUTDOWN NOSAVE goes ahead, ending the
+        // script whatever it did (Redis answers any other SHUTDOWN with
+        // its BUSY error).
+        if !argv[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave")) {
+            return Err(CmdError::new(crate::engine::exec::BUSY));
+        }
+        busy.action = Some(crate::scripting::BusyAction::Shutdown);
+        ctx.client.close_after_reply = true;
+        return Ok(Reply::Many(Vec::new()));
+    }
     ctx.state.shutdown = true;
     ctx.client.close_after_reply = true;
     Ok(Reply::OK)
@@ -303,7 +314,12 @@ fn function_list(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Array(vec![]))
 }
 
-fn function_stats(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+fn function_stats(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    if ctx.state.busy.is_some() {
+        // The busy script is an EVAL (keylock has no functions yet):
+        // Redis answers `slowevalerr`.
+        return Err(CmdError::new(crate::engine::exec::BUSY));
+    }
     Ok(Reply::Map(vec![
         (Reply::bulk_static("running_script"), Reply::Nil),
         (

@@ -10,8 +10,11 @@
 //! - a script, Lua or native ([`for_script`], `scriptCall`): lookup and
 //!   arity with the script texts, commands scripts may not run, writes in a
 //!   read-only run, and the server state that stops a first write;
-//! - the BUSY path while a script runs ([`for_busy`]): lookup, arity and
-//!   authentication before the BUSY answer;
+//! - a client's command while a script runs past `busy-reply-threshold`
+//!   ([`State::serve_while_busy`], Redis's `processEventsWhileBlocked`):
+//!   the same checks as any client's, where the BUSY answer is one of
+//!   them, so that the commands flagged `allow-busy` (AUTH, HELLO, MULTI,
+//!   WATCH, SCRIPT KILL, SHUTDOWN…) run as they would at any time;
 //! - EXEC ([`queued`]): commands checked when they were queued.
 //!
 //! A client's command may also meet an injected fault (KEYLOCK FAULT, see
@@ -45,6 +48,11 @@ pub const UNKNOWN_COMMAND: &str = "ERR Unknown Redis command called from script"
 pub const WRONG_ARITY: &str = "ERR Wrong number of args calling Redis command from script";
 pub const NOT_ALLOWED: &str = "ERR This Redis command is not allowed from script";
 pub const WRITE_IN_READ_ONLY: &str = "ERR Write commands are not allowed from read-only scripts.";
+/// Redis's `slowevalerr`: a client's command while a script is busy.
+pub const BUSY: &str = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+/// SCRIPT KILL, FUNCTION KILL or SHUTDOWN (without NOSAVE) while a busy
+/// script has written.
+pub const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
 
 /// What a command line names.
 pub enum Lookup {
@@ -111,8 +119,10 @@ impl Refusal {
 }
 
 /// The checks of Redis's `processCommand` for a client's command, in its
-/// order. Refusals are booked by the caller ([`super::Engine::dispatch`]).
-pub fn for_client(state: &mut State, scripts: &Scripts, client: &Client, argv: &[Bytes]) -> Result<&'static Command, Refusal> {
+/// order. Refusals are booked by the caller ([`dispatch`]). `scripts` is
+/// None while a script runs (its declared flags are then not needed: no
+/// script can start).
+pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client, argv: &[Bytes]) -> Result<&'static Command, Refusal> {
     let cmd = resolve_authenticated(client.authenticated, argv)?;
     if cmd.spec.has(flag::PROTECTED) && !state.allows_test_commands(client) {
         return Err(Refusal::of(
@@ -125,7 +135,8 @@ pub fn for_client(state: &mut State, scripts: &Scripts, client: &Client, argv: &
     }
     if state.runtime.maxmemory > 0 || !state.enough_good_replicas() {
         let flags = state.command_flags(scripts, client, cmd, argv);
-        if state.runtime.maxmemory > 0 {
+        // Memory is not judged while a script is busy (Redis skips it).
+        if state.runtime.maxmemory > 0 && state.busy.is_none() {
             let oom = state.out_of_memory();
             state.pre_command_oom = oom;
             // Queuing in MULTI may grow memory without bound too.
@@ -153,6 +164,11 @@ pub fn for_client(state: &mut State, scripts: &Scripts, client: &Client, argv: &
                 Some(cmd),
             )
         });
+    }
+    if state.busy.is_some() && !cmd.spec.has(flag::ALLOW_BUSY) {
+        // A script runs past busy-reply-threshold (there are no functions
+        // yet, so it is an EVAL: Redis's `slowevalerr`).
+        return Err(Refusal::of(CmdError::new(BUSY), Some(cmd)));
     }
     if let Some(all) = state.paused()
         && (all || state.command_flags(scripts, client, cmd, argv) & (flag::WRITE | flag::MAY_REPLICATE) != 0)
@@ -182,6 +198,54 @@ pub fn for_client(state: &mut State, scripts: &Scripts, client: &Client, argv: &
         }
     }
     Ok(cmd)
+}
+
+/// Everything Redis's `processCommand` checks before running a command.
+pub fn dispatch(state: &mut State, scripts: Option<&mut Scripts>, client: &mut Client, argv: Vec<Bytes>) -> Reply {
+    match for_client(state, scripts.as_deref(), client, &argv) {
+        Ok(cmd) => {
+            if let Some(multi) = client.multi.as_mut()
+                && !cmd.spec.has(flag::TX_CONTROL)
+            {
+                multi.queued.push(argv);
+                return Reply::status("QUEUED");
+            }
+            to_run(state);
+            state.call(scripts, client, cmd, &argv)
+        }
+        Err(refusal) if refusal.postpone => {
+            // Held by CLIENT PAUSE: it runs again once the pause ends.
+            state.postpone(client, argv);
+            Reply::Many(Vec::new())
+        }
+        Err(refusal) if refusal.disconnect => {
+            state.disconnect_after = true;
+            Reply::Nil
+        }
+        Err(refusal) => {
+            if refusal.aborts_multi && argv[0].eq_ignore_ascii_case(b"exec") {
+                // Redis's execCommandAbort: a rejected EXEC discards any
+                // transaction and says why, in or out of MULTI.
+                client.multi = None;
+                crate::commands::transactions::unwatch_all(state, client);
+                let text = refusal.error.as_bytes();
+                let reason = text.strip_prefix(b"ERR ").unwrap_or(text);
+                let aborted = Refusal {
+                    error: CmdError::new_bytes([b"EXECABORT Transaction discarded because of: ", reason].concat()),
+                    ..refusal
+                };
+                aborted.book(&mut state.stats);
+                return Reply::from(aborted.error);
+            }
+            if refusal.aborts_multi
+                && let Some(m) = client.multi.as_mut()
+            {
+                m.aborted = true;
+            }
+            refusal.book(&mut state.stats);
+            Reply::from(refusal.error)
+        }
+    }
 }
 
 /// The injected fault (KEYLOCK FAULT) a client's command meets, if any:
@@ -247,15 +311,8 @@ pub fn for_script(
     Ok(cmd)
 }
 
-/// The checks Redis makes before answering BUSY while a script runs:
-/// lookup, arity and authentication. What the command then gets is the
-/// BUSY path's to decide (`server::busy`).
-pub fn for_busy(authenticated: bool, argv: &[Bytes]) -> Result<&'static Command, Refusal> {
-    resolve_authenticated(authenticated, argv)
-}
-
-/// The first checks of `processCommand`, shared by a client's command and
-/// the BUSY path: lookup (and subcommand), arity, authentication.
+/// The first checks of `processCommand`: lookup (and subcommand), arity,
+/// authentication.
 fn resolve_authenticated(authenticated: bool, argv: &[Bytes]) -> Result<&'static Command, Refusal> {
     let cmd = match lookup(argv) {
         Lookup::Found(cmd) => cmd,

@@ -120,6 +120,8 @@ pub struct State {
     /// The running command's reply is to be held back this many
     /// milliseconds (a DELAY fault).
     pub delay_reply: Option<u64>,
+    /// Set while other clients' commands are served during a busy script.
+    pub busy: Option<BusyRun>,
     /// When the cron last logged the databases and clients (every 5 s at
     /// `loglevel verbose` or `debug`, as Redis's `serverCron`).
     cron_logged_ms: u64,
@@ -266,6 +268,7 @@ impl State {
             fault_caller: None,
             disconnect_after: false,
             delay_reply: None,
+            busy: None,
             command_panics: 0,
             reply_counted_errors: 0,
             pre_command_oom: false,
@@ -289,7 +292,7 @@ impl State {
 
     /// The flags processCommand judges a command by: a script's declared
     /// flags for EVAL and friends, and for EXEC its queued commands' too.
-    fn command_flags(&self, scripts: &Scripts, client: &Client, cmd: &Command, argv: &[Bytes]) -> u32 {
+    fn command_flags(&self, scripts: Option<&Scripts>, client: &Client, cmd: &Command, argv: &[Bytes]) -> u32 {
         match cmd.full_name.as_str() {
             "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => script_command_flags(scripts, cmd, argv),
             "exec" => client.multi.as_ref().map_or(cmd.spec.flags, |multi| {
@@ -562,14 +565,113 @@ impl State {
     pub fn total_clients(&self) -> usize {
         self.clients.len() + 1
     }
+
+    /// Registers a new connection, over TCP or a Unix socket.
+    pub fn connect(&mut self, id: ClientId, peer: ClientAddr, local: ClientAddr, outbox: Outbox) {
+        let now = self.clock.now_ms();
+        let client = Client::new(id, peer, local, outbox, now, !self.runtime.auth_required);
+        self.clients.insert(id, Box::new(client));
+        self.stats.total_connections_received += 1;
+    }
+
+    /// Queues the reply to the command `client` ran, after what it was
+    /// sent while the command ran, and ends the command for it (CLIENT
+    /// REPLY SKIP counts down). A DELAY fault holds it back.
+    fn send_reply(&mut self, client: &mut Client, reply: &Reply) {
+        let delay = self.delay_reply.take();
+        match client.outbox.writable() {
+            Some(mut out) => {
+                if let Some(ms) = delay {
+                    out.hold(Instant::now() + Duration::from_millis(ms));
+                }
+                if !client.inline_pushes.is_empty() {
+                    // What it was sent while its command ran goes ahead of
+                    // the command's reply.
+                    for push in client.inline_pushes.drain(..) {
+                        push.encode(client.resp, out.tail());
+                    }
+                    out.place(false);
+                }
+                if client.replies_silenced() {
+                    reply.encode_pushes(client.resp, out.tail());
+                } else {
+                    reply.encode(client.resp, out.tail());
+                }
+                out.place(client.deferred_len);
+            }
+            // Closed while its command ran (CLIENT KILL of itself): what it
+            // would have been sent goes nowhere.
+            None => client.inline_pushes.clear(),
+        }
+        client.after_command();
+    }
+
+    /// A command from client `id` while a script runs past
+    /// `busy-reply-threshold` (Redis's `processEventsWhileBlocked` →
+    /// `processCommand`): checked like any client's command, where the
+    /// BUSY refusal is one of the checks, and run if its flags allow it,
+    /// its reply queued in the client's output.
+    pub fn serve_while_busy(&mut self, id: ClientId, argv: Vec<Bytes>, script: &crate::scripting::BusyScript) -> BusyServed {
+        let Some(mut client) = self.clients.remove(&id) else {
+            return BusyServed::default();
+        };
+        client.deferred_len = false;
+        self.busy = Some(BusyRun {
+            killable: script.killable,
+            action: None,
+        });
+        let reply = exec::dispatch(self, None, &mut client, argv);
+        let action = self.busy.take().and_then(|b| b.action);
+        if std::mem::take(&mut self.disconnect_after) {
+            client.inline_pushes.clear();
+            client.close_after_reply = true;
+        } else {
+            self.send_reply(&mut client, &reply);
+        }
+        let postponed = match client.blocked.as_mut().map(|b| &mut b.op) {
+            Some(blocking::BlockOp::Postpone(argv)) => Some(std::mem::take(argv)),
+            _ => None,
+        };
+        let served = BusyServed {
+            action,
+            close: client.close_after_reply,
+            authenticated: client.authenticated,
+            postponed,
+        };
+        self.clients.insert(id, client);
+        served
+    }
+}
+
+/// A script running past `busy-reply-threshold`, while the commands other
+/// clients sent meanwhile are served (see [`State::serve_while_busy`]).
+#[derive(Debug)]
+pub struct BusyRun {
+    /// It has not written: SCRIPT KILL may stop it.
+    pub killable: bool,
+    /// What a command served asked of it (SCRIPT KILL, SHUTDOWN).
+    pub action: Option<crate::scripting::BusyAction>,
+}
+
+/// What serving one command during a busy script gave.
+#[derive(Debug, Default)]
+pub struct BusyServed {
+    pub action: Option<crate::scripting::BusyAction>,
+    /// The connection closes once its reply is written (QUIT, SHUTDOWN).
+    pub close: bool,
+    /// The client is authenticated now (AUTH, HELLO … AUTH).
+    pub authenticated: bool,
+    /// CLIENT PAUSE holds the command: the client waits, and the command
+    /// runs again once the pause ends (its connection keeps it).
+    pub postponed: Option<Vec<Bytes>>,
 }
 
 /// Redis's `evalGetCommandFlags` + `scriptFlagsToCmdFlags`: a script
 /// with a shebang is a write, deny-oom command unless it says
 /// otherwise; one without is judged by EVAL's own flags.
-fn script_command_flags(scripts: &Scripts, cmd: &Command, argv: &[Bytes]) -> u32 {
+fn script_command_flags(scripts: Option<&Scripts>, cmd: &Command, argv: &[Bytes]) -> u32 {
     let declared = match (cmd.full_name.as_str(), argv.get(1)) {
-        ("evalsha" | "evalsha_ro", Some(sha)) => scripts.declared_flags(sha),
+        ("evalsha" | "evalsha_ro", Some(sha)) => scripts.and_then(|s| s.declared_flags(sha)),
         ("eval" | "eval_ro", Some(body)) => crate::scripting::shebang_of(body),
         _ => None,
     };
@@ -689,18 +791,9 @@ impl Engine {
         Engine { state, scripts }
     }
 
-    /// Registers a new TCP connection.
+    /// Registers a new TCP connection (see [`State::connect`]).
     pub fn connect(&mut self, id: ClientId, peer: std::net::SocketAddr, local: std::net::SocketAddr, outbox: Outbox) {
-        self.connect_from(id, ClientAddr::Tcp(peer), ClientAddr::Tcp(local), outbox);
-    }
-
-    /// Registers a new connection, over TCP or a Unix socket.
-    pub fn connect_from(&mut self, id: ClientId, peer: ClientAddr, local: ClientAddr, outbox: Outbox) {
-        let now = self.state.clock.now_ms();
-        let authenticated = self.requirepass().is_none();
-        let client = Client::new(id, peer, local, outbox, now, authenticated);
-        self.state.clients.insert(id, Box::new(client));
-        self.state.stats.total_connections_received += 1;
+        self.state.connect(id, ClientAddr::Tcp(peer), ClientAddr::Tcp(local), outbox);
     }
 
     /// Forgets a connection that closed.
@@ -710,18 +803,9 @@ impl Engine {
         }
     }
 
-    /// Whether a new connection starts authenticated.
-    pub fn auth_required(&self) -> bool {
-        self.state.runtime.auth_required
-    }
-
     /// Set once SHUTDOWN has run: the server stops.
     pub fn shutdown_requested(&self) -> bool {
         self.state.shutdown
-    }
-
-    fn requirepass(&self) -> Option<&str> {
-        self.state.params.value("requirepass").filter(|p| !p.is_empty())
     }
 
     /// Drops everything the engine indexed for a client that is gone.
@@ -797,32 +881,7 @@ impl Engine {
                 client.close_after_reply = true;
                 break;
             }
-            let delay = self.state.delay_reply.take();
-            match outbox.writable() {
-                Some(mut out) => {
-                    if let Some(ms) = delay {
-                        out.hold(Instant::now() + Duration::from_millis(ms));
-                    }
-                    if !client.inline_pushes.is_empty() {
-                        // What it was sent while its command ran goes
-                        // ahead of the command's reply.
-                        for push in client.inline_pushes.drain(..) {
-                            push.encode(client.resp, out.tail());
-                        }
-                        out.place(false);
-                    }
-                    if client.replies_silenced() {
-                        reply.encode_pushes(client.resp, out.tail());
-                    } else {
-                        reply.encode(client.resp, out.tail());
-                    }
-                    out.place(client.deferred_len);
-                }
-                // Closed while its command ran (CLIENT KILL of itself):
-                // what it would have been sent goes nowhere.
-                None => client.inline_pushes.clear(),
-            }
-            client.after_command();
+            self.state.send_reply(&mut client, &reply);
             if self.state.blocked_clients > 0 {
                 // Redis's handleClientsBlockedOnKeys, after every command;
                 // what the served clients' moves pushed touches watchers.
@@ -878,50 +937,7 @@ impl Engine {
 
     /// Everything Redis's `processCommand` checks before running a command.
     pub fn dispatch(&mut self, client: &mut Client, argv: Vec<Bytes>) -> Reply {
-        match exec::for_client(&mut self.state, &self.scripts, client, &argv) {
-            Ok(cmd) => {
-                if let Some(multi) = client.multi.as_mut()
-                    && !cmd.spec.has(flag::TX_CONTROL)
-                {
-                    multi.queued.push(argv);
-                    return Reply::status("QUEUED");
-                }
-                exec::to_run(&mut self.state);
-                self.state.call(Some(&mut self.scripts), client, cmd, &argv)
-            }
-            Err(refusal) if refusal.postpone => {
-                // Held by CLIENT PAUSE: it runs again once the pause ends.
-                self.state.postpone(client, argv);
-                Reply::Many(Vec::new())
-            }
-            Err(refusal) if refusal.disconnect => {
-                self.state.disconnect_after = true;
-                Reply::Nil
-            }
-            Err(refusal) => {
-                if refusal.aborts_multi && argv[0].eq_ignore_ascii_case(b"exec") {
-                    // Redis's execCommandAbort: a rejected EXEC discards any
-                    // transaction and says why, in or out of MULTI.
-                    client.multi = None;
-                    crate::commands::transactions::unwatch_all(&mut self.state, client);
-                    let text = refusal.error.as_bytes();
-                    let reason = text.strip_prefix(b"ERR ").unwrap_or(text);
-                    let aborted = exec::Refusal {
-                        error: CmdError::new_bytes([b"EXECABORT Transaction discarded because of: ", reason].concat()),
-                        ..refusal
-                    };
-                    aborted.book(&mut self.state.stats);
-                    return Reply::from(aborted.error);
-                }
-                if refusal.aborts_multi
-                    && let Some(m) = client.multi.as_mut()
-                {
-                    m.aborted = true;
-                }
-                refusal.book(&mut self.state.stats);
-                Reply::from(refusal.error)
-            }
-        }
+        exec::dispatch(&mut self.state, Some(&mut self.scripts), client, argv)
     }
 
     /// Redis's `clientsCron`, the output part: samples each client's output

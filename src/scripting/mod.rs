@@ -101,8 +101,12 @@ pub enum BusyAction {
 }
 
 /// Serves other clients while a script runs too long: called from the Lua
-/// hook, it answers them BUSY and reports SCRIPT KILL / SHUTDOWN NOSAVE.
-pub type BusyResponder = Box<dyn FnMut(&BusyScript) -> Option<BusyAction>>;
+/// hook with the engine state, it reads their connections, has the engine
+/// answer what they sent (`State::serve_while_busy`: BUSY, or the command
+/// itself when it is `allow-busy`) and reports SCRIPT KILL / SHUTDOWN
+/// NOSAVE. The network side installs it; scripting knows nothing of
+/// sockets.
+pub type BusyResponder = Box<dyn FnMut(&BusyScript, &mut State) -> Option<BusyAction>>;
 
 /// Shared by the engine, the Lua hook and the network side.
 #[derive(Default)]
@@ -132,9 +136,9 @@ impl Watchdog {
     }
 
     /// Called from the hook once a script is past the threshold.
-    fn check(&self, script: &BusyScript) -> Option<BusyAction> {
+    fn check(&self, script: &BusyScript, state: &mut State) -> Option<BusyAction> {
         let mut responder = self.responder.borrow_mut();
-        let action = responder.as_mut().and_then(|r| r(script));
+        let action = responder.as_mut().and_then(|r| r(script, state));
         if action == Some(BusyAction::Shutdown) {
             self.shutdown_requested.set(true);
         }
@@ -629,7 +633,7 @@ fn script_interrupted() -> bool {
         killable: !rt.wrote.get(),
         elapsed_ms,
     };
-    if rt.watchdog.check(&script).is_some() {
+    if rt.watchdog.check(&script, cx.state).is_some() {
         rt.killed.store(true, Ordering::Relaxed);
         return true;
     }

@@ -3,12 +3,15 @@
 //!
 //! The engine and the connections share one thread, so while a script runs
 //! no connection task can. The Lua hook calls [`respond`] periodically once
-//! the script is over the threshold; it reads every other connection's
-//! socket directly (non-blocking), parses with that connection's own parser
-//! state, and answers: `BUSY …` for ordinary commands, SCRIPT KILL
-//! (`+OK`, or `UNKILLABLE …` once the script has written) and SHUTDOWN
-//! NOSAVE. Replies go to the connection's output buffer, the one its task
-//! writes from, and as much of it as the socket takes is written at once.
+//! the script is over the threshold, with the engine state; it reads every
+//! other connection's socket directly (non-blocking), parses with that
+//! connection's own parser state, and hands each command to the engine
+//! (`State::serve_while_busy`), which checks it as any client's command:
+//! `BUSY …` for ordinary commands, while those flagged `allow-busy` run
+//! (AUTH, HELLO, MULTI, WATCH, SCRIPT KILL — `UNKILLABLE …` once the script
+//! has written —, SHUTDOWN NOSAVE, QUIT…). Replies go to the connection's
+//! output buffer, the one its task writes from, and as much of it as the
+//! socket takes is written at once.
 //!
 //! As in Redis, a malformed request gets one protocol error and the
 //! connection is closed once that reply is written; it is not read again.
@@ -20,41 +23,39 @@
 //! its replies wait, unless a limit will close it first; the commands it
 //! sent stay in the kernel's buffers, and it resumes once it reads.
 //!
-//! Connections that arrive while a script is busy are accepted here too and
-//! answered the same way; their tasks start when the script ends, and the
+//! Connections that arrive while a script is busy are accepted here too,
+//! registered with the engine, and answered the same way; their tasks
+//! start when the script ends, and the
 //! tasks of connections served here are woken then to write what they are
 //! owed and run what they sent that was not answered.
 
 use std::os::fd::BorrowedFd;
 use std::rc::Weak;
 
-use bytes::Bytes;
 use socket2::SockRef;
 
 use super::Shared;
 use super::conn::{Closing, ConnIo};
 use super::limits::NetLimits;
-use crate::engine::CloseRequest;
+use crate::engine::{CloseRequest, State};
 use crate::reply::put_error;
 use crate::scripting::{BusyAction, BusyScript};
 
-const BUSY: &str = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
-const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
 /// Reads from one connection in one pass, at most.
 const READS_PER_PASS: usize = 4;
 
 /// One pass over every connection but the one running the script.
-pub(crate) fn respond(shared: &Weak<Shared>, script: &BusyScript) -> Option<BusyAction> {
+pub(crate) fn respond(shared: &Weak<Shared>, script: &BusyScript, state: &mut State) -> Option<BusyAction> {
     let shared = shared.upgrade()?;
     // Reads and writes here are stamped with the time of this pass, as
     // Redis's `processEventsWhileBlocked` refreshes its cached time.
     shared.note_time(shared.clock.now_ms());
-    accept_waiting(&shared);
+    accept_waiting(&shared, state);
     let running = shared.running_client.get();
     let conns: Vec<_> = shared.conns.borrow().values().filter(|c| Some(c.id) != running).cloned().collect();
     let mut action = None;
     for io in conns {
-        if let Some(a) = serve_one(&shared, &io, script) {
+        if let Some(a) = serve_one(&shared, &io, script, state) {
             // Shutdown wins over a plain kill.
             if action != Some(BusyAction::Shutdown) {
                 action = Some(a);
@@ -64,13 +65,15 @@ pub(crate) fn respond(shared: &Weak<Shared>, script: &BusyScript) -> Option<Busy
     action
 }
 
-/// Accepts connections waiting on the listeners; they are answered BUSY
-/// like the others and get their own task once the script is over.
-fn accept_waiting(shared: &Shared) {
+/// Accepts connections waiting on the listeners; they become clients of
+/// the engine now, are served like the others, and get their own task
+/// once the script is over.
+fn accept_waiting(shared: &Shared, state: &mut State) {
     for listener in &shared.listener_fds {
         while let Some((stream, peer)) = listener.accept() {
-            let accepted = super::conn::Accepted::new(shared, stream, peer);
+            let mut accepted = super::conn::Accepted::new(shared, stream, peer);
             shared.conns.borrow_mut().insert(accepted.io.id, accepted.io.clone());
+            accepted.admit(shared, state);
             shared.busy_accepted.borrow_mut().push(accepted);
         }
     }
@@ -85,7 +88,7 @@ enum Read {
     Gone,
 }
 
-fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAction> {
+fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript, state: &mut State) -> Option<BusyAction> {
     // SAFETY: the fd belongs to a connection still registered in `conns`;
     // its task removes it from the registry before the socket closes, and
     // that task cannot run while we are here (same thread).
@@ -131,17 +134,15 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAc
         };
         match parsed {
             Ok(Some(argv)) => {
-                let answer = busy_reply(io, &argv, script);
-                match answer.reply {
-                    BusyReply::Ok => io.output().borrow_mut().extend_from_slice(b"+OK\r\n"),
-                    BusyReply::Error(text) => send_error(shared, io, &text),
-                    BusyReply::Nothing => {}
+                let served = state.serve_while_busy(io.id, argv, script);
+                io.authenticated.set(served.authenticated);
+                action = action.or(served.action);
+                if let Some(argv) = served.postponed {
+                    // Held by CLIENT PAUSE: nothing more is read for it.
+                    io.pending.borrow_mut().0.push(argv);
+                    break;
                 }
-                if let Some(index) = answer.rejected {
-                    shared.unbooked.borrow_mut().reject(index);
-                }
-                action = action.or(answer.action);
-                if answer.close {
+                if served.close {
                     io.closing.set(Closing::AfterReply);
                     break;
                 }
@@ -172,7 +173,9 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAc
                 }
             }
             Err(e) => {
-                send_error(shared, io, &e.reply_text());
+                let text = e.reply_text();
+                put_error(io.output().borrow_mut().tail(), &text);
+                state.stats.count_error_text(&text);
                 io.closing.set(Closing::AfterReply);
                 break;
             }
@@ -188,12 +191,6 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript) -> Option<BusyAc
     }
     touched(shared, io);
     action
-}
-
-/// Appends an error reply, and books it for INFO once the engine is back.
-fn send_error(shared: &Shared, io: &ConnIo, text: &[u8]) {
-    put_error(io.output().borrow_mut().tail(), text);
-    shared.unbooked.borrow_mut().error(&String::from_utf8_lossy(text));
 }
 
 /// Past the reply buffer of a client that has not authenticated, or the
@@ -285,86 +282,4 @@ fn send_output(shared: &Shared, io: &ConnIo, sock: &SockRef) -> Sent {
         }
     }
     Sent::All
-}
-
-enum BusyReply {
-    Ok,
-    Error(Vec<u8>),
-    Nothing,
-}
-
-/// The answer to one command while a script is busy.
-struct BusyAnswer {
-    reply: BusyReply,
-    /// What to ask of the script.
-    action: Option<BusyAction>,
-    /// Close the connection once the reply is written.
-    close: bool,
-    /// The command refused (its `rejected_calls` counts it), by stat index.
-    rejected: Option<usize>,
-}
-
-impl BusyAnswer {
-    fn reply(reply: BusyReply) -> BusyAnswer {
-        BusyAnswer {
-            reply,
-            action: None,
-            close: false,
-            rejected: None,
-        }
-    }
-
-    fn error(e: impl Into<Vec<u8>>) -> BusyAnswer {
-        BusyAnswer::reply(BusyReply::Error(e.into()))
-    }
-
-    fn rejected(e: impl Into<Vec<u8>>, stat_index: usize) -> BusyAnswer {
-        BusyAnswer {
-            rejected: Some(stat_index),
-            ..BusyAnswer::error(e)
-        }
-    }
-}
-
-/// The answer to one command while a script is busy, with the checks of
-/// Redis's `processCommand` in its order.
-fn busy_reply(io: &ConnIo, argv: &[Bytes], script: &BusyScript) -> BusyAnswer {
-    let cmd = match crate::engine::exec::for_busy(io.authenticated.get(), argv) {
-        Ok(cmd) => cmd,
-        Err(refusal) => {
-            return BusyAnswer {
-                rejected: refusal.command,
-                ..BusyAnswer::error(refusal.error.as_bytes().to_vec())
-            };
-        }
-    };
-    match cmd.full_name.as_str() {
-        "script|kill" => {
-            if script.killable {
-                BusyAnswer {
-                    action: Some(BusyAction::Kill),
-                    ..BusyAnswer::reply(BusyReply::Ok)
-                }
-            } else {
-                BusyAnswer::error(UNKILLABLE)
-            }
-        }
-        "shutdown" => {
-            let nosave = argv[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave"));
-            if nosave || script.killable {
-                BusyAnswer {
-                    action: Some(BusyAction::Shutdown),
-                    close: true,
-                    ..BusyAnswer::reply(BusyReply::Nothing)
-                }
-            } else {
-                BusyAnswer::error(UNKILLABLE)
-            }
-        }
-        "quit" => BusyAnswer {
-            close: true,
-            ..BusyAnswer::reply(BusyReply::Ok)
-        },
-        _ => BusyAnswer::rejected(BUSY, cmd.stat_index),
-    }
 }

@@ -85,6 +85,9 @@ pub(crate) struct Accepted {
     pub stream: StdStream,
     pub peer: ClientAddr,
     pub io: Rc<ConnIo>,
+    /// Whether the engine took it as a client (see [`Accepted::admit`]);
+    /// None until decided.
+    pub admitted: Option<bool>,
 }
 
 impl Accepted {
@@ -107,12 +110,46 @@ impl Accepted {
             pending: RefCell::new((Vec::new(), None)),
             input_peak: Cell::new(0),
             last_io_secs: Cell::new(shared.unix_secs.get()),
-            authenticated: Cell::new(!shared.auth_required.get()),
+            // Set when the engine admits it.
+            authenticated: Cell::new(false),
             accepted_tick: shared.cron_ticks.get(),
             closing: Cell::new(Closing::Open),
             outbox: Outbox::new(),
         });
-        Accepted { stream, peer, io }
+        Accepted {
+            stream,
+            peer,
+            io,
+            admitted: None,
+        }
+    }
+
+    /// Registers the connection as a client of the engine, or refuses it
+    /// with Redis's error when `maxclients` are connected (the error is
+    /// queued; the task sends it and closes). True if admitted.
+    pub fn admit(&mut self, shared: &Shared, state: &mut crate::engine::State) -> bool {
+        if let Some(admitted) = self.admitted {
+            return admitted;
+        }
+        let admitted = shared.connected.get() < state.runtime.maxclients;
+        if admitted {
+            shared.connected.set(shared.connected.get() + 1);
+            self.io.authenticated.set(!state.runtime.auth_required);
+            state.connect(
+                self.io.id,
+                self.peer.clone(),
+                self.stream.local_addr(&self.peer),
+                self.io.outbox.clone(),
+            );
+        } else {
+            shared.conns.borrow_mut().remove(&self.io.id);
+            self.io
+                .output()
+                .borrow_mut()
+                .extend_from_slice(b"-ERR max number of clients reached\r\n");
+        }
+        self.admitted = Some(admitted);
+        admitted
     }
 }
 
@@ -204,26 +241,23 @@ enum Next {
     CloseNow,
 }
 
-async fn run(accepted: Accepted, shared: Rc<Shared>) {
-    let Accepted { stream, peer, io } = accepted;
+async fn run(mut accepted: Accepted, shared: Rc<Shared>) {
+    let admitted = accepted.admit(&shared, &mut shared.engine.borrow_mut().state);
+    let Accepted { stream, io, .. } = accepted;
     let id = io.id;
     let Ok(stream) = Stream::from_std(stream) else {
         shared.conns.borrow_mut().remove(&id);
+        if admitted {
+            shared.connected.set(shared.connected.get() - 1);
+            shared.engine.borrow_mut().disconnect(id);
+        }
         return;
     };
-    let local = stream.local_addr(&peer);
-
-    if shared.connected.get() >= shared.engine.borrow().state.runtime.maxclients {
-        shared.conns.borrow_mut().remove(&id);
-        io.output()
-            .borrow_mut()
-            .extend_from_slice(b"-ERR max number of clients reached\r\n");
+    if !admitted {
         flush(&io, &stream, &shared).await;
         stream.shutdown_write();
         return;
     }
-    shared.connected.set(shared.connected.get() + 1);
-    shared.engine.borrow_mut().connect_from(id, peer, local, io.outbox.clone());
     let mut stop = shared.stop.subscribe();
 
     loop {
@@ -351,7 +385,7 @@ async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
             return Next::Continue;
         }
         let limits = shared.limits.get();
-        let split_on_auth = shared.auth_required.get();
+        let split_on_auth = limits.auth_required;
         // While its batch runs, the client's read buffer shows as it was
         // before parsing, as Redis's holds the commands it runs; once they
         // ran, what is left of it (a partial request).

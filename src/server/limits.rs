@@ -45,6 +45,9 @@ pub const BUSY_HOLD: usize = 64 * 1024;
 /// batch so the busy responder can read them while the engine is lent out.
 #[derive(Clone, Copy, Debug)]
 pub struct NetLimits {
+    /// `requirepass` is set: a batch ends after each command that can
+    /// change a client's authentication (see `conn::process_input`).
+    pub auth_required: bool,
     pub proto_max_bulk_len: i64,
     pub query_buffer_limit: usize,
     pub output: OutputLimits,
@@ -83,6 +86,7 @@ mod tests {
 
     fn limits(param: &str) -> NetLimits {
         NetLimits {
+            auth_required: false,
             proto_max_bulk_len: 512 << 20,
             query_buffer_limit: 1 << 30,
             output: OutputLimits::parse(param),

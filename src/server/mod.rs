@@ -72,8 +72,8 @@ pub(crate) struct Shared {
     pub listener_fds: Vec<ListenerFd>,
     /// Connections the busy responder accepted, waiting for their task.
     pub busy_accepted: RefCell<Vec<conn::Accepted>>,
-    /// Copies of engine settings the busy responder needs while the engine is lent out.
-    pub auth_required: std::cell::Cell<bool>,
+    /// The engine's network limits, read by every connection task on
+    /// each wake-up without borrowing the engine.
     pub limits: std::cell::Cell<limits::NetLimits>,
     /// Cron passes so far (an unauthenticated client's reply buffer
     /// shrinks at the first one it sees).
@@ -81,51 +81,8 @@ pub(crate) struct Shared {
     /// Connections the busy responder left output, input or a close for:
     /// their tasks are woken once the script is over.
     pub busy_touched: RefCell<Vec<u64>>,
-    /// What the busy responder answered, for INFO once the engine is back.
-    pub unbooked: RefCell<Unbooked>,
     /// The engine's clock, for the busy responder's output limit checks.
     pub clock: Clock,
-}
-
-/// Counters for the replies the busy responder sent while the engine was
-/// lent out (error replies by prefix, refused commands), booked into the
-/// engine's stats after the batch. Counts, not a log: a client flooding
-/// a busy server costs a few entries.
-#[derive(Default)]
-pub(crate) struct Unbooked {
-    errors: Vec<(String, u64)>,
-    rejected: Vec<(usize, u64)>,
-}
-
-impl Unbooked {
-    /// An error reply with this text was sent.
-    pub fn error(&mut self, text: &str) {
-        let prefix = text.split(' ').next().unwrap_or("ERR");
-        match self.errors.iter_mut().find(|(p, _)| p == prefix) {
-            Some((_, n)) => *n += 1,
-            None => self.errors.push((prefix.to_string(), 1)),
-        }
-    }
-
-    /// The command with this stat index was refused.
-    pub fn reject(&mut self, stat_index: usize) {
-        match self.rejected.iter_mut().find(|(i, _)| *i == stat_index) {
-            Some((_, n)) => *n += 1,
-            None => self.rejected.push((stat_index, 1)),
-        }
-    }
-
-    fn book(&mut self, stats: &mut crate::engine::stats::Stats) {
-        for (prefix, n) in self.errors.drain(..) {
-            *stats.errors.entry(prefix).or_default() += n;
-            stats.total_error_replies += n;
-        }
-        for (index, n) in self.rejected.drain(..) {
-            if let Some(cmd) = stats.cmd.get_mut(index) {
-                cmd.rejected_calls += n;
-            }
-        }
-    }
 }
 
 impl Shared {
@@ -133,13 +90,8 @@ impl Shared {
     /// and tasks for connections it accepted.
     pub fn after_batch(self: &Rc<Self>) {
         {
-            let mut engine = self.engine.borrow_mut();
-            self.auth_required.set(engine.auth_required());
+            let engine = self.engine.borrow();
             self.limits.set(net_limits(&engine));
-            let mut unbooked = self.unbooked.borrow_mut();
-            if !unbooked.errors.is_empty() || !unbooked.rejected.is_empty() {
-                unbooked.book(&mut engine.state.stats);
-            }
         }
         if !self.busy_accepted.borrow().is_empty() {
             conn::spawn_busy_accepted(self);
@@ -190,6 +142,7 @@ const CRON_MIN_VISITS: usize = 5;
 fn net_limits(engine: &Engine) -> limits::NetLimits {
     let runtime = &engine.state.runtime;
     limits::NetLimits {
+        auth_required: runtime.auth_required,
         proto_max_bulk_len: runtime.proto_max_bulk_len,
         query_buffer_limit: runtime.client_query_buffer_limit,
         output: runtime.output_limits,
@@ -457,11 +410,9 @@ fn serve(listeners: Vec<StdListener>, state: State, stop: Arc<watch::Sender<bool
         let engine = Engine::new(state);
         let listener_fds = listeners.iter().map(StdListener::fd).collect();
         let shared = Rc::new(Shared {
-            auth_required: std::cell::Cell::new(engine.auth_required()),
             limits: std::cell::Cell::new(net_limits(&engine)),
             cron_ticks: std::cell::Cell::new(0),
             busy_touched: RefCell::new(Vec::new()),
-            unbooked: RefCell::new(Unbooked::default()),
             unix_secs: Cell::new(engine.state.clock.now_ms() / 1000),
             clock: engine.state.clock.clone(),
             listener_fds,
@@ -480,7 +431,7 @@ fn serve(listeners: Vec<StdListener>, state: State, stop: Arc<watch::Sender<bool
             .borrow()
             .state
             .watchdog
-            .install(Box::new(move |script| busy::respond(&weak, script)));
+            .install(Box::new(move |script, state| busy::respond(&weak, script, state)));
         for listener in listeners {
             match listener.into_tokio() {
                 Ok(l) => {

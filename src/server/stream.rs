@@ -102,6 +102,15 @@ impl StdStream {
         }
     }
 
+    /// The server's end, as CLIENT LIST's `laddr` shows it (a Unix
+    /// socket's is the socket's path, as its peer's).
+    pub fn local_addr(&self, peer: &ClientAddr) -> ClientAddr {
+        match self {
+            StdStream::Tcp(s) => s.local_addr().map_or_else(|_| peer.clone(), ClientAddr::Tcp),
+            StdStream::Unix(_) => peer.clone(),
+        }
+    }
+
     fn set_nonblocking(&self) -> io::Result<()> {
         match self {
             StdStream::Tcp(s) => s.set_nonblocking(true),
@@ -140,13 +149,6 @@ impl Stream {
 
     /// The server's end of the connection: for a Unix socket, the socket's
     /// path, the same as the client's (`peer`).
-    pub fn local_addr(&self, peer: &ClientAddr) -> ClientAddr {
-        match self {
-            Stream::Tcp(s) => s.local_addr().map_or_else(|_| peer.clone(), ClientAddr::Tcp),
-            Stream::Unix(_) => peer.clone(),
-        }
-    }
-
     pub async fn readable(&self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.readable().await,
