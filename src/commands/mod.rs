@@ -20,6 +20,7 @@ pub mod server;
 pub mod sets;
 pub mod strings;
 pub mod table;
+pub mod tips;
 pub mod transactions;
 pub mod zsets;
 

@@ -511,7 +511,7 @@ fn command_info(c: &super::table::Command) -> Reply {
         Reply::Int(spec.last_key as i64),
         Reply::Int(spec.key_step as i64),
         Reply::Set(cats),
-        Reply::Set(vec![]),
+        Reply::Set(super::tips::of(&c.full_name).iter().map(|t| Reply::bulk_static(t)).collect()),
         Reply::Set(key_specs),
         subs,
     ])
