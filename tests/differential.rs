@@ -201,6 +201,7 @@ corpus! {
     keys => "keys.txt",
     strings => "strings.txt",
     bitmaps => "bitmaps.txt",
+    hyperloglog => "hyperloglog.txt",
     expiry => "expiry.txt",
     hashes => "hashes.txt",
     lists => "lists.txt",

@@ -435,6 +435,44 @@ fn read_misses_publish_keymiss_as_redis_does() {
 }
 
 #[test]
+fn hyperloglog_commands_publish_what_redis_publishes() {
+    both(
+        &["KEA", "KEAnm", "E$", "Kg", "En", "Em"],
+        &[
+            &["PFADD", "h"],
+            &["PFADD", "h"],
+            &["PFADD", "h", "a", "b"],
+            &["PFADD", "h", "a"],
+            &["PFCOUNT", "h"],
+            &["PFCOUNT", "h"],
+            &["PFCOUNT", "h", "missing"],
+            &["PFCOUNT", "missing"],
+            &["PFMERGE", "d", "h", "missing"],
+            &["PFMERGE", "d"],
+            &["PFMERGE", "d2"],
+            &["PFDEBUG", "TODENSE", "h"],
+            &["PFDEBUG", "GETREG", "d"],
+            &["PFDEBUG", "ENCODING", "missing"],
+            &["PFADD", "h", "c"],
+            &["SET", "s", "x"],
+            &["PFADD", "s", "a"],
+            &["PFMERGE", "d", "s"],
+            &["APPEND", "d2", "x"],
+            &["PFADD", "d2", "a"],
+            &["PFCOUNT", "d2"],
+            &["PFADD", "gone", "a"],
+            &["PEXPIRE", "gone", "1"],
+            &["SLEEP", "30"],
+            &["PFADD", "gone", "b"],
+            &["PEXPIRE", "gone", "1"],
+            &["SLEEP", "30"],
+            &["PFMERGE", "gone", "h"],
+            &["EVAL", "return redis.call('pfadd', KEYS[1], 'z')", "1", "h"],
+        ],
+    );
+}
+
+#[test]
 fn lock_scripts_publish_keymiss_as_redis_does() {
     both(&["KEAm"], lock_corpus());
     both_with(&[], &[("native-scripts", "no")], &["KEAm"], lock_corpus());

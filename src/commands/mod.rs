@@ -10,6 +10,7 @@ pub mod bitmaps;
 pub mod blocking;
 pub mod connection;
 pub mod hashes;
+pub mod hyperloglog;
 pub mod info;
 pub mod keylock;
 pub mod keys;
@@ -149,6 +150,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         keys::COMMANDS,
         strings::COMMANDS,
         bitmaps::COMMANDS,
+        hyperloglog::COMMANDS,
         hashes::COMMANDS,
         lists::COMMANDS,
         blocking::COMMANDS,
