@@ -193,6 +193,28 @@ impl CmdError {
         CmdError::err(text)
     }
 
+    pub fn lcs_not_strings() -> CmdError {
+        CmdError::new("ERR The specified keys must contain string values")
+    }
+
+    pub fn lcs_len_and_idx() -> CmdError {
+        CmdError::new("ERR If you want both the length and indexes, please just use IDX.")
+    }
+
+    pub fn lcs_too_long() -> CmdError {
+        CmdError::new("ERR String too long for LCS")
+    }
+
+    /// LCS's table would be larger than `proto-max-bulk-len` bytes.
+    pub fn lcs_over_proto_max_bulk_len() -> CmdError {
+        CmdError::new("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len")
+    }
+
+    /// LCS's table could not be allocated.
+    pub fn lcs_no_memory() -> CmdError {
+        CmdError::new("ERR Insufficient memory, failed allocating transient memory for LCS")
+    }
+
     pub fn arity(full_name: &str) -> CmdError {
         CmdError::err(format!("wrong number of arguments for '{full_name}' command"))
     }

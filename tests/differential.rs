@@ -202,6 +202,7 @@ corpus! {
     strings => "strings.txt",
     bitmaps => "bitmaps.txt",
     hyperloglog => "hyperloglog.txt",
+    lcs => "lcs.txt",
     expiry => "expiry.txt",
     hashes => "hashes.txt",
     lists => "lists.txt",

@@ -425,6 +425,8 @@ fn read_misses_publish_keymiss_as_redis_does() {
             &["ZUNIONSTORE", "dst", "2", "missing", "missing2"],
             &["GETBIT", "missing", "0"],
             &["BITCOUNT", "missing"],
+            &["LCS", "missing", "k"],
+            &["LCS", "k", "missing2", "LEN"],
             &["COPY", "missing", "x"],
             &["EVAL", "return redis.call('get', KEYS[1])", "1", "missing"],
             &["SET", "gone", "v", "PX", "1"],

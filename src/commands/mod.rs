@@ -14,6 +14,7 @@ pub mod hyperloglog;
 pub mod info;
 pub mod keylock;
 pub mod keys;
+pub mod lcs;
 pub mod lists;
 pub mod pubsub;
 pub mod scripting;
@@ -149,6 +150,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         server::COMMANDS,
         keys::COMMANDS,
         strings::COMMANDS,
+        lcs::COMMANDS,
         bitmaps::COMMANDS,
         hyperloglog::COMMANDS,
         hashes::COMMANDS,
