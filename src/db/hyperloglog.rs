@@ -350,7 +350,7 @@ impl Hll {
         dense[..HEADER_LEN].copy_from_slice(&self.buf[..HEADER_LEN]);
         dense[ENCODING_AT] = DENSE;
         let regs = &mut dense[HEADER_LEN..];
-        let (ops, nul) = self.sparse_ops();
+        let (ops, nul) = self.body();
         walk_sparse(ops, nul, |first, run| {
             if let Run::Values(value, len) = run {
                 for index in first..first + len {
@@ -362,8 +362,9 @@ impl Hll {
         Ok(true)
     }
 
-    /// A sparse value's opcodes, and the byte after them.
-    fn sparse_ops(&self) -> (&[u8], u8) {
+    /// The bytes after the header (a sparse value's opcodes, a dense
+    /// one's registers), and the byte after them.
+    fn body(&self) -> (&[u8], u8) {
         let len = self.len();
         (&self.buf[HEADER_LEN..len], self.buf[len])
     }
@@ -518,8 +519,8 @@ impl Hll {
 
     /// `hllCount` of this value (not its cached cardinality).
     pub fn count(&self) -> Result<u64, Corrupted> {
-        let (ops, nul) = self.sparse_ops();
-        Ok(estimate(&histogram(self.encoding(), ops, nul)?))
+        let (body, nul) = self.body();
+        Ok(estimate(&histogram(self.encoding(), body, nul)?))
     }
 
     /// Every register, of a dense value.
@@ -681,9 +682,7 @@ pub fn self_test(sparse_max_bytes: usize) -> Result<(), String> {
     }
 
     let mut dense = Hll::new();
-    dense.buf.resize(DENSE_LEN + 1, 0);
-    dense.buf[HEADER_LEN..].fill(0);
-    dense.buf[ENCODING_AT] = DENSE;
+    dense.to_dense().map_err(|_| "TESTFAILED new value corrupted".to_string())?;
     let mut sparse = Hll::new();
     let relative_error = 1.04 / (REGISTERS as f64).sqrt();
     let mut checkpoint: u64 = 1;
