@@ -201,6 +201,8 @@ corpus! {
     keys => "keys.txt",
     strings => "strings.txt",
     bitmaps => "bitmaps.txt",
+    hyperloglog => "hyperloglog.txt",
+    lcs => "lcs.txt",
     expiry => "expiry.txt",
     hashes => "hashes.txt",
     lists => "lists.txt",

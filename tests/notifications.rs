@@ -425,11 +425,51 @@ fn read_misses_publish_keymiss_as_redis_does() {
             &["ZUNIONSTORE", "dst", "2", "missing", "missing2"],
             &["GETBIT", "missing", "0"],
             &["BITCOUNT", "missing"],
+            &["LCS", "missing", "k"],
+            &["LCS", "k", "missing2", "LEN"],
             &["COPY", "missing", "x"],
             &["EVAL", "return redis.call('get', KEYS[1])", "1", "missing"],
             &["SET", "gone", "v", "PX", "1"],
             &["SLEEP", "30"],
             &["GET", "gone"],
+        ],
+    );
+}
+
+#[test]
+fn hyperloglog_commands_publish_what_redis_publishes() {
+    both(
+        &["KEA", "KEAnm", "E$", "Kg", "En", "Em"],
+        &[
+            &["PFADD", "h"],
+            &["PFADD", "h"],
+            &["PFADD", "h", "a", "b"],
+            &["PFADD", "h", "a"],
+            &["PFCOUNT", "h"],
+            &["PFCOUNT", "h"],
+            &["PFCOUNT", "h", "missing"],
+            &["PFCOUNT", "missing"],
+            &["PFMERGE", "d", "h", "missing"],
+            &["PFMERGE", "d"],
+            &["PFMERGE", "d2"],
+            &["PFDEBUG", "TODENSE", "h"],
+            &["PFDEBUG", "GETREG", "d"],
+            &["PFDEBUG", "ENCODING", "missing"],
+            &["PFADD", "h", "c"],
+            &["SET", "s", "x"],
+            &["PFADD", "s", "a"],
+            &["PFMERGE", "d", "s"],
+            &["APPEND", "d2", "x"],
+            &["PFADD", "d2", "a"],
+            &["PFCOUNT", "d2"],
+            &["PFADD", "gone", "a"],
+            &["PEXPIRE", "gone", "1"],
+            &["SLEEP", "30"],
+            &["PFADD", "gone", "b"],
+            &["PEXPIRE", "gone", "1"],
+            &["SLEEP", "30"],
+            &["PFMERGE", "gone", "h"],
+            &["EVAL", "return redis.call('pfadd', KEYS[1], 'z')", "1", "h"],
         ],
     );
 }

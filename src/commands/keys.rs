@@ -503,7 +503,8 @@ fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     };
     let enc = match v {
         Value::Str(s) if crate::numfmt::parse_i64(s).is_some() && s.len() <= 20 => "int",
-        Value::Str(s) if s.len() <= 44 => "embstr",
+        // PFADD and PFMERGE make their strings raw, however short.
+        Value::Str(s) if s.len() <= 44 && crate::db::hyperloglog::encoding_of(s).is_none() => "embstr",
         Value::Str(_) => "raw",
         Value::Hash(h) if h.is_packed() => "listpack",
         Value::Hash(_) => "hashtable",

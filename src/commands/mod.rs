@@ -10,9 +10,11 @@ pub mod bitmaps;
 pub mod blocking;
 pub mod connection;
 pub mod hashes;
+pub mod hyperloglog;
 pub mod info;
 pub mod keylock;
 pub mod keys;
+pub mod lcs;
 pub mod lists;
 pub mod pubsub;
 pub mod scripting;
@@ -152,7 +154,9 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         server::COMMANDS,
         keys::COMMANDS,
         strings::COMMANDS,
+        lcs::COMMANDS,
         bitmaps::COMMANDS,
+        hyperloglog::COMMANDS,
         hashes::COMMANDS,
         lists::COMMANDS,
         blocking::COMMANDS,

@@ -568,6 +568,9 @@ fn command_docs(c: &super::table::Command) -> Reply {
     if !spec.complexity.is_empty() {
         fields.push((Reply::bulk_static("complexity"), Reply::bulk_static(spec.complexity)));
     }
+    if spec.syscmd {
+        fields.push((Reply::bulk_static("doc_flags"), Reply::Set(vec![Reply::status("syscmd")])));
+    }
     if !spec.history.is_empty() {
         let history = spec
             .history

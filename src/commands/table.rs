@@ -61,7 +61,7 @@ pub mod flag {
         (SKIP_SLOWLOG, "skip_slowlog"),
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
-        (MAY_REPLICATE, "may_replicate"),
+        // MAY_REPLICATE is left out, as Redis hides it from COMMAND INFO.
         (NO_MULTI, "no_multi"),
         (ALLOW_BUSY, "allow_busy"),
         (NO_MANDATORY_KEYS, "no_mandatory_keys"),
@@ -84,6 +84,7 @@ pub enum Group {
     Transactions,
     Scripting,
     Bitmap,
+    Hyperloglog,
 }
 
 impl Group {
@@ -101,6 +102,7 @@ impl Group {
             Group::Transactions => "transactions",
             Group::Scripting => "scripting",
             Group::Bitmap => "bitmap",
+            Group::Hyperloglog => "hyperloglog",
         }
     }
 
@@ -117,6 +119,7 @@ impl Group {
             Group::Transactions => "@transaction",
             Group::Scripting => "@scripting",
             Group::Bitmap => "@bitmap",
+            Group::Hyperloglog => "@hyperloglog",
             Group::Server => return None,
         })
     }
@@ -344,6 +347,9 @@ pub struct CommandSpec {
     pub summary: &'static str,
     /// COMMAND DOCS' complexity; not listed when empty.
     pub complexity: &'static str,
+    /// COMMAND DOCS' `doc_flags`: a command for Redis's own use and tests
+    /// (Redis's CMD_DOC_SYSCMD).
+    pub syscmd: bool,
     /// COMMAND DOCS' history: (version, change).
     pub history: &'static [(&'static str, &'static str)],
     /// COMMAND DOCS' arguments; not listed when empty.
@@ -368,6 +374,7 @@ pub const fn cmd(name: &'static str, arity: i32, handler: Handler) -> CommandSpe
         since: "1.0.0",
         summary: "",
         complexity: "",
+        syscmd: false,
         history: &[],
         arguments: &[],
         key_specs: &[],
@@ -389,6 +396,7 @@ pub const fn container(name: &'static str, subcommands: &'static [CommandSpec]) 
         since: "1.0.0",
         summary: "",
         complexity: "",
+        syscmd: false,
         history: &[],
         arguments: &[],
         key_specs: &[],
@@ -428,6 +436,12 @@ impl CommandSpec {
         self.complexity = complexity;
         self.history = history;
         self.arguments = arguments;
+        self
+    }
+
+    /// Marks a command COMMAND DOCS lists with `doc_flags: syscmd`.
+    pub const fn syscmd(mut self) -> Self {
+        self.syscmd = true;
         self
     }
 

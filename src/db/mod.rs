@@ -21,6 +21,7 @@
 
 pub mod events;
 pub mod hash;
+pub mod hyperloglog;
 pub mod keyspace;
 pub mod ops;
 pub mod value;
