@@ -198,6 +198,7 @@ macro_rules! corpus {
 corpus! {
     connection => "connection.txt",
     server => "server.txt",
+    memory => "memory.txt",
     keys => "keys.txt",
     strings => "strings.txt",
     bitmaps => "bitmaps.txt",

@@ -16,6 +16,7 @@ pub mod keylock;
 pub mod keys;
 pub mod lcs;
 pub mod lists;
+pub mod memory;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;
@@ -152,6 +153,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
     &[
         connection::COMMANDS,
         server::COMMANDS,
+        memory::COMMANDS,
         keys::COMMANDS,
         strings::COMMANDS,
         lcs::COMMANDS,

@@ -20,6 +20,7 @@
 //! `expired` when expiry removes one); handlers record their own.
 
 pub mod events;
+pub mod footprint;
 pub mod hash;
 pub mod hyperloglog;
 pub mod keyspace;
@@ -176,6 +177,12 @@ impl Db {
     pub fn get(&mut self, key: &[u8], now_ms: u64) -> Option<&Value> {
         let position = self.live_position(key, now_ms)?;
         self.keys.at(position).map(|(_, v)| v)
+    }
+
+    /// The value stored at `key`, past its deadline or not, looked at
+    /// without any effect (Redis's `dictFind`, as MEMORY USAGE uses it).
+    pub fn stored(&self, key: &[u8]) -> Option<&Value> {
+        self.keys.get(key)
     }
 
     /// A live value, looked at without any effect (no lazy expiry): what a
