@@ -9,6 +9,7 @@ pub mod args;
 pub mod bitmaps;
 pub mod blocking;
 pub mod connection;
+pub mod geo;
 pub mod hashes;
 pub mod info;
 pub mod keylock;
@@ -154,6 +155,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         blocking::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
+        geo::COMMANDS,
         pubsub::COMMANDS,
         scripting::COMMANDS,
         transactions::COMMANDS,
