@@ -48,8 +48,10 @@ fn msort<T: Clone>(b: &mut [T], tmp: &mut Vec<T>, cmp: &mut impl FnMut(&T, &T) -
 
 /// Redis's `pqsort(a, n, es, cmp, lrange, rrange)`: sorts enough of
 /// `items` that positions `lrange..=rrange` hold what a full sort would
-/// put there.
-pub fn pqsort<T>(items: &mut [T], cmp: &mut impl FnMut(&T, &T) -> i32, lrange: usize, rrange: usize) {
+/// put there. The range may be empty or start before the slice (SORT's
+/// `LIMIT 0 0` asks for `0..=-1`); the C code compares the pointers it
+/// makes of them, which is what these signed indexes reproduce.
+pub fn pqsort<T>(items: &mut [T], cmp: &mut impl FnMut(&T, &T) -> i32, lrange: i64, rrange: i64) {
     pqsort_part(items, 0, items.len(), cmp, lrange, rrange);
 }
 
@@ -81,7 +83,7 @@ fn vecswap<T>(v: &mut [T], a: usize, b: usize, n: usize) {
 
 /// `_pqsort` on `v[start..start + n]`; `lrange` and `rrange` are indexes
 /// into the whole slice, as the C code's pointers are.
-fn pqsort_part<T>(v: &mut [T], mut a: usize, mut n: usize, cmp: &mut impl FnMut(&T, &T) -> i32, lrange: usize, rrange: usize) {
+fn pqsort_part<T>(v: &mut [T], mut a: usize, mut n: usize, cmp: &mut impl FnMut(&T, &T) -> i32, lrange: i64, rrange: i64) {
     loop {
         if n < 7 {
             for pm in a + 1..a + n {
@@ -145,7 +147,10 @@ fn pqsort_part<T>(v: &mut [T], mut a: usize, mut n: usize, cmp: &mut impl FnMut(
         let r = (pd - pc).min(pn - pd - 1);
         vecswap(v, pb, pn - r, r);
         // Only parts that overlap [lrange, rrange] are sorted further.
-        let overlaps = |start: usize, len: usize| !((lrange < start && rrange < start) || (lrange >= start + len && rrange >= start + len));
+        let overlaps = |start: usize, len: usize| {
+            let (start, end) = (start as i64, (start + len) as i64);
+            !((lrange < start && rrange < start) || (lrange >= end && rrange >= end))
+        };
         let left = pb - pa;
         if left > 1 && overlaps(a, left) {
             pqsort_part(v, a, left, cmp, lrange, rrange);
@@ -190,7 +195,7 @@ mod tests {
             let mut full: Vec<i32> = v.iter().map(|x| x.0).collect();
             full.sort();
             let (l, r) = (n / 3, (n / 2).max(n / 3));
-            pqsort(&mut v, &mut by_key, l, r);
+            pqsort(&mut v, &mut by_key, l as i64, r as i64);
             let got: Vec<i32> = v[l..=r].iter().map(|x| x.0).collect();
             assert_eq!(got, full[l..=r], "n={n}");
         }

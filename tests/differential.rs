@@ -207,6 +207,7 @@ corpus! {
     sets => "sets.txt",
     zsets => "zsets.txt",
     geo => "geo.txt",
+    sort => "sort.txt",
     pubsub => "pubsub.txt",
     transactions => "transactions.txt",
     scripting => "scripting.txt",

@@ -702,7 +702,7 @@ fn search_generic(ctx: &mut Ctx, argv: &[Bytes], src_index: usize, v: Variant) -
         if returned == found.len() {
             csort::qsort(&mut found, &mut cmp);
         } else {
-            csort::pqsort(&mut found, &mut cmp, 0, returned - 1);
+            csort::pqsort(&mut found, &mut cmp, 0, returned as i64 - 1);
         }
     }
     found.truncate(returned);

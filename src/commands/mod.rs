@@ -19,6 +19,7 @@ pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod sets;
+pub mod sort;
 pub mod strings;
 pub mod table;
 pub mod transactions;
@@ -148,6 +149,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         connection::COMMANDS,
         server::COMMANDS,
         keys::COMMANDS,
+        sort::COMMANDS,
         strings::COMMANDS,
         bitmaps::COMMANDS,
         hashes::COMMANDS,
