@@ -85,6 +85,51 @@ fn geosearchstore_with_an_empty_result_deletes_the_destination() {
     assert_eq!(exists, 0);
 }
 
+/// Runs a scenario of several connections against keylock and against
+/// redis-server and requires the same replies.
+fn same_as_redis(scenario: fn(std::net::SocketAddr) -> Vec<Vec<u8>>) {
+    let Some(redis) = real_redis() else { return };
+    let keylock = start();
+    let show = |r: Vec<Vec<u8>>| r.into_iter().map(|b| String::from_utf8_lossy(&b).into_owned()).collect::<Vec<_>>();
+    assert_eq!(
+        show(scenario(keylock.addr())),
+        show(scenario(redis.addr)),
+        "keylock (left) and redis-server (right)"
+    );
+}
+
+#[test]
+fn geoadd_serves_a_client_blocked_on_the_sorted_set() {
+    same_as_redis(|addr| {
+        let (mut blocked, mut writer) = (Raw::connect(addr), Raw::connect(addr));
+        blocked.send_cmd(&[b"BZPOPMIN", b"g", b"0"]);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let added = writer.call(&["GEOADD", "g", "13.361389", "38.115556", "Palermo"]);
+        vec![added, blocked.reply(), writer.call(&["EXISTS", "g"])]
+    });
+}
+
+#[test]
+fn geoadd_breaks_a_watch_only_when_it_changes_the_set() {
+    same_as_redis(|addr| {
+        let (mut c, mut other) = (Raw::connect(addr), Raw::connect(addr));
+        let mut out = vec![c.call(&["GEOADD", "g", "13.361389", "38.115556", "Palermo"])];
+        for write in [
+            &["GEOADD", "g", "XX", "1", "1", "nosuch"][..],
+            &["GEOADD", "g", "CH", "13.361389", "38.115556", "Palermo"],
+            &["GEOADD", "g", "NX", "1", "1", "Palermo"],
+            &["GEOADD", "g", "1", "1", "Other"],
+        ] {
+            c.call(&["WATCH", "g"]);
+            out.push(other.call(write));
+            c.call(&["MULTI"]);
+            c.call(&["PING"]);
+            out.push(c.call(&["EXEC"]));
+        }
+        out
+    });
+}
+
 /// Places points cluster around: cities, the map's corners and edges.
 const CENTRES: &[(f64, f64)] = &[
     (13.361389, 38.115556),

@@ -10,7 +10,10 @@
 //! backwards with DESC; a set in that case sorted ALPHA instead when the
 //! result is stored or a script asks, so replicas agree. Weights parse as
 //! C's `strtod` (a NUL ends them; `ERR One or more scores can't be
-//! converted into double` if one is not a number). ALPHA compares with
+//! converted into double` if one is not a number; Redis also refuses
+//! every later numeric SORT while `errno` stays at the ERANGE an
+//! out-of-range weight left, a process-wide accident keylock does not
+//! copy: only the SORT with such a weight is refused). ALPHA compares with
 //! `strcoll`, which under the C and C.UTF-8 locales Redis runs with is
 //! byte order up to a NUL; with STORE, and numeric ties, compare whole
 //! bytes. The vector is sorted with glibc's `qsort`, or Redis's `pqsort`
