@@ -21,6 +21,12 @@
 //! land where Redis puts them. Pattern lookups are reads (hits, misses,
 //! `keymiss` events), as Redis's `lookupKeyRead`. Sorting a sorted set
 //! converts it to a skiplist, as in Redis (OBJECT ENCODING shows it).
+//!
+//! Where Redis's own order is its hash table's (a set that is not all
+//! integers read with `BY nosort`; ties under ALPHA with a BY pattern in
+//! a set or sorted set), keylock keeps its set's order instead (an
+//! intset's numeric order, else insertion order): Redis's differs from
+//! one process to the next, so no client can depend on it.
 
 use std::cmp::Ordering;
 
