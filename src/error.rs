@@ -215,6 +215,31 @@ impl CmdError {
         CmdError::new("ERR Insufficient memory, failed allocating transient memory for LCS")
     }
 
+    /// A GEOADD / GEORADIUS / FROMLONLAT point outside Redis's limits,
+    /// printed as C's `%f`.
+    pub fn geo_coordinates(longitude: f64, latitude: f64) -> CmdError {
+        CmdError::err(format!("invalid longitude,latitude pair {longitude:.6},{latitude:.6}"))
+    }
+
+    pub fn geo_unit() -> CmdError {
+        CmdError::new("ERR unsupported unit provided. please use M, KM, FT, MI")
+    }
+
+    /// GEORADIUSBYMEMBER / FROMMEMBER naming a member the set lacks.
+    pub fn geo_member() -> CmdError {
+        CmdError::new("ERR could not decode requested zset member")
+    }
+
+    /// A radius, width or height that is not a number (`need numeric radius`).
+    pub fn geo_need_numeric(what: &str) -> CmdError {
+        CmdError::err(format!("need numeric {what}"))
+    }
+
+    /// SORT's weights (or elements) that are not numbers.
+    pub fn sort_scores() -> CmdError {
+        CmdError::new("ERR One or more scores can't be converted into double")
+    }
+
     pub fn arity(full_name: &str) -> CmdError {
         CmdError::err(format!("wrong number of arguments for '{full_name}' command"))
     }

@@ -209,6 +209,8 @@ corpus! {
     lists => "lists.txt",
     sets => "sets.txt",
     zsets => "zsets.txt",
+    geo => "geo.txt",
+    sort => "sort.txt",
     pubsub => "pubsub.txt",
     transactions => "transactions.txt",
     scripting => "scripting.txt",

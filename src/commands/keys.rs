@@ -511,7 +511,7 @@ fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Value::List(_) => "quicklist",
         Value::Set(s) if s.len() <= 512 && s.iter().all(|m| crate::numfmt::parse_i64(m).is_some()) => "intset",
         Value::Set(_) => "hashtable",
-        Value::ZSet(z) if z.len() <= 128 => "listpack",
+        Value::ZSet(z) if z.is_listpack() => "listpack",
         Value::ZSet(_) => "skiplist",
     };
     Ok(Reply::bulk_static(enc))

@@ -166,7 +166,7 @@ fn stats(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     let allocator: [(&'static str, Reply); 17] = [
         ("overhead.total", int(mh.overhead_total)),
         ("keys.count", int(mh.keys)),
-        ("keys.bytes-per-key", int(if mh.keys > 0 { net / mh.keys } else { 0 })),
+        ("keys.bytes-per-key", int(net.checked_div(mh.keys).unwrap_or(0))),
         ("dataset.bytes", int(mh.dataset())),
         (
             "dataset.percentage",

@@ -9,6 +9,7 @@ pub mod args;
 pub mod bitmaps;
 pub mod blocking;
 pub mod connection;
+pub mod geo;
 pub mod hashes;
 pub mod hyperloglog;
 pub mod info;
@@ -21,6 +22,7 @@ pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod sets;
+pub mod sort;
 pub mod strings;
 pub mod table;
 pub mod tips;
@@ -155,6 +157,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         server::COMMANDS,
         memory::COMMANDS,
         keys::COMMANDS,
+        sort::COMMANDS,
         strings::COMMANDS,
         lcs::COMMANDS,
         bitmaps::COMMANDS,
@@ -164,6 +167,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         blocking::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
+        geo::COMMANDS,
         pubsub::COMMANDS,
         scripting::COMMANDS,
         transactions::COMMANDS,

@@ -16,6 +16,9 @@ use crate::error::CmdResult;
 
 pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
 
+/// A command's own key finder: the key positions in a full `argv`.
+pub type KeyFinder = fn(&[Bytes]) -> Vec<usize>;
+
 /// Command flags, named as in Redis's command table.
 pub mod flag {
     pub const WRITE: u32 = 1;
@@ -46,6 +49,9 @@ pub mod flag {
     /// Refused unless `enable-test-commands` lets this client run it
     /// (Redis's CMD_PROTECTED, for keylock's test controls).
     pub const PROTECTED: u32 = 1 << 21;
+    /// Keys are found by parsing the arguments (a keyword, an option),
+    /// not at fixed positions (Redis's CMD_MOVABLE_KEYS).
+    pub const MOVABLE_KEYS: u32 = 1 << 22;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -63,6 +69,7 @@ pub mod flag {
         (NO_AUTH, "no_auth"),
         // MAY_REPLICATE is left out, as Redis hides it from COMMAND INFO.
         (NO_MULTI, "no_multi"),
+        (MOVABLE_KEYS, "movablekeys"),
         (ALLOW_BUSY, "allow_busy"),
         (NO_MANDATORY_KEYS, "no_mandatory_keys"),
         (PROTECTED, "protected"),
@@ -85,6 +92,7 @@ pub enum Group {
     Scripting,
     Bitmap,
     Hyperloglog,
+    Geo,
 }
 
 impl Group {
@@ -103,6 +111,7 @@ impl Group {
             Group::Scripting => "scripting",
             Group::Bitmap => "bitmap",
             Group::Hyperloglog => "hyperloglog",
+            Group::Geo => "geo",
         }
     }
 
@@ -120,6 +129,7 @@ impl Group {
             Group::Scripting => "@scripting",
             Group::Bitmap => "@bitmap",
             Group::Hyperloglog => "@hyperloglog",
+            Group::Geo => "@geo",
             Group::Server => return None,
         })
     }
@@ -154,14 +164,29 @@ pub mod key_flag {
     ];
 }
 
+/// Where a key spec's search for its keys begins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BeginSearch {
+    /// At argument `index` (the spec's `index` field).
+    Index,
+    /// After the first `keyword` at or after argument `startfrom` (the
+    /// spec's `index` field), as GEORADIUS's `STORE`.
+    Keyword(&'static str),
+    /// Nowhere Redis can describe: the command's own key finder decides
+    /// (SORT's `BY`/`GET`/`STORE`); its find_keys is unknown too.
+    Unknown,
+}
+
 /// One of Redis's key specs, for a row that spells its keys out instead
 /// of deriving one spec from the legacy triple: the keys start at
-/// argument `index` and run as a range (`last_key` relative to it, or
-/// negative from the end; every `key_step`-th; `limit` as Redis's).
+/// argument `index` (or after a keyword, see [`BeginSearch`]) and run as
+/// a range (`last_key` relative to it, or negative from the end; every
+/// `key_step`-th; `limit` as Redis's).
 #[derive(Debug)]
 pub struct KeySpec {
     pub notes: &'static str,
     pub flags: u16,
+    pub begin: BeginSearch,
     pub index: i32,
     pub last_key: i32,
     pub key_step: i32,
@@ -173,9 +198,37 @@ pub const fn key_spec(flags: u16, index: i32, last_key: i32, key_step: i32) -> K
     KeySpec {
         notes: "",
         flags,
+        begin: BeginSearch::Index,
         index,
         last_key,
         key_step,
+        limit: 0,
+    }
+}
+
+/// A key spec whose keys follow `keyword`, searched from argument
+/// `startfrom`: `keyword_spec(OW | UPDATE, "STORE", 6, 0, 1)`.
+pub const fn keyword_spec(flags: u16, keyword: &'static str, startfrom: i32, last_key: i32, key_step: i32) -> KeySpec {
+    KeySpec {
+        notes: "",
+        flags,
+        begin: BeginSearch::Keyword(keyword),
+        index: startfrom,
+        last_key,
+        key_step,
+        limit: 0,
+    }
+}
+
+/// A key spec Redis marks unknown (begin_search and find_keys).
+pub const fn unknown_spec(flags: u16) -> KeySpec {
+    KeySpec {
+        notes: "",
+        flags,
+        begin: BeginSearch::Unknown,
+        index: 0,
+        last_key: 0,
+        key_step: 0,
         limit: 0,
     }
 }
@@ -285,6 +338,12 @@ impl Arg {
         self
     }
 
+    /// The key spec this argument's keys belong to (a `BY` pattern's).
+    pub const fn key_spec(mut self, key_spec_index: i32) -> Self {
+        self.key_spec_index = key_spec_index;
+        self
+    }
+
     pub const fn since(mut self, since: &'static str) -> Self {
         self.since = since;
         self
@@ -359,6 +418,17 @@ pub struct CommandSpec {
     pub key_specs: &'static [KeySpec],
     pub handler: Option<Handler>,
     pub subcommands: &'static [CommandSpec],
+    /// ACL categories that replace the group's own (SORT is `@set`,
+    /// `@sortedset`, `@list` and `@dangerous`, not `@keyspace`).
+    pub acl: &'static [&'static str],
+    /// COMMAND DOCS' `deprecated_since` (and the `deprecated` doc flag);
+    /// not listed when empty.
+    pub deprecated_since: &'static str,
+    /// COMMAND DOCS' `replaced_by`; not listed when empty.
+    pub replaced_by: &'static str,
+    /// The command's own key finder (Redis's `getkeys_proc`), for COMMAND
+    /// GETKEYS when its key specs cannot say: positions in `argv`.
+    pub getkeys: Option<KeyFinder>,
 }
 
 /// Starts a table row: `cmd("get", 2, get).flags(READONLY | FAST).keys(1, 1, 1)`.
@@ -380,6 +450,10 @@ pub const fn cmd(name: &'static str, arity: i32, handler: Handler) -> CommandSpe
         key_specs: &[],
         handler: Some(handler),
         subcommands: &[],
+        acl: &[],
+        deprecated_since: "",
+        replaced_by: "",
+        getkeys: None,
     }
 }
 
@@ -402,6 +476,10 @@ pub const fn container(name: &'static str, subcommands: &'static [CommandSpec]) 
         key_specs: &[],
         handler: None,
         subcommands,
+        acl: &[],
+        deprecated_since: "",
+        replaced_by: "",
+        getkeys: None,
     }
 }
 
@@ -451,6 +529,25 @@ impl CommandSpec {
         self
     }
 
+    /// ACL categories in place of the group's.
+    pub const fn acl(mut self, categories: &'static [&'static str]) -> Self {
+        self.acl = categories;
+        self
+    }
+
+    /// Marks the command deprecated, as COMMAND DOCS shows it.
+    pub const fn deprecated(mut self, since: &'static str, replaced_by: &'static str) -> Self {
+        self.deprecated_since = since;
+        self.replaced_by = replaced_by;
+        self
+    }
+
+    /// The command's own key finder, for COMMAND GETKEYS.
+    pub const fn getkeys(mut self, finder: KeyFinder) -> Self {
+        self.getkeys = Some(finder);
+        self
+    }
+
     pub fn has(&self, f: u32) -> bool {
         self.flags & f != 0
     }
@@ -464,7 +561,9 @@ impl CommandSpec {
     /// The ACL categories COMMAND INFO lists, derived from group and flags.
     pub fn acl_categories(&self) -> Vec<&'static str> {
         let mut cats = Vec::new();
-        if let Some(c) = self.group.acl_category() {
+        if !self.acl.is_empty() {
+            cats.extend_from_slice(self.acl);
+        } else if let Some(c) = self.group.acl_category() {
             cats.push(c);
         }
         if self.has(flag::WRITE) {
@@ -488,6 +587,22 @@ impl CommandSpec {
         cats
     }
 
+    /// Positions of the key arguments in `argv` (name at 0), found as
+    /// Redis's `getKeysFromCommandWithSpecs` finds them: by the key specs
+    /// when they describe every key, else by the command's own finder,
+    /// else by the legacy triple.
+    pub fn keys_in(&self, argv: &[Bytes]) -> Vec<usize> {
+        if !self.key_specs.is_empty()
+            && let Some(found) = keys_by_specs(self.key_specs, argv)
+        {
+            return found;
+        }
+        match self.getkeys {
+            Some(finder) => finder(argv),
+            None => self.key_positions(argv.len()),
+        }
+    }
+
     /// Positions of the key arguments in `argv` (name at 0).
     pub fn key_positions(&self, argc: usize) -> Vec<usize> {
         if self.first_key <= 0 || argc <= self.first_key as usize {
@@ -502,6 +617,66 @@ impl CommandSpec {
         let step = self.key_step.max(1) as usize;
         (first..=last).step_by(step).collect()
     }
+}
+
+/// Redis's `getKeysUsingKeySpecs`: None when a spec cannot be followed
+/// (unknown, or its range runs out of the arguments).
+fn keys_by_specs(specs: &[KeySpec], argv: &[Bytes]) -> Option<Vec<usize>> {
+    let argc = argv.len() as i64;
+    let mut keys = Vec::new();
+    for spec in specs {
+        if spec.flags & key_flag::NOT_KEY != 0 {
+            continue;
+        }
+        let first = match spec.begin {
+            BeginSearch::Index => i64::from(spec.index),
+            BeginSearch::Keyword(keyword) => {
+                let startfrom = i64::from(spec.index);
+                let (start, end) = if startfrom > 0 {
+                    (startfrom, argc - 1)
+                } else {
+                    (argc + startfrom, 1)
+                };
+                let mut i = start;
+                let mut found = 0;
+                while i != end {
+                    if i >= argc || i < 1 {
+                        break;
+                    }
+                    if crate::commands::args::c_keyword(&argv[i as usize], keyword) {
+                        found = i + 1;
+                        break;
+                    }
+                    i = if start <= end { i + 1 } else { i - 1 };
+                }
+                if found == 0 {
+                    continue;
+                }
+                found
+            }
+            BeginSearch::Unknown => return None,
+        };
+        let last = if spec.last_key >= 0 {
+            first + i64::from(spec.last_key)
+        } else if spec.limit == 0 {
+            argc + i64::from(spec.last_key)
+        } else {
+            first + ((argc - first) / i64::from(spec.limit) + i64::from(spec.last_key))
+        };
+        if last >= argc || last < first || first >= argc {
+            return None;
+        }
+        let step = i64::from(spec.key_step.max(1));
+        let mut i = first;
+        while i <= last {
+            keys.push(i as usize);
+            i += step;
+        }
+        if spec.flags & key_flag::INCOMPLETE != 0 {
+            return None;
+        }
+    }
+    Some(keys)
 }
 
 /// A command as dispatch sees it: its spec, its full name (`client|setname`)
