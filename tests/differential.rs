@@ -206,6 +206,7 @@ corpus! {
     lists => "lists.txt",
     sets => "sets.txt",
     zsets => "zsets.txt",
+    streams => "streams.txt",
     pubsub => "pubsub.txt",
     transactions => "transactions.txt",
     scripting => "scripting.txt",

@@ -512,6 +512,7 @@ fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Value::Set(_) => "hashtable",
         Value::ZSet(z) if z.len() <= 128 => "listpack",
         Value::ZSet(_) => "skiplist",
+        Value::Stream(_) => "stream",
     };
     Ok(Reply::bulk_static(enc))
 }

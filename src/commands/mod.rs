@@ -18,6 +18,7 @@ pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod sets;
+pub mod streams;
 pub mod strings;
 pub mod table;
 pub mod transactions;
@@ -154,6 +155,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         blocking::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
+        streams::COMMANDS,
         pubsub::COMMANDS,
         scripting::COMMANDS,
         transactions::COMMANDS,

@@ -84,6 +84,7 @@ pub enum Group {
     Transactions,
     Scripting,
     Bitmap,
+    Stream,
 }
 
 impl Group {
@@ -101,6 +102,7 @@ impl Group {
             Group::Transactions => "transactions",
             Group::Scripting => "scripting",
             Group::Bitmap => "bitmap",
+            Group::Stream => "stream",
         }
     }
 
@@ -117,6 +119,7 @@ impl Group {
             Group::Transactions => "@transaction",
             Group::Scripting => "@scripting",
             Group::Bitmap => "@bitmap",
+            Group::Stream => "@stream",
             Group::Server => return None,
         })
     }

@@ -23,6 +23,7 @@ pub mod events;
 pub mod hash;
 pub mod keyspace;
 pub mod ops;
+pub mod stream;
 pub mod value;
 pub mod zset;
 
@@ -272,7 +273,8 @@ impl Db {
                 }
                 // A new value, accessed now (Redis replaces the object).
                 self.keys.touch(p);
-                *self.keys.value_at_mut(p) = value;
+                let old = std::mem::replace(self.keys.value_at_mut(p), value);
+                self.signal_if_stream(key, &old);
             }
             None => {
                 self.signal_ready(key, &value);
@@ -286,6 +288,7 @@ impl Db {
     pub fn remove(&mut self, key: &[u8]) -> Option<Value> {
         let (_, v, _) = self.keys.remove(key)?;
         self.signal_modified(key);
+        self.signal_if_stream(key, &v);
         Some(v)
     }
 
@@ -325,11 +328,26 @@ impl Db {
     /// or sorted set can be served (Redis's `signalKeyAsReady`, which
     /// `dbAdd` calls; overwriting an existing key does not).
     fn signal_ready(&mut self, key: &[u8], value: &Value) {
-        if self.waiting.is_empty() || !matches!(value, Value::List(_) | Value::ZSet(_)) {
+        if self.waiting.is_empty() || !matches!(value, Value::List(_) | Value::ZSet(_) | Value::Stream(_)) {
             return;
         }
+        self.signal_key_ready(key);
+    }
+
+    /// Marks `key` ready for the clients blocked on it, whatever it holds
+    /// now: XADD and XGROUP DESTROY on a stream, and the removal or
+    /// overwriting of a stream (XREADGROUP waiters are then told), as
+    /// Redis's `signalKeyAsReady` calls for streams.
+    pub fn signal_key_ready(&mut self, key: &[u8]) {
         if self.waiting.contains_key(key) && !self.ready.iter().any(|k| **k == *key) {
             self.ready.push(Bytes::copy_from_slice(key));
+        }
+    }
+
+    /// A stream at `key` is being removed or replaced.
+    fn signal_if_stream(&mut self, key: &[u8], old: &Value) {
+        if !self.waiting.is_empty() && matches!(old, Value::Stream(_)) {
+            self.signal_key_ready(key);
         }
     }
 
@@ -365,7 +383,7 @@ impl Db {
         let keys: Vec<Bytes> = self.waiting.keys().cloned().collect();
         for key in keys {
             if let Some(value) = self.keys.get(&key) {
-                let ready = matches!(value, Value::List(_) | Value::ZSet(_));
+                let ready = matches!(value, Value::List(_) | Value::ZSet(_) | Value::Stream(_));
                 if ready && !self.ready.contains(&key) {
                     self.ready.push(key);
                 }
@@ -380,12 +398,28 @@ impl Db {
         for db in [&mut *a, &mut *b] {
             db.touch_watched_for_swap();
         }
+        // XREADGROUP waiters on a stream that is swapped away are told
+        // (Redis's `scanDatabaseForDeletedStreams`).
+        let a_streams = a.waited_streams();
+        let b_streams = b.waited_streams();
         std::mem::swap(&mut a.keys, &mut b.keys);
         std::mem::swap(&mut a.expired_keys, &mut b.expired_keys);
-        for db in [&mut *a, &mut *b] {
+        for (db, streams) in [(&mut *a, a_streams), (&mut *b, b_streams)] {
             db.touch_watched_for_swap();
+            for key in streams {
+                db.signal_key_ready(&key);
+            }
             db.signal_waited_keys();
         }
+    }
+
+    /// The waited-for keys that hold a stream.
+    fn waited_streams(&self) -> Vec<Bytes> {
+        self.waiting
+            .keys()
+            .filter(|k| matches!(self.keys.get(k), Some(Value::Stream(_))))
+            .cloned()
+            .collect()
     }
 
     /// Invalidates the watchers of every watched key that exists now.
@@ -402,6 +436,9 @@ impl Db {
     pub fn clear(&mut self) {
         let watched: Vec<ClientId> = self.watchers.values().flatten().map(|w| w.client).collect();
         self.invalidated.extend(watched);
+        for key in self.waited_streams() {
+            self.signal_key_ready(&key);
+        }
         self.keys.clear();
     }
 
@@ -562,6 +599,7 @@ impl Db {
     pub fn take_with_ttl(&mut self, key: &[u8]) -> Option<(Bytes, Value, Option<u64>)> {
         let (k, v, at) = self.keys.remove(key)?;
         self.signal_modified(key);
+        self.signal_if_stream(key, &v);
         Some((Bytes::copy_from_slice(&k), v, at))
     }
 
