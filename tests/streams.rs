@@ -1,0 +1,280 @@
+//! Streams over TCP: what the differential corpus cannot show. XREAD and
+//! XREADGROUP with BLOCK served by another client's XADD (in blocking
+//! order, `$` resolved when blocking, timeouts), group waiters told when
+//! their group or key goes, WATCH, and the generic commands on a stream.
+//! Each scenario runs against keylock and a real redis-server, and the
+//! bytes every connection receives must be the same.
+
+mod common;
+use common::*;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// Long enough for a blocking command sent on one connection to be parked
+/// before another connection acts, on a loaded machine.
+const SETTLE: Duration = Duration::from_millis(100);
+
+fn send(c: &mut Raw, args: &[&str]) {
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    c.send_cmd(&args);
+}
+
+/// Whether anything arrives on `c` within `wait`.
+fn silent_for(c: &mut Raw, wait: Duration) -> bool {
+    c.writer.set_read_timeout(Some(wait)).unwrap();
+    let mut byte = [0u8; 1];
+    let silent = c.reader.get_mut().peek(&mut byte).is_err();
+    c.writer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    silent && c.reader.buffer().is_empty()
+}
+
+/// Runs `scenario` against keylock and redis-server and compares what it
+/// recorded.
+fn both(scenario: fn(SocketAddr) -> Vec<Vec<u8>>) {
+    let Some(redis) = real_redis() else { return };
+    let keylock = start();
+    let theirs = scenario(redis.addr);
+    let ours = scenario(keylock.addr());
+    let show = |r: &Vec<Vec<u8>>| r.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect::<Vec<_>>();
+    assert_eq!(show(&ours), show(&theirs), "keylock (left) and redis-server (right) differ");
+}
+
+fn info_line(c: &mut Raw, section: &str, field: &str) -> Vec<u8> {
+    c.call(&["INFO", section])
+        .split(|&b| b == b'\n')
+        .filter(|l| l.starts_with(field.as_bytes()))
+        .flatten()
+        .copied()
+        .filter(|&b| b != b'\r')
+        .collect()
+}
+
+#[test]
+fn xadd_serves_blocked_xread_clients_in_the_order_they_blocked() {
+    both(|addr| {
+        let mut out = Vec::new();
+        let (mut a, mut b, mut writer) = (Raw::connect(addr), Raw::connect(addr), Raw::connect(addr));
+        writer.call(&["FLUSHALL"]);
+        writer.call(&["XADD", "s", "1-0", "old", "1"]);
+        send(&mut a, &["XREAD", "BLOCK", "0", "STREAMS", "other", "s", "0", "$"]);
+        std::thread::sleep(SETTLE);
+        send(&mut b, &["XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "s", "$"]);
+        std::thread::sleep(SETTLE);
+        assert!(silent_for(&mut a, SETTLE), "a blocked client answers nothing");
+        out.push(info_line(&mut writer, "clients", "blocked_clients"));
+        out.push(writer.call(&["XADD", "s", "2-0", "new", "2"]));
+        out.push(a.reply());
+        out.push(b.reply());
+        out.push(info_line(&mut writer, "clients", "blocked_clients"));
+        out
+    });
+}
+
+#[test]
+fn a_blocked_xread_sees_every_entry_a_transaction_added() {
+    both(|addr| {
+        let mut out = Vec::new();
+        let (mut a, mut writer) = (Raw::connect(addr), Raw::connect(addr));
+        writer.call(&["FLUSHALL"]);
+        send(&mut a, &["XREAD", "BLOCK", "0", "STREAMS", "s", "0"]);
+        std::thread::sleep(SETTLE);
+        writer.call(&["MULTI"]);
+        writer.call(&["XADD", "s", "1-0", "a", "1"]);
+        writer.call(&["XADD", "s", "2-0", "b", "2"]);
+        out.push(writer.call(&["EXEC"]));
+        out.push(a.reply());
+        out
+    });
+}
+
+#[test]
+fn xread_block_times_out_with_a_null_array() {
+    both(|addr| {
+        let mut a = Raw::connect(addr);
+        a.call(&["FLUSHALL"]);
+        let started = Instant::now();
+        let reply = a.call(&["XREAD", "BLOCK", "150", "STREAMS", "s", "$"]);
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(140), "waited {waited:?}");
+        assert!(waited < Duration::from_secs(3), "waited {waited:?}");
+        vec![
+            reply,
+            a.call(&["HELLO", "3"]).split_at(1).0.to_vec(),
+            a.call(&["XREAD", "BLOCK", "50", "STREAMS", "s", "$"]),
+        ]
+    });
+}
+
+#[test]
+fn a_write_of_another_type_does_not_serve_a_blocked_xread() {
+    both(|addr| {
+        let mut out = Vec::new();
+        let (mut a, mut writer) = (Raw::connect(addr), Raw::connect(addr));
+        writer.call(&["FLUSHALL"]);
+        send(&mut a, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+        std::thread::sleep(SETTLE);
+        out.push(writer.call(&["LPUSH", "s", "x"]));
+        assert!(silent_for(&mut a, SETTLE), "a list does not serve XREAD");
+        out.push(writer.call(&["DEL", "s"]));
+        out.push(writer.call(&["XADD", "s", "5-0", "f", "v"]));
+        out.push(a.reply());
+        out
+    });
+}
+
+#[test]
+fn xreadgroup_block_is_served_new_entries_and_records_them_pending() {
+    both(|addr| {
+        let mut out = Vec::new();
+        let (mut a, mut b, mut writer) = (Raw::connect(addr), Raw::connect(addr), Raw::connect(addr));
+        writer.call(&["FLUSHALL"]);
+        writer.call(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+        send(&mut a, &["XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", "s", ">"]);
+        std::thread::sleep(SETTLE);
+        send(&mut b, &["XREADGROUP", "GROUP", "g", "bob", "BLOCK", "0", "STREAMS", "s", ">"]);
+        std::thread::sleep(SETTLE);
+        out.push(writer.call(&["XADD", "s", "1-0", "f", "1"]));
+        out.push(a.reply());
+        assert!(silent_for(&mut b, SETTLE), "the group's entry went to alice");
+        out.push(writer.call(&["XADD", "s", "2-0", "f", "2"]));
+        out.push(b.reply());
+        out.push(writer.call(&["XPENDING", "s", "g"]));
+        out.push(writer.call(&["XINFO", "GROUPS", "s"]));
+        out
+    });
+}
+
+#[test]
+fn xreadgroup_waiters_are_told_when_their_group_is_destroyed() {
+    both(|addr| {
+        let mut out = Vec::new();
+        let (mut a, mut x, mut writer) = (Raw::connect(addr), Raw::connect(addr), Raw::connect(addr));
+        writer.call(&["FLUSHALL"]);
+        writer.call(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+        send(&mut a, &["XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", "s", ">"]);
+        send(&mut x, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+        std::thread::sleep(SETTLE);
+        out.push(writer.call(&["XGROUP", "DESTROY", "s", "g"]));
+        out.push(a.reply());
+        assert!(silent_for(&mut x, SETTLE), "XREAD waits on");
+        out.push(info_line(&mut writer, "stats", "total_error_replies"));
+        out.push(info_line(&mut writer, "clients", "blocked_clients"));
+        out
+    });
+}
+
+#[test]
+fn xreadgroup_waiters_are_told_when_their_key_is_deleted_or_replaced() {
+    both(|addr| {
+        let mut out = Vec::new();
+        let (mut a, mut b, mut x, mut writer) = (Raw::connect(addr), Raw::connect(addr), Raw::connect(addr), Raw::connect(addr));
+        writer.call(&["FLUSHALL"]);
+        writer.call(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+        writer.call(&["XGROUP", "CREATE", "t", "g", "$", "MKSTREAM"]);
+        send(&mut a, &["XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", "s", ">"]);
+        send(&mut b, &["XREADGROUP", "GROUP", "g", "bob", "BLOCK", "0", "STREAMS", "t", ">"]);
+        send(&mut x, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+        std::thread::sleep(SETTLE);
+        out.push(writer.call(&["DEL", "s"]));
+        out.push(a.reply());
+        assert!(silent_for(&mut x, SETTLE), "XREAD waits on");
+        out.push(writer.call(&["SET", "t", "string"]));
+        out.push(b.reply());
+        out.push(writer.call(&["XADD", "s", "1-0", "f", "v"]));
+        out.push(x.reply());
+        out
+    });
+}
+
+#[test]
+fn xread_block_inside_multi_and_scripts_does_not_block() {
+    both(|addr| {
+        let mut c = Raw::connect(addr);
+        c.call(&["FLUSHALL"]);
+        c.call(&["MULTI"]);
+        c.call(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+        c.call(&["XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">"]);
+        vec![
+            c.call(&["EXEC"]),
+            c.call(&["EVAL", "return redis.pcall('XREAD','BLOCK','0','STREAMS','s','$')", "0"]),
+        ]
+    });
+}
+
+#[test]
+fn a_blocked_xread_shows_in_client_list_with_flag_b() {
+    let keylock = start();
+    let (mut a, mut b) = (Raw::connect(keylock.addr()), Raw::connect(keylock.addr()));
+    send(&mut a, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+    std::thread::sleep(SETTLE);
+    let list = String::from_utf8(b.call(&["CLIENT", "LIST"])).unwrap();
+    let blocked = list.lines().find(|l| l.contains("cmd=xread")).expect("the XREAD client");
+    assert!(blocked.contains(" flags=b "), "{blocked}");
+    b.call(&["XADD", "s", "1-0", "f", "v"]);
+    assert!(String::from_utf8_lossy(&a.reply()).contains("1-0"));
+}
+
+#[test]
+fn xadd_xdel_and_xtrim_break_watch_but_group_commands_do_not() {
+    both(|addr| {
+        let mut out = Vec::new();
+        let (mut c, mut other) = (Raw::connect(addr), Raw::connect(addr));
+        c.call(&["FLUSHALL"]);
+        c.call(&["XADD", "s", "1-0", "f", "v"]);
+        c.call(&["XGROUP", "CREATE", "s", "g", "0"]);
+        for write in [
+            &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"][..],
+            &["XACK", "s", "g", "1-0"],
+            &["XGROUP", "SETID", "s", "g", "0"],
+            &["XGROUP", "CREATECONSUMER", "s", "g", "d"],
+            &["XCLAIM", "s", "g", "d", "0", "1-0", "FORCE"],
+            &["XSETID", "s", "5-0"],
+            &["XDEL", "s", "9-0"],
+            &["XADD", "s", "6-0", "f", "v"],
+            &["XDEL", "s", "6-0"],
+            &["XTRIM", "s", "MAXLEN", "0"],
+            &["XGROUP", "DESTROY", "s", "g"],
+        ] {
+            c.call(&["WATCH", "s"]);
+            out.push(other.call(write));
+            c.call(&["MULTI"]);
+            c.call(&["PING"]);
+            out.push(c.call(&["EXEC"]));
+        }
+        out
+    });
+}
+
+#[test]
+fn generic_commands_work_on_streams() {
+    both(|addr| {
+        let mut c = Raw::connect(addr);
+        c.call(&["FLUSHALL"]);
+        c.call(&["XADD", "s", "1-0", "f", "v"]);
+        c.call(&["XGROUP", "CREATE", "s", "g", "0"]);
+        c.call(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"]);
+        vec![
+            c.call(&["TYPE", "s"]),
+            c.call(&["OBJECT", "ENCODING", "s"]),
+            c.call(&["COPY", "s", "s2"]),
+            c.call(&["XADD", "s2", "2-0", "f", "v"]),
+            c.call(&["XLEN", "s"]),
+            c.call(&["XPENDING", "s2", "g"]),
+            c.call(&["RENAME", "s2", "s3"]),
+            c.call(&["XRANGE", "s3", "-", "+"]),
+            c.call(&["MOVE", "s3", "1"]),
+            c.call(&["SELECT", "1"]),
+            c.call(&["XLEN", "s3"]),
+            c.call(&["SWAPDB", "0", "1"]),
+            c.call(&["XLEN", "s3"]),
+            c.call(&["PEXPIRE", "s3", "50"]),
+            c.call(&["UNLINK", "s"]),
+            c.call(&["SELECT", "0"]),
+            c.call(&["EXISTS", "s"]),
+            c.call(&["LPUSH", "s", "x"]),
+            c.call(&["XLEN", "s"]),
+            c.call(&["XADD", "s", "*", "f", "v"]).split_at(1).0.to_vec(),
+        ]
+    });
+}
