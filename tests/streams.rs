@@ -278,3 +278,35 @@ fn generic_commands_work_on_streams() {
         ]
     });
 }
+
+#[test]
+fn xreadgroup_waiters_are_told_when_their_stream_expires() {
+    both(|addr| {
+        let (mut a, mut writer) = (Raw::connect(addr), Raw::connect(addr));
+        writer.call(&["FLUSHALL"]);
+        writer.call(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+        send(&mut a, &["XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", "s", ">"]);
+        std::thread::sleep(SETTLE);
+        vec![writer.call(&["PEXPIRE", "s", "20"]), a.reply(), writer.call(&["EXISTS", "s"])]
+    });
+}
+
+#[test]
+fn idle_times_follow_the_server_clock() {
+    let keylock = start_with(|c| c.directives.push(("clock".into(), vec!["frozen".into()])));
+    let mut c = conn(&keylock);
+    let _: String = q(&mut c, &["XADD", "s", "1-0", "f", "v"]);
+    let _: String = q(&mut c, &["XGROUP", "CREATE", "s", "g", "0"]);
+    let _: redis::Value = q(&mut c, &["XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">"]);
+    let _: u64 = q(&mut c, &["KEYLOCK", "CLOCK", "ADVANCE", "5000"]);
+    let pending: Vec<(String, String, i64, i64)> = q(&mut c, &["XPENDING", "s", "g", "-", "+", "10"]);
+    assert_eq!(pending, vec![("1-0".to_string(), "alice".to_string(), 5000, 1)]);
+    let idle: Vec<(String, String, i64, i64)> = q(&mut c, &["XPENDING", "s", "g", "IDLE", "6000", "-", "+", "10"]);
+    assert!(idle.is_empty());
+    let consumers: Vec<std::collections::HashMap<String, redis::Value>> = q(&mut c, &["XINFO", "CONSUMERS", "s", "g"]);
+    assert_eq!(consumers[0]["idle"], redis::Value::Int(5000));
+    let claimed: Vec<String> = q(&mut c, &["XCLAIM", "s", "g", "bob", "5000", "1-0", "JUSTID"]);
+    assert_eq!(claimed, vec!["1-0".to_string()]);
+    let none: Vec<String> = q(&mut c, &["XCLAIM", "s", "g", "carol", "1", "1-0", "JUSTID"]);
+    assert!(none.is_empty(), "just claimed: idle 0");
+}

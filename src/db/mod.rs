@@ -564,9 +564,8 @@ impl Db {
     /// while it was already expired, its removal is no change (Redis's
     /// `touchWatchedKey`).
     fn remove_expired(&mut self, key: &[u8]) {
-        if self.keys.remove(key).is_none() {
-            return;
-        }
+        let Some((_, old, _)) = self.keys.remove(key) else { return };
+        self.signal_if_stream(key, &old);
         self.expired_keys += 1;
         self.notify(NOTIFY_EXPIRED, "expired", key);
         if let Some(list) = self.watchers.get_mut(key) {

@@ -1050,6 +1050,11 @@ impl Engine {
             }
         }
         self.state.publish_background_key_events();
+        if self.state.blocked_clients > 0 {
+            // An expired stream tells its XREADGROUP waiters, as Redis's
+            // beforeSleep serves the keys expiry made ready.
+            self.state.serve_blocked();
+        }
         self.clients_cron();
         let idle_timeout = self.state.runtime.timeout;
         if idle_timeout > 0 {
