@@ -370,7 +370,10 @@ fn command(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             if !cmd.spec.arity_ok(argv.len() - 2) {
                 return Err(CmdError::err("Invalid number of arguments specified for command"));
             }
-            let positions = cmd.spec.key_positions(argv.len() - 2);
+            let mut positions = cmd.spec.key_positions(argv.len() - 2);
+            if positions.is_empty() {
+                positions = cmd.spec.keyword_key_positions(&argv[2..]);
+            }
             if positions.is_empty() {
                 return Err(CmdError::err("The command has no key arguments"));
             }
@@ -464,6 +467,7 @@ fn command_info(c: &super::table::Command) -> Reply {
     } else if spec.first_key > 0 {
         let legacy = KeySpec {
             notes: "",
+            keyword: "",
             flags: if spec.has(WRITE) { key_flag::RW } else { key_flag::RO },
             index: spec.first_key,
             last_key: if spec.last_key < 0 {
@@ -495,7 +499,7 @@ fn command_info(c: &super::table::Command) -> Reply {
         Reply::Int(spec.last_key as i64),
         Reply::Int(spec.key_step as i64),
         Reply::Set(cats),
-        Reply::Set(vec![]),
+        Reply::Set(spec.tips.iter().map(|t| Reply::bulk_static(t)).collect()),
         Reply::Set(key_specs),
         subs,
     ])
@@ -516,13 +520,26 @@ fn key_spec_reply(k: &KeySpec) -> Reply {
         (Reply::bulk_static("flags"), Reply::Set(flags)),
         (
             Reply::bulk_static("begin_search"),
-            Reply::Map(vec![
-                (Reply::bulk_static("type"), Reply::bulk_static("index")),
-                (
-                    Reply::bulk_static("spec"),
-                    Reply::Map(vec![(Reply::bulk_static("index"), Reply::Int(k.index as i64))]),
-                ),
-            ]),
+            if k.keyword.is_empty() {
+                Reply::Map(vec![
+                    (Reply::bulk_static("type"), Reply::bulk_static("index")),
+                    (
+                        Reply::bulk_static("spec"),
+                        Reply::Map(vec![(Reply::bulk_static("index"), Reply::Int(k.index as i64))]),
+                    ),
+                ])
+            } else {
+                Reply::Map(vec![
+                    (Reply::bulk_static("type"), Reply::bulk_static("keyword")),
+                    (
+                        Reply::bulk_static("spec"),
+                        Reply::Map(vec![
+                            (Reply::bulk_static("keyword"), Reply::bulk_static(k.keyword)),
+                            (Reply::bulk_static("startfrom"), Reply::Int(k.index as i64)),
+                        ]),
+                    ),
+                ])
+            },
         ),
         (
             Reply::bulk_static("find_keys"),

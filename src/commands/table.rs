@@ -46,6 +46,9 @@ pub mod flag {
     /// Refused unless `enable-test-commands` lets this client run it
     /// (Redis's CMD_PROTECTED, for keylock's test controls).
     pub const PROTECTED: u32 = 1 << 21;
+    /// Keys found by searching the arguments (a keyword or a count), not
+    /// by fixed positions.
+    pub const MOVABLE_KEYS: u32 = 1 << 22;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -63,6 +66,7 @@ pub mod flag {
         (NO_AUTH, "no_auth"),
         (MAY_REPLICATE, "may_replicate"),
         (NO_MULTI, "no_multi"),
+        (MOVABLE_KEYS, "movablekeys"),
         (ALLOW_BUSY, "allow_busy"),
         (NO_MANDATORY_KEYS, "no_mandatory_keys"),
         (PROTECTED, "protected"),
@@ -161,6 +165,10 @@ pub mod key_flag {
 #[derive(Debug)]
 pub struct KeySpec {
     pub notes: &'static str,
+    /// When not empty, the keys start after the first argument equal to
+    /// this keyword, searched from argument `index` (Redis's keyword
+    /// begin_search, `index` its `startfrom`).
+    pub keyword: &'static str,
     pub flags: u16,
     pub index: i32,
     pub last_key: i32,
@@ -172,11 +180,26 @@ pub struct KeySpec {
 pub const fn key_spec(flags: u16, index: i32, last_key: i32, key_step: i32) -> KeySpec {
     KeySpec {
         notes: "",
+        keyword: "",
         flags,
         index,
         last_key,
         key_step,
         limit: 0,
+    }
+}
+
+/// A key spec whose keys follow `keyword` (searched from `startfrom`), as
+/// a range: `keyword_key_spec(RO | ACCESS, "STREAMS", 1, -1, 1, 2)`.
+pub const fn keyword_key_spec(flags: u16, keyword: &'static str, startfrom: i32, last_key: i32, key_step: i32, limit: i32) -> KeySpec {
+    KeySpec {
+        notes: "",
+        keyword,
+        flags,
+        index: startfrom,
+        last_key,
+        key_step,
+        limit,
     }
 }
 
@@ -354,6 +377,8 @@ pub struct CommandSpec {
     /// COMMAND INFO's key specs; when empty, one spec is derived from the
     /// legacy triple.
     pub key_specs: &'static [KeySpec],
+    /// COMMAND INFO's tips (`nondeterministic_output` …).
+    pub tips: &'static [&'static str],
     pub handler: Option<Handler>,
     pub subcommands: &'static [CommandSpec],
 }
@@ -374,6 +399,7 @@ pub const fn cmd(name: &'static str, arity: i32, handler: Handler) -> CommandSpe
         history: &[],
         arguments: &[],
         key_specs: &[],
+        tips: &[],
         handler: Some(handler),
         subcommands: &[],
     }
@@ -395,6 +421,7 @@ pub const fn container(name: &'static str, subcommands: &'static [CommandSpec]) 
         history: &[],
         arguments: &[],
         key_specs: &[],
+        tips: &[],
         handler: None,
         subcommands,
     }
@@ -438,6 +465,41 @@ impl CommandSpec {
     pub const fn key_specs(mut self, key_specs: &'static [KeySpec]) -> Self {
         self.key_specs = key_specs;
         self
+    }
+
+    /// COMMAND INFO's tips, as Redis spells them.
+    pub const fn tips(mut self, tips: &'static [&'static str]) -> Self {
+        self.tips = tips;
+        self
+    }
+
+    /// The keys of `argv` (name at 0) its keyword key specs find, for a
+    /// command without fixed key positions (COMMAND GETKEYS XREAD …).
+    pub fn keyword_key_positions(&self, argv: &[Bytes]) -> Vec<usize> {
+        let mut out = Vec::new();
+        for spec in self.key_specs.iter().filter(|k| !k.keyword.is_empty()) {
+            let Some(start) = (spec.index.max(1) as usize..argv.len()).find(|&i| argv[i].eq_ignore_ascii_case(spec.keyword.as_bytes()))
+            else {
+                continue;
+            };
+            let first = start + 1;
+            if first >= argv.len() {
+                continue;
+            }
+            // Redis's getKeysUsingKeySpecs for a range.
+            let (argc, first_i) = (argv.len() as i64, first as i64);
+            let last = match (spec.last_key, spec.limit) {
+                (l, _) if l >= 0 => first_i + l as i64,
+                (l, 0) => argc + l as i64,
+                (l, limit) => first_i + (argc - first_i) / limit as i64 + l as i64,
+            };
+            if last < first_i {
+                continue;
+            }
+            let step = spec.key_step.max(1) as usize;
+            out.extend((first..=(last as usize).min(argv.len() - 1)).step_by(step));
+        }
+        out
     }
 
     pub fn has(&self, f: u32) -> bool {
