@@ -310,3 +310,71 @@ fn idle_times_follow_the_server_clock() {
     let none: Vec<String> = q(&mut c, &["XCLAIM", "s", "g", "carol", "1", "1-0", "JUSTID"]);
     assert!(none.is_empty(), "just claimed: idle 0");
 }
+
+#[test]
+fn a_blocked_xread_on_several_keys_is_served_by_the_one_written_in_its_protocol() {
+    both(|addr| {
+        let mut out = Vec::new();
+        let (mut a, mut b, mut writer) = (Raw::connect(addr), Raw::connect(addr), Raw::connect(addr));
+        writer.call(&["FLUSHALL"]);
+        b.call(&["HELLO", "3"]);
+        send(&mut a, &["XREAD", "COUNT", "2", "BLOCK", "0", "STREAMS", "s1", "s2", "$", "$"]);
+        send(&mut b, &["XREAD", "BLOCK", "0", "STREAMS", "s1", "s2", "$", "$"]);
+        std::thread::sleep(SETTLE);
+        writer.call(&["MULTI"]);
+        writer.call(&["XADD", "s2", "1-0", "a", "1"]);
+        writer.call(&["XADD", "s2", "2-0", "a", "2"]);
+        writer.call(&["XADD", "s2", "3-0", "a", "3"]);
+        writer.call(&["XADD", "s1", "1-0", "b", "1"]);
+        out.push(writer.call(&["EXEC"]));
+        out.push(a.reply());
+        out.push(b.reply());
+        out
+    });
+}
+
+#[test]
+fn client_unblock_ends_a_blocked_xread() {
+    both(|addr| {
+        let mut out = Vec::new();
+        let (mut a, mut admin) = (Raw::connect(addr), Raw::connect(addr));
+        admin.call(&["FLUSHALL"]);
+        let id = String::from_utf8(a.call(&["CLIENT", "ID"])).unwrap();
+        let id = id.trim_start_matches(':').trim().to_string();
+        send(&mut a, &["XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">"]);
+        out.push(a.reply());
+        admin.call(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+        send(&mut a, &["XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">"]);
+        std::thread::sleep(SETTLE);
+        out.push(admin.call(&["CLIENT", "UNBLOCK", &id]));
+        out.push(a.reply());
+        send(&mut a, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+        std::thread::sleep(SETTLE);
+        out.push(admin.call(&["CLIENT", "UNBLOCK", &id, "ERROR"]));
+        out.push(a.reply());
+        out
+    });
+}
+
+#[test]
+fn a_group_waiter_reads_after_the_groups_last_id_when_served() {
+    both(|addr| {
+        let mut out = Vec::new();
+        let (mut a, mut writer) = (Raw::connect(addr), Raw::connect(addr));
+        writer.call(&["FLUSHALL"]);
+        writer.call(&["XADD", "s", "1-0", "a", "1"]);
+        writer.call(&["XADD", "s", "2-0", "a", "2"]);
+        writer.call(&["XGROUP", "CREATE", "s", "g", "$"]);
+        send(
+            &mut a,
+            &["XREADGROUP", "GROUP", "g", "c", "COUNT", "5", "BLOCK", "0", "STREAMS", "s", ">"],
+        );
+        std::thread::sleep(SETTLE);
+        out.push(writer.call(&["XGROUP", "SETID", "s", "g", "0"]));
+        assert!(silent_for(&mut a, SETTLE), "SETID does not serve");
+        out.push(writer.call(&["XADD", "s", "3-0", "a", "3"]));
+        out.push(a.reply());
+        out.push(writer.call(&["XINFO", "GROUPS", "s"]));
+        out
+    });
+}
