@@ -125,32 +125,23 @@ fn parse_id_full(raw: &[u8], missing_seq: u64, strict: bool, seq_given: Option<&
     if strict && (buf == b"-" || buf == b"+") {
         return Err(invalid_id());
     }
-    let wants_seq = seq_given.is_some();
-    if let Some(given) = seq_given {
+    let accepts_star = seq_given.is_some();
+    let mut seq_given = seq_given;
+    if let Some(given) = seq_given.as_deref_mut() {
         *given = true;
-        if buf == b"-" {
-            return Ok(StreamId::MIN);
-        } else if buf == b"+" {
-            return Ok(StreamId::MAX);
-        }
-        return parse_ms_seq(buf, missing_seq, wants_seq, Some(given));
     }
-    if buf == b"-" {
-        return Ok(StreamId::MIN);
-    } else if buf == b"+" {
-        return Ok(StreamId::MAX);
+    match buf {
+        b"-" => return Ok(StreamId::MIN),
+        b"+" => return Ok(StreamId::MAX),
+        _ => {}
     }
-    parse_ms_seq(buf, missing_seq, false, None)
-}
-
-fn parse_ms_seq(buf: &[u8], missing_seq: u64, wants_seq: bool, seq_given: Option<&mut bool>) -> CmdResult<StreamId> {
     let (ms_part, seq_part) = match buf.iter().position(|&b| b == b'-') {
         Some(dash) => (&buf[..dash], Some(&buf[dash + 1..])),
         None => (buf, None),
     };
     let ms = parse_ull(ms_part).ok_or_else(invalid_id)?;
     let seq = match seq_part {
-        Some(b"*") if wants_seq => {
+        Some(b"*") if accepts_star => {
             if let Some(given) = seq_given {
                 *given = false;
             }
@@ -516,7 +507,6 @@ fn xreadgroup(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// `xreadCommand`, for both commands.
 fn read_generic(ctx: &mut Ctx, argv: &[Bytes], xreadgroup: bool) -> CmdResult {
-    let name = if xreadgroup { "XREADGROUP" } else { "XREAD" };
     let mut timeout: Option<u64> = None;
     let mut count: i64 = 0;
     let mut streams_arg = 0;
@@ -575,7 +565,6 @@ fn read_generic(ctx: &mut Ctx, argv: &[Bytes], xreadgroup: bool) -> CmdResult {
         }
         i += 1;
     }
-    let _ = name;
     if streams_arg == 0 {
         return Err(CmdError::syntax());
     }
@@ -598,7 +587,7 @@ fn read_generic(ctx: &mut Ctx, argv: &[Bytes], xreadgroup: bool) -> CmdResult {
             }
         }
         let raw_c = c_str(raw, usize::MAX);
-        if raw_c == b"$" && raw.len() == 1 {
+        if raw_c == b"$" {
             if xreadgroup {
                 return Err(CmdError::err(
                     "The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.",
@@ -610,7 +599,7 @@ fn read_generic(ctx: &mut Ctx, argv: &[Bytes], xreadgroup: bool) -> CmdResult {
             });
             ids.push(last);
             continue;
-        } else if raw_c == b">" && raw.len() == 1 {
+        } else if raw_c == b">" {
             if !xreadgroup {
                 return Err(CmdError::err(
                     "The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.",
@@ -898,7 +887,7 @@ fn xgroup(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     let key = &argv[2];
     let group_name = &argv[3];
-    let mut position = write_position(ctx, key)?;
+    let position = write_position(ctx, key)?;
     if !mkstream {
         let Some(p) = position else {
             return Err(CmdError::err(
@@ -914,20 +903,15 @@ fn xgroup(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     match sub.as_str() {
         "CREATE" if (5..=8).contains(&argc) => {
             let raw = &argv[4];
-            let id = if raw.as_ref() == b"$" {
+            let id = if c_str(raw, usize::MAX) == b"$" {
                 position.map_or(StreamId::MIN, |p| stream_at(ctx, p).last_id)
             } else {
                 parse_strict(raw)?
             };
             let p = match position {
                 Some(p) => p,
-                None => {
-                    let p = ctx.db().insert_absent(key, Value::Stream(Box::default()));
-                    position = Some(p);
-                    p
-                }
+                None => ctx.db().insert_absent(key, Value::Stream(Box::default())),
             };
-            let _ = position;
             let s = stream_at(ctx, p);
             if s.groups.contains_key(group_name) {
                 return Err(CmdError::new("BUSYGROUP Consumer Group name already exists"));
@@ -939,7 +923,7 @@ fn xgroup(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         "SETID" if argc == 5 || argc == 7 => {
             let Some(p) = position else { return Err(syntax()) };
             let raw = &argv[4];
-            let id = if raw.as_ref() == b"$" {
+            let id = if c_str(raw, usize::MAX) == b"$" {
                 stream_at(ctx, p).last_id
             } else {
                 parse_id_full(raw, 0, false, None)?
@@ -1409,11 +1393,9 @@ fn xinfo(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     let key = &argv[2];
     let now = ctx.now_ms;
-    let resp = ctx.client.resp;
     let Some(s) = read_stream(ctx, key)? else {
         return Err(CmdError::no_such_key());
     };
-    let _ = resp;
     match sub.as_str() {
         "CONSUMERS" if argv.len() == 4 => {
             let cg = s.groups.get(argv[3].as_ref()).ok_or_else(|| no_such_group_for_key(&argv[3], key))?;
