@@ -8,7 +8,7 @@
 //! counters are read, the command runs, and the counters are read again.
 //! Key names in the rows say what they hold: `s`, `n`, `fl` strings
 //! (`"hello"`, `10`, `1.5`), `h` a hash, `l` a list, `st` / `st2` sets, `z`
-//! / `z2` sorted sets, `ttl` a string with a TTL, `lk` a Redisson lock;
+//! / `z2` sorted sets, `sm` a stream (group `g`, consumer `c` holding 1-0), `ttl` a string with a TTL, `lk` a Redisson lock;
 //! `nokey`, `nokey2` and `dst` are missing. The `Expired` fixture adds keys
 //! whose TTL has passed but that nothing has reclaimed yet: `xs` (string),
 //! `xh`, `xl`, `xst`, `xz`, and `s` in database 1.
@@ -64,6 +64,9 @@ const LIVE: &[&str] = &[
     "SADD st2 b c d",
     "ZADD z 1 a 2 b 3 c",
     "ZADD z2 2 b 3 c 4 d",
+    "XADD sm 1-0 f v",
+    "XGROUP CREATE sm g 0",
+    "XREADGROUP GROUP g c STREAMS sm >",
     "SET ttl v EX 1000",
     "HSET lk 5f0c7a5e-4d1b-4c8e-9a3f-0a1b2c3d4e5f:1 1",
     "PEXPIRE lk 30000",
@@ -284,6 +287,28 @@ const ROWS: &[(Fixture, &str)] = &[
     (Expired, "SINTERCARD 2 xst st"),
     (Live, "SSCAN st 0"), (Live, "SSCAN nokey 0"), (Live, "SSCAN s 0"), (Live, "SSCAN st x"), (Live, "SSCAN st 0 BADOPT"),
     (Expired, "SSCAN xst 0"),
+    // Streams.
+    (Live, "XADD sm 2-0 f v"), (Live, "XADD nokey 1-0 f v"), (Live, "XADD s 1-0 f v"),
+    (Live, "XADD nokey NOMKSTREAM 1-0 f v"), (Live, "XADD sm 1-0 f v"), (Expired, "XADD xs 1-0 f v"),
+    (Live, "XRANGE sm - +"), (Live, "XRANGE nokey - +"), (Live, "XRANGE s - +"), (Live, "XRANGE sm x +"),
+    (Live, "XREVRANGE sm + -"), (Live, "XREVRANGE nokey + -"), (Expired, "XRANGE xs - +"),
+    (Live, "XLEN sm"), (Live, "XLEN nokey"), (Live, "XLEN s"), (Expired, "XLEN xs"),
+    (Live, "XDEL sm 1-0"), (Live, "XDEL nokey 1-0"), (Live, "XDEL s 1-0"),
+    (Live, "XTRIM sm MAXLEN 0"), (Live, "XTRIM nokey MAXLEN 0"), (Live, "XTRIM s MAXLEN 0"),
+    (Live, "XREAD STREAMS sm nokey 0 0"), (Live, "XREAD STREAMS sm $"), (Live, "XREAD STREAMS s 0"),
+    (Live, "XREAD STREAMS sm x"), (Expired, "XREAD STREAMS xs 0"),
+    (Live, "XREADGROUP GROUP g c STREAMS sm >"), (Live, "XREADGROUP GROUP g c STREAMS sm 0"),
+    (Live, "XREADGROUP GROUP g c STREAMS nokey >"), (Live, "XREADGROUP GROUP nog c STREAMS sm >"),
+    (Live, "XACK sm g 1-0"), (Live, "XACK nokey g 1-0"), (Live, "XACK s g 1-0"),
+    (Live, "XPENDING sm g"), (Live, "XPENDING nokey g"), (Live, "XPENDING sm g - + 10"),
+    (Live, "XCLAIM sm g c2 0 1-0"), (Live, "XCLAIM nokey g c2 0 1-0"),
+    (Live, "XAUTOCLAIM sm g c2 0 0"), (Live, "XAUTOCLAIM nokey g c2 0 0"),
+    (Live, "XSETID sm 5-0"), (Live, "XSETID nokey 5-0"),
+    (Live, "XGROUP CREATE sm g2 0"), (Live, "XGROUP CREATE nokey g2 0 MKSTREAM"), (Live, "XGROUP CREATE nokey g2 0"),
+    (Live, "XGROUP SETID sm g 0"), (Live, "XGROUP DESTROY sm g"), (Live, "XGROUP CREATECONSUMER sm g c3"),
+    (Live, "XGROUP DELCONSUMER sm g c"),
+    (Live, "XINFO STREAM sm"), (Live, "XINFO STREAM nokey"), (Live, "XINFO GROUPS sm"),
+    (Live, "XINFO CONSUMERS sm g"), (Live, "XINFO CONSUMERS nokey g"),
     // Sorted sets.
     (Live, "ZADD z 5 x"), (Live, "ZADD nokey 1 x"), (Live, "ZADD s 1 x"), (Live, "ZADD z NX 1 a"),
     (Live, "ZADD z x a"), (Live, "ZADD z NX XX 1 a"), (Live, "ZADD z INCR 1 a"), (Expired, "ZADD xz 1 x"),
@@ -622,7 +647,9 @@ fn names_in(line: &str) -> Vec<String> {
         .map(|cmd| {
             let name = String::from_utf8_lossy(&cmd[0]).to_ascii_lowercase();
             match cmd.get(1) {
-                Some(sub) if name == "object" => format!("{name}|{}", String::from_utf8_lossy(sub).to_ascii_lowercase()),
+                Some(sub) if matches!(name.as_str(), "object" | "xgroup" | "xinfo") => {
+                    format!("{name}|{}", String::from_utf8_lossy(sub).to_ascii_lowercase())
+                }
                 _ => name,
             }
         })
