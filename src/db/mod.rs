@@ -57,8 +57,9 @@ pub struct Db {
     /// Clients blocked on keys of this database, first blocked first
     /// (Redis's `blocking_keys`).
     waiting: HashMap<Bytes, VecDeque<ClientId>, Hasher>,
-    /// Keys with waiting clients that a write created as a list or sorted
-    /// set since the engine last served them (Redis's `ready_keys`).
+    /// Keys with waiting clients that a write created as a list, sorted
+    /// set or stream, or changed as a stream, since the engine last served
+    /// them (Redis's `ready_keys`).
     ready: Vec<Bytes>,
     /// Keys removed because they expired, for INFO's `expired_keys`.
     pub expired_keys: u64,
@@ -324,9 +325,10 @@ impl Db {
         had
     }
 
-    /// A key was created holding `value`: clients blocked on it for a list
-    /// or sorted set can be served (Redis's `signalKeyAsReady`, which
-    /// `dbAdd` calls; overwriting an existing key does not).
+    /// A key was created holding `value`: clients blocked on it for a
+    /// list, sorted set or stream can be served (Redis's
+    /// `signalKeyAsReady`, which `dbAdd` calls; overwriting an existing key
+    /// does not, unless it held a stream).
     fn signal_ready(&mut self, key: &[u8], value: &Value) {
         if self.waiting.is_empty() || !matches!(value, Value::List(_) | Value::ZSet(_) | Value::Stream(_)) {
             return;

@@ -1,7 +1,8 @@
 //! The six value types and the WRONGTYPE check that guards them.
 //!
 //! Hashes are packed while small (see [`super::hash`]). Sets are
-//! `IndexSet`s so SPOP / SRANDMEMBER can pick by index in O(1). The large
+//! `IndexSet`s so SPOP / SRANDMEMBER can pick by index in O(1). Streams
+//! live in [`super::stream`]. The large
 //! aggregates are boxed so a `Value` stays 40 bytes: every key pays for
 //! the largest variant.
 

@@ -22,6 +22,13 @@
 //!   array, for BLMOVE too), measured in real time whatever the test
 //!   clock says; CLIENT UNBLOCK answers that way or with `-UNBLOCKED`.
 //!
+//! XREAD and XREADGROUP with BLOCK wait the same way ([`BlockOp::Stream`]):
+//! XADD and XGROUP DESTROY mark a stream ready, and so do the deletion,
+//! overwriting or expiry of a stream; each stream waiter is then served by
+//! `commands::streams::serve_blocked` (Redis's
+//! `serveClientsBlockedOnStreamKey`), or, for a group read whose key or
+//! group is gone, answered with Redis's error, or left waiting.
+//!
 //! Inside MULTI/EXEC and scripts nothing blocks (Redis's
 //! CLIENT_DENY_BLOCKING): the command answers as if its timeout had passed.
 //!
