@@ -232,12 +232,10 @@ fn write_position(ctx: &mut Ctx, key: &[u8]) -> CmdResult<Option<usize>> {
     Ok(Some(p))
 }
 
-/// The stream at a live position, changed without a WATCH signal.
-fn stream_at<'a>(ctx: &'a mut Ctx, position: usize) -> &'a mut Stream {
-    match ctx.db().value_at_mut_unsignalled(position) {
-        Value::Stream(s) => s,
-        _ => unreachable!("position checked to hold a stream"),
-    }
+/// The stream at a live position (one the lookups above checked), changed
+/// without a WATCH signal.
+fn stream_at<'a>(ctx: &'a mut Ctx, position: usize) -> CmdResult<&'a mut Stream> {
+    ctx.db().value_at_mut_unsignalled(position).as_stream_mut()
 }
 
 // ---------------------------------------------------------------------------
@@ -354,7 +352,7 @@ fn xadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     };
     let limits = node_limits(ctx);
     let now = ctx.now_ms;
-    let s = stream_at(ctx, position);
+    let s = stream_at(ctx, position)?;
     if s.last_id == StreamId::MAX {
         return Err(CmdError::err(
             "The stream has exhausted the last possible ID, unable to add more items",
@@ -403,7 +401,7 @@ fn xtrim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Int(0));
     };
     let Some(trim) = args.trim else { return Ok(Reply::Int(0)) };
-    let deleted = stream_at(ctx, position).trim(trim, args.approx, args.limit);
+    let deleted = stream_at(ctx, position)?.trim(trim, args.approx, args.limit);
     if deleted > 0 {
         let db = ctx.db();
         db.notify(NOTIFY_STREAM, "xtrim", key);
@@ -418,7 +416,7 @@ fn xdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Int(0));
     };
     let ids = argv[2..].iter().map(|a| parse_strict(a)).collect::<CmdResult<Vec<_>>>()?;
-    let s = stream_at(ctx, position);
+    let s = stream_at(ctx, position)?;
     let mut deleted = 0;
     let mut first_entry = false;
     for id in ids {
@@ -616,7 +614,7 @@ fn read_generic(ctx: &mut Ctx, argv: &[Bytes], xreadgroup: bool) -> CmdResult {
     for (k, key) in keys.iter().enumerate() {
         let Some(position) = read_position(ctx, key)? else { continue };
         let now = ctx.now_ms;
-        let s = stream_at(ctx, position);
+        let s = stream_at(ctx, position)?;
         let mut gt = ids[k];
         let mut history = false;
         let serve = match &group {
@@ -802,15 +800,16 @@ fn read_history(s: &mut Stream, group: &[u8], consumer: &[u8], start: StreamId, 
 pub fn serve_blocked(ctx: &mut Ctx, key: &Bytes, op: &BlockOp) -> Option<CmdResult> {
     let BlockOp::Stream { ids, count, group } = op else { return None };
     let now = ctx.now_ms;
-    let position = ctx.db().live_position(key, now);
-    let is_stream = position.is_some_and(|p| matches!(ctx.db().value_at(p), Value::Stream(_)));
-    let Some(position) = position.filter(|_| is_stream) else {
+    let stream = match ctx.db().live_position(key, now) {
+        Some(p) => stream_at(ctx, p).ok(),
+        None => None,
+    };
+    let Some(s) = stream else {
         return group
             .as_ref()
             .map(|_| Err(CmdError::new("UNBLOCKED the stream key no longer exists")));
     };
     let mut gt = ids.iter().find(|(k, _)| k == key).map_or(StreamId::MAX, |(_, id)| *id);
-    let s = stream_at(ctx, position);
     if let Some(g) = group {
         match s.groups.get(&g.group) {
             Some(cg) => gt = cg.last_id,
@@ -894,7 +893,7 @@ fn xgroup(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 "The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.",
             ));
         };
-        let has_group = stream_at(ctx, p).groups.contains_key(group_name);
+        let has_group = stream_at(ctx, p)?.groups.contains_key(group_name);
         if !has_group && matches!(sub.as_str(), "SETID" | "CREATECONSUMER" | "DELCONSUMER") {
             return Err(no_such_group_for_key(group_name, key));
         }
@@ -904,7 +903,10 @@ fn xgroup(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         "CREATE" if (5..=8).contains(&argc) => {
             let raw = &argv[4];
             let id = if c_str(raw, usize::MAX) == b"$" {
-                position.map_or(StreamId::MIN, |p| stream_at(ctx, p).last_id)
+                match position {
+                    Some(p) => stream_at(ctx, p)?.last_id,
+                    None => StreamId::MIN,
+                }
             } else {
                 parse_strict(raw)?
             };
@@ -912,7 +914,7 @@ fn xgroup(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 Some(p) => p,
                 None => ctx.db().insert_absent(key, Value::Stream(Box::default())),
             };
-            let s = stream_at(ctx, p);
+            let s = stream_at(ctx, p)?;
             if s.groups.contains_key(group_name) {
                 return Err(CmdError::new("BUSYGROUP Consumer Group name already exists"));
             }
@@ -924,11 +926,11 @@ fn xgroup(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             let Some(p) = position else { return Err(syntax()) };
             let raw = &argv[4];
             let id = if c_str(raw, usize::MAX) == b"$" {
-                stream_at(ctx, p).last_id
+                stream_at(ctx, p)?.last_id
             } else {
                 parse_id_full(raw, 0, false, None)?
             };
-            if let Some(cg) = stream_at(ctx, p).groups.get_mut(group_name) {
+            if let Some(cg) = stream_at(ctx, p)?.groups.get_mut(group_name) {
                 cg.last_id = id;
                 cg.entries_read = entries_read;
             }
@@ -937,7 +939,7 @@ fn xgroup(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
         "DESTROY" if argc == 4 => {
             let Some(p) = position else { return Err(syntax()) };
-            if stream_at(ctx, p).groups.remove(group_name.as_ref()).is_none() {
+            if stream_at(ctx, p)?.groups.remove(group_name.as_ref()).is_none() {
                 return Ok(Reply::Int(0));
             }
             let db = ctx.db();
@@ -948,7 +950,7 @@ fn xgroup(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         "CREATECONSUMER" if argc == 5 => {
             let Some(p) = position else { return Err(syntax()) };
             let consumer = &argv[4];
-            let cg = stream_at(ctx, p).groups.get_mut(group_name.as_ref()).ok_or_else(syntax)?;
+            let cg = stream_at(ctx, p)?.groups.get_mut(group_name.as_ref()).ok_or_else(syntax)?;
             if cg.consumers.contains_key(consumer) {
                 return Ok(Reply::Int(0));
             }
@@ -964,7 +966,7 @@ fn xgroup(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
         "DELCONSUMER" if argc == 5 => {
             let Some(p) = position else { return Err(syntax()) };
-            let cg = stream_at(ctx, p).groups.get_mut(group_name.as_ref()).ok_or_else(syntax)?;
+            let cg = stream_at(ctx, p)?.groups.get_mut(group_name.as_ref()).ok_or_else(syntax)?;
             let Some(consumer) = cg.consumers.remove(argv[4].as_ref()) else {
                 return Ok(Reply::Int(0));
             };
@@ -1008,7 +1010,7 @@ fn xsetid(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let Some(position) = write_position(ctx, key)? else {
         return Err(CmdError::no_such_key());
     };
-    let s = stream_at(ctx, position);
+    let s = stream_at(ctx, position)?;
     if let Some((maxid, _)) = s.last() {
         if id < maxid {
             return Err(CmdError::err(
@@ -1036,11 +1038,11 @@ fn xack(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let Some(position) = read_position(ctx, &argv[1])? else {
         return Ok(Reply::Int(0));
     };
-    if !stream_at(ctx, position).groups.contains_key(argv[2].as_ref()) {
+    if !stream_at(ctx, position)?.groups.contains_key(argv[2].as_ref()) {
         return Ok(Reply::Int(0));
     }
     let ids = argv[3..].iter().map(|a| parse_strict(a)).collect::<CmdResult<Vec<_>>>()?;
-    let Some(cg) = stream_at(ctx, position).groups.get_mut(argv[2].as_ref()) else {
+    let Some(cg) = stream_at(ctx, position)?.groups.get_mut(argv[2].as_ref()) else {
         return Ok(Reply::Int(0));
     };
     let acked = ids.into_iter().filter(|id| cg.ack(*id)).count();
@@ -1074,7 +1076,11 @@ fn xpending(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let (key, group) = (&argv[1], &argv[2]);
     let position = read_position(ctx, key)?;
     let now = ctx.now_ms;
-    let Some(cg) = position.and_then(|p| stream_at(ctx, p).groups.get(group.as_ref())) else {
+    let s = match position {
+        Some(p) => Some(&*stream_at(ctx, p)?),
+        None => None,
+    };
+    let Some(cg) = s.and_then(|s| s.groups.get(group.as_ref())) else {
         return Err(no_group(key, group, ""));
     };
     if justinfo {
@@ -1125,7 +1131,11 @@ fn xpending(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn xclaim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let (key, group, name) = (&argv[1], &argv[2], &argv[3]);
     let position = read_position(ctx, key)?;
-    let Some(position) = position.filter(|p| stream_at(ctx, *p).groups.contains_key(group.as_ref())) else {
+    let has_group = match position {
+        Some(p) => stream_at(ctx, p)?.groups.contains_key(group.as_ref()),
+        None => false,
+    };
+    let Some(position) = position.filter(|_| has_group) else {
         return Err(no_group(key, group, ""));
     };
     let minidle = parse_i64(&argv[4])
@@ -1180,7 +1190,7 @@ fn xclaim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     } else {
         deliverytime
     } as u64;
-    let s = stream_at(ctx, position);
+    let s = stream_at(ctx, position)?;
     if let Some(cg) = s.groups.get_mut(group.as_ref())
         && last_id > cg.last_id
     {
@@ -1278,11 +1288,15 @@ fn xautoclaim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         j += 1;
     }
     let position = read_position(ctx, key)?;
-    let Some(position) = position.filter(|p| stream_at(ctx, *p).groups.contains_key(group.as_ref())) else {
+    let has_group = match position {
+        Some(p) => stream_at(ctx, p)?.groups.contains_key(group.as_ref()),
+        None => false,
+    };
+    let Some(position) = position.filter(|_| has_group) else {
         return Err(no_group(key, group, ""));
     };
     let now = ctx.now_ms;
-    let s = stream_at(ctx, position);
+    let s = stream_at(ctx, position)?;
     let mut attempts = count.saturating_mul(10);
     let mut claimed = Vec::new();
     let mut deleted = Vec::new();

@@ -332,17 +332,14 @@ impl Stream {
                 let master_fields: Vec<Bytes> = fields.iter().step_by(2).cloned().collect();
                 let mut fixed = 7 + lp_int_size(numfields as i64) + lp_int_size(0);
                 fixed += master_fields.iter().map(|f| lp_str_size(f)).sum::<u64>();
-                self.nodes.insert(
-                    id,
-                    Node {
-                        master_fields,
-                        live: 1,
-                        deleted: 0,
-                        fixed_bytes: fixed,
-                        last: id,
-                    },
-                );
-                (id, self.nodes.get_mut(&id).expect("just inserted"))
+                let node = self.nodes.entry(id).or_insert(Node {
+                    master_fields,
+                    live: 1,
+                    deleted: 0,
+                    fixed_bytes: fixed,
+                    last: id,
+                });
+                (id, node)
             }
         };
         let same = node.master_fields.len() == numfields && node.master_fields.iter().zip(fields.iter().step_by(2)).all(|(a, b)| a == b);
@@ -504,12 +501,6 @@ impl Stream {
         }
         let read = self.estimate_distance(group.last_id);
         (read != -1).then(|| self.entries_added as i64 - read)
-    }
-
-    /// An approximate memory footprint, for MEMORY USAGE.
-    pub fn approx_bytes(&self) -> usize {
-        let nodes: u64 = self.nodes.values().map(Node::bytes).sum();
-        nodes as usize + 64 * self.nodes.len() + 128 * self.groups.len()
     }
 }
 
