@@ -1,7 +1,9 @@
 //! Streams over TCP: what the differential corpus cannot show. XREAD and
 //! XREADGROUP with BLOCK served by another client's XADD (in blocking
 //! order, `$` resolved when blocking, timeouts), group waiters told when
-//! their group or key goes, WATCH, and the generic commands on a stream.
+//! their group or key goes, WATCH, the generic commands on a stream, idle
+//! times on the test clock, and random command sequences whose replies
+//! and XINFO STREAM (node counts) must be redis-server's.
 //! Each scenario runs against keylock and a real redis-server, and the
 //! bytes every connection receives must be the same.
 
@@ -377,4 +379,161 @@ fn a_group_waiter_reads_after_the_groups_last_id_when_served() {
         out.push(writer.call(&["XINFO", "GROUPS", "s"]));
         out
     });
+}
+
+/// One random stream command for [`random_stream_commands_answer_as_redis_does`]:
+/// appends (some trimming on the way), deletions, trims exact and
+/// approximate, and group commands whose replies carry no times.
+fn random_command(rng: &mut fastrand::Rng, ms: &mut u64) -> Vec<String> {
+    let id = |rng: &mut fastrand::Rng, ms: u64| format!("{}-{}", rng.u64(0..=ms), rng.u64(0..3));
+    let group = ["g1", "g2"][rng.usize(0..2)].to_string();
+    let consumer = ["a", "b", "c"][rng.usize(0..3)].to_string();
+    let words: Vec<String> = match rng.u32(0..100) {
+        0..=49 => {
+            *ms += rng.u64(0..3);
+            let mut cmd = vec!["XADD".to_string(), "s".to_string()];
+            match rng.u32(0..20) {
+                0 => cmd.extend(["MAXLEN".into(), "~".into(), rng.u64(0..30).to_string()]),
+                1 => cmd.extend(["MINID".into(), "~".into(), rng.u64(0..=*ms).to_string()]),
+                _ => {}
+            }
+            cmd.push(format!("{ms}-*"));
+            for j in 0..rng.usize(1..4) {
+                let field = ["f", "g", "123"][rng.usize(0..3)].to_string();
+                let field = if rng.bool() { format!("h{j}") } else { field };
+                let value = match rng.u32(0..3) {
+                    0 => "v".to_string(),
+                    1 => "x".repeat(rng.usize(0..120)),
+                    _ => rng.i64(-1_000_000..1_000_000).to_string(),
+                };
+                cmd.extend([field, value]);
+            }
+            cmd
+        }
+        50..=64 => {
+            let mut cmd = vec!["XDEL".to_string(), "s".to_string()];
+            for _ in 0..rng.usize(1..4) {
+                cmd.push(id(rng, *ms));
+            }
+            cmd
+        }
+        65..=72 => vec![
+            "XTRIM".into(),
+            "s".into(),
+            ["MAXLEN", "MINID"][rng.usize(0..2)].into(),
+            ["~", "="][rng.usize(0..2)].into(),
+            rng.u64(0..=*ms).to_string(),
+        ],
+        73..=75 => vec![
+            "XTRIM".into(),
+            "s".into(),
+            "MAXLEN".into(),
+            "~".into(),
+            rng.u64(0..40).to_string(),
+            "LIMIT".into(),
+            rng.u64(0..20).to_string(),
+        ],
+        76 => vec![
+            "XGROUP".into(),
+            "CREATE".into(),
+            "s".into(),
+            group,
+            ["0", "$"][rng.usize(0..2)].into(),
+        ],
+        77..=80 => vec![
+            "XREADGROUP".into(),
+            "GROUP".into(),
+            group,
+            consumer,
+            "COUNT".into(),
+            rng.u32(0..4).to_string(),
+            "STREAMS".into(),
+            "s".into(),
+            [">", "0"][rng.usize(0..2)].into(),
+        ],
+        81 => vec![
+            "XREADGROUP".into(),
+            "GROUP".into(),
+            group,
+            consumer,
+            "NOACK".into(),
+            "STREAMS".into(),
+            "s".into(),
+            ">".into(),
+        ],
+        82 => vec!["XACK".into(), "s".into(), group, id(rng, *ms), id(rng, *ms)],
+        83 => vec![
+            "XCLAIM".into(),
+            "s".into(),
+            group,
+            consumer,
+            "0".into(),
+            id(rng, *ms),
+            "JUSTID".into(),
+        ],
+        84 => vec![
+            "XCLAIM".into(),
+            "s".into(),
+            group,
+            consumer,
+            "0".into(),
+            id(rng, *ms),
+            "FORCE".into(),
+            "RETRYCOUNT".into(),
+            "3".into(),
+        ],
+        85 => vec![
+            "XAUTOCLAIM".into(),
+            "s".into(),
+            group,
+            consumer,
+            "0".into(),
+            id(rng, *ms),
+            "COUNT".into(),
+            rng.u32(1..4).to_string(),
+            "JUSTID".into(),
+        ],
+        86 => vec!["XPENDING".into(), "s".into(), group],
+        87 => vec!["XGROUP".into(), "SETID".into(), "s".into(), group, id(rng, *ms)],
+        88 => vec!["XGROUP".into(), "DELCONSUMER".into(), "s".into(), group, consumer],
+        89 => vec!["XGROUP".into(), "DESTROY".into(), "s".into(), group],
+        90..=94 => vec!["XINFO".into(), "GROUPS".into(), "s".into()],
+        _ => vec!["XRANGE".into(), "s".into(), "-".into(), "+".into(), "COUNT".into(), "5".into()],
+    };
+    words
+}
+
+/// Random command sequences, with small node limits so nodes fill and
+/// split often: every reply, and XINFO STREAM after every command (node
+/// and radix tree counts, first and max deleted IDs, entries added), must
+/// be what redis-server answers.
+#[test]
+fn random_stream_commands_answer_as_redis_does() {
+    let Some(redis) = real_redis() else { return };
+    let keylock = start();
+    let (mut ours, mut theirs) = (Raw::connect(keylock.addr()), Raw::connect(redis.addr));
+    for seed in 0..12u64 {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let entries = ["3", "5", "10", "100"][rng.usize(0..4)];
+        let bytes = ["0", "64", "200", "4096"][rng.usize(0..4)];
+        for c in [&mut ours, &mut theirs] {
+            c.call(&["FLUSHALL"]);
+            c.call(&["CONFIG", "SET", "stream-node-max-entries", entries]);
+            c.call(&["CONFIG", "SET", "stream-node-max-bytes", bytes]);
+        }
+        let mut ms = 1;
+        for step in 0..300 {
+            let words = random_command(&mut rng, &mut ms);
+            let args: Vec<&str> = words.iter().map(String::as_str).collect();
+            for check in [args.as_slice(), &["XINFO", "STREAM", "s"]] {
+                let (got, want) = (ours.call(check), theirs.call(check));
+                assert!(
+                    got == want,
+                    "seed {seed} (node entries {entries}, bytes {bytes}), step {step}: {check:?} after {args:?}\n keylock: {}\n redis:   {}",
+                    String::from_utf8_lossy(&got),
+                    String::from_utf8_lossy(&want)
+                );
+            }
+        }
+    }
 }
