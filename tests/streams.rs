@@ -537,3 +537,32 @@ fn random_stream_commands_answer_as_redis_does() {
         }
     }
 }
+
+#[test]
+fn xreadgroup_waiters_are_told_when_swapdb_takes_their_stream_away() {
+    both(|addr| {
+        let mut out = Vec::new();
+        let (mut a, mut b, mut x, mut admin) = (Raw::connect(addr), Raw::connect(addr), Raw::connect(addr), Raw::connect(addr));
+        admin.call(&["FLUSHALL"]);
+        admin.call(&["SELECT", "4"]);
+        admin.call(&["LPUSH", "t", "e1"]);
+        admin.call(&["XADD", "u", "9-0", "f", "v"]);
+        admin.call(&["SELECT", "9"]);
+        for key in ["s", "t", "u"] {
+            admin.call(&["XADD", key, "5-0", "f", "v"]);
+            admin.call(&["XGROUP", "CREATE", key, "g", "$"]);
+        }
+        for (c, key) in [(&mut a, "s"), (&mut b, "t")] {
+            c.call(&["SELECT", "9"]);
+            send(c, &["XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", key, ">"]);
+        }
+        x.call(&["SELECT", "9"]);
+        send(&mut x, &["XREAD", "BLOCK", "0", "STREAMS", "u", "$"]);
+        std::thread::sleep(SETTLE);
+        out.push(admin.call(&["SWAPDB", "4", "9"]));
+        out.push(a.reply());
+        out.push(b.reply());
+        out.push(x.reply());
+        out
+    });
+}
