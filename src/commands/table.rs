@@ -515,6 +515,11 @@ impl CommandSpec {
     /// The ACL categories COMMAND INFO lists, derived from group and flags.
     pub fn acl_categories(&self) -> Vec<&'static str> {
         let mut cats = Vec::new();
+        // A container (OBJECT, XGROUP …) has no category of its own in
+        // Redis's table: only `@slow`, as it is not fast.
+        if self.handler.is_none() {
+            return vec!["@slow"];
+        }
         if let Some(c) = self.group.acl_category() {
             cats.push(c);
         }
