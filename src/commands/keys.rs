@@ -513,6 +513,7 @@ fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Value::Set(_) => "hashtable",
         Value::ZSet(z) if z.is_listpack() => "listpack",
         Value::ZSet(_) => "skiplist",
+        Value::Stream(_) => "stream",
     };
     Ok(Reply::bulk_static(enc))
 }

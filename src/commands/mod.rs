@@ -23,6 +23,7 @@ pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod sort;
+pub mod streams;
 pub mod strings;
 pub mod table;
 pub mod tips;
@@ -168,6 +169,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         sets::COMMANDS,
         zsets::COMMANDS,
         geo::COMMANDS,
+        streams::COMMANDS,
         pubsub::COMMANDS,
         scripting::COMMANDS,
         transactions::COMMANDS,

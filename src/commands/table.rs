@@ -93,6 +93,7 @@ pub enum Group {
     Bitmap,
     Hyperloglog,
     Geo,
+    Stream,
 }
 
 impl Group {
@@ -112,6 +113,7 @@ impl Group {
             Group::Bitmap => "bitmap",
             Group::Hyperloglog => "hyperloglog",
             Group::Geo => "geo",
+            Group::Stream => "stream",
         }
     }
 
@@ -130,6 +132,7 @@ impl Group {
             Group::Bitmap => "@bitmap",
             Group::Hyperloglog => "@hyperloglog",
             Group::Geo => "@geo",
+            Group::Stream => "@stream",
             Group::Server => return None,
         })
     }
@@ -230,6 +233,16 @@ pub const fn unknown_spec(flags: u16) -> KeySpec {
         last_key: 0,
         key_step: 0,
         limit: 0,
+    }
+}
+
+/// A keyword key spec with a `limit` (Redis's range `limit`: the keys are
+/// the first 1/limit of what follows the keyword, as XREAD's STREAMS):
+/// `keyword_key_spec(RO | ACCESS, "STREAMS", 1, -1, 1, 2)`.
+pub const fn keyword_key_spec(flags: u16, keyword: &'static str, startfrom: i32, last_key: i32, key_step: i32, limit: i32) -> KeySpec {
+    KeySpec {
+        limit,
+        ..keyword_spec(flags, keyword, startfrom, last_key, key_step)
     }
 }
 
@@ -561,6 +574,11 @@ impl CommandSpec {
     /// The ACL categories COMMAND INFO lists, derived from group and flags.
     pub fn acl_categories(&self) -> Vec<&'static str> {
         let mut cats = Vec::new();
+        // A container (OBJECT, XGROUP …) has no category of its own in
+        // Redis's table: only `@slow`, as it is not fast.
+        if self.handler.is_none() {
+            return vec!["@slow"];
+        }
         if !self.acl.is_empty() {
             cats.extend_from_slice(self.acl);
         } else if let Some(c) = self.group.acl_category() {
