@@ -15,7 +15,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("ping", -1, ping)
         .flags(FAST | SENTINEL | SUBSCRIBED_OK)
         .doc(G, "1.0.0", "Returns the server's liveliness response."),
-    cmd("echo", 2, echo).flags(FAST).doc(G, "1.0.0", "Returns the given string."),
+    cmd("echo", 2, echo)
+        .flags(FAST | LOADING | STALE)
+        .doc(G, "1.0.0", "Returns the given string."),
     cmd("quit", -1, quit)
         .flags(ALLOW_BUSY | NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SUBSCRIBED_OK | TX_CONTROL)
         .doc(G, "1.0.0", "Closes the connection."),

@@ -9,6 +9,7 @@ pub mod args;
 pub mod bitmaps;
 pub mod blocking;
 pub mod connection;
+pub mod defs;
 pub mod hashes;
 pub mod hyperloglog;
 pub mod info;
@@ -17,12 +18,13 @@ pub mod keys;
 pub mod lcs;
 pub mod lists;
 pub mod pubsub;
+#[rustfmt::skip]
+pub mod redis_defs;
 pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod strings;
 pub mod table;
-pub mod tips;
 pub mod transactions;
 pub mod zsets;
 

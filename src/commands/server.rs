@@ -5,7 +5,9 @@
 use bytes::Bytes;
 
 use super::args::upper;
-use super::table::{Arg, ArgKind, CommandSpec, Group, KeySpec, Registry, arg_flag, cmd, container, flag, flag::*, key_flag};
+use super::table::{
+    Arg, ArgKind, BeginSearch, CommandSpec, FindKeys, Group, KeySpec, Registry, arg_flag, cmd, container, flag, flag::*, key_flag,
+};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::error::quoted;
 
@@ -442,14 +444,14 @@ fn command_list(argv: &[Bytes]) -> CmdResult {
         _ => return Err(CmdError::syntax()),
     };
     let mut out = Vec::new();
-    for (spec, name) in &registry.all {
+    for (_, name) in &registry.all {
         let keep = match &filter {
             None => true,
             Some((kind, value)) => match kind.as_str() {
                 "MODULE" => false,
                 "ACLCAT" => {
                     let cat = format!("@{}", String::from_utf8_lossy(value).to_ascii_lowercase());
-                    spec.acl_categories().contains(&cat.as_str())
+                    lookup_full(name.as_bytes()).is_some_and(|c| c.acl_categories().contains(&cat.as_str()))
                 }
                 "PATTERN" => crate::glob::matches(value, name.as_bytes(), true),
                 _ => return Err(CmdError::syntax()),
@@ -462,37 +464,48 @@ fn command_list(argv: &[Bytes]) -> CmdResult {
     Ok(Reply::bulks(out))
 }
 
-/// One COMMAND INFO entry, in Redis 7.0's ten-field shape.
+/// One COMMAND INFO entry, in Redis 7.0's ten-field shape: from Redis's
+/// definition of the command when it has one, from the row otherwise.
 fn command_info(c: &super::table::Command) -> Reply {
     let spec = c.spec;
+    let flags = c.info_flags();
     let flags: Vec<Reply> = flag::NAMES
         .iter()
-        .filter(|(f, _)| spec.has(*f))
+        .filter(|(f, _)| flags & f != 0)
         .map(|(_, n)| Reply::Status(Bytes::from_static(n.as_bytes())))
         .collect();
-    let cats: Vec<Reply> = spec
+    let cats: Vec<Reply> = c
         .acl_categories()
         .into_iter()
         .map(|c| Reply::Status(Bytes::from_static(c.as_bytes())))
         .collect();
-    let key_specs = if !spec.key_specs.is_empty() {
-        spec.key_specs.iter().map(key_spec_reply).collect()
-    } else if spec.first_key > 0 {
-        let legacy = KeySpec {
-            notes: "",
-            flags: if spec.has(WRITE) { key_flag::RW } else { key_flag::RO },
-            index: spec.first_key,
-            last_key: if spec.last_key < 0 {
-                spec.last_key
+    let (legacy_keys, tips, key_specs) = match c.def {
+        Some(def) => (def.legacy_keys, def.tips, def.key_specs.iter().map(key_spec_reply).collect()),
+        None => {
+            let legacy = (spec.first_key, spec.last_key, spec.key_step);
+            let key_specs = if !spec.key_specs.is_empty() {
+                spec.key_specs.iter().map(key_spec_reply).collect()
+            } else if spec.first_key > 0 {
+                let derived = KeySpec {
+                    notes: "",
+                    flags: if spec.has(WRITE) { key_flag::RW } else { key_flag::RO },
+                    begin_search: BeginSearch::Index(spec.first_key),
+                    find_keys: FindKeys::Range {
+                        lastkey: if spec.last_key < 0 {
+                            spec.last_key
+                        } else {
+                            spec.last_key - spec.first_key
+                        },
+                        keystep: spec.key_step,
+                        limit: 0,
+                    },
+                };
+                vec![key_spec_reply(&derived)]
             } else {
-                spec.last_key - spec.first_key
-            },
-            key_step: spec.key_step,
-            limit: 0,
-        };
-        vec![key_spec_reply(&legacy)]
-    } else {
-        vec![]
+                vec![]
+            };
+            (legacy, &[][..], key_specs)
+        }
     };
     // Redis answers a set when there are no subcommands, an array of them
     // otherwise.
@@ -507,80 +520,131 @@ fn command_info(c: &super::table::Command) -> Reply {
         Reply::Bulk(Bytes::from(c.full_name.clone())),
         Reply::Int(spec.arity as i64),
         Reply::Set(flags),
-        Reply::Int(spec.first_key as i64),
-        Reply::Int(spec.last_key as i64),
-        Reply::Int(spec.key_step as i64),
+        Reply::Int(legacy_keys.0 as i64),
+        Reply::Int(legacy_keys.1 as i64),
+        Reply::Int(legacy_keys.2 as i64),
         Reply::Set(cats),
-        Reply::Set(super::tips::of(&c.full_name).iter().map(|t| Reply::bulk_static(t)).collect()),
+        Reply::Set(tips.iter().map(|t| Reply::bulk_static(t)).collect()),
         Reply::Set(key_specs),
         subs,
     ])
 }
 
-/// One key spec as COMMAND INFO describes it.
+/// A `{type, spec}` map of COMMAND INFO's key specs.
+fn search_reply(kind: &'static str, spec: Vec<(&'static str, Reply)>) -> Reply {
+    Reply::Map(vec![
+        (Reply::bulk_static("type"), Reply::bulk_static(kind)),
+        (
+            Reply::bulk_static("spec"),
+            Reply::Map(spec.into_iter().map(|(k, v)| (Reply::bulk_static(k), v)).collect()),
+        ),
+    ])
+}
+
+/// One key spec as COMMAND INFO describes it (`addReplyCommandKeySpecs`).
 fn key_spec_reply(k: &KeySpec) -> Reply {
     let flags = key_flag::NAMES
         .iter()
         .filter(|(f, _)| k.flags & f != 0)
         .map(|(_, n)| Reply::status(n))
         .collect();
+    let begin_search = match k.begin_search {
+        BeginSearch::Unknown => search_reply("unknown", vec![]),
+        BeginSearch::Index(index) => search_reply("index", vec![("index", Reply::Int(index as i64))]),
+        BeginSearch::Keyword { keyword, startfrom } => search_reply(
+            "keyword",
+            vec![
+                ("keyword", Reply::bulk_static(keyword)),
+                ("startfrom", Reply::Int(startfrom as i64)),
+            ],
+        ),
+    };
+    let find_keys = match k.find_keys {
+        FindKeys::Unknown => search_reply("unknown", vec![]),
+        FindKeys::Range { lastkey, keystep, limit } => search_reply(
+            "range",
+            vec![
+                ("lastkey", Reply::Int(lastkey as i64)),
+                ("keystep", Reply::Int(keystep as i64)),
+                ("limit", Reply::Int(limit as i64)),
+            ],
+        ),
+        FindKeys::Keynum {
+            keynumidx,
+            firstkey,
+            keystep,
+        } => search_reply(
+            "keynum",
+            vec![
+                ("keynumidx", Reply::Int(keynumidx as i64)),
+                ("firstkey", Reply::Int(firstkey as i64)),
+                ("keystep", Reply::Int(keystep as i64)),
+            ],
+        ),
+    };
     let mut fields = Vec::with_capacity(4);
     if !k.notes.is_empty() {
         fields.push((Reply::bulk_static("notes"), Reply::bulk_static(k.notes)));
     }
     fields.extend([
         (Reply::bulk_static("flags"), Reply::Set(flags)),
-        (
-            Reply::bulk_static("begin_search"),
-            Reply::Map(vec![
-                (Reply::bulk_static("type"), Reply::bulk_static("index")),
-                (
-                    Reply::bulk_static("spec"),
-                    Reply::Map(vec![(Reply::bulk_static("index"), Reply::Int(k.index as i64))]),
-                ),
-            ]),
-        ),
-        (
-            Reply::bulk_static("find_keys"),
-            Reply::Map(vec![
-                (Reply::bulk_static("type"), Reply::bulk_static("range")),
-                (
-                    Reply::bulk_static("spec"),
-                    Reply::Map(vec![
-                        (Reply::bulk_static("lastkey"), Reply::Int(k.last_key as i64)),
-                        (Reply::bulk_static("keystep"), Reply::Int(k.key_step as i64)),
-                        (Reply::bulk_static("limit"), Reply::Int(k.limit as i64)),
-                    ]),
-                ),
-            ]),
-        ),
+        (Reply::bulk_static("begin_search"), begin_search),
+        (Reply::bulk_static("find_keys"), find_keys),
     ]);
     Reply::Map(fields)
 }
 
+/// One COMMAND DOCS entry, in the field order of Redis's
+/// `addReplyCommandDocs`: from Redis's definition of the command when it
+/// has one, from the row otherwise.
 fn command_docs(c: &super::table::Command) -> Reply {
     let spec = c.spec;
-    let mut fields = vec![
-        (Reply::bulk_static("summary"), Reply::bulk_static(spec.summary)),
-        (Reply::bulk_static("since"), Reply::bulk_static(spec.since)),
-        (Reply::bulk_static("group"), Reply::bulk_static(spec.group.doc_name())),
-    ];
-    if !spec.complexity.is_empty() {
-        fields.push((Reply::bulk_static("complexity"), Reply::bulk_static(spec.complexity)));
+    let text = |name: &'static str, value: &'static str| (!value.is_empty()).then(|| (Reply::bulk_static(name), Reply::bulk_static(value)));
+    let syscmd: &[&str] = if spec.syscmd { &["syscmd"] } else { &[] };
+    let (summary, since, group, complexity, doc_flags, deprecated_since, replaced_by, history, arguments) = match c.def {
+        Some(d) => (
+            d.summary,
+            d.since,
+            d.group,
+            d.complexity,
+            d.doc_flags,
+            d.deprecated_since,
+            d.replaced_by,
+            d.history,
+            d.arguments,
+        ),
+        None => (
+            spec.summary,
+            spec.since,
+            spec.group.doc_name(),
+            spec.complexity,
+            syscmd,
+            "",
+            "",
+            spec.history,
+            spec.arguments,
+        ),
+    };
+    let mut fields: Vec<(Reply, Reply)> = [text("summary", summary), text("since", since)].into_iter().flatten().collect();
+    fields.push((Reply::bulk_static("group"), Reply::bulk_static(group)));
+    fields.extend(text("complexity", complexity));
+    if !doc_flags.is_empty() {
+        fields.push((
+            Reply::bulk_static("doc_flags"),
+            Reply::Set(doc_flags.iter().map(|f| Reply::status(f)).collect()),
+        ));
     }
-    if spec.syscmd {
-        fields.push((Reply::bulk_static("doc_flags"), Reply::Set(vec![Reply::status("syscmd")])));
-    }
-    if !spec.history.is_empty() {
-        let history = spec
-            .history
+    fields.extend(text("deprecated_since", deprecated_since));
+    fields.extend(text("replaced_by", replaced_by));
+    if !history.is_empty() {
+        let history = history
             .iter()
             .map(|(since, change)| Reply::Array(vec![Reply::bulk_static(since), Reply::bulk_static(change)]))
             .collect();
         fields.push((Reply::bulk_static("history"), Reply::Set(history)));
     }
-    if !spec.arguments.is_empty() {
-        fields.push((Reply::bulk_static("arguments"), arguments_reply(spec.arguments)));
+    if !arguments.is_empty() {
+        fields.push((Reply::bulk_static("arguments"), arguments_reply(arguments)));
     }
     if !c.subcommands.is_empty() {
         let mut subs: Vec<&super::table::Command> = c.subcommands.values().collect();
@@ -615,6 +679,9 @@ fn arguments_reply(args: &[Arg]) -> Reply {
                 }
                 if !a.since.is_empty() {
                     fields.push((Reply::bulk_static("since"), Reply::bulk_static(a.since)));
+                }
+                if !a.deprecated_since.is_empty() {
+                    fields.push((Reply::bulk_static("deprecated_since"), Reply::bulk_static(a.deprecated_since)));
                 }
                 if a.flags != 0 {
                     let flags = arg_flag::NAMES

@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 
 use super::Ctx;
+use super::defs::{self, CommandDef};
 use crate::error::CmdResult;
 
 pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
@@ -46,7 +47,19 @@ pub mod flag {
     /// Refused unless `enable-test-commands` lets this client run it
     /// (Redis's CMD_PROTECTED, for keylock's test controls).
     pub const PROTECTED: u32 = 1 << 21;
+    // Redis flags keylock's engine does not act on; Redis's definitions
+    // carry them, for COMMAND INFO.
+    pub const ASKING: u32 = 1 << 22;
+    pub const NO_ASYNC_LOADING: u32 = 1 << 23;
+    /// Derived by Redis from the key specs (`populateCommandLegacyRangeSpec`).
+    pub const MOVABLE_KEYS: u32 = 1 << 24;
+    pub const ONLY_SENTINEL: u32 = 1 << 25;
+    pub const TOUCHES_ARBITRARY_KEYS: u32 = 1 << 26;
 
+    /// The flags Redis's COMMAND INFO lists, in its order
+    /// (`addReplyFlagsForCommand`): may_replicate, sentinel,
+    /// only_sentinel, protected and touches_arbitrary_keys are hidden
+    /// there on purpose, and so here.
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
         (READONLY, "readonly"),
@@ -59,14 +72,37 @@ pub mod flag {
         (STALE, "stale"),
         (SKIP_MONITOR, "skip_monitor"),
         (SKIP_SLOWLOG, "skip_slowlog"),
+        (ASKING, "asking"),
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
-        // MAY_REPLICATE is left out, as Redis hides it from COMMAND INFO.
-        (NO_MULTI, "no_multi"),
-        (ALLOW_BUSY, "allow_busy"),
         (NO_MANDATORY_KEYS, "no_mandatory_keys"),
-        (PROTECTED, "protected"),
+        (NO_ASYNC_LOADING, "no_async_loading"),
+        (NO_MULTI, "no_multi"),
+        (MOVABLE_KEYS, "movablekeys"),
+        (ALLOW_BUSY, "allow_busy"),
     ];
+
+    /// The Redis flags a table row carries, as the engine acts on them
+    /// (and COMMAND INFO lists them for keylock's own commands): a row of
+    /// a command Redis defines has exactly Redis's flags among these.
+    pub const ROW_REDIS_FLAGS: u32 = WRITE
+        | READONLY
+        | DENYOOM
+        | ADMIN
+        | PUBSUB
+        | NOSCRIPT
+        | BLOCKING
+        | LOADING
+        | STALE
+        | SKIP_MONITOR
+        | SKIP_SLOWLOG
+        | FAST
+        | NO_AUTH
+        | MAY_REPLICATE
+        | NO_MULTI
+        | ALLOW_BUSY
+        | NO_MANDATORY_KEYS
+        | PROTECTED;
 }
 
 /// Which documentation group a command belongs to (COMMAND DOCS, ACL categories).
@@ -97,7 +133,7 @@ impl Group {
             Group::Hash => "hash",
             Group::List => "list",
             Group::Set => "set",
-            Group::SortedSet => "sorted_set",
+            Group::SortedSet => "sorted-set",
             Group::PubSub => "pubsub",
             Group::Transactions => "transactions",
             Group::Scripting => "scripting",
@@ -154,29 +190,61 @@ pub mod key_flag {
     ];
 }
 
-/// One of Redis's key specs, for a row that spells its keys out instead
-/// of deriving one spec from the legacy triple: the keys start at
-/// argument `index` and run as a range (`last_key` relative to it, or
-/// negative from the end; every `key_step`-th; `limit` as Redis's).
+/// Where a key spec starts looking for keys (Redis's `begin_search`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BeginSearch {
+    Unknown,
+    /// At this argument.
+    Index(i32),
+    /// After this keyword, searched for from `startfrom` (from the end
+    /// when negative).
+    Keyword {
+        keyword: &'static str,
+        startfrom: i32,
+    },
+}
+
+/// How a key spec finds its keys from where it begins (Redis's `find_keys`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FindKeys {
+    Unknown,
+    /// Up to `lastkey` (relative to the start, or negative from the end),
+    /// every `keystep`-th; `limit` as Redis's.
+    Range {
+        lastkey: i32,
+        keystep: i32,
+        limit: i32,
+    },
+    /// The argument `keynumidx` after the start holds the key count; the
+    /// keys begin `firstkey` after the start, every `keystep`-th.
+    Keynum {
+        keynumidx: i32,
+        firstkey: i32,
+        keystep: i32,
+    },
+}
+
+/// One of Redis's key specs: how COMMAND INFO describes a set of keys.
 #[derive(Debug)]
 pub struct KeySpec {
     pub notes: &'static str,
     pub flags: u16,
-    pub index: i32,
-    pub last_key: i32,
-    pub key_step: i32,
-    pub limit: i32,
+    pub begin_search: BeginSearch,
+    pub find_keys: FindKeys,
 }
 
-/// A key spec: `key_spec(RW | ACCESS | UPDATE, 1, 0, 1)`.
+/// A key spec for a row: keys from argument `index`, as a range
+/// (`key_spec(RW | ACCESS | UPDATE, 1, 0, 1)`).
 pub const fn key_spec(flags: u16, index: i32, last_key: i32, key_step: i32) -> KeySpec {
     KeySpec {
         notes: "",
         flags,
-        index,
-        last_key,
-        key_step,
-        limit: 0,
+        begin_search: BeginSearch::Index(index),
+        find_keys: FindKeys::Range {
+            lastkey: last_key,
+            keystep: key_step,
+            limit: 0,
+        },
     }
 }
 
@@ -236,6 +304,7 @@ pub struct Arg {
     pub key_spec_index: i32,
     pub token: &'static str,
     pub since: &'static str,
+    pub deprecated_since: &'static str,
     pub flags: u8,
     pub args: &'static [Arg],
 }
@@ -248,6 +317,7 @@ pub const fn arg(name: &'static str, kind: ArgKind) -> Arg {
         key_spec_index: -1,
         token: "",
         since: "",
+        deprecated_since: "",
         flags: 0,
         args: &[],
     }
@@ -510,6 +580,10 @@ impl CommandSpec {
 pub struct Command {
     pub spec: &'static CommandSpec,
     pub full_name: String,
+    /// Redis's definition of this command, when Redis has one: what
+    /// COMMAND INFO and COMMAND DOCS report then (the row's own docs
+    /// describe only commands Redis does not define).
+    pub def: Option<&'static CommandDef>,
     pub stat_index: usize,
     /// For containers: subcommands by lowercase name.
     pub subcommands: HashMap<&'static [u8], Command, ahash::RandomState>,
@@ -536,6 +610,7 @@ impl Registry {
                 let mut cmd = Command {
                     spec,
                     full_name: spec.name.to_string(),
+                    def: defs::lookup(spec.name),
                     stat_index: all.len(),
                     subcommands: HashMap::default(),
                 };
@@ -546,6 +621,7 @@ impl Registry {
                         sub.name.as_bytes(),
                         Command {
                             spec: sub,
+                            def: defs::lookup(&full),
                             full_name: full.clone(),
                             stat_index: all.len(),
                             subcommands: HashMap::default(),
@@ -608,6 +684,21 @@ impl Command {
     pub fn subcommand(&self, name: &[u8]) -> Option<&Command> {
         lookup_lowercase(&self.subcommands, name)
     }
+
+    /// The flags COMMAND INFO lists (see [`flag::NAMES`]): Redis's for a
+    /// command it defines, the row's otherwise.
+    pub fn info_flags(&self) -> u32 {
+        self.def.map_or(self.spec.flags, |d| d.flags)
+    }
+
+    /// The ACL categories: Redis's for a command it defines, derived from
+    /// the row's group and flags otherwise.
+    pub fn acl_categories(&self) -> Vec<&'static str> {
+        match self.def {
+            Some(def) => def.acl_categories.to_vec(),
+            None => self.spec.acl_categories(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -623,6 +714,71 @@ mod tests {
             let upper = name.to_ascii_uppercase();
             assert!(std::ptr::eq(registry.lookup(&upper).expect("found"), found));
         }
+    }
+
+    /// Every Redis flag a row may carry, named for failure messages.
+    const ROW_FLAG_NAMES: &[(u32, &str)] = &[
+        (flag::WRITE, "WRITE"),
+        (flag::READONLY, "READONLY"),
+        (flag::DENYOOM, "DENYOOM"),
+        (flag::ADMIN, "ADMIN"),
+        (flag::PUBSUB, "PUBSUB"),
+        (flag::NOSCRIPT, "NOSCRIPT"),
+        (flag::BLOCKING, "BLOCKING"),
+        (flag::LOADING, "LOADING"),
+        (flag::STALE, "STALE"),
+        (flag::SKIP_MONITOR, "SKIP_MONITOR"),
+        (flag::SKIP_SLOWLOG, "SKIP_SLOWLOG"),
+        (flag::FAST, "FAST"),
+        (flag::NO_AUTH, "NO_AUTH"),
+        (flag::MAY_REPLICATE, "MAY_REPLICATE"),
+        (flag::NO_MULTI, "NO_MULTI"),
+        (flag::ALLOW_BUSY, "ALLOW_BUSY"),
+        (flag::NO_MANDATORY_KEYS, "NO_MANDATORY_KEYS"),
+        (flag::PROTECTED, "PROTECTED"),
+    ];
+
+    fn flag_names(flags: u32) -> Vec<&'static str> {
+        ROW_FLAG_NAMES.iter().filter(|(f, _)| flags & f != 0).map(|(_, n)| *n).collect()
+    }
+
+    /// Commands keylock serves that Redis 7.0.15 does not define: its own,
+    /// and ones of later Redis versions.
+    const NOT_IN_REDIS_7_0: &[&str] = &["client|capa", "client|no-touch", "client|setinfo", "waitaof"];
+
+    #[test]
+    fn every_command_redis_defines_has_its_definition() {
+        for (_, name) in &Registry::get().all {
+            let keylock_own = name == "keylock" || name.starts_with("keylock|");
+            assert!(
+                defs::lookup(name).is_some() || keylock_own || NOT_IN_REDIS_7_0.contains(&name.as_str()),
+                "{name} has no Redis definition: regenerate src/commands/redis_defs.rs, or list it as keylock's own"
+            );
+        }
+    }
+
+    #[test]
+    fn rows_of_redis_commands_have_redis_arity_and_flags() {
+        let mut wrong = Vec::new();
+        for (spec, name) in &Registry::get().all {
+            let Some(def) = defs::lookup(name) else { continue };
+            if spec.arity != def.arity {
+                wrong.push(format!("{name}: arity {} where Redis has {}", spec.arity, def.arity));
+            }
+            let row_keys = (spec.first_key, spec.last_key, spec.key_step);
+            if def.flags & flag::MOVABLE_KEYS == 0 && row_keys != def.legacy_keys {
+                wrong.push(format!("{name}: keys {row_keys:?} where Redis has {:?}", def.legacy_keys));
+            }
+            let (row, redis) = (spec.flags & flag::ROW_REDIS_FLAGS, def.flags & flag::ROW_REDIS_FLAGS);
+            if row != redis {
+                wrong.push(format!(
+                    "{name}: row lacks {:?}, has extra {:?}",
+                    flag_names(redis & !row),
+                    flag_names(row & !redis)
+                ));
+            }
+        }
+        assert!(wrong.is_empty(), "rows differing from Redis:\n{}", wrong.join("\n"));
     }
 
     #[test]
