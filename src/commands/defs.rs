@@ -10,8 +10,10 @@
 //! commands (the KEYLOCK container, and subcommands of later Redis
 //! versions) have no definition here and are described by their rows.
 
+use bytes::Bytes;
+
 use super::redis_defs::DEFS;
-use super::table::{Arg, KeySpec};
+use super::table::{Arg, BeginSearch, FindKeys, KeySpec, key_flag};
 
 /// One command or subcommand as Redis defines it (its `redisCommand`
 /// after `populateCommandStructure`).
@@ -49,6 +51,167 @@ pub struct CommandDef {
 /// subcommand, lowercase), if Redis has one.
 pub fn lookup(full_name: &str) -> Option<&'static CommandDef> {
     DEFS.binary_search_by(|d| d.name.cmp(full_name)).ok().map(|i| &DEFS[i])
+}
+
+impl CommandDef {
+    /// Whether COMMAND GETKEYS may find keys in this command (Redis's
+    /// `doesCommandHaveKeys`).
+    pub fn has_keys(&self) -> bool {
+        self.getkeys_proc || self.key_specs.iter().any(|k| k.flags & key_flag::NOT_KEY == 0)
+    }
+
+    /// The positions of the keys in `argv` (the command's name at 0), as
+    /// Redis's `getKeysFromCommandWithSpecs` finds them: by the key specs
+    /// when they are reliable, else by the command's own key finder.
+    pub fn key_positions(&self, argv: &[Bytes]) -> Vec<usize> {
+        let reliable = self.key_specs.iter().any(|k| k.flags & key_flag::NOT_KEY == 0)
+            && self.key_specs.iter().all(|k| k.flags & key_flag::VARIABLE_FLAGS == 0);
+        if reliable && let Some(keys) = self.keys_by_specs(argv) {
+            return keys;
+        }
+        if self.getkeys_proc {
+            getkeys_proc(self.name, argv)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Redis's `getKeysUsingKeySpecs`; None where a spec cannot tell
+    /// (unknown, incomplete, or not matching the arguments).
+    fn keys_by_specs(&self, argv: &[Bytes]) -> Option<Vec<usize>> {
+        let argc = argv.len() as i64;
+        let mut keys = Vec::new();
+        for spec in self.key_specs {
+            if spec.flags & key_flag::NOT_KEY != 0 {
+                continue;
+            }
+            let first = match spec.begin_search {
+                BeginSearch::Index(pos) => pos as i64,
+                BeginSearch::Keyword { keyword, startfrom } => {
+                    let start = if startfrom > 0 { startfrom as i64 } else { argc + startfrom as i64 };
+                    let end = if startfrom > 0 { argc - 1 } else { 1 };
+                    let mut i = start;
+                    let mut found = 0;
+                    while i != end {
+                        if i >= argc || i < 1 {
+                            break;
+                        }
+                        if argv[i as usize].eq_ignore_ascii_case(keyword.as_bytes()) {
+                            found = i + 1;
+                            break;
+                        }
+                        i += if start <= end { 1 } else { -1 };
+                    }
+                    if found == 0 {
+                        continue;
+                    }
+                    found
+                }
+                BeginSearch::Unknown => return None,
+            };
+            let (first, last, step) = match spec.find_keys {
+                FindKeys::Range { lastkey, keystep, limit } => {
+                    let last = if lastkey >= 0 {
+                        first + lastkey as i64
+                    } else if limit == 0 {
+                        argc + lastkey as i64
+                    } else {
+                        first + ((argc - first) / limit as i64 + lastkey as i64)
+                    };
+                    (first, last, keystep as i64)
+                }
+                FindKeys::Keynum {
+                    keynumidx,
+                    firstkey,
+                    keystep,
+                } => {
+                    if keynumidx as i64 >= argc {
+                        return None;
+                    }
+                    let count = crate::numfmt::parse_i64(argv.get((first + keynumidx as i64) as usize)?)?;
+                    if count < 0 {
+                        return None;
+                    }
+                    let first = first + firstkey as i64;
+                    (first, first + count - 1, keystep as i64)
+                }
+                FindKeys::Unknown => return None,
+            };
+            if last >= argc || last < first || first >= argc {
+                return None;
+            }
+            let mut i = first;
+            while i <= last {
+                keys.push(i as usize);
+                i += step.max(1);
+            }
+            if spec.flags & key_flag::INCOMPLETE != 0 {
+                return None;
+            }
+        }
+        Some(keys)
+    }
+}
+
+/// The command-specific key finders of Redis (`*GetKeys` in db.c) for
+/// the commands whose key specs cannot always tell.
+fn getkeys_proc(name: &str, argv: &[Bytes]) -> Vec<usize> {
+    // genericGetKeys(store, count, first, step): the key count at `count`
+    // read with atoi, the keys from `first`, the stored-to key last.
+    let generic = |store: usize, count: usize, first: usize| {
+        let num = argv.get(count).map_or(0, |c| atoi(c));
+        if num < 1 || num > (argv.len() as i64 - first as i64) {
+            return Vec::new();
+        }
+        let mut keys: Vec<usize> = (first..first + num as usize).collect();
+        if store > 0 {
+            keys.push(store);
+        }
+        keys
+    };
+    match name {
+        "zunionstore" | "zinterstore" | "zdiffstore" => generic(1, 2, 3),
+        "zunion" | "zinter" | "zdiff" | "zintercard" | "sintercard" | "lmpop" | "zmpop" => generic(0, 1, 2),
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "blmpop" | "bzmpop" => generic(0, 2, 3),
+        "set" | "bitfield" | "sort_ro" => vec![1],
+        "sort" => {
+            let mut keys = vec![1];
+            let mut store = None;
+            let mut i = 2;
+            while i < argv.len() {
+                let arg = &argv[i];
+                if arg.eq_ignore_ascii_case(b"limit") {
+                    i += 2;
+                } else if arg.eq_ignore_ascii_case(b"get") || arg.eq_ignore_ascii_case(b"by") {
+                    i += 1;
+                } else if arg.eq_ignore_ascii_case(b"store") && i + 1 < argv.len() {
+                    store = Some(i + 1);
+                }
+                i += 1;
+            }
+            keys.extend(store);
+            keys
+        }
+        // MIGRATE, GEORADIUS and XREAD finders: not needed while keylock
+        // does not serve these commands (their key specs mostly suffice).
+        _ => Vec::new(),
+    }
+}
+
+/// C's `atoi`: optional blanks and sign, then digits up to the first
+/// other byte; 0 when there are none.
+fn atoi(text: &[u8]) -> i64 {
+    let text = text.trim_ascii_start();
+    let (negative, digits) = match text.first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let value = digits
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .fold(0i64, |n, d| n.saturating_mul(10).saturating_add((d - b'0') as i64));
+    if negative { -value } else { value }
 }
 
 #[cfg(test)]

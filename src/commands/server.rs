@@ -58,7 +58,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     container("config", CONFIG).doc(G, "2.0.0", "A container for server configuration commands."),
     cmd("command", -1, command)
         .flags(LOADING | STALE | SENTINEL)
-        .doc(G, "2.8.13", "Returns detailed information about all commands."),
+        .with_subcommands(COMMAND),
     container("function", FUNCTION).doc(Group::Scripting, "7.0.0", "A container for function commands."),
 ];
 
@@ -82,6 +82,17 @@ const CONFIG: &[CommandSpec] = &[
     cmd("help", 2, config_help)
         .flags(LOADING | STALE)
         .doc(G, "5.0.0", "Returns helpful text about the different subcommands."),
+];
+
+/// COMMAND's subcommands, all served by [`command`] (named alone,
+/// COMMAND lists every command, as Redis's container does).
+const COMMAND: &[CommandSpec] = &[
+    cmd("count", 2, command).flags(LOADING | STALE | SENTINEL),
+    cmd("docs", -2, command).flags(LOADING | STALE | SENTINEL),
+    cmd("getkeys", -4, command).flags(LOADING | STALE | SENTINEL),
+    cmd("help", 2, command).flags(LOADING | STALE | SENTINEL),
+    cmd("info", -2, command).flags(LOADING | STALE | SENTINEL),
+    cmd("list", -2, command).flags(LOADING | STALE | SENTINEL),
 ];
 
 const FUNCTION: &[CommandSpec] = &[
@@ -381,19 +392,7 @@ fn command(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             ctx.defer_reply_len();
             command_list(argv)
         }
-        "GETKEYS" if argv.len() >= 3 => {
-            let cmd = registry
-                .lookup(&argv[2])
-                .ok_or_else(|| CmdError::err("Invalid command specified"))?;
-            if !cmd.spec.arity_ok(argv.len() - 2) {
-                return Err(CmdError::err("Invalid number of arguments specified for command"));
-            }
-            let positions = cmd.spec.key_positions(argv.len() - 2);
-            if positions.is_empty() {
-                return Err(CmdError::err("The command has no key arguments"));
-            }
-            Ok(Reply::bulks(positions.into_iter().map(|i| argv[i + 2].clone())))
-        }
+        "GETKEYS" if argv.len() >= 3 => command_getkeys(&argv[2..]),
         "HELP" if argv.len() == 2 => Ok(help_reply(
             "COMMAND",
             &[
@@ -424,6 +423,38 @@ fn command(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             Err(CmdError::unknown_subcommand(sub, "command"))
         }
     }
+}
+
+/// COMMAND GETKEYS: the keys of the command line `line`, found as Redis's
+/// `getKeysSubcommandImpl` finds them (by Redis's key specs for the
+/// commands it defines, by the row's key positions for keylock's own).
+fn command_getkeys(line: &[Bytes]) -> CmdResult {
+    let registry = Registry::get();
+    let base = registry.lookup(&line[0]);
+    let cmd = match base {
+        Some(base) if line.len() > 1 && !base.subcommands.is_empty() => base.subcommand(&line[1]),
+        base => base,
+    }
+    .ok_or_else(|| CmdError::err("Invalid command specified"))?;
+    let has_keys = cmd.def.map_or(cmd.spec.first_key > 0, |d| d.has_keys());
+    if !has_keys {
+        return Err(CmdError::err("The command has no key arguments"));
+    }
+    if !cmd.spec.arity_ok(line.len()) {
+        return Err(CmdError::err("Invalid number of arguments specified for command"));
+    }
+    let positions = match cmd.def {
+        Some(def) => def.key_positions(line),
+        None => cmd.spec.key_positions(line.len()),
+    };
+    if positions.is_empty() {
+        return if cmd.info_flags() & NO_MANDATORY_KEYS != 0 {
+            Ok(Reply::Array(vec![]))
+        } else {
+            Err(CmdError::err("Invalid arguments specified for command"))
+        };
+    }
+    Ok(Reply::bulks(positions.into_iter().map(|i| line[i].clone())))
 }
 
 /// Finds `name` or `container|sub`.

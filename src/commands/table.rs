@@ -509,6 +509,13 @@ impl CommandSpec {
         self
     }
 
+    /// Subcommands of a command that also runs named alone (COMMAND), as
+    /// Redis's containers may: a name after it is looked up among them.
+    pub const fn with_subcommands(mut self, subcommands: &'static [CommandSpec]) -> Self {
+        self.subcommands = subcommands;
+        self
+    }
+
     /// Marks a command COMMAND DOCS lists with `doc_flags: syscmd`.
     pub const fn syscmd(mut self) -> Self {
         self.syscmd = true;
