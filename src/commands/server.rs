@@ -6,82 +6,36 @@ use bytes::Bytes;
 
 use super::args::upper;
 use super::table::{
-    Arg, ArgKind, BeginSearch, CommandSpec, FindKeys, Group, KeySpec, Registry, arg_flag, cmd, container, flag, flag::*, key_flag,
+    Arg, ArgKind, BeginSearch, CommandSpec, FindKeys, KeySpec, Registry, arg_flag, cmd, container, flag, flag::*, key_flag,
 };
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::error::quoted;
 
-const G: Group = Group::Server;
-
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("info", -1, info)
-        .flags(LOADING | STALE | SENTINEL)
-        .doc(G, "1.0.0", "Returns information and statistics about the server."),
-    cmd("dbsize", 1, dbsize)
-        .flags(READONLY | FAST)
-        .doc(G, "1.0.0", "Returns the number of keys in the database."),
-    cmd("flushdb", -1, flushdb)
-        .flags(WRITE)
-        .doc(G, "1.0.0", "Remove all keys from the current database."),
-    cmd("flushall", -1, flushall)
-        .flags(WRITE)
-        .doc(G, "1.0.0", "Removes all keys from all databases."),
-    cmd("swapdb", 3, swapdb)
-        .flags(WRITE | FAST)
-        .doc(G, "4.0.0", "Swaps two Redis databases."),
-    cmd("time", 1, time)
-        .flags(LOADING | STALE | FAST)
-        .doc(G, "2.6.0", "Returns the server time."),
-    cmd("lastsave", 1, lastsave).flags(LOADING | STALE | FAST).doc(
-        G,
-        "1.0.0",
-        "Returns the Unix timestamp of the last successful save to disk.",
-    ),
-    cmd("save", 1, save)
-        .flags(ADMIN | NOSCRIPT | NO_MULTI)
-        .doc(G, "1.0.0", "Synchronously saves the database(s) to disk."),
-    cmd("bgsave", -1, bgsave)
-        .flags(ADMIN | NOSCRIPT)
-        .doc(G, "1.0.0", "Asynchronously saves the database(s) to disk."),
-    cmd("monitor", 1, monitor).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(
-        G,
-        "1.0.0",
-        "Listens for all requests received by the server in real-time.",
-    ),
-    cmd("shutdown", -1, shutdown)
-        .flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SENTINEL | ALLOW_BUSY)
-        .doc(
-            G,
-            "1.0.0",
-            "Synchronously saves the database(s) to disk and shuts down the Redis server.",
-        ),
-    container("config", CONFIG).doc(G, "2.0.0", "A container for server configuration commands."),
+    cmd("info", -1, info).flags(LOADING | STALE | SENTINEL),
+    cmd("dbsize", 1, dbsize).flags(READONLY | FAST),
+    cmd("flushdb", -1, flushdb).flags(WRITE),
+    cmd("flushall", -1, flushall).flags(WRITE),
+    cmd("swapdb", 3, swapdb).flags(WRITE | FAST),
+    cmd("time", 1, time).flags(LOADING | STALE | FAST),
+    cmd("lastsave", 1, lastsave).flags(LOADING | STALE | FAST),
+    cmd("save", 1, save).flags(ADMIN | NOSCRIPT | NO_MULTI),
+    cmd("bgsave", -1, bgsave).flags(ADMIN | NOSCRIPT),
+    cmd("monitor", 1, monitor).flags(ADMIN | NOSCRIPT | LOADING | STALE),
+    cmd("shutdown", -1, shutdown).flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SENTINEL | ALLOW_BUSY),
+    container("config", CONFIG),
     cmd("command", -1, command)
         .flags(LOADING | STALE | SENTINEL)
         .with_subcommands(COMMAND),
-    container("function", FUNCTION).doc(Group::Scripting, "7.0.0", "A container for function commands."),
+    container("function", FUNCTION),
 ];
 
 const CONFIG: &[CommandSpec] = &[
-    cmd("get", -3, config_get).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(
-        G,
-        "2.0.0",
-        "Returns the effective values of configuration parameters.",
-    ),
-    cmd("set", -4, config_set)
-        .flags(ADMIN | NOSCRIPT | LOADING | STALE)
-        .doc(G, "2.0.0", "Sets configuration parameters in-flight."),
-    cmd("resetstat", 2, config_resetstat)
-        .flags(ADMIN | NOSCRIPT | LOADING | STALE)
-        .doc(G, "2.0.0", "Resets the server's statistics."),
-    cmd("rewrite", 2, config_rewrite).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(
-        G,
-        "2.8.0",
-        "Persists the effective configuration to file.",
-    ),
-    cmd("help", 2, config_help)
-        .flags(LOADING | STALE)
-        .doc(G, "5.0.0", "Returns helpful text about the different subcommands."),
+    cmd("get", -3, config_get).flags(ADMIN | NOSCRIPT | LOADING | STALE),
+    cmd("set", -4, config_set).flags(ADMIN | NOSCRIPT | LOADING | STALE),
+    cmd("resetstat", 2, config_resetstat).flags(ADMIN | NOSCRIPT | LOADING | STALE),
+    cmd("rewrite", 2, config_rewrite).flags(ADMIN | NOSCRIPT | LOADING | STALE),
+    cmd("help", 2, config_help).flags(LOADING | STALE),
 ];
 
 /// COMMAND's subcommands, all served by [`command`] (named alone,
@@ -96,17 +50,9 @@ const COMMAND: &[CommandSpec] = &[
 ];
 
 const FUNCTION: &[CommandSpec] = &[
-    cmd("flush", -2, function_flush)
-        .flags(WRITE | NOSCRIPT)
-        .doc(Group::Scripting, "7.0.0", "Deletes all libraries and functions."),
-    cmd("list", -2, function_list)
-        .flags(NOSCRIPT)
-        .doc(Group::Scripting, "7.0.0", "Returns information about all libraries."),
-    cmd("stats", 2, function_stats).flags(NOSCRIPT | ALLOW_BUSY).doc(
-        Group::Scripting,
-        "7.0.0",
-        "Returns information about a function during execution.",
-    ),
+    cmd("flush", -2, function_flush).flags(WRITE | NOSCRIPT),
+    cmd("list", -2, function_list).flags(NOSCRIPT),
+    cmd("stats", 2, function_stats).flags(NOSCRIPT | ALLOW_BUSY),
 ];
 
 /// Redis's `addReplyHelp`: the usage lines of a container command.
@@ -500,8 +446,10 @@ fn command_list(argv: &[Bytes]) -> CmdResult {
 fn command_info(c: &super::table::Command) -> Reply {
     let spec = c.spec;
     let flags = c.info_flags();
+    let own: &[(u32, &str)] = if c.def.is_none() { flag::OWN_NAMES } else { &[] };
     let flags: Vec<Reply> = flag::NAMES
         .iter()
+        .chain(own)
         .filter(|(f, _)| flags & f != 0)
         .map(|(_, n)| Reply::Status(Bytes::from_static(n.as_bytes())))
         .collect();
