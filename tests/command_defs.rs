@@ -190,7 +190,7 @@ fn command_info_and_docs_match_redis_for_every_shared_command_in_resp3() {
 }
 
 #[test]
-fn command_info_of_several_names_matches_redis_with_unknown_ones_null() {
+fn command_info_of_several_names_and_command_errors_match_redis() {
     let Some(redis) = real_redis() else { return };
     let keylock = start();
     for protocol in [2, 3] {
@@ -199,6 +199,10 @@ fn command_info_of_several_names_matches_redis_with_unknown_ones_null() {
             &["COMMAND", "INFO", "get", "nosuchcommand", "SET", "hset", "config|get"][..],
             &["COMMAND", "DOCS", "get", "nosuchcommand", "zadd", "client|kill"],
             &["COMMAND", "INFO", "client|nosuch"],
+            &["COMMAND", "HELP"],
+            &["COMMAND", "GETKEYSANDFLAGS"],
+            &["COMMAND", "COUNT", "extra"],
+            &["COMMAND", "NOSUCH"],
         ] {
             let (ours, theirs) = pair.both(args);
             assert_eq!(
@@ -211,10 +215,9 @@ fn command_info_of_several_names_matches_redis_with_unknown_ones_null() {
 }
 
 #[test]
-fn command_getkeys_matches_redis() {
+fn command_getkeys_and_getkeysandflags_match_redis() {
     let Some(redis) = real_redis() else { return };
     let keylock = start();
-    let mut pair = Pair::new(&keylock, &redis, 2);
     let cases: &[&[&str]] = &[
         &["GET", "k"],
         &["SET", "k", "v", "EX", "10"],
@@ -251,6 +254,13 @@ fn command_getkeys_matches_redis() {
         &["EVAL_RO", "return 1", "1", "a"],
         &["BITFIELD", "k", "GET", "u8", "0"],
         &["SET", "k", "v", "GET"],
+        &["SET", "k", "v", "NX"],
+        &["BITFIELD", "k", "GET", "u8", "0", "OVERFLOW", "SAT"],
+        &["BITFIELD", "k", "INCRBY", "u8", "0", "1"],
+        &["BITFIELD_RO", "k", "GET", "u8", "0"],
+        &["GETEX", "k", "PERSIST"],
+        &["HELLO"],
+        &["SUBSCRIBE", "ch"],
         &["WATCH", "a", "b"],
         &["OBJECT"],
         &["OBJECT", "NOSUCH", "k"],
@@ -260,11 +270,20 @@ fn command_getkeys_matches_redis() {
         &["GET"],
         &["NOSUCHCOMMAND", "k"],
     ];
-    for case in cases {
-        let mut args = vec!["COMMAND", "GETKEYS"];
-        args.extend_from_slice(case);
-        let (ours, theirs) = pair.both(&args);
-        assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&theirs), "{args:?}");
+    for protocol in [2, 3] {
+        let mut pair = Pair::new(&keylock, &redis, protocol);
+        for sub in ["GETKEYS", "GETKEYSANDFLAGS"] {
+            for case in cases {
+                let mut args = vec!["COMMAND", sub];
+                args.extend_from_slice(case);
+                let (ours, theirs) = pair.both(&args);
+                assert_eq!(
+                    String::from_utf8_lossy(&ours),
+                    String::from_utf8_lossy(&theirs),
+                    "{args:?} in RESP{protocol}"
+                );
+            }
+        }
     }
 }
 

@@ -60,10 +60,11 @@ impl CommandDef {
         self.getkeys_proc || self.key_specs.iter().any(|k| k.flags & key_flag::NOT_KEY == 0)
     }
 
-    /// The positions of the keys in `argv` (the command's name at 0), as
-    /// Redis's `getKeysFromCommandWithSpecs` finds them: by the key specs
-    /// when they are reliable, else by the command's own key finder.
-    pub fn key_positions(&self, argv: &[Bytes]) -> Vec<usize> {
+    /// The positions of the keys in `argv` (the command's name at 0) with
+    /// their key-spec flags, as Redis's `getKeysFromCommandWithSpecs`
+    /// finds them: by the key specs when they are reliable, else by the
+    /// command's own key finder.
+    pub fn keys_in(&self, argv: &[Bytes]) -> Vec<(usize, u16)> {
         let reliable = self.key_specs.iter().any(|k| k.flags & key_flag::NOT_KEY == 0)
             && self.key_specs.iter().all(|k| k.flags & key_flag::VARIABLE_FLAGS == 0);
         if reliable && let Some(keys) = self.keys_by_specs(argv) {
@@ -78,7 +79,7 @@ impl CommandDef {
 
     /// Redis's `getKeysUsingKeySpecs`; None where a spec cannot tell
     /// (unknown, incomplete, or not matching the arguments).
-    fn keys_by_specs(&self, argv: &[Bytes]) -> Option<Vec<usize>> {
+    fn keys_by_specs(&self, argv: &[Bytes]) -> Option<Vec<(usize, u16)>> {
         let argc = argv.len() as i64;
         let mut keys = Vec::new();
         for spec in self.key_specs {
@@ -142,7 +143,7 @@ impl CommandDef {
             }
             let mut i = first;
             while i <= last {
-                keys.push(i as usize);
+                keys.push((i as usize, spec.flags));
                 i += step.max(1);
             }
             if spec.flags & key_flag::INCOMPLETE != 0 {
@@ -154,8 +155,10 @@ impl CommandDef {
 }
 
 /// The command-specific key finders of Redis (`*GetKeys` in db.c) for
-/// the commands whose key specs cannot always tell.
-fn getkeys_proc(name: &str, argv: &[Bytes]) -> Vec<usize> {
+/// the commands whose key specs cannot always tell, with the flags each
+/// gives its keys.
+fn getkeys_proc(name: &str, argv: &[Bytes]) -> Vec<(usize, u16)> {
+    use key_flag::{ACCESS, OW, RO, RW, UPDATE};
     // genericGetKeys(store, count, first, step): the key count at `count`
     // read with atoi, the keys from `first`, the stored-to key last.
     let generic = |store: usize, count: usize, first: usize| {
@@ -163,9 +166,9 @@ fn getkeys_proc(name: &str, argv: &[Bytes]) -> Vec<usize> {
         if num < 1 || num > (argv.len() as i64 - first as i64) {
             return Vec::new();
         }
-        let mut keys: Vec<usize> = (first..first + num as usize).collect();
+        let mut keys: Vec<(usize, u16)> = (first..first + num as usize).map(|i| (i, 0)).collect();
         if store > 0 {
-            keys.push(store);
+            keys.push((store, 0));
         }
         keys
     };
@@ -173,9 +176,34 @@ fn getkeys_proc(name: &str, argv: &[Bytes]) -> Vec<usize> {
         "zunionstore" | "zinterstore" | "zdiffstore" => generic(1, 2, 3),
         "zunion" | "zinter" | "zdiff" | "zintercard" | "sintercard" | "lmpop" | "zmpop" => generic(0, 1, 2),
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "blmpop" | "bzmpop" => generic(0, 2, 3),
-        "set" | "bitfield" | "sort_ro" => vec![1],
+        "set" => {
+            let get = argv.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get"));
+            vec![(1, if get { RW | ACCESS | UPDATE } else { OW | UPDATE })]
+        }
+        "bitfield" => {
+            // Read-only when only GET and OVERFLOW follow, well formed.
+            let mut readonly = true;
+            let mut i = 2;
+            while i < argv.len() {
+                let (arg, rest) = (&argv[i], argv.len() - i - 1);
+                if arg.eq_ignore_ascii_case(b"get") && rest >= 2 {
+                    i += 2;
+                } else if (arg.eq_ignore_ascii_case(b"set") || arg.eq_ignore_ascii_case(b"incrby")) && rest >= 3 {
+                    readonly = false;
+                    break;
+                } else if arg.eq_ignore_ascii_case(b"overflow") && rest >= 1 {
+                    i += 1;
+                } else {
+                    readonly = false;
+                    break;
+                }
+                i += 1;
+            }
+            vec![(1, if readonly { RO | ACCESS } else { RW | ACCESS | UPDATE })]
+        }
+        "sort_ro" => vec![(1, RO | ACCESS)],
         "sort" => {
-            let mut keys = vec![1];
+            let mut keys = vec![(1, RO | ACCESS)];
             let mut store = None;
             let mut i = 2;
             while i < argv.len() {
@@ -189,7 +217,7 @@ fn getkeys_proc(name: &str, argv: &[Bytes]) -> Vec<usize> {
                 }
                 i += 1;
             }
-            keys.extend(store);
+            keys.extend(store.map(|at| (at, OW | UPDATE)));
             keys
         }
         // MIGRATE, GEORADIUS and XREAD finders: not needed while keylock

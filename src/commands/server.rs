@@ -44,6 +44,7 @@ const COMMAND: &[CommandSpec] = &[
     cmd("count", 2, command).flags(LOADING | STALE | SENTINEL),
     cmd("docs", -2, command).flags(LOADING | STALE | SENTINEL),
     cmd("getkeys", -4, command).flags(LOADING | STALE | SENTINEL),
+    cmd("getkeysandflags", -4, command).flags(LOADING | STALE | SENTINEL),
     cmd("help", 2, command).flags(LOADING | STALE | SENTINEL),
     cmd("info", -2, command).flags(LOADING | STALE | SENTINEL),
     cmd("list", -2, command).flags(LOADING | STALE | SENTINEL),
@@ -338,7 +339,8 @@ fn command(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             ctx.defer_reply_len();
             command_list(argv)
         }
-        "GETKEYS" if argv.len() >= 3 => command_getkeys(&argv[2..]),
+        "GETKEYS" if argv.len() >= 3 => command_getkeys(&argv[2..], false),
+        "GETKEYSANDFLAGS" if argv.len() >= 3 => command_getkeys(&argv[2..], true),
         "HELP" if argv.len() == 2 => Ok(help_reply(
             "COMMAND",
             &[
@@ -358,9 +360,11 @@ fn command(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 "    commands are returned.",
                 "GETKEYS <full-command>",
                 "    Return the keys from a full Redis command.",
+                "GETKEYSANDFLAGS <full-command>",
+                "    Return the keys and the access flags from a full Redis command.",
             ],
         )),
-        "COUNT" | "HELP" | "GETKEYS" => Err(CmdError::arity(&format!(
+        "COUNT" | "HELP" | "GETKEYS" | "GETKEYSANDFLAGS" => Err(CmdError::arity(&format!(
             "command|{}",
             String::from_utf8_lossy(sub).to_ascii_lowercase()
         ))),
@@ -371,10 +375,11 @@ fn command(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
 }
 
-/// COMMAND GETKEYS: the keys of the command line `line`, found as Redis's
-/// `getKeysSubcommandImpl` finds them (by Redis's key specs for the
-/// commands it defines, by the row's key positions for keylock's own).
-fn command_getkeys(line: &[Bytes]) -> CmdResult {
+/// COMMAND GETKEYS (and GETKEYSANDFLAGS, `with_flags`): the keys of the
+/// command line `line`, found as Redis's `getKeysSubcommandImpl` finds
+/// them (by Redis's key specs for the commands it defines, by the row's
+/// key positions for keylock's own).
+fn command_getkeys(line: &[Bytes], with_flags: bool) -> CmdResult {
     let registry = Registry::get();
     let base = registry.lookup(&line[0]);
     let cmd = match base {
@@ -389,18 +394,35 @@ fn command_getkeys(line: &[Bytes]) -> CmdResult {
     if !cmd.spec.arity_ok(line.len()) {
         return Err(CmdError::err("Invalid number of arguments specified for command"));
     }
-    let positions = match cmd.def {
-        Some(def) => def.key_positions(line),
-        None => cmd.spec.key_positions(line.len()),
+    let keys = match cmd.def {
+        Some(def) => def.keys_in(line),
+        None => {
+            let flags = if cmd.spec.has(WRITE) { key_flag::RW } else { key_flag::RO };
+            cmd.spec.key_positions(line.len()).into_iter().map(|at| (at, flags)).collect()
+        }
     };
-    if positions.is_empty() {
+    if keys.is_empty() {
         return if cmd.info_flags() & NO_MANDATORY_KEYS != 0 {
             Ok(Reply::Array(vec![]))
         } else {
             Err(CmdError::err("Invalid arguments specified for command"))
         };
     }
-    Ok(Reply::bulks(positions.into_iter().map(|i| line[i].clone())))
+    if !with_flags {
+        return Ok(Reply::bulks(keys.into_iter().map(|(at, _)| line[at].clone())));
+    }
+    Ok(Reply::Array(
+        keys.into_iter()
+            .map(|(at, flags)| {
+                let flags = key_flag::NAMES
+                    .iter()
+                    .filter(|(f, _)| flags & f != 0)
+                    .map(|(_, n)| Reply::status(n))
+                    .collect();
+                Reply::Array(vec![Reply::Bulk(line[at].clone()), Reply::Set(flags)])
+            })
+            .collect(),
+    ))
 }
 
 /// Finds `name` or `container|sub`.
