@@ -9,6 +9,7 @@ pub mod args;
 pub mod bitmaps;
 pub mod blocking;
 pub mod connection;
+pub mod defs;
 pub mod geo;
 pub mod hashes;
 pub mod hyperloglog;
@@ -19,6 +20,8 @@ pub mod lcs;
 pub mod lists;
 pub mod memory;
 pub mod pubsub;
+#[rustfmt::skip]
+pub mod redis_defs;
 pub mod scripting;
 pub mod server;
 pub mod sets;
@@ -26,7 +29,6 @@ pub mod sort;
 pub mod streams;
 pub mod strings;
 pub mod table;
-pub mod tips;
 pub mod transactions;
 pub mod zsets;
 

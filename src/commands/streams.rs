@@ -21,59 +21,45 @@ use bytes::Bytes;
 
 use super::args::{parse_i64, upper};
 use super::server::help_reply;
-use super::table::{
-    ArgKind, CommandSpec, Group as Doc, KeySpec, arg, block, cmd, container, flag::*, key_arg, key_flag::*, key_spec, keyword_key_spec,
-    oneof, pure_token,
-};
+use super::table::{CommandSpec, cmd, container, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::stream::{Consumer, Group, Nack, NodeLimits, Stream, StreamId, Trim};
 use crate::db::{NOTIFY_STREAM, Value};
 use crate::engine::blocking::BlockOp;
 use crate::error::c_str;
 
-const G: Doc = Doc::Stream;
-
-const READ_KEY: &[KeySpec] = &[key_spec(RO | ACCESS, 1, 0, 1)];
-const UPDATE_KEY: &[KeySpec] = &[key_spec(RW | UPDATE, 1, 0, 1)];
-const DELETE_KEY: &[KeySpec] = &[key_spec(RW | DELETE, 1, 0, 1)];
-const SUB_READ_KEY: &[KeySpec] = &[key_spec(RO | ACCESS, 2, 0, 1)];
-
-#[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("xadd", -5, xadd).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).key_specs(&[key_spec(RW | UPDATE, 1, 0, 1).notes("UPDATE instead of INSERT because of the optional trimming feature")]).doc(G, "5.0.0", "Appends a new entry to a stream").details("O(1) when adding a new entry, O(N) when trimming where N being the number of entries evicted.", &[("6.2.0", "Added the `NOMKSTREAM` option, `MINID` trimming strategy and the `LIMIT` option."), ("7.0.0", "Added support for the `<ms>-*` explicit ID form.")], &[key_arg("key", 0), pure_token("nomkstream", "NOMKSTREAM").since("6.2.0").optional(), block("trim", &[oneof("strategy", &[pure_token("maxlen", "MAXLEN"), pure_token("minid", "MINID").since("6.2.0")]), oneof("operator", &[pure_token("equal", "="), pure_token("approximately", "~")]).optional(), arg("threshold", ArgKind::String), arg("count", ArgKind::Integer).token("LIMIT").since("6.2.0").optional()]).optional(), oneof("id_or_auto", &[pure_token("auto_id", "*"), arg("id", ArgKind::String)]), block("field_value", &[arg("field", ArgKind::String), arg("value", ArgKind::String)]).multiple()]),
-    cmd("xrange", -4, xrange).flags(READONLY).keys(1, 1, 1).key_specs(READ_KEY).doc(G, "5.0.0", "Return a range of elements in a stream, with IDs matching the specified IDs interval").details("O(N) with N being the number of elements being returned. If N is constant (e.g. always asking for the first 10 elements with COUNT), you can consider it O(1).", &[("6.2.0", "Added exclusive ranges.")], &[key_arg("key", 0), arg("start", ArgKind::String), arg("end", ArgKind::String), arg("count", ArgKind::Integer).token("COUNT").optional()]),
-    cmd("xrevrange", -4, xrevrange).flags(READONLY).keys(1, 1, 1).key_specs(READ_KEY).doc(G, "5.0.0", "Return a range of elements in a stream, with IDs matching the specified IDs interval, in reverse order (from greater to smaller IDs) compared to XRANGE").details("O(N) with N being the number of elements returned. If N is constant (e.g. always asking for the first 10 elements with COUNT), you can consider it O(1).", &[("6.2.0", "Added exclusive ranges.")], &[key_arg("key", 0), arg("end", ArgKind::String), arg("start", ArgKind::String), arg("count", ArgKind::Integer).token("COUNT").optional()]),
-    cmd("xlen", 2, xlen).flags(READONLY | FAST).keys(1, 1, 1).key_specs(&[key_spec(RO, 1, 0, 1)]).doc(G, "5.0.0", "Return the number of entries in a stream").details("O(1)", &[], &[key_arg("key", 0)]),
-    cmd("xdel", -3, xdel).flags(WRITE | FAST).keys(1, 1, 1).key_specs(DELETE_KEY).doc(G, "5.0.0", "Removes the specified entries from the stream. Returns the number of items actually deleted, that may be different from the number of IDs passed in case certain IDs do not exist.").details("O(1) for each single item to delete in the stream, regardless of the stream size.", &[], &[key_arg("key", 0), arg("id", ArgKind::String).multiple()]),
-    cmd("xtrim", -4, xtrim).flags(WRITE).keys(1, 1, 1).key_specs(DELETE_KEY).doc(G, "5.0.0", "Trims the stream to (approximately if '~' is passed) a certain size").details("O(N), with N being the number of evicted entries. Constant times are very small however, since entries are organized in macro nodes containing multiple entries that can be released with a single deallocation.", &[("6.2.0", "Added the `MINID` trimming strategy and the `LIMIT` option.")], &[key_arg("key", 0), block("trim", &[oneof("strategy", &[pure_token("maxlen", "MAXLEN"), pure_token("minid", "MINID").since("6.2.0")]), oneof("operator", &[pure_token("equal", "="), pure_token("approximately", "~")]).optional(), arg("threshold", ArgKind::String), arg("count", ArgKind::Integer).token("LIMIT").since("6.2.0").optional()])]),
-    // Keys follow STREAMS (movablekeys): no legacy key range.
-    cmd("xread", -4, xread).flags(READONLY | BLOCKING | MOVABLE_KEYS).key_specs(&[keyword_key_spec(RO | ACCESS, "STREAMS", 1, -1, 1, 2)]).doc(G, "5.0.0", "Return never seen elements in multiple streams, with IDs greater than the ones reported by the caller for each stream. Can block.").details("For each stream mentioned: O(N) with N being the number of elements being returned, it means that XREAD-ing with a fixed COUNT is O(1). Note that when the BLOCK option is used, XADD will pay O(M) time in order to serve the M clients blocked on the stream getting new data.", &[], &[arg("count", ArgKind::Integer).token("COUNT").optional(), arg("milliseconds", ArgKind::Integer).token("BLOCK").optional(), block("streams", &[key_arg("key", 0).multiple(), arg("id", ArgKind::String).multiple()]).token("STREAMS")]),
-    cmd("xreadgroup", -7, xreadgroup).flags(WRITE | BLOCKING | MOVABLE_KEYS).key_specs(&[keyword_key_spec(RO | ACCESS, "STREAMS", 4, -1, 1, 2)]).doc(G, "5.0.0", "Return new entries from a stream using a consumer group, or access the history of the pending entries for a given consumer. Can block.").details("For each stream mentioned: O(M) with M being the number of elements returned. If M is constant (e.g. always asking for the first 10 elements with COUNT), you can consider it O(1). On the other side when XREADGROUP blocks, XADD will pay the O(N) time in order to serve the N clients blocked on the stream getting new data.", &[], &[block("group_consumer", &[arg("group", ArgKind::String), arg("consumer", ArgKind::String)]).token("GROUP"), arg("count", ArgKind::Integer).token("COUNT").optional(), arg("milliseconds", ArgKind::Integer).token("BLOCK").optional(), pure_token("noack", "NOACK").optional(), block("streams", &[key_arg("key", 0).multiple(), arg("id", ArgKind::String).multiple()]).token("STREAMS")]),
-    cmd("xack", -4, xack).flags(WRITE | FAST).keys(1, 1, 1).key_specs(UPDATE_KEY).doc(G, "5.0.0", "Marks a pending message as correctly processed, effectively removing it from the pending entries list of the consumer group. Return value of the command is the number of messages successfully acknowledged, that is, the IDs we were actually able to resolve in the PEL.").details("O(1) for each message ID processed.", &[], &[key_arg("key", 0), arg("group", ArgKind::String), arg("id", ArgKind::String).multiple()]),
-    cmd("xpending", -3, xpending).flags(READONLY).keys(1, 1, 1).key_specs(READ_KEY).doc(G, "5.0.0", "Return information and entries from a stream consumer group pending entries list, that are messages fetched but never acknowledged.").details("O(N) with N being the number of elements returned, so asking for a small fixed number of entries per call is O(1). O(M), where M is the total number of entries scanned when used with the IDLE filter. When the command returns just the summary and the list of consumers is small, it runs in O(1) time; otherwise, an additional O(N) time for iterating every consumer.", &[("6.2.0", "Added the `IDLE` option and exclusive range intervals.")], &[key_arg("key", 0), arg("group", ArgKind::String), block("filters", &[arg("min-idle-time", ArgKind::Integer).token("IDLE").since("6.2.0").optional(), arg("start", ArgKind::String), arg("end", ArgKind::String), arg("count", ArgKind::Integer), arg("consumer", ArgKind::String).optional()]).optional()]),
-    cmd("xclaim", -6, xclaim).flags(WRITE | FAST).keys(1, 1, 1).key_specs(UPDATE_KEY).doc(G, "5.0.0", "Changes (or acquires) ownership of a message in a consumer group, as if the message was delivered to the specified consumer.").details("O(log N) with N being the number of messages in the PEL of the consumer group.", &[], &[key_arg("key", 0), arg("group", ArgKind::String), arg("consumer", ArgKind::String), arg("min-idle-time", ArgKind::String), arg("id", ArgKind::String).multiple(), arg("ms", ArgKind::Integer).token("IDLE").optional(), arg("unix-time-milliseconds", ArgKind::UnixTime).token("TIME").optional(), arg("count", ArgKind::Integer).token("RETRYCOUNT").optional(), pure_token("force", "FORCE").optional(), pure_token("justid", "JUSTID").optional(), arg("id", ArgKind::String).token("LASTID").optional()]),
-    cmd("xautoclaim", -6, xautoclaim).flags(WRITE | FAST).keys(1, 1, 1).key_specs(DELETE_KEY).doc(G, "6.2.0", "Changes (or acquires) ownership of messages in a consumer group, as if the messages were delivered to the specified consumer.").details("O(1) if COUNT is small.", &[("7.0.0", "Added an element to the reply array, containing deleted entries the command cleared from the PEL")], &[key_arg("key", 0), arg("group", ArgKind::String), arg("consumer", ArgKind::String), arg("min-idle-time", ArgKind::String), arg("start", ArgKind::String), arg("count", ArgKind::Integer).token("COUNT").optional(), pure_token("justid", "JUSTID").optional()]),
-    cmd("xsetid", -3, xsetid).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).key_specs(UPDATE_KEY).doc(G, "5.0.0", "An internal command for replicating stream values").details("O(1)", &[("7.0.0", "Added the `entries_added` and `max_deleted_entry_id` arguments.")], &[key_arg("key", 0), arg("last-id", ArgKind::String), arg("entries_added", ArgKind::Integer).token("ENTRIESADDED").since("7.0.0").optional(), arg("max_deleted_entry_id", ArgKind::String).token("MAXDELETEDID").since("7.0.0").optional()]),
-    container("xgroup", XGROUP).doc(G, "5.0.0", "A container for consumer groups commands").details("Depends on subcommand.", &[], &[]),
-    container("xinfo", XINFO).doc(G, "5.0.0", "A container for stream introspection commands").details("Depends on subcommand.", &[], &[]),
+    cmd("xadd", -5, xadd).flags(WRITE | DENYOOM | FAST),
+    cmd("xrange", -4, xrange).flags(READONLY),
+    cmd("xrevrange", -4, xrevrange).flags(READONLY),
+    cmd("xlen", 2, xlen).flags(READONLY | FAST),
+    cmd("xdel", -3, xdel).flags(WRITE | FAST),
+    cmd("xtrim", -4, xtrim).flags(WRITE),
+    cmd("xread", -4, xread).flags(READONLY | BLOCKING),
+    cmd("xreadgroup", -7, xreadgroup).flags(WRITE | BLOCKING),
+    cmd("xack", -4, xack).flags(WRITE | FAST),
+    cmd("xpending", -3, xpending).flags(READONLY),
+    cmd("xclaim", -6, xclaim).flags(WRITE | FAST),
+    cmd("xautoclaim", -6, xautoclaim).flags(WRITE | FAST),
+    cmd("xsetid", -3, xsetid).flags(WRITE | DENYOOM | FAST),
+    container("xgroup", XGROUP),
+    container("xinfo", XINFO),
 ];
 
-#[rustfmt::skip]
 const XGROUP: &[CommandSpec] = &[
-    cmd("create", -5, xgroup).flags(WRITE | DENYOOM).keys(2, 2, 1).key_specs(&[key_spec(RW | INSERT, 2, 0, 1)]).doc(G, "5.0.0", "Create a consumer group.").details("O(1)", &[("7.0.0", "Added the `entries_read` named argument.")], &[key_arg("key", 0), arg("groupname", ArgKind::String), oneof("id", &[arg("id", ArgKind::String), pure_token("new_id", "$")]), pure_token("mkstream", "MKSTREAM").optional(), arg("entries_read", ArgKind::Integer).token("ENTRIESREAD").optional()]),
-    cmd("setid", -5, xgroup).flags(WRITE).keys(2, 2, 1).key_specs(&[key_spec(RW | UPDATE, 2, 0, 1)]).doc(G, "5.0.0", "Set a consumer group to an arbitrary last delivered ID value.").details("O(1)", &[("7.0.0", "Added the optional `entries_read` argument.")], &[key_arg("key", 0), arg("groupname", ArgKind::String), oneof("id", &[arg("id", ArgKind::String), pure_token("new_id", "$")]), arg("entries_read", ArgKind::Integer).token("ENTRIESREAD").optional()]),
-    cmd("destroy", 4, xgroup).flags(WRITE).keys(2, 2, 1).key_specs(&[key_spec(RW | DELETE, 2, 0, 1)]).doc(G, "5.0.0", "Destroy a consumer group.").details("O(N) where N is the number of entries in the group's pending entries list (PEL).", &[], &[key_arg("key", 0), arg("groupname", ArgKind::String)]),
-    cmd("createconsumer", 5, xgroup).flags(WRITE | DENYOOM).keys(2, 2, 1).key_specs(&[key_spec(RW | INSERT, 2, 0, 1)]).doc(G, "6.2.0", "Create a consumer in a consumer group.").details("O(1)", &[], &[key_arg("key", 0), arg("groupname", ArgKind::String), arg("consumername", ArgKind::String)]),
-    cmd("delconsumer", 5, xgroup).flags(WRITE).keys(2, 2, 1).key_specs(&[key_spec(RW | DELETE, 2, 0, 1)]).doc(G, "5.0.0", "Delete a consumer from a consumer group.").details("O(1)", &[], &[key_arg("key", 0), arg("groupname", ArgKind::String), arg("consumername", ArgKind::String)]),
-    cmd("help", 2, xgroup).flags(LOADING | STALE).doc(G, "5.0.0", "Show helpful text about the different subcommands").details("O(1)", &[], &[]),
+    cmd("create", -5, xgroup).flags(WRITE | DENYOOM),
+    cmd("setid", -5, xgroup).flags(WRITE),
+    cmd("destroy", 4, xgroup).flags(WRITE),
+    cmd("createconsumer", 5, xgroup).flags(WRITE | DENYOOM),
+    cmd("delconsumer", 5, xgroup).flags(WRITE),
+    cmd("help", 2, xgroup).flags(LOADING | STALE),
 ];
 
-#[rustfmt::skip]
 const XINFO: &[CommandSpec] = &[
-    cmd("stream", -3, xinfo).flags(READONLY).keys(2, 2, 1).key_specs(SUB_READ_KEY).doc(G, "5.0.0", "Get information about a stream").details("O(1)", &[("6.0.0", "Added the `FULL` modifier."), ("7.0.0", "Added the `max-deleted-entry-id`, `entries-added`, `recorded-first-entry-id`, `entries-read` and `lag` fields")], &[key_arg("key", 0), block("full", &[arg("count", ArgKind::Integer).token("COUNT").optional()]).token("FULL").optional()]),
-    cmd("groups", 3, xinfo).flags(READONLY).keys(2, 2, 1).key_specs(SUB_READ_KEY).doc(G, "5.0.0", "List the consumer groups of a stream").details("O(1)", &[("7.0.0", "Added the `entries-read` and `lag` fields")], &[key_arg("key", 0)]),
-    cmd("consumers", 4, xinfo).flags(READONLY).keys(2, 2, 1).key_specs(SUB_READ_KEY).doc(G, "5.0.0", "List the consumers in a consumer group").details("O(1)", &[], &[key_arg("key", 0), arg("groupname", ArgKind::String)]),
-    cmd("help", 2, xinfo).flags(LOADING | STALE).doc(G, "5.0.0", "Show helpful text about the different subcommands").details("O(1)", &[], &[]),
+    cmd("stream", -3, xinfo).flags(READONLY),
+    cmd("groups", 3, xinfo).flags(READONLY),
+    cmd("consumers", 4, xinfo).flags(READONLY),
+    cmd("help", 2, xinfo).flags(LOADING | STALE),
 ];
 
 /// Default COUNT of a blocked XREAD (`XREAD_BLOCKED_DEFAULT_COUNT`).

@@ -1056,6 +1056,7 @@ mod tests {
         let command: &'static Command = Box::leak(Box::new(Command {
             spec: &SPEC,
             full_name: "panics".into(),
+            def: None,
             stat_index: 0,
             subcommands: Default::default(),
         }));
