@@ -116,7 +116,7 @@ fn swapdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if a != b {
         let (low, high) = (a.min(b), a.max(b));
         let (left, right) = ctx.state.dbs.split_at_mut(high);
-        crate::db::Db::swap_data(&mut left[low], &mut right[0]);
+        crate::db::Db::swap_data(&mut left[low], &mut right[0], ctx.now_ms);
     }
     Ok(Reply::OK)
 }

@@ -404,10 +404,9 @@ impl Db {
     /// SWAPDB: the two databases exchange their data; clients blocked on
     /// keys and watching keys stay with the database number they chose, as
     /// in Redis. Watchers of a key that exists on either side see it change.
-    pub fn swap_data(a: &mut Db, b: &mut Db) {
-        for db in [&mut *a, &mut *b] {
-            db.touch_watched_for_swap();
-        }
+    pub fn swap_data(a: &mut Db, b: &mut Db, now_ms: u64) {
+        a.touch_all_watched(Some(&b.keys), now_ms);
+        b.touch_all_watched(Some(&a.keys), now_ms);
         // XREADGROUP waiters on a stream that is swapped away are told
         // (Redis's `scanDatabaseForDeletedStreams`).
         let a_streams = a.waited_streams();
@@ -415,7 +414,6 @@ impl Db {
         std::mem::swap(&mut a.keys, &mut b.keys);
         std::mem::swap(&mut a.expired_keys, &mut b.expired_keys);
         for (db, streams) in [(&mut *a, a_streams), (&mut *b, b_streams)] {
-            db.touch_watched_for_swap();
             for key in streams {
                 db.signal_key_ready(&key);
             }
@@ -432,20 +430,46 @@ impl Db {
             .collect()
     }
 
-    /// Invalidates the watchers of every watched key that exists now.
-    fn touch_watched_for_swap(&mut self) {
+    /// Redis's `touchAllWatchedKeysInDb`: this database is emptied
+    /// (FLUSHDB, FLUSHALL: `replaced_with` None) or its contents replaced
+    /// by `replaced_with` (SWAPDB). The watchers of a key that existed, or
+    /// now exists, are told, except where nothing changed for them: a key
+    /// they saw already expired that is now gone (their flag is cleared)
+    /// or replaced by one that is expired too; a missing key replaced by
+    /// an expired one flags them instead, as WATCH would have.
+    fn touch_all_watched(&mut self, replaced_with: Option<&Keyspace>, now_ms: u64) {
         let mut dirty = Vec::new();
-        for (key, watchers) in &self.watchers {
-            if self.keys.position(key).is_some() {
-                dirty.extend(watchers.iter().map(|w| w.client));
+        for (key, watchers) in self.watchers.iter_mut() {
+            let exists_in_emptied = self.keys.position(key).is_some();
+            let replacement = replaced_with.and_then(|r| r.position(key).map(|p| r.deadline_at(p)));
+            if !exists_in_emptied && replacement.is_none() {
+                continue;
+            }
+            let replacement_expired = replacement.flatten().is_some_and(|at| at <= now_ms);
+            for watcher in watchers.iter_mut() {
+                if watcher.expired {
+                    if replacement.is_none() {
+                        watcher.expired = false;
+                        continue;
+                    } else if replacement_expired {
+                        continue;
+                    }
+                } else if !exists_in_emptied && replacement_expired {
+                    watcher.expired = true;
+                    continue;
+                }
+                dirty.push(watcher.client);
             }
         }
         self.invalidated.extend(dirty);
     }
 
+    /// Empties the database (FLUSHDB, FLUSHALL). As Redis's
+    /// `touchAllWatchedKeysInDb`, only the watchers of keys that existed
+    /// are told, and a watcher that saw its key already expired is not
+    /// (the key's removal is no change to it; its flag is cleared).
     pub fn clear(&mut self) {
-        let watched: Vec<ClientId> = self.watchers.values().flatten().map(|w| w.client).collect();
-        self.invalidated.extend(watched);
+        self.touch_all_watched(None, 0);
         for key in self.waited_streams() {
             self.signal_key_ready(&key);
         }
