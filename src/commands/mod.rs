@@ -9,6 +9,7 @@ pub mod args;
 pub mod bitmaps;
 pub mod blocking;
 pub mod connection;
+pub mod dump;
 pub mod geo;
 pub mod hashes;
 pub mod hyperloglog;
@@ -157,6 +158,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         server::COMMANDS,
         memory::COMMANDS,
         keys::COMMANDS,
+        dump::COMMANDS,
         sort::COMMANDS,
         strings::COMMANDS,
         lcs::COMMANDS,

@@ -52,6 +52,9 @@ pub mod flag {
     /// Keys are found by parsing the arguments (a keyword, an option),
     /// not at fixed positions (Redis's CMD_MOVABLE_KEYS).
     pub const MOVABLE_KEYS: u32 = 1 << 22;
+    /// Accepted from a client that sent ASKING in a cluster (Redis's
+    /// CMD_ASKING: RESTORE-ASKING); only listed by COMMAND INFO here.
+    pub const ASKING: u32 = 1 << 23;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -65,6 +68,7 @@ pub mod flag {
         (STALE, "stale"),
         (SKIP_MONITOR, "skip_monitor"),
         (SKIP_SLOWLOG, "skip_slowlog"),
+        (ASKING, "asking"),
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
         // MAY_REPLICATE is left out, as Redis hides it from COMMAND INFO.
