@@ -100,7 +100,9 @@ fn restored_idle_secs(now_ms: u64, idle: i64) -> u32 {
 /// RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME seconds]
 /// [FREQ frequency].
 fn restore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let mut args = Args::new(&argv[4..]);
+    // Args::new starts after its first element: the options follow the
+    // serialized value, argv[3].
+    let mut args = Args::new(&argv[3..]);
     let (mut replace, mut absttl) = (false, false);
     let (mut idle, mut freq): (Option<i64>, Option<i64>) = (None, None);
     while let Some(opt) = args.next() {

@@ -222,10 +222,7 @@ pub fn read_object(r: &mut Reader<'_>) -> Option<Value> {
             } else {
                 legacy::parse_ziplist(&blob)?
             };
-            let pairs = pairs_of(items)?
-                .into_iter()
-                .map(|(m, s)| Some((m, crate::numfmt::parse_f64(&s)?)))
-                .collect::<Option<Vec<_>>>()?;
+            let pairs = pairs_of(items)?.into_iter().map(|(m, s)| (m, strtod(&s))).collect::<Vec<_>>();
             // A loaded listpack stays one while it has few enough members,
             // whatever their length.
             let limits = r.options.zset_limits;
@@ -246,6 +243,54 @@ pub fn read_object(r: &mut Reader<'_>) -> Option<Value> {
         }
         _ => None,
     }
+}
+
+/// C's `strtod(text, NULL)` as `zzlGetScore` reads a listpack score: the
+/// longest prefix that is a number (after leading spaces), 0 when there
+/// is none. Redis does not check the scores of a loaded listpack, even
+/// with deep sanitization, so a damaged score loads as what strtod makes
+/// of it. Hexadecimal floats read as their leading 0.
+fn strtod(text: &[u8]) -> f64 {
+    let start = text.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(text.len());
+    let t = &text[start..];
+    let mut i = usize::from(matches!(t.first(), Some(b'+' | b'-')));
+    let word = |w: &str| t.len() >= i + w.len() && t[i..i + w.len()].eq_ignore_ascii_case(w.as_bytes());
+    let negative = t.first() == Some(&b'-');
+    if word("inf") {
+        return if negative { f64::NEG_INFINITY } else { f64::INFINITY };
+    }
+    if word("nan") {
+        return f64::NAN;
+    }
+    let digits = |i: &mut usize| {
+        let from = *i;
+        while t.get(*i).is_some_and(u8::is_ascii_digit) {
+            *i += 1;
+        }
+        *i - from
+    };
+    let mut mantissa = digits(&mut i);
+    if t.get(i) == Some(&b'.') {
+        let mut j = i + 1;
+        let fraction = digits(&mut j);
+        if mantissa + fraction > 0 {
+            mantissa += fraction;
+            i = j;
+        }
+    }
+    if mantissa == 0 {
+        return 0.0;
+    }
+    if matches!(t.get(i), Some(b'e' | b'E')) {
+        let mut j = i + 1;
+        if matches!(t.get(j), Some(b'+' | b'-')) {
+            j += 1;
+        }
+        if digits(&mut j) > 0 {
+            i = j;
+        }
+    }
+    std::str::from_utf8(&t[..i]).ok().and_then(|s| s.parse().ok()).unwrap_or(0.0)
 }
 
 fn nonzero(n: usize) -> Option<usize> {
@@ -410,6 +455,17 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn listpack_scores_read_as_strtod_reads_them() {
+        assert_eq!(strtod(b"2.5"), 2.5);
+        assert_eq!(strtod(b" -3e2x"), -300.0);
+        assert_eq!(strtod(b"2721A5"), 2721.0);
+        assert_eq!(strtod(b"1e"), 1.0);
+        assert_eq!(strtod(b"."), 0.0);
+        assert_eq!(strtod(b"junk"), 0.0);
+        assert_eq!(strtod(b"-Infinity"), f64::NEG_INFINITY);
     }
 
     #[test]
