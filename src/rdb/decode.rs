@@ -25,6 +25,11 @@ use crate::db::hash::Hash;
 use crate::db::value::Set;
 use crate::db::zset::{ListpackLimits, ZSet};
 
+/// The most elements reserved ahead of reading them: a count is only as
+/// good as the payload behind it, and each element costs more in memory
+/// than its one byte in the payload.
+const PREALLOCATE: usize = 1024;
+
 /// A cursor over an RDB stream (for DUMP, the whole payload).
 pub struct Reader<'a> {
     buf: &'a [u8],
@@ -152,7 +157,7 @@ pub fn read_object(r: &mut Reader<'_>) -> Option<Value> {
         types::STRING => r.string().map(Value::Str),
         types::LIST => {
             let n = nonzero(r.count(1)?)?;
-            let mut list = VecDeque::with_capacity(n);
+            let mut list = VecDeque::with_capacity(n.min(PREALLOCATE));
             for _ in 0..n {
                 list.push_back(r.string()?);
             }
@@ -165,7 +170,7 @@ pub fn read_object(r: &mut Reader<'_>) -> Option<Value> {
         types::ZSET | types::ZSET_2 => {
             let min = if kind == types::ZSET_2 { 9 } else { 2 };
             let n = nonzero(r.count(min)?)?;
-            let mut pairs = Vec::with_capacity(n);
+            let mut pairs = Vec::with_capacity(n.min(PREALLOCATE));
             for _ in 0..n {
                 let member = r.string()?;
                 let score = if kind == types::ZSET_2 {
@@ -180,7 +185,7 @@ pub fn read_object(r: &mut Reader<'_>) -> Option<Value> {
         }
         types::HASH => {
             let n = nonzero(r.count(2)?)?;
-            let mut pairs = Vec::with_capacity(n);
+            let mut pairs = Vec::with_capacity(n.min(PREALLOCATE));
             for _ in 0..n {
                 pairs.push((r.string()?, r.string()?));
             }
