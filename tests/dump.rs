@@ -457,6 +457,7 @@ fn sample_payloads(r: &mut redis::Connection) -> Vec<Vec<u8>> {
             out.push(p);
         }
     }
+    out.extend(old_cases().into_iter().map(|(_, object, _)| old_payload(&object)));
     out
 }
 
@@ -475,13 +476,13 @@ fn damaged_payloads_are_refused_as_redis_refuses_them() {
         let body = &sample[..sample.len() - 8];
         let object_len = body.len() - 2;
         let mut variants: Vec<Vec<u8>> = Vec::new();
-        for _ in 0..25 {
+        for _ in 0..80 {
             let mut b = body.to_vec();
             let at = rng.usize(0..object_len);
             b[at] ^= 1 << rng.u8(0..8);
             variants.push(with_crc(&b));
         }
-        for _ in 0..5 {
+        for _ in 0..15 {
             let cut = rng.usize(0..object_len);
             let mut b = body[..cut].to_vec();
             b.extend_from_slice(&body[object_len..]);
@@ -525,6 +526,164 @@ fn damaged_payloads_are_refused_as_redis_refuses_them() {
         disagreements.is_empty(),
         "{} of {tried} damaged payloads judged differently (keylock ok, redis ok): {:?}",
         disagreements.len(),
-        disagreements.iter().map(|(p, a, b)| (p[0], p.len(), a, b)).collect::<Vec<_>>()
+        disagreements
+            .iter()
+            .map(|(p, a, b)| (format!("{p:02x?}"), a, b))
+            .collect::<Vec<_>>()
     );
+}
+
+/// A ziplist as Redis 6 wrote one (`src/ziplist.c`): integers in the
+/// narrowest encoding, strings with 6-, 14- or 32-bit lengths.
+fn ziplist(entries: &[&[u8]]) -> Vec<u8> {
+    let mut body = Vec::new();
+    let mut prev = 0usize;
+    let mut tail = 10;
+    for e in entries {
+        let start = body.len();
+        tail = 10 + start;
+        if prev < 254 {
+            body.push(prev as u8);
+        } else {
+            body.push(0xFE);
+            body.extend_from_slice(&(prev as u32).to_le_bytes());
+        }
+        let int = std::str::from_utf8(e)
+            .ok()
+            .and_then(|s| s.parse::<i64>().ok())
+            .filter(|v| v.to_string().as_bytes() == *e);
+        match int {
+            Some(v @ 0..=12) => body.push(0xF1 + v as u8),
+            Some(v) if i8::try_from(v).is_ok() => body.extend_from_slice(&[0xFE, v as i8 as u8]),
+            Some(v) if i16::try_from(v).is_ok() => {
+                body.push(0xC0);
+                body.extend_from_slice(&(v as i16).to_le_bytes());
+            }
+            Some(v) if (-(1 << 23)..(1 << 23)).contains(&v) => {
+                body.push(0xF0);
+                body.extend_from_slice(&(v as i32).to_le_bytes()[..3]);
+            }
+            Some(v) if i32::try_from(v).is_ok() => {
+                body.push(0xD0);
+                body.extend_from_slice(&(v as i32).to_le_bytes());
+            }
+            Some(v) => {
+                body.push(0xE0);
+                body.extend_from_slice(&v.to_le_bytes());
+            }
+            None if e.len() < 64 => body.push(e.len() as u8),
+            None if e.len() < 16384 => body.extend_from_slice(&[0x40 | (e.len() >> 8) as u8, e.len() as u8]),
+            None => {
+                body.push(0x80);
+                body.extend_from_slice(&(e.len() as u32).to_be_bytes());
+            }
+        }
+        if int.is_none() {
+            body.extend_from_slice(e);
+        }
+        prev = body.len() - start;
+    }
+    let mut zl = Vec::new();
+    zl.extend_from_slice(&((10 + body.len() + 1) as u32).to_le_bytes());
+    zl.extend_from_slice(&(tail as u32).to_le_bytes());
+    zl.extend_from_slice(&(entries.len() as u16).to_le_bytes());
+    zl.extend_from_slice(&body);
+    zl.push(0xFF);
+    zl
+}
+
+/// A string as RDB stores it uncompressed: length, bytes.
+fn rdb_string(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    match s.len() {
+        n if n < 64 => out.push(n as u8),
+        n if n < 16384 => out.extend_from_slice(&[0x40 | (n >> 8) as u8, n as u8]),
+        n => {
+            out.push(0x80);
+            out.extend_from_slice(&(n as u32).to_be_bytes());
+        }
+    }
+    out.extend_from_slice(s);
+    out
+}
+
+/// An object from an older Redis: its body, RDB version 9, the CRC.
+fn old_payload(object: &[u8]) -> Vec<u8> {
+    with_crc(&[object, &[9, 0]].concat())
+}
+
+/// Objects as older Redis versions wrote them: (name, type byte and body,
+/// whether Redis 7.0 DUMPs the restored value as keylock does).
+fn old_cases() -> Vec<(&'static str, Vec<u8>, bool)> {
+    let long = vec![b'x'; 300];
+    let list_items: Vec<&[u8]> = vec![b"a", b"12", b"-300", b"70000", b"8000000", b"5000000000", &long, b"0", b"-1"];
+    let hash_items: Vec<&[u8]> = vec![b"f", b"v", b"n", b"12", b"big", b"-5000000000"];
+    let zset_items: Vec<&[u8]> = vec![b"b", b"-2", b"a", b"1.5", b"c", b"3"];
+    let zipmap = {
+        let mut zm = vec![2u8];
+        for (f, v) in [(&b"field"[..], &b"value"[..]), (b"n", b"12")] {
+            zm.push(f.len() as u8);
+            zm.extend_from_slice(f);
+            zm.push(v.len() as u8);
+            zm.push(0);
+            zm.extend_from_slice(v);
+        }
+        zm.push(0xFF);
+        zm
+    };
+    let mut cases: Vec<(&str, Vec<u8>, bool)> = vec![
+        ("list-ziplist", [&[10u8][..], &rdb_string(&ziplist(&list_items))].concat(), true),
+        ("hash-ziplist", [&[13u8][..], &rdb_string(&ziplist(&hash_items))].concat(), true),
+        ("zset-ziplist", [&[12u8][..], &rdb_string(&ziplist(&zset_items))].concat(), true),
+        ("hash-zipmap", [&[9u8][..], &rdb_string(&zipmap)].concat(), true),
+    ];
+    // Quicklist v1: two ziplist nodes (Redis keeps them as two nodes).
+    let mut quicklist = vec![14u8, 2];
+    quicklist.extend(rdb_string(&ziplist(&list_items[..3])));
+    quicklist.extend(rdb_string(&ziplist(&list_items[3..])));
+    cases.push(("list-quicklist-v1", quicklist, false));
+    // Plain types: list, set, zset with text scores, hash.
+    let mut plain_list = vec![1u8, 3];
+    for s in [&b"a"[..], b"b", b"c"] {
+        plain_list.extend(rdb_string(s));
+    }
+    cases.push(("list-plain", plain_list, true));
+    let mut plain_set = vec![2u8, 3];
+    for s in [&b"1"[..], b"2", b"300"] {
+        plain_set.extend(rdb_string(s));
+    }
+    cases.push(("set-plain-ints", plain_set, true));
+    let mut zset_v1 = vec![3u8, 3];
+    for (m, score) in [(&b"a"[..], &b"1.5"[..]), (b"b", b"-2"), (b"c", b"1e3")] {
+        zset_v1.extend(rdb_string(m));
+        zset_v1.push(score.len() as u8);
+        zset_v1.extend_from_slice(score);
+    }
+    zset_v1.extend_from_slice(&[1, b'd', 254]);
+    zset_v1[1] = 4;
+    cases.push(("zset-v1", zset_v1, true));
+    let mut plain_hash = vec![4u8, 2];
+    for s in [&b"f"[..], b"v", b"g", b"w"] {
+        plain_hash.extend(rdb_string(s));
+    }
+    cases.push(("hash-plain", plain_hash, true));
+    cases
+}
+
+#[test]
+fn encodings_of_older_redis_versions_restore_as_in_redis() {
+    let Some(redis) = real_redis() else { return };
+    let keylock = start();
+    let mut k = connect(keylock.addr());
+    let mut r = connect(redis.addr);
+    let cases = old_cases();
+    for (name, object, same_bytes) in cases {
+        let payload = old_payload(&object);
+        restore(&mut k, name, &payload).unwrap_or_else(|e| panic!("{name}: keylock RESTORE: {e}"));
+        restore(&mut r, name, &payload).unwrap_or_else(|e| panic!("{name}: Redis RESTORE: {e}"));
+        assert_eq!(contents(&mut k, name), contents(&mut r, name), "{name}");
+        if same_bytes {
+            assert_eq!(dump(&mut k, name), dump(&mut r, name), "{name}: DUMP after RESTORE");
+        }
+    }
 }

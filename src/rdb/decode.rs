@@ -86,11 +86,13 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// A plain length.
+    /// A length where no string encoding is expected (`rdbLoadLen` with
+    /// no `isencoded`): the `11` prefix then reads as its low six bits, as
+    /// in Redis.
     fn len(&mut self) -> Option<u64> {
         match self.raw_len()? {
             Len::Plain(n) => Some(n),
-            Len::Encoded(_) => None,
+            Len::Encoded(n) => Some(u64::from(n)),
         }
     }
 
@@ -140,10 +142,8 @@ impl<'a> Reader<'a> {
             255 => Some(f64::NEG_INFINITY),
             254 => Some(f64::INFINITY),
             253 => Some(f64::NAN),
-            n => {
-                let text = self.take(n as usize)?;
-                std::str::from_utf8(text).ok()?.trim().parse().ok()
-            }
+            // sscanf("%lg"): the longest number at the start, none an error.
+            n => number_prefix(self.take(n as usize)?),
         }
     }
 }
@@ -256,16 +256,22 @@ pub fn read_object(r: &mut Reader<'_>) -> Option<Value> {
 /// with deep sanitization, so a damaged score loads as what strtod makes
 /// of it. Hexadecimal floats read as their leading 0.
 fn strtod(text: &[u8]) -> f64 {
+    number_prefix(text).unwrap_or(0.0)
+}
+
+/// The number C's strtod / sscanf("%lg") reads at the start of `text`
+/// (after leading spaces), or None when there is none.
+fn number_prefix(text: &[u8]) -> Option<f64> {
     let start = text.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(text.len());
     let t = &text[start..];
     let mut i = usize::from(matches!(t.first(), Some(b'+' | b'-')));
     let word = |w: &str| t.len() >= i + w.len() && t[i..i + w.len()].eq_ignore_ascii_case(w.as_bytes());
     let negative = t.first() == Some(&b'-');
     if word("inf") {
-        return if negative { f64::NEG_INFINITY } else { f64::INFINITY };
+        return Some(if negative { f64::NEG_INFINITY } else { f64::INFINITY });
     }
     if word("nan") {
-        return f64::NAN;
+        return Some(f64::NAN);
     }
     let digits = |i: &mut usize| {
         let from = *i;
@@ -284,7 +290,7 @@ fn strtod(text: &[u8]) -> f64 {
         }
     }
     if mantissa == 0 {
-        return 0.0;
+        return None;
     }
     if matches!(t.get(i), Some(b'e' | b'E')) {
         let mut j = i + 1;
@@ -295,7 +301,7 @@ fn strtod(text: &[u8]) -> f64 {
             i = j;
         }
     }
-    std::str::from_utf8(&t[..i]).ok().and_then(|s| s.parse().ok()).unwrap_or(0.0)
+    std::str::from_utf8(&t[..i]).ok()?.parse().ok()
 }
 
 fn nonzero(n: usize) -> Option<usize> {
