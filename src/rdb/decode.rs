@@ -468,6 +468,59 @@ mod tests {
         }
     }
 
+    fn element() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        prop_oneof![
+            any::<i64>().prop_map(|v| v.to_string().into_bytes()),
+            (-5000i64..5000).prop_map(|v| v.to_string().into_bytes()),
+            proptest::collection::vec(any::<u8>(), 0..80),
+            (1usize..300).prop_map(|n| b"ab".repeat(n)),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn any_list_round_trips(items in proptest::collection::vec(element(), 1..400)) {
+            let value = Value::List(Box::new(items.iter().map(|i| Bytes::copy_from_slice(i)).collect()));
+            let back = round_trip(&value);
+            proptest::prop_assert_eq!(list_items(&back), list_items(&value));
+        }
+
+        #[test]
+        fn any_hash_set_and_zset_round_trips(items in proptest::collection::vec((element(), element(), -1e9f64..1e9), 1..300)) {
+            let mut h = Hash::default();
+            let mut set = Set::default();
+            let mut z = ZSet::default();
+            for (a, b, score) in &items {
+                h.insert(a, b);
+                set.insert(Bytes::copy_from_slice(a));
+                z.insert(Bytes::copy_from_slice(a), *score);
+            }
+            let hv = round_trip(&Value::Hash(h.clone()));
+            let got: Vec<(&[u8], &[u8])> = hv.as_hash().unwrap().iter().collect();
+            let want: Vec<(&[u8], &[u8])> = h.iter().collect();
+            proptest::prop_assert_eq!(got.len(), want.len());
+            for (f, v) in want {
+                proptest::prop_assert_eq!(hv.as_hash().unwrap().get(f), Some(v));
+            }
+            let sv = round_trip(&Value::Set(Box::new(set.clone())));
+            proptest::prop_assert_eq!(sv.as_set().unwrap().len(), set.len());
+            proptest::prop_assert!(set.iter().all(|m| sv.as_set().unwrap().contains(m)));
+            let zv = round_trip(&Value::ZSet(Box::new(z.clone())));
+            let got: Vec<(Bytes, f64)> = zv.as_zset().unwrap().iter().map(|(m, s)| (m.clone(), s)).collect();
+            let want: Vec<(Bytes, f64)> = z.iter().map(|(m, s)| (m.clone(), s)).collect();
+            proptest::prop_assert_eq!(got, want);
+        }
+
+        #[test]
+        fn any_string_round_trips(s in element()) {
+            let back = round_trip(&Value::Str(Bytes::from(s.clone())));
+            proptest::prop_assert_eq!(back.as_str().unwrap().as_ref(), &s[..]);
+        }
+    }
+
     #[test]
     fn listpack_scores_read_as_strtod_reads_them() {
         assert_eq!(strtod(b"2.5"), 2.5);

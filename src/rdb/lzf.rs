@@ -216,6 +216,23 @@ mod tests {
         assert!(compress(&text, text.len() - 4).is_none());
     }
 
+    proptest::proptest! {
+        #[test]
+        fn whatever_compresses_decompresses_to_itself(
+            data in proptest::collection::vec(proptest::prelude::prop_oneof![0u8..4, proptest::prelude::any::<u8>()], 1..3000)
+        ) {
+            if let Some(packed) = compress(&data, data.len()) {
+                proptest::prop_assert!(packed.len() <= data.len());
+                proptest::prop_assert_eq!(decompress(&packed, data.len()), Some(data));
+            }
+        }
+
+        #[test]
+        fn any_bytes_decompress_without_panicking(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200), len in 0usize..1000) {
+            let _ = decompress(&data, len);
+        }
+    }
+
     #[test]
     fn malformed_streams_are_refused() {
         assert!(decompress(&[0x05, b'a'], 6).is_none()); // literal past input
