@@ -343,3 +343,13 @@ impl CmdError {
         CmdError::new("ERR MULTI calls can not be nested")
     }
 }
+
+/// An operating-system error as `strerror` words it (Rust's text without
+/// its ` (os error N)` suffix), for the messages Redis prints with it.
+pub fn os_error_text(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match (e.raw_os_error(), text.rfind(" (os error ")) {
+        (Some(_), Some(at)) => text[..at].to_string(),
+        _ => text,
+    }
+}

@@ -212,6 +212,7 @@ corpus! {
     zsets => "zsets.txt",
     geo => "geo.txt",
     sort => "sort.txt",
+    streams => "streams.txt",
     pubsub => "pubsub.txt",
     transactions => "transactions.txt",
     scripting => "scripting.txt",

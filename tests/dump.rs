@@ -687,3 +687,23 @@ fn encodings_of_older_redis_versions_restore_as_in_redis() {
         }
     }
 }
+
+#[test]
+fn streams_are_not_serialized_yet_and_say_so() {
+    let keylock = start();
+    let mut c = common::conn(&keylock);
+    let _: String = common::q(&mut c, &["XADD", "st", "1-1", "f", "v"]);
+    assert_eq!(
+        common::q_err(&mut c, &["DUMP", "st"]),
+        "ERR DUMP is not supported for keys of type stream"
+    );
+    let stream_payload = with_crc(&[15u8, 0, 10, 0]);
+    let err = redis::cmd("RESTORE")
+        .arg("st2")
+        .arg(0)
+        .arg(&stream_payload)
+        .query::<RV>(&mut c)
+        .unwrap_err();
+    assert_eq!(err.detail(), Some("Bad data format"));
+    let _: String = common::q(&mut c, &["PING"]);
+}

@@ -9,58 +9,16 @@
 use bytes::Bytes;
 
 use super::args::{parse_i64, upper};
-use super::table::{Arg, ArgKind, CommandSpec, Group, arg, cmd, flag::*, key_arg, key_flag::*, key_spec, pure_token};
+use super::table::{CommandSpec, cmd, flag::*};
 use super::{Args, CmdError, CmdResult, Ctx, Reply};
 use crate::db::NOTIFY_GENERIC;
 use crate::db::zset::ListpackLimits;
 use crate::rdb::{self, DecodeOptions, EncodeOptions, RestoreError};
 
-const G: Group = Group::Generic;
-const RESTORE_CATEGORIES: &[&str] = &["@keyspace", "@dangerous"];
-
-const DUMP_COMPLEXITY: &str = "O(1) to access the key and additional O(N*M) to serialize it, where N is the number of Redis objects composing the value and M their average size. For small string values the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1).";
-const RESTORE_COMPLEXITY: &str = "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, where N is the number of Redis objects composing the value and M their average size. For small string values the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1). However for sorted set values the complexity is O(N*M*log(N)) because inserting values into sorted sets is O(log(N)).";
-const RESTORE_HISTORY: &[(&str, &str)] = &[
-    ("3.0.0", "Added the `REPLACE` modifier."),
-    ("5.0.0", "Added the `ABSTTL` modifier."),
-    ("5.0.0", "Added the `IDLETIME` and `FREQ` options."),
-];
-const RESTORE_ARGS: &[Arg] = &[
-    key_arg("key", 0),
-    arg("ttl", ArgKind::Integer),
-    arg("serialized-value", ArgKind::String),
-    pure_token("replace", "REPLACE").since("3.0.0").optional(),
-    pure_token("absttl", "ABSTTL").since("5.0.0").optional(),
-    arg("seconds", ArgKind::Integer).token("IDLETIME").since("5.0.0").optional(),
-    arg("frequency", ArgKind::Integer).token("FREQ").since("5.0.0").optional(),
-];
-
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("dump", 2, dump)
-        .flags(READONLY)
-        .keys(1, 1, 1)
-        .key_specs(&[key_spec(RO | ACCESS, 1, 0, 1)])
-        .doc(G, "2.6.0", "Return a serialized version of the value stored at the specified key.")
-        .details(DUMP_COMPLEXITY, &[], &[key_arg("key", 0)]),
-    cmd("restore", -4, restore)
-        .flags(WRITE | DENYOOM)
-        .keys(1, 1, 1)
-        .key_specs(&[key_spec(OW | UPDATE, 1, 0, 1)])
-        .acl(RESTORE_CATEGORIES)
-        .doc(
-            G,
-            "2.6.0",
-            "Create a key using the provided serialized value, previously obtained using DUMP.",
-        )
-        .details(RESTORE_COMPLEXITY, RESTORE_HISTORY, RESTORE_ARGS),
-    cmd("restore-asking", -4, restore)
-        .flags(WRITE | DENYOOM | ASKING)
-        .keys(1, 1, 1)
-        .key_specs(&[key_spec(OW | UPDATE, 1, 0, 1)])
-        .acl(RESTORE_CATEGORIES)
-        .syscmd()
-        .doc(Group::Server, "3.0.0", "An internal command for migrating keys in a cluster")
-        .details(RESTORE_COMPLEXITY, RESTORE_HISTORY, RESTORE_ARGS),
+    cmd("dump", 2, dump).flags(READONLY),
+    cmd("restore", -4, restore).flags(WRITE | DENYOOM),
+    cmd("restore-asking", -4, restore).flags(WRITE | DENYOOM | ASKING),
 ];
 
 fn param_usize(ctx: &Ctx, name: &str, default: usize) -> usize {

@@ -70,7 +70,7 @@ pub fn lookup(argv: &[Bytes]) -> Lookup {
     let Some(cmd) = Registry::get().lookup(&argv[0]) else {
         return Lookup::Unknown;
     };
-    if cmd.spec.handler.is_some() || argv.len() < 2 {
+    if cmd.subcommands.is_empty() || argv.len() < 2 {
         return Lookup::Found(cmd);
     }
     match cmd.subcommand(&argv[1]) {

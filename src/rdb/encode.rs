@@ -117,13 +117,14 @@ fn node_takes(fill: i64, node_bytes: usize, count: usize, len: usize) -> bool {
 /// The RDB type byte and body of `value`.
 ///
 /// Every value type needs an arm here (the match is exhaustive on
-/// purpose). A type whose RDB form is not written yet — streams, whose
-/// Redis 7.0 form is RDB_TYPE_STREAM_LISTPACKS (15) — returns
-/// `Err(EncodeError::Unsupported(type_name))` before writing anything, and
+/// purpose). Streams have no RDB form here yet (Redis 7.0 writes
+/// RDB_TYPE_STREAM_LISTPACKS, 15): their arm returns
+/// `Err(EncodeError::Unsupported("stream"))` before writing anything, and
 /// DUMP answers that with an error; [`super::decode::read_object`] refuses
 /// type 15 until it is read there too.
 pub fn write_object(out: &mut Vec<u8>, value: &Value, options: &EncodeOptions) -> Result<(), EncodeError> {
     match value {
+        Value::Stream(_) => return Err(EncodeError::Unsupported("stream")),
         Value::Str(s) => {
             out.push(types::STRING);
             write_string(out, s, options);
