@@ -200,6 +200,7 @@ corpus! {
     server => "server.txt",
     memory => "memory.txt",
     keys => "keys.txt",
+    dump => "dump.txt",
     strings => "strings.txt",
     bitmaps => "bitmaps.txt",
     hyperloglog => "hyperloglog.txt",

@@ -190,6 +190,11 @@ const ROWS: &[(Fixture, &str)] = &[
     (Live, "OBJECT FREQ s"), (Live, "OBJECT FREQ nokey"), (Expired, "OBJECT FREQ xs"),
     (Live, "OBJECT IDLETIME s"), (Live, "OBJECT IDLETIME nokey"), (Expired, "OBJECT IDLETIME xs"),
     (Live, "OBJECT REFCOUNT s"), (Live, "OBJECT REFCOUNT nokey"), (Expired, "OBJECT REFCOUNT xs"),
+    (Live, "DUMP s"), (Live, "DUMP h"), (Live, "DUMP nokey"), (Expired, "DUMP xs"),
+    (Live, "RESTORE s 0 junk"), (Live, "RESTORE nokey 0 junk"), (Expired, "RESTORE xs 0 junk"),
+    (Live, "RESTORE s 0 junk REPLACE"), (Live, "RESTORE-ASKING s 0 junk"), (Expired, "RESTORE-ASKING xs 0 junk"),
+    (Live, "EVAL 'return redis.call(\"RESTORE\", KEYS[1], 0, redis.call(\"DUMP\", \"z\"))' 1 dst"),
+    (Expired, "EVAL 'return redis.call(\"RESTORE\", KEYS[1], 0, redis.call(\"DUMP\", \"s\"), \"REPLACE\")' 1 xs"),
     (Live, "WATCH s nokey"), (Expired, "WATCH xs"),
     // Hashes.
     (Live, "HSET h f1 x"), (Live, "HSET nokey f x"), (Live, "HSET s f x"), (Live, "HSET h f1"), (Expired, "HSET xh f x"),

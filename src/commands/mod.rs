@@ -10,6 +10,7 @@ pub mod bitmaps;
 pub mod blocking;
 pub mod connection;
 pub mod defs;
+pub mod dump;
 pub mod geo;
 pub mod hashes;
 pub mod hyperloglog;
@@ -160,6 +161,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         server::COMMANDS,
         memory::COMMANDS,
         keys::COMMANDS,
+        dump::COMMANDS,
         sort::COMMANDS,
         strings::COMMANDS,
         lcs::COMMANDS,

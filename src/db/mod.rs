@@ -148,6 +148,12 @@ impl Db {
         self.keys.idle_secs(position)
     }
 
+    /// Makes the key at `position` read as idle for `secs` seconds (RESTORE
+    /// IDLETIME).
+    pub fn set_idle_secs_at(&mut self, position: usize, secs: u32) {
+        self.keys.set_idle_secs(position, secs);
+    }
+
     /// Whether keys past their deadline stay in place (CLIENT PAUSE).
     pub fn keep_expired_keys(&self, keep: bool) {
         self.keys.clock.set_keep_expired(keep);
