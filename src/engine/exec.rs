@@ -202,8 +202,29 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
 
 /// Everything Redis's `processCommand` checks before running a command.
 pub fn dispatch(state: &mut State, scripts: Option<&mut Scripts>, client: &mut Client, argv: Vec<Bytes>) -> Reply {
+    let caching = client.tracking.as_deref().is_some_and(|t| t.caching);
+    let client_command = caching && argv[0].eq_ignore_ascii_case(b"client") && matches!(lookup(&argv), Lookup::Found(_));
+    let reply = checked_dispatch(state, scripts, client, argv);
+    // Redis's `resetClient`: CLIENT CACHING holds for the next command (or
+    // transaction) only; CLIENT commands leave it.
+    if caching
+        && client.multi.is_none()
+        && !client_command
+        && let Some(t) = client.tracking.as_deref_mut()
+    {
+        t.caching = false;
+    }
+    reply
+}
+
+fn checked_dispatch(state: &mut State, scripts: Option<&mut Scripts>, client: &mut Client, argv: Vec<Bytes>) -> Reply {
     match for_client(state, scripts.as_deref(), client, &argv) {
         Ok(cmd) => {
+            if state.tracking.clients > 0 {
+                // Redis's processCommand keeps the table within
+                // `tracking-table-max-keys` before each command.
+                state.limit_tracking_table(Some(client));
+            }
             if let Some(multi) = client.multi.as_mut()
                 && !cmd.spec.has(flag::TX_CONTROL)
             {
@@ -425,6 +446,9 @@ impl State {
         let elapsed = crate::clock::ticks::now().saturating_sub(started);
         self.publish_key_events(client);
         self.collect_watch_invalidations(client);
+        if self.tracking.enabled && cmd.spec.has(flag::READONLY) {
+            self.remember_tracked_keys(client, cmd, argv);
+        }
         self.book_run(client, cmd, Shown::Args(argv), elapsed);
         let counted_errors = std::mem::take(&mut self.reply_counted_errors);
         self.stats.cmd[cmd.stat_index].failed_calls += counted_errors;
