@@ -1,0 +1,381 @@
+//! Client-side caching (CLIENT TRACKING), compared byte for byte with a
+//! real redis-server: each scenario drives a few named connections on
+//! both servers, step by step, and what every connection received after
+//! each step (replies, invalidation pushes, `__redis__:invalidate`
+//! messages, in order) must be what the same connection received from
+//! redis-server.
+//!
+//! Client ids differ between the servers: `{id:x}` in a step stands for
+//! connection `x`'s id, and ids in what is received are shown as `{id:x}`.
+
+mod common;
+use common::*;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// How long a connection must stay silent for a step to be over.
+const QUIET: Duration = Duration::from_millis(40);
+
+struct Conn {
+    stream: TcpStream,
+    id: String,
+}
+
+/// Runs `steps` on `addr`. A step is `name: COMMAND args…` (`name` is
+/// connected on first use; `name!` sends without recording the reply),
+/// or `sleep <ms>`. Returns, per connection, what it received at each
+/// step.
+fn record(addr: SocketAddr, steps: &[&str]) -> BTreeMap<String, Vec<String>> {
+    let mut conns: BTreeMap<String, Conn> = BTreeMap::new();
+    let mut log: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut admin = Raw::connect(addr);
+    admin.call(&["FLUSHALL"]);
+    admin.call(&["CONFIG", "SET", "tracking-table-max-keys", "1000000"]);
+    for (i, step) in steps.iter().enumerate() {
+        if let Some(ms) = step.strip_prefix("sleep ") {
+            std::thread::sleep(Duration::from_millis(ms.parse().unwrap()));
+            continue;
+        }
+        let (name, command) = step.split_once(':').expect("name: command");
+        let (name, quiet) = match name.strip_suffix('!') {
+            Some(n) => (n.to_string(), true),
+            None => (name.to_string(), false),
+        };
+        if !conns.contains_key(&name) {
+            let mut raw = Raw::connect(addr);
+            let reply = raw.call(&["CLIENT", "ID"]);
+            let id = String::from_utf8_lossy(&reply[1..reply.len() - 2]).to_string();
+            let stream = raw.writer.try_clone().unwrap();
+            stream.set_read_timeout(Some(QUIET)).unwrap();
+            conns.insert(name.clone(), Conn { stream, id });
+        }
+        let args: Vec<String> = command
+            .split_whitespace()
+            .map(|a| {
+                let mut a = a.to_string();
+                for (n, c) in &conns {
+                    a = a.replace(&format!("{{id:{n}}}"), &c.id);
+                }
+                a
+            })
+            .collect();
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        use std::io::Write;
+        conns[&name].stream.try_clone().unwrap().write_all(&encode(&args)).unwrap();
+        for (n, c) in conns.iter_mut() {
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                match c.stream.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(k) => got.extend_from_slice(&buf[..k]),
+                    Err(_) => break,
+                }
+            }
+            if quiet && *n == name || got.is_empty() {
+                continue;
+            }
+            let text = shown(command, &String::from_utf8_lossy(&got).replace("\r\n", " "));
+            log.entry(n.clone()).or_default().push(format!("[{i}] {text}"));
+        }
+    }
+    // Ids as names, so that the servers' numbering does not matter.
+    let ids: Vec<(String, String)> = conns.iter().map(|(n, c)| (c.id.clone(), n.clone())).collect();
+    for lines in log.values_mut() {
+        for line in lines.iter_mut() {
+            let names_ids = ["GETREDIR", "redirect", "tracking-redir-broken", "redir="]
+                .iter()
+                .any(|w| line.contains(w));
+            if !names_ids {
+                continue;
+            }
+            for (id, n) in &ids {
+                *line = line.replace(&format!(":{id} "), &format!(":{{id:{n}}} "));
+                *line = line.replace(&format!("redir={id} "), &format!("redir={{id:{n}}} "));
+            }
+        }
+    }
+    log
+}
+
+/// What of a reply the comparison looks at: CLIENT LIST and CLIENT INFO
+/// lines by their tracking fields (`flags=`, `redir=`), INFO by its
+/// `tracking_` lines; anything else whole. GETREDIR replies are marked
+/// so that the id they carry is named.
+fn shown(command: &str, text: &str) -> String {
+    let upper = command.to_ascii_uppercase();
+    if upper.contains("CLIENT LIST") || upper.contains("CLIENT INFO") {
+        text.split_whitespace()
+            .filter(|f| f.starts_with("flags=") || f.starts_with("redir="))
+            .collect::<Vec<_>>()
+            .join(" ")
+            + " "
+    } else if upper.starts_with(" INFO") || upper.starts_with("INFO") {
+        text.split(' ').filter(|l| l.starts_with("tracking_")).collect::<Vec<_>>().join(" ")
+    } else if upper.contains("GETREDIR") {
+        format!("GETREDIR {text}")
+    } else {
+        text.to_string()
+    }
+}
+
+/// Runs `steps` on both servers and compares what each connection got.
+fn both(steps: &[&str]) {
+    let Some(redis) = real_redis() else { return };
+    let keylock = start();
+    let theirs = record(redis.addr, steps);
+    let ours = record(keylock.addr(), steps);
+    assert_eq!(ours, theirs, "\nkeylock:      {ours:#?}\nredis-server: {theirs:#?}");
+}
+
+#[test]
+fn resp3_client_is_invalidated_when_another_client_writes_a_key_it_read() {
+    both(&[
+        "a!: HELLO 3",
+        "a: CLIENT TRACKING on",
+        "b: SET k1 1",
+        "b: SET k2 1",
+        "a: GET k1",
+        "a: MGET k2 k3",
+        "b: SET k1 2",
+        "b: INCR k2",
+        "b: SET k3 x",
+        "b: SET k1 3",
+        "a: GET k1",
+        "b: DEL k1 k2",
+    ]);
+}
+
+#[test]
+fn own_write_is_invalidated_after_its_reply_unless_noloop() {
+    both(&[
+        "a!: HELLO 3",
+        "a: CLIENT TRACKING on",
+        "a: SET k 1",
+        "a: GET k",
+        "a: SET k 2",
+        "a: GET k",
+        "a: CLIENT TRACKING on NOLOOP",
+        "a: SET k 3",
+        "a: GET k",
+        "b: SET k 4",
+    ]);
+}
+
+#[test]
+fn resp2_redirect_sends_messages_on_the_invalidate_channel() {
+    both(&[
+        "r: SUBSCRIBE __redis__:invalidate",
+        "a: CLIENT TRACKING on REDIRECT {id:r}",
+        "a: SET a{t} 1",
+        "a: SET b{t} 1",
+        "a: GET a{t}",
+        "a: INCR b{t}",
+        "a: INCR a{t}",
+        "a: CLIENT GETREDIR",
+        "a: CLIENT TRACKINGINFO",
+        "a: GET a{t}",
+        "b: FLUSHALL",
+        "a: CLIENT TRACKING off",
+        "a: CLIENT GETREDIR",
+    ]);
+}
+
+#[test]
+fn resp3_redirect_target_gets_invalidate_pushes() {
+    both(&[
+        "r!: HELLO 3",
+        "a: CLIENT TRACKING on REDIRECT {id:r}",
+        "a: GET k",
+        "b: SET k 1",
+        "a: GET k",
+        "b: FLUSHDB",
+    ]);
+}
+
+#[test]
+fn redirect_to_a_client_gone_is_reported_as_broken() {
+    both(&[
+        "a!: HELLO 3",
+        "r: PING",
+        "a: CLIENT TRACKING on REDIRECT {id:r}",
+        "a: GET k",
+        "r: QUIT",
+        "sleep 50",
+        "b: SET k 1",
+        "a: CLIENT TRACKINGINFO",
+        "a: CLIENT LIST ID {id:a}",
+    ]);
+}
+
+#[test]
+fn bcast_prefixes_collect_keys_and_noloop_skips_own_writes() {
+    both(&[
+        "a!: HELLO 3",
+        "a: CLIENT TRACKING on BCAST PREFIX user: PREFIX obj:",
+        "b: SET user:1 x",
+        "b: MSET obj:1 a obj:2 b other c",
+        "b: SET other2 c",
+        "a: SET user:2 y",
+        "c!: HELLO 3",
+        "c: CLIENT TRACKING on BCAST NOLOOP",
+        "c: SET user:3 z",
+        "b: SET user:4 z",
+        "a: CLIENT TRACKINGINFO",
+        "c: CLIENT TRACKINGINFO",
+        "b: INFO stats",
+    ]);
+}
+
+#[test]
+fn optin_caches_only_after_caching_yes_and_optout_skips_after_caching_no() {
+    both(&[
+        "a!: HELLO 3",
+        "a: CLIENT TRACKING on OPTIN",
+        "a: GET k1",
+        "a: CLIENT CACHING yes",
+        "a: CLIENT TRACKINGINFO",
+        "a: GET k2",
+        "a: GET k3",
+        "b: MSET k1 1 k2 2 k3 3",
+        "a: CLIENT CACHING yes",
+        "a: MULTI",
+        "a: GET k1",
+        "a: GET k3",
+        "a: EXEC",
+        "b: MSET k1 1 k2 2 k3 3",
+        "a: CLIENT TRACKING off",
+        "a: CLIENT TRACKING on OPTOUT",
+        "a: GET k1",
+        "a: CLIENT CACHING no",
+        "a: CLIENT TRACKINGINFO",
+        "a: GET k2",
+        "b: MSET k1 1 k2 2 k3 3",
+    ]);
+}
+
+#[test]
+fn flush_inside_a_transaction_invalidates_after_exec_reply() {
+    both(&[
+        "a!: HELLO 3",
+        "a: CLIENT TRACKING on",
+        "a: SET a{t} 1",
+        "a: GET a{t}",
+        "a: MULTI",
+        "a: GET a{t}",
+        "a: SET a{t} 2",
+        "a: FLUSHDB",
+        "a: EXEC",
+        "a: PING",
+    ]);
+}
+
+#[test]
+fn expired_keys_are_invalidated() {
+    both(&[
+        "a!: HELLO 3",
+        "a: CLIENT TRACKING on",
+        "b: SET k v PX 50",
+        "a: GET k",
+        "sleep 200",
+        "b: GET k",
+        "b: SET j v PX 50",
+        "a: GET j",
+        "sleep 200",
+        "a: GET j",
+        "a: PING",
+    ]);
+}
+
+#[test]
+fn scripts_track_their_declared_keys_for_the_caller() {
+    both(&[
+        "a!: HELLO 3",
+        "a: CLIENT TRACKING on",
+        "a: EVAL return(redis.call('get',KEYS[1])) 2 k1 k2",
+        "b: SET k1 1",
+        "b: SET k2 1",
+        "a: EVAL redis.call('get',KEYS[1]);redis.call('set',KEYS[1],'x');return(1) 1 k3",
+        "a: EVAL return(redis.call('set',KEYS[1],'x')) 1 k4",
+        "b: SET k4 1",
+        "a: EVAL_RO return(redis.call('get',KEYS[1])) 1 k5",
+        "b: SET k5 1",
+    ]);
+}
+
+#[test]
+fn tracking_errors_and_states_are_redis_texts() {
+    both(&[
+        "a: CLIENT TRACKING on PREFIX x",
+        "a: CLIENT TRACKING on OPTIN BCAST",
+        "a: CLIENT TRACKING on OPTIN OPTOUT",
+        "a: CLIENT TRACKING on REDIRECT 999999",
+        "a: CLIENT TRACKING on REDIRECT x",
+        "a: CLIENT TRACKING on REDIRECT {id:a} REDIRECT {id:a}",
+        "a: CLIENT TRACKING maybe",
+        "a: CLIENT TRACKING on FOO",
+        "a: CLIENT CACHING yes",
+        "a: CLIENT TRACKING on OPTIN",
+        "a: CLIENT CACHING no",
+        "a: CLIENT CACHING maybe",
+        "a: CLIENT TRACKING on OPTOUT",
+        "a: CLIENT TRACKING on BCAST",
+        "a: CLIENT TRACKING off",
+        "a: CLIENT TRACKING on BCAST PREFIX a PREFIX ab",
+        "a: CLIENT TRACKING on BCAST PREFIX b PREFIX c PREFIX cd",
+        "a: CLIENT TRACKING on BCAST PREFIX c",
+        "a: CLIENT TRACKINGINFO",
+        "a: CLIENT TRACKING on",
+        "a: CLIENT LIST ID {id:a}",
+        "a: INFO clients",
+        "a: RESET",
+        "a: CLIENT TRACKINGINFO",
+    ]);
+}
+
+#[test]
+fn info_counts_tracked_keys_items_and_prefixes() {
+    both(&[
+        "a: CLIENT TRACKING on",
+        "b: CLIENT TRACKING on",
+        "a: MGET k1 k2 k3",
+        "b: GET k1",
+        "c: CLIENT TRACKING on BCAST PREFIX p: PREFIX q:",
+        "d: INFO stats",
+        "d: SET k1 x",
+        "d: INFO stats",
+        "d: INFO clients",
+        "c: QUIT",
+        "sleep 50",
+        "d: INFO stats",
+    ]);
+}
+
+#[test]
+fn tracking_table_max_keys_evicts_keys_with_invalidations() {
+    // Which keys go is random (in Redis too): count them.
+    let server = start();
+    let mut sub = Raw::connect(server.addr());
+    let id = String::from_utf8(sub.call(&["CLIENT", "ID"])).unwrap();
+    let id = id.trim_start_matches(':').trim_end();
+    sub.call(&["SUBSCRIBE", "__redis__:invalidate"]);
+    let mut a = Raw::connect(server.addr());
+    assert_eq!(a.call(&["CLIENT", "TRACKING", "on", "REDIRECT", id]), b"+OK\r\n");
+    a.call(&["MGET", "k1", "k2", "k3"]);
+    assert_eq!(a.call(&["CONFIG", "SET", "tracking-table-max-keys", "1"]), b"+OK\r\n");
+    assert_eq!(a.call(&["PING"]), b"+PONG\r\n");
+    for _ in 0..2 {
+        let message = String::from_utf8(sub.reply()).unwrap();
+        assert!(
+            message.starts_with("*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$2\r\nk"),
+            "{message:?}"
+        );
+    }
+    let info = String::from_utf8(a.call(&["INFO", "stats"])).unwrap();
+    assert!(info.contains("tracking_total_keys:1\r\n"), "{info}");
+    sub.send_cmd(&[b"PING"]);
+    assert_eq!(sub.reply(), b"*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+}
