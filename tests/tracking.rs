@@ -379,3 +379,17 @@ fn tracking_table_max_keys_evicts_keys_with_invalidations() {
     sub.send_cmd(&[b"PING"]);
     assert_eq!(sub.reply(), b"*2\r\n$4\r\npong\r\n$0\r\n\r\n");
 }
+
+#[test]
+fn unblocked_client_gets_its_invalidation_after_its_reply() {
+    both(&[
+        "a: RPUSH list2{t} a",
+        "d!: HELLO 3",
+        "d: CLIENT TRACKING on",
+        "d: LRANGE list2{t} 0 -1",
+        "d: BLMOVE list1{t} list2{t} LEFT LEFT 0",
+        "sleep 50",
+        "a: LPUSH list1{t} foo",
+        "d: PING",
+    ]);
+}

@@ -617,18 +617,25 @@ impl State {
         }
         // The invalidations its own command caused it come after its reply.
         self.send_pending_invalidations(client);
-        if !client.inline_pushes.is_empty() {
-            match client.outbox.writable() {
-                Some(mut out) => {
-                    for push in client.inline_pushes.drain(..) {
-                        push.encode(client.resp, out.tail());
-                    }
-                    out.place(false);
-                }
-                None => client.inline_pushes.clear(),
-            }
-        }
+        self.write_inline_pushes(client);
         client.after_command();
+    }
+
+    /// Writes what `client` holds to be sent (see [`Client::inline_pushes`])
+    /// to its output now.
+    fn write_inline_pushes(&mut self, client: &mut Client) {
+        if client.inline_pushes.is_empty() {
+            return;
+        }
+        match client.outbox.writable() {
+            Some(mut out) => {
+                for push in client.inline_pushes.drain(..) {
+                    push.encode(client.resp, out.tail());
+                }
+                out.place(false);
+            }
+            None => client.inline_pushes.clear(),
+        }
     }
 
     /// A command from client `id` while a script runs past
