@@ -207,6 +207,7 @@ corpus! {
     sets => "sets.txt",
     zsets => "zsets.txt",
     pubsub => "pubsub.txt",
+    tracking => "tracking.txt",
     transactions => "transactions.txt",
     scripting => "scripting.txt",
     scripting_redisson => "scripting_redisson.txt",

@@ -764,6 +764,10 @@ fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(super::server::help_reply(
         "CLIENT",
         &[
+            "CACHING (YES|NO)",
+            "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+            "GETREDIR",
+            "    Return the client ID we are redirecting to when tracking is enabled.",
             "GETNAME",
             "    Return the name of the current connection.",
             "ID",
@@ -804,6 +808,11 @@ fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             "    Control the replies sent to the current connection.",
             "UNBLOCK <clientid> [TIMEOUT|ERROR]",
             "    Unblock the specified blocked client.",
+            "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+            "         [OPTIN] [OPTOUT] [NOLOOP]",
+            "    Control server assisted client side caching.",
+            "TRACKINGINFO",
+            "    Report tracking status for the current connection.",
             "SETINFO <option> <value>",
             "    Set client meta attr. Options are:",
             "    * LIB-NAME: the client lib name.",

@@ -202,15 +202,14 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
 
 /// Everything Redis's `processCommand` checks before running a command.
 pub fn dispatch(state: &mut State, scripts: Option<&mut Scripts>, client: &mut Client, argv: Vec<Bytes>) -> Reply {
-    let caching = client.tracking.as_deref().is_some_and(|t| t.caching);
-    let client_command = caching && argv[0].eq_ignore_ascii_case(b"client") && matches!(lookup(&argv), Lookup::Found(_));
+    let client_command = argv[0].eq_ignore_ascii_case(b"client") && matches!(lookup(&argv), Lookup::Found(_));
     let reply = checked_dispatch(state, scripts, client, argv);
     // Redis's `resetClient`: CLIENT CACHING holds for the next command (or
     // transaction) only; CLIENT commands leave it.
-    if caching
+    if let Some(t) = client.tracking.as_deref_mut()
+        && t.caching
         && client.multi.is_none()
         && !client_command
-        && let Some(t) = client.tracking.as_deref_mut()
     {
         t.caching = false;
     }
