@@ -7,6 +7,7 @@
 //!
 //! Client ids differ between the servers: `{id:x}` in a step stands for
 //! connection `x`'s id, and ids in what is received are shown as `{id:x}`.
+//! `@lua:PATH` stands for the bytes of `lua/PATH` (a script clients send).
 
 mod common;
 use common::*;
@@ -59,7 +60,10 @@ fn record(addr: SocketAddr, steps: &[&str]) -> BTreeMap<String, Vec<String>> {
                 for (n, c) in &conns {
                     a = a.replace(&format!("{{id:{n}}}"), &c.id);
                 }
-                a
+                match a.strip_prefix("@lua:") {
+                    Some(path) => std::fs::read_to_string(format!("{}/lua/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap(),
+                    None => a,
+                }
             })
             .collect();
         let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
@@ -391,5 +395,19 @@ fn unblocked_client_gets_its_invalidation_after_its_reply() {
         "sleep 50",
         "a: LPUSH list1{t} foo",
         "d: PING",
+    ]);
+}
+
+#[test]
+fn native_lock_scripts_track_their_keys_for_the_caller_as_lua_does() {
+    both(&[
+        "a!: HELLO 3",
+        "a: CLIENT TRACKING on",
+        "a: EVAL @lua:redisson/4.7.0/lock-acquire.lua 1 lock 30000 owner:1",
+        "a: EVAL @lua:redisson/4.7.0/lock-acquire.lua 1 lock 30000 owner:2",
+        "b: EVAL @lua:redisson/4.7.0/lock-acquire.lua 1 lock 30000 owner:1",
+        "a: PING",
+        "b: DEL lock",
+        "a: PING",
     ]);
 }

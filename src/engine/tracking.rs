@@ -188,7 +188,7 @@ impl State {
     /// After a read-only command ran (Redis's `call()` →
     /// `trackingRememberKeys`): its keys are remembered for the client, or
     /// for a script's caller the keys the script declared.
-    pub(super) fn remember_tracked_keys(&mut self, client: &Client, cmd: &Command, argv: &[Bytes]) {
+    pub fn remember_tracked_keys(&mut self, client: &Client, cmd: &Command, argv: &[Bytes]) {
         let Some(mode) = client.tracking.as_deref() else { return };
         if mode.bcast || !mode.caches() || cmd.spec.has(crate::commands::table::flag::PUBSUB) {
             return;
