@@ -7,7 +7,8 @@
 //!
 //! Client ids differ between the servers: `{id:x}` in a step stands for
 //! connection `x`'s id, and ids in what is received are shown as `{id:x}`.
-//! `@lua:PATH` stands for the bytes of `lua/PATH` (a script clients send).
+//! `@lua:PATH` stands for the bytes of `lua/PATH` (a script clients send),
+//! `""` for an empty argument.
 
 mod common;
 use common::*;
@@ -62,6 +63,7 @@ fn record(addr: SocketAddr, steps: &[&str]) -> BTreeMap<String, Vec<String>> {
                 }
                 match a.strip_prefix("@lua:") {
                     Some(path) => std::fs::read_to_string(format!("{}/lua/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap(),
+                    None if a == "\"\"" => String::new(),
                     None => a,
                 }
             })
@@ -404,10 +406,88 @@ fn native_lock_scripts_track_their_keys_for_the_caller_as_lua_does() {
         "a!: HELLO 3",
         "a: CLIENT TRACKING on",
         "a: EVAL @lua:redisson/4.7.0/lock-acquire.lua 1 lock 30000 owner:1",
-        "a: EVAL @lua:redisson/4.7.0/lock-acquire.lua 1 lock 30000 owner:2",
+        "a: EVAL @lua:redisson/4.7.0/lock-acquire.lua 1 lock 30000 owner:1",
         "b: EVAL @lua:redisson/4.7.0/lock-acquire.lua 1 lock 30000 owner:1",
         "a: PING",
         "b: DEL lock",
+        "a: PING",
+    ]);
+}
+
+#[test]
+fn writes_invalidate_exactly_the_keys_redis_signals() {
+    // One tracking client reads every key before each write, so that each
+    // write shows which keys it signalled (and a no-op write none).
+    let read = "a: MGET s t u l h z set dst n";
+    let writes: &[&str] = &[
+        "b: SET s 1",
+        "b: SETNX s 2",
+        "b: SET s 3 NX",
+        "b: SET s 3 XX",
+        "b: APPEND t x",
+        "b: SETRANGE u 0 \"\"",
+        "b: RENAME s u",
+        "b: RENAMENX u t",
+        "b: COPY t dst",
+        "b: COPY t dst",
+        "b: MOVE t 1",
+        "b: EXPIRE dst 100",
+        "b: EXPIRE nosuch 100",
+        "b: PERSIST dst",
+        "b: PERSIST dst",
+        "b: RPUSH l a b c",
+        "b: LPOP l 0",
+        "b: LREM l 0 zz",
+        "b: LTRIM l 0 -1",
+        "b: HSET h f v",
+        "b: HSET h f v",
+        "b: HDEL h nosuch",
+        "b: ZADD z 1 m",
+        "b: ZADD z 1 m",
+        "b: ZINCRBY z 0 m",
+        "b: SADD set a",
+        "b: SADD set a",
+        "b: SREM set nosuch",
+        "b: SUNIONSTORE dst set nosuch",
+        "b: SINTERSTORE dst nosuch",
+        "b: INCR n",
+        "b: INCRBYFLOAT n 0",
+        "b: SETBIT n 100 0",
+        "b: BITFIELD n GET u8 0",
+        "b: BITFIELD n SET u8 0 1",
+        "b: GETEX n PERSIST",
+        "b: GETDEL n",
+        "b: DEL s t u l h z set dst n",
+        "b: SWAPDB 0 1",
+        "b: SELECT 1",
+        "b: SET s x",
+        "b: SELECT 0",
+        "b: FLUSHDB",
+    ];
+    let mut steps = vec!["a!: HELLO 3", "a!: CLIENT TRACKING on"];
+    for w in writes {
+        steps.push(read);
+        steps.push(w);
+    }
+    steps.push("a: PING");
+    both(&steps);
+}
+
+#[test]
+fn invalidations_and_keyspace_notifications_keep_redis_order() {
+    both(&[
+        "x: CONFIG SET notify-keyspace-events KA",
+        "a!: HELLO 3",
+        "a: CLIENT TRACKING on",
+        "a: PSUBSCRIBE __keyspace@0__:*",
+        "a: GET k",
+        "b: SET k 1",
+        "a: GET k",
+        "a: SET k 2",
+        "a: GET k",
+        "b: EXPIRE k 100",
+        "a: GET k",
+        "a: DEL k",
         "a: PING",
     ]);
 }
