@@ -491,3 +491,15 @@ fn invalidations_and_keyspace_notifications_keep_redis_order() {
         "a: PING",
     ]);
 }
+
+#[test]
+fn a_script_caller_receives_the_invalidations_redirected_to_it_before_its_reply() {
+    both(&[
+        "r!: HELLO 3",
+        "a: CLIENT TRACKING on REDIRECT {id:r}",
+        "a: GET k",
+        "r: EVAL redis.call('set',KEYS[1],'x');return(1) 1 k",
+        "a: GET k",
+        "r: SET k y",
+    ]);
+}

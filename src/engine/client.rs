@@ -125,6 +125,9 @@ pub struct Client {
     /// script: the keys the script declared, which its reads make the
     /// caller cache (Redis's `trackingRememberKeys(script_caller)`).
     pub script_keys: Vec<Bytes>,
+    /// The script pseudo-client, while it runs: its caller's protocol and
+    /// whether the caller is subscribed, for messages addressed to it.
+    pub caller_protocol: Option<(u8, bool)>,
 }
 
 impl Client {
@@ -164,6 +167,7 @@ impl Client {
             inline_pushes: Vec::new(),
             tracking: None,
             script_keys: Vec::new(),
+            caller_protocol: None,
         }
     }
 
@@ -183,6 +187,7 @@ impl Client {
         self.resp = 2;
         self.acting_for = Some(caller.id);
         self.tracking = caller.tracking.clone();
+        self.caller_protocol = Some((caller.resp, caller.in_pubsub_mode()));
         self.script_keys.clear();
         if self.tracking.is_some() {
             self.script_keys.extend_from_slice(keys);
@@ -196,6 +201,7 @@ impl Client {
     pub fn end_script_run(&mut self, caller: &mut Client) {
         self.acting_for = None;
         self.tracking = None;
+        self.caller_protocol = None;
         self.script_keys.clear();
         caller.inline_pushes.append(&mut self.inline_pushes);
         caller.watch_dirty |= std::mem::take(&mut self.watch_dirty);

@@ -300,8 +300,11 @@ impl State {
             return;
         };
         let target = if redirect != 0 { redirect } else { source };
-        let Some((target_resp, target_subscribed)) = self.client_ref(current.as_deref(), target).map(|c| (c.resp, c.in_pubsub_mode()))
-        else {
+        let target_view = match current.as_deref() {
+            Some(c) if c.id != target && c.acting_for == Some(target) => c.caller_protocol,
+            _ => self.client_ref(current.as_deref(), target).map(|c| (c.resp, c.in_pubsub_mode())),
+        };
+        let Some((target_resp, target_subscribed)) = target_view else {
             // The client redirected to is gone.
             let mode = match current.as_deref_mut() {
                 Some(c) if c.id == source => c.tracking.as_deref_mut(),
