@@ -503,3 +503,22 @@ fn a_script_caller_receives_the_invalidations_redirected_to_it_before_its_reply(
         "r: SET k y",
     ]);
 }
+
+#[test]
+fn flush_nulls_are_written_in_the_tracking_clients_protocol() {
+    both(&[
+        // RESP3 tracking client, RESP2 subscriber; RESP2 client, RESP3 target.
+        "r2: SUBSCRIBE __redis__:invalidate",
+        "r3!: HELLO 3",
+        "a!: HELLO 3",
+        "a: CLIENT TRACKING on REDIRECT {id:r2}",
+        "b: CLIENT TRACKING on REDIRECT {id:r3}",
+        "c: CLIENT TRACKING on",
+        "a: GET k",
+        "b: GET k",
+        "c: GET k",
+        "x: SET k 1",
+        "x: FLUSHALL",
+        "c: PING",
+    ]);
+}

@@ -202,14 +202,17 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
 
 /// Everything Redis's `processCommand` checks before running a command.
 pub fn dispatch(state: &mut State, scripts: Option<&mut Scripts>, client: &mut Client, argv: Vec<Bytes>) -> Reply {
-    let client_command = argv[0].eq_ignore_ascii_case(b"client") && matches!(lookup(&argv), Lookup::Found(_));
+    // The lookup is made only for CLIENT commands, and only once CLIENT
+    // CACHING is in force (rare): the name check is all others pay.
+    let named_client = argv[0].eq_ignore_ascii_case(b"client");
+    let client_argv = named_client.then(|| argv.clone());
     let reply = checked_dispatch(state, scripts, client, argv);
     // Redis's `resetClient`: CLIENT CACHING holds for the next command (or
     // transaction) only; CLIENT commands leave it.
     if let Some(t) = client.tracking.as_deref_mut()
         && t.caching
         && client.multi.is_none()
-        && !client_command
+        && !client_argv.is_some_and(|argv| matches!(lookup(&argv), Lookup::Found(_)))
     {
         t.caching = false;
     }
