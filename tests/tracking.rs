@@ -522,3 +522,50 @@ fn flush_nulls_are_written_in_the_tracking_clients_protocol() {
         "c: PING",
     ]);
 }
+
+#[test]
+fn read_only_commands_track_the_keys_redis_finds_in_them() {
+    let setup = "b: EVAL redis.call('mset','k1','1','k2','2');redis.call('zadd','z1',1,'a');redis.call('zadd','z2',2,'b');redis.call('sadd','s1','a');redis.call('sadd','s2','a');redis.call('hset','h','f','v');redis.call('rpush','l','a');return(1) 0";
+    let reads: &[&str] = &[
+        "a: MGET k1 k2 nosuch",
+        "a: EXISTS k1 k2",
+        "a: TYPE k1",
+        "a: TTL k1",
+        "a: STRLEN k2",
+        "a: GETRANGE k1 0 -1",
+        "a: BITCOUNT k1",
+        "a: LRANGE l 0 -1",
+        "a: LINDEX l 0",
+        "a: HGETALL h",
+        "a: HGET h f",
+        "a: SMEMBERS s1",
+        "a: SINTER s1 s2",
+        "a: SINTERCARD 2 s1 s2",
+        "a: SISMEMBER s1 a",
+        "a: ZRANGE z1 0 -1",
+        "a: ZUNION 2 z1 z2",
+        "a: ZINTER 2 z1 z2 WITHSCORES",
+        "a: ZDIFF 2 z1 z2",
+        "a: ZINTERCARD 2 z1 z2",
+        "a: ZSCORE z1 a",
+        "a: OBJECT ENCODING k1",
+        "a: TOUCH k1 k2",
+        "a: DBSIZE",
+        "a: KEYS *",
+        "a: SCAN 0 COUNT 1000",
+        "a: RANDOMKEY",
+        "a: GET k1",
+    ];
+    let mut steps = vec!["a!: HELLO 3", "a!: CLIENT TRACKING on"];
+    for read in reads {
+        steps.push(setup);
+        steps.push(read);
+        steps.push("b: DEL k1 k2 z1 z2 s1 s2 h l");
+    }
+    steps.push("a: PING");
+    let steps: Vec<&str> = steps
+        .into_iter()
+        .filter(|s| !s.contains("KEYS *") && !s.contains("SCAN") && !s.contains("RANDOMKEY"))
+        .collect();
+    both(&steps);
+}
