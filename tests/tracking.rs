@@ -569,3 +569,17 @@ fn read_only_commands_track_the_keys_redis_finds_in_them() {
         .collect();
     both(&steps);
 }
+
+#[test]
+fn keylock_reset_invalidates_every_key_as_flushall_does() {
+    let server = start();
+    let mut a = Raw::connect(server.addr());
+    a.call(&["HELLO", "3"]);
+    assert_eq!(a.call(&["CLIENT", "TRACKING", "on"]), b"+OK\r\n");
+    a.call(&["GET", "k"]);
+    let mut b = Raw::connect(server.addr());
+    assert_eq!(b.call(&["KEYLOCK", "RESET"]), b"+OK\r\n");
+    assert_eq!(a.reply(), b">2\r\n$10\r\ninvalidate\r\n_\r\n");
+    let info = String::from_utf8(b.call(&["INFO", "stats"])).unwrap();
+    assert!(info.contains("tracking_total_keys:0\r\n"), "{info}");
+}

@@ -114,6 +114,17 @@ impl Tracking {
         self.prefixes.len()
     }
 
+    /// Forgets every key remembered (the clients that cached them are
+    /// going), and the keys BCAST prefixes collected.
+    pub fn forget_keys(&mut self) {
+        self.table.clear();
+        self.total_items = 0;
+        for prefix in self.prefixes.values_mut() {
+            prefix.keys.clear();
+        }
+        self.pending.clear();
+    }
+
     /// Remembers `keys` as cached by client `id`.
     fn remember(&mut self, id: ClientId, keys: impl IntoIterator<Item = Bytes>) {
         for key in keys {
