@@ -164,6 +164,8 @@ pub struct RuntimeSettings {
     pub min_replicas_max_lag: i64,
     /// `notify-keyspace-events` as Redis's class flags (0: off).
     pub notify_keyspace_events: u32,
+    /// `tracking-table-max-keys` (0: no limit).
+    pub tracking_table_max_keys: usize,
 }
 
 impl RuntimeSettings {
@@ -184,6 +186,7 @@ impl RuntimeSettings {
             min_replicas_max_lag: p.int("min-replicas-max-lag").unwrap_or(10),
             notify_keyspace_events: crate::config_params::keyspace_event_flags(p.value("notify-keyspace-events").unwrap_or(""))
                 .unwrap_or(0),
+            tracking_table_max_keys: p.int("tracking-table-max-keys").unwrap_or(1_000_000).max(0) as usize,
         }
     }
 }

@@ -404,27 +404,24 @@ impl State {
         if !self.tracking.enabled || self.tracking.clients == 0 {
             return;
         }
-        let max = self.params.int("tracking-table-max-keys").unwrap_or(1_000_000).max(0) as usize;
+        let max = self.runtime.tracking_table_max_keys;
         if max == 0 || self.tracking.table.len() <= max {
             self.tracking.eviction_rounds = 0;
             return;
         }
-        let mut effort = 100 * (self.tracking.eviction_rounds as usize + 1);
+        // Redis walks its radix tree at random; the hash table's own order
+        // is already unrelated to the keys, so the first keys it yields are
+        // the victims (no O(n) walk for each one).
+        let effort = 100 * (self.tracking.eviction_rounds as usize + 1);
+        let excess = self.tracking.table.len() - max;
+        let victims: Vec<Bytes> = self.tracking.table.keys().take(effort.min(excess)).cloned().collect();
         let mut current = current;
-        while effort > 0 {
-            effort -= 1;
-            let n = self.tracking.table.len();
-            if n == 0 {
-                break;
-            }
-            let Some(key) = self.tracking.table.keys().nth(fastrand::usize(..n)).cloned() else {
-                break;
-            };
+        for key in victims {
             self.invalidate_evicted(current.as_deref_mut(), &key);
-            if self.tracking.table.len() <= max {
-                self.tracking.eviction_rounds = 0;
-                return;
-            }
+        }
+        if self.tracking.table.len() <= max {
+            self.tracking.eviction_rounds = 0;
+            return;
         }
         self.tracking.eviction_rounds += 1;
     }
