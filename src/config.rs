@@ -144,7 +144,7 @@ impl Config {
                 ConfigError::Unreadable(format!(
                     "Fatal error, can't open config file '{}': {}",
                     path.display(),
-                    crate::server::os_error_text(&e)
+                    crate::error::os_error_text(&e)
                 ))
             })?;
             text.push_str(&String::from_utf8_lossy(&bytes));
@@ -194,7 +194,7 @@ impl Config {
         {
             return Err(ConfigError::Fatal {
                 line: None,
-                reason: format!("Can't open the log file: {}", crate::server::os_error_text(&e)),
+                reason: format!("Can't open the log file: {}", crate::error::os_error_text(&e)),
             });
         }
         Ok(())

@@ -164,6 +164,82 @@ impl CmdError {
         CmdError::new("ERR BITFIELD_RO only supports the GET subcommand")
     }
 
+    /// A string that is not a HyperLogLog (bad magic or encoding, a dense
+    /// one of the wrong length), as Redis's `isHLLObjectOrReply` words it.
+    pub fn not_hll() -> CmdError {
+        CmdError::new("WRONGTYPE Key is not a valid HyperLogLog string value.")
+    }
+
+    /// A HyperLogLog whose sparse opcodes do not cover its registers.
+    pub fn hll_corrupted() -> CmdError {
+        CmdError::new("INVALIDOBJ Corrupted HLL object detected")
+    }
+
+    pub fn pfdebug_no_key() -> CmdError {
+        CmdError::new("ERR The specified key does not exist")
+    }
+
+    pub fn pfdebug_not_sparse() -> CmdError {
+        CmdError::new("ERR HLL encoding is not sparse")
+    }
+
+    /// PFDEBUG's unknown subcommand, quoted as C's `%s`.
+    pub fn pfdebug_unknown(sub: &[u8]) -> CmdError {
+        CmdError::err_bytes(&[b"Unknown PFDEBUG subcommand '".as_slice(), c_str(sub, usize::MAX), b"'"].concat())
+    }
+
+    /// PFSELFTEST's report of a failed check (`TESTFAILED …`).
+    pub fn pfselftest_failed(text: String) -> CmdError {
+        CmdError::err(text)
+    }
+
+    pub fn lcs_not_strings() -> CmdError {
+        CmdError::new("ERR The specified keys must contain string values")
+    }
+
+    pub fn lcs_len_and_idx() -> CmdError {
+        CmdError::new("ERR If you want both the length and indexes, please just use IDX.")
+    }
+
+    pub fn lcs_too_long() -> CmdError {
+        CmdError::new("ERR String too long for LCS")
+    }
+
+    /// LCS's table would be larger than `proto-max-bulk-len` bytes.
+    pub fn lcs_over_proto_max_bulk_len() -> CmdError {
+        CmdError::new("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len")
+    }
+
+    /// LCS's table could not be allocated.
+    pub fn lcs_no_memory() -> CmdError {
+        CmdError::new("ERR Insufficient memory, failed allocating transient memory for LCS")
+    }
+
+    /// A GEOADD / GEORADIUS / FROMLONLAT point outside Redis's limits,
+    /// printed as C's `%f`.
+    pub fn geo_coordinates(longitude: f64, latitude: f64) -> CmdError {
+        CmdError::err(format!("invalid longitude,latitude pair {longitude:.6},{latitude:.6}"))
+    }
+
+    pub fn geo_unit() -> CmdError {
+        CmdError::new("ERR unsupported unit provided. please use M, KM, FT, MI")
+    }
+
+    /// GEORADIUSBYMEMBER / FROMMEMBER naming a member the set lacks.
+    pub fn geo_member() -> CmdError {
+        CmdError::new("ERR could not decode requested zset member")
+    }
+
+    /// A radius, width or height that is not a number (`need numeric radius`).
+    pub fn geo_need_numeric(what: &str) -> CmdError {
+        CmdError::err(format!("need numeric {what}"))
+    }
+
+    /// SORT's weights (or elements) that are not numbers.
+    pub fn sort_scores() -> CmdError {
+        CmdError::new("ERR One or more scores can't be converted into double")
+    }
+
     pub fn arity(full_name: &str) -> CmdError {
         CmdError::err(format!("wrong number of arguments for '{full_name}' command"))
     }
@@ -244,5 +320,15 @@ impl CmdError {
 
     pub fn multi_nested() -> CmdError {
         CmdError::new("ERR MULTI calls can not be nested")
+    }
+}
+
+/// An operating-system error as `strerror` words it (Rust's text without
+/// its ` (os error N)` suffix), for the messages Redis prints with it.
+pub fn os_error_text(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match (e.raw_os_error(), text.rfind(" (os error ")) {
+        (Some(_), Some(at)) => text[..at].to_string(),
+        _ => text,
     }
 }

@@ -22,6 +22,8 @@
 //!   Redisson lock scripts run natively (`scripting::native`).
 //! - [`config`], [`config_params`]: start-up flags and the CONFIG parameter table.
 //! - [`clock`]: real or test-controlled time.
+//! - [`geohash`]: Redis's geohash cells, search areas and distances.
+//! - [`csort`]: glibc's `qsort` and Redis's `pqsort`, step for step.
 //! - [`log`]: Redis's server log (stdout or `logfile`, `loglevel`).
 //! - [`process`]: redis-server's process contract (`--version`, daemonize,
 //!   supervised).
@@ -36,9 +38,11 @@ pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod config_params;
+pub mod csort;
 pub mod db;
 pub mod engine;
 pub mod error;
+pub mod geohash;
 pub mod glob;
 pub mod log;
 pub mod memory;

@@ -61,7 +61,7 @@ fn main() {
             "{}",
             ConfigError::Fatal {
                 line: None,
-                reason: keylock::server::os_error_text(&e),
+                reason: keylock::error::os_error_text(&e),
             }
         );
         std::process::exit(1);

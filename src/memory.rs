@@ -147,6 +147,18 @@ pub fn release_freed() -> bool {
     true
 }
 
+/// MEMORY PURGE: every freed page goes back to the OS now, whatever
+/// [`release_freed`]'s thresholds say.
+pub fn purge() {
+    if !installed() {
+        return;
+    }
+    // SAFETY: as in `release_freed`.
+    unsafe { mi_collect(true) };
+    let retained = rss_bytes().saturating_sub(USED.load(Ordering::Relaxed) as u64);
+    RETAINED_AFTER_RELEASE.store(retained, Ordering::Relaxed);
+}
+
 /// Milliseconds since the first call (a monotonic clock).
 fn process_ms() -> u64 {
     static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();

@@ -283,36 +283,64 @@ impl LongDouble {
         let mantissa = bits as u64;
         // value = mantissa * 2^(exp) with the explicit integer bit included.
         let exp = if biased == 0 { 1 - 16383 - 63 } else { biased - 16383 - 63 };
-        const FRAC: u32 = 17;
-        let scale = BigUint::from(10u32).pow(FRAC);
-        let m = BigUint::from(mantissa);
-        let scaled = if exp >= 0 {
-            (m << exp as usize) * &scale
-        } else {
-            let shift = (-exp) as usize;
-            let n = m * &scale;
-            let q: BigUint = &n >> shift;
-            let rem = &n - (&q << shift);
-            let half = BigUint::from(1u32) << (shift - 1);
-            let q_odd = q.bit(0);
-            if rem > half || (rem == half && q_odd) { q + 1u32 } else { q }
-        };
-        let digits = scaled.to_string();
-        let digits = format!("{:0>width$}", digits, width = FRAC as usize + 1);
-        let (int_part, frac_part) = digits.split_at(digits.len() - FRAC as usize);
-        let frac_part = frac_part.trim_end_matches('0');
-        let mut out = String::new();
-        let is_zero = int_part.bytes().all(|c| c == b'0') && frac_part.is_empty();
-        if negative && !is_zero {
-            out.push('-');
-        }
-        out.push_str(int_part);
-        if !frac_part.is_empty() {
-            out.push('.');
-            out.push_str(frac_part);
-        }
-        out
+        fixed17_trimmed(negative, mantissa, exp)
     }
+}
+
+/// A double as Redis's `addReplyHumanLongDouble` prints it (GEOPOS,
+/// WITHCOORD): converted to a long double, exactly, then `%.17Lf` with
+/// trailing zeros removed.
+pub fn human_double(d: f64) -> String {
+    if d.is_infinite() {
+        return if d < 0.0 { "-inf".into() } else { "inf".into() };
+    }
+    if d.is_nan() {
+        return if d.is_sign_negative() { "-nan".into() } else { "nan".into() };
+    }
+    let bits = d.to_bits();
+    let negative = bits >> 63 == 1;
+    let biased = ((bits >> 52) & 0x7ff) as i64;
+    let fraction = bits & ((1 << 52) - 1);
+    let (mantissa, exp) = if biased == 0 {
+        (fraction, -1074)
+    } else {
+        (fraction | (1 << 52), biased - 1075)
+    };
+    fixed17_trimmed(negative, mantissa, exp)
+}
+
+/// `mantissa * 2^exp` printed as `%.17f` (exactly rounded, ties to even)
+/// with trailing zeros and a bare point removed; no sign for zero.
+fn fixed17_trimmed(negative: bool, mantissa: u64, exp: i64) -> String {
+    const FRAC: u32 = 17;
+    let scale = BigUint::from(10u32).pow(FRAC);
+    let m = BigUint::from(mantissa);
+    let scaled = if exp >= 0 {
+        (m << exp as usize) * &scale
+    } else {
+        let shift = (-exp) as usize;
+        let n = m * &scale;
+        let q: BigUint = &n >> shift;
+        let rem = &n - (&q << shift);
+        let half = BigUint::from(1u32) << (shift - 1);
+        let q_odd = q.bit(0);
+        if rem > half || (rem == half && q_odd) { q + 1u32 } else { q }
+    };
+    let digits = scaled.to_string();
+    let digits = format!("{:0>width$}", digits, width = FRAC as usize + 1);
+    let (int_part, frac_part) = digits.split_at(digits.len() - FRAC as usize);
+    let frac_part = frac_part.trim_end_matches('0');
+    let mut out = String::new();
+    let is_zero = int_part.bytes().all(|c| c == b'0') && frac_part.is_empty();
+    if negative && !is_zero {
+        out.push('-');
+    }
+    out.push_str(int_part);
+    if !frac_part.is_empty() {
+        out.push('.');
+        out.push_str(frac_part);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -137,7 +137,7 @@ pub fn daemonize() {
             -1 => {
                 log::warning(format_args!(
                     "Can't fork to daemonize: {}",
-                    crate::server::os_error_text(&std::io::Error::last_os_error())
+                    crate::error::os_error_text(&std::io::Error::last_os_error())
                 ));
                 return;
             }

@@ -41,6 +41,10 @@ pub enum Reply {
     Set(Vec<Reply>),
     /// RESP3 double; a bulk string formatted `%.17g` in RESP2.
     Double(f64),
+    /// A double as Redis's `addReplyHumanLongDouble` sends it (GEOPOS,
+    /// WITHCOORD): `%.17Lf` without trailing zeros, as a RESP3 double or
+    /// a RESP2 bulk string.
+    HumanDouble(f64),
     /// RESP3 boolean; the integer 1 or 0 in RESP2.
     Bool(bool),
     /// RESP3 verbatim string with its three-byte format (`txt`, `mkd`);
@@ -171,6 +175,16 @@ impl Reply {
                     bulk(out, numfmt::reply_double(*d).as_bytes());
                 }
             }
+            Reply::HumanDouble(d) => {
+                let text = numfmt::human_double(*d);
+                if resp >= 3 {
+                    out.put_u8(b',');
+                    out.put_slice(text.as_bytes());
+                    out.put_slice(b"\r\n");
+                } else {
+                    bulk(out, text.as_bytes());
+                }
+            }
             Reply::Bool(b) => {
                 if resp >= 3 {
                     out.put_slice(if *b { b"#t\r\n" } else { b"#f\r\n" });
@@ -222,6 +236,10 @@ impl Reply {
                 } else {
                     bulk_len(numfmt::reply_double(*d).len())
                 }
+            }
+            Reply::HumanDouble(d) => {
+                let len = numfmt::human_double(*d).len();
+                if resp >= 3 { len + 3 } else { bulk_len(len) }
             }
             Reply::Bool(_) => 4,
             Reply::Verbatim(_, text) => {

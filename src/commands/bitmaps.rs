@@ -197,7 +197,7 @@ fn bit_position(offset: u64) -> (usize, u8) {
 
 /// Runs `edit` on the bytes of `value`, made at least `min_len` long
 /// (zeros added), without copying them when nothing else holds them.
-fn edit_in_place<R>(value: &mut Bytes, min_len: usize, edit: impl FnOnce(&mut [u8]) -> R) -> R {
+pub(super) fn edit_in_place<R>(value: &mut Bytes, min_len: usize, edit: impl FnOnce(&mut [u8]) -> R) -> R {
     let mut bytes = std::mem::take(value).try_into_mut().unwrap_or_else(|shared| {
         let mut copy = BytesMut::with_capacity(shared.len().max(min_len));
         copy.extend_from_slice(&shared);

@@ -134,7 +134,7 @@ fn blocking_pop(ctx: &mut Ctx, keys: &[Bytes], timeout: &[u8], op: BlockOp) -> C
 }
 
 /// Parks the client; it answers nothing now.
-fn block(ctx: &mut Ctx, keys: &[Bytes], op: BlockOp, timeout_ms: u64) -> CmdResult {
+pub fn block(ctx: &mut Ctx, keys: &[Bytes], op: BlockOp, timeout_ms: u64) -> CmdResult {
     let stat_index = super::table::Registry::get()
         .lookup(ctx.client.last_command.as_bytes())
         .map_or(0, |c| c.stat_index);
@@ -250,7 +250,7 @@ pub fn serve(ctx: &mut Ctx, key: &Bytes, op: &BlockOp) -> CmdResult {
             })
         }
         BlockOp::Move { dst, from_left, to_left } => super::lists::move_between(ctx, key, dst, *from_left, *to_left),
-        BlockOp::Postpone(_) => Err(CmdError::err("internal: a held command is not served by a key")),
+        BlockOp::Postpone(_) | BlockOp::Stream { .. } => Err(CmdError::err("internal: this wait is not served by a pop")),
         BlockOp::ZPop { max, count } => {
             let popped = super::zsets::pop_ends(ctx, key, *max, count.unwrap_or(1))?;
             Ok(match count {

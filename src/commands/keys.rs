@@ -503,15 +503,17 @@ fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     };
     let enc = match v {
         Value::Str(s) if crate::numfmt::parse_i64(s).is_some() && s.len() <= 20 => "int",
-        Value::Str(s) if s.len() <= 44 => "embstr",
+        // PFADD and PFMERGE make their strings raw, however short.
+        Value::Str(s) if s.len() <= 44 && crate::db::hyperloglog::encoding_of(s).is_none() => "embstr",
         Value::Str(_) => "raw",
         Value::Hash(h) if h.is_packed() => "listpack",
         Value::Hash(_) => "hashtable",
         Value::List(_) => "quicklist",
         Value::Set(s) if s.len() <= 512 && s.iter().all(|m| crate::numfmt::parse_i64(m).is_some()) => "intset",
         Value::Set(_) => "hashtable",
-        Value::ZSet(z) if z.len() <= 128 => "listpack",
+        Value::ZSet(z) if z.is_listpack() => "listpack",
         Value::ZSet(_) => "skiplist",
+        Value::Stream(_) => "stream",
     };
     Ok(Reply::bulk_static(enc))
 }

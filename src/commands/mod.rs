@@ -9,17 +9,24 @@ pub mod args;
 pub mod bitmaps;
 pub mod blocking;
 pub mod connection;
+pub mod geo;
 pub mod hashes;
+pub mod hyperloglog;
 pub mod info;
 pub mod keylock;
 pub mod keys;
+pub mod lcs;
 pub mod lists;
+pub mod memory;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod sets;
+pub mod sort;
+pub mod streams;
 pub mod strings;
 pub mod table;
+pub mod tips;
 pub mod transactions;
 pub mod zsets;
 
@@ -149,14 +156,20 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
     &[
         connection::COMMANDS,
         server::COMMANDS,
+        memory::COMMANDS,
         keys::COMMANDS,
+        sort::COMMANDS,
         strings::COMMANDS,
+        lcs::COMMANDS,
         bitmaps::COMMANDS,
+        hyperloglog::COMMANDS,
         hashes::COMMANDS,
         lists::COMMANDS,
         blocking::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
+        geo::COMMANDS,
+        streams::COMMANDS,
         pubsub::COMMANDS,
         scripting::COMMANDS,
         transactions::COMMANDS,

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use super::args::upper;
-use super::table::{Arg, ArgKind, CommandSpec, Group, KeySpec, Registry, arg_flag, cmd, container, flag, flag::*, key_flag};
+use super::table::{Arg, ArgKind, BeginSearch, CommandSpec, Group, KeySpec, Registry, arg_flag, cmd, container, flag, flag::*, key_flag};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::error::quoted;
 
@@ -388,7 +388,7 @@ fn command(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             if !cmd.spec.arity_ok(argv.len() - 2) {
                 return Err(CmdError::err("Invalid number of arguments specified for command"));
             }
-            let positions = cmd.spec.key_positions(argv.len() - 2);
+            let positions = cmd.spec.keys_in(&argv[2..]);
             if positions.is_empty() {
                 return Err(CmdError::err("The command has no key arguments"));
             }
@@ -483,6 +483,7 @@ fn command_info(c: &super::table::Command) -> Reply {
         let legacy = KeySpec {
             notes: "",
             flags: if spec.has(WRITE) { key_flag::RW } else { key_flag::RO },
+            begin: super::table::BeginSearch::Index,
             index: spec.first_key,
             last_key: if spec.last_key < 0 {
                 spec.last_key
@@ -513,7 +514,7 @@ fn command_info(c: &super::table::Command) -> Reply {
         Reply::Int(spec.last_key as i64),
         Reply::Int(spec.key_step as i64),
         Reply::Set(cats),
-        Reply::Set(vec![]),
+        Reply::Set(super::tips::of(&c.full_name).iter().map(|t| Reply::bulk_static(t)).collect()),
         Reply::Set(key_specs),
         subs,
     ])
@@ -530,32 +531,42 @@ fn key_spec_reply(k: &KeySpec) -> Reply {
     if !k.notes.is_empty() {
         fields.push((Reply::bulk_static("notes"), Reply::bulk_static(k.notes)));
     }
+    let search = |kind: &'static str, spec: Vec<(Reply, Reply)>| {
+        Reply::Map(vec![
+            (Reply::bulk_static("type"), Reply::bulk_static(kind)),
+            (Reply::bulk_static("spec"), Reply::Map(spec)),
+        ])
+    };
+    let begin_search = match k.begin {
+        BeginSearch::Index => search("index", vec![(Reply::bulk_static("index"), Reply::Int(k.index as i64))]),
+        BeginSearch::Keyword(keyword) => search(
+            "keyword",
+            vec![
+                (Reply::bulk_static("keyword"), Reply::bulk_static(keyword)),
+                (Reply::bulk_static("startfrom"), Reply::Int(k.index as i64)),
+            ],
+        ),
+        BeginSearch::Unknown => search("unknown", vec![]),
+    };
+    let find_keys = if k.begin == BeginSearch::Unknown {
+        search("unknown", vec![])
+    } else {
+        Reply::Map(vec![
+            (Reply::bulk_static("type"), Reply::bulk_static("range")),
+            (
+                Reply::bulk_static("spec"),
+                Reply::Map(vec![
+                    (Reply::bulk_static("lastkey"), Reply::Int(k.last_key as i64)),
+                    (Reply::bulk_static("keystep"), Reply::Int(k.key_step as i64)),
+                    (Reply::bulk_static("limit"), Reply::Int(k.limit as i64)),
+                ]),
+            ),
+        ])
+    };
     fields.extend([
         (Reply::bulk_static("flags"), Reply::Set(flags)),
-        (
-            Reply::bulk_static("begin_search"),
-            Reply::Map(vec![
-                (Reply::bulk_static("type"), Reply::bulk_static("index")),
-                (
-                    Reply::bulk_static("spec"),
-                    Reply::Map(vec![(Reply::bulk_static("index"), Reply::Int(k.index as i64))]),
-                ),
-            ]),
-        ),
-        (
-            Reply::bulk_static("find_keys"),
-            Reply::Map(vec![
-                (Reply::bulk_static("type"), Reply::bulk_static("range")),
-                (
-                    Reply::bulk_static("spec"),
-                    Reply::Map(vec![
-                        (Reply::bulk_static("lastkey"), Reply::Int(k.last_key as i64)),
-                        (Reply::bulk_static("keystep"), Reply::Int(k.key_step as i64)),
-                        (Reply::bulk_static("limit"), Reply::Int(k.limit as i64)),
-                    ]),
-                ),
-            ]),
-        ),
+        (Reply::bulk_static("begin_search"), begin_search),
+        (Reply::bulk_static("find_keys"), find_keys),
     ]);
     Reply::Map(fields)
 }
@@ -569,6 +580,22 @@ fn command_docs(c: &super::table::Command) -> Reply {
     ];
     if !spec.complexity.is_empty() {
         fields.push((Reply::bulk_static("complexity"), Reply::bulk_static(spec.complexity)));
+    }
+    let mut doc_flags = Vec::new();
+    if spec.syscmd {
+        doc_flags.push(Reply::status("syscmd"));
+    }
+    if !spec.deprecated_since.is_empty() {
+        doc_flags.push(Reply::status("deprecated"));
+    }
+    if !doc_flags.is_empty() {
+        fields.push((Reply::bulk_static("doc_flags"), Reply::Set(doc_flags)));
+    }
+    if !spec.deprecated_since.is_empty() {
+        fields.push((Reply::bulk_static("deprecated_since"), Reply::bulk_static(spec.deprecated_since)));
+    }
+    if !spec.replaced_by.is_empty() {
+        fields.push((Reply::bulk_static("replaced_by"), Reply::bulk_static(spec.replaced_by)));
     }
     if !spec.history.is_empty() {
         let history = spec

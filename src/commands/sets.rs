@@ -95,7 +95,7 @@ fn write_set<'c>(ctx: &'c mut Ctx, key: &Bytes) -> CmdResult<&'c mut Set> {
 
 /// Puts `members` in the order Redis replies with: ascending numeric order
 /// when they would form an intset, else as they are.
-fn intset_order(members: Vec<Bytes>) -> Vec<Bytes> {
+pub(crate) fn intset_order(members: Vec<Bytes>) -> Vec<Bytes> {
     if members.len() > INTSET_MAX {
         return members;
     }

@@ -16,6 +16,9 @@ use crate::error::CmdResult;
 
 pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
 
+/// A command's own key finder: the key positions in a full `argv`.
+pub type KeyFinder = fn(&[Bytes]) -> Vec<usize>;
+
 /// Command flags, named as in Redis's command table.
 pub mod flag {
     pub const WRITE: u32 = 1;
@@ -46,6 +49,9 @@ pub mod flag {
     /// Refused unless `enable-test-commands` lets this client run it
     /// (Redis's CMD_PROTECTED, for keylock's test controls).
     pub const PROTECTED: u32 = 1 << 21;
+    /// Keys are found by parsing the arguments (a keyword, an option),
+    /// not at fixed positions (Redis's CMD_MOVABLE_KEYS).
+    pub const MOVABLE_KEYS: u32 = 1 << 22;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -61,8 +67,9 @@ pub mod flag {
         (SKIP_SLOWLOG, "skip_slowlog"),
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
-        (MAY_REPLICATE, "may_replicate"),
+        // MAY_REPLICATE is left out, as Redis hides it from COMMAND INFO.
         (NO_MULTI, "no_multi"),
+        (MOVABLE_KEYS, "movablekeys"),
         (ALLOW_BUSY, "allow_busy"),
         (NO_MANDATORY_KEYS, "no_mandatory_keys"),
         (PROTECTED, "protected"),
@@ -84,6 +91,9 @@ pub enum Group {
     Transactions,
     Scripting,
     Bitmap,
+    Hyperloglog,
+    Geo,
+    Stream,
 }
 
 impl Group {
@@ -101,6 +111,9 @@ impl Group {
             Group::Transactions => "transactions",
             Group::Scripting => "scripting",
             Group::Bitmap => "bitmap",
+            Group::Hyperloglog => "hyperloglog",
+            Group::Geo => "geo",
+            Group::Stream => "stream",
         }
     }
 
@@ -117,6 +130,9 @@ impl Group {
             Group::Transactions => "@transaction",
             Group::Scripting => "@scripting",
             Group::Bitmap => "@bitmap",
+            Group::Hyperloglog => "@hyperloglog",
+            Group::Geo => "@geo",
+            Group::Stream => "@stream",
             Group::Server => return None,
         })
     }
@@ -151,14 +167,29 @@ pub mod key_flag {
     ];
 }
 
+/// Where a key spec's search for its keys begins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BeginSearch {
+    /// At argument `index` (the spec's `index` field).
+    Index,
+    /// After the first `keyword` at or after argument `startfrom` (the
+    /// spec's `index` field), as GEORADIUS's `STORE`.
+    Keyword(&'static str),
+    /// Nowhere Redis can describe: the command's own key finder decides
+    /// (SORT's `BY`/`GET`/`STORE`); its find_keys is unknown too.
+    Unknown,
+}
+
 /// One of Redis's key specs, for a row that spells its keys out instead
 /// of deriving one spec from the legacy triple: the keys start at
-/// argument `index` and run as a range (`last_key` relative to it, or
-/// negative from the end; every `key_step`-th; `limit` as Redis's).
+/// argument `index` (or after a keyword, see [`BeginSearch`]) and run as
+/// a range (`last_key` relative to it, or negative from the end; every
+/// `key_step`-th; `limit` as Redis's).
 #[derive(Debug)]
 pub struct KeySpec {
     pub notes: &'static str,
     pub flags: u16,
+    pub begin: BeginSearch,
     pub index: i32,
     pub last_key: i32,
     pub key_step: i32,
@@ -170,10 +201,48 @@ pub const fn key_spec(flags: u16, index: i32, last_key: i32, key_step: i32) -> K
     KeySpec {
         notes: "",
         flags,
+        begin: BeginSearch::Index,
         index,
         last_key,
         key_step,
         limit: 0,
+    }
+}
+
+/// A key spec whose keys follow `keyword`, searched from argument
+/// `startfrom`: `keyword_spec(OW | UPDATE, "STORE", 6, 0, 1)`.
+pub const fn keyword_spec(flags: u16, keyword: &'static str, startfrom: i32, last_key: i32, key_step: i32) -> KeySpec {
+    KeySpec {
+        notes: "",
+        flags,
+        begin: BeginSearch::Keyword(keyword),
+        index: startfrom,
+        last_key,
+        key_step,
+        limit: 0,
+    }
+}
+
+/// A key spec Redis marks unknown (begin_search and find_keys).
+pub const fn unknown_spec(flags: u16) -> KeySpec {
+    KeySpec {
+        notes: "",
+        flags,
+        begin: BeginSearch::Unknown,
+        index: 0,
+        last_key: 0,
+        key_step: 0,
+        limit: 0,
+    }
+}
+
+/// A keyword key spec with a `limit` (Redis's range `limit`: the keys are
+/// the first 1/limit of what follows the keyword, as XREAD's STREAMS):
+/// `keyword_key_spec(RO | ACCESS, "STREAMS", 1, -1, 1, 2)`.
+pub const fn keyword_key_spec(flags: u16, keyword: &'static str, startfrom: i32, last_key: i32, key_step: i32, limit: i32) -> KeySpec {
+    KeySpec {
+        limit,
+        ..keyword_spec(flags, keyword, startfrom, last_key, key_step)
     }
 }
 
@@ -282,6 +351,12 @@ impl Arg {
         self
     }
 
+    /// The key spec this argument's keys belong to (a `BY` pattern's).
+    pub const fn key_spec(mut self, key_spec_index: i32) -> Self {
+        self.key_spec_index = key_spec_index;
+        self
+    }
+
     pub const fn since(mut self, since: &'static str) -> Self {
         self.since = since;
         self
@@ -344,6 +419,9 @@ pub struct CommandSpec {
     pub summary: &'static str,
     /// COMMAND DOCS' complexity; not listed when empty.
     pub complexity: &'static str,
+    /// COMMAND DOCS' `doc_flags`: a command for Redis's own use and tests
+    /// (Redis's CMD_DOC_SYSCMD).
+    pub syscmd: bool,
     /// COMMAND DOCS' history: (version, change).
     pub history: &'static [(&'static str, &'static str)],
     /// COMMAND DOCS' arguments; not listed when empty.
@@ -353,6 +431,17 @@ pub struct CommandSpec {
     pub key_specs: &'static [KeySpec],
     pub handler: Option<Handler>,
     pub subcommands: &'static [CommandSpec],
+    /// ACL categories that replace the group's own (SORT is `@set`,
+    /// `@sortedset`, `@list` and `@dangerous`, not `@keyspace`).
+    pub acl: &'static [&'static str],
+    /// COMMAND DOCS' `deprecated_since` (and the `deprecated` doc flag);
+    /// not listed when empty.
+    pub deprecated_since: &'static str,
+    /// COMMAND DOCS' `replaced_by`; not listed when empty.
+    pub replaced_by: &'static str,
+    /// The command's own key finder (Redis's `getkeys_proc`), for COMMAND
+    /// GETKEYS when its key specs cannot say: positions in `argv`.
+    pub getkeys: Option<KeyFinder>,
 }
 
 /// Starts a table row: `cmd("get", 2, get).flags(READONLY | FAST).keys(1, 1, 1)`.
@@ -368,11 +457,16 @@ pub const fn cmd(name: &'static str, arity: i32, handler: Handler) -> CommandSpe
         since: "1.0.0",
         summary: "",
         complexity: "",
+        syscmd: false,
         history: &[],
         arguments: &[],
         key_specs: &[],
         handler: Some(handler),
         subcommands: &[],
+        acl: &[],
+        deprecated_since: "",
+        replaced_by: "",
+        getkeys: None,
     }
 }
 
@@ -389,11 +483,16 @@ pub const fn container(name: &'static str, subcommands: &'static [CommandSpec]) 
         since: "1.0.0",
         summary: "",
         complexity: "",
+        syscmd: false,
         history: &[],
         arguments: &[],
         key_specs: &[],
         handler: None,
         subcommands,
+        acl: &[],
+        deprecated_since: "",
+        replaced_by: "",
+        getkeys: None,
     }
 }
 
@@ -431,9 +530,34 @@ impl CommandSpec {
         self
     }
 
+    /// Marks a command COMMAND DOCS lists with `doc_flags: syscmd`.
+    pub const fn syscmd(mut self) -> Self {
+        self.syscmd = true;
+        self
+    }
+
     /// Key specs as Redis spells them, for COMMAND INFO.
     pub const fn key_specs(mut self, key_specs: &'static [KeySpec]) -> Self {
         self.key_specs = key_specs;
+        self
+    }
+
+    /// ACL categories in place of the group's.
+    pub const fn acl(mut self, categories: &'static [&'static str]) -> Self {
+        self.acl = categories;
+        self
+    }
+
+    /// Marks the command deprecated, as COMMAND DOCS shows it.
+    pub const fn deprecated(mut self, since: &'static str, replaced_by: &'static str) -> Self {
+        self.deprecated_since = since;
+        self.replaced_by = replaced_by;
+        self
+    }
+
+    /// The command's own key finder, for COMMAND GETKEYS.
+    pub const fn getkeys(mut self, finder: KeyFinder) -> Self {
+        self.getkeys = Some(finder);
         self
     }
 
@@ -450,7 +574,14 @@ impl CommandSpec {
     /// The ACL categories COMMAND INFO lists, derived from group and flags.
     pub fn acl_categories(&self) -> Vec<&'static str> {
         let mut cats = Vec::new();
-        if let Some(c) = self.group.acl_category() {
+        // A container (OBJECT, XGROUP …) has no category of its own in
+        // Redis's table: only `@slow`, as it is not fast.
+        if self.handler.is_none() {
+            return vec!["@slow"];
+        }
+        if !self.acl.is_empty() {
+            cats.extend_from_slice(self.acl);
+        } else if let Some(c) = self.group.acl_category() {
             cats.push(c);
         }
         if self.has(flag::WRITE) {
@@ -474,6 +605,22 @@ impl CommandSpec {
         cats
     }
 
+    /// Positions of the key arguments in `argv` (name at 0), found as
+    /// Redis's `getKeysFromCommandWithSpecs` finds them: by the key specs
+    /// when they describe every key, else by the command's own finder,
+    /// else by the legacy triple.
+    pub fn keys_in(&self, argv: &[Bytes]) -> Vec<usize> {
+        if !self.key_specs.is_empty()
+            && let Some(found) = keys_by_specs(self.key_specs, argv)
+        {
+            return found;
+        }
+        match self.getkeys {
+            Some(finder) => finder(argv),
+            None => self.key_positions(argv.len()),
+        }
+    }
+
     /// Positions of the key arguments in `argv` (name at 0).
     pub fn key_positions(&self, argc: usize) -> Vec<usize> {
         if self.first_key <= 0 || argc <= self.first_key as usize {
@@ -488,6 +635,66 @@ impl CommandSpec {
         let step = self.key_step.max(1) as usize;
         (first..=last).step_by(step).collect()
     }
+}
+
+/// Redis's `getKeysUsingKeySpecs`: None when a spec cannot be followed
+/// (unknown, or its range runs out of the arguments).
+fn keys_by_specs(specs: &[KeySpec], argv: &[Bytes]) -> Option<Vec<usize>> {
+    let argc = argv.len() as i64;
+    let mut keys = Vec::new();
+    for spec in specs {
+        if spec.flags & key_flag::NOT_KEY != 0 {
+            continue;
+        }
+        let first = match spec.begin {
+            BeginSearch::Index => i64::from(spec.index),
+            BeginSearch::Keyword(keyword) => {
+                let startfrom = i64::from(spec.index);
+                let (start, end) = if startfrom > 0 {
+                    (startfrom, argc - 1)
+                } else {
+                    (argc + startfrom, 1)
+                };
+                let mut i = start;
+                let mut found = 0;
+                while i != end {
+                    if i >= argc || i < 1 {
+                        break;
+                    }
+                    if crate::commands::args::c_keyword(&argv[i as usize], keyword) {
+                        found = i + 1;
+                        break;
+                    }
+                    i = if start <= end { i + 1 } else { i - 1 };
+                }
+                if found == 0 {
+                    continue;
+                }
+                found
+            }
+            BeginSearch::Unknown => return None,
+        };
+        let last = if spec.last_key >= 0 {
+            first + i64::from(spec.last_key)
+        } else if spec.limit == 0 {
+            argc + i64::from(spec.last_key)
+        } else {
+            first + ((argc - first) / i64::from(spec.limit) + i64::from(spec.last_key))
+        };
+        if last >= argc || last < first || first >= argc {
+            return None;
+        }
+        let step = i64::from(spec.key_step.max(1));
+        let mut i = first;
+        while i <= last {
+            keys.push(i as usize);
+            i += step;
+        }
+        if spec.flags & key_flag::INCOMPLETE != 0 {
+            return None;
+        }
+    }
+    Some(keys)
 }
 
 /// A command as dispatch sees it: its spec, its full name (`client|setname`)

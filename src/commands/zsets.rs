@@ -216,7 +216,7 @@ fn add_outcome(current: Option<f64>, score: f64, f: AddFlags) -> AddOutcome {
 
 /// ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member …], and
 /// ZINCRBY (which is ZADD INCR with the same option scan, as in Redis).
-fn zadd_generic(ctx: &mut Ctx, argv: &[Bytes], incr: bool) -> CmdResult {
+pub(crate) fn zadd_generic(ctx: &mut Ctx, argv: &[Bytes], incr: bool) -> CmdResult {
     let mut f = AddFlags {
         incr,
         ..AddFlags::default()
@@ -518,7 +518,7 @@ fn store_result(ctx: &mut Ctx, dst: &Bytes, items: Vec<(Bytes, f64)>, event: &'s
 /// `dst` up for writing (an expired `dst` counts in `expired_keys`), or,
 /// when empty, by deleting `dst` with `dbDelete`, which counts nothing.
 /// `event` is Redis's name for the store.
-fn store_zset(ctx: &mut Ctx, dst: &Bytes, mut z: ZSet, event: &'static str) -> CmdResult {
+pub(crate) fn store_zset(ctx: &mut Ctx, dst: &Bytes, mut z: ZSet, event: &'static str) -> CmdResult {
     let n = z.len();
     if n == 0 {
         let db = ctx.db();

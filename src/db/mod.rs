@@ -20,9 +20,12 @@
 //! `expired` when expiry removes one); handlers record their own.
 
 pub mod events;
+pub mod footprint;
 pub mod hash;
+pub mod hyperloglog;
 pub mod keyspace;
 pub mod ops;
+pub mod stream;
 pub mod value;
 pub mod zset;
 
@@ -56,8 +59,9 @@ pub struct Db {
     /// Clients blocked on keys of this database, first blocked first
     /// (Redis's `blocking_keys`).
     waiting: HashMap<Bytes, VecDeque<ClientId>, Hasher>,
-    /// Keys with waiting clients that a write created as a list or sorted
-    /// set since the engine last served them (Redis's `ready_keys`).
+    /// Keys with waiting clients that a write created as a list, sorted
+    /// set or stream, or changed as a stream, since the engine last served
+    /// them (Redis's `ready_keys`).
     ready: Vec<Bytes>,
     /// Keys removed because they expired, for INFO's `expired_keys`.
     pub expired_keys: u64,
@@ -177,6 +181,12 @@ impl Db {
         self.keys.at(position).map(|(_, v)| v)
     }
 
+    /// The value stored at `key`, past its deadline or not, looked at
+    /// without any effect (Redis's `dictFind`, as MEMORY USAGE uses it).
+    pub fn stored(&self, key: &[u8]) -> Option<&Value> {
+        self.keys.get(key)
+    }
+
     /// A live value, looked at without any effect (no lazy expiry): what a
     /// command would find, for deciding before running it.
     pub fn peek(&self, key: &[u8], now_ms: u64) -> Option<&Value> {
@@ -272,7 +282,8 @@ impl Db {
                 }
                 // A new value, accessed now (Redis replaces the object).
                 self.keys.touch(p);
-                *self.keys.value_at_mut(p) = value;
+                let old = std::mem::replace(self.keys.value_at_mut(p), value);
+                self.signal_if_stream(key, &old);
             }
             None => {
                 self.signal_ready(key, &value);
@@ -286,6 +297,7 @@ impl Db {
     pub fn remove(&mut self, key: &[u8]) -> Option<Value> {
         let (_, v, _) = self.keys.remove(key)?;
         self.signal_modified(key);
+        self.signal_if_stream(key, &v);
         Some(v)
     }
 
@@ -321,15 +333,31 @@ impl Db {
         had
     }
 
-    /// A key was created holding `value`: clients blocked on it for a list
-    /// or sorted set can be served (Redis's `signalKeyAsReady`, which
-    /// `dbAdd` calls; overwriting an existing key does not).
+    /// A key was created holding `value`: clients blocked on it for a
+    /// list, sorted set or stream can be served (Redis's
+    /// `signalKeyAsReady`, which `dbAdd` calls; overwriting an existing key
+    /// does not, unless it held a stream).
     fn signal_ready(&mut self, key: &[u8], value: &Value) {
-        if self.waiting.is_empty() || !matches!(value, Value::List(_) | Value::ZSet(_)) {
+        if self.waiting.is_empty() || !matches!(value, Value::List(_) | Value::ZSet(_) | Value::Stream(_)) {
             return;
         }
+        self.signal_key_ready(key);
+    }
+
+    /// Marks `key` ready for the clients blocked on it, whatever it holds
+    /// now: XADD and XGROUP DESTROY on a stream, and the removal or
+    /// overwriting of a stream (XREADGROUP waiters are then told), as
+    /// Redis's `signalKeyAsReady` calls for streams.
+    pub fn signal_key_ready(&mut self, key: &[u8]) {
         if self.waiting.contains_key(key) && !self.ready.iter().any(|k| **k == *key) {
             self.ready.push(Bytes::copy_from_slice(key));
+        }
+    }
+
+    /// A stream at `key` is being removed or replaced.
+    fn signal_if_stream(&mut self, key: &[u8], old: &Value) {
+        if !self.waiting.is_empty() && matches!(old, Value::Stream(_)) {
+            self.signal_key_ready(key);
         }
     }
 
@@ -365,7 +393,7 @@ impl Db {
         let keys: Vec<Bytes> = self.waiting.keys().cloned().collect();
         for key in keys {
             if let Some(value) = self.keys.get(&key) {
-                let ready = matches!(value, Value::List(_) | Value::ZSet(_));
+                let ready = matches!(value, Value::List(_) | Value::ZSet(_) | Value::Stream(_));
                 if ready && !self.ready.contains(&key) {
                     self.ready.push(key);
                 }
@@ -380,12 +408,28 @@ impl Db {
         for db in [&mut *a, &mut *b] {
             db.touch_watched_for_swap();
         }
+        // XREADGROUP waiters on a stream that is swapped away are told
+        // (Redis's `scanDatabaseForDeletedStreams`).
+        let a_streams = a.waited_streams();
+        let b_streams = b.waited_streams();
         std::mem::swap(&mut a.keys, &mut b.keys);
         std::mem::swap(&mut a.expired_keys, &mut b.expired_keys);
-        for db in [&mut *a, &mut *b] {
+        for (db, streams) in [(&mut *a, a_streams), (&mut *b, b_streams)] {
             db.touch_watched_for_swap();
+            for key in streams {
+                db.signal_key_ready(&key);
+            }
             db.signal_waited_keys();
         }
+    }
+
+    /// The waited-for keys that hold a stream.
+    fn waited_streams(&self) -> Vec<Bytes> {
+        self.waiting
+            .keys()
+            .filter(|k| matches!(self.keys.get(k), Some(Value::Stream(_))))
+            .cloned()
+            .collect()
     }
 
     /// Invalidates the watchers of every watched key that exists now.
@@ -402,6 +446,9 @@ impl Db {
     pub fn clear(&mut self) {
         let watched: Vec<ClientId> = self.watchers.values().flatten().map(|w| w.client).collect();
         self.invalidated.extend(watched);
+        for key in self.waited_streams() {
+            self.signal_key_ready(&key);
+        }
         self.keys.clear();
     }
 
@@ -528,9 +575,8 @@ impl Db {
     /// while it was already expired, its removal is no change (Redis's
     /// `touchWatchedKey`).
     fn remove_expired(&mut self, key: &[u8]) {
-        if self.keys.remove(key).is_none() {
-            return;
-        }
+        let Some((_, old, _)) = self.keys.remove(key) else { return };
+        self.signal_if_stream(key, &old);
         self.expired_keys += 1;
         self.notify(NOTIFY_EXPIRED, "expired", key);
         self.events.record_modified(self.index, key, false);
@@ -564,6 +610,7 @@ impl Db {
     pub fn take_with_ttl(&mut self, key: &[u8]) -> Option<(Bytes, Value, Option<u64>)> {
         let (k, v, at) = self.keys.remove(key)?;
         self.signal_modified(key);
+        self.signal_if_stream(key, &v);
         Some((Bytes::copy_from_slice(&k), v, at))
     }
 

@@ -129,6 +129,12 @@ impl ZSet {
         }
     }
 
+    /// Converts the set to a skiplist for good, as SORT's `zsetConvert`
+    /// does to the set it sorts.
+    pub fn convert_to_skiplist(&mut self) {
+        self.skiplist = true;
+    }
+
     pub fn score(&self, member: &[u8]) -> Option<f64> {
         self.scores.get(member).copied()
     }

@@ -123,6 +123,9 @@ pub struct State {
     pub delay_reply: Option<u64>,
     /// Set while other clients' commands are served during a busy script.
     pub busy: Option<BusyRun>,
+    /// Memory in use once the server had started (MEMORY STATS'
+    /// `startup.allocated`).
+    pub startup_allocated: u64,
     /// When the cron last logged the databases and clients (every 5 s at
     /// `loglevel verbose` or `debug`, as Redis's `serverCron`).
     cron_logged_ms: u64,
@@ -275,6 +278,7 @@ impl State {
             disconnect_after: false,
             delay_reply: None,
             busy: None,
+            startup_allocated: 0,
             command_panics: 0,
             reply_counted_errors: 0,
             pre_command_oom: false,
@@ -823,7 +827,9 @@ pub struct Engine {
 impl Engine {
     pub fn new(state: State) -> Engine {
         let scripts = Scripts::new(state.watchdog.clone(), state.runtime.lua_memory_limit);
-        Engine { state, scripts }
+        let mut engine = Engine { state, scripts };
+        engine.state.startup_allocated = crate::memory::used_bytes();
+        engine
     }
 
     /// Registers a new TCP connection (see [`State::connect`]).
@@ -1019,6 +1025,11 @@ impl Engine {
         }
         // Active expiry's events: no client's command caused them.
         self.state.publish_key_events(&mut self.scripts.client);
+        if self.state.blocked_clients > 0 {
+            // An expired stream tells its XREADGROUP waiters, as Redis's
+            // beforeSleep serves the keys expiry made ready.
+            self.state.serve_blocked();
+        }
         self.state.limit_tracking_table(None);
         self.state.broadcast_invalidations();
         self.clients_cron();

@@ -239,6 +239,14 @@ unsafe fn push_reply(state: *mut ffi::lua_State, reply: &Reply, resp: u8) {
                     push_bytes(state, crate::numfmt::reply_double(*d).as_bytes());
                 }
             }
+            Reply::HumanDouble(d) => {
+                if resp >= 3 {
+                    ffi::lua_pushnumber(state, *d);
+                    wrap(state, c"double");
+                } else {
+                    push_bytes(state, crate::numfmt::human_double(*d).as_bytes());
+                }
+            }
             Reply::Bool(b) => {
                 if resp >= 3 {
                     ffi::lua_pushboolean(state, *b as c_int)

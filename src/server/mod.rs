@@ -22,8 +22,8 @@ pub mod parser;
 mod stream;
 
 pub use parser::SMALL_REQUEST;
-pub use stream::os_error_text;
 
+use crate::error::os_error_text;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

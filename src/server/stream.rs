@@ -10,6 +10,7 @@
 //! addresses CLIENT LIST shows (`/path:0` for both ends of a Unix socket
 //! connection, as Redis shows them).
 
+use crate::error::os_error_text;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
@@ -230,14 +231,4 @@ pub(crate) fn bind_unix(path: &str, perm: u32, backlog: i32) -> Result<StdListen
 /// `closeListeningSockets`; the warning's text on failure.
 pub(crate) fn unlink_unix(path: &Path) -> Result<(), String> {
     std::fs::remove_file(path).map_err(|e| os_error_text(&e))
-}
-
-/// An operating-system error as `strerror` words it (Rust's text without
-/// its ` (os error N)` suffix).
-pub fn os_error_text(e: &io::Error) -> String {
-    let text = e.to_string();
-    match (e.raw_os_error(), text.rfind(" (os error ")) {
-        (Some(_), Some(at)) => text[..at].to_string(),
-        _ => text,
-    }
 }

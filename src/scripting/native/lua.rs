@@ -84,6 +84,7 @@ impl Value {
                     .collect(),
             )),
             Reply::Double(d) => Value::Str(Bytes::from(crate::numfmt::reply_double(d))),
+            Reply::HumanDouble(d) => Value::Str(Bytes::from(crate::numfmt::human_double(d))),
             Reply::Bool(b) => Value::Num(b as i64 as f64),
         }
     }

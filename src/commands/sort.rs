@@ -1,0 +1,434 @@
+//! SORT and SORT_RO over lists, sets and sorted sets: BY (a pattern, a
+//! hash field `->`, or a constant that means "do not sort"), LIMIT, GET
+//! (`#` and patterns, repeated), ASC/DESC, ALPHA and STORE (a list, with a
+//! `sortstore` event).
+//!
+//! Redis's `sort.c` is the specification, step for step: options parsed
+//! first (SORT_RO does not know STORE), then the key looked up; the LIMIT
+//! window clamped as Redis clamps it; lists and sorted sets not sorted
+//! (`BY nosort`) walked in their own order from the window's start,
+//! backwards with DESC; a set in that case sorted ALPHA instead when the
+//! result is stored or a script asks, so replicas agree. Weights parse as
+//! C's `strtod` (a NUL ends them; `ERR One or more scores can't be
+//! converted into double` if one is not a number; Redis also refuses
+//! every later numeric SORT while `errno` stays at the ERANGE an
+//! out-of-range weight left, a process-wide accident keylock does not
+//! copy: only the SORT with such a weight is refused). ALPHA compares with
+//! `strcoll`, which under the C and C.UTF-8 locales Redis runs with is
+//! byte order up to a NUL; with STORE, and numeric ties, compare whole
+//! bytes. The vector is sorted with glibc's `qsort`, or Redis's `pqsort`
+//! when a BY pattern and a LIMIT narrow it (`csort.rs`), so equal elements
+//! land where Redis puts them. Pattern lookups are reads (hits, misses,
+//! `keymiss` events), as Redis's `lookupKeyRead`. Sorting a sorted set
+//! converts it to a skiplist, as in Redis (OBJECT ENCODING shows it).
+//!
+//! Where Redis's own order is its hash table's (a set that is not all
+//! integers read with `BY nosort`; ties under ALPHA with a BY pattern in
+//! a set or sorted set), keylock keeps its set's order instead (an
+//! intset's numeric order, else insertion order): Redis's differs from
+//! one process to the next, so no client can depend on it.
+
+use std::cmp::Ordering;
+
+use bytes::Bytes;
+
+use super::args::{c_keyword, parse_i64};
+use super::sets::intset_order;
+use super::table::{
+    Arg, ArgKind, CommandSpec, Group, KeySpec, arg, block, cmd, flag::*, key_arg, key_flag::*, key_spec, oneof, pure_token, unknown_spec,
+};
+use super::{CmdError, CmdResult, Ctx, Reply};
+use crate::csort;
+use crate::db::value::List;
+use crate::db::{NOTIFY_GENERIC, NOTIFY_LIST, Value};
+use crate::error::c_str;
+
+const G: Group = Group::Generic;
+const CATEGORIES: &[&str] = &["@set", "@sortedset", "@list", "@dangerous"];
+const COMPLEXITY: &str = "O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).";
+const BY_GET_SPEC: KeySpec = unknown_spec(RO | ACCESS)
+    .notes("For the optional BY/GET keyword. It is marked 'unknown' because the key names derive from the content of the key we sort");
+const KEY: Arg = key_arg("key", 0);
+const BY: Arg = arg("pattern", ArgKind::Pattern).key_spec(1).token("BY").optional();
+const LIMIT: Arg = block("offset_count", &[arg("offset", ArgKind::Integer), arg("count", ArgKind::Integer)])
+    .token("LIMIT")
+    .optional();
+const GET: Arg = arg("pattern", ArgKind::Pattern)
+    .key_spec(1)
+    .token("GET")
+    .optional()
+    .multiple()
+    .multiple_token();
+const ORDER: Arg = oneof("order", &[pure_token("asc", "ASC"), pure_token("desc", "DESC")]).optional();
+const ALPHA: Arg = pure_token("sorting", "ALPHA").optional();
+
+pub const COMMANDS: &[CommandSpec] = &[
+    cmd("sort", -2, sort)
+        .flags(WRITE | DENYOOM | MOVABLE_KEYS)
+        .keys(1, 1, 1)
+        .key_specs(&[
+            key_spec(RO | ACCESS, 1, 0, 1),
+            BY_GET_SPEC,
+            unknown_spec(OW | UPDATE).notes(
+                "For the optional STORE keyword. It is marked 'unknown' because the keyword can appear anywhere in the argument array",
+            ),
+        ])
+        .acl(CATEGORIES)
+        .getkeys(sort_keys)
+        .doc(G, "1.0.0", "Sort the elements in a list, set or sorted set")
+        .details(
+            COMPLEXITY,
+            &[],
+            &[
+                KEY,
+                BY,
+                LIMIT,
+                GET,
+                ORDER,
+                ALPHA,
+                key_arg("destination", 2).token("STORE").optional(),
+            ],
+        ),
+    cmd("sort_ro", -2, sort_ro)
+        .flags(READONLY | MOVABLE_KEYS)
+        .keys(1, 1, 1)
+        .key_specs(&[key_spec(RO | ACCESS, 1, 0, 1), BY_GET_SPEC])
+        .acl(CATEGORIES)
+        .getkeys(sort_ro_keys)
+        .doc(
+            G,
+            "7.0.0",
+            "Sort the elements in a list, set or sorted set. Read-only variant of SORT.",
+        )
+        .details(COMPLEXITY, &[], &[KEY, BY, LIMIT, GET, ORDER, ALPHA]),
+];
+
+/// Redis's `sortGetKeys`: the sorted key, and the last STORE's key
+/// (skipping LIMIT's, GET's and BY's arguments).
+fn sort_keys(argv: &[Bytes]) -> Vec<usize> {
+    let mut store = None;
+    let mut i = 2;
+    while i < argv.len() {
+        let a = &argv[i];
+        if c_keyword(a, "limit") {
+            i += 2;
+        } else if c_keyword(a, "get") || c_keyword(a, "by") {
+            i += 1;
+        } else if c_keyword(a, "store") && i + 1 < argv.len() {
+            store = Some(i + 1);
+        }
+        i += 1;
+    }
+    std::iter::once(1).chain(store).collect()
+}
+
+/// Redis's `sortROGetKeys`: the sorted key only.
+fn sort_ro_keys(_argv: &[Bytes]) -> Vec<usize> {
+    vec![1]
+}
+
+/// One element being sorted (Redis's `redisSortObject`).
+#[derive(Clone)]
+struct Item {
+    obj: Bytes,
+    score: f64,
+    /// The BY value an ALPHA sort compares; None when the key is missing.
+    cmp_obj: Option<Bytes>,
+}
+
+/// `strcoll` under the C / C.UTF-8 locale: bytes up to the first NUL.
+fn collate(a: &[u8], b: &[u8]) -> Ordering {
+    c_str(a, usize::MAX).cmp(c_str(b, usize::MAX))
+}
+
+fn ordering_to_c(o: Ordering) -> i32 {
+    o as i32
+}
+
+/// SORT's weight of a value: C's `strtod` over it as a C string; None
+/// where Redis flags "can't be converted" (trailing text, out of range,
+/// NaN). An empty value weighs 0.
+fn weight(raw: &[u8]) -> Option<f64> {
+    let text = c_str(raw, usize::MAX);
+    if text.is_empty() {
+        return Some(0.0);
+    }
+    let body = &text[text
+        .iter()
+        .take_while(|c| matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r'))
+        .count()..];
+    if body.is_empty() {
+        return None;
+    }
+    crate::numfmt::parse_f64(body)
+}
+
+/// Redis's `lookupKeyByPattern`: `#` is the element itself; otherwise the
+/// first `*` of the pattern is replaced by the element, and the key read
+/// as a string, or, with `->field` after the `*`, as a hash's field.
+/// None for a pattern without `*`, a missing key or field, or a value of
+/// another type.
+fn lookup_by_pattern(ctx: &mut Ctx, pattern: &[u8], subst: &Bytes) -> Option<Bytes> {
+    if pattern.first() == Some(&b'#') && pattern.get(1).is_none_or(|&c| c == 0) {
+        return Some(subst.clone());
+    }
+    let text = c_str(pattern, usize::MAX);
+    let star = text.iter().position(|&c| c == b'*')?;
+    let arrow = text[star + 1..]
+        .windows(2)
+        .position(|w| w == b"->")
+        .map(|i| star + 1 + i)
+        .filter(|&f| f + 2 < text.len());
+    let (key_tail, field) = match arrow {
+        Some(f) => (&pattern[star + 1..f], Some(&pattern[f + 2..])),
+        None => (&pattern[star + 1..], None),
+    };
+    let mut key = Vec::with_capacity(pattern.len() + subst.len());
+    key.extend_from_slice(&pattern[..star]);
+    key.extend_from_slice(subst);
+    key.extend_from_slice(key_tail);
+    match (ctx.read(&key)?, field) {
+        (Value::Hash(h), Some(field)) => h.get(field).map(Bytes::copy_from_slice),
+        (Value::Str(s), None) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+fn sort(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    sort_generic(ctx, argv, false)
+}
+
+fn sort_ro(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    sort_generic(ctx, argv, true)
+}
+
+/// Redis's `sortCommandGeneric`.
+fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
+    let (mut desc, mut alpha, mut dontsort) = (false, false, false);
+    let (mut limit_start, mut limit_count) = (0i64, -1i64);
+    let mut sortby: Option<&Bytes> = None;
+    let mut storekey: Option<&Bytes> = None;
+    let mut gets: Vec<&Bytes> = Vec::new();
+    let mut j = 2;
+    while j < argv.len() {
+        let left = argv.len() - j - 1;
+        let a = &argv[j];
+        if c_keyword(a, "asc") {
+            desc = false;
+        } else if c_keyword(a, "desc") {
+            desc = true;
+        } else if c_keyword(a, "alpha") {
+            alpha = true;
+        } else if c_keyword(a, "limit") && left >= 2 {
+            limit_start = parse_i64(&argv[j + 1])?;
+            limit_count = parse_i64(&argv[j + 2])?;
+            j += 2;
+        } else if !readonly && c_keyword(a, "store") && left >= 1 {
+            storekey = Some(&argv[j + 1]);
+            j += 1;
+        } else if c_keyword(a, "by") && left >= 1 {
+            let by = &argv[j + 1];
+            // A BY without `*` is constant: nothing to sort by.
+            if !c_str(by, usize::MAX).contains(&b'*') {
+                dontsort = true;
+            }
+            sortby = Some(by);
+            j += 1;
+        } else if c_keyword(a, "get") && left >= 1 {
+            gets.push(&argv[j + 1]);
+            j += 1;
+        } else {
+            return Err(CmdError::syntax());
+        }
+        j += 1;
+    }
+
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Kind {
+        List,
+        Set,
+        ZSet,
+    }
+    let position = ctx.read_position(&argv[1]);
+    let (kind, len) = match position.map(|p| ctx.db().value_at(p)) {
+        None => (Kind::List, 0),
+        Some(Value::List(l)) => (Kind::List, l.len()),
+        Some(Value::Set(s)) => (Kind::Set, s.len()),
+        Some(Value::ZSet(z)) => (Kind::ZSet, z.len()),
+        Some(_) => return Err(CmdError::wrong_type()),
+    };
+
+    // Replies and stored results must not depend on a set's hash order.
+    if dontsort && kind == Kind::Set && (storekey.is_some() || ctx.client.is_script) {
+        dontsort = false;
+        alpha = true;
+        sortby = None;
+    }
+    if kind == Kind::ZSet
+        && let Some(p) = position
+        && let Value::ZSet(z) = ctx.db().value_at_mut_unsignalled(p)
+    {
+        z.convert_to_skiplist();
+    }
+
+    let vectorlen = len as i64;
+    let mut start = limit_start.max(0).min(vectorlen);
+    let limit_count = limit_count.max(-1).min(vectorlen);
+    let mut end = if limit_count < 0 { vectorlen - 1 } else { start + limit_count - 1 };
+    if start >= vectorlen {
+        start = vectorlen - 1;
+        end = vectorlen - 2;
+    }
+    if end >= vectorlen {
+        end = vectorlen - 1;
+    }
+
+    let mut vector: Vec<Item> = {
+        let item = |obj: &Bytes| Item {
+            obj: obj.clone(),
+            score: 0.0,
+            cmp_obj: None,
+        };
+        match position.map(|p| ctx.db().value_at(p)) {
+            None => Vec::new(),
+            Some(Value::List(l)) if dontsort => {
+                let picked = if end >= start { walk_list(l, start, end, desc) } else { Vec::new() };
+                if end >= start {
+                    end -= start;
+                    start = 0;
+                }
+                picked.iter().map(item).collect()
+            }
+            Some(Value::List(l)) => l.iter().map(item).collect(),
+            Some(Value::Set(s)) => intset_order(s.iter().cloned().collect()).iter().map(item).collect(),
+            Some(Value::ZSet(z)) if dontsort => {
+                let take = if start != 0 || end != vectorlen - 1 {
+                    (end - start + 1).max(0)
+                } else {
+                    vectorlen
+                } as usize;
+                let skip = start.max(0) as usize;
+                let picked: Vec<Item> = if desc {
+                    z.iter().rev().skip(skip).take(take).map(|(m, _)| item(m)).collect()
+                } else {
+                    z.iter().skip(skip).take(take).map(|(m, _)| item(m)).collect()
+                };
+                end -= start;
+                start = 0;
+                picked
+            }
+            Some(Value::ZSet(z)) => z.iter().map(|(m, _)| item(m)).collect(),
+            Some(_) => Vec::new(),
+        }
+    };
+
+    let mut conversion_error = false;
+    if !dontsort {
+        for it in vector.iter_mut() {
+            let byval = match sortby {
+                Some(pattern) => match lookup_by_pattern(ctx, pattern, &it.obj) {
+                    Some(v) => v,
+                    None => continue,
+                },
+                None => it.obj.clone(),
+            };
+            if alpha {
+                if sortby.is_some() {
+                    it.cmp_obj = Some(byval);
+                }
+            } else {
+                match weight(&byval) {
+                    Some(w) => it.score = w,
+                    None => conversion_error = true,
+                }
+            }
+        }
+        let (bypattern, store) = (sortby.is_some(), storekey.is_some());
+        let mut cmp = |a: &Item, b: &Item| -> i32 {
+            let c = if !alpha {
+                if a.score > b.score {
+                    1
+                } else if a.score < b.score {
+                    -1
+                } else {
+                    ordering_to_c(a.obj.cmp(&b.obj))
+                }
+            } else if bypattern {
+                match (&a.cmp_obj, &b.cmp_obj) {
+                    (None, None) => 0,
+                    (None, Some(_)) => -1,
+                    (Some(_), None) => 1,
+                    (Some(x), Some(y)) if store => ordering_to_c(x.cmp(y)),
+                    (Some(x), Some(y)) => ordering_to_c(collate(x, y)),
+                }
+            } else if store {
+                ordering_to_c(a.obj.cmp(&b.obj))
+            } else {
+                ordering_to_c(collate(&a.obj, &b.obj))
+            };
+            if desc { -c } else { c }
+        };
+        if !vector.is_empty() {
+            if bypattern && (start != 0 || end != vectorlen - 1) {
+                csort::pqsort(&mut vector, &mut cmp, start, end);
+            } else {
+                csort::qsort(&mut vector, &mut cmp);
+            }
+        }
+    }
+
+    let window = || (start.max(0) as usize)..=(end.max(-1) as usize);
+    let count = (end - start + 1).max(0) as usize;
+    let outputlen = if gets.is_empty() { count } else { gets.len() * count };
+    if conversion_error {
+        return Err(CmdError::sort_scores());
+    }
+    let selected: &[Item] = if count == 0 { &[] } else { &vector[window()] };
+    match storekey {
+        None => {
+            let mut out = Vec::with_capacity(outputlen);
+            for it in selected {
+                if gets.is_empty() {
+                    out.push(Reply::Bulk(it.obj.clone()));
+                }
+                for pattern in &gets {
+                    out.push(Reply::opt_bulk(lookup_by_pattern(ctx, pattern, &it.obj)));
+                }
+            }
+            Ok(Reply::Array(out))
+        }
+        Some(dst) => {
+            let mut list = List::with_capacity(outputlen);
+            for it in selected {
+                if gets.is_empty() {
+                    list.push_back(it.obj.clone());
+                }
+                for pattern in &gets {
+                    list.push_back(lookup_by_pattern(ctx, pattern, &it.obj).unwrap_or_default());
+                }
+            }
+            let now = ctx.now_ms;
+            let db = ctx.db();
+            if outputlen > 0 {
+                db.expire_if_needed(dst, now);
+                db.set(dst, Value::List(Box::new(list)), false);
+                db.notify(NOTIFY_LIST, "sortstore", dst);
+            } else if db.remove(dst).is_some() {
+                db.notify(NOTIFY_GENERIC, "del", dst);
+            }
+            Ok(Reply::Int(outputlen as i64))
+        }
+    }
+}
+
+/// The list elements a non-sorting SORT takes: `start..=end` counted from
+/// the head, or with `desc` from the tail, in walking order.
+fn walk_list(l: &List, start: i64, end: i64, desc: bool) -> Vec<Bytes> {
+    let n = (end - start + 1) as usize;
+    let start = start as usize;
+    if desc {
+        l.iter().rev().skip(start).take(n).cloned().collect()
+    } else {
+        l.iter().skip(start).take(n).cloned().collect()
+    }
+}
