@@ -525,7 +525,7 @@ fn flush_nulls_are_written_in_the_tracking_clients_protocol() {
 
 #[test]
 fn read_only_commands_track_the_keys_redis_finds_in_them() {
-    let setup = "b: EVAL redis.call('mset','k1','1','k2','2');redis.call('zadd','z1',1,'a');redis.call('zadd','z2',2,'b');redis.call('sadd','s1','a');redis.call('sadd','s2','a');redis.call('hset','h','f','v');redis.call('rpush','l','a');return(1) 0";
+    let setup = "b: EVAL redis.call('mset','k1','1','k2','2');redis.call('zadd','z1',1,'a');redis.call('zadd','z2',2,'b');redis.call('sadd','s1','a');redis.call('sadd','s2','a');redis.call('hset','h','f','v');redis.call('rpush','l','a');redis.call('xadd','x1','1-1','f','v');redis.call('xadd','x2','1-1','f','v');return(1) 0";
     let reads: &[&str] = &[
         "a: MGET k1 k2 nosuch",
         "a: EXISTS k1 k2",
@@ -555,12 +555,18 @@ fn read_only_commands_track_the_keys_redis_finds_in_them() {
         "a: SCAN 0 COUNT 1000",
         "a: RANDOMKEY",
         "a: GET k1",
+        "a: XREAD COUNT 1 STREAMS x1 x2 0 0",
+        "a: XRANGE x1 - +",
+        "a: SORT_RO l ALPHA",
+        "a: LCS k1 k2",
+        "a: PFCOUNT k1 k2",
+        "a: GEOSEARCH z1 FROMLONLAT 0 0 BYRADIUS 1 km",
     ];
     let mut steps = vec!["a!: HELLO 3", "a!: CLIENT TRACKING on"];
     for read in reads {
         steps.push(setup);
         steps.push(read);
-        steps.push("b: DEL k1 k2 z1 z2 s1 s2 h l");
+        steps.push("b: DEL k1 k2 z1 z2 s1 s2 h l x1 x2");
     }
     steps.push("a: PING");
     let steps: Vec<&str> = steps

@@ -135,21 +135,18 @@ impl Tracking {
     }
 }
 
-/// The keys a read-only command names (Redis's `getKeysFromCommand`).
+/// The keys a read-only command names (Redis's `getKeysFromCommand`): the
+/// commands counting their keys first, then what the table finds.
 fn command_keys(cmd: &Command, argv: &[Bytes]) -> Vec<Bytes> {
-    let numkeys_at = match cmd.full_name.as_str() {
-        "zunion" | "zinter" | "zdiff" | "sintercard" | "zintercard" => Some(1),
-        _ => None,
-    };
-    if let Some(at) = numkeys_at {
+    if matches!(cmd.full_name.as_str(), "zunion" | "zinter" | "zdiff" | "sintercard" | "zintercard") {
         let n = argv
-            .get(at)
+            .get(1)
             .and_then(|n| crate::numfmt::parse_i64(n))
             .filter(|n| *n > 0)
             .unwrap_or(0) as usize;
-        return argv.iter().skip(at + 1).take(n).cloned().collect();
+        return argv.iter().skip(2).take(n).cloned().collect();
     }
-    cmd.spec.key_positions(argv.len()).into_iter().map(|i| argv[i].clone()).collect()
+    cmd.spec.keys_in(argv).into_iter().filter_map(|i| argv.get(i).cloned()).collect()
 }
 
 impl State {
