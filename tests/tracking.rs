@@ -71,9 +71,19 @@ fn record(addr: SocketAddr, steps: &[&str]) -> BTreeMap<String, Vec<String>> {
         let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         use std::io::Write;
         conns[&name].stream.try_clone().unwrap().write_all(&encode(&args)).unwrap();
+        let blocks = args[0].to_ascii_uppercase().starts_with(b"BL");
         for (n, c) in conns.iter_mut() {
             let mut got = Vec::new();
             let mut buf = [0u8; 4096];
+            if *n == name && !blocks {
+                // The sender's reply comes, however loaded the machine is;
+                // what follows it is read until the connection is quiet.
+                c.stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                if let Ok(k) = c.stream.read(&mut buf) {
+                    got.extend_from_slice(&buf[..k]);
+                }
+                c.stream.set_read_timeout(Some(QUIET)).unwrap();
+            }
             loop {
                 match c.stream.read(&mut buf) {
                     Ok(0) => break,
