@@ -599,3 +599,21 @@ fn keylock_reset_invalidates_every_key_as_flushall_does() {
     let info = String::from_utf8(b.call(&["INFO", "stats"])).unwrap();
     assert!(info.contains("tracking_total_keys:0\r\n"), "{info}");
 }
+
+#[test]
+fn pushes_during_exec_go_between_its_replies_as_redis_writes_them() {
+    both(&[
+        "x: CONFIG SET notify-keyspace-events KA",
+        "r!: HELLO 3",
+        "a: CLIENT TRACKING on REDIRECT {id:r}",
+        "a: MGET k j",
+        "r: PSUBSCRIBE __keyspace@0__:*",
+        "r: MULTI",
+        "r: GET k",
+        "r: SET k 1",
+        "r: SET j 1",
+        "r: PING",
+        "r: EXEC",
+        "r: PING",
+    ]);
+}
