@@ -470,7 +470,7 @@ impl Scripting {
         if let Err(e) = arrays {
             return script_failure(sha, &e.to_string());
         }
-        script_client.begin_script_run(caller);
+        script_client.begin_script_run(caller, keys);
         let runtime = self.runtime.clone();
         let reply = {
             let mut cx = call::CallContext {
