@@ -44,6 +44,7 @@ fn decode_options(ctx: &Ctx) -> DecodeOptions {
             max_entries: param_usize(ctx, "zset-max-listpack-entries", d.zset_limits.max_entries),
             max_value: param_usize(ctx, "zset-max-listpack-value", d.zset_limits.max_value),
         },
+        hash_limits: ctx.state.runtime.hash_limits,
         max_string: param_usize(ctx, "proto-max-bulk-len", d.max_string),
     }
 }

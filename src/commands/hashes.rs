@@ -76,10 +76,11 @@ fn set_fields(ctx: &mut Ctx, argv: &[Bytes], name: &str) -> CmdResult<usize> {
     if !argv.len().is_multiple_of(2) {
         return Err(CmdError::arity(name));
     }
+    let limits = ctx.state.runtime.hash_limits;
     let hash = write_hash(ctx, &argv[1])?;
     let mut created = 0;
     for pair in argv[2..].chunks(2) {
-        if hash.insert(&pair[0], &pair[1]) {
+        if hash.insert(&pair[0], &pair[1], limits) {
             created += 1;
         }
     }
@@ -100,7 +101,8 @@ fn hsetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if peek_hash(ctx, key)?.is_some_and(|h| h.contains_key(field)) {
         return Ok(Reply::Int(0));
     }
-    write_hash(ctx, key)?.insert(field, &argv[3]);
+    let limits = ctx.state.runtime.hash_limits;
+    write_hash(ctx, key)?.insert(field, &argv[3], limits);
     ctx.db().notify(NOTIFY_HASH, "hset", key);
     Ok(Reply::Int(1))
 }
@@ -176,7 +178,8 @@ fn hgetall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn hincrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let by = parse_i64(&argv[3])?;
     let at = ctx.write_position(&argv[1]);
-    let (_, next) = ops::hincrby(ctx.db(), &argv[1], at, &argv[2], by)?;
+    let limits = ctx.state.runtime.hash_limits;
+    let (_, next) = ops::hincrby(ctx.db(), &argv[1], at, &argv[2], by, limits)?;
     Ok(Reply::Int(next))
 }
 
@@ -195,7 +198,8 @@ fn hincrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err("increment would produce NaN or Infinity"));
     }
     let text = Bytes::from(next.to_human());
-    write_hash(ctx, key)?.insert(field, &text);
+    let limits = ctx.state.runtime.hash_limits;
+    write_hash(ctx, key)?.insert(field, &text, limits);
     ctx.db().notify(NOTIFY_HASH, "hincrbyfloat", key);
     Ok(Reply::Bulk(text))
 }

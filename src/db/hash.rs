@@ -18,10 +18,44 @@ use indexmap::IndexMap;
 
 use super::value::Hasher;
 
-/// Most fields a packed hash holds (`hash-max-listpack-entries`).
+/// Most fields a packed hash holds by default (`hash-max-listpack-entries`).
 pub const PACKED_MAX_ENTRIES: usize = 128;
-/// Longest field or value a packed hash holds (`hash-max-listpack-value`).
+/// Longest field or value a packed hash holds by default
+/// (`hash-max-listpack-value`).
 pub const PACKED_MAX_VALUE: usize = 64;
+/// What the packed form can hold at all: its counts and lengths are bytes.
+const PACKED_CAPACITY: usize = u8::MAX as usize;
+
+/// The `hash-max-listpack-*` parameters in force: a write that takes a
+/// packed hash past either converts it to a table, as Redis converts a
+/// listpack to a hashtable. Past the packed form's own capacity (255
+/// fields, 255-byte fields and values) a hash is a table whatever they
+/// say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PackLimits {
+    pub max_entries: usize,
+    pub max_value: usize,
+}
+
+impl Default for PackLimits {
+    fn default() -> PackLimits {
+        PackLimits {
+            max_entries: PACKED_MAX_ENTRIES,
+            max_value: PACKED_MAX_VALUE,
+        }
+    }
+}
+
+impl PackLimits {
+    /// From the parameters' values (negative ones count as 0).
+    pub fn new(max_entries: i64, max_value: i64) -> PackLimits {
+        let clamp = |n: i64| (n.max(0) as u64).min(PACKED_CAPACITY as u64) as usize;
+        PackLimits {
+            max_entries: clamp(max_entries),
+            max_value: clamp(max_value),
+        }
+    }
+}
 
 type Table = IndexMap<Bytes, Bytes, Hasher>;
 
@@ -61,10 +95,6 @@ impl<'a> Iterator for Records<'a> {
 
 fn records(buf: &[u8]) -> Records<'_> {
     Records { buf, at: 1 }
-}
-
-fn fits_packed(field: &[u8], value: &[u8]) -> bool {
-    field.len() <= PACKED_MAX_VALUE && value.len() <= PACKED_MAX_VALUE
 }
 
 /// Iterates a hash's (field, value) pairs in order.
@@ -137,10 +167,11 @@ impl Hash {
         }
     }
 
-    /// Sets `field` to `value`; true if the field is new.
-    pub fn insert(&mut self, field: &[u8], value: &[u8]) -> bool {
+    /// Sets `field` to `value`; true if the field is new. A packed hash
+    /// that would go past `limits` becomes a table for good.
+    pub fn insert(&mut self, field: &[u8], value: &[u8], limits: PackLimits) -> bool {
         if let Hash::Packed(buf) = self {
-            if fits_packed(field, value) {
+            if field.len() <= limits.max_value && value.len() <= limits.max_value {
                 let found = records(buf).find(|(f, _, _)| *f == field).map(|(_, v, at)| (at, v.len()));
                 match found {
                     Some((at, old_len)) => {
@@ -157,7 +188,7 @@ impl Hash {
                         }
                         return false;
                     }
-                    None if (buf[0] as usize) < PACKED_MAX_ENTRIES => {
+                    None if (buf[0] as usize) < limits.max_entries => {
                         let mut next = Vec::with_capacity(buf.len() + 2 + field.len() + value.len());
                         next.extend_from_slice(buf);
                         next[0] += 1;
@@ -243,7 +274,7 @@ mod tests {
                     model.remove(p);
                 }
             } else {
-                let new = h.insert(&field, &value);
+                let new = h.insert(&field, &value, PackLimits::default());
                 match model.iter_mut().find(|(f, _)| *f == field) {
                     Some(slot) => {
                         assert!(!new);
@@ -263,9 +294,9 @@ mod tests {
     #[test]
     fn converts_on_a_long_value_or_too_many_fields_and_stays_converted() {
         let mut h = Hash::default();
-        h.insert(b"a", &[b'x'; PACKED_MAX_VALUE]);
+        h.insert(b"a", &[b'x'; PACKED_MAX_VALUE], PackLimits::default());
         assert!(h.is_packed());
-        h.insert(b"b", &[b'x'; PACKED_MAX_VALUE + 1]);
+        h.insert(b"b", &[b'x'; PACKED_MAX_VALUE + 1], PackLimits::default());
         assert!(!h.is_packed());
         h.remove(b"b");
         assert!(!h.is_packed());
@@ -273,10 +304,10 @@ mod tests {
 
         let mut h = Hash::default();
         for i in 0..PACKED_MAX_ENTRIES {
-            h.insert(i.to_string().as_bytes(), b"1");
+            h.insert(i.to_string().as_bytes(), b"1", PackLimits::default());
         }
         assert!(h.is_packed());
-        h.insert(b"one more", b"1");
+        h.insert(b"one more", b"1", PackLimits::default());
         assert!(!h.is_packed());
         assert_eq!(h.len(), PACKED_MAX_ENTRIES + 1);
         assert_eq!(h.get_index(0), Some((&b"0"[..], &b"1"[..])));
@@ -285,7 +316,7 @@ mod tests {
     #[test]
     fn a_lock_hash_is_one_small_allocation() {
         let mut h = Hash::default();
-        h.insert(b"5f0c7a5e-4d1b-4c8e-9a3f-0a1b2c3d4e5f:1", b"1");
+        h.insert(b"5f0c7a5e-4d1b-4c8e-9a3f-0a1b2c3d4e5f:1", b"1", PackLimits::default());
         let Hash::Packed(buf) = &h else { panic!("packed") };
         assert_eq!(buf.len(), 1 + 1 + 38 + 1 + 1);
         assert_eq!(std::mem::size_of::<Hash>(), 16);

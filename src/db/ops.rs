@@ -11,6 +11,7 @@
 
 use bytes::Bytes;
 
+use super::hash::PackLimits;
 use super::{Db, NOTIFY_GENERIC, NOTIFY_HASH, NOTIFY_STRING, Value};
 use crate::error::{CmdError, CmdResult};
 use crate::numfmt;
@@ -27,7 +28,7 @@ pub fn hexists(db: &Db, at: Option<usize>, field: &[u8]) -> CmdResult<bool> {
 /// `by` to the integer in `field` (0 when absent) and stores it. Returns
 /// the key's position and the new value, or HINCRBY's error with nothing
 /// changed.
-pub fn hincrby(db: &mut Db, key: &[u8], at: Option<usize>, field: &[u8], by: i64) -> CmdResult<(usize, i64)> {
+pub fn hincrby(db: &mut Db, key: &[u8], at: Option<usize>, field: &[u8], by: i64, limits: PackLimits) -> CmdResult<(usize, i64)> {
     let current = match at {
         Some(at) => match db.value_at(at).as_hash()?.get(field) {
             Some(v) => numfmt::parse_i64(v).ok_or_else(|| CmdError::err("hash value is not an integer"))?,
@@ -41,7 +42,7 @@ pub fn hincrby(db: &mut Db, key: &[u8], at: Option<usize>, field: &[u8], by: i64
         None => db.insert_absent(key, Value::new_hash()),
     };
     if let Value::Hash(h) = db.value_at_mut(at, key) {
-        h.insert(field, itoa::Buffer::new().format(next).as_bytes());
+        h.insert(field, itoa::Buffer::new().format(next).as_bytes(), limits);
     }
     db.notify(NOTIFY_HASH, "hincrby", key);
     Ok((at, next))

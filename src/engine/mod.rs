@@ -169,6 +169,8 @@ pub struct RuntimeSettings {
     pub notify_keyspace_events: u32,
     /// `tracking-table-max-keys` (0: no limit).
     pub tracking_table_max_keys: usize,
+    /// `hash-max-listpack-entries` / `-value`.
+    pub hash_limits: crate::db::hash::PackLimits,
 }
 
 impl RuntimeSettings {
@@ -190,6 +192,10 @@ impl RuntimeSettings {
             notify_keyspace_events: crate::config_params::keyspace_event_flags(p.value("notify-keyspace-events").unwrap_or(""))
                 .unwrap_or(0),
             tracking_table_max_keys: p.int("tracking-table-max-keys").unwrap_or(1_000_000).max(0) as usize,
+            hash_limits: crate::db::hash::PackLimits::new(
+                p.int("hash-max-listpack-entries").unwrap_or(128),
+                p.int("hash-max-listpack-value").unwrap_or(64),
+            ),
         }
     }
 }

@@ -21,7 +21,7 @@ use bytes::Bytes;
 use super::listpack::{self, int_text};
 use super::{DecodeOptions, legacy, lzf, types};
 use crate::db::Value;
-use crate::db::hash::Hash;
+use crate::db::hash::{Hash, PackLimits};
 use crate::db::value::Set;
 use crate::db::zset::{ListpackLimits, ZSet};
 
@@ -189,7 +189,7 @@ pub fn read_object(r: &mut Reader<'_>) -> Option<Value> {
             for _ in 0..n {
                 pairs.push((r.string()?, r.string()?));
             }
-            hash_of(pairs)
+            hash_of(pairs, r.options.hash_limits)
         }
         types::LIST_QUICKLIST | types::LIST_QUICKLIST_2 => {
             let nodes = nonzero(r.count(2)?)?;
@@ -210,7 +210,7 @@ pub fn read_object(r: &mut Reader<'_>) -> Option<Value> {
             nonzero(list.len())?;
             Some(Value::List(Box::new(list)))
         }
-        types::HASH_ZIPMAP => hash_of(legacy::parse_zipmap(&r.string()?)?),
+        types::HASH_ZIPMAP => hash_of(legacy::parse_zipmap(&r.string()?)?, r.options.hash_limits),
         types::LIST_ZIPLIST => {
             let items = legacy::parse_ziplist(&r.string()?)?;
             nonzero(items.len())?;
@@ -244,7 +244,7 @@ pub fn read_object(r: &mut Reader<'_>) -> Option<Value> {
             } else {
                 legacy::parse_ziplist(&blob)?
             };
-            hash_of(pairs_of(items)?)
+            hash_of(pairs_of(items)?, r.options.hash_limits)
         }
         _ => None,
     }
@@ -332,11 +332,11 @@ fn set_of(members: Vec<Bytes>) -> Option<Value> {
     Some(Value::Set(Box::new(set)))
 }
 
-fn hash_of(pairs: Vec<(Bytes, Bytes)>) -> Option<Value> {
+fn hash_of(pairs: Vec<(Bytes, Bytes)>, limits: PackLimits) -> Option<Value> {
     nonzero(pairs.len())?;
     let mut hash = Hash::default();
     for (f, v) in pairs {
-        if !hash.insert(&f, &v) {
+        if !hash.insert(&f, &v, limits) {
             return None;
         }
     }
@@ -411,7 +411,7 @@ mod tests {
             let mut h = Hash::default();
             let mut z = ZSet::default();
             for i in 0..n {
-                h.insert(format!("f{i}").as_bytes(), format!("v{i}").as_bytes());
+                h.insert(format!("f{i}").as_bytes(), format!("v{i}").as_bytes(), PackLimits::default());
                 z.insert(Bytes::from(format!("m{i}")), i as f64 / 3.0);
             }
             let hv = round_trip(&Value::Hash(h));
@@ -443,7 +443,7 @@ mod tests {
     fn damaged_payloads_are_errors_never_panics() {
         let options = DecodeOptions::default();
         let mut h = Hash::default();
-        h.insert(b"field", b"value");
+        h.insert(b"field", b"value", PackLimits::default());
         let mut z = ZSet::default();
         z.insert(Bytes::from("m"), 1.5);
         let samples = vec![
@@ -494,7 +494,7 @@ mod tests {
             let mut set = Set::default();
             let mut z = ZSet::default();
             for (a, b, score) in &items {
-                h.insert(a, b);
+                h.insert(a, b, PackLimits::default());
                 set.insert(Bytes::copy_from_slice(a));
                 z.insert(Bytes::copy_from_slice(a), *score);
             }

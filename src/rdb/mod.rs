@@ -82,6 +82,9 @@ pub struct DecodeOptions {
     /// `zset-max-listpack-entries` / `-value`: the encoding a loaded
     /// sorted set takes.
     pub zset_limits: crate::db::zset::ListpackLimits,
+    /// `hash-max-listpack-entries` / `-value`: the encoding a loaded hash
+    /// takes.
+    pub hash_limits: crate::db::hash::PackLimits,
     /// `proto-max-bulk-len`: the longest string an LZF header may ask to
     /// decompress into (a payload is at most this long too).
     pub max_string: usize,
@@ -91,6 +94,7 @@ impl Default for DecodeOptions {
     fn default() -> Self {
         DecodeOptions {
             zset_limits: Default::default(),
+            hash_limits: Default::default(),
             max_string: 512 * 1024 * 1024,
         }
     }

@@ -219,7 +219,8 @@ impl<'a> Direct<'a> {
     /// has ruled out; it is each script's first write, so the caller can
     /// still leave the run to the command-by-command path.
     fn hincrby(&mut self, at: Option<usize>, key: &[u8], field: &[u8], by: i64) -> Option<(usize, i64)> {
-        let done = ops::hincrby(self.db(), key, at, field, by).ok();
+        let limits = self.state.runtime.hash_limits;
+        let done = ops::hincrby(self.db(), key, at, field, by, limits).ok();
         let by_text = if by == 1 { b"1".as_slice() } else { b"-1".as_slice() };
         self.ran(Cmd::Hincrby, &[Cmd::Hincrby.name(), key, field, by_text]);
         done
@@ -489,7 +490,7 @@ mod tests {
         for count in [b"one".as_slice(), b"9223372036854775807"] {
             let mut hash = Stored::new_hash();
             if let Stored::Hash(h) = &mut hash {
-                h.insert(OWNER, count);
+                h.insert(OWNER, count, crate::db::hash::PackLimits::default());
             }
             state.dbs[0].set(b"lk", hash, false);
             assert_eq!(acquire(&mut state, OWNER), None, "count {count:?}");
