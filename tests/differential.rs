@@ -199,6 +199,7 @@ corpus! {
     connection => "connection.txt",
     server => "server.txt",
     memory => "memory.txt",
+    slowlog => "slowlog.txt",
     keys => "keys.txt",
     dump => "dump.txt",
     strings => "strings.txt",

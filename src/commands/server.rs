@@ -24,10 +24,18 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("monitor", 1, monitor).flags(ADMIN | NOSCRIPT | LOADING | STALE),
     cmd("shutdown", -1, shutdown).flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SENTINEL | ALLOW_BUSY),
     container("config", CONFIG),
+    container("slowlog", SLOWLOG),
     cmd("command", -1, command)
         .flags(LOADING | STALE | SENTINEL)
         .with_subcommands(COMMAND),
     container("function", FUNCTION),
+];
+
+const SLOWLOG: &[CommandSpec] = &[
+    cmd("get", -2, slowlog_get).flags(ADMIN | LOADING | STALE),
+    cmd("len", 2, slowlog_len).flags(ADMIN | LOADING | STALE),
+    cmd("reset", 2, slowlog_reset).flags(ADMIN | LOADING | STALE),
+    cmd("help", 2, slowlog_help).flags(LOADING | STALE),
 ];
 
 const CONFIG: &[CommandSpec] = &[
@@ -707,4 +715,47 @@ fn info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let requested: Vec<String> = argv[1..].iter().map(|a| String::from_utf8_lossy(a).to_ascii_lowercase()).collect();
     let text = super::info::render(ctx, &requested);
     Ok(Reply::verbatim_txt(text))
+}
+
+/// SLOWLOG GET [count]: the newest `count` entries (10 by default, -1 for
+/// all).
+fn slowlog_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() > 3 {
+        return Err(CmdError::subcommand_syntax(&argv[1], "slowlog"));
+    }
+    let count = match argv.get(2) {
+        None => 10,
+        Some(raw) => match crate::numfmt::parse_i64(raw) {
+            Some(-1) => usize::MAX,
+            Some(n) if n >= 0 => n as usize,
+            _ => return Err(CmdError::err("count should be greater than or equal to -1")),
+        },
+    };
+    Ok(ctx.state.slowlog.newest(count))
+}
+
+fn slowlog_len(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::Int(ctx.state.slowlog.len() as i64))
+}
+
+fn slowlog_reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    ctx.state.slowlog.reset();
+    Ok(Reply::OK)
+}
+
+fn slowlog_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(help_reply(
+        "SLOWLOG",
+        &[
+            "GET [<count>]",
+            "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+            "    Entries are made of:",
+            "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+            "    client name",
+            "LEN",
+            "    Return the length of the slowlog.",
+            "RESET",
+            "    Reset the slowlog.",
+        ],
+    ))
 }

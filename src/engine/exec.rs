@@ -37,7 +37,7 @@
 use bytes::Bytes;
 
 use super::faults::CommandFault;
-use super::{Client, NOREPLICAS, OOM, Scripts, State};
+use super::{Client, NOREPLICAS, OOM, Scripts, State, slowlog};
 use crate::commands::Ctx;
 use crate::commands::table::{Command, Registry, flag};
 use crate::error::CmdError;
@@ -489,17 +489,45 @@ impl State {
         let stat = &mut self.stats.cmd[cmd.stat_index];
         stat.calls += 1;
         stat.ticks += elapsed_ticks;
-        if !self.monitors.is_empty() && !cmd.spec.has(flag::ADMIN | flag::MONITOR_BEFORE | flag::SKIP_MONITOR) {
-            let copied: Vec<Bytes>;
-            let argv = match argv {
-                Shown::Args(argv) => argv,
-                Shown::Pieces(pieces) => {
-                    copied = pieces.iter().map(|p| Bytes::copy_from_slice(p)).collect();
-                    &copied
-                }
-            };
+        let monitored = !self.monitors.is_empty() && !cmd.spec.has(flag::ADMIN | flag::MONITOR_BEFORE | flag::SKIP_MONITOR);
+        let duration_us = crate::clock::ticks::to_us(elapsed_ticks);
+        let slow = self.runtime.slowlog_log_slower_than >= 0
+            && duration_us >= self.runtime.slowlog_log_slower_than as u64
+            && !cmd.spec.has(flag::SKIP_SLOWLOG);
+        if !monitored && !slow {
+            // The common case: nothing needs the arguments.
+            return;
+        }
+        let copied: Vec<Bytes>;
+        let argv = match argv {
+            Shown::Args(argv) => argv,
+            Shown::Pieces(pieces) => {
+                copied = pieces.iter().map(|p| Bytes::copy_from_slice(p)).collect();
+                &copied
+            }
+        };
+        if slow {
+            let now_secs = self.clock.now_ms() / 1000;
+            let (slower_than, max_len) = (self.runtime.slowlog_log_slower_than, self.runtime.slowlog_max_len);
+            let caller = self.slowlog_caller(client);
+            self.slowlog.push_if_slow(slower_than, max_len, duration_us, argv, caller, now_secs);
+        }
+        if monitored {
             let shown = redact_secrets(cmd, argv);
             self.feed_monitors(client, client.db, &client.monitor_origin(), shown.as_deref().unwrap_or(argv));
+        }
+    }
+
+    /// How the slow log names `client` (Redis's `getClientPeerId`: the
+    /// script client, which has no connection, is `?:0`).
+    fn slowlog_caller<'c>(&self, client: &'c Client) -> slowlog::Caller<'c> {
+        slowlog::Caller {
+            peer: if client.is_script {
+                "?:0".to_string()
+            } else {
+                client.peer.to_string()
+            },
+            name: client.name.as_ref(),
         }
     }
 }

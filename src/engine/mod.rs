@@ -17,6 +17,7 @@ pub mod exec;
 pub mod faults;
 pub mod output;
 pub mod scripts;
+pub mod slowlog;
 pub mod stats;
 pub mod tracking;
 
@@ -126,6 +127,8 @@ pub struct State {
     /// Memory in use once the server had started (MEMORY STATS'
     /// `startup.allocated`).
     pub startup_allocated: u64,
+    /// SLOWLOG's entries.
+    pub slowlog: slowlog::SlowLog,
     /// When the cron last logged the databases and clients (every 5 s at
     /// `loglevel verbose` or `debug`, as Redis's `serverCron`).
     cron_logged_ms: u64,
@@ -171,6 +174,10 @@ pub struct RuntimeSettings {
     pub tracking_table_max_keys: usize,
     /// `hash-max-listpack-entries` / `-value`.
     pub hash_limits: crate::db::hash::PackLimits,
+    /// `slowlog-log-slower-than` in microseconds (negative: off).
+    pub slowlog_log_slower_than: i64,
+    /// `slowlog-max-len`.
+    pub slowlog_max_len: usize,
 }
 
 impl RuntimeSettings {
@@ -196,6 +203,8 @@ impl RuntimeSettings {
                 p.int("hash-max-listpack-entries").unwrap_or(128),
                 p.int("hash-max-listpack-value").unwrap_or(64),
             ),
+            slowlog_log_slower_than: p.int("slowlog-log-slower-than").unwrap_or(10_000),
+            slowlog_max_len: p.int("slowlog-max-len").unwrap_or(128).max(0) as usize,
         }
     }
 }
@@ -285,6 +294,7 @@ impl State {
             delay_reply: None,
             busy: None,
             startup_allocated: 0,
+            slowlog: slowlog::SlowLog::default(),
             command_panics: 0,
             reply_counted_errors: 0,
             pre_command_oom: false,
@@ -372,6 +382,11 @@ impl State {
         };
         self.runtime = RuntimeSettings::from_params(&self.params);
         self.runtime.notify_keyspace_events = flags;
+        if self.runtime.slowlog_log_slower_than >= 0 {
+            // A shorter slowlog-max-len drops the oldest entries at once
+            // (Redis trims at the next command, which is this one).
+            self.slowlog.truncate(self.runtime.slowlog_max_len);
+        }
         self.key_events.set_flags(flags);
     }
 
