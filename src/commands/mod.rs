@@ -9,6 +9,7 @@ pub mod args;
 pub mod bitmaps;
 pub mod blocking;
 pub mod connection;
+pub mod functions;
 pub mod geo;
 pub mod hashes;
 pub mod hyperloglog;
@@ -170,6 +171,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         geo::COMMANDS,
         pubsub::COMMANDS,
         scripting::COMMANDS,
+        functions::COMMANDS,
         transactions::COMMANDS,
         keylock::COMMANDS,
     ]
