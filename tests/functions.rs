@@ -425,3 +425,65 @@ fn a_function_sees_the_callers_database_and_time_frozen() {
         t
     });
 }
+
+/// The bulk string's bytes in a raw RESP2 reply.
+fn bulk(reply: &[u8]) -> Vec<u8> {
+    let start = reply.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1);
+    reply[start..reply.len() - 2].to_vec()
+}
+
+#[test]
+fn dump_payloads_restore_on_either_server() {
+    let keylock = start();
+    let mut ours = Raw::connect(keylock.addr());
+    let dump_of = |c: &mut Raw, libs: &[&str]| -> Vec<u8> {
+        c.call(&["FUNCTION", "FLUSH"]);
+        for lib in libs {
+            c.call(&["FUNCTION", "LOAD", &library(lib)]);
+        }
+        bulk(&c.call(&["FUNCTION", "DUMP"]))
+    };
+    let restore = |c: &mut Raw, payload: &[u8], policy: &[u8]| -> String {
+        let mut args: Vec<&[u8]> = vec![b"FUNCTION", b"RESTORE", payload];
+        if !policy.is_empty() {
+            args.push(policy);
+        }
+        c.send_cmd(&args);
+        text(c.reply())
+    };
+    let payload = dump_of(&mut ours, &["hello.lua", "calls.lua", "keys-args.lua"]);
+    // Restored into a server that has none of them, then again by policy.
+    ours.call(&["FUNCTION", "FLUSH"]);
+    assert_eq!(restore(&mut ours, &payload, b""), "+OK\r\n");
+    assert_eq!(ours.call(&["FCALL", "add", "0", "1"]), b":2\r\n");
+    assert_eq!(restore(&mut ours, &payload, b"APPEND"), "-ERR Library calls already exists\r\n");
+    assert_eq!(restore(&mut ours, &payload, b"REPLACE"), "+OK\r\n");
+    assert_eq!(restore(&mut ours, &payload, b"FLUSH"), "+OK\r\n");
+    // `other` takes the name of the payload's `hello` library's function.
+    ours.call(&["FUNCTION", "DELETE", "hello"]);
+    assert_eq!(ours.call(&["FUNCTION", "LOAD", &library("collision.lua")]), b"$5\r\nother\r\n");
+    assert_eq!(restore(&mut ours, &payload, b"REPLACE"), "-ERR Function hello already exists\r\n");
+    assert_eq!(ours.call(&["FCALL", "hello", "0"]), b":1\r\n");
+    let mut corrupt = payload.clone();
+    corrupt[5] ^= 0x20;
+    assert_eq!(
+        restore(&mut ours, &corrupt, b""),
+        "-ERR DUMP payload version or checksum are wrong\r\n"
+    );
+    let Some(redis) = real_redis() else { return };
+    let mut theirs = Raw::connect(redis.addr);
+    for libs in [&["hello.lua"][..], &["calls.lua"], &["flags.lua"], &["keys-args.lua"]] {
+        // One library: the same bytes, LZF compression included.
+        assert_eq!(dump_of(&mut ours, libs), dump_of(&mut theirs, libs), "{libs:?}");
+    }
+    let their_payload = dump_of(&mut theirs, &["hello.lua", "calls.lua", "version.lua"]);
+    ours.call(&["FUNCTION", "FLUSH"]);
+    assert_eq!(restore(&mut ours, &their_payload, b""), "+OK\r\n");
+    assert_eq!(ours.call(&["FCALL", "version_v2", "0"]), theirs.call(&["FCALL", "version_v2", "0"]));
+    theirs.call(&["FUNCTION", "FLUSH"]);
+    assert_eq!(restore(&mut theirs, &payload, b""), "+OK\r\n");
+    assert_eq!(
+        theirs.call(&["FCALL", "keys_args", "1", "k", "a"]),
+        b"*4\r\n:1\r\n:1\r\n*1\r\n$1\r\nk\r\n*1\r\n$1\r\na\r\n"
+    );
+}

@@ -15,7 +15,7 @@ use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::engine::Scripts;
 use crate::engine::exec::{BUSY, BUSY_FUNCTION, UNKILLABLE};
 use crate::scripting::BusyAction;
-use crate::scripting::functions::LOAD_TIMEOUT_MS;
+use crate::scripting::functions::{LOAD_TIMEOUT_MS, RestorePolicy};
 
 const G: Group = Group::Scripting;
 /// As EVAL: what the function declares decides the rest (see
@@ -309,23 +309,29 @@ pub(crate) fn kill_busy(ctx: &mut Ctx, eval: bool) -> CmdResult {
     }
 }
 
-fn function_dump(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    Err(CmdError::err("FUNCTION DUMP is not supported by keylock yet"))
+fn function_dump(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let payload = Scripts::lent(&mut ctx.scripts)?.functions()?.dump();
+    Ok(Reply::Bulk(Bytes::from(payload)))
 }
 
+/// FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE] (APPEND by default).
 fn function_restore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() > 4 {
         return Err(subcommand_syntax(argv));
     }
-    if let Some(policy) = argv.get(3)
-        && !matches!(upper(policy).as_str(), "APPEND" | "REPLACE" | "FLUSH")
-    {
-        return Err(CmdError::err(
-            "Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
-        ));
-    }
-    let _ = ctx;
-    Err(CmdError::err("DUMP payload version or checksum are wrong"))
+    let policy = match argv.get(3).map(|p| upper(p)) {
+        None => RestorePolicy::Append,
+        Some(p) if p == "APPEND" => RestorePolicy::Append,
+        Some(p) if p == "REPLACE" => RestorePolicy::Replace,
+        Some(p) if p == "FLUSH" => RestorePolicy::Flush,
+        Some(_) => {
+            return Err(CmdError::err(
+                "Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
+            ));
+        }
+    };
+    Scripts::lent(&mut ctx.scripts)?.functions()?.restore(&argv[2], policy)?;
+    Ok(Reply::OK)
 }
 
 fn function_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {

@@ -192,6 +192,21 @@ fn parse_metadata(payload: &[u8]) -> CmdResult<Metadata> {
     })
 }
 
+/// The checks a library's payload passes before its code runs: its
+/// metadata, its name, its engine.
+fn prepare(payload: &[u8]) -> CmdResult<Metadata> {
+    let meta = parse_metadata(payload)?;
+    if !valid_name(&meta.name) {
+        return Err(CmdError::err(BAD_NAME));
+    }
+    if !meta.engine.eq_ignore_ascii_case(b"LUA") {
+        return Err(CmdError::new_bytes(
+            [b"ERR Engine '", meta.engine.as_slice(), b"' not found"].concat(),
+        ));
+    }
+    Ok(meta)
+}
+
 /// `functionsVerifyName`: letters, digits and underscores, at least one.
 fn valid_name(name: &[u8]) -> bool {
     !name.is_empty() && name.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
@@ -247,29 +262,12 @@ impl Functions {
     /// FUNCTION LOAD: the library's name, or why it was not loaded (the
     /// libraries are then as they were).
     pub fn load(&mut self, payload: &Bytes, replace: bool, timeout_ms: u64) -> CmdResult<Bytes> {
-        let meta = parse_metadata(payload)?;
-        if !valid_name(&meta.name) {
-            return Err(CmdError::err(BAD_NAME));
-        }
-        if !meta.engine.eq_ignore_ascii_case(b"LUA") {
-            return Err(CmdError::new_bytes(
-                [b"ERR Engine '", meta.engine.as_slice(), b"' not found"].concat(),
-            ));
-        }
+        let meta = prepare(payload)?;
         let name = Bytes::from(meta.name);
         if !replace && self.libraries.contains_key(&name) {
             return Err(CmdError::new_bytes([b"ERR Library '", name.as_ref(), b"' already exists"].concat()));
         }
-        let functions = self.run_library_code(&payload[meta.code_starts..], timeout_ms)?;
-        let library = Library {
-            name: name.clone(),
-            code: payload.clone(),
-            functions,
-        };
-        if library.functions.is_empty() {
-            self.release(library);
-            return Err(CmdError::err("No functions registered"));
-        }
+        let library = self.build(name.clone(), payload, meta.code_starts, timeout_ms)?;
         // The library it replaces is unlinked first: its names are free.
         if let Some(taken) = library
             .functions
@@ -285,6 +283,98 @@ impl Functions {
         }
         self.link(library);
         Ok(name)
+    }
+
+    /// FUNCTION DUMP's payload: every library's code.
+    pub fn dump(&self) -> Vec<u8> {
+        super::function_dump::dump(self.libraries.values().map(|l| l.code.as_ref()))
+    }
+
+    /// FUNCTION RESTORE: the payload's libraries are all loaded aside
+    /// first, then joined to the loaded ones by `policy`; on any error
+    /// the libraries are as they were.
+    pub fn restore(&mut self, payload: &[u8], policy: RestorePolicy) -> CmdResult<()> {
+        if !super::function_dump::verified(payload) {
+            return Err(CmdError::err("DUMP payload version or checksum are wrong"));
+        }
+        let codes = super::function_dump::parse(payload).map_err(CmdError::err)?;
+        let mut staged: Vec<Library> = Vec::new();
+        let mut staged_index: HashMap<Vec<u8>, Bytes> = HashMap::new();
+        for code in codes {
+            match self.stage(Bytes::from(code), &staged, &staged_index) {
+                Ok(library) => {
+                    for f in &library.functions {
+                        staged_index.entry(index_key(&f.name)).or_insert_with(|| library.name.clone());
+                    }
+                    staged.push(library);
+                }
+                Err(e) => {
+                    staged.into_iter().for_each(|l| self.release(l));
+                    return Err(e);
+                }
+            }
+        }
+        if policy == RestorePolicy::Flush {
+            self.flush();
+        }
+        let replaced: Vec<Bytes> = staged
+            .iter()
+            .filter(|l| self.libraries.contains_key(&l.name))
+            .map(|l| l.name.clone())
+            .collect();
+        let refusal = match replaced.first() {
+            Some(name) if policy == RestorePolicy::Append => Some([b"ERR Library ", name.as_ref(), b" already exists"].concat()),
+            _ => staged.iter().flat_map(|l| &l.functions).find_map(|f| {
+                let owner = self.index.get(&index_key(&f.name))?;
+                (!replaced.contains(owner)).then(|| [b"ERR Function ", f.name.as_ref(), b" already exists"].concat())
+            }),
+        };
+        if let Some(text) = refusal {
+            staged.into_iter().for_each(|l| self.release(l));
+            return Err(CmdError::new_bytes(text));
+        }
+        for name in replaced {
+            if let Some(old) = self.unlink(&name) {
+                self.release(old);
+            }
+        }
+        for library in staged {
+            self.link(library);
+        }
+        Ok(())
+    }
+
+    /// One library of a RESTORE payload, loaded aside (no timeout, as
+    /// Redis loads them), refused if the payload named it already or its
+    /// functions collide with the payload's others.
+    fn stage(&mut self, code: Bytes, staged: &[Library], staged_index: &HashMap<Vec<u8>, Bytes>) -> CmdResult<Library> {
+        let meta = prepare(&code)?;
+        let name = Bytes::from(meta.name);
+        if staged.iter().any(|l| l.name == name) {
+            return Err(CmdError::new_bytes([b"ERR Library '", name.as_ref(), b"' already exists"].concat()));
+        }
+        let library = self.build(name, &code, meta.code_starts, 0)?;
+        if let Some(taken) = library.functions.iter().find(|f| staged_index.contains_key(&index_key(&f.name))) {
+            let text = [b"ERR Function ", taken.name.as_ref(), b" already exists"].concat();
+            self.release(library);
+            return Err(CmdError::new_bytes(text));
+        }
+        Ok(library)
+    }
+
+    /// Runs a library's code and keeps what it registered, if anything.
+    fn build(&mut self, name: Bytes, payload: &Bytes, code_starts: usize, timeout_ms: u64) -> CmdResult<Library> {
+        let functions = self.run_library_code(&payload[code_starts..], timeout_ms)?;
+        let library = Library {
+            name,
+            code: payload.clone(),
+            functions,
+        };
+        if library.functions.is_empty() {
+            self.release(library);
+            return Err(CmdError::err("No functions registered"));
+        }
+        Ok(library)
     }
 
     /// FUNCTION DELETE.

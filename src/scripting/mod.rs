@@ -35,6 +35,7 @@
 
 pub mod call;
 pub mod convert;
+pub mod function_dump;
 pub mod functions;
 pub mod lua_libs;
 pub mod native;
