@@ -22,7 +22,8 @@
 //!   but without KEYS and ARGV: those are the callback's two arguments.
 //!
 //! Loading runs the code under a count hook that ends it after
-//! [`LOAD_TIMEOUT_MS`] ("FUNCTION LOAD timeout"). A load is atomic: the
+//! [`LOAD_TIMEOUT_MS`] ("FUNCTION LOAD timeout"), or when the server is
+//! being stopped (RESTORE's loads have no timeout, as in Redis). A load is atomic: the
 //! functions it registered are only linked once the whole code ran and
 //! none of their names is taken by another library; on any failure they
 //! are released and a replaced library stays as it was.
@@ -35,6 +36,8 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{CStr, c_char, c_int};
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use mlua::ffi;
@@ -138,7 +141,10 @@ pub struct Library {
 struct Loading {
     functions: Vec<Function>,
     started: u64,
+    /// 0: no limit (RESTORE's loads, as in Redis).
     timeout_ms: u64,
+    /// The server is being stopped: the code is ended whatever the timeout.
+    halt: Arc<AtomicBool>,
 }
 
 thread_local! {
@@ -514,6 +520,7 @@ impl Functions {
                 functions: Vec::new(),
                 started: crate::clock::ticks::now(),
                 timeout_ms,
+                halt: self.vm.runtime.watchdog.halt.clone(),
             })
         });
         let mut failure: Option<String> = None;
@@ -681,7 +688,7 @@ unsafe extern "C-unwind" fn load_hook(state: *mut ffi::lua_State, _ar: *mut ffi:
         l.try_borrow().ok().and_then(|l| {
             l.as_ref().map(|l| {
                 let elapsed_ms = crate::clock::ticks::to_us(crate::clock::ticks::now().saturating_sub(l.started)) / 1000;
-                l.timeout_ms > 0 && elapsed_ms > l.timeout_ms
+                (l.timeout_ms > 0 && elapsed_ms > l.timeout_ms) || l.halt.load(Ordering::Relaxed)
             })
         })
     });
