@@ -502,6 +502,8 @@ impl Functions {
     /// A fresh VM holding the same libraries (after a run that panicked
     /// left the VM in an unknown state).
     pub fn rebuilt(&self, memory_limit: usize) -> mlua::Result<Functions> {
+        // The run that panicked is over.
+        *self.vm.runtime.function.borrow_mut() = None;
         let mut fresh = Functions::new(self.vm.runtime.clone())?;
         fresh.set_memory_limit(memory_limit);
         for library in self.libraries.values() {
