@@ -310,6 +310,27 @@ impl CmdError {
         CmdError::err(format!("invalid expire time in '{cmd}' command"))
     }
 
+    /// RESTORE onto an existing key without REPLACE.
+    pub fn busy_key() -> CmdError {
+        CmdError::new("BUSYKEY Target key name already exists.")
+    }
+
+    /// RESTORE: a payload whose RDB version is newer than 10 or whose
+    /// CRC64 does not match.
+    pub fn dump_payload_footer() -> CmdError {
+        CmdError::new("ERR DUMP payload version or checksum are wrong")
+    }
+
+    /// RESTORE: a payload whose object cannot be loaded.
+    pub fn bad_data_format() -> CmdError {
+        CmdError::new("ERR Bad data format")
+    }
+
+    /// DUMP of a value type the RDB codec cannot write yet.
+    pub fn dump_unsupported(type_name: &str) -> CmdError {
+        CmdError::err(format!("DUMP is not supported for keys of type {type_name}"))
+    }
+
     pub fn db_index_out_of_range() -> CmdError {
         CmdError::new("ERR DB index is out of range")
     }

@@ -49,6 +49,7 @@ pub mod memory;
 pub mod numfmt;
 pub mod process;
 pub mod pubsub;
+pub mod rdb;
 pub mod reply;
 pub mod request;
 pub mod scripting;

@@ -17,7 +17,6 @@ mod common;
 use common::*;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 
 const CASES: u32 = 300;
 
@@ -298,15 +297,7 @@ fn random_bitmap_commands_answer_as_redis() {
     let keylock = start();
     let mut ours = Raw::connect(keylock.addr());
     let mut theirs = Raw::connect(redis.addr);
-    let cases = std::env::var("KEYLOCK_BITMAP_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(CASES);
-    let mut runner = TestRunner::new(RunnerConfig {
-        cases,
-        failure_persistence: None,
-        ..RunnerConfig::default()
-    });
+    let mut runner = case_runner("KEYLOCK_BITMAP_CASES", CASES);
     let servers = std::cell::RefCell::new((&mut ours, &mut theirs));
     let result = runner.run(&(any::<bool>(), prop::collection::vec(command(), 1..30)), |(resp3, case)| {
         let mut servers = servers.borrow_mut();

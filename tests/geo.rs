@@ -18,7 +18,6 @@ mod common;
 use common::*;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 
 const CASES: u32 = 200;
 
@@ -284,43 +283,25 @@ fn case() -> impl Strategy<Value = (bool, Vec<Vec<String>>, Vec<Vec<String>>)> {
     })
 }
 
-fn words(base: &[&str]) -> Vec<String> {
-    base.iter().map(|s| s.to_string()).collect()
-}
-
-fn send(c: &mut Raw, words: &[String]) -> Vec<u8> {
-    let words: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
-    c.send_cmd(&words);
-    c.reply()
-}
-
 #[test]
 fn random_geo_searches_answer_as_redis() {
     let Some(redis) = real_redis() else { return };
     let keylock = start();
     let mut ours = Raw::connect(keylock.addr());
     let mut theirs = Raw::connect(redis.addr);
-    let cases = std::env::var("KEYLOCK_GEO_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(CASES);
-    let mut runner = TestRunner::new(RunnerConfig {
-        cases,
-        failure_persistence: None,
-        ..RunnerConfig::default()
-    });
+    let mut runner = case_runner("KEYLOCK_GEO_CASES", CASES);
     let servers = std::cell::RefCell::new((&mut ours, &mut theirs));
     let result = runner.run(&case(), |(resp3, adds, commands)| {
         let mut servers = servers.borrow_mut();
         let (ours, theirs) = &mut *servers;
         for c in [&mut **ours, &mut **theirs] {
-            send(c, &["HELLO".into(), if resp3 { "3" } else { "2" }.into()]);
-            send(c, &["FLUSHALL".into()]);
+            c.call_words(&["HELLO".into(), if resp3 { "3" } else { "2" }.into()]);
+            c.call_words(&["FLUSHALL".into()]);
         }
         let check = vec!["ZRANGE".to_string(), "g".into(), "0".into(), "-1".into(), "WITHSCORES".into()];
         for words in adds.iter().chain(std::iter::once(&check)).chain(&commands) {
-            let want = send(theirs, words);
-            let got = send(ours, words);
+            let want = theirs.call_words(words);
+            let got = ours.call_words(words);
             prop_assert_eq!(
                 String::from_utf8_lossy(&got),
                 String::from_utf8_lossy(&want),

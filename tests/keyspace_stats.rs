@@ -8,7 +8,7 @@
 //! counters are read, the command runs, and the counters are read again.
 //! Key names in the rows say what they hold: `s`, `n`, `fl` strings
 //! (`"hello"`, `10`, `1.5`), `h` a hash, `l` a list, `st` / `st2` sets, `z`
-//! / `z2` sorted sets, `ttl` a string with a TTL, `lk` a Redisson lock;
+//! / `z2` sorted sets, `sm` a stream (group `g`, consumer `c` holding 1-0), `ttl` a string with a TTL, `lk` a Redisson lock;
 //! `nokey`, `nokey2` and `dst` are missing. The `Expired` fixture adds keys
 //! whose TTL has passed but that nothing has reclaimed yet: `xs` (string),
 //! `xh`, `xl`, `xst`, `xz`, and `s` in database 1.
@@ -64,6 +64,12 @@ const LIVE: &[&str] = &[
     "SADD st2 b c d",
     "ZADD z 1 a 2 b 3 c",
     "ZADD z2 2 b 3 c 4 d",
+    "XADD sm 1-0 f v",
+    "XGROUP CREATE sm g 0",
+    "XREADGROUP GROUP g c STREAMS sm >",
+    "GEOADD geo 13.361389 38.115556 Palermo 15.087269 37.502669 Catania",
+    "PFADD hll a b c",
+    "PFADD hll2 c d",
     "SET ttl v EX 1000",
     "HSET lk 5f0c7a5e-4d1b-4c8e-9a3f-0a1b2c3d4e5f:1 1",
     "PEXPIRE lk 30000",
@@ -184,6 +190,11 @@ const ROWS: &[(Fixture, &str)] = &[
     (Live, "OBJECT FREQ s"), (Live, "OBJECT FREQ nokey"), (Expired, "OBJECT FREQ xs"),
     (Live, "OBJECT IDLETIME s"), (Live, "OBJECT IDLETIME nokey"), (Expired, "OBJECT IDLETIME xs"),
     (Live, "OBJECT REFCOUNT s"), (Live, "OBJECT REFCOUNT nokey"), (Expired, "OBJECT REFCOUNT xs"),
+    (Live, "DUMP s"), (Live, "DUMP h"), (Live, "DUMP nokey"), (Expired, "DUMP xs"),
+    (Live, "RESTORE s 0 junk"), (Live, "RESTORE nokey 0 junk"), (Expired, "RESTORE xs 0 junk"),
+    (Live, "RESTORE s 0 junk REPLACE"), (Live, "RESTORE-ASKING s 0 junk"), (Expired, "RESTORE-ASKING xs 0 junk"),
+    (Live, "EVAL 'return redis.call(\"RESTORE\", KEYS[1], 0, redis.call(\"DUMP\", \"z\"))' 1 dst"),
+    (Expired, "EVAL 'return redis.call(\"RESTORE\", KEYS[1], 0, redis.call(\"DUMP\", \"s\"), \"REPLACE\")' 1 xs"),
     (Live, "WATCH s nokey"), (Expired, "WATCH xs"),
     // Hashes.
     (Live, "HSET h f1 x"), (Live, "HSET nokey f x"), (Live, "HSET s f x"), (Live, "HSET h f1"), (Expired, "HSET xh f x"),
@@ -284,6 +295,60 @@ const ROWS: &[(Fixture, &str)] = &[
     (Expired, "SINTERCARD 2 xst st"),
     (Live, "SSCAN st 0"), (Live, "SSCAN nokey 0"), (Live, "SSCAN s 0"), (Live, "SSCAN st x"), (Live, "SSCAN st 0 BADOPT"),
     (Expired, "SSCAN xst 0"),
+    // SORT, LCS, MEMORY USAGE.
+    (Live, "SORT l ALPHA"), (Live, "SORT nokey"), (Live, "SORT s"), (Live, "SORT l BY nosort GET # ALPHA"),
+    (Live, "SORT l ALPHA STORE dst"), (Live, "SORT l BY w_* GET h_* ALPHA"), (Expired, "SORT xl ALPHA"),
+    (Live, "SORT_RO l ALPHA"), (Live, "SORT_RO nokey"), (Live, "SORT_RO h"), (Expired, "SORT_RO xl"),
+    (Live, "LCS s fl"), (Live, "LCS s nokey"), (Live, "LCS nokey nokey2"), (Live, "LCS s h"),
+    (Live, "LCS s fl IDX"), (Expired, "LCS xs s"),
+    (Live, "MEMORY USAGE s"), (Live, "MEMORY USAGE nokey"), (Expired, "MEMORY USAGE xs"),
+    // HyperLogLog.
+    (Live, "PFADD hll d"), (Live, "PFADD hll a"), (Live, "PFADD nokey a"), (Live, "PFADD s a"), (Live, "PFADD h a"),
+    (Expired, "PFADD xs a"),
+    (Live, "PFCOUNT hll"), (Live, "PFCOUNT nokey"), (Live, "PFCOUNT hll hll2 nokey"), (Live, "PFCOUNT s"),
+    (Live, "PFCOUNT h"), (Expired, "PFCOUNT xs"),
+    (Live, "PFMERGE dst hll hll2"), (Live, "PFMERGE hll nokey"), (Live, "PFMERGE nokey hll"), (Live, "PFMERGE hll s"),
+    (Expired, "PFMERGE xs hll"),
+    (Live, "PFDEBUG GETREG hll"), (Live, "PFDEBUG ENCODING nokey"), (Live, "PFDEBUG ENCODING s"),
+    // Geo.
+    (Live, "GEOADD geo 2.35 48.85 Paris"), (Live, "GEOADD nokey 2.35 48.85 Paris"), (Live, "GEOADD s 2.35 48.85 Paris"),
+    (Live, "GEOADD geo XX 2.35 48.85 Paris"), (Expired, "GEOADD xz 2.35 48.85 Paris"),
+    (Live, "GEODIST geo Palermo Catania"), (Live, "GEODIST nokey a b"), (Live, "GEODIST s a b"), (Expired, "GEODIST xz a b"),
+    (Live, "GEOHASH geo Palermo x"), (Live, "GEOHASH nokey a"), (Live, "GEOHASH s a"),
+    (Live, "GEOPOS geo Palermo x"), (Live, "GEOPOS nokey a"), (Live, "GEOPOS s a"), (Expired, "GEOPOS xz a"),
+    (Live, "GEORADIUS geo 15 37 200 km"), (Live, "GEORADIUS nokey 15 37 200 km"), (Live, "GEORADIUS s 15 37 200 km"),
+    (Live, "GEORADIUS geo 15 37 200 km STORE dst"), (Expired, "GEORADIUS xz 15 37 200 km"),
+    (Live, "GEORADIUS_RO geo 15 37 200 km"), (Live, "GEORADIUS_RO nokey 15 37 200 km"),
+    (Live, "GEORADIUSBYMEMBER geo Palermo 200 km"), (Live, "GEORADIUSBYMEMBER geo x 200 km"),
+    (Live, "GEORADIUSBYMEMBER nokey a 200 km"), (Live, "GEORADIUSBYMEMBER geo Palermo 200 km STOREDIST dst"),
+    (Live, "GEORADIUSBYMEMBER_RO geo Palermo 200 km"), (Live, "GEORADIUSBYMEMBER_RO nokey a 200 km"),
+    (Live, "GEOSEARCH geo FROMMEMBER Palermo BYRADIUS 200 km"), (Live, "GEOSEARCH nokey FROMLONLAT 15 37 BYRADIUS 200 km"),
+    (Live, "GEOSEARCH s FROMLONLAT 15 37 BYBOX 400 400 km"), (Expired, "GEOSEARCH xz FROMLONLAT 15 37 BYRADIUS 200 km"),
+    (Live, "GEOSEARCHSTORE dst geo FROMLONLAT 15 37 BYRADIUS 200 km"),
+    (Live, "GEOSEARCHSTORE dst nokey FROMLONLAT 15 37 BYRADIUS 200 km"),
+    (Live, "GEOSEARCHSTORE dst geo FROMMEMBER x BYRADIUS 200 km STOREDIST"),
+    // Streams.
+    (Live, "XADD sm 2-0 f v"), (Live, "XADD nokey 1-0 f v"), (Live, "XADD s 1-0 f v"),
+    (Live, "XADD nokey NOMKSTREAM 1-0 f v"), (Live, "XADD sm 1-0 f v"), (Expired, "XADD xs 1-0 f v"),
+    (Live, "XRANGE sm - +"), (Live, "XRANGE nokey - +"), (Live, "XRANGE s - +"), (Live, "XRANGE sm x +"),
+    (Live, "XREVRANGE sm + -"), (Live, "XREVRANGE nokey + -"), (Expired, "XRANGE xs - +"),
+    (Live, "XLEN sm"), (Live, "XLEN nokey"), (Live, "XLEN s"), (Expired, "XLEN xs"),
+    (Live, "XDEL sm 1-0"), (Live, "XDEL nokey 1-0"), (Live, "XDEL s 1-0"),
+    (Live, "XTRIM sm MAXLEN 0"), (Live, "XTRIM nokey MAXLEN 0"), (Live, "XTRIM s MAXLEN 0"),
+    (Live, "XREAD STREAMS sm nokey 0 0"), (Live, "XREAD STREAMS sm $"), (Live, "XREAD STREAMS s 0"),
+    (Live, "XREAD STREAMS sm x"), (Expired, "XREAD STREAMS xs 0"),
+    (Live, "XREADGROUP GROUP g c STREAMS sm >"), (Live, "XREADGROUP GROUP g c STREAMS sm 0"),
+    (Live, "XREADGROUP GROUP g c STREAMS nokey >"), (Live, "XREADGROUP GROUP nog c STREAMS sm >"),
+    (Live, "XACK sm g 1-0"), (Live, "XACK nokey g 1-0"), (Live, "XACK s g 1-0"),
+    (Live, "XPENDING sm g"), (Live, "XPENDING nokey g"), (Live, "XPENDING sm g - + 10"),
+    (Live, "XCLAIM sm g c2 0 1-0"), (Live, "XCLAIM nokey g c2 0 1-0"),
+    (Live, "XAUTOCLAIM sm g c2 0 0"), (Live, "XAUTOCLAIM nokey g c2 0 0"),
+    (Live, "XSETID sm 5-0"), (Live, "XSETID nokey 5-0"),
+    (Live, "XGROUP CREATE sm g2 0"), (Live, "XGROUP CREATE nokey g2 0 MKSTREAM"), (Live, "XGROUP CREATE nokey g2 0"),
+    (Live, "XGROUP SETID sm g 0"), (Live, "XGROUP DESTROY sm g"), (Live, "XGROUP CREATECONSUMER sm g c3"),
+    (Live, "XGROUP DELCONSUMER sm g c"),
+    (Live, "XINFO STREAM sm"), (Live, "XINFO STREAM nokey"), (Live, "XINFO GROUPS sm"),
+    (Live, "XINFO CONSUMERS sm g"), (Live, "XINFO CONSUMERS nokey g"),
     // Sorted sets.
     (Live, "ZADD z 5 x"), (Live, "ZADD nokey 1 x"), (Live, "ZADD s 1 x"), (Live, "ZADD z NX 1 a"),
     (Live, "ZADD z x a"), (Live, "ZADD z NX XX 1 a"), (Live, "ZADD z INCR 1 a"), (Expired, "ZADD xz 1 x"),
@@ -624,7 +689,9 @@ fn names_in(line: &str) -> Vec<String> {
         .map(|cmd| {
             let name = String::from_utf8_lossy(&cmd[0]).to_ascii_lowercase();
             match cmd.get(1) {
-                Some(sub) if name == "object" => format!("{name}|{}", String::from_utf8_lossy(sub).to_ascii_lowercase()),
+                Some(sub) if matches!(name.as_str(), "object" | "xgroup" | "xinfo" | "memory") => {
+                    format!("{name}|{}", String::from_utf8_lossy(sub).to_ascii_lowercase())
+                }
                 _ => name,
             }
         })

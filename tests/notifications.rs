@@ -399,6 +399,52 @@ fn serving_blocked_clients_publishes_what_redis_publishes() {
 }
 
 #[test]
+fn stream_commands_publish_what_redis_publishes() {
+    both(
+        &["KEA", "AKEn", "Kt", "Et", "Eg", "Em", "Kgt"],
+        &[
+            &["XADD", "s", "1-0", "f", "v"],
+            &["XADD", "s", "2-0", "f", "v"],
+            &["XADD", "s", "1-0", "f", "v"],
+            &["XADD", "s", "MAXLEN", "1", "3-0", "f", "v"],
+            &["XADD", "s", "MAXLEN", "5", "4-0", "f", "v"],
+            &["XADD", "nokey", "NOMKSTREAM", "1-0", "f", "v"],
+            &["XDEL", "s", "3-0"],
+            &["XDEL", "s", "3-0"],
+            &["XTRIM", "s", "MAXLEN", "5"],
+            &["XTRIM", "s", "MAXLEN", "0"],
+            &["XLEN", "missing"],
+            &["XRANGE", "missing", "-", "+"],
+            &["XGROUP", "CREATE", "s", "g", "0"],
+            &["XGROUP", "CREATE", "s", "g", "0"],
+            &["XGROUP", "CREATE", "new", "g", "$", "MKSTREAM"],
+            &["XGROUP", "CREATECONSUMER", "s", "g", "c1"],
+            &["XGROUP", "CREATECONSUMER", "s", "g", "c1"],
+            &["XADD", "s", "5-0", "f", "v"],
+            &["XREADGROUP", "GROUP", "g", "c2", "STREAMS", "s", ">"],
+            &["XREADGROUP", "GROUP", "g", "c2", "NOACK", "STREAMS", "s", "0"],
+            &["XCLAIM", "s", "g", "c3", "0", "5-0"],
+            &["XAUTOCLAIM", "s", "g", "c4", "0", "0"],
+            &["XACK", "s", "g", "5-0"],
+            &["XGROUP", "SETID", "s", "g", "0"],
+            &["XGROUP", "DELCONSUMER", "s", "g", "c1"],
+            &["XGROUP", "DELCONSUMER", "s", "g", "nobody"],
+            &["XSETID", "s", "10-0"],
+            &["XGROUP", "DESTROY", "s", "g"],
+            &["XGROUP", "DESTROY", "s", "g"],
+            &["XGROUP", "CREATE", "s", "g2", "$"],
+            &["BLOCK", "XREADGROUP", "GROUP", "g2", "c9", "BLOCK", "0", "STREAMS", "s", ">"],
+            &["XADD", "s", "11-0", "f", "v"],
+            &["UNBLOCKED"],
+            &["BLOCK", "XREAD", "BLOCK", "0", "STREAMS", "s", "$"],
+            &["XADD", "s", "12-0", "f", "v"],
+            &["UNBLOCKED"],
+            &["DEL", "s", "new"],
+        ],
+    );
+}
+
+#[test]
 fn read_misses_publish_keymiss_as_redis_does() {
     both(
         &["KEAm", "Em", "Km", "KEA"],

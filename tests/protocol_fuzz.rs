@@ -971,10 +971,7 @@ fn describe_difference(input: &[u8], ours: &Transcript, theirs: &Transcript) -> 
 #[test]
 fn streams_of_requests_mutated_and_split_get_the_same_replies_as_redis() {
     let Some(servers) = Servers::start() else { return };
-    let cases = std::env::var("KEYLOCK_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(CASES);
+    let cases = cases_from_env("KEYLOCK_FUZZ_CASES", CASES);
     let mut runner = TestRunner::new(RunnerConfig {
         cases,
         failure_persistence: None,

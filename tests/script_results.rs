@@ -49,7 +49,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config as RunnerConfig, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 
 /// Generated programs per run: about 10 seconds in a debug build on two
 /// shared cores (a third of them reach the stack limit, eight times each).
@@ -823,12 +823,7 @@ fn tally(reply: &[u8], seen: &mut BTreeMap<String, u32>) {
 #[test]
 fn generated_script_results_match_redis() {
     let Some(pair) = Pair::new() else { return };
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(CASES);
-    let mut runner = TestRunner::new(RunnerConfig {
-        cases,
-        failure_persistence: None,
-        ..RunnerConfig::default()
-    });
+    let mut runner = case_runner("PROPTEST_CASES", CASES);
     let pair = std::cell::RefCell::new(pair);
     let seen = std::cell::RefCell::new(BTreeMap::<String, u32>::new());
     let started = Instant::now();
@@ -858,7 +853,11 @@ fn generated_script_results_match_redis() {
     if let Err(e) = result {
         panic!("{e}");
     }
-    eprintln!("{cases} programs, 4 ways each, in {:.1?}; replies that held:", started.elapsed());
+    eprintln!(
+        "{} programs, 4 ways each, in {:.1?}; replies that held:",
+        runner.config().cases,
+        started.elapsed()
+    );
     for (what, n) in seen.into_inner() {
         eprintln!("  {n:5}  {what}");
     }

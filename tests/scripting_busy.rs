@@ -389,3 +389,23 @@ fn a_client_connecting_during_a_busy_script_keeps_what_it_set_meanwhile() {
     assert_eq!(late.call(&["CLIENT", "GETNAME"]), b"$4\r\nlate\r\n");
     assert_eq!(late.call(&["SET", "x", "1"]), b"+OK\r\n");
 }
+
+/// QUIT during a busy script is answered and closes the connection, as
+/// Redis serves it (allow-busy), on keylock and redis-server alike.
+#[test]
+fn quit_during_a_busy_script_is_answered_and_closes_the_connection() {
+    let Some(redis) = real_redis() else { return };
+    let s = start();
+    for addr in [s.addr(), redis.addr] {
+        let mut admin = Raw::connect(addr);
+        admin.call(&["CONFIG", "SET", "busy-reply-threshold", "100"]);
+        let mut runner = Raw::connect(addr);
+        runner.send(b"EVAL \"while true do end\" 0\r\n");
+        let mut other = Raw::connect(addr);
+        wait_for_busy(&mut other);
+        assert_eq!(other.call(&["QUIT"]), b"+OK\r\n", "{addr}");
+        assert!(other.is_closed(), "{addr}: still open after QUIT");
+        assert_eq!(admin.call(&["SCRIPT", "KILL"]), b"+OK\r\n");
+        runner.reply();
+    }
+}

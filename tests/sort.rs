@@ -18,7 +18,6 @@ mod common;
 use common::*;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 
 const CASES: u32 = 200;
 
@@ -173,31 +172,13 @@ fn case() -> impl Strategy<Value = (bool, u8, Vec<Element>, Vec<Vec<String>>)> {
         })
 }
 
-fn words(base: &[&str]) -> Vec<String> {
-    base.iter().map(|s| s.to_string()).collect()
-}
-
-fn send(c: &mut Raw, words: &[String]) -> Vec<u8> {
-    let words: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
-    c.send_cmd(&words);
-    c.reply()
-}
-
 #[test]
 fn random_sorts_answer_as_redis() {
     let Some(redis) = real_redis() else { return };
     let keylock = start();
     let mut ours = Raw::connect(keylock.addr());
     let mut theirs = Raw::connect(redis.addr);
-    let cases = std::env::var("KEYLOCK_SORT_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(CASES);
-    let mut runner = TestRunner::new(RunnerConfig {
-        cases,
-        failure_persistence: None,
-        ..RunnerConfig::default()
-    });
+    let mut runner = case_runner("KEYLOCK_SORT_CASES", CASES);
     let servers = std::cell::RefCell::new((&mut ours, &mut theirs));
     let result = runner.run(&case(), |(resp3, kind, elements, lines)| {
         let mut servers = servers.borrow_mut();
@@ -214,14 +195,14 @@ fn random_sorts_answer_as_redis() {
         }
         for c in [&mut **ours, &mut **theirs] {
             for w in &setup {
-                send(c, w);
+                c.call_words(w);
             }
         }
         let read_back = words(&["LRANGE", "dst", "0", "-1"]);
         for line in &lines {
             for words in [line, &read_back] {
-                let want = send(theirs, words);
-                let got = send(ours, words);
+                let want = theirs.call_words(words);
+                let got = ours.call_words(words);
                 prop_assert_eq!(
                     String::from_utf8_lossy(&got),
                     String::from_utf8_lossy(&want),

@@ -23,156 +23,20 @@ use bytes::{Bytes, BytesMut};
 
 use super::args::{Args, c_keyword, parse_i64};
 use super::strings::get_string;
-use super::table::{
-    Arg, ArgKind, ArgKind::Integer, CommandSpec, Group, KeySpec, arg, block, cmd, flag::*, key_arg, key_flag::*, key_spec, oneof,
-    pure_token,
-};
+use super::table::{CommandSpec, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::{NOTIFY_GENERIC, NOTIFY_STRING, Value};
 use crate::error::c_str;
 use crate::numfmt;
 
-const G: Group = Group::Bitmap;
-
-const READ_KEY: &[KeySpec] = &[key_spec(RO | ACCESS, 1, 0, 1)];
-const KEY: Arg = key_arg("key", 0);
-const BYTE_OR_BIT: Arg = oneof("index_unit", &[pure_token("byte", "BYTE"), pure_token("bit", "BIT")])
-    .optional()
-    .since("7.0.0");
-const BYTE_OR_BIT_ADDED: &[(&str, &str)] = &[("7.0.0", "Added the `BYTE|BIT` option.")];
-const ENCODING_OFFSET: &[Arg] = &[arg("encoding", ArgKind::String), arg("offset", Integer)];
-const PER_FIELD: &str = "O(1) for each subcommand specified";
-
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("setbit", 4, setbit)
-        .flags(WRITE | DENYOOM)
-        .keys(1, 1, 1)
-        .key_specs(&[key_spec(RW | ACCESS | UPDATE, 1, 0, 1)])
-        .doc(G, "2.2.0", "Sets or clears the bit at offset in the string value stored at key")
-        .details("O(1)", &[], &[KEY, arg("offset", Integer), arg("value", Integer)]),
-    cmd("getbit", 3, getbit)
-        .flags(READONLY | FAST)
-        .keys(1, 1, 1)
-        .key_specs(READ_KEY)
-        .doc(G, "2.2.0", "Returns the bit value at offset in the string value stored at key")
-        .details("O(1)", &[], &[KEY, arg("offset", Integer)]),
-    cmd("bitcount", -2, bitcount)
-        .flags(READONLY)
-        .keys(1, 1, 1)
-        .key_specs(READ_KEY)
-        .doc(G, "2.6.0", "Count set bits in a string")
-        .details(
-            "O(N)",
-            BYTE_OR_BIT_ADDED,
-            &[
-                KEY,
-                block("index", &[arg("start", Integer), arg("end", Integer), BYTE_OR_BIT]).optional(),
-            ],
-        ),
-    cmd("bitpos", -3, bitpos)
-        .flags(READONLY)
-        .keys(1, 1, 1)
-        .key_specs(READ_KEY)
-        .doc(G, "2.8.7", "Find first bit set or clear in a string")
-        .details(
-            "O(N)",
-            BYTE_OR_BIT_ADDED,
-            &[
-                KEY,
-                arg("bit", Integer),
-                block(
-                    "index",
-                    &[
-                        arg("start", Integer),
-                        block("end_index", &[arg("end", Integer), BYTE_OR_BIT]).optional(),
-                    ],
-                )
-                .optional(),
-            ],
-        ),
-    cmd("bitop", -4, bitop)
-        .flags(WRITE | DENYOOM)
-        .keys(2, -1, 1)
-        .key_specs(&[key_spec(OW | UPDATE, 2, 0, 1), key_spec(RO | ACCESS, 3, -1, 1)])
-        .doc(G, "2.6.0", "Perform bitwise operations between strings")
-        .details(
-            "O(N)",
-            &[],
-            &[
-                arg("operation", ArgKind::String),
-                key_arg("destkey", 0),
-                key_arg("key", 1).multiple(),
-            ],
-        ),
-    cmd("bitfield", -2, bitfield)
-        .flags(WRITE | DENYOOM)
-        .keys(1, 1, 1)
-        .key_specs(&[
-            key_spec(RW | ACCESS | UPDATE | VARIABLE_FLAGS, 1, 0, 1).notes("This command allows both access and modification of the key")
-        ])
-        .doc(G, "3.2.0", "Perform arbitrary bitfield integer operations on strings")
-        .details(
-            PER_FIELD,
-            &[],
-            &[
-                KEY,
-                oneof(
-                    "operation",
-                    &[
-                        block("encoding_offset", ENCODING_OFFSET).token("GET"),
-                        block(
-                            "write",
-                            &[
-                                oneof(
-                                    "wrap_sat_fail",
-                                    &[pure_token("wrap", "WRAP"), pure_token("sat", "SAT"), pure_token("fail", "FAIL")],
-                                )
-                                .token("OVERFLOW")
-                                .optional(),
-                                oneof(
-                                    "write_operation",
-                                    &[
-                                        block(
-                                            "encoding_offset_value",
-                                            &[arg("encoding", ArgKind::String), arg("offset", Integer), arg("value", Integer)],
-                                        )
-                                        .token("SET"),
-                                        block(
-                                            "encoding_offset_increment",
-                                            &[arg("encoding", ArgKind::String), arg("offset", Integer), arg("increment", Integer)],
-                                        )
-                                        .token("INCRBY"),
-                                    ],
-                                ),
-                            ],
-                        ),
-                    ],
-                )
-                .optional()
-                .multiple(),
-            ],
-        ),
-    cmd("bitfield_ro", -2, bitfield_ro)
-        .flags(READONLY | FAST)
-        .keys(1, 1, 1)
-        .key_specs(READ_KEY)
-        .doc(
-            G,
-            "6.0.0",
-            "Perform arbitrary bitfield integer operations on strings. Read-only variant of BITFIELD",
-        )
-        .details(
-            PER_FIELD,
-            &[],
-            &[
-                KEY,
-                block("encoding_offset", ENCODING_OFFSET)
-                    .token("GET")
-                    .optional()
-                    .multiple()
-                    .multiple_token(),
-            ],
-        ),
+    cmd("setbit", 4, setbit).flags(WRITE | DENYOOM),
+    cmd("getbit", 3, getbit).flags(READONLY | FAST),
+    cmd("bitcount", -2, bitcount).flags(READONLY),
+    cmd("bitpos", -3, bitpos).flags(READONLY),
+    cmd("bitop", -4, bitop).flags(WRITE | DENYOOM),
+    cmd("bitfield", -2, bitfield).flags(WRITE | DENYOOM),
+    cmd("bitfield_ro", -2, bitfield_ro).flags(READONLY | FAST),
 ];
 
 /// Redis's `getBitOffsetFromArgument`. With `field_bits` > 0 (BITFIELD),

@@ -10,65 +10,20 @@
 
 use bytes::Bytes;
 
-use super::table::{CommandSpec, Group, cmd, flag::*};
+use super::table::{CommandSpec, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::engine::blocking::BlockOp;
 use crate::numfmt::LongDouble;
 
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("blpop", -3, blpop).flags(WRITE | NOSCRIPT | BLOCKING).keys(1, -2, 1).doc(
-        Group::List,
-        "2.0.0",
-        "Remove and get the first element in a list, or block until one is available",
-    ),
-    cmd("brpop", -3, brpop).flags(WRITE | NOSCRIPT | BLOCKING).keys(1, -2, 1).doc(
-        Group::List,
-        "2.0.0",
-        "Remove and get the last element in a list, or block until one is available",
-    ),
-    cmd("brpoplpush", 4, brpoplpush)
-        .flags(WRITE | DENYOOM | NOSCRIPT | BLOCKING)
-        .keys(1, 2, 1)
-        .doc(
-            Group::List,
-            "2.2.0",
-            "Pop an element from a list, push it to another list and return it; or block until one is available",
-        ),
-    cmd("blmove", 6, blmove)
-        .flags(WRITE | DENYOOM | NOSCRIPT | BLOCKING)
-        .keys(1, 2, 1)
-        .doc(
-            Group::List,
-            "6.2.0",
-            "Pop an element from a list, push it to another list and return it; or block until one is available",
-        ),
-    // Keys are movable (after numkeys): no legacy key range.
-    cmd("blmpop", -5, blmpop).flags(WRITE | BLOCKING).doc(
-        Group::List,
-        "7.0.0",
-        "Pop elements from a list, or block until one is available",
-    ),
-    cmd("bzpopmin", -3, bzpopmin)
-        .flags(WRITE | NOSCRIPT | BLOCKING | FAST)
-        .keys(1, -2, 1)
-        .doc(
-            Group::SortedSet,
-            "5.0.0",
-            "Remove and return the member with the lowest score from one or more sorted sets, or block until one is available",
-        ),
-    cmd("bzpopmax", -3, bzpopmax)
-        .flags(WRITE | NOSCRIPT | BLOCKING | FAST)
-        .keys(1, -2, 1)
-        .doc(
-            Group::SortedSet,
-            "5.0.0",
-            "Remove and return the member with the highest score from one or more sorted sets, or block until one is available",
-        ),
-    cmd("bzmpop", -5, bzmpop).flags(WRITE | BLOCKING).doc(
-        Group::SortedSet,
-        "7.0.0",
-        "Remove and return members with scores in a sorted set or block until one is available",
-    ),
+    cmd("blpop", -3, blpop).flags(WRITE | NOSCRIPT | BLOCKING),
+    cmd("brpop", -3, brpop).flags(WRITE | NOSCRIPT | BLOCKING),
+    cmd("brpoplpush", 4, brpoplpush).flags(WRITE | DENYOOM | NOSCRIPT | BLOCKING),
+    cmd("blmove", 6, blmove).flags(WRITE | DENYOOM | NOSCRIPT | BLOCKING),
+    cmd("blmpop", -5, blmpop).flags(WRITE | BLOCKING),
+    cmd("bzpopmin", -3, bzpopmin).flags(WRITE | NOSCRIPT | BLOCKING | FAST),
+    cmd("bzpopmax", -3, bzpopmax).flags(WRITE | NOSCRIPT | BLOCKING | FAST),
+    cmd("bzmpop", -5, bzmpop).flags(WRITE | BLOCKING),
 ];
 
 /// Redis's `getTimeoutFromObjectOrReply` in seconds: a long double, made
@@ -134,7 +89,7 @@ fn blocking_pop(ctx: &mut Ctx, keys: &[Bytes], timeout: &[u8], op: BlockOp) -> C
 }
 
 /// Parks the client; it answers nothing now.
-fn block(ctx: &mut Ctx, keys: &[Bytes], op: BlockOp, timeout_ms: u64) -> CmdResult {
+pub fn block(ctx: &mut Ctx, keys: &[Bytes], op: BlockOp, timeout_ms: u64) -> CmdResult {
     let stat_index = super::table::Registry::get()
         .lookup(ctx.client.last_command.as_bytes())
         .map_or(0, |c| c.stat_index);
@@ -250,7 +205,7 @@ pub fn serve(ctx: &mut Ctx, key: &Bytes, op: &BlockOp) -> CmdResult {
             })
         }
         BlockOp::Move { dst, from_left, to_left } => super::lists::move_between(ctx, key, dst, *from_left, *to_left),
-        BlockOp::Postpone(_) => Err(CmdError::err("internal: a held command is not served by a key")),
+        BlockOp::Postpone(_) | BlockOp::Stream { .. } => Err(CmdError::err("internal: this wait is not served by a pop")),
         BlockOp::ZPop { max, count } => {
             let popped = super::zsets::pop_ends(ctx, key, *max, count.unwrap_or(1))?;
             Ok(match count {

@@ -12,48 +12,22 @@ use crate::error::quoted;
 const G: Group = Group::Connection;
 
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("ping", -1, ping)
-        .flags(FAST | SENTINEL | SUBSCRIBED_OK)
-        .doc(G, "1.0.0", "Returns the server's liveliness response."),
-    cmd("echo", 2, echo).flags(FAST).doc(G, "1.0.0", "Returns the given string."),
-    cmd("quit", -1, quit)
-        .flags(ALLOW_BUSY | NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SUBSCRIBED_OK | TX_CONTROL)
-        .doc(G, "1.0.0", "Closes the connection."),
-    cmd("reset", 1, reset)
-        .flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | SUBSCRIBED_OK | TX_CONTROL)
-        .doc(G, "6.2.0", "Resets the connection."),
-    cmd("select", 2, select)
-        .flags(LOADING | STALE | FAST)
-        .doc(G, "1.0.0", "Changes the selected database."),
-    cmd("auth", -2, auth)
-        .flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | SENTINEL)
-        .doc(G, "1.0.0", "Authenticates the connection."),
-    cmd("hello", -1, hello)
-        .flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | SENTINEL)
-        .doc(G, "6.0.0", "Handshakes with the Redis server."),
-    cmd("readonly", 1, readonly).flags(LOADING | STALE | FAST).doc(
-        G,
-        "3.0.0",
-        "Enables read-only queries for a connection to a Redis Cluster replica node.",
-    ),
-    cmd("readwrite", 1, readonly).flags(LOADING | STALE | FAST).doc(
-        G,
-        "3.0.0",
-        "Enables read-write queries for a connection to a Reids Cluster replica node.",
-    ),
-    container("client", CLIENT).doc(G, "2.4.0", "A container for client connection commands."),
+    cmd("ping", -1, ping).flags(FAST | SENTINEL | SUBSCRIBED_OK),
+    cmd("echo", 2, echo).flags(FAST | LOADING | STALE),
+    cmd("quit", -1, quit).flags(ALLOW_BUSY | NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SUBSCRIBED_OK | TX_CONTROL),
+    cmd("reset", 1, reset).flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | SUBSCRIBED_OK | TX_CONTROL),
+    cmd("select", 2, select).flags(LOADING | STALE | FAST),
+    cmd("auth", -2, auth).flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | SENTINEL),
+    cmd("hello", -1, hello).flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | SENTINEL),
+    cmd("readonly", 1, readonly).flags(LOADING | STALE | FAST),
+    cmd("readwrite", 1, readonly).flags(LOADING | STALE | FAST),
+    container("client", CLIENT),
 ];
 
 const CLIENT: &[CommandSpec] = &[
-    cmd("id", 2, client_id)
-        .flags(NOSCRIPT | LOADING | STALE)
-        .doc(G, "5.0.0", "Returns the unique client ID of the connection."),
-    cmd("setname", 3, client_setname)
-        .flags(NOSCRIPT | LOADING | STALE)
-        .doc(G, "2.6.9", "Sets the connection name."),
-    cmd("getname", 2, client_getname)
-        .flags(NOSCRIPT | LOADING | STALE)
-        .doc(G, "2.6.9", "Returns the name of the connection."),
+    cmd("id", 2, client_id).flags(NOSCRIPT | LOADING | STALE),
+    cmd("setname", 3, client_setname).flags(NOSCRIPT | LOADING | STALE),
+    cmd("getname", 2, client_getname).flags(NOSCRIPT | LOADING | STALE),
     cmd("setinfo", 4, client_setinfo).flags(NOSCRIPT | LOADING | STALE).doc(
         G,
         "7.2.0",
@@ -62,51 +36,21 @@ const CLIENT: &[CommandSpec] = &[
     cmd("capa", -3, client_capa)
         .flags(NOSCRIPT | LOADING | STALE)
         .doc(G, "8.0.0", "Declares the client's capabilities."),
-    cmd("list", -2, client_list)
-        .flags(ADMIN | NOSCRIPT | LOADING | STALE)
-        .doc(G, "2.4.0", "Lists open connections."),
-    cmd("info", 2, client_info)
-        .flags(NOSCRIPT | LOADING | STALE)
-        .doc(G, "6.2.0", "Returns information about the connection."),
-    cmd("kill", -3, client_kill)
-        .flags(ADMIN | NOSCRIPT | LOADING | STALE)
-        .doc(G, "2.4.0", "Terminates open connections."),
-    cmd("pause", -3, client_pause).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(
-        G,
-        "2.9.50",
-        "Stop processing commands from clients for some time",
-    ),
-    cmd("unpause", 2, client_unpause).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(
-        G,
-        "6.2.0",
-        "Resume processing of clients that were paused",
-    ),
-    cmd("reply", 3, client_reply)
-        .flags(NOSCRIPT | LOADING | STALE)
-        .doc(G, "3.2.0", "Instruct the server whether to reply to commands"),
-    cmd("unblock", -3, client_unblock).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(
-        G,
-        "5.0.0",
-        "Unblock a client blocked in a blocking command from a different connection",
-    ),
-    cmd("no-evict", 3, client_no_evict).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(
-        G,
-        "7.0.0",
-        "Sets the client eviction mode of the connection.",
-    ),
+    cmd("list", -2, client_list).flags(ADMIN | NOSCRIPT | LOADING | STALE),
+    cmd("info", 2, client_info).flags(NOSCRIPT | LOADING | STALE),
+    cmd("kill", -3, client_kill).flags(ADMIN | NOSCRIPT | LOADING | STALE),
+    cmd("pause", -3, client_pause).flags(ADMIN | NOSCRIPT | LOADING | STALE),
+    cmd("unpause", 2, client_unpause).flags(ADMIN | NOSCRIPT | LOADING | STALE),
+    cmd("reply", 3, client_reply).flags(NOSCRIPT | LOADING | STALE),
+    cmd("unblock", -3, client_unblock).flags(ADMIN | NOSCRIPT | LOADING | STALE),
+    cmd("no-evict", 3, client_no_evict).flags(ADMIN | NOSCRIPT | LOADING | STALE),
     cmd("no-touch", 3, client_no_touch).flags(NOSCRIPT | LOADING | STALE).doc(
         G,
         "7.2.0",
         "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.",
     ),
-    cmd("getredir", 2, client_getredir).flags(NOSCRIPT | LOADING | STALE).doc(
-        G,
-        "6.0.0",
-        "Returns the client ID to which the connection's tracking notifications are redirected.",
-    ),
-    cmd("help", 2, client_help)
-        .flags(LOADING | STALE)
-        .doc(G, "5.0.0", "Returns helpful text about the different subcommands."),
+    cmd("getredir", 2, client_getredir).flags(NOSCRIPT | LOADING | STALE),
+    cmd("help", 2, client_help).flags(LOADING | STALE),
 ];
 
 /// CLIENT PAUSE timeout [WRITE|ALL]: holds every client's commands (ALL,

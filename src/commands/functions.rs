@@ -10,127 +10,36 @@
 use bytes::Bytes;
 
 use super::args::{parse_i64, upper};
-use super::table::{Arg, ArgKind, CommandSpec, Group, arg, cmd, container, flag::*, key_arg, oneof, pure_token};
+use super::table::{CommandSpec, cmd, container, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::engine::Scripts;
 use crate::engine::exec::{BUSY, BUSY_FUNCTION, UNKILLABLE};
 use crate::scripting::BusyAction;
 use crate::scripting::functions::{LOAD_TIMEOUT_MS, RestorePolicy};
 
-const G: Group = Group::Scripting;
 /// As EVAL: what the function declares decides the rest (see
-/// `engine::command_flags`).
-/// The keys follow the number of keys (Redis's keynum key spec), so they
-/// are movable: COMMAND GETKEYS finds them with [`numkeys_keys`].
-const FCALL_FLAGS: u32 = NOSCRIPT | SKIP_MONITOR | MONITOR_BEFORE | MAY_REPLICATE | NO_MANDATORY_KEYS | STALE | MOVABLE_KEYS;
+/// `engine::command_flags`). What COMMAND, COMMAND INFO and COMMAND DOCS
+/// say of these commands comes from Redis's definitions (`defs.rs`).
+const FCALL_FLAGS: u32 = NOSCRIPT | SKIP_MONITOR | MONITOR_BEFORE | MAY_REPLICATE | NO_MANDATORY_KEYS | STALE;
 const FCALL_RO_FLAGS: u32 = (FCALL_FLAGS & !MAY_REPLICATE) | READONLY;
 
-/// COMMAND DOCS' arguments of FCALL and FCALL_RO.
-const FCALL_ARGS: &[Arg] = &[
-    arg("function", ArgKind::String),
-    arg("numkeys", ArgKind::Integer),
-    key_arg("key", 0).optional().multiple(),
-    arg("arg", ArgKind::String).optional().multiple(),
-];
-const FCALL_COMPLEXITY: &str = "Depends on the function that is executed.";
-
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("fcall", -3, fcall)
-        .flags(FCALL_FLAGS)
-        .getkeys(numkeys_keys)
-        .doc(G, "7.0.0", "Invoke a function")
-        .details(FCALL_COMPLEXITY, &[], FCALL_ARGS),
-    cmd("fcall_ro", -3, fcall_ro)
-        .flags(FCALL_RO_FLAGS)
-        .getkeys(numkeys_keys)
-        .doc(G, "7.0.0", "Invoke a read-only function")
-        .details(FCALL_COMPLEXITY, &[], FCALL_ARGS),
-    container("function", FUNCTION)
-        .doc(G, "7.0.0", "A container for function commands")
-        .details("Depends on subcommand.", &[], &[]),
+    cmd("fcall", -3, fcall).flags(FCALL_FLAGS),
+    cmd("fcall_ro", -3, fcall_ro).flags(FCALL_RO_FLAGS),
+    container("function", FUNCTION),
 ];
 
 const FUNCTION: &[CommandSpec] = &[
-    cmd("delete", 3, function_delete)
-        .flags(NOSCRIPT | WRITE)
-        .doc(G, "7.0.0", "Delete a function by name")
-        .details("O(1)", &[], &[arg("library-name", ArgKind::String)]),
-    cmd("dump", 2, function_dump)
-        .flags(NOSCRIPT)
-        .doc(G, "7.0.0", "Dump all functions into a serialized binary payload")
-        .details("O(N) where N is the number of functions", &[], &[]),
-    cmd("flush", -2, function_flush)
-        .flags(NOSCRIPT | WRITE)
-        .doc(G, "7.0.0", "Deleting all functions")
-        .details(
-            "O(N) where N is the number of functions deleted",
-            &[],
-            &[oneof("async", &[pure_token("async", "ASYNC"), pure_token("sync", "SYNC")]).optional()],
-        ),
-    cmd("help", 2, function_help)
-        .flags(LOADING | STALE)
-        .doc(G, "7.0.0", "Show helpful text about the different subcommands")
-        .details("O(1)", &[], &[]),
-    cmd("kill", 2, function_kill)
-        .flags(NOSCRIPT | ALLOW_BUSY)
-        .doc(G, "7.0.0", "Kill the function currently in execution.")
-        .details("O(1)", &[], &[]),
-    cmd("list", -2, function_list)
-        .flags(NOSCRIPT)
-        .doc(G, "7.0.0", "List information about all the functions")
-        .details(
-            "O(N) where N is the number of functions",
-            &[],
-            &[
-                arg("library-name-pattern", ArgKind::String).token("LIBRARYNAME").optional(),
-                pure_token("withcode", "WITHCODE").optional(),
-            ],
-        ),
-    cmd("load", -3, function_load)
-        .flags(NOSCRIPT | WRITE | DENYOOM)
-        .doc(G, "7.0.0", "Create a function with the given arguments (name, code, description)")
-        .details(
-            "O(1) (considering compilation time is redundant)",
-            &[],
-            &[pure_token("replace", "REPLACE").optional(), arg("function-code", ArgKind::String)],
-        ),
-    cmd("restore", -3, function_restore)
-        .flags(NOSCRIPT | WRITE | DENYOOM)
-        .doc(G, "7.0.0", "Restore all the functions on the given payload")
-        .details(
-            "O(N) where N is the number of functions on the payload",
-            &[],
-            &[
-                arg("serialized-value", ArgKind::String),
-                oneof(
-                    "policy",
-                    &[
-                        pure_token("flush", "FLUSH"),
-                        pure_token("append", "APPEND"),
-                        pure_token("replace", "REPLACE"),
-                    ],
-                )
-                .optional(),
-            ],
-        ),
-    cmd("stats", 2, function_stats)
-        .flags(NOSCRIPT | ALLOW_BUSY)
-        .doc(
-            G,
-            "7.0.0",
-            "Return information about the function currently running (name, description, duration)",
-        )
-        .details("O(1)", &[], &[]),
+    cmd("delete", 3, function_delete).flags(NOSCRIPT | WRITE),
+    cmd("dump", 2, function_dump).flags(NOSCRIPT),
+    cmd("flush", -2, function_flush).flags(NOSCRIPT | WRITE),
+    cmd("help", 2, function_help).flags(LOADING | STALE),
+    cmd("kill", 2, function_kill).flags(NOSCRIPT | ALLOW_BUSY),
+    cmd("list", -2, function_list).flags(NOSCRIPT),
+    cmd("load", -3, function_load).flags(NOSCRIPT | WRITE | DENYOOM),
+    cmd("restore", -3, function_restore).flags(NOSCRIPT | WRITE | DENYOOM),
+    cmd("stats", 2, function_stats).flags(NOSCRIPT | ALLOW_BUSY),
 ];
-
-/// The keys of `FCALL name numkeys key… arg…`: none when the number is
-/// not one FCALL would accept.
-fn numkeys_keys(argv: &[Bytes]) -> Vec<usize> {
-    match argv.get(2).and_then(|n| crate::numfmt::parse_i64(n)) {
-        Some(n) if n >= 0 && n as usize <= argv.len() - 3 => (3..3 + n as usize).collect(),
-        _ => Vec::new(),
-    }
-}
 
 fn fcall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     fcall_generic(ctx, argv, false)

@@ -21,33 +21,31 @@ use bytes::Bytes;
 use super::args::parse_i64;
 use super::keys::{parse_scan, scan_reply};
 use super::sets::{parse_random_count, repeated_picks, sample_distinct, scan_window};
-use super::table::{CommandSpec, Group, cmd, flag::*};
+use super::table::{CommandSpec, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::value::Hash;
 use crate::db::{NOTIFY_GENERIC, NOTIFY_HASH, Value, ops, typed};
 use crate::glob;
 use crate::numfmt::LongDouble;
 
-const G: Group = Group::Hash;
-
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("hset", -4, hset).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Set the string value of a hash field"),
-    cmd("hsetnx", 4, hsetnx).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Set the value of a hash field, only if the field does not exist"),
-    cmd("hget", 3, hget).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Get the value of a hash field"),
-    cmd("hmset", -4, hmset).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Set multiple hash fields to multiple values"),
-    cmd("hmget", -3, hmget).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Get the values of all the given hash fields"),
-    cmd("hdel", -3, hdel).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Delete one or more hash fields"),
-    cmd("hexists", 3, hexists).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Determine if a hash field exists"),
-    cmd("hlen", 2, hlen).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Get the number of fields in a hash"),
-    cmd("hkeys", 2, hkeys).flags(READONLY).keys(1, 1, 1).doc(G, "2.0.0", "Get all the fields in a hash"),
-    cmd("hvals", 2, hvals).flags(READONLY).keys(1, 1, 1).doc(G, "2.0.0", "Get all the values in a hash"),
-    cmd("hgetall", 2, hgetall).flags(READONLY).keys(1, 1, 1).doc(G, "2.0.0", "Get all the fields and values in a hash"),
-    cmd("hincrby", 4, hincrby).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Increment the integer value of a hash field by the given number"),
-    cmd("hincrbyfloat", 4, hincrbyfloat).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(G, "2.6.0", "Increment the float value of a hash field by the given amount"),
-    cmd("hstrlen", 3, hstrlen).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "3.2.0", "Get the length of the value of a hash field"),
-    cmd("hscan", -3, hscan).flags(READONLY).keys(1, 1, 1).doc(G, "2.8.0", "Incrementally iterate hash fields and associated values"),
-    cmd("hrandfield", -2, hrandfield).flags(READONLY).keys(1, 1, 1).doc(G, "6.2.0", "Get one or multiple random fields from a hash"),
+    cmd("hset", -4, hset).flags(WRITE | DENYOOM | FAST),
+    cmd("hsetnx", 4, hsetnx).flags(WRITE | DENYOOM | FAST),
+    cmd("hget", 3, hget).flags(READONLY | FAST),
+    cmd("hmset", -4, hmset).flags(WRITE | DENYOOM | FAST),
+    cmd("hmget", -3, hmget).flags(READONLY | FAST),
+    cmd("hdel", -3, hdel).flags(WRITE | FAST),
+    cmd("hexists", 3, hexists).flags(READONLY | FAST),
+    cmd("hlen", 2, hlen).flags(READONLY | FAST),
+    cmd("hkeys", 2, hkeys).flags(READONLY),
+    cmd("hvals", 2, hvals).flags(READONLY),
+    cmd("hgetall", 2, hgetall).flags(READONLY),
+    cmd("hincrby", 4, hincrby).flags(WRITE | DENYOOM | FAST),
+    cmd("hincrbyfloat", 4, hincrbyfloat).flags(WRITE | DENYOOM | FAST),
+    cmd("hstrlen", 3, hstrlen).flags(READONLY | FAST),
+    cmd("hscan", -3, hscan).flags(READONLY),
+    cmd("hrandfield", -2, hrandfield).flags(READONLY),
 ];
 
 /// Reads a hash key, counting the lookup: `None` when missing.

@@ -21,65 +21,18 @@
 use bytes::Bytes;
 
 use super::args::c_keyword;
-use super::table::{Arg, ArgKind, CommandSpec, Group, arg, cmd, flag::*, key_arg, key_flag::*, key_spec};
+use super::table::{CommandSpec, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::hyperloglog::{self as hll, Encoding, Hll, REGISTERS};
 use crate::db::{NOTIFY_STRING, Value};
 
-const G: Group = Group::Hyperloglog;
-const SINCE: &str = "2.8.9";
-
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("pfadd", -2, pfadd)
-        .flags(WRITE | DENYOOM | FAST)
-        .keys(1, 1, 1)
-        .key_specs(&[key_spec(RW | INSERT, 1, 0, 1)])
-        .doc(G, SINCE, "Adds the specified elements to the specified HyperLogLog.")
-        .details(
-            "O(1) to add every element.",
-            &[],
-            &[key_arg("key", 0), arg("element", ArgKind::String).optional().multiple()],
-        ),
-    cmd("pfcount", -2, pfcount)
-        .flags(READONLY | MAY_REPLICATE)
-        .keys(1, -1, 1)
-        .key_specs(&[key_spec(RW | ACCESS, 1, -1, 1)
-            .notes("RW because it may change the internal representation of the key, and propagate to replicas")])
-        .doc(
-            G,
-            SINCE,
-            "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s).",
-        )
-        .details(
-            "O(1) with a very small average constant time when called with a single key. O(N) with N being the number of keys, and much bigger constant times, when called with multiple keys.",
-            &[],
-            &[key_arg("key", 0).multiple()],
-        ),
-    cmd("pfmerge", -2, pfmerge)
-        .flags(WRITE | DENYOOM)
-        .keys(1, -1, 1)
-        .key_specs(&[key_spec(RW | ACCESS | INSERT, 1, 0, 1), key_spec(RO | ACCESS, 2, -1, 1)])
-        .doc(G, SINCE, "Merge N different HyperLogLogs into a single one.")
-        .details(
-            "O(N) to merge N HyperLogLogs, but with high constant times.",
-            &[],
-            &[key_arg("destkey", 0), key_arg("sourcekey", 1).multiple()],
-        ),
-    cmd("pfdebug", 3, pfdebug)
-        .flags(WRITE | DENYOOM | ADMIN)
-        .keys(2, 2, 1)
-        .key_specs(&[key_spec(RW | ACCESS, 2, 0, 1)])
-        .doc(G, SINCE, "Internal commands for debugging HyperLogLog values")
-        .details("N/A", &[], PFDEBUG_ARGS)
-        .syscmd(),
-    cmd("pfselftest", 1, pfselftest)
-        .flags(ADMIN)
-        .doc(G, SINCE, "An internal command for testing HyperLogLog values")
-        .details("N/A", &[], &[])
-        .syscmd(),
+    cmd("pfadd", -2, pfadd).flags(WRITE | DENYOOM | FAST),
+    cmd("pfcount", -2, pfcount).flags(READONLY | MAY_REPLICATE),
+    cmd("pfmerge", -2, pfmerge).flags(WRITE | DENYOOM),
+    cmd("pfdebug", 3, pfdebug).flags(WRITE | DENYOOM | ADMIN),
+    cmd("pfselftest", 1, pfselftest).flags(ADMIN),
 ];
-
-const PFDEBUG_ARGS: &[Arg] = &[arg("subcommand", ArgKind::String), key_arg("key", 0)];
 
 /// `hll-sparse-max-bytes`: the longest a sparse value may grow before it
 /// is made dense.

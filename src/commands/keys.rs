@@ -18,54 +18,38 @@ use crate::glob;
 const G: Group = Group::Generic;
 
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("del", -2, del).flags(WRITE).keys(1, -1, 1).doc(G, "1.0.0", "Deletes one or more keys."),
-    cmd("unlink", -2, del).flags(WRITE | FAST).keys(1, -1, 1).doc(G, "4.0.0", "Asynchronously deletes one or more keys."),
-    cmd("exists", -2, exists).flags(READONLY | FAST).keys(1, -1, 1).doc(G, "1.0.0", "Determines whether one or more keys exist."),
-    cmd("type", 2, type_).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Determines the type of value stored at a key."),
-    cmd("keys", 2, keys).flags(READONLY).doc(G, "1.0.0", "Returns all key names that match a pattern."),
-    cmd("scan", -2, scan).flags(READONLY).doc(G, "2.8.0", "Iterates over the key names in the database."),
-    cmd("rename", 3, rename).flags(WRITE).keys(1, 2, 1).doc(G, "1.0.0", "Renames a key and overwrites the destination."),
-    cmd("renamenx", 3, renamenx).flags(WRITE | FAST).keys(1, 2, 1).doc(G, "1.0.0", "Renames a key only when the target key name doesn't exist."),
-    cmd("expire", -3, expire).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Sets the expiration time of a key in seconds."),
-    cmd("pexpire", -3, pexpire).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "2.6.0", "Sets the expiration time of a key in milliseconds."),
-    cmd("expireat", -3, expireat).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "1.2.0", "Sets the expiration time of a key to a Unix timestamp."),
-    cmd("pexpireat", -3, pexpireat).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp."),
-    cmd("ttl", 2, ttl).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Returns the expiration time in seconds of a key."),
-    cmd("pttl", 2, pttl).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "2.6.0", "Returns the expiration time in milliseconds of a key."),
-    cmd("expiretime", 2, expiretime).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "7.0.0", "Returns the expiration time of a key as a Unix timestamp."),
-    cmd("pexpiretime", 2, pexpiretime).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp."),
-    cmd("persist", 2, persist).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "2.2.0", "Removes the expiration time of a key."),
-    cmd("touch", -2, touch).flags(READONLY | FAST).keys(1, -1, 1).doc(G, "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed."),
-    cmd("randomkey", 1, randomkey).flags(READONLY).doc(G, "1.0.0", "Returns a random key name from the database."),
-    cmd("move", 3, move_).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Moves a key to another database."),
-    cmd("copy", -3, copy).flags(WRITE | DENYOOM).keys(1, 2, 1).doc(G, "6.2.0", "Copies the value of a key to a new key."),
-    cmd("wait", 3, wait).flags(NOSCRIPT).doc(G, "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
+    cmd("del", -2, del).flags(WRITE),
+    cmd("unlink", -2, del).flags(WRITE | FAST),
+    cmd("exists", -2, exists).flags(READONLY | FAST),
+    cmd("type", 2, type_).flags(READONLY | FAST),
+    cmd("keys", 2, keys).flags(READONLY),
+    cmd("scan", -2, scan).flags(READONLY),
+    cmd("rename", 3, rename).flags(WRITE),
+    cmd("renamenx", 3, renamenx).flags(WRITE | FAST),
+    cmd("expire", -3, expire).flags(WRITE | FAST),
+    cmd("pexpire", -3, pexpire).flags(WRITE | FAST),
+    cmd("expireat", -3, expireat).flags(WRITE | FAST),
+    cmd("pexpireat", -3, pexpireat).flags(WRITE | FAST),
+    cmd("ttl", 2, ttl).flags(READONLY | FAST),
+    cmd("pttl", 2, pttl).flags(READONLY | FAST),
+    cmd("expiretime", 2, expiretime).flags(READONLY | FAST),
+    cmd("pexpiretime", 2, pexpiretime).flags(READONLY | FAST),
+    cmd("persist", 2, persist).flags(WRITE | FAST),
+    cmd("touch", -2, touch).flags(READONLY | FAST),
+    cmd("randomkey", 1, randomkey).flags(READONLY),
+    cmd("move", 3, move_).flags(WRITE | FAST),
+    cmd("copy", -3, copy).flags(WRITE | DENYOOM),
+    cmd("wait", 3, wait).flags(NOSCRIPT),
     cmd("waitaof", 4, waitaof).flags(NOSCRIPT).doc(G, "7.2.0", "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas."),
-    container("object", OBJECT).doc(G, "2.2.3", "A container for object introspection commands."),
+    container("object", OBJECT),
 ];
 
 const OBJECT: &[CommandSpec] = &[
-    cmd("encoding", 3, object_encoding)
-        .flags(READONLY)
-        .keys(2, 2, 1)
-        .doc(G, "2.2.3", "Returns the internal encoding of a Redis object."),
-    cmd("freq", 3, object_freq).flags(READONLY).keys(2, 2, 1).doc(
-        G,
-        "4.0.0",
-        "Returns the logarithmic access frequency counter of a Redis object.",
-    ),
-    cmd("idletime", 3, object_idletime).flags(READONLY).keys(2, 2, 1).doc(
-        G,
-        "2.2.3",
-        "Returns the time since the last access to a Redis object.",
-    ),
-    cmd("refcount", 3, object_refcount)
-        .flags(READONLY)
-        .keys(2, 2, 1)
-        .doc(G, "2.2.3", "Returns the reference count of a value of a key."),
-    cmd("help", 2, object_help)
-        .flags(LOADING | STALE)
-        .doc(G, "6.2.0", "Returns helpful text about the different subcommands."),
+    cmd("encoding", 3, object_encoding).flags(READONLY),
+    cmd("freq", 3, object_freq).flags(READONLY),
+    cmd("idletime", 3, object_idletime).flags(READONLY),
+    cmd("refcount", 3, object_refcount).flags(READONLY),
+    cmd("help", 2, object_help).flags(LOADING | STALE),
 ];
 
 fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -513,6 +497,7 @@ fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Value::Set(_) => "hashtable",
         Value::ZSet(z) if z.is_listpack() => "listpack",
         Value::ZSet(_) => "skiplist",
+        Value::Stream(_) => "stream",
     };
     Ok(Reply::bulk_static(enc))
 }

@@ -15,25 +15,11 @@
 use bytes::Bytes;
 
 use super::args::{c_keyword, parse_i64};
-use super::table::{Arg, ArgKind, CommandSpec, Group, arg, cmd, flag::*, key_arg, key_flag::*, key_spec, pure_token};
+use super::table::{CommandSpec, cmd, flag::*};
 use super::{Args, CmdError, CmdResult, Ctx, Reply};
 use crate::db::Value;
 
-pub const COMMANDS: &[CommandSpec] = &[cmd("lcs", -3, lcs)
-    .flags(READONLY)
-    .keys(1, 2, 1)
-    .key_specs(&[key_spec(RO | ACCESS, 1, 1, 1)])
-    .doc(Group::String, "7.0.0", "Find longest common substring")
-    .details("O(N*M) where N and M are the lengths of s1 and s2, respectively", &[], LCS_ARGS)];
-
-const LCS_ARGS: &[Arg] = &[
-    key_arg("key1", 0),
-    key_arg("key2", 0),
-    pure_token("len", "LEN").optional(),
-    pure_token("idx", "IDX").optional(),
-    arg("len", ArgKind::Integer).token("MINMATCHLEN").optional(),
-    pure_token("withmatchlen", "WITHMATCHLEN").optional(),
-];
+pub const COMMANDS: &[CommandSpec] = &[cmd("lcs", -3, lcs).flags(READONLY)];
 
 /// What LCS reports, from its options.
 #[derive(Default)]

@@ -16,33 +16,30 @@ use bytes::Bytes;
 
 use super::args::{parse_at_least_one, parse_mpop_count};
 use super::args::{parse_i64, upper};
-use super::table::{CommandSpec, Group, cmd, flag::*};
+use super::table::{CommandSpec, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::value::{List, owned};
 use crate::db::{NOTIFY_GENERIC, NOTIFY_LIST, Value, typed};
 
-const G: Group = Group::List;
-
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("lpush", -3, lpush).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Prepend one or multiple elements to a list"),
-    cmd("rpush", -3, rpush).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Append one or multiple elements to a list"),
-    cmd("lpushx", -3, lpushx).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(G, "2.2.0", "Prepend an element to a list, only if the list exists"),
-    cmd("rpushx", -3, rpushx).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(G, "2.2.0", "Append an element to a list, only if the list exists"),
-    cmd("lpop", -2, lpop).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Remove and get the first elements in a list"),
-    cmd("rpop", -2, rpop).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Remove and get the last elements in a list"),
-    cmd("llen", 2, llen).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Get the length of a list"),
-    cmd("lindex", 3, lindex).flags(READONLY).keys(1, 1, 1).doc(G, "1.0.0", "Get an element from a list by its index"),
-    cmd("lrange", 4, lrange).flags(READONLY).keys(1, 1, 1).doc(G, "1.0.0", "Get a range of elements from a list"),
-    cmd("lrem", 4, lrem).flags(WRITE).keys(1, 1, 1).doc(G, "1.0.0", "Remove elements from a list"),
-    cmd("lset", 4, lset).flags(WRITE | DENYOOM).keys(1, 1, 1).doc(G, "1.0.0", "Set the value of an element in a list by its index"),
-    cmd("ltrim", 4, ltrim).flags(WRITE).keys(1, 1, 1).doc(G, "1.0.0", "Trim a list to the specified range"),
-    cmd("linsert", 5, linsert).flags(WRITE | DENYOOM).keys(1, 1, 1).doc(G, "2.2.0", "Insert an element before or after another element in a list"),
-    cmd("lpos", -3, lpos).flags(READONLY).keys(1, 1, 1).doc(G, "6.0.6", "Return the index of matching elements on a list"),
-    cmd("lmove", 5, lmove).flags(WRITE | DENYOOM).keys(1, 2, 1).doc(G, "6.2.0", "Pop an element from a list, push it to another list and return it"),
-    cmd("rpoplpush", 3, rpoplpush).flags(WRITE | DENYOOM).keys(1, 2, 1).doc(G, "1.2.0", "Remove the last element in a list, prepend it to another list and return it"),
-    // Keys are movable (after numkeys); Redis reports 0 0 0 and "movablekeys".
-    cmd("lmpop", -4, lmpop).flags(WRITE).doc(G, "7.0.0", "Pop elements from a list"),
+    cmd("lpush", -3, lpush).flags(WRITE | DENYOOM | FAST),
+    cmd("rpush", -3, rpush).flags(WRITE | DENYOOM | FAST),
+    cmd("lpushx", -3, lpushx).flags(WRITE | DENYOOM | FAST),
+    cmd("rpushx", -3, rpushx).flags(WRITE | DENYOOM | FAST),
+    cmd("lpop", -2, lpop).flags(WRITE | FAST),
+    cmd("rpop", -2, rpop).flags(WRITE | FAST),
+    cmd("llen", 2, llen).flags(READONLY | FAST),
+    cmd("lindex", 3, lindex).flags(READONLY),
+    cmd("lrange", 4, lrange).flags(READONLY),
+    cmd("lrem", 4, lrem).flags(WRITE),
+    cmd("lset", 4, lset).flags(WRITE | DENYOOM),
+    cmd("ltrim", 4, ltrim).flags(WRITE),
+    cmd("linsert", 5, linsert).flags(WRITE | DENYOOM),
+    cmd("lpos", -3, lpos).flags(READONLY),
+    cmd("lmove", 5, lmove).flags(WRITE | DENYOOM),
+    cmd("rpoplpush", 3, rpoplpush).flags(WRITE | DENYOOM),
+    cmd("lmpop", -4, lmpop).flags(WRITE),
 ];
 
 /// Which end of a list: LEFT is the head.

@@ -12,28 +12,19 @@
 use bytes::Bytes;
 
 use super::args::parse_i64;
-use super::table::{CommandSpec, Group, cmd, container, flag::*};
+use super::table::{CommandSpec, cmd, container, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::memory;
 
-const G: Group = Group::Server;
-
-pub const COMMANDS: &[CommandSpec] = &[container("memory", MEMORY)
-    .doc(G, "4.0.0", "A container for memory diagnostics commands")
-    .details("Depends on subcommand.", &[], &[])];
+pub const COMMANDS: &[CommandSpec] = &[container("memory", MEMORY)];
 
 const MEMORY: &[CommandSpec] = &[
-    cmd("doctor", 2, doctor).doc(G, "4.0.0", "Outputs memory problems report"),
-    cmd("help", 2, help)
-        .flags(LOADING | STALE)
-        .doc(G, "4.0.0", "Show helpful text about the different subcommands"),
-    cmd("malloc-stats", 2, malloc_stats).doc(G, "4.0.0", "Show allocator internal stats"),
-    cmd("purge", 2, purge).doc(G, "4.0.0", "Ask the allocator to release memory"),
-    cmd("stats", 2, stats).doc(G, "4.0.0", "Show memory usage details"),
-    cmd("usage", -3, usage)
-        .flags(READONLY)
-        .keys(2, 2, 1)
-        .doc(G, "4.0.0", "Estimate the memory usage of a key"),
+    cmd("doctor", 2, doctor),
+    cmd("help", 2, help).flags(LOADING | STALE),
+    cmd("malloc-stats", 2, malloc_stats),
+    cmd("purge", 2, purge),
+    cmd("stats", 2, stats),
+    cmd("usage", -3, usage).flags(READONLY),
 ];
 
 /// Redis's `OBJ_COMPUTE_SIZE_DEF_SAMPLES`.

@@ -9,6 +9,8 @@ pub mod args;
 pub mod bitmaps;
 pub mod blocking;
 pub mod connection;
+pub mod defs;
+pub mod dump;
 pub mod functions;
 pub mod geo;
 pub mod hashes;
@@ -20,13 +22,15 @@ pub mod lcs;
 pub mod lists;
 pub mod memory;
 pub mod pubsub;
+#[rustfmt::skip]
+pub mod redis_defs;
 pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod sort;
+pub mod streams;
 pub mod strings;
 pub mod table;
-pub mod tips;
 pub mod transactions;
 pub mod zsets;
 
@@ -158,6 +162,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         server::COMMANDS,
         memory::COMMANDS,
         keys::COMMANDS,
+        dump::COMMANDS,
         sort::COMMANDS,
         strings::COMMANDS,
         lcs::COMMANDS,
@@ -169,6 +174,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         sets::COMMANDS,
         zsets::COMMANDS,
         geo::COMMANDS,
+        streams::COMMANDS,
         pubsub::COMMANDS,
         scripting::COMMANDS,
         functions::COMMANDS,

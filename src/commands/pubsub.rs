@@ -6,71 +6,32 @@
 
 use bytes::Bytes;
 
-use super::table::{CommandSpec, Group, cmd, container, flag::*};
+use super::table::{CommandSpec, cmd, container, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::value::owned;
 use crate::pubsub::Kind;
 
-const G: Group = Group::PubSub;
 const SUB: u32 = PUBSUB | NOSCRIPT | LOADING | STALE | SUBSCRIBED_OK;
 
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("subscribe", -2, subscribe)
-        .flags(SUB)
-        .doc(G, "2.0.0", "Listens for messages published to channels."),
-    cmd("unsubscribe", -1, unsubscribe)
-        .flags(SUB)
-        .doc(G, "2.0.0", "Stops listening to messages posted to channels."),
-    cmd("psubscribe", -2, psubscribe).flags(SUB).doc(
-        G,
-        "2.0.0",
-        "Listens for messages published to channels that match one or more patterns.",
-    ),
-    cmd("punsubscribe", -1, punsubscribe).flags(SUB).doc(
-        G,
-        "2.0.0",
-        "Stops listening to messages published to channels that match one or more patterns.",
-    ),
-    cmd("ssubscribe", -2, ssubscribe)
-        .flags(SUB)
-        .keys(1, -1, 1)
-        .doc(G, "7.0.0", "Listens for messages published to shard channels."),
-    cmd("sunsubscribe", -1, sunsubscribe).flags(SUB).keys(1, -1, 1).doc(
-        G,
-        "7.0.0",
-        "Stops listening to messages posted to shard channels.",
-    ),
-    cmd("publish", 3, publish)
-        .flags(PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE)
-        .doc(G, "2.0.0", "Posts a message to a channel."),
-    cmd("spublish", 3, spublish)
-        .flags(PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE)
-        .keys(1, 1, 1)
-        .doc(G, "7.0.0", "Post a message to a shard channel"),
-    container("pubsub", PUBSUB_SUBCOMMANDS).doc(G, "2.8.0", "A container for Pub/Sub commands."),
+    cmd("subscribe", -2, subscribe).flags(SUB),
+    cmd("unsubscribe", -1, unsubscribe).flags(SUB),
+    cmd("psubscribe", -2, psubscribe).flags(SUB),
+    cmd("punsubscribe", -1, punsubscribe).flags(SUB),
+    cmd("ssubscribe", -2, ssubscribe).flags(SUB),
+    cmd("sunsubscribe", -1, sunsubscribe).flags(SUB),
+    cmd("publish", 3, publish).flags(PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE),
+    cmd("spublish", 3, spublish).flags(PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE),
+    container("pubsub", PUBSUB_SUBCOMMANDS),
 ];
 
 const PUBSUB_SUBCOMMANDS: &[CommandSpec] = &[
-    cmd("channels", -2, pubsub_channels)
-        .flags(PUBSUB | LOADING | STALE)
-        .doc(G, "2.8.0", "Returns the active channels."),
-    cmd("numsub", -2, pubsub_numsub)
-        .flags(PUBSUB | LOADING | STALE)
-        .doc(G, "2.8.0", "Returns a count of subscribers to channels."),
-    cmd("numpat", 2, pubsub_numpat)
-        .flags(PUBSUB | LOADING | STALE)
-        .doc(G, "2.8.0", "Returns a count of unique pattern subscriptions."),
-    cmd("shardchannels", -2, pubsub_shardchannels)
-        .flags(PUBSUB | LOADING | STALE)
-        .doc(G, "7.0.0", "Returns the active shard channels."),
-    cmd("shardnumsub", -2, pubsub_shardnumsub).flags(PUBSUB | LOADING | STALE).doc(
-        G,
-        "7.0.0",
-        "Returns the count of subscribers of shard channels.",
-    ),
-    cmd("help", 2, pubsub_help)
-        .flags(LOADING | STALE)
-        .doc(G, "6.2.0", "Returns helpful text about the different subcommands."),
+    cmd("channels", -2, pubsub_channels).flags(PUBSUB | LOADING | STALE),
+    cmd("numsub", -2, pubsub_numsub).flags(PUBSUB | LOADING | STALE),
+    cmd("numpat", 2, pubsub_numpat).flags(PUBSUB | LOADING | STALE),
+    cmd("shardchannels", -2, pubsub_shardchannels).flags(PUBSUB | LOADING | STALE),
+    cmd("shardnumsub", -2, pubsub_shardnumsub).flags(PUBSUB | LOADING | STALE),
+    cmd("help", 2, pubsub_help).flags(LOADING | STALE),
 ];
 
 fn confirmation(kind: &'static str, channel: Option<Bytes>, count: usize) -> Reply {

@@ -8,59 +8,31 @@
 use bytes::Bytes;
 
 use super::args::{parse_i64, upper};
-use super::table::{CommandSpec, Group, cmd, container, flag::*};
+use super::table::{CommandSpec, cmd, container, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::engine::Scripts;
 use crate::scripting::RunFlags;
 
-const G: Group = Group::Scripting;
 const EVAL_FLAGS: u32 = NOSCRIPT | SKIP_MONITOR | MONITOR_BEFORE | MAY_REPLICATE | NO_MANDATORY_KEYS | STALE;
 /// EVAL_RO and EVALSHA_RO: read-only, and nothing they run may replicate
 /// (CLIENT PAUSE WRITE lets them through).
 const EVAL_RO_FLAGS: u32 = (EVAL_FLAGS & !MAY_REPLICATE) | READONLY;
 
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("eval", -3, eval)
-        .flags(EVAL_FLAGS)
-        .keys(3, 3, 1)
-        .doc(G, "2.6.0", "Executes a server-side Lua script."),
-    cmd("evalsha", -3, evalsha)
-        .flags(EVAL_FLAGS)
-        .keys(3, 3, 1)
-        .doc(G, "2.6.0", "Executes a server-side Lua script by SHA1 digest."),
-    cmd("eval_ro", -3, eval_ro)
-        .flags(EVAL_RO_FLAGS)
-        .keys(3, 3, 1)
-        .doc(G, "7.0.0", "Executes a read-only server-side Lua script."),
-    cmd("evalsha_ro", -3, evalsha_ro).flags(EVAL_RO_FLAGS).keys(3, 3, 1).doc(
-        G,
-        "7.0.0",
-        "Executes a read-only server-side Lua script by SHA1 digest.",
-    ),
-    container("script", SCRIPT).doc(G, "2.6.0", "A container for Lua scripts management commands."),
+    cmd("eval", -3, eval).flags(EVAL_FLAGS),
+    cmd("evalsha", -3, evalsha).flags(EVAL_FLAGS),
+    cmd("eval_ro", -3, eval_ro).flags(EVAL_RO_FLAGS),
+    cmd("evalsha_ro", -3, evalsha_ro).flags(EVAL_RO_FLAGS),
+    container("script", SCRIPT),
 ];
 
 const SCRIPT: &[CommandSpec] = &[
-    cmd("load", 3, script_load)
-        .flags(NOSCRIPT | STALE)
-        .doc(G, "2.6.0", "Loads a server-side Lua script to the script cache."),
-    cmd("exists", -3, script_exists).flags(NOSCRIPT).doc(
-        G,
-        "2.6.0",
-        "Determines whether server-side Lua scripts exist in the script cache.",
-    ),
-    cmd("flush", -2, script_flush)
-        .flags(NOSCRIPT)
-        .doc(G, "2.6.0", "Removes all server-side Lua scripts from the script cache."),
-    cmd("kill", 2, script_kill)
-        .flags(NOSCRIPT | ALLOW_BUSY)
-        .doc(G, "2.6.0", "Terminates a server-side Lua script during execution."),
-    cmd("debug", 3, script_debug)
-        .flags(NOSCRIPT)
-        .doc(G, "3.2.0", "Sets the debug mode of server-side Lua scripts."),
-    cmd("help", 2, script_help)
-        .flags(LOADING | STALE)
-        .doc(G, "5.0.0", "Returns helpful text about the different subcommands."),
+    cmd("load", 3, script_load).flags(NOSCRIPT | STALE),
+    cmd("exists", -3, script_exists).flags(NOSCRIPT),
+    cmd("flush", -2, script_flush).flags(NOSCRIPT),
+    cmd("kill", 2, script_kill).flags(NOSCRIPT | ALLOW_BUSY),
+    cmd("debug", 3, script_debug).flags(NOSCRIPT),
+    cmd("help", 2, script_help).flags(LOADING | STALE),
 ];
 
 fn eval(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

@@ -5,79 +5,47 @@
 use bytes::Bytes;
 
 use super::args::upper;
-use super::table::{Arg, ArgKind, BeginSearch, CommandSpec, Group, KeySpec, Registry, arg_flag, cmd, container, flag, flag::*, key_flag};
+use super::table::{
+    Arg, ArgKind, BeginSearch, CommandSpec, FindKeys, KeySpec, Registry, arg_flag, cmd, container, flag, flag::*, key_flag,
+};
 use super::{CmdError, CmdResult, Ctx, Reply};
 
-const G: Group = Group::Server;
-
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("info", -1, info)
-        .flags(LOADING | STALE | SENTINEL)
-        .doc(G, "1.0.0", "Returns information and statistics about the server."),
-    cmd("dbsize", 1, dbsize)
-        .flags(READONLY | FAST)
-        .doc(G, "1.0.0", "Returns the number of keys in the database."),
-    cmd("flushdb", -1, flushdb)
-        .flags(WRITE)
-        .doc(G, "1.0.0", "Remove all keys from the current database."),
-    cmd("flushall", -1, flushall)
-        .flags(WRITE)
-        .doc(G, "1.0.0", "Removes all keys from all databases."),
-    cmd("swapdb", 3, swapdb)
-        .flags(WRITE | FAST)
-        .doc(G, "4.0.0", "Swaps two Redis databases."),
-    cmd("time", 1, time)
-        .flags(LOADING | STALE | FAST)
-        .doc(G, "2.6.0", "Returns the server time."),
-    cmd("lastsave", 1, lastsave).flags(LOADING | STALE | FAST).doc(
-        G,
-        "1.0.0",
-        "Returns the Unix timestamp of the last successful save to disk.",
-    ),
-    cmd("save", 1, save)
-        .flags(ADMIN | NOSCRIPT | NO_MULTI)
-        .doc(G, "1.0.0", "Synchronously saves the database(s) to disk."),
-    cmd("bgsave", -1, bgsave)
-        .flags(ADMIN | NOSCRIPT)
-        .doc(G, "1.0.0", "Asynchronously saves the database(s) to disk."),
-    cmd("monitor", 1, monitor).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(
-        G,
-        "1.0.0",
-        "Listens for all requests received by the server in real-time.",
-    ),
-    cmd("shutdown", -1, shutdown)
-        .flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SENTINEL | ALLOW_BUSY)
-        .doc(
-            G,
-            "1.0.0",
-            "Synchronously saves the database(s) to disk and shuts down the Redis server.",
-        ),
-    container("config", CONFIG).doc(G, "2.0.0", "A container for server configuration commands."),
+    cmd("info", -1, info).flags(LOADING | STALE | SENTINEL),
+    cmd("dbsize", 1, dbsize).flags(READONLY | FAST),
+    cmd("flushdb", -1, flushdb).flags(WRITE),
+    cmd("flushall", -1, flushall).flags(WRITE),
+    cmd("swapdb", 3, swapdb).flags(WRITE | FAST),
+    cmd("time", 1, time).flags(LOADING | STALE | FAST),
+    cmd("lastsave", 1, lastsave).flags(LOADING | STALE | FAST),
+    cmd("save", 1, save).flags(ADMIN | NOSCRIPT | NO_MULTI),
+    cmd("bgsave", -1, bgsave).flags(ADMIN | NOSCRIPT),
+    cmd("monitor", 1, monitor).flags(ADMIN | NOSCRIPT | LOADING | STALE),
+    cmd("shutdown", -1, shutdown).flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SENTINEL | ALLOW_BUSY),
+    container("config", CONFIG),
     cmd("command", -1, command)
         .flags(LOADING | STALE | SENTINEL)
-        .doc(G, "2.8.13", "Returns detailed information about all commands."),
+        .with_subcommands(COMMAND),
 ];
 
 const CONFIG: &[CommandSpec] = &[
-    cmd("get", -3, config_get).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(
-        G,
-        "2.0.0",
-        "Returns the effective values of configuration parameters.",
-    ),
-    cmd("set", -4, config_set)
-        .flags(ADMIN | NOSCRIPT | LOADING | STALE)
-        .doc(G, "2.0.0", "Sets configuration parameters in-flight."),
-    cmd("resetstat", 2, config_resetstat)
-        .flags(ADMIN | NOSCRIPT | LOADING | STALE)
-        .doc(G, "2.0.0", "Resets the server's statistics."),
-    cmd("rewrite", 2, config_rewrite).flags(ADMIN | NOSCRIPT | LOADING | STALE).doc(
-        G,
-        "2.8.0",
-        "Persists the effective configuration to file.",
-    ),
-    cmd("help", 2, config_help)
-        .flags(LOADING | STALE)
-        .doc(G, "5.0.0", "Returns helpful text about the different subcommands."),
+    cmd("get", -3, config_get).flags(ADMIN | NOSCRIPT | LOADING | STALE),
+    cmd("set", -4, config_set).flags(ADMIN | NOSCRIPT | LOADING | STALE),
+    cmd("resetstat", 2, config_resetstat).flags(ADMIN | NOSCRIPT | LOADING | STALE),
+    cmd("rewrite", 2, config_rewrite).flags(ADMIN | NOSCRIPT | LOADING | STALE),
+    cmd("help", 2, config_help).flags(LOADING | STALE),
+];
+
+/// COMMAND's subcommands, all served by [`command`] (named alone,
+/// COMMAND lists every command, as Redis's container does).
+const COMMAND: &[CommandSpec] = &[
+    cmd("count", 2, command).flags(LOADING | STALE | SENTINEL),
+    cmd("docs", -2, command).flags(LOADING | STALE | SENTINEL),
+    cmd("getkeys", -4, command).flags(LOADING | STALE | SENTINEL),
+    cmd("getkeysandflags", -4, command).flags(LOADING | STALE | SENTINEL),
+    cmd("help", 2, command).flags(LOADING | STALE | SENTINEL),
+    cmd("info", -2, command).flags(LOADING | STALE | SENTINEL),
+    cmd("list", -2, command).flags(LOADING | STALE | SENTINEL),
 ];
 
 /// Redis's `addReplyHelp`: the usage lines of a container command.
@@ -140,7 +108,7 @@ fn swapdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if a != b {
         let (low, high) = (a.min(b), a.max(b));
         let (left, right) = ctx.state.dbs.split_at_mut(high);
-        crate::db::Db::swap_data(&mut left[low], &mut right[0]);
+        crate::db::Db::swap_data(&mut left[low], &mut right[0], ctx.now_ms);
     }
     Ok(Reply::OK)
 }
@@ -318,23 +286,8 @@ fn command(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             ctx.defer_reply_len();
             command_list(argv)
         }
-        "GETKEYS" if argv.len() >= 3 => {
-            let cmd = registry
-                .lookup(&argv[2])
-                .ok_or_else(|| CmdError::err("Invalid command specified"))?;
-            if !cmd.spec.arity_ok(argv.len() - 2) {
-                return Err(CmdError::err("Invalid number of arguments specified for command"));
-            }
-            let positions = cmd.spec.keys_in(&argv[2..]);
-            if positions.is_empty() {
-                // Keys it may have, none this time (EVAL or FCALL with no keys).
-                if cmd.spec.has(NO_MANDATORY_KEYS) {
-                    return Ok(Reply::Array(vec![]));
-                }
-                return Err(CmdError::err("The command has no key arguments"));
-            }
-            Ok(Reply::bulks(positions.into_iter().map(|i| argv[i + 2].clone())))
-        }
+        "GETKEYS" if argv.len() >= 3 => command_getkeys(&argv[2..], false),
+        "GETKEYSANDFLAGS" if argv.len() >= 3 => command_getkeys(&argv[2..], true),
         "HELP" if argv.len() == 2 => Ok(help_reply(
             "COMMAND",
             &[
@@ -354,9 +307,11 @@ fn command(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 "    commands are returned.",
                 "GETKEYS <full-command>",
                 "    Return the keys from a full Redis command.",
+                "GETKEYSANDFLAGS <full-command>",
+                "    Return the keys and the access flags from a full Redis command.",
             ],
         )),
-        "COUNT" | "HELP" | "GETKEYS" => Err(CmdError::arity(&format!(
+        "COUNT" | "HELP" | "GETKEYS" | "GETKEYSANDFLAGS" => Err(CmdError::arity(&format!(
             "command|{}",
             String::from_utf8_lossy(sub).to_ascii_lowercase()
         ))),
@@ -365,6 +320,56 @@ fn command(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             Err(CmdError::unknown_subcommand(sub, "command"))
         }
     }
+}
+
+/// COMMAND GETKEYS (and GETKEYSANDFLAGS, `with_flags`): the keys of the
+/// command line `line`, found as Redis's `getKeysSubcommandImpl` finds
+/// them (by Redis's key specs for the commands it defines, by the row's
+/// key positions for keylock's own).
+fn command_getkeys(line: &[Bytes], with_flags: bool) -> CmdResult {
+    let registry = Registry::get();
+    let base = registry.lookup(&line[0]);
+    let cmd = match base {
+        Some(base) if line.len() > 1 && !base.subcommands.is_empty() => base.subcommand(&line[1]),
+        base => base,
+    }
+    .ok_or_else(|| CmdError::err("Invalid command specified"))?;
+    let has_keys = cmd.def.map_or(cmd.spec.first_key > 0, |d| d.has_keys());
+    if !has_keys {
+        return Err(CmdError::err("The command has no key arguments"));
+    }
+    if !cmd.spec.arity_ok(line.len()) {
+        return Err(CmdError::err("Invalid number of arguments specified for command"));
+    }
+    let keys = match cmd.def {
+        Some(def) => def.keys_in(line),
+        None => {
+            let flags = if cmd.spec.has(WRITE) { key_flag::RW } else { key_flag::RO };
+            cmd.spec.key_positions(line.len()).into_iter().map(|at| (at, flags)).collect()
+        }
+    };
+    if keys.is_empty() {
+        return if cmd.info_flags() & NO_MANDATORY_KEYS != 0 {
+            Ok(Reply::Array(vec![]))
+        } else {
+            Err(CmdError::err("Invalid arguments specified for command"))
+        };
+    }
+    if !with_flags {
+        return Ok(Reply::bulks(keys.into_iter().map(|(at, _)| line[at].clone())));
+    }
+    Ok(Reply::Array(
+        keys.into_iter()
+            .map(|(at, flags)| {
+                let flags = key_flag::NAMES
+                    .iter()
+                    .filter(|(f, _)| flags & f != 0)
+                    .map(|(_, n)| Reply::status(n))
+                    .collect();
+                Reply::Array(vec![Reply::Bulk(line[at].clone()), Reply::Set(flags)])
+            })
+            .collect(),
+    ))
 }
 
 /// Finds `name` or `container|sub`.
@@ -385,14 +390,14 @@ fn command_list(argv: &[Bytes]) -> CmdResult {
         _ => return Err(CmdError::syntax()),
     };
     let mut out = Vec::new();
-    for (spec, name) in &registry.all {
+    for (_, name) in &registry.all {
         let keep = match &filter {
             None => true,
             Some((kind, value)) => match kind.as_str() {
                 "MODULE" => false,
                 "ACLCAT" => {
                     let cat = format!("@{}", String::from_utf8_lossy(value).to_ascii_lowercase());
-                    spec.acl_categories().contains(&cat.as_str())
+                    lookup_full(name.as_bytes()).is_some_and(|c| c.acl_categories().contains(&cat.as_str()))
                 }
                 "PATTERN" => crate::glob::matches(value, name.as_bytes(), true),
                 _ => return Err(CmdError::syntax()),
@@ -405,38 +410,50 @@ fn command_list(argv: &[Bytes]) -> CmdResult {
     Ok(Reply::bulks(out))
 }
 
-/// One COMMAND INFO entry, in Redis 7.0's ten-field shape.
+/// One COMMAND INFO entry, in Redis 7.0's ten-field shape: from Redis's
+/// definition of the command when it has one, from the row otherwise.
 fn command_info(c: &super::table::Command) -> Reply {
     let spec = c.spec;
+    let flags = c.info_flags();
+    let own: &[(u32, &str)] = if c.def.is_none() { flag::OWN_NAMES } else { &[] };
     let flags: Vec<Reply> = flag::NAMES
         .iter()
-        .filter(|(f, _)| spec.has(*f))
+        .chain(own)
+        .filter(|(f, _)| flags & f != 0)
         .map(|(_, n)| Reply::Status(Bytes::from_static(n.as_bytes())))
         .collect();
-    let cats: Vec<Reply> = spec
+    let cats: Vec<Reply> = c
         .acl_categories()
         .into_iter()
         .map(|c| Reply::Status(Bytes::from_static(c.as_bytes())))
         .collect();
-    let key_specs = if !spec.key_specs.is_empty() {
-        spec.key_specs.iter().map(key_spec_reply).collect()
-    } else if spec.first_key > 0 {
-        let legacy = KeySpec {
-            notes: "",
-            flags: if spec.has(WRITE) { key_flag::RW } else { key_flag::RO },
-            begin: super::table::BeginSearch::Index,
-            index: spec.first_key,
-            last_key: if spec.last_key < 0 {
-                spec.last_key
+    let (legacy_keys, tips, key_specs) = match c.def {
+        Some(def) => (def.legacy_keys, def.tips, def.key_specs.iter().map(key_spec_reply).collect()),
+        None => {
+            let legacy = (spec.first_key, spec.last_key, spec.key_step);
+            let key_specs = if !spec.key_specs.is_empty() {
+                spec.key_specs.iter().map(key_spec_reply).collect()
+            } else if spec.first_key > 0 {
+                let derived = KeySpec {
+                    notes: "",
+                    flags: if spec.has(WRITE) { key_flag::RW } else { key_flag::RO },
+                    begin_search: BeginSearch::Index(spec.first_key),
+                    find_keys: FindKeys::Range {
+                        lastkey: if spec.last_key < 0 {
+                            spec.last_key
+                        } else {
+                            spec.last_key - spec.first_key
+                        },
+                        keystep: spec.key_step,
+                        limit: 0,
+                    },
+                };
+                vec![key_spec_reply(&derived)]
             } else {
-                spec.last_key - spec.first_key
-            },
-            key_step: spec.key_step,
-            limit: 0,
-        };
-        vec![key_spec_reply(&legacy)]
-    } else {
-        vec![]
+                vec![]
+            };
+            (legacy, &[][..], key_specs)
+        }
     };
     // Redis answers a set when there are no subcommands, an array of them
     // otherwise.
@@ -451,59 +468,72 @@ fn command_info(c: &super::table::Command) -> Reply {
         Reply::Bulk(Bytes::from(c.full_name.clone())),
         Reply::Int(spec.arity as i64),
         Reply::Set(flags),
-        Reply::Int(spec.first_key as i64),
-        Reply::Int(spec.last_key as i64),
-        Reply::Int(spec.key_step as i64),
+        Reply::Int(legacy_keys.0 as i64),
+        Reply::Int(legacy_keys.1 as i64),
+        Reply::Int(legacy_keys.2 as i64),
         Reply::Set(cats),
-        Reply::Set(super::tips::of(&c.full_name).iter().map(|t| Reply::bulk_static(t)).collect()),
+        Reply::Set(tips.iter().map(|t| Reply::bulk_static(t)).collect()),
         Reply::Set(key_specs),
         subs,
     ])
 }
 
-/// One key spec as COMMAND INFO describes it.
+/// A `{type, spec}` map of COMMAND INFO's key specs.
+fn search_reply(kind: &'static str, spec: Vec<(&'static str, Reply)>) -> Reply {
+    Reply::Map(vec![
+        (Reply::bulk_static("type"), Reply::bulk_static(kind)),
+        (
+            Reply::bulk_static("spec"),
+            Reply::Map(spec.into_iter().map(|(k, v)| (Reply::bulk_static(k), v)).collect()),
+        ),
+    ])
+}
+
+/// One key spec as COMMAND INFO describes it (`addReplyCommandKeySpecs`).
 fn key_spec_reply(k: &KeySpec) -> Reply {
     let flags = key_flag::NAMES
         .iter()
         .filter(|(f, _)| k.flags & f != 0)
         .map(|(_, n)| Reply::status(n))
         .collect();
+    let begin_search = match k.begin_search {
+        BeginSearch::Unknown => search_reply("unknown", vec![]),
+        BeginSearch::Index(index) => search_reply("index", vec![("index", Reply::Int(index as i64))]),
+        BeginSearch::Keyword { keyword, startfrom } => search_reply(
+            "keyword",
+            vec![
+                ("keyword", Reply::bulk_static(keyword)),
+                ("startfrom", Reply::Int(startfrom as i64)),
+            ],
+        ),
+    };
+    let find_keys = match k.find_keys {
+        FindKeys::Unknown => search_reply("unknown", vec![]),
+        FindKeys::Range { lastkey, keystep, limit } => search_reply(
+            "range",
+            vec![
+                ("lastkey", Reply::Int(lastkey as i64)),
+                ("keystep", Reply::Int(keystep as i64)),
+                ("limit", Reply::Int(limit as i64)),
+            ],
+        ),
+        FindKeys::Keynum {
+            keynumidx,
+            firstkey,
+            keystep,
+        } => search_reply(
+            "keynum",
+            vec![
+                ("keynumidx", Reply::Int(keynumidx as i64)),
+                ("firstkey", Reply::Int(firstkey as i64)),
+                ("keystep", Reply::Int(keystep as i64)),
+            ],
+        ),
+    };
     let mut fields = Vec::with_capacity(4);
     if !k.notes.is_empty() {
         fields.push((Reply::bulk_static("notes"), Reply::bulk_static(k.notes)));
     }
-    let search = |kind: &'static str, spec: Vec<(Reply, Reply)>| {
-        Reply::Map(vec![
-            (Reply::bulk_static("type"), Reply::bulk_static(kind)),
-            (Reply::bulk_static("spec"), Reply::Map(spec)),
-        ])
-    };
-    let begin_search = match k.begin {
-        BeginSearch::Index => search("index", vec![(Reply::bulk_static("index"), Reply::Int(k.index as i64))]),
-        BeginSearch::Keyword(keyword) => search(
-            "keyword",
-            vec![
-                (Reply::bulk_static("keyword"), Reply::bulk_static(keyword)),
-                (Reply::bulk_static("startfrom"), Reply::Int(k.index as i64)),
-            ],
-        ),
-        BeginSearch::Unknown => search("unknown", vec![]),
-    };
-    let find_keys = if k.begin == BeginSearch::Unknown {
-        search("unknown", vec![])
-    } else {
-        Reply::Map(vec![
-            (Reply::bulk_static("type"), Reply::bulk_static("range")),
-            (
-                Reply::bulk_static("spec"),
-                Reply::Map(vec![
-                    (Reply::bulk_static("lastkey"), Reply::Int(k.last_key as i64)),
-                    (Reply::bulk_static("keystep"), Reply::Int(k.key_step as i64)),
-                    (Reply::bulk_static("limit"), Reply::Int(k.limit as i64)),
-                ]),
-            ),
-        ])
-    };
     fields.extend([
         (Reply::bulk_static("flags"), Reply::Set(flags)),
         (Reply::bulk_static("begin_search"), begin_search),
@@ -512,42 +542,57 @@ fn key_spec_reply(k: &KeySpec) -> Reply {
     Reply::Map(fields)
 }
 
+/// One COMMAND DOCS entry, in the field order of Redis's
+/// `addReplyCommandDocs`: from Redis's definition of the command when it
+/// has one, from the row otherwise.
 fn command_docs(c: &super::table::Command) -> Reply {
     let spec = c.spec;
-    let mut fields = vec![
-        (Reply::bulk_static("summary"), Reply::bulk_static(spec.summary)),
-        (Reply::bulk_static("since"), Reply::bulk_static(spec.since)),
-        (Reply::bulk_static("group"), Reply::bulk_static(spec.group.doc_name())),
-    ];
-    if !spec.complexity.is_empty() {
-        fields.push((Reply::bulk_static("complexity"), Reply::bulk_static(spec.complexity)));
-    }
-    let mut doc_flags = Vec::new();
-    if spec.syscmd {
-        doc_flags.push(Reply::status("syscmd"));
-    }
-    if !spec.deprecated_since.is_empty() {
-        doc_flags.push(Reply::status("deprecated"));
-    }
+    let text = |name: &'static str, value: &'static str| (!value.is_empty()).then(|| (Reply::bulk_static(name), Reply::bulk_static(value)));
+    let syscmd: &[&str] = if spec.syscmd { &["syscmd"] } else { &[] };
+    let (summary, since, group, complexity, doc_flags, deprecated_since, replaced_by, history, arguments) = match c.def {
+        Some(d) => (
+            d.summary,
+            d.since,
+            d.group,
+            d.complexity,
+            d.doc_flags,
+            d.deprecated_since,
+            d.replaced_by,
+            d.history,
+            d.arguments,
+        ),
+        None => (
+            spec.summary,
+            spec.since,
+            spec.group.doc_name(),
+            spec.complexity,
+            syscmd,
+            "",
+            "",
+            spec.history,
+            spec.arguments,
+        ),
+    };
+    let mut fields: Vec<(Reply, Reply)> = [text("summary", summary), text("since", since)].into_iter().flatten().collect();
+    fields.push((Reply::bulk_static("group"), Reply::bulk_static(group)));
+    fields.extend(text("complexity", complexity));
     if !doc_flags.is_empty() {
-        fields.push((Reply::bulk_static("doc_flags"), Reply::Set(doc_flags)));
+        fields.push((
+            Reply::bulk_static("doc_flags"),
+            Reply::Set(doc_flags.iter().map(|f| Reply::status(f)).collect()),
+        ));
     }
-    if !spec.deprecated_since.is_empty() {
-        fields.push((Reply::bulk_static("deprecated_since"), Reply::bulk_static(spec.deprecated_since)));
-    }
-    if !spec.replaced_by.is_empty() {
-        fields.push((Reply::bulk_static("replaced_by"), Reply::bulk_static(spec.replaced_by)));
-    }
-    if !spec.history.is_empty() {
-        let history = spec
-            .history
+    fields.extend(text("deprecated_since", deprecated_since));
+    fields.extend(text("replaced_by", replaced_by));
+    if !history.is_empty() {
+        let history = history
             .iter()
             .map(|(since, change)| Reply::Array(vec![Reply::bulk_static(since), Reply::bulk_static(change)]))
             .collect();
         fields.push((Reply::bulk_static("history"), Reply::Set(history)));
     }
-    if !spec.arguments.is_empty() {
-        fields.push((Reply::bulk_static("arguments"), arguments_reply(spec.arguments)));
+    if !arguments.is_empty() {
+        fields.push((Reply::bulk_static("arguments"), arguments_reply(arguments)));
     }
     if !c.subcommands.is_empty() {
         let mut subs: Vec<&super::table::Command> = c.subcommands.values().collect();
@@ -582,6 +627,9 @@ fn arguments_reply(args: &[Arg]) -> Reply {
                 }
                 if !a.since.is_empty() {
                     fields.push((Reply::bulk_static("since"), Reply::bulk_static(a.since)));
+                }
+                if !a.deprecated_since.is_empty() {
+                    fields.push((Reply::bulk_static("deprecated_since"), Reply::bulk_static(a.deprecated_since)));
                 }
                 if a.flags != 0 {
                     let flags = arg_flag::NAMES

@@ -28,35 +28,32 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use super::keys::{parse_scan, scan_reply};
-use super::table::{CommandSpec, Group, cmd, flag::*};
+use super::table::{CommandSpec, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::value::{Set, owned};
 use crate::db::{NOTIFY_GENERIC, NOTIFY_SET, Value, typed};
 use crate::engine::ReplyGauge;
 use crate::{glob, numfmt};
 
-const G: Group = Group::Set;
-
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("sadd", -3, sadd).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Add one or more members to a set"),
-    cmd("srem", -3, srem).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Remove one or more members from a set"),
-    cmd("smembers", 2, smembers).flags(READONLY).keys(1, 1, 1).doc(G, "1.0.0", "Get all the members in a set"),
-    cmd("sismember", 3, sismember).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Determine if a given value is a member of a set"),
-    cmd("smismember", -3, smismember).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "6.2.0", "Returns the membership associated with the given elements for a set"),
-    cmd("scard", 2, scard).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Get the number of members in a set"),
-    cmd("spop", -2, spop).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "1.0.0", "Remove and return one or multiple random members from a set"),
-    cmd("srandmember", -2, srandmember).flags(READONLY).keys(1, 1, 1).doc(G, "1.0.0", "Get one or multiple random members from a set"),
-    cmd("smove", 4, smove).flags(WRITE | FAST).keys(1, 2, 1).doc(G, "1.0.0", "Move a member from one set to another"),
-    cmd("sinter", -2, sinter).flags(READONLY).keys(1, -1, 1).doc(G, "1.0.0", "Intersect multiple sets"),
-    // Keys are counted by an argument (movablekeys): no legacy key range.
-    cmd("sintercard", -3, sintercard).flags(READONLY).doc(G, "7.0.0", "Intersect multiple sets and return the cardinality of the result"),
-    cmd("sunion", -2, sunion).flags(READONLY).keys(1, -1, 1).doc(G, "1.0.0", "Add multiple sets"),
-    cmd("sdiff", -2, sdiff).flags(READONLY).keys(1, -1, 1).doc(G, "1.0.0", "Subtract multiple sets"),
-    cmd("sinterstore", -3, sinterstore).flags(WRITE | DENYOOM).keys(1, -1, 1).doc(G, "1.0.0", "Intersect multiple sets and store the resulting set in a key"),
-    cmd("sunionstore", -3, sunionstore).flags(WRITE | DENYOOM).keys(1, -1, 1).doc(G, "1.0.0", "Add multiple sets and store the resulting set in a key"),
-    cmd("sdiffstore", -3, sdiffstore).flags(WRITE | DENYOOM).keys(1, -1, 1).doc(G, "1.0.0", "Subtract multiple sets and store the resulting set in a key"),
-    cmd("sscan", -3, sscan).flags(READONLY).keys(1, 1, 1).doc(G, "2.8.0", "Incrementally iterate Set elements"),
+    cmd("sadd", -3, sadd).flags(WRITE | DENYOOM | FAST),
+    cmd("srem", -3, srem).flags(WRITE | FAST),
+    cmd("smembers", 2, smembers).flags(READONLY),
+    cmd("sismember", 3, sismember).flags(READONLY | FAST),
+    cmd("smismember", -3, smismember).flags(READONLY | FAST),
+    cmd("scard", 2, scard).flags(READONLY | FAST),
+    cmd("spop", -2, spop).flags(WRITE | FAST),
+    cmd("srandmember", -2, srandmember).flags(READONLY),
+    cmd("smove", 4, smove).flags(WRITE | FAST),
+    cmd("sinter", -2, sinter).flags(READONLY),
+    cmd("sintercard", -3, sintercard).flags(READONLY),
+    cmd("sunion", -2, sunion).flags(READONLY),
+    cmd("sdiff", -2, sdiff).flags(READONLY),
+    cmd("sinterstore", -3, sinterstore).flags(WRITE | DENYOOM),
+    cmd("sunionstore", -3, sunionstore).flags(WRITE | DENYOOM),
+    cmd("sdiffstore", -3, sdiffstore).flags(WRITE | DENYOOM),
+    cmd("sscan", -3, sscan).flags(READONLY),
 ];
 
 /// Redis's `set-max-intset-entries`: the most members an intset holds.

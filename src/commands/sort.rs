@@ -34,98 +34,17 @@ use bytes::Bytes;
 
 use super::args::{c_keyword, parse_i64};
 use super::sets::intset_order;
-use super::table::{
-    Arg, ArgKind, CommandSpec, Group, KeySpec, arg, block, cmd, flag::*, key_arg, key_flag::*, key_spec, oneof, pure_token, unknown_spec,
-};
+use super::table::{CommandSpec, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::csort;
 use crate::db::value::List;
 use crate::db::{NOTIFY_GENERIC, NOTIFY_LIST, Value};
 use crate::error::c_str;
 
-const G: Group = Group::Generic;
-const CATEGORIES: &[&str] = &["@set", "@sortedset", "@list", "@dangerous"];
-const COMPLEXITY: &str = "O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).";
-const BY_GET_SPEC: KeySpec = unknown_spec(RO | ACCESS)
-    .notes("For the optional BY/GET keyword. It is marked 'unknown' because the key names derive from the content of the key we sort");
-const KEY: Arg = key_arg("key", 0);
-const BY: Arg = arg("pattern", ArgKind::Pattern).key_spec(1).token("BY").optional();
-const LIMIT: Arg = block("offset_count", &[arg("offset", ArgKind::Integer), arg("count", ArgKind::Integer)])
-    .token("LIMIT")
-    .optional();
-const GET: Arg = arg("pattern", ArgKind::Pattern)
-    .key_spec(1)
-    .token("GET")
-    .optional()
-    .multiple()
-    .multiple_token();
-const ORDER: Arg = oneof("order", &[pure_token("asc", "ASC"), pure_token("desc", "DESC")]).optional();
-const ALPHA: Arg = pure_token("sorting", "ALPHA").optional();
-
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("sort", -2, sort)
-        .flags(WRITE | DENYOOM | MOVABLE_KEYS)
-        .keys(1, 1, 1)
-        .key_specs(&[
-            key_spec(RO | ACCESS, 1, 0, 1),
-            BY_GET_SPEC,
-            unknown_spec(OW | UPDATE).notes(
-                "For the optional STORE keyword. It is marked 'unknown' because the keyword can appear anywhere in the argument array",
-            ),
-        ])
-        .acl(CATEGORIES)
-        .getkeys(sort_keys)
-        .doc(G, "1.0.0", "Sort the elements in a list, set or sorted set")
-        .details(
-            COMPLEXITY,
-            &[],
-            &[
-                KEY,
-                BY,
-                LIMIT,
-                GET,
-                ORDER,
-                ALPHA,
-                key_arg("destination", 2).token("STORE").optional(),
-            ],
-        ),
-    cmd("sort_ro", -2, sort_ro)
-        .flags(READONLY | MOVABLE_KEYS)
-        .keys(1, 1, 1)
-        .key_specs(&[key_spec(RO | ACCESS, 1, 0, 1), BY_GET_SPEC])
-        .acl(CATEGORIES)
-        .getkeys(sort_ro_keys)
-        .doc(
-            G,
-            "7.0.0",
-            "Sort the elements in a list, set or sorted set. Read-only variant of SORT.",
-        )
-        .details(COMPLEXITY, &[], &[KEY, BY, LIMIT, GET, ORDER, ALPHA]),
+    cmd("sort", -2, sort).flags(WRITE | DENYOOM),
+    cmd("sort_ro", -2, sort_ro).flags(READONLY),
 ];
-
-/// Redis's `sortGetKeys`: the sorted key, and the last STORE's key
-/// (skipping LIMIT's, GET's and BY's arguments).
-fn sort_keys(argv: &[Bytes]) -> Vec<usize> {
-    let mut store = None;
-    let mut i = 2;
-    while i < argv.len() {
-        let a = &argv[i];
-        if c_keyword(a, "limit") {
-            i += 2;
-        } else if c_keyword(a, "get") || c_keyword(a, "by") {
-            i += 1;
-        } else if c_keyword(a, "store") && i + 1 < argv.len() {
-            store = Some(i + 1);
-        }
-        i += 1;
-    }
-    std::iter::once(1).chain(store).collect()
-}
-
-/// Redis's `sortROGetKeys`: the sorted key only.
-fn sort_ro_keys(_argv: &[Bytes]) -> Vec<usize> {
-    vec![1]
-}
 
 /// One element being sorted (Redis's `redisSortObject`).
 #[derive(Clone)]

@@ -12,115 +12,34 @@
 use bytes::{Bytes, BytesMut};
 
 use super::args::{parse_i64, upper};
-use super::table::{CommandSpec, Group, cmd, flag::*};
+use super::table::{CommandSpec, cmd, flag::*};
 use super::{Args, CmdError, CmdResult, Ctx, Reply};
 use crate::db::value::owned;
 use crate::db::{NOTIFY_GENERIC, NOTIFY_STRING, Value};
 use crate::numfmt::LongDouble;
 
-const G: Group = Group::String;
-
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("get", 2, get)
-        .flags(READONLY | FAST)
-        .keys(1, 1, 1)
-        .doc(G, "1.0.0", "Returns the string value of a key."),
-    cmd("set", -3, set).flags(WRITE | DENYOOM).keys(1, 1, 1).doc(
-        G,
-        "1.0.0",
-        "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.",
-    ),
-    cmd("setnx", 3, setnx).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(
-        G,
-        "1.0.0",
-        "Set the string value of a key only when the key doesn't exist.",
-    ),
-    cmd("setex", 4, setex).flags(WRITE | DENYOOM).keys(1, 1, 1).doc(
-        G,
-        "2.0.0",
-        "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.",
-    ),
-    cmd("psetex", 4, psetex).flags(WRITE | DENYOOM).keys(1, 1, 1).doc(
-        G,
-        "2.6.0",
-        "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.",
-    ),
-    cmd("getset", 3, getset).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(
-        G,
-        "1.0.0",
-        "Returns the previous string value of a key after setting it to a new value.",
-    ),
-    cmd("getdel", 2, getdel)
-        .flags(WRITE | FAST)
-        .keys(1, 1, 1)
-        .doc(G, "6.2.0", "Returns the string value of a key after deleting the key."),
-    cmd("getex", -2, getex).flags(WRITE | FAST).keys(1, 1, 1).doc(
-        G,
-        "6.2.0",
-        "Returns the string value of a key after setting its expiration time.",
-    ),
-    cmd("mget", -2, mget).flags(READONLY | FAST).keys(1, -1, 1).doc(
-        G,
-        "1.0.0",
-        "Atomically returns the string values of one or more keys.",
-    ),
-    cmd("mset", -3, mset).flags(WRITE | DENYOOM).keys(1, -1, 2).doc(
-        G,
-        "1.0.1",
-        "Atomically creates or modifies the string values of one or more keys.",
-    ),
-    cmd("msetnx", -3, msetnx).flags(WRITE | DENYOOM).keys(1, -1, 2).doc(
-        G,
-        "1.0.1",
-        "Atomically modifies the string values of one or more keys only when all keys don't exist.",
-    ),
-    cmd("incr", 2, incr).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(
-        G,
-        "1.0.0",
-        "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.",
-    ),
-    cmd("decr", 2, decr).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(
-        G,
-        "1.0.0",
-        "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.",
-    ),
-    cmd("incrby", 3, incrby).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(
-        G,
-        "1.0.0",
-        "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.",
-    ),
-    cmd("decrby", 3, decrby).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(
-        G,
-        "1.0.0",
-        "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.",
-    ),
-    cmd("incrbyfloat", 3, incrbyfloat).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(
-        G,
-        "2.6.0",
-        "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.",
-    ),
-    cmd("append", 3, append).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(
-        G,
-        "2.0.0",
-        "Appends a string to the value of a key. Creates the key if it doesn't exist.",
-    ),
-    cmd("strlen", 2, strlen)
-        .flags(READONLY | FAST)
-        .keys(1, 1, 1)
-        .doc(G, "2.2.0", "Returns the length of a string value."),
-    cmd("getrange", 4, getrange)
-        .flags(READONLY)
-        .keys(1, 1, 1)
-        .doc(G, "2.4.0", "Returns a substring of the string stored at a key."),
-    cmd("substr", 4, getrange)
-        .flags(READONLY)
-        .keys(1, 1, 1)
-        .doc(G, "1.0.0", "Returns a substring from a string value."),
-    cmd("setrange", 4, setrange).flags(WRITE | DENYOOM).keys(1, 1, 1).doc(
-        G,
-        "2.2.0",
-        "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.",
-    ),
+    cmd("get", 2, get).flags(READONLY | FAST),
+    cmd("set", -3, set).flags(WRITE | DENYOOM),
+    cmd("setnx", 3, setnx).flags(WRITE | DENYOOM | FAST),
+    cmd("setex", 4, setex).flags(WRITE | DENYOOM),
+    cmd("psetex", 4, psetex).flags(WRITE | DENYOOM),
+    cmd("getset", 3, getset).flags(WRITE | DENYOOM | FAST),
+    cmd("getdel", 2, getdel).flags(WRITE | FAST),
+    cmd("getex", -2, getex).flags(WRITE | FAST),
+    cmd("mget", -2, mget).flags(READONLY | FAST),
+    cmd("mset", -3, mset).flags(WRITE | DENYOOM),
+    cmd("msetnx", -3, msetnx).flags(WRITE | DENYOOM),
+    cmd("incr", 2, incr).flags(WRITE | DENYOOM | FAST),
+    cmd("decr", 2, decr).flags(WRITE | DENYOOM | FAST),
+    cmd("incrby", 3, incrby).flags(WRITE | DENYOOM | FAST),
+    cmd("decrby", 3, decrby).flags(WRITE | DENYOOM | FAST),
+    cmd("incrbyfloat", 3, incrbyfloat).flags(WRITE | DENYOOM | FAST),
+    cmd("append", 3, append).flags(WRITE | DENYOOM | FAST),
+    cmd("strlen", 2, strlen).flags(READONLY | FAST),
+    cmd("getrange", 4, getrange).flags(READONLY),
+    cmd("substr", 4, getrange).flags(READONLY),
+    cmd("setrange", 4, setrange).flags(WRITE | DENYOOM),
 ];
 
 /// Reads a string key, counting the lookup as Redis's `lookupKeyRead`

@@ -5,6 +5,14 @@
 //! rules, MULTI queueing rules and INFO commandstats all read this one
 //! description. Each family module contributes a `COMMANDS` slice built with
 //! the const builder below; adding a command is one row plus one handler.
+//!
+//! A row holds what is keylock's: name, arity, handler and the flags the
+//! engine acts on. What Redis says about a command it defines (docs, key
+//! specs, ACL categories, tips) is Redis's own definition, generated into
+//! `redis_defs.rs` (see `defs.rs`); the tests below hold each row's arity
+//! and flags equal to it and keep rows from repeating it. The `.doc()`,
+//! `.details()`, `.key_specs()` and `.keys()` builders describe commands
+//! Redis does not define (keylock's own).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -12,12 +20,10 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 
 use super::Ctx;
+use super::defs::{self, CommandDef};
 use crate::error::CmdResult;
 
 pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
-
-/// A command's own key finder: the key positions in a full `argv`.
-pub type KeyFinder = fn(&[Bytes]) -> Vec<usize>;
 
 /// Command flags, named as in Redis's command table.
 pub mod flag {
@@ -49,10 +55,19 @@ pub mod flag {
     /// Refused unless `enable-test-commands` lets this client run it
     /// (Redis's CMD_PROTECTED, for keylock's test controls).
     pub const PROTECTED: u32 = 1 << 21;
-    /// Keys are found by parsing the arguments (a keyword, an option),
-    /// not at fixed positions (Redis's CMD_MOVABLE_KEYS).
-    pub const MOVABLE_KEYS: u32 = 1 << 22;
+    // Redis flags keylock's engine does not act on; Redis's definitions
+    // carry them, for COMMAND INFO.
+    pub const ASKING: u32 = 1 << 22;
+    pub const NO_ASYNC_LOADING: u32 = 1 << 23;
+    /// Derived by Redis from the key specs (`populateCommandLegacyRangeSpec`).
+    pub const MOVABLE_KEYS: u32 = 1 << 24;
+    pub const ONLY_SENTINEL: u32 = 1 << 25;
+    pub const TOUCHES_ARBITRARY_KEYS: u32 = 1 << 26;
 
+    /// The flags Redis's COMMAND INFO lists, in its order
+    /// (`addReplyFlagsForCommand`): may_replicate, sentinel,
+    /// only_sentinel, protected and touches_arbitrary_keys are hidden
+    /// there on purpose, and so here.
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
         (READONLY, "readonly"),
@@ -65,15 +80,41 @@ pub mod flag {
         (STALE, "stale"),
         (SKIP_MONITOR, "skip_monitor"),
         (SKIP_SLOWLOG, "skip_slowlog"),
+        (ASKING, "asking"),
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
-        // MAY_REPLICATE is left out, as Redis hides it from COMMAND INFO.
+        (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+        (NO_ASYNC_LOADING, "no_async_loading"),
         (NO_MULTI, "no_multi"),
         (MOVABLE_KEYS, "movablekeys"),
         (ALLOW_BUSY, "allow_busy"),
-        (NO_MANDATORY_KEYS, "no_mandatory_keys"),
-        (PROTECTED, "protected"),
     ];
+
+    /// Listed after [`NAMES`] for keylock's own commands only: its test
+    /// controls say they are protected (Redis hides the flag on its own).
+    pub const OWN_NAMES: &[(u32, &str)] = &[(PROTECTED, "protected")];
+
+    /// The Redis flags a table row carries, as the engine acts on them
+    /// (and COMMAND INFO lists them for keylock's own commands): a row of
+    /// a command Redis defines has exactly Redis's flags among these.
+    pub const ROW_REDIS_FLAGS: u32 = WRITE
+        | READONLY
+        | DENYOOM
+        | ADMIN
+        | PUBSUB
+        | NOSCRIPT
+        | BLOCKING
+        | LOADING
+        | STALE
+        | SKIP_MONITOR
+        | SKIP_SLOWLOG
+        | FAST
+        | NO_AUTH
+        | MAY_REPLICATE
+        | NO_MULTI
+        | ALLOW_BUSY
+        | NO_MANDATORY_KEYS
+        | PROTECTED;
 }
 
 /// Which documentation group a command belongs to (COMMAND DOCS, ACL categories).
@@ -92,7 +133,6 @@ pub enum Group {
     Scripting,
     Bitmap,
     Hyperloglog,
-    Geo,
 }
 
 impl Group {
@@ -105,13 +145,12 @@ impl Group {
             Group::Hash => "hash",
             Group::List => "list",
             Group::Set => "set",
-            Group::SortedSet => "sorted_set",
+            Group::SortedSet => "sorted-set",
             Group::PubSub => "pubsub",
             Group::Transactions => "transactions",
             Group::Scripting => "scripting",
             Group::Bitmap => "bitmap",
             Group::Hyperloglog => "hyperloglog",
-            Group::Geo => "geo",
         }
     }
 
@@ -129,7 +168,6 @@ impl Group {
             Group::Scripting => "@scripting",
             Group::Bitmap => "@bitmap",
             Group::Hyperloglog => "@hyperloglog",
-            Group::Geo => "@geo",
             Group::Server => return None,
         })
     }
@@ -164,72 +202,61 @@ pub mod key_flag {
     ];
 }
 
-/// Where a key spec's search for its keys begins.
+/// Where a key spec starts looking for keys (Redis's `begin_search`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BeginSearch {
-    /// At argument `index` (the spec's `index` field).
-    Index,
-    /// After the first `keyword` at or after argument `startfrom` (the
-    /// spec's `index` field), as GEORADIUS's `STORE`.
-    Keyword(&'static str),
-    /// Nowhere Redis can describe: the command's own key finder decides
-    /// (SORT's `BY`/`GET`/`STORE`); its find_keys is unknown too.
     Unknown,
+    /// At this argument.
+    Index(i32),
+    /// After this keyword, searched for from `startfrom` (from the end
+    /// when negative).
+    Keyword {
+        keyword: &'static str,
+        startfrom: i32,
+    },
 }
 
-/// One of Redis's key specs, for a row that spells its keys out instead
-/// of deriving one spec from the legacy triple: the keys start at
-/// argument `index` (or after a keyword, see [`BeginSearch`]) and run as
-/// a range (`last_key` relative to it, or negative from the end; every
-/// `key_step`-th; `limit` as Redis's).
+/// How a key spec finds its keys from where it begins (Redis's `find_keys`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FindKeys {
+    Unknown,
+    /// Up to `lastkey` (relative to the start, or negative from the end),
+    /// every `keystep`-th; `limit` as Redis's.
+    Range {
+        lastkey: i32,
+        keystep: i32,
+        limit: i32,
+    },
+    /// The argument `keynumidx` after the start holds the key count; the
+    /// keys begin `firstkey` after the start, every `keystep`-th.
+    Keynum {
+        keynumidx: i32,
+        firstkey: i32,
+        keystep: i32,
+    },
+}
+
+/// One of Redis's key specs: how COMMAND INFO describes a set of keys.
 #[derive(Debug)]
 pub struct KeySpec {
     pub notes: &'static str,
     pub flags: u16,
-    pub begin: BeginSearch,
-    pub index: i32,
-    pub last_key: i32,
-    pub key_step: i32,
-    pub limit: i32,
+    pub begin_search: BeginSearch,
+    pub find_keys: FindKeys,
 }
 
-/// A key spec: `key_spec(RW | ACCESS | UPDATE, 1, 0, 1)`.
+/// A key spec for a row: keys from argument `index`, as a range
+/// (`key_spec(RW | ACCESS | UPDATE, 1, 0, 1)`).
 pub const fn key_spec(flags: u16, index: i32, last_key: i32, key_step: i32) -> KeySpec {
     KeySpec {
         notes: "",
         flags,
-        begin: BeginSearch::Index,
-        index,
-        last_key,
-        key_step,
-        limit: 0,
-    }
-}
-
-/// A key spec whose keys follow `keyword`, searched from argument
-/// `startfrom`: `keyword_spec(OW | UPDATE, "STORE", 6, 0, 1)`.
-pub const fn keyword_spec(flags: u16, keyword: &'static str, startfrom: i32, last_key: i32, key_step: i32) -> KeySpec {
-    KeySpec {
-        notes: "",
-        flags,
-        begin: BeginSearch::Keyword(keyword),
-        index: startfrom,
-        last_key,
-        key_step,
-        limit: 0,
-    }
-}
-
-/// A key spec Redis marks unknown (begin_search and find_keys).
-pub const fn unknown_spec(flags: u16) -> KeySpec {
-    KeySpec {
-        notes: "",
-        flags,
-        begin: BeginSearch::Unknown,
-        index: 0,
-        last_key: 0,
-        key_step: 0,
-        limit: 0,
+        begin_search: BeginSearch::Index(index),
+        find_keys: FindKeys::Range {
+            lastkey: last_key,
+            keystep: key_step,
+            limit: 0,
+        },
     }
 }
 
@@ -289,6 +316,7 @@ pub struct Arg {
     pub key_spec_index: i32,
     pub token: &'static str,
     pub since: &'static str,
+    pub deprecated_since: &'static str,
     pub flags: u8,
     pub args: &'static [Arg],
 }
@@ -301,6 +329,7 @@ pub const fn arg(name: &'static str, kind: ArgKind) -> Arg {
         key_spec_index: -1,
         token: "",
         since: "",
+        deprecated_since: "",
         flags: 0,
         args: &[],
     }
@@ -335,12 +364,6 @@ pub const fn oneof(name: &'static str, args: &'static [Arg]) -> Arg {
 impl Arg {
     pub const fn token(mut self, token: &'static str) -> Self {
         self.token = token;
-        self
-    }
-
-    /// The key spec this argument's keys belong to (a `BY` pattern's).
-    pub const fn key_spec(mut self, key_spec_index: i32) -> Self {
-        self.key_spec_index = key_spec_index;
         self
     }
 
@@ -418,17 +441,6 @@ pub struct CommandSpec {
     pub key_specs: &'static [KeySpec],
     pub handler: Option<Handler>,
     pub subcommands: &'static [CommandSpec],
-    /// ACL categories that replace the group's own (SORT is `@set`,
-    /// `@sortedset`, `@list` and `@dangerous`, not `@keyspace`).
-    pub acl: &'static [&'static str],
-    /// COMMAND DOCS' `deprecated_since` (and the `deprecated` doc flag);
-    /// not listed when empty.
-    pub deprecated_since: &'static str,
-    /// COMMAND DOCS' `replaced_by`; not listed when empty.
-    pub replaced_by: &'static str,
-    /// The command's own key finder (Redis's `getkeys_proc`), for COMMAND
-    /// GETKEYS when its key specs cannot say: positions in `argv`.
-    pub getkeys: Option<KeyFinder>,
 }
 
 /// Starts a table row: `cmd("get", 2, get).flags(READONLY | FAST).keys(1, 1, 1)`.
@@ -450,10 +462,6 @@ pub const fn cmd(name: &'static str, arity: i32, handler: Handler) -> CommandSpe
         key_specs: &[],
         handler: Some(handler),
         subcommands: &[],
-        acl: &[],
-        deprecated_since: "",
-        replaced_by: "",
-        getkeys: None,
     }
 }
 
@@ -476,10 +484,6 @@ pub const fn container(name: &'static str, subcommands: &'static [CommandSpec]) 
         key_specs: &[],
         handler: None,
         subcommands,
-        acl: &[],
-        deprecated_since: "",
-        replaced_by: "",
-        getkeys: None,
     }
 }
 
@@ -489,7 +493,9 @@ impl CommandSpec {
         self
     }
 
-    /// Key positions as Redis's legacy (first, last, step) triple.
+    /// Key positions as Redis's legacy (first, last, step) triple, for
+    /// COMMAND INFO and COMMAND GETKEYS of a command Redis does not
+    /// define (Redis's own come from its key specs).
     pub const fn keys(mut self, first: i32, last: i32, step: i32) -> Self {
         self.first_key = first;
         self.last_key = last;
@@ -497,6 +503,8 @@ impl CommandSpec {
         self
     }
 
+    /// COMMAND DOCS' group, since and summary, for a command Redis does
+    /// not define (Redis's own come from [`super::defs`]).
     pub const fn doc(mut self, group: Group, since: &'static str, summary: &'static str) -> Self {
         self.group = group;
         self.since = since;
@@ -504,7 +512,8 @@ impl CommandSpec {
         self
     }
 
-    /// The complexity, history and arguments COMMAND DOCS lists.
+    /// The complexity, history and arguments COMMAND DOCS lists, for a
+    /// command Redis does not define.
     pub const fn details(
         mut self,
         complexity: &'static str,
@@ -517,34 +526,22 @@ impl CommandSpec {
         self
     }
 
+    /// Subcommands of a command that also runs named alone (COMMAND), as
+    /// Redis's containers may: a name after it is looked up among them.
+    pub const fn with_subcommands(mut self, subcommands: &'static [CommandSpec]) -> Self {
+        self.subcommands = subcommands;
+        self
+    }
+
     /// Marks a command COMMAND DOCS lists with `doc_flags: syscmd`.
     pub const fn syscmd(mut self) -> Self {
         self.syscmd = true;
         self
     }
 
-    /// Key specs as Redis spells them, for COMMAND INFO.
+    /// Key specs for COMMAND INFO of a command Redis does not define.
     pub const fn key_specs(mut self, key_specs: &'static [KeySpec]) -> Self {
         self.key_specs = key_specs;
-        self
-    }
-
-    /// ACL categories in place of the group's.
-    pub const fn acl(mut self, categories: &'static [&'static str]) -> Self {
-        self.acl = categories;
-        self
-    }
-
-    /// Marks the command deprecated, as COMMAND DOCS shows it.
-    pub const fn deprecated(mut self, since: &'static str, replaced_by: &'static str) -> Self {
-        self.deprecated_since = since;
-        self.replaced_by = replaced_by;
-        self
-    }
-
-    /// The command's own key finder, for COMMAND GETKEYS.
-    pub const fn getkeys(mut self, finder: KeyFinder) -> Self {
-        self.getkeys = Some(finder);
         self
     }
 
@@ -561,9 +558,7 @@ impl CommandSpec {
     /// The ACL categories COMMAND INFO lists, derived from group and flags.
     pub fn acl_categories(&self) -> Vec<&'static str> {
         let mut cats = Vec::new();
-        if !self.acl.is_empty() {
-            cats.extend_from_slice(self.acl);
-        } else if let Some(c) = self.group.acl_category() {
+        if let Some(c) = self.group.acl_category() {
             cats.push(c);
         }
         if self.has(flag::WRITE) {
@@ -587,22 +582,6 @@ impl CommandSpec {
         cats
     }
 
-    /// Positions of the key arguments in `argv` (name at 0), found as
-    /// Redis's `getKeysFromCommandWithSpecs` finds them: by the key specs
-    /// when they describe every key, else by the command's own finder,
-    /// else by the legacy triple.
-    pub fn keys_in(&self, argv: &[Bytes]) -> Vec<usize> {
-        if !self.key_specs.is_empty()
-            && let Some(found) = keys_by_specs(self.key_specs, argv)
-        {
-            return found;
-        }
-        match self.getkeys {
-            Some(finder) => finder(argv),
-            None => self.key_positions(argv.len()),
-        }
-    }
-
     /// Positions of the key arguments in `argv` (name at 0).
     pub fn key_positions(&self, argc: usize) -> Vec<usize> {
         if self.first_key <= 0 || argc <= self.first_key as usize {
@@ -619,72 +598,16 @@ impl CommandSpec {
     }
 }
 
-/// Redis's `getKeysUsingKeySpecs`: None when a spec cannot be followed
-/// (unknown, or its range runs out of the arguments).
-fn keys_by_specs(specs: &[KeySpec], argv: &[Bytes]) -> Option<Vec<usize>> {
-    let argc = argv.len() as i64;
-    let mut keys = Vec::new();
-    for spec in specs {
-        if spec.flags & key_flag::NOT_KEY != 0 {
-            continue;
-        }
-        let first = match spec.begin {
-            BeginSearch::Index => i64::from(spec.index),
-            BeginSearch::Keyword(keyword) => {
-                let startfrom = i64::from(spec.index);
-                let (start, end) = if startfrom > 0 {
-                    (startfrom, argc - 1)
-                } else {
-                    (argc + startfrom, 1)
-                };
-                let mut i = start;
-                let mut found = 0;
-                while i != end {
-                    if i >= argc || i < 1 {
-                        break;
-                    }
-                    if crate::commands::args::c_keyword(&argv[i as usize], keyword) {
-                        found = i + 1;
-                        break;
-                    }
-                    i = if start <= end { i + 1 } else { i - 1 };
-                }
-                if found == 0 {
-                    continue;
-                }
-                found
-            }
-            BeginSearch::Unknown => return None,
-        };
-        let last = if spec.last_key >= 0 {
-            first + i64::from(spec.last_key)
-        } else if spec.limit == 0 {
-            argc + i64::from(spec.last_key)
-        } else {
-            first + ((argc - first) / i64::from(spec.limit) + i64::from(spec.last_key))
-        };
-        if last >= argc || last < first || first >= argc {
-            return None;
-        }
-        let step = i64::from(spec.key_step.max(1));
-        let mut i = first;
-        while i <= last {
-            keys.push(i as usize);
-            i += step;
-        }
-        if spec.flags & key_flag::INCOMPLETE != 0 {
-            return None;
-        }
-    }
-    Some(keys)
-}
-
 /// A command as dispatch sees it: its spec, its full name (`client|setname`)
 /// and its index in the statistics table.
 #[derive(Debug)]
 pub struct Command {
     pub spec: &'static CommandSpec,
     pub full_name: String,
+    /// Redis's definition of this command, when Redis has one: what
+    /// COMMAND INFO and COMMAND DOCS report then (the row's own docs
+    /// describe only commands Redis does not define).
+    pub def: Option<&'static CommandDef>,
     pub stat_index: usize,
     /// For containers: subcommands by lowercase name.
     pub subcommands: HashMap<&'static [u8], Command, ahash::RandomState>,
@@ -711,6 +634,7 @@ impl Registry {
                 let mut cmd = Command {
                     spec,
                     full_name: spec.name.to_string(),
+                    def: defs::lookup(spec.name),
                     stat_index: all.len(),
                     subcommands: HashMap::default(),
                 };
@@ -721,6 +645,7 @@ impl Registry {
                         sub.name.as_bytes(),
                         Command {
                             spec: sub,
+                            def: defs::lookup(&full),
                             full_name: full.clone(),
                             stat_index: all.len(),
                             subcommands: HashMap::default(),
@@ -783,6 +708,21 @@ impl Command {
     pub fn subcommand(&self, name: &[u8]) -> Option<&Command> {
         lookup_lowercase(&self.subcommands, name)
     }
+
+    /// The flags COMMAND INFO lists (see [`flag::NAMES`]): Redis's for a
+    /// command it defines, the row's otherwise.
+    pub fn info_flags(&self) -> u32 {
+        self.def.map_or(self.spec.flags, |d| d.flags)
+    }
+
+    /// The ACL categories: Redis's for a command it defines, derived from
+    /// the row's group and flags otherwise.
+    pub fn acl_categories(&self) -> Vec<&'static str> {
+        match self.def {
+            Some(def) => def.acl_categories.to_vec(),
+            None => self.spec.acl_categories(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -798,6 +738,94 @@ mod tests {
             let upper = name.to_ascii_uppercase();
             assert!(std::ptr::eq(registry.lookup(&upper).expect("found"), found));
         }
+    }
+
+    /// Every Redis flag a row may carry, named for failure messages.
+    const ROW_FLAG_NAMES: &[(u32, &str)] = &[
+        (flag::WRITE, "WRITE"),
+        (flag::READONLY, "READONLY"),
+        (flag::DENYOOM, "DENYOOM"),
+        (flag::ADMIN, "ADMIN"),
+        (flag::PUBSUB, "PUBSUB"),
+        (flag::NOSCRIPT, "NOSCRIPT"),
+        (flag::BLOCKING, "BLOCKING"),
+        (flag::LOADING, "LOADING"),
+        (flag::STALE, "STALE"),
+        (flag::SKIP_MONITOR, "SKIP_MONITOR"),
+        (flag::SKIP_SLOWLOG, "SKIP_SLOWLOG"),
+        (flag::FAST, "FAST"),
+        (flag::NO_AUTH, "NO_AUTH"),
+        (flag::MAY_REPLICATE, "MAY_REPLICATE"),
+        (flag::NO_MULTI, "NO_MULTI"),
+        (flag::ALLOW_BUSY, "ALLOW_BUSY"),
+        (flag::NO_MANDATORY_KEYS, "NO_MANDATORY_KEYS"),
+        (flag::PROTECTED, "PROTECTED"),
+    ];
+
+    fn flag_names(flags: u32) -> Vec<&'static str> {
+        ROW_FLAG_NAMES.iter().filter(|(f, _)| flags & f != 0).map(|(_, n)| *n).collect()
+    }
+
+    /// Commands keylock serves that Redis 7.0.15 does not define: its own,
+    /// and ones of later Redis versions.
+    const NOT_IN_REDIS_7_0: &[&str] = &["client|capa", "client|no-touch", "client|setinfo", "waitaof"];
+
+    #[test]
+    fn every_command_redis_defines_has_its_definition() {
+        for (_, name) in &Registry::get().all {
+            let keylock_own = name == "keylock" || name.starts_with("keylock|");
+            assert!(
+                defs::lookup(name).is_some() || keylock_own || NOT_IN_REDIS_7_0.contains(&name.as_str()),
+                "{name} has no Redis definition: regenerate src/commands/redis_defs.rs, or list it as keylock's own"
+            );
+        }
+    }
+
+    #[test]
+    fn rows_of_redis_commands_have_redis_arity_and_flags() {
+        let mut wrong = Vec::new();
+        for (spec, name) in &Registry::get().all {
+            let Some(def) = defs::lookup(name) else { continue };
+            if spec.arity != def.arity {
+                wrong.push(format!("{name}: arity {} where Redis has {}", spec.arity, def.arity));
+            }
+            let (row, redis) = (spec.flags & flag::ROW_REDIS_FLAGS, def.flags & flag::ROW_REDIS_FLAGS);
+            if row != redis {
+                wrong.push(format!(
+                    "{name}: row lacks {:?}, has extra {:?}",
+                    flag_names(redis & !row),
+                    flag_names(row & !redis)
+                ));
+            }
+        }
+        assert!(wrong.is_empty(), "rows differing from Redis:\n{}", wrong.join("\n"));
+    }
+
+    /// One place per fact: what Redis's definition says is not repeated
+    /// on the row (a row's `.doc()`, `.details()`, `.key_specs()`,
+    /// `.keys()` and `.syscmd()` describe only commands Redis lacks).
+    #[test]
+    fn rows_of_redis_commands_carry_no_docs_or_key_positions() {
+        let mut repeated = Vec::new();
+        for (spec, name) in &Registry::get().all {
+            if defs::lookup(name).is_none() {
+                continue;
+            }
+            if !spec.summary.is_empty()
+                || !spec.complexity.is_empty()
+                || !spec.history.is_empty()
+                || !spec.arguments.is_empty()
+                || !spec.key_specs.is_empty()
+                || spec.syscmd
+                || (spec.first_key, spec.last_key, spec.key_step) != (0, 0, 0)
+            {
+                repeated.push(name.as_str());
+            }
+        }
+        assert!(
+            repeated.is_empty(),
+            "rows repeating Redis's definition (drop their .doc/.details/.key_specs/.keys/.syscmd): {repeated:?}"
+        );
     }
 
     #[test]

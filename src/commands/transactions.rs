@@ -7,31 +7,18 @@
 
 use bytes::Bytes;
 
-use super::table::{CommandSpec, Group, cmd, flag::*};
+use super::table::{CommandSpec, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::value::owned;
 use crate::engine::client::Multi;
 use crate::engine::{Client, State};
 
-const G: Group = Group::Transactions;
-
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("multi", 1, multi)
-        .flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL)
-        .doc(G, "1.2.0", "Starts a transaction."),
-    cmd("exec", 1, exec)
-        .flags(NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG | TX_CONTROL)
-        .doc(G, "1.2.0", "Executes all commands in a transaction."),
-    cmd("discard", 1, discard)
-        .flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL)
-        .doc(G, "2.0.0", "Discards a transaction."),
-    cmd("watch", -2, watch)
-        .flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL)
-        .keys(1, -1, 1)
-        .doc(G, "2.2.0", "Monitors changes to keys to determine the execution of a transaction."),
-    cmd("unwatch", 1, unwatch)
-        .flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY)
-        .doc(G, "2.2.0", "Forgets about watched keys of a transaction."),
+    cmd("multi", 1, multi).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL),
+    cmd("exec", 1, exec).flags(NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG | TX_CONTROL),
+    cmd("discard", 1, discard).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL),
+    cmd("watch", -2, watch).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL),
+    cmd("unwatch", 1, unwatch).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY),
 ];
 
 fn multi(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {

@@ -26,51 +26,47 @@ use super::args::{parse_f64, parse_i64, upper};
 use super::keys::{parse_scan, scan_reply};
 use super::lists::resolve_range;
 use super::sets::repeated_picks;
-use super::table::{CommandSpec, Group, cmd, flag::*};
+use super::table::{CommandSpec, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::value::{Hasher, owned};
 use crate::db::zset::{LexRange, ListpackLimits, ScoreRange, ZSet};
 use crate::db::{NOTIFY_GENERIC, NOTIFY_ZSET, Value, typed};
 use crate::glob;
 
-const G: Group = Group::SortedSet;
-
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("zadd", -4, zadd).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(G, "1.2.0", "Add one or more members to a sorted set, or update its score if it already exists"),
-    cmd("zincrby", 4, zincrby).flags(WRITE | DENYOOM | FAST).keys(1, 1, 1).doc(G, "1.2.0", "Increment the score of a member in a sorted set"),
-    cmd("zrem", -3, zrem).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "1.2.0", "Remove one or more members from a sorted set"),
-    cmd("zscore", 3, zscore).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "1.2.0", "Get the score associated with the given member in a sorted set"),
-    cmd("zmscore", -3, zmscore).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "6.2.0", "Get the score associated with the given members in a sorted set"),
-    cmd("zcard", 2, zcard).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "1.2.0", "Get the number of members in a sorted set"),
-    cmd("zcount", 4, zcount).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Count the members in a sorted set with scores within the given values"),
-    cmd("zlexcount", 4, zlexcount).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "2.8.9", "Count the number of members in a sorted set between a given lexicographical range"),
-    cmd("zrange", -4, zrange).flags(READONLY).keys(1, 1, 1).doc(G, "1.2.0", "Return a range of members in a sorted set"),
-    cmd("zrangestore", -5, zrangestore).flags(WRITE | DENYOOM).keys(1, 2, 1).doc(G, "6.2.0", "Store a range of members from sorted set into another key"),
-    cmd("zrangebyscore", -4, zrangebyscore).flags(READONLY).keys(1, 1, 1).doc(G, "1.0.5", "Return a range of members in a sorted set, by score"),
-    cmd("zrevrangebyscore", -4, zrevrangebyscore).flags(READONLY).keys(1, 1, 1).doc(G, "2.2.0", "Return a range of members in a sorted set, by score, with scores ordered from high to low"),
-    cmd("zrangebylex", -4, zrangebylex).flags(READONLY).keys(1, 1, 1).doc(G, "2.8.9", "Return a range of members in a sorted set, by lexicographical range"),
-    cmd("zrevrangebylex", -4, zrevrangebylex).flags(READONLY).keys(1, 1, 1).doc(G, "2.8.9", "Return a range of members in a sorted set, by lexicographical range, ordered from higher to lower strings."),
-    cmd("zrevrange", -4, zrevrange).flags(READONLY).keys(1, 1, 1).doc(G, "1.2.0", "Return a range of members in a sorted set, by index, with scores ordered from high to low"),
-    cmd("zrank", 3, zrank).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Determine the index of a member in a sorted set"),
-    cmd("zrevrank", 3, zrevrank).flags(READONLY | FAST).keys(1, 1, 1).doc(G, "2.0.0", "Determine the index of a member in a sorted set, with scores ordered from high to low"),
-    cmd("zremrangebyscore", 4, zremrangebyscore).flags(WRITE).keys(1, 1, 1).doc(G, "1.2.0", "Remove all members in a sorted set within the given scores"),
-    cmd("zremrangebyrank", 4, zremrangebyrank).flags(WRITE).keys(1, 1, 1).doc(G, "2.0.0", "Remove all members in a sorted set within the given indexes"),
-    cmd("zremrangebylex", 4, zremrangebylex).flags(WRITE).keys(1, 1, 1).doc(G, "2.8.9", "Remove all members in a sorted set between the given lexicographical range"),
-    cmd("zpopmin", -2, zpopmin).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "5.0.0", "Remove and return members with the lowest scores in a sorted set"),
-    cmd("zpopmax", -2, zpopmax).flags(WRITE | FAST).keys(1, 1, 1).doc(G, "5.0.0", "Remove and return members with the highest scores in a sorted set"),
-    cmd("zrandmember", -2, zrandmember).flags(READONLY).keys(1, 1, 1).doc(G, "6.2.0", "Get one or multiple random elements from a sorted set"),
-    cmd("zscan", -3, zscan).flags(READONLY).keys(1, 1, 1).doc(G, "2.8.0", "Incrementally iterate sorted sets elements and associated scores"),
-    // Commands with a numkeys argument have movable keys; Redis reports the
-    // destination only (STORE forms) or 0 0 0, plus "movablekeys".
-    cmd("zmpop", -4, zmpop).flags(WRITE).doc(G, "7.0.0", "Remove and return members with scores in a sorted set"),
-    cmd("zunionstore", -4, zunionstore).flags(WRITE | DENYOOM).keys(1, 1, 1).doc(G, "2.0.0", "Add multiple sorted sets and store the resulting sorted set in a new key"),
-    cmd("zinterstore", -4, zinterstore).flags(WRITE | DENYOOM).keys(1, 1, 1).doc(G, "2.0.0", "Intersect multiple sorted sets and store the resulting sorted set in a new key"),
-    cmd("zdiffstore", -4, zdiffstore).flags(WRITE | DENYOOM).keys(1, 1, 1).doc(G, "6.2.0", "Subtract multiple sorted sets and store the resulting sorted set in a new key"),
-    cmd("zunion", -3, zunion).flags(READONLY).doc(G, "6.2.0", "Add multiple sorted sets"),
-    cmd("zinter", -3, zinter).flags(READONLY).doc(G, "6.2.0", "Intersect multiple sorted sets"),
-    cmd("zdiff", -3, zdiff).flags(READONLY).doc(G, "6.2.0", "Subtract multiple sorted sets"),
-    cmd("zintercard", -3, zintercard).flags(READONLY).doc(G, "7.0.0", "Intersect multiple sorted sets and return the cardinality of the result"),
+    cmd("zadd", -4, zadd).flags(WRITE | DENYOOM | FAST),
+    cmd("zincrby", 4, zincrby).flags(WRITE | DENYOOM | FAST),
+    cmd("zrem", -3, zrem).flags(WRITE | FAST),
+    cmd("zscore", 3, zscore).flags(READONLY | FAST),
+    cmd("zmscore", -3, zmscore).flags(READONLY | FAST),
+    cmd("zcard", 2, zcard).flags(READONLY | FAST),
+    cmd("zcount", 4, zcount).flags(READONLY | FAST),
+    cmd("zlexcount", 4, zlexcount).flags(READONLY | FAST),
+    cmd("zrange", -4, zrange).flags(READONLY),
+    cmd("zrangestore", -5, zrangestore).flags(WRITE | DENYOOM),
+    cmd("zrangebyscore", -4, zrangebyscore).flags(READONLY),
+    cmd("zrevrangebyscore", -4, zrevrangebyscore).flags(READONLY),
+    cmd("zrangebylex", -4, zrangebylex).flags(READONLY),
+    cmd("zrevrangebylex", -4, zrevrangebylex).flags(READONLY),
+    cmd("zrevrange", -4, zrevrange).flags(READONLY),
+    cmd("zrank", 3, zrank).flags(READONLY | FAST),
+    cmd("zrevrank", 3, zrevrank).flags(READONLY | FAST),
+    cmd("zremrangebyscore", 4, zremrangebyscore).flags(WRITE),
+    cmd("zremrangebyrank", 4, zremrangebyrank).flags(WRITE),
+    cmd("zremrangebylex", 4, zremrangebylex).flags(WRITE),
+    cmd("zpopmin", -2, zpopmin).flags(WRITE | FAST),
+    cmd("zpopmax", -2, zpopmax).flags(WRITE | FAST),
+    cmd("zrandmember", -2, zrandmember).flags(READONLY),
+    cmd("zscan", -3, zscan).flags(READONLY),
+    cmd("zmpop", -4, zmpop).flags(WRITE),
+    cmd("zunionstore", -4, zunionstore).flags(WRITE | DENYOOM),
+    cmd("zinterstore", -4, zinterstore).flags(WRITE | DENYOOM),
+    cmd("zdiffstore", -4, zdiffstore).flags(WRITE | DENYOOM),
+    cmd("zunion", -3, zunion).flags(READONLY),
+    cmd("zinter", -3, zinter).flags(READONLY),
+    cmd("zdiff", -3, zdiff).flags(READONLY),
+    cmd("zintercard", -3, zintercard).flags(READONLY),
 ];
 
 // ---------------------------------------------------------------------------

@@ -18,7 +18,7 @@ use bytes::Bytes;
 
 pub use crate::config_params::{
     NOTIFY_EVICTED, NOTIFY_EXPIRED, NOTIFY_GENERIC, NOTIFY_HASH, NOTIFY_KEY_MISS, NOTIFY_KEYEVENT, NOTIFY_KEYSPACE, NOTIFY_LIST,
-    NOTIFY_NEW, NOTIFY_SET, NOTIFY_STRING, NOTIFY_ZSET,
+    NOTIFY_NEW, NOTIFY_SET, NOTIFY_STREAM, NOTIFY_STRING, NOTIFY_ZSET,
 };
 
 /// One event: in database `db`, `key` saw `event` (Redis's event name).

@@ -12,6 +12,7 @@
 use bytes::Bytes;
 
 use super::Value;
+use super::stream::StreamId;
 
 /// A `Bytes` handle: pointer, length, data pointer, vtable.
 const BYTES_HANDLE: usize = std::mem::size_of::<Bytes>();
@@ -25,6 +26,10 @@ const SET_ENTRY: usize = BYTES_HANDLE + 2 * std::mem::size_of::<usize>();
 const ZSET_ENTRY: usize = 2 * BYTES_HANDLE + 2 * std::mem::size_of::<f64>() + 2 * std::mem::size_of::<usize>();
 /// Per field of a hash: the field and the value, and a map slot.
 const HASH_ENTRY: usize = 2 * BYTES_HANDLE + std::mem::size_of::<usize>();
+/// Per stream entry: its ID, its field list and a tree slot.
+const STREAM_ENTRY: usize = 16 + 3 * std::mem::size_of::<usize>() + 2 * std::mem::size_of::<usize>();
+/// Per pending entry of a consumer group, and per consumer.
+const STREAM_PENDING: usize = 64;
 
 /// The bytes a string's data takes: stored inline in the handle's
 /// allocation when it is owned, as every stored value is.
@@ -49,6 +54,19 @@ fn value_bytes(value: &Value, samples: usize) -> usize {
             hash.iter().map(|(f, v)| HASH_ENTRY + data(f.len()) + data(v.len())),
         ),
         Value::ZSet(zset) => sampled(zset.len(), samples, zset.iter().map(|(m, _)| ZSET_ENTRY + data(m.len()))),
+        Value::Stream(stream) => {
+            let entries = stream
+                .range(StreamId::MIN, StreamId::MAX, false)
+                .map(|(_, fields)| STREAM_ENTRY + fields.iter().map(|f| BYTES_HANDLE + data(f.len())).sum::<usize>());
+            // Groups are counted in full (Redis samples their trees too,
+            // but a group's bookkeeping is small beside the entries).
+            let groups: usize = stream
+                .groups
+                .iter()
+                .map(|(name, group)| data(name.len()) + (group.pel.len() + group.consumers.len()) * STREAM_PENDING)
+                .sum();
+            sampled(stream.len(), samples, entries) + groups
+        }
     }
 }
 

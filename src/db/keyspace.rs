@@ -206,6 +206,11 @@ impl Keyspace {
         self.entries[position].accessed = self.clock.now();
     }
 
+    /// Stamps the key at `position` as accessed `secs` seconds ago.
+    pub fn set_idle_secs(&mut self, position: usize, secs: u32) {
+        self.entries[position].accessed = self.clock.now().wrapping_sub(secs);
+    }
+
     /// Seconds since the key at `position` was last accessed (Redis's
     /// `estimateObjectIdleTime`, which also counts across a wrap).
     pub fn idle_secs(&self, position: usize) -> u64 {

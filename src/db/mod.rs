@@ -25,6 +25,7 @@ pub mod hash;
 pub mod hyperloglog;
 pub mod keyspace;
 pub mod ops;
+pub mod stream;
 pub mod value;
 pub mod zset;
 
@@ -58,8 +59,9 @@ pub struct Db {
     /// Clients blocked on keys of this database, first blocked first
     /// (Redis's `blocking_keys`).
     waiting: HashMap<Bytes, VecDeque<ClientId>, Hasher>,
-    /// Keys with waiting clients that a write created as a list or sorted
-    /// set since the engine last served them (Redis's `ready_keys`).
+    /// Keys with waiting clients that a write created as a list, sorted
+    /// set or stream, or changed as a stream, since the engine last served
+    /// them (Redis's `ready_keys`).
     ready: Vec<Bytes>,
     /// Keys removed because they expired, for INFO's `expired_keys`.
     pub expired_keys: u64,
@@ -144,6 +146,12 @@ impl Db {
     /// Seconds since the key at a live position was last accessed.
     pub fn idle_secs_at(&self, position: usize) -> u64 {
         self.keys.idle_secs(position)
+    }
+
+    /// Makes the key at `position` read as idle for `secs` seconds (RESTORE
+    /// IDLETIME).
+    pub fn set_idle_secs_at(&mut self, position: usize, secs: u32) {
+        self.keys.set_idle_secs(position, secs);
     }
 
     /// Whether keys past their deadline stay in place (CLIENT PAUSE).
@@ -280,7 +288,8 @@ impl Db {
                 }
                 // A new value, accessed now (Redis replaces the object).
                 self.keys.touch(p);
-                *self.keys.value_at_mut(p) = value;
+                let old = std::mem::replace(self.keys.value_at_mut(p), value);
+                self.signal_if_stream(key, &old);
             }
             None => {
                 self.signal_ready(key, &value);
@@ -294,6 +303,7 @@ impl Db {
     pub fn remove(&mut self, key: &[u8]) -> Option<Value> {
         let (_, v, _) = self.keys.remove(key)?;
         self.signal_modified(key);
+        self.signal_if_stream(key, &v);
         Some(v)
     }
 
@@ -329,15 +339,31 @@ impl Db {
         had
     }
 
-    /// A key was created holding `value`: clients blocked on it for a list
-    /// or sorted set can be served (Redis's `signalKeyAsReady`, which
-    /// `dbAdd` calls; overwriting an existing key does not).
+    /// A key was created holding `value`: clients blocked on it for a
+    /// list, sorted set or stream can be served (Redis's
+    /// `signalKeyAsReady`, which `dbAdd` calls; overwriting an existing key
+    /// does not, unless it held a stream).
     fn signal_ready(&mut self, key: &[u8], value: &Value) {
-        if self.waiting.is_empty() || !matches!(value, Value::List(_) | Value::ZSet(_)) {
+        if self.waiting.is_empty() || !matches!(value, Value::List(_) | Value::ZSet(_) | Value::Stream(_)) {
             return;
         }
+        self.signal_key_ready(key);
+    }
+
+    /// Marks `key` ready for the clients blocked on it, whatever it holds
+    /// now: XADD and XGROUP DESTROY on a stream, and the removal or
+    /// overwriting of a stream (XREADGROUP waiters are then told), as
+    /// Redis's `signalKeyAsReady` calls for streams.
+    pub fn signal_key_ready(&mut self, key: &[u8]) {
         if self.waiting.contains_key(key) && !self.ready.iter().any(|k| **k == *key) {
             self.ready.push(Bytes::copy_from_slice(key));
+        }
+    }
+
+    /// A stream at `key` is being removed or replaced.
+    fn signal_if_stream(&mut self, key: &[u8], old: &Value) {
+        if !self.waiting.is_empty() && matches!(old, Value::Stream(_)) {
+            self.signal_key_ready(key);
         }
     }
 
@@ -373,7 +399,7 @@ impl Db {
         let keys: Vec<Bytes> = self.waiting.keys().cloned().collect();
         for key in keys {
             if let Some(value) = self.keys.get(&key) {
-                let ready = matches!(value, Value::List(_) | Value::ZSet(_));
+                let ready = matches!(value, Value::List(_) | Value::ZSet(_) | Value::Stream(_));
                 if ready && !self.ready.contains(&key) {
                     self.ready.push(key);
                 }
@@ -384,32 +410,75 @@ impl Db {
     /// SWAPDB: the two databases exchange their data; clients blocked on
     /// keys and watching keys stay with the database number they chose, as
     /// in Redis. Watchers of a key that exists on either side see it change.
-    pub fn swap_data(a: &mut Db, b: &mut Db) {
-        for db in [&mut *a, &mut *b] {
-            db.touch_watched_for_swap();
-        }
+    pub fn swap_data(a: &mut Db, b: &mut Db, now_ms: u64) {
+        a.touch_all_watched(Some(&b.keys), now_ms);
+        b.touch_all_watched(Some(&a.keys), now_ms);
+        // XREADGROUP waiters on a stream that is swapped away are told
+        // (Redis's `scanDatabaseForDeletedStreams`).
+        let a_streams = a.waited_streams();
+        let b_streams = b.waited_streams();
         std::mem::swap(&mut a.keys, &mut b.keys);
         std::mem::swap(&mut a.expired_keys, &mut b.expired_keys);
-        for db in [&mut *a, &mut *b] {
-            db.touch_watched_for_swap();
+        for (db, streams) in [(&mut *a, a_streams), (&mut *b, b_streams)] {
+            for key in streams {
+                db.signal_key_ready(&key);
+            }
             db.signal_waited_keys();
         }
     }
 
-    /// Invalidates the watchers of every watched key that exists now.
-    fn touch_watched_for_swap(&mut self) {
+    /// The waited-for keys that hold a stream.
+    fn waited_streams(&self) -> Vec<Bytes> {
+        self.waiting
+            .keys()
+            .filter(|k| matches!(self.keys.get(k), Some(Value::Stream(_))))
+            .cloned()
+            .collect()
+    }
+
+    /// Redis's `touchAllWatchedKeysInDb`: this database is emptied
+    /// (FLUSHDB, FLUSHALL: `replaced_with` None) or its contents replaced
+    /// by `replaced_with` (SWAPDB). The watchers of a key that existed, or
+    /// now exists, are told, except where nothing changed for them: a key
+    /// they saw already expired that is now gone (their flag is cleared)
+    /// or replaced by one that is expired too; a missing key replaced by
+    /// an expired one flags them instead, as WATCH would have.
+    fn touch_all_watched(&mut self, replaced_with: Option<&Keyspace>, now_ms: u64) {
         let mut dirty = Vec::new();
-        for (key, watchers) in &self.watchers {
-            if self.keys.position(key).is_some() {
-                dirty.extend(watchers.iter().map(|w| w.client));
+        for (key, watchers) in self.watchers.iter_mut() {
+            let exists_in_emptied = self.keys.position(key).is_some();
+            let replacement = replaced_with.and_then(|r| r.position(key).map(|p| r.deadline_at(p)));
+            if !exists_in_emptied && replacement.is_none() {
+                continue;
+            }
+            let replacement_expired = replacement.flatten().is_some_and(|at| at <= now_ms);
+            for watcher in watchers.iter_mut() {
+                if watcher.expired {
+                    if replacement.is_none() {
+                        watcher.expired = false;
+                        continue;
+                    } else if replacement_expired {
+                        continue;
+                    }
+                } else if !exists_in_emptied && replacement_expired {
+                    watcher.expired = true;
+                    continue;
+                }
+                dirty.push(watcher.client);
             }
         }
         self.invalidated.extend(dirty);
     }
 
+    /// Empties the database (FLUSHDB, FLUSHALL). As Redis's
+    /// `touchAllWatchedKeysInDb`, only the watchers of keys that existed
+    /// are told, and a watcher that saw its key already expired is not
+    /// (the key's removal is no change to it; its flag is cleared).
     pub fn clear(&mut self) {
-        let watched: Vec<ClientId> = self.watchers.values().flatten().map(|w| w.client).collect();
-        self.invalidated.extend(watched);
+        self.touch_all_watched(None, 0);
+        for key in self.waited_streams() {
+            self.signal_key_ready(&key);
+        }
         self.keys.clear();
     }
 
@@ -535,9 +604,8 @@ impl Db {
     /// while it was already expired, its removal is no change (Redis's
     /// `touchWatchedKey`).
     fn remove_expired(&mut self, key: &[u8]) {
-        if self.keys.remove(key).is_none() {
-            return;
-        }
+        let Some((_, old, _)) = self.keys.remove(key) else { return };
+        self.signal_if_stream(key, &old);
         self.expired_keys += 1;
         self.notify(NOTIFY_EXPIRED, "expired", key);
         if let Some(list) = self.watchers.get_mut(key) {
@@ -570,6 +638,7 @@ impl Db {
     pub fn take_with_ttl(&mut self, key: &[u8]) -> Option<(Bytes, Value, Option<u64>)> {
         let (k, v, at) = self.keys.remove(key)?;
         self.signal_modified(key);
+        self.signal_if_stream(key, &v);
         Some((Bytes::copy_from_slice(&k), v, at))
     }
 

@@ -1,7 +1,8 @@
-//! The five value types and the WRONGTYPE check that guards them.
+//! The six value types and the WRONGTYPE check that guards them.
 //!
 //! Hashes are packed while small (see [`super::hash`]). Sets are
-//! `IndexSet`s so SPOP / SRANDMEMBER can pick by index in O(1). The large
+//! `IndexSet`s so SPOP / SRANDMEMBER can pick by index in O(1). Streams
+//! live in [`super::stream`]. The large
 //! aggregates are boxed so a `Value` stays 40 bytes: every key pays for
 //! the largest variant.
 
@@ -10,6 +11,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use indexmap::IndexSet;
 
+use super::stream::Stream;
 use super::zset::ZSet;
 use crate::error::{CmdError, CmdResult};
 
@@ -25,6 +27,7 @@ pub enum Value {
     List(Box<List>),
     Set(Box<Set>),
     ZSet(Box<ZSet>),
+    Stream(Box<Stream>),
 }
 
 /// A client's argument as something to keep (a value, a channel name, a
@@ -49,6 +52,7 @@ impl Value {
             Value::List(_) => "list",
             Value::Set(_) => "set",
             Value::ZSet(_) => "zset",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -68,6 +72,8 @@ impl Value {
             Value::List(l) => l.is_empty(),
             Value::Set(s) => s.is_empty(),
             Value::ZSet(z) => z.is_empty(),
+            // A stream stays when emptied (XDEL, XTRIM), as in Redis.
+            Value::Stream(_) => false,
         }
     }
 }
@@ -97,6 +103,7 @@ typed_access!(as_hash, as_hash_mut, Hash, Hash);
 typed_access!(as_list, as_list_mut, List, List);
 typed_access!(as_set, as_set_mut, Set, Set);
 typed_access!(as_zset, as_zset_mut, ZSet, ZSet);
+typed_access!(as_stream, as_stream_mut, Stream, Stream);
 
 #[cfg(test)]
 mod tests {

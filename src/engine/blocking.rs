@@ -22,6 +22,13 @@
 //!   array, for BLMOVE too), measured in real time whatever the test
 //!   clock says; CLIENT UNBLOCK answers that way or with `-UNBLOCKED`.
 //!
+//! XREAD and XREADGROUP with BLOCK wait the same way ([`BlockOp::Stream`]):
+//! XADD and XGROUP DESTROY mark a stream ready, and so do the deletion,
+//! overwriting or expiry of a stream; each stream waiter is then served by
+//! `commands::streams::serve_blocked` (Redis's
+//! `serveClientsBlockedOnStreamKey`), or, for a group read whose key or
+//! group is gone, answered with Redis's error, or left waiting.
+//!
 //! Inside MULTI/EXEC and scripts nothing blocks (Redis's
 //! CLIENT_DENY_BLOCKING): the command answers as if its timeout had passed.
 //!
@@ -57,6 +64,14 @@ pub enum BlockOp {
     Move { dst: Bytes, from_left: bool, to_left: bool },
     /// BZPOPMIN / BZPOPMAX, or BZMPOP with its count.
     ZPop { max: bool, count: Option<usize> },
+    /// XREAD / XREADGROUP: the ID each key must be read after (`$`
+    /// already resolved; `>` is the maximum ID, the group's last ID when
+    /// served), how many entries at most, and the group side.
+    Stream {
+        ids: Vec<(Bytes, crate::db::stream::StreamId)>,
+        count: usize,
+        group: Option<crate::commands::streams::GroupRead>,
+    },
     /// Held by CLIENT PAUSE (Redis's BLOCKED_POSTPONE): the command runs
     /// again, from the start, once the pause ends.
     Postpone(Vec<Bytes>),
@@ -68,7 +83,7 @@ impl BlockOp {
         match self {
             BlockOp::Pop { .. } | BlockOp::Move { .. } => matches!(value, Value::List(_)),
             BlockOp::ZPop { .. } => matches!(value, Value::ZSet(_)),
-            BlockOp::Postpone(_) => false,
+            BlockOp::Postpone(_) | BlockOp::Stream { .. } => false,
         }
     }
 }
@@ -213,8 +228,16 @@ impl State {
     fn serve_key(&mut self, db: usize, key: &Bytes) {
         let now = self.clock.now_ms();
         for id in self.dbs[db].waiters(key) {
-            let Some(value) = self.dbs[db].get(key, now) else { return };
             let Some(mut receiver) = self.clients.remove(&id) else { continue };
+            if let Some(BlockOp::Stream { .. }) = receiver.blocked.as_ref().map(|b| &b.op) {
+                self.serve_stream_waiter(&mut receiver, key);
+                self.clients.insert(id, receiver);
+                continue;
+            }
+            let Some(value) = self.dbs[db].get(key, now) else {
+                self.clients.insert(id, receiver);
+                continue;
+            };
             let serves = receiver.blocked.as_ref().is_some_and(|b| b.op.served_by(value));
             if !serves {
                 self.clients.insert(id, receiver);
@@ -236,6 +259,36 @@ impl State {
             self.answer_unblocked(&receiver, reply);
             self.clients.insert(id, receiver);
         }
+    }
+
+    /// A client blocked by XREAD / XREADGROUP on the ready `key`: served
+    /// if the stream now has entries for it (or told, for a group read,
+    /// that its key or group is gone), else left waiting.
+    fn serve_stream_waiter(&mut self, receiver: &mut Client, key: &Bytes) {
+        let Some(blocked) = receiver.blocked.as_ref() else { return };
+        let (op, stat_index) = (blocked.op.clone(), blocked.stat_index);
+        let now_ms = self.clock.now_ms();
+        let outcome = {
+            let mut ctx = crate::commands::Ctx {
+                state: self,
+                scripts: None,
+                client: receiver,
+                now_ms,
+            };
+            crate::commands::streams::serve_blocked(&mut ctx, key, &op)
+        };
+        let Some(outcome) = outcome else { return };
+        let reply = match outcome {
+            Ok(reply) => reply,
+            Err(error) => {
+                self.stats.count_error(&error);
+                self.stats.cmd[stat_index].failed_calls += 1;
+                Reply::from(error)
+            }
+        };
+        self.publish_key_events(receiver);
+        self.unblock(receiver);
+        self.answer_unblocked(receiver, reply);
     }
 
     /// Runs a blocked client's pop against `key`, as its command would

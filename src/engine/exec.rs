@@ -5,7 +5,8 @@
 //! checks Redis makes for it, in Redis's order:
 //!
 //! - a client ([`for_client`], Redis's `processCommand`): lookup, arity,
-//!   authentication, `maxmemory`, `min-replicas-to-write`, MONITOR and
+//!   the test controls' protection, authentication, commands a transaction
+//!   may not queue, `maxmemory`, `min-replicas-to-write`, MONITOR and
 //!   pub/sub mode;
 //! - a script, Lua or native ([`for_script`], `scriptCall`): lookup and
 //!   arity with the script texts, commands scripts may not run, writes in a
@@ -72,7 +73,7 @@ pub fn lookup(argv: &[Bytes]) -> Lookup {
     let Some(cmd) = Registry::get().lookup(&argv[0]) else {
         return Lookup::Unknown;
     };
-    if cmd.spec.handler.is_some() || argv.len() < 2 {
+    if cmd.subcommands.is_empty() || argv.len() < 2 {
         return Lookup::Found(cmd);
     }
     match cmd.subcommand(&argv[1]) {
@@ -125,7 +126,7 @@ impl Refusal {
 /// None while a script runs (its declared flags are then not needed: no
 /// script can start).
 pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client, argv: &[Bytes]) -> Result<&'static Command, Refusal> {
-    let cmd = resolve_authenticated(client.authenticated, argv)?;
+    let cmd = resolve(argv)?;
     if cmd.spec.has(flag::PROTECTED) && !state.allows_test_commands(client) {
         return Err(Refusal::of(
             CmdError::err(format!(
@@ -134,6 +135,12 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
             )),
             Some(cmd),
         ));
+    }
+    if !client.authenticated && !cmd.spec.has(flag::NO_AUTH) {
+        return Err(Refusal::of(CmdError::noauth(), Some(cmd)));
+    }
+    if client.multi.is_some() && cmd.spec.has(flag::NO_MULTI) {
+        return Err(Refusal::of(CmdError::err("Command not allowed inside a transaction"), Some(cmd)));
     }
     if state.runtime.maxmemory > 0 || !state.enough_good_replicas() {
         let flags = state.command_flags(scripts, client, cmd, argv);
@@ -314,9 +321,8 @@ pub fn for_script(
     Ok(cmd)
 }
 
-/// The first checks of `processCommand`: lookup (and subcommand), arity,
-/// authentication.
-fn resolve_authenticated(authenticated: bool, argv: &[Bytes]) -> Result<&'static Command, Refusal> {
+/// The first checks of `processCommand`: lookup (and subcommand), arity.
+fn resolve(argv: &[Bytes]) -> Result<&'static Command, Refusal> {
     let cmd = match lookup(argv) {
         Lookup::Found(cmd) => cmd,
         Lookup::Unknown => return Err(Refusal::of(CmdError::unknown_command(argv), None)),
@@ -328,9 +334,6 @@ fn resolve_authenticated(authenticated: bool, argv: &[Bytes]) -> Result<&'static
         // A container named alone is not counted as its own call.
         let counted = cmd.spec.handler.is_some().then_some(cmd);
         return Err(Refusal::of(CmdError::arity(&cmd.full_name), counted));
-    }
-    if !authenticated && !cmd.spec.has(flag::NO_AUTH) {
-        return Err(Refusal::of(CmdError::noauth(), Some(cmd)));
     }
     Ok(cmd)
 }

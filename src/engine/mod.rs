@@ -1003,6 +1003,11 @@ impl Engine {
         }
         // Active expiry's events: no client's command caused them.
         self.state.publish_key_events(&mut self.scripts.client);
+        if self.state.blocked_clients > 0 {
+            // An expired stream tells its XREADGROUP waiters, as Redis's
+            // beforeSleep serves the keys expiry made ready.
+            self.state.serve_blocked();
+        }
         self.clients_cron();
         let idle_timeout = self.state.runtime.timeout;
         if idle_timeout > 0 {
@@ -1066,6 +1071,7 @@ mod tests {
         let command: &'static Command = Box::leak(Box::new(Command {
             spec: &SPEC,
             full_name: "panics".into(),
+            def: None,
             stat_index: 0,
             subcommands: Default::default(),
         }));

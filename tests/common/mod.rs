@@ -358,3 +358,33 @@ impl Drop for Binary {
         let _ = self.child.wait();
     }
 }
+
+/// How many cases a property test runs: `default`, unless the environment
+/// variable `var` says otherwise (to run a longer search by hand).
+pub fn cases_from_env(var: &str, default: u32) -> u32 {
+    std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The runner of a differential property test: [`cases_from_env`] cases,
+/// no failure file (a failing case is printed, shrunk).
+pub fn case_runner(var: &str, default: u32) -> proptest::test_runner::TestRunner {
+    proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+        cases: cases_from_env(var, default),
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    })
+}
+
+/// Literal words as the owned strings generated command lines are made of.
+pub fn words(base: &[&str]) -> Vec<String> {
+    base.iter().map(|s| s.to_string()).collect()
+}
+
+impl Raw {
+    /// Sends a generated command line and returns its raw reply.
+    pub fn call_words(&mut self, words: &[String]) -> Vec<u8> {
+        let words: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
+        self.send_cmd(&words);
+        self.reply()
+    }
+}
