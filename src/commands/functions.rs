@@ -275,7 +275,8 @@ pub(crate) fn kill_busy(ctx: &mut Ctx, eval: bool) -> CmdResult {
 }
 
 fn function_dump(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    let payload = Scripts::lent(&mut ctx.scripts)?.functions()?.dump();
+    let compression = ctx.state.params.value("rdbcompression") != Some("no");
+    let payload = Scripts::lent(&mut ctx.scripts)?.functions()?.dump(compression);
     Ok(Reply::Bulk(Bytes::from(payload)))
 }
 

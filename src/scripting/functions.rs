@@ -291,9 +291,10 @@ impl Functions {
         Ok(name)
     }
 
-    /// FUNCTION DUMP's payload: every library's code.
-    pub fn dump(&self) -> Vec<u8> {
-        super::function_dump::dump(self.libraries.values().map(|l| l.code.as_ref()))
+    /// FUNCTION DUMP's payload: every library's code (LZF-compressed
+    /// where it pays, with `rdbcompression` on).
+    pub fn dump(&self, compression: bool) -> Vec<u8> {
+        super::function_dump::dump(self.libraries.values().map(|l| l.code.as_ref()), compression)
     }
 
     /// FUNCTION RESTORE: the payload's libraries are all loaded aside
