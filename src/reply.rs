@@ -57,6 +57,10 @@ pub enum Reply {
     /// Several replies to one command, sent back to back: SUBSCRIBE and
     /// friends answer once per channel.
     Many(Vec<Reply>),
+    /// Bytes already encoded, sent as they are whatever the protocol:
+    /// Redis writes the null of a flush invalidation in the tracking
+    /// client's protocol, whoever receives it.
+    Raw(Bytes),
 }
 
 impl Reply {
@@ -150,6 +154,7 @@ impl Reply {
                     r.encode(resp, out);
                 }
             }
+            Reply::Raw(bytes) => out.put_slice(bytes),
             Reply::Map(pairs) => {
                 if resp >= 3 {
                     header(out, b'%', pairs.len());
@@ -220,6 +225,7 @@ impl Reply {
             }
             Reply::Array(v) | Reply::Set(v) | Reply::Push(v) => header_len(v.len()) + items(v),
             Reply::Many(v) => items(v),
+            Reply::Raw(bytes) => bytes.len(),
             Reply::Map(pairs) => {
                 let n = if resp >= 3 { pairs.len() } else { pairs.len() * 2 };
                 header_len(n) + pairs.iter().map(|(k, v)| k.encoded_len(resp) + v.encoded_len(resp)).sum::<usize>()

@@ -214,6 +214,7 @@ corpus! {
     sort => "sort.txt",
     streams => "streams.txt",
     pubsub => "pubsub.txt",
+    tracking => "tracking.txt",
     transactions => "transactions.txt",
     scripting => "scripting.txt",
     scripting_redisson => "scripting_redisson.txt",

@@ -50,6 +50,9 @@ const CLIENT: &[CommandSpec] = &[
         "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.",
     ),
     cmd("getredir", 2, client_getredir).flags(NOSCRIPT | LOADING | STALE),
+    cmd("tracking", -3, client_tracking).flags(NOSCRIPT | LOADING | STALE),
+    cmd("caching", 3, client_caching).flags(NOSCRIPT | LOADING | STALE),
+    cmd("trackinginfo", 2, client_trackinginfo).flags(NOSCRIPT | LOADING | STALE),
     cmd("help", 2, client_help).flags(LOADING | STALE),
 ];
 
@@ -168,13 +171,14 @@ fn quit(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    super::transactions::discard_and_unwatch(ctx);
-    super::pubsub::unsubscribe_everything(ctx);
     if ctx.client.monitor {
         ctx.client.monitor = false;
         let id = ctx.client.id;
         ctx.state.monitors.retain(|&m| m != id);
     }
+    ctx.state.disable_tracking(ctx.client);
+    super::transactions::discard_and_unwatch(ctx);
+    super::pubsub::unsubscribe_everything(ctx);
     ctx.client.db = 0;
     ctx.client.resp = 2;
     ctx.client.name = None;
@@ -519,14 +523,183 @@ fn client_no_touch(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::OK)
 }
 
-fn client_getredir(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    Ok(Reply::Int(-1))
+/// CLIENT GETREDIR: the client tracking messages go to (0: itself), or -1
+/// when tracking is off.
+fn client_getredir(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::Int(ctx.client.tracking.as_deref().map_or(-1, |t| t.redirect as i64)))
+}
+
+/// CLIENT TRACKING on|off [REDIRECT id] [BCAST] [PREFIX p]... [OPTIN]
+/// [OPTOUT] [NOLOOP], checked in Redis's order (options first, then on/off).
+fn client_tracking(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    use crate::engine::tracking::ClientTracking;
+    let mut mode = ClientTracking::default();
+    let mut prefixes: Vec<Bytes> = Vec::new();
+    let mut redirect: i64 = 0;
+    let mut j = 3;
+    while j < argv.len() {
+        let more = j + 1 < argv.len();
+        let opt = argv[j].to_ascii_lowercase();
+        match opt.as_slice() {
+            b"redirect" if more => {
+                j += 1;
+                if redirect != 0 {
+                    return Err(CmdError::err("A client can only redirect to a single other client"));
+                }
+                redirect = crate::numfmt::parse_i64(&argv[j]).ok_or_else(CmdError::not_integer)?;
+                let exists = redirect == ctx.client.id as i64 || (redirect > 0 && ctx.state.clients.contains_key(&(redirect as u64)));
+                if !exists {
+                    return Err(CmdError::err("The client ID you want redirect to does not exist"));
+                }
+            }
+            b"bcast" => mode.bcast = true,
+            b"optin" => mode.optin = true,
+            b"optout" => mode.optout = true,
+            b"noloop" => mode.noloop = true,
+            b"prefix" if more => {
+                j += 1;
+                prefixes.push(argv[j].clone());
+            }
+            _ => return Err(CmdError::syntax()),
+        }
+        j += 1;
+    }
+    if argv[2].eq_ignore_ascii_case(b"on") {
+        if !mode.bcast && !prefixes.is_empty() {
+            return Err(CmdError::err("PREFIX option requires BCAST mode to be enabled"));
+        }
+        let current = ctx.client.tracking.as_deref();
+        if let Some(current) = current
+            && current.bcast != mode.bcast
+        {
+            return Err(CmdError::err(
+                "You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.",
+            ));
+        }
+        if mode.bcast && (mode.optin || mode.optout) {
+            return Err(CmdError::err("OPTIN and OPTOUT are not compatible with BCAST"));
+        }
+        if mode.optin && mode.optout {
+            return Err(CmdError::err("You can't specify both OPTIN mode and OPTOUT mode"));
+        }
+        if let Some(current) = current
+            && ((mode.optin && current.optout) || (mode.optout && current.optin))
+        {
+            return Err(CmdError::err(
+                "You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.",
+            ));
+        }
+        let mut doubled = None;
+        if mode.bcast {
+            doubled = prefix_collision(current.map(|c| &c.prefixes), &prefixes)?;
+        }
+        mode.redirect = redirect as u64;
+        ctx.state.enable_tracking(ctx.client, mode, prefixes);
+        if let Some(error) = doubled {
+            // Redis replies both: the error, then OK (its check returns the
+            // index of the colliding prefix, taken for success past the first).
+            return Ok(Reply::Many(vec![Reply::from(error), Reply::OK]));
+        }
+    } else if argv[2].eq_ignore_ascii_case(b"off") {
+        ctx.state.disable_tracking(ctx.client);
+    } else {
+        return Err(CmdError::syntax());
+    }
+    Ok(Reply::OK)
+}
+
+/// Redis's `checkPrefixCollisionsOrReply`: no new prefix may be a prefix of
+/// (or have as prefix) one the client has, or another new one. A
+/// collision among the new ones past the first is Redis's quirk: the
+/// error is sent and tracking enabled anyway (`Ok(Some(error))`).
+fn prefix_collision(existing: Option<&std::collections::BTreeSet<Bytes>>, prefixes: &[Bytes]) -> CmdResult<Option<CmdError>> {
+    let overlaps = |a: &[u8], b: &[u8]| {
+        let n = a.len().min(b.len());
+        a[..n] == b[..n]
+    };
+    // Redis formats them with %s: they end at a NUL.
+    let text = |b: &[u8]| String::from_utf8_lossy(b.split(|&c| c == 0).next().unwrap_or_default()).into_owned();
+    for (i, p) in prefixes.iter().enumerate() {
+        if let Some(old) = existing.and_then(|e| e.iter().find(|old| overlaps(old, p))) {
+            return Err(CmdError::err(format!(
+                "Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
+                text(p),
+                text(old)
+            )));
+        }
+        if let Some(other) = prefixes[i + 1..].iter().find(|other| overlaps(p, other)) {
+            let error = CmdError::err(format!(
+                "Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
+                text(p),
+                text(other)
+            ));
+            return if i == 0 { Err(error) } else { Ok(Some(error)) };
+        }
+    }
+    Ok(None)
+}
+
+/// CLIENT CACHING yes|no: in OPTIN mode, cache the next command's keys;
+/// in OPTOUT mode, do not.
+fn client_caching(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let Some(mode) = ctx.client.tracking.as_deref_mut() else {
+        return Err(CmdError::err(
+            "CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled",
+        ));
+    };
+    if argv[2].eq_ignore_ascii_case(b"yes") {
+        if !mode.optin {
+            return Err(CmdError::err(
+                "CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.",
+            ));
+        }
+    } else if argv[2].eq_ignore_ascii_case(b"no") {
+        if !mode.optout {
+            return Err(CmdError::err(
+                "CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.",
+            ));
+        }
+    } else {
+        return Err(CmdError::syntax());
+    }
+    mode.caching = true;
+    Ok(Reply::OK)
+}
+
+/// CLIENT TRACKINGINFO: flags, redirect and prefixes.
+fn client_trackinginfo(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let mode = ctx.client.tracking.as_deref();
+    let mut flags = vec![Reply::bulk_static(if mode.is_some() { "on" } else { "off" })];
+    if let Some(m) = mode {
+        let mut flag = |on: bool, name: &'static str| {
+            if on {
+                flags.push(Reply::bulk_static(name));
+            }
+        };
+        flag(m.bcast, "bcast");
+        flag(m.optin, "optin");
+        flag(m.optin && m.caching, "caching-yes");
+        flag(m.optout, "optout");
+        flag(m.optout && m.caching, "caching-no");
+        flag(m.noloop, "noloop");
+        flag(m.broken_redirect, "broken_redirect");
+    }
+    let prefixes = mode.map_or_else(Vec::new, |m| m.prefixes.iter().cloned().map(Reply::Bulk).collect());
+    Ok(Reply::Map(vec![
+        (Reply::bulk_static("flags"), Reply::Set(flags)),
+        (Reply::bulk_static("redirect"), Reply::Int(mode.map_or(-1, |m| m.redirect as i64))),
+        (Reply::bulk_static("prefixes"), Reply::Array(prefixes)),
+    ]))
 }
 
 fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(super::server::help_reply(
         "CLIENT",
         &[
+            "CACHING (YES|NO)",
+            "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+            "GETREDIR",
+            "    Return the client ID we are redirecting to when tracking is enabled.",
             "GETNAME",
             "    Return the name of the current connection.",
             "ID",
@@ -567,6 +740,11 @@ fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             "    Control the replies sent to the current connection.",
             "UNBLOCK <clientid> [TIMEOUT|ERROR]",
             "    Unblock the specified blocked client.",
+            "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+            "         [OPTIN] [OPTOUT] [NOLOOP]",
+            "    Control server assisted client side caching.",
+            "TRACKINGINFO",
+            "    Report tracking status for the current connection.",
             "SETINFO <option> <value>",
             "    Set client meta attr. Options are:",
             "    * LIB-NAME: the client lib name.",

@@ -108,7 +108,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("client_recent_max_input_buffer:0");
             line!("client_recent_max_output_buffer:{}", st.output_peaks.max());
             line!("blocked_clients:{}", st.blocked_clients);
-            line!("tracking_clients:0");
+            line!("tracking_clients:{}", st.tracking.clients);
             line!("pubsub_clients:{}", pubsub_clients);
             let in_timeout_table = st
                 .clients
@@ -188,6 +188,9 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("keyspace_misses:{}", s.keyspace_misses);
             line!("pubsub_channels:{}", st.pubsub.channel_count());
             line!("pubsub_patterns:{}", st.pubsub.pattern_count());
+            line!("tracking_total_keys:{}", st.tracking.total_keys());
+            line!("tracking_total_items:{}", st.tracking.total_items());
+            line!("tracking_total_prefixes:{}", st.tracking.total_prefixes());
             line!("total_error_replies:{}", s.total_error_replies);
         }
         "replication" => {

@@ -249,12 +249,16 @@ fn fault_add(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 fn reset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     log_control(ctx, argv);
     ctx.state.reset_for_test(Scripts::lent(&mut ctx.scripts)?)?;
+    // The data is gone as after FLUSHALL: tracking clients are told so.
+    ctx.state.invalidate_on_flush(ctx.client);
     Ok(Reply::OK)
 }
 
 fn restart(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     log_control(ctx, argv);
     ctx.state.restart_for_test(Scripts::lent(&mut ctx.scripts)?)?;
+    // Every connection goes: what they cached is forgotten with them.
+    ctx.state.tracking.forget_keys();
     ctx.client.close_after_reply = true;
     Ok(Reply::OK)
 }

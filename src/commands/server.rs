@@ -79,6 +79,7 @@ fn flush_mode(argv: &[Bytes]) -> CmdResult<()> {
 fn flushdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode(argv)?;
     ctx.db().clear();
+    ctx.state.invalidate_on_flush(ctx.client);
     Ok(Reply::OK)
 }
 
@@ -87,6 +88,7 @@ fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     for db in &mut ctx.state.dbs {
         db.clear();
     }
+    ctx.state.invalidate_on_flush(ctx.client);
     Ok(Reply::OK)
 }
 

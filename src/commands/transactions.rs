@@ -52,7 +52,12 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     }
     // Keys watched must not change under the transaction's own writes.
     unwatch_all(ctx.state, ctx.client);
-    let mut replies = Vec::with_capacity(multi.queued.len());
+    let count = multi.queued.len();
+    let mut replies = Vec::with_capacity(count);
+    // What the client is sent while its transaction runs (messages to its
+    // own channels, invalidations redirected to it): Redis writes each
+    // where it arises, between the replies, after the array's header.
+    let mut interleaved: Option<Vec<Reply>> = None;
     // Nothing blocks inside a transaction.
     ctx.state.deny_blocking = true;
     for argv in multi.queued {
@@ -60,10 +65,24 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             Some(cmd) => ctx.state.call(ctx.scripts.as_deref_mut(), ctx.client, cmd, &argv),
             None => Reply::from(CmdError::unknown_command(&argv)),
         };
-        replies.push(reply);
+        if !ctx.client.inline_pushes.is_empty() && interleaved.is_none() {
+            let mut sequence = vec![Reply::Raw(Bytes::from(format!("*{count}\r\n")))];
+            sequence.append(&mut replies);
+            interleaved = Some(sequence);
+        }
+        match interleaved.as_mut() {
+            Some(sequence) => {
+                sequence.append(&mut ctx.client.inline_pushes);
+                sequence.push(reply);
+            }
+            None => replies.push(reply),
+        }
     }
     ctx.state.deny_blocking = false;
-    Ok(Reply::Array(replies))
+    Ok(match interleaved {
+        Some(sequence) => Reply::Many(sequence),
+        None => Reply::Array(replies),
+    })
 }
 
 fn discard(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {

@@ -8,11 +8,16 @@
 //! `notifyKeyspaceEvent`; the engine drains the log after each command (and
 //! each command a script runs, and after active expiry) and publishes it.
 //!
-//! With `notify-keyspace-events` empty a record is one relaxed load and a
-//! branch, and nothing is ever stored.
+//! The same log carries the *modifications* client-side caching needs
+//! (Redis's `signalModifiedKey` → `trackingInvalidateKey`), once a client
+//! has ever enabled CLIENT TRACKING: one stream, so that invalidation
+//! messages and notifications keep Redis's relative order.
+//!
+//! With `notify-keyspace-events` empty and tracking never enabled, a
+//! record is one relaxed load and a branch, and nothing is ever stored.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use bytes::Bytes;
 
@@ -21,12 +26,17 @@ pub use crate::config_params::{
     NOTIFY_NEW, NOTIFY_SET, NOTIFY_STREAM, NOTIFY_STRING, NOTIFY_ZSET,
 };
 
-/// One event: in database `db`, `key` saw `event` (Redis's event name).
+/// One event: in database `db`, `key` saw `event` (Redis's event name),
+/// or, for [`KeyEvent::modified`], was modified (what tracking reads).
 #[derive(Clone, Debug)]
 pub struct KeyEvent {
     pub db: usize,
     pub key: Bytes,
     pub event: &'static str,
+    /// A modification for tracking, not a notification: `Some(true)` when
+    /// the running command made it, `Some(false)` when expiry did (Redis
+    /// signals those with no client).
+    pub modified: Option<bool>,
 }
 
 /// The shared log (cheap to clone: every clone is the same log).
@@ -37,6 +47,8 @@ pub struct KeyEvents(Arc<Inner>);
 struct Inner {
     /// `notify-keyspace-events` as Redis's class flags.
     flags: AtomicU32,
+    /// Some client enabled tracking once: modifications are recorded.
+    tracking: AtomicBool,
     pending: std::sync::Mutex<Vec<KeyEvent>>,
 }
 
@@ -47,6 +59,30 @@ impl KeyEvents {
 
     pub fn flags(&self) -> u32 {
         self.0.flags.load(Ordering::Relaxed)
+    }
+
+    /// From now on, modifications are recorded (tracking was enabled).
+    pub fn record_modifications(&self) {
+        self.0.tracking.store(true, Ordering::Relaxed);
+    }
+
+    fn tracking(&self) -> bool {
+        self.0.tracking.load(Ordering::Relaxed)
+    }
+
+    /// Records that `key` was modified, by the running command
+    /// (`by_client`) or by expiry, if tracking was ever enabled.
+    #[inline]
+    pub fn record_modified(&self, db: usize, key: &[u8], by_client: bool) {
+        if !self.tracking() {
+            return;
+        }
+        self.push(KeyEvent {
+            db,
+            key: Bytes::copy_from_slice(key),
+            event: "",
+            modified: Some(by_client),
+        });
     }
 
     /// Records `event` on `key` if its class is enabled.
@@ -60,18 +96,23 @@ impl KeyEvents {
 
     #[cold]
     fn record_slow(&self, event: &'static str, db: usize, key: &[u8]) {
-        let mut pending = self.0.pending.lock().unwrap_or_else(|e| e.into_inner());
-        pending.push(KeyEvent {
+        self.push(KeyEvent {
             db,
             key: Bytes::copy_from_slice(key),
             event,
+            modified: None,
         });
     }
 
+    fn push(&self, event: KeyEvent) {
+        let mut pending = self.0.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.push(event);
+    }
+
     /// The events recorded since the last call, oldest first; empty (and
-    /// no lock taken) while notifications are off.
+    /// no lock taken) while notifications are off and tracking never was on.
     pub fn take(&self) -> Vec<KeyEvent> {
-        if self.flags() == 0 {
+        if self.flags() == 0 && !self.tracking() {
             return Vec::new();
         }
         let mut pending = self.0.pending.lock().unwrap_or_else(|e| e.into_inner());

@@ -590,6 +590,7 @@ impl Db {
     }
 
     fn signal_modified(&mut self, key: &[u8]) {
+        self.events.record_modified(self.index, key, true);
         if self.watchers.is_empty() {
             return;
         }
@@ -608,6 +609,7 @@ impl Db {
         self.signal_if_stream(key, &old);
         self.expired_keys += 1;
         self.notify(NOTIFY_EXPIRED, "expired", key);
+        self.events.record_modified(self.index, key, false);
         if let Some(list) = self.watchers.get_mut(key) {
             for w in list.iter_mut() {
                 if w.expired {

@@ -257,6 +257,10 @@ impl State {
             self.publish_key_events(&mut receiver);
             self.unblock(&mut receiver);
             self.answer_unblocked(&receiver, reply);
+            // Redis's afterCommand(receiver): what its move invalidated for
+            // itself follows its reply.
+            self.send_pending_invalidations(&mut receiver);
+            self.write_inline_pushes(&mut receiver);
             self.clients.insert(id, receiver);
         }
     }

@@ -118,6 +118,16 @@ pub struct Client {
     /// Pub/sub messages for this client produced while its own batch runs;
     /// written before the reply of the command that produced them.
     pub inline_pushes: Vec<crate::reply::Reply>,
+    /// CLIENT TRACKING on: its mode (see `engine::tracking`). The script
+    /// pseudo-client holds a copy of its caller's while a script runs.
+    pub tracking: Option<Box<super::tracking::ClientTracking>>,
+    /// The script pseudo-client, while it runs a tracking caller's
+    /// script: the keys the script declared, which its reads make the
+    /// caller cache (Redis's `trackingRememberKeys(script_caller)`).
+    pub script_keys: Vec<Bytes>,
+    /// The script pseudo-client, while it runs: its caller's protocol and
+    /// whether the caller is subscribed, for messages addressed to it.
+    pub caller_protocol: Option<(u8, bool)>,
 }
 
 impl Client {
@@ -155,6 +165,9 @@ impl Client {
             reply_skip_next: false,
             blocked: None,
             inline_pushes: Vec::new(),
+            tracking: None,
+            script_keys: Vec::new(),
+            caller_protocol: None,
         }
     }
 
@@ -169,10 +182,16 @@ impl Client {
     /// The script pseudo-client, set up to run `caller`'s script: the
     /// caller's database, RESP2 (Redis's script client speaks RESP2 until
     /// `redis.setresp`).
-    pub fn begin_script_run(&mut self, caller: &Client) {
+    pub fn begin_script_run(&mut self, caller: &Client, keys: &[Bytes]) {
         self.db = caller.db;
         self.resp = 2;
         self.acting_for = Some(caller.id);
+        self.tracking = caller.tracking.clone();
+        self.caller_protocol = Some((caller.resp, caller.in_pubsub_mode()));
+        self.script_keys.clear();
+        if self.tracking.is_some() {
+            self.script_keys.extend_from_slice(keys);
+        }
         // Whatever a run that panicked left is not this caller's.
         self.inline_pushes.clear();
         self.watch_dirty = false;
@@ -181,6 +200,9 @@ impl Client {
     /// The run is over: what it gathered for the caller goes to the caller.
     pub fn end_script_run(&mut self, caller: &mut Client) {
         self.acting_for = None;
+        self.tracking = None;
+        self.caller_protocol = None;
+        self.script_keys.clear();
         caller.inline_pushes.append(&mut self.inline_pushes);
         caller.watch_dirty |= std::mem::take(&mut self.watch_dirty);
     }
@@ -272,6 +294,15 @@ impl Client {
         if self.blocked.is_some() {
             flags.push('b');
         }
+        if let Some(t) = self.tracking.as_deref() {
+            flags.push('t');
+            if t.broken_redirect {
+                flags.push('R');
+            }
+            if t.bcast {
+                flags.push('B');
+            }
+        }
         if self.close_after_reply {
             flags.push('c');
         }
@@ -296,7 +327,7 @@ impl Client {
         let output = self.outbox.buffer().borrow();
         let split = output.split();
         format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.peer,
             self.local,
@@ -317,6 +348,7 @@ impl Client {
             split.in_list,
             self.memory(qbuf + qbuf_free, output.allocated()),
             self.last_command,
+            self.tracking.as_deref().map_or(-1, |t| t.redirect as i64),
             self.resp,
             text(&self.lib_name),
             text(&self.lib_ver),

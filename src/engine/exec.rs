@@ -212,8 +212,31 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
 
 /// Everything Redis's `processCommand` checks before running a command.
 pub fn dispatch(state: &mut State, scripts: Option<&mut Scripts>, client: &mut Client, argv: Vec<Bytes>) -> Reply {
+    // The lookup is made only for CLIENT commands, and only once CLIENT
+    // CACHING is in force (rare): the name check is all others pay.
+    let named_client = argv[0].eq_ignore_ascii_case(b"client");
+    let client_argv = named_client.then(|| argv.clone());
+    let reply = checked_dispatch(state, scripts, client, argv);
+    // Redis's `resetClient`: CLIENT CACHING holds for the next command (or
+    // transaction) only; CLIENT commands leave it.
+    if let Some(t) = client.tracking.as_deref_mut()
+        && t.caching
+        && client.multi.is_none()
+        && !client_argv.is_some_and(|argv| matches!(lookup(&argv), Lookup::Found(_)))
+    {
+        t.caching = false;
+    }
+    reply
+}
+
+fn checked_dispatch(state: &mut State, scripts: Option<&mut Scripts>, client: &mut Client, argv: Vec<Bytes>) -> Reply {
     match for_client(state, scripts.as_deref(), client, &argv) {
         Ok(cmd) => {
+            if state.tracking.clients > 0 {
+                // Redis's processCommand keeps the table within
+                // `tracking-table-max-keys` before each command.
+                state.limit_tracking_table(Some(client));
+            }
             if let Some(multi) = client.multi.as_mut()
                 && !cmd.spec.has(flag::TX_CONTROL)
             {
@@ -431,6 +454,9 @@ impl State {
         let elapsed = crate::clock::ticks::now().saturating_sub(started);
         self.publish_key_events(client);
         self.collect_watch_invalidations(client);
+        if self.tracking.enabled && cmd.spec.has(flag::READONLY) {
+            self.remember_tracked_keys(client, cmd, argv);
+        }
         self.book_run(client, cmd, Shown::Args(argv), elapsed);
         let counted_errors = std::mem::take(&mut self.reply_counted_errors);
         self.stats.cmd[cmd.stat_index].failed_calls += counted_errors;

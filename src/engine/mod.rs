@@ -18,6 +18,7 @@ pub mod faults;
 pub mod output;
 pub mod scripts;
 pub mod stats;
+pub mod tracking;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -128,6 +129,8 @@ pub struct State {
     /// When the cron last logged the databases and clients (every 5 s at
     /// `loglevel verbose` or `debug`, as Redis's `serverCron`).
     cron_logged_ms: u64,
+    /// Client-side caching (CLIENT TRACKING), see `tracking`.
+    pub tracking: tracking::Tracking,
 }
 
 /// Redis's `shared.oomerr`.
@@ -164,6 +167,8 @@ pub struct RuntimeSettings {
     pub min_replicas_max_lag: i64,
     /// `notify-keyspace-events` as Redis's class flags (0: off).
     pub notify_keyspace_events: u32,
+    /// `tracking-table-max-keys` (0: no limit).
+    pub tracking_table_max_keys: usize,
 }
 
 impl RuntimeSettings {
@@ -184,6 +189,7 @@ impl RuntimeSettings {
             min_replicas_max_lag: p.int("min-replicas-max-lag").unwrap_or(10),
             notify_keyspace_events: crate::config_params::keyspace_event_flags(p.value("notify-keyspace-events").unwrap_or(""))
                 .unwrap_or(0),
+            tracking_table_max_keys: p.int("tracking-table-max-keys").unwrap_or(1_000_000).max(0) as usize,
         }
     }
 }
@@ -278,6 +284,7 @@ impl State {
             pre_command_oom: false,
             output_peaks: output::RecentPeaks::default(),
             cron_logged_ms: 0,
+            tracking: tracking::Tracking::default(),
         }
     }
 
@@ -366,9 +373,12 @@ impl State {
     /// Redis's `notifyKeyspaceEvent` does: the `__keyspace@<db>__:<key>`
     /// message (the event) first, then `__keyevent@<db>__:<event>` (the
     /// key). `current` is the client whose command caused them.
+    ///
+    /// The same stream carries the keys modified, for tracking: each is
+    /// invalidated where it was recorded (Redis's `signalModifiedKey`).
     pub fn publish_key_events(&mut self, current: &mut Client) {
         // Off (the common case): this typed check is all a command pays.
-        if self.runtime.notify_keyspace_events == 0 {
+        if self.runtime.notify_keyspace_events == 0 && !self.tracking.enabled {
             return;
         }
         let events = self.key_events.take();
@@ -377,6 +387,11 @@ impl State {
         }
         let flags = self.key_events.flags();
         for e in events {
+            if let Some(by_client) = e.modified {
+                let modifier = if by_client { current.id } else { 0 };
+                self.invalidate_key(Some(current), &e.key, true, modifier);
+                continue;
+            }
             if flags & crate::db::NOTIFY_KEYSPACE != 0 {
                 let mut channel = format!("__keyspace@{}__:", e.db).into_bytes();
                 channel.extend_from_slice(&e.key);
@@ -608,7 +623,27 @@ impl State {
             // would have been sent goes nowhere.
             None => client.inline_pushes.clear(),
         }
+        // The invalidations its own command caused it come after its reply.
+        self.send_pending_invalidations(client);
+        self.write_inline_pushes(client);
         client.after_command();
+    }
+
+    /// Writes what `client` holds to be sent (see [`Client::inline_pushes`])
+    /// to its output now.
+    fn write_inline_pushes(&mut self, client: &mut Client) {
+        if client.inline_pushes.is_empty() {
+            return;
+        }
+        match client.outbox.writable() {
+            Some(mut out) => {
+                for push in client.inline_pushes.drain(..) {
+                    push.encode(client.resp, out.tail());
+                }
+                out.place(false);
+            }
+            None => client.inline_pushes.clear(),
+        }
     }
 
     /// A command from client `id` while a script runs past
@@ -841,6 +876,7 @@ impl Engine {
             self.state.pubsub.punsubscribe(&p, c.id);
         }
         crate::commands::transactions::unwatch_all(&mut self.state, c);
+        self.state.disable_tracking(c);
         self.state.unblock(c);
         if c.monitor {
             self.state.monitors.retain(|&m| m != c.id);
@@ -929,6 +965,7 @@ impl Engine {
         };
         outbox.set_class(client.output_class());
         self.state.clients.insert(id, client);
+        self.state.broadcast_invalidations();
         for victim in std::mem::take(&mut self.state.kill_queue) {
             if let Some(c) = self.state.clients.get(&victim) {
                 c.outbox.close();
@@ -1008,6 +1045,8 @@ impl Engine {
             // beforeSleep serves the keys expiry made ready.
             self.state.serve_blocked();
         }
+        self.state.limit_tracking_table(None);
+        self.state.broadcast_invalidations();
         self.clients_cron();
         let idle_timeout = self.state.runtime.timeout;
         if idle_timeout > 0 {

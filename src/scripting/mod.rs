@@ -373,7 +373,7 @@ impl Vm {
         let reply = match arrays {
             Err(e) => script_failure(name, &e.to_string()),
             Ok(arrays) => {
-                script_client.begin_script_run(caller);
+                script_client.begin_script_run(caller, keys);
                 let runtime = self.runtime.clone();
                 let reply = {
                     let mut cx = call::CallContext {

@@ -196,7 +196,8 @@ unsafe fn push_reply(state: *mut ffi::lua_State, reply: &Reply, resp: u8) {
             Reply::Error(e) => push_error_table(state, e, true),
             Reply::Int(n) => ffi::lua_pushnumber(state, *n as f64),
             Reply::Bulk(b) => push_bytes(state, b),
-            Reply::Nil | Reply::NilArray => {
+            // Raw bytes are tracking pushes, never a command's reply.
+            Reply::Nil | Reply::NilArray | Reply::Raw(_) => {
                 if resp >= 3 {
                     ffi::lua_pushnil(state)
                 } else {

@@ -166,6 +166,10 @@ impl<'a> Direct<'a> {
         self.step_started = ended;
         let cmd = exec::direct(self.state, cmd.command());
         self.state.publish_key_events(self.client);
+        if self.state.tracking.enabled && cmd.spec.has(crate::commands::table::flag::READONLY) {
+            // A script's reads make its caller cache the keys it declared.
+            self.state.remember_tracked_keys(self.client, cmd, &[]);
+        }
         self.state.book_run(self.client, cmd, exec::Shown::Pieces(argv), elapsed);
     }
 

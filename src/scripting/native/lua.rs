@@ -72,7 +72,8 @@ impl Value {
             Reply::Error(e) => Value::Table(Table::Error(e)),
             Reply::Int(n) => Value::Num(n as f64),
             Reply::Bulk(b) | Reply::Verbatim(_, b) | Reply::BigNumber(b) => Value::Str(b),
-            Reply::Nil | Reply::NilArray => Value::Bool(false),
+            // Raw bytes are tracking pushes, never a command's reply.
+            Reply::Nil | Reply::NilArray | Reply::Raw(_) => Value::Bool(false),
             Reply::Array(items) | Reply::Push(items) | Reply::Many(items) | Reply::Set(items) => {
                 Value::Table(Table::Array(items.into_iter().map(Value::from_reply).collect()))
             }

@@ -464,7 +464,7 @@ pub fn run(
     limits: call::ScriptLimits,
     wrote: &Cell<bool>,
 ) -> Option<Reply> {
-    client.begin_script_run(caller);
+    client.begin_script_run(caller, keys);
     // A direct run is for the plain case: no refusal can come up.
     if !limits.read_only
         && !limits.deny_oom
