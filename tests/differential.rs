@@ -219,6 +219,7 @@ corpus! {
     transactions => "transactions.txt",
     scripting => "scripting.txt",
     scripting_redisson => "scripting_redisson.txt",
+    functions => "functions.txt",
 }
 
 #[test]

@@ -430,6 +430,8 @@ const ROWS: &[(Fixture, &str)] = &[
     (Live, "EVAL 'return redis.call(\"pttl\", KEYS[1])' 1 ttl"),
     (Expired, "EVAL 'return redis.call(\"del\", KEYS[1])' 1 xs"),
     (Live, "EVAL 'return 1' 0"),
+    (Live, "FUNCTION LOAD REPLACE '#!lua name=ks\nredis.register_function{function_name=\"ksget\", callback=function(k) return redis.call(\"get\", k[1]) end, flags={\"no-writes\"}}' ; FCALL ksget 1 s ; FCALL_RO ksget 1 nokey ; FCALL ksget 1 h"),
+    (Expired, "FUNCTION LOAD REPLACE '#!lua name=ks\nredis.register_function{function_name=\"ksget\", callback=function(k) return redis.call(\"get\", k[1]) end, flags={\"no-writes\"}}' ; FCALL ksget 1 xs ; FCALL_RO ksget 1 xs"),
     (Live, "EVAL_RO 'return redis.call(\"hget\", KEYS[1], \"f1\")' 1 h"),
     (Live, "EVAL_RO 'return redis.call(\"type\", KEYS[1])' 1 nokey"),
     (Live, "EVALSHA @sha:redisson/4.7.0/lock-acquire.lua 1 nokey 30000 5f0c7a5e-4d1b-4c8e-9a3f-0a1b2c3d4e5f:1"),

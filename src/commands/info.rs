@@ -128,7 +128,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("used_memory_rss_human:{}", human_bytes(rss));
             line!("used_memory_peak:{}", crate::memory::peak_bytes());
             line!("used_memory_peak_human:{}", human_bytes(crate::memory::peak_bytes()));
-            // Scripts: keylock has one Lua VM (EVAL) and no functions yet.
+            // Scripts: the EVAL VM and its cache, the functions' VM and libraries.
             let (vm, cache, cached) = ctx
                 .scripts
                 .as_deref()
@@ -139,14 +139,21 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("used_memory_lua_human:{}", human_bytes(vm as u64));
             line!("used_memory_scripts_eval:{}", cache);
             line!("number_of_cached_scripts:{}", cached);
-            line!("number_of_functions:0");
-            line!("number_of_libraries:0");
-            line!("used_memory_vm_functions:0");
-            line!("used_memory_vm_total:{}", vm);
-            line!("used_memory_vm_total_human:{}", human_bytes(vm as u64));
-            line!("used_memory_functions:0");
-            line!("used_memory_scripts:{}", cache);
-            line!("used_memory_scripts_human:{}", human_bytes(cache as u64));
+            let (functions, libraries, functions_vm, functions_cache) = ctx
+                .scripts
+                .as_deref()
+                .and_then(|s| s.functions.as_deref())
+                .map_or((0, 0, 0, 0), |f| {
+                    (f.callable_count(), f.library_count(), f.vm_memory(), f.overhead_memory())
+                });
+            line!("number_of_functions:{}", functions);
+            line!("number_of_libraries:{}", libraries);
+            line!("used_memory_vm_functions:{}", functions_vm);
+            line!("used_memory_vm_total:{}", vm + functions_vm);
+            line!("used_memory_vm_total_human:{}", human_bytes((vm + functions_vm) as u64));
+            line!("used_memory_functions:{}", functions_cache);
+            line!("used_memory_scripts:{}", cache + functions_cache);
+            line!("used_memory_scripts_human:{}", human_bytes((cache + functions_cache) as u64));
             line!("maxmemory:{}", maxmemory);
             line!("maxmemory_human:{}", human_bytes(maxmemory.max(0) as u64));
             line!("maxmemory_policy:{}", st.params.value("maxmemory-policy").unwrap_or("noeviction"));

@@ -62,6 +62,7 @@ struct Overhead {
     startup: u64,
     clients_normal: u64,
     lua_caches: u64,
+    functions_caches: u64,
     /// Per database with keys: (index, main table, expires table).
     dbs: Vec<(usize, u64, u64)>,
     overhead_total: u64,
@@ -95,13 +96,20 @@ impl Overhead {
                 (index, main, expires)
             })
             .collect();
-        let overhead_total = startup + clients_normal + lua_caches + dbs.iter().map(|(_, main, expires)| main + expires).sum::<u64>();
+        let functions_caches = ctx
+            .scripts
+            .as_deref()
+            .and_then(|s| s.functions.as_deref())
+            .map_or(0, |f| f.overhead_memory() as u64);
+        let overhead_total =
+            startup + clients_normal + lua_caches + functions_caches + dbs.iter().map(|(_, main, expires)| main + expires).sum::<u64>();
         Overhead {
             peak: memory::peak_bytes().max(total),
             total,
             startup,
             clients_normal,
             lua_caches,
+            functions_caches,
             keys: st.dbs.iter().map(|db| db.len() as u64).sum(),
             dbs,
             overhead_total,
@@ -140,7 +148,7 @@ fn stats(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         ("cluster.links", int(0)),
         ("aof.buffer", int(0)),
         ("lua.caches", int(mh.lua_caches)),
-        ("functions.caches", int(0)),
+        ("functions.caches", int(mh.functions_caches)),
     ];
     let mut reply: Vec<(Reply, Reply)> = fields.drain(..).map(|(k, v)| (Reply::bulk_static(k), v)).collect();
     for (index, main, expires) in &mh.dbs {

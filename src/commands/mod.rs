@@ -11,6 +11,7 @@ pub mod blocking;
 pub mod connection;
 pub mod defs;
 pub mod dump;
+pub mod functions;
 pub mod geo;
 pub mod hashes;
 pub mod hyperloglog;
@@ -176,6 +177,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         streams::COMMANDS,
         pubsub::COMMANDS,
         scripting::COMMANDS,
+        functions::COMMANDS,
         transactions::COMMANDS,
         keylock::COMMANDS,
     ]

@@ -11,7 +11,7 @@ use super::args::{parse_i64, upper};
 use super::table::{CommandSpec, cmd, container, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::engine::Scripts;
-use crate::scripting::{BusyAction, RunFlags};
+use crate::scripting::RunFlags;
 
 const EVAL_FLAGS: u32 = NOSCRIPT | SKIP_MONITOR | MONITOR_BEFORE | MAY_REPLICATE | NO_MANDATORY_KEYS | STALE;
 /// EVAL_RO and EVALSHA_RO: read-only, and nothing they run may replicate
@@ -133,17 +133,10 @@ fn script_flush(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::OK)
 }
 
-/// Served while a script is busy (`allow-busy`): it stops the script
-/// unless the script has written. At any other time no script runs.
+/// Served while a script is busy (`allow-busy`): it stops an EVAL that
+/// has not written. At any other time no script runs.
 fn script_kill(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    match ctx.state.busy.as_mut() {
-        Some(busy) if busy.killable => {
-            busy.action = Some(BusyAction::Kill);
-            Ok(Reply::OK)
-        }
-        Some(_) => Err(CmdError::new(crate::engine::exec::UNKILLABLE)),
-        None => Err(CmdError::new("NOTBUSY No scripts in execution right now.")),
-    }
+    super::functions::kill_busy(ctx, true)
 }
 
 fn script_debug(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

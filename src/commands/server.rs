@@ -1,6 +1,6 @@
 //! Server commands: INFO, CONFIG, COMMAND, DBSIZE, FLUSHDB/FLUSHALL, TIME,
-//! MONITOR, SHUTDOWN, SWAPDB, the FUNCTION answers of a server with no
-//! functions, and the persistence commands a memory-only server can answer.
+//! MONITOR, SHUTDOWN, SWAPDB, and the persistence commands a memory-only
+//! server can answer.
 
 use bytes::Bytes;
 
@@ -9,7 +9,6 @@ use super::table::{
     Arg, ArgKind, BeginSearch, CommandSpec, FindKeys, KeySpec, Registry, arg_flag, cmd, container, flag, flag::*, key_flag,
 };
 use super::{CmdError, CmdResult, Ctx, Reply};
-use crate::error::quoted;
 
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("info", -1, info).flags(LOADING | STALE | SENTINEL),
@@ -28,7 +27,6 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("command", -1, command)
         .flags(LOADING | STALE | SENTINEL)
         .with_subcommands(COMMAND),
-    container("function", FUNCTION),
 ];
 
 const SLOWLOG: &[CommandSpec] = &[
@@ -56,12 +54,6 @@ const COMMAND: &[CommandSpec] = &[
     cmd("help", 2, command).flags(LOADING | STALE | SENTINEL),
     cmd("info", -2, command).flags(LOADING | STALE | SENTINEL),
     cmd("list", -2, command).flags(LOADING | STALE | SENTINEL),
-];
-
-const FUNCTION: &[CommandSpec] = &[
-    cmd("flush", -2, function_flush).flags(WRITE | NOSCRIPT),
-    cmd("list", -2, function_list).flags(NOSCRIPT),
-    cmd("stats", 2, function_stats).flags(NOSCRIPT | ALLOW_BUSY),
 ];
 
 /// Redis's `addReplyHelp`: the usage lines of a container command.
@@ -179,7 +171,7 @@ fn shutdown(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         // script whatever it did (Redis answers any other SHUTDOWN with
         // its BUSY error).
         if !argv[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave")) {
-            return Err(CmdError::new(crate::engine::exec::BUSY));
+            return Err(CmdError::new(busy.busy_error()));
         }
         busy.action = Some(crate::scripting::BusyAction::Shutdown);
         ctx.client.close_after_reply = true;
@@ -258,51 +250,6 @@ fn config_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             "    Rewrite the configuration file.",
         ],
     ))
-}
-
-fn function_flush(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    match argv.len() {
-        2 => {}
-        3 if argv[2].eq_ignore_ascii_case(b"async") || argv[2].eq_ignore_ascii_case(b"sync") => {}
-        _ => return Err(CmdError::err("FUNCTION FLUSH only supports SYNC|ASYNC option")),
-    }
-    Ok(Reply::OK)
-}
-
-fn function_list(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let mut i = 2;
-    while i < argv.len() {
-        match upper(&argv[i]).as_str() {
-            "WITHCODE" => i += 1,
-            "LIBRARYNAME" if i + 1 < argv.len() => i += 2,
-            // Redis's addReplyErrorSdsSafe: line breaks become spaces, even at the end.
-            _ => {
-                return Err(CmdError::new_bytes([b"ERR Unknown argument ", quoted(&argv[i])].concat()));
-            }
-        }
-    }
-    Ok(Reply::Array(vec![]))
-}
-
-fn function_stats(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    if ctx.state.busy.is_some() {
-        // The busy script is an EVAL (keylock has no functions yet):
-        // Redis answers `slowevalerr`.
-        return Err(CmdError::new(crate::engine::exec::BUSY));
-    }
-    Ok(Reply::Map(vec![
-        (Reply::bulk_static("running_script"), Reply::Nil),
-        (
-            Reply::bulk_static("engines"),
-            Reply::Map(vec![(
-                Reply::bulk_static("LUA"),
-                Reply::Map(vec![
-                    (Reply::bulk_static("libraries_count"), Reply::Int(0)),
-                    (Reply::bulk_static("functions_count"), Reply::Int(0)),
-                ]),
-            )]),
-        ),
-    ]))
 }
 
 /// COMMAND and its subcommands, all generated from the command table.

@@ -49,8 +49,10 @@ pub const UNKNOWN_COMMAND: &str = "ERR Unknown Redis command called from script"
 pub const WRONG_ARITY: &str = "ERR Wrong number of args calling Redis command from script";
 pub const NOT_ALLOWED: &str = "ERR This Redis command is not allowed from script";
 pub const WRITE_IN_READ_ONLY: &str = "ERR Write commands are not allowed from read-only scripts.";
-/// Redis's `slowevalerr`: a client's command while a script is busy.
+/// Redis's `slowevalerr`: a client's command while an EVAL is busy.
 pub const BUSY: &str = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+/// Redis's `slowscripterr`: a client's command while a function is busy.
+pub const BUSY_FUNCTION: &str = "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
 /// SCRIPT KILL, FUNCTION KILL or SHUTDOWN (without NOSAVE) while a busy
 /// script has written.
 pub const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
@@ -172,10 +174,11 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
             )
         });
     }
-    if state.busy.is_some() && !cmd.spec.has(flag::ALLOW_BUSY) {
-        // A script runs past busy-reply-threshold (there are no functions
-        // yet, so it is an EVAL: Redis's `slowevalerr`).
-        return Err(Refusal::of(CmdError::new(BUSY), Some(cmd)));
+    if let Some(busy) = &state.busy
+        && !cmd.spec.has(flag::ALLOW_BUSY)
+    {
+        // A script runs past busy-reply-threshold.
+        return Err(Refusal::of(CmdError::new(busy.busy_error()), Some(cmd)));
     }
     if let Some(all) = state.paused()
         && (all || state.command_flags(scripts, client, cmd, argv) & (flag::WRITE | flag::MAY_REPLICATE) != 0)

@@ -321,7 +321,7 @@ impl State {
     /// flags for EVAL and friends, and for EXEC its queued commands' too.
     fn command_flags(&self, scripts: Option<&Scripts>, client: &Client, cmd: &Command, argv: &[Bytes]) -> u32 {
         match cmd.full_name.as_str() {
-            "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => script_command_flags(scripts, cmd, argv),
+            "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => script_command_flags(scripts, cmd, argv),
             "exec" => client.multi.as_ref().map_or(cmd.spec.flags, |multi| {
                 multi
                     .queued
@@ -536,6 +536,7 @@ impl State {
     /// CONFIG RESETSTAT).
     fn empty_for_test(&mut self, scripts: &mut Scripts) -> Result<(), CmdError> {
         scripts.reset_vm(self.runtime.lua_memory_limit)?;
+        scripts.reset_functions(self.runtime.lua_memory_limit)?;
         for db in &mut self.dbs {
             db.clear();
             db.expired_keys = 0;
@@ -679,6 +680,7 @@ impl State {
         self.busy = Some(BusyRun {
             killable: script.killable,
             action: None,
+            function: script.function.clone(),
         });
         let reply = exec::dispatch(self, None, &mut client, argv);
         let action = self.busy.take().and_then(|b| b.action);
@@ -711,6 +713,16 @@ pub struct BusyRun {
     pub killable: bool,
     /// What a command served asked of it (SCRIPT KILL, SHUTDOWN).
     pub action: Option<crate::scripting::BusyAction>,
+    /// The function running (FCALL), None for an EVAL.
+    pub function: Option<std::rc::Rc<crate::scripting::RunningFunction>>,
+}
+
+impl BusyRun {
+    /// What other clients' commands get: Redis's `slowevalerr` for an
+    /// EVAL, `slowscripterr` for a function.
+    pub fn busy_error(&self) -> &'static str {
+        if self.function.is_some() { exec::BUSY_FUNCTION } else { exec::BUSY }
+    }
 }
 
 /// What serving one command during a busy script gave.
@@ -726,13 +738,16 @@ pub struct BusyServed {
     pub postponed: Option<Vec<Bytes>>,
 }
 
-/// Redis's `evalGetCommandFlags` + `scriptFlagsToCmdFlags`: a script
-/// with a shebang is a write, deny-oom command unless it says
-/// otherwise; one without is judged by EVAL's own flags.
+/// Redis's `evalGetCommandFlags` / `fcallGetCommandFlags` +
+/// `scriptFlagsToCmdFlags`: a script with a shebang, or a function, is a
+/// write, deny-oom command unless it says otherwise; a script without,
+/// or a function that does not exist, is judged by the command's own
+/// flags.
 fn script_command_flags(scripts: Option<&Scripts>, cmd: &Command, argv: &[Bytes]) -> u32 {
     let declared = match (cmd.full_name.as_str(), argv.get(1)) {
         ("evalsha" | "evalsha_ro", Some(sha)) => scripts.and_then(|s| s.declared_flags(sha)),
         ("eval" | "eval_ro", Some(body)) => crate::scripting::shebang_of(body),
+        ("fcall" | "fcall_ro", Some(name)) => scripts.and_then(|s| s.function_flags(name)).map(|f| f.as_shebang()),
         _ => None,
     };
     let Some(shebang) = declared else { return cmd.spec.flags };

@@ -17,13 +17,18 @@ use bytes::Bytes;
 
 use super::Client;
 use crate::error::CmdError;
-use crate::scripting::{Scripting, Shebang, Watchdog};
+use crate::scripting::functions::{FunctionFlags, Functions};
+use crate::scripting::{Runtime, Scripting, Shebang, Watchdog};
 
 pub struct Scripts {
     /// The Lua VM; None if it could not start (scripting then answers
     /// with an error, the rest of the server works).
     pub vm: Option<Box<Scripting>>,
-    /// The pseudo-client a script's commands run as (`[0 lua]` in MONITOR).
+    /// The functions' VM and libraries (FUNCTION LOAD, FCALL); None if
+    /// it could not start.
+    pub functions: Option<Box<Functions>>,
+    /// The pseudo-client a script's commands run as (`[0 lua]` in MONITOR),
+    /// an EVAL's or a function's (one runs at a time).
     pub client: Box<Client>,
     /// SCRIPT KILL's signal to the running script.
     kill: Arc<AtomicBool>,
@@ -41,6 +46,7 @@ impl Scripts {
     pub fn new(watchdog: Rc<Watchdog>, memory_limit: usize) -> Scripts {
         let mut scripts = Scripts {
             vm: None,
+            functions: None,
             client: Box::new(Client::script_client()),
             kill: Arc::new(AtomicBool::new(false)),
             rng: Rc::new(Cell::new(crate::scripting::RAND48_INIT)),
@@ -50,7 +56,58 @@ impl Scripts {
             Ok(vm) => scripts.vm = Some(Box::new(vm)),
             Err(e) => tracing::error!(error = %e, "could not start the Lua VM; scripting is unavailable"),
         }
+        match scripts.fresh_functions(memory_limit) {
+            Ok(functions) => scripts.functions = Some(Box::new(functions)),
+            Err(e) => tracing::error!(error = %e, "could not start the functions' Lua VM; functions are unavailable"),
+        }
         scripts
+    }
+
+    /// A new functions' VM with no libraries.
+    fn fresh_functions(&self, memory_limit: usize) -> Result<Functions, CmdError> {
+        let runtime = Runtime::new(self.kill.clone(), self.rng.clone(), self.watchdog.clone());
+        let functions = Functions::new(runtime).map_err(|e| CmdError::err(format!("could not start the functions' Lua VM: {e}")))?;
+        functions.set_memory_limit(memory_limit);
+        Ok(functions)
+    }
+
+    /// The functions' engine, or the error a function command gets when
+    /// there is none.
+    pub fn functions(&mut self) -> Result<&mut Functions, CmdError> {
+        self.functions.as_deref_mut().ok_or_else(unavailable)
+    }
+
+    /// The functions' engine and the pseudo-client, lent together to one run.
+    pub fn for_function_run(&mut self) -> Result<(&mut Functions, &mut Client), CmdError> {
+        match self.functions.as_deref_mut() {
+            Some(functions) => Ok((functions, &mut self.client)),
+            None => Err(unavailable()),
+        }
+    }
+
+    /// Replaces the functions' VM by a fresh one holding the same
+    /// libraries (after a run that panicked).
+    pub fn rebuild_functions(&mut self, memory_limit: usize) {
+        let rebuilt = self.functions.as_ref().map(|f| f.rebuilt(memory_limit));
+        match rebuilt {
+            Some(Ok(functions)) => self.functions = Some(Box::new(functions)),
+            Some(Err(e)) => {
+                tracing::error!(error = %e, "could not rebuild the functions' Lua VM; functions are unavailable");
+                self.functions = None;
+            }
+            None => {}
+        }
+    }
+
+    /// Every library gone, and a fresh VM (KEYLOCK RESET).
+    pub fn reset_functions(&mut self, memory_limit: usize) -> Result<(), CmdError> {
+        self.functions = Some(Box::new(self.fresh_functions(memory_limit)?));
+        Ok(())
+    }
+
+    /// The flags of the function FCALL `name` would run.
+    pub fn function_flags(&self, name: &[u8]) -> Option<FunctionFlags> {
+        self.functions.as_ref()?.flags_of(name)
     }
 
     /// A new VM with an empty script cache.
@@ -100,6 +157,9 @@ impl Scripts {
     pub fn set_memory_limit(&self, bytes: usize) {
         if let Some(vm) = &self.vm {
             vm.set_memory_limit(bytes);
+        }
+        if let Some(functions) = &self.functions {
+            functions.set_memory_limit(bytes);
         }
     }
 }

@@ -49,11 +49,13 @@ impl<'a> Reader<'a> {
         Reader { buf, at: 0, options }
     }
 
-    fn remaining(&self) -> usize {
+    /// Bytes not read yet.
+    pub fn remaining(&self) -> usize {
         self.buf.len() - self.at
     }
 
-    fn u8(&mut self) -> Option<u8> {
+    /// One byte (an opcode or a type).
+    pub fn u8(&mut self) -> Option<u8> {
         let b = *self.buf.get(self.at)?;
         self.at += 1;
         Some(b)
@@ -94,6 +96,12 @@ impl<'a> Reader<'a> {
             Len::Plain(n) => Some(n),
             Len::Encoded(n) => Some(u64::from(n)),
         }
+    }
+
+    /// [`Reader::len`] for readers outside this module (FUNCTION RESTORE's
+    /// description indicator).
+    pub fn length(&mut self) -> Option<u64> {
+        self.len()
     }
 
     /// A count of elements each at least `min_bytes` long, trusted only if

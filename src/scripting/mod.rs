@@ -35,6 +35,8 @@
 
 pub mod call;
 pub mod convert;
+pub mod function_dump;
+pub mod functions;
 pub mod lua_libs;
 pub mod native;
 mod raw_call;
@@ -58,7 +60,7 @@ pub use sandbox::RAND48_INIT;
 
 /// How many instructions run between two checks for SCRIPT KILL and the
 /// busy threshold (Redis uses the same count).
-const HOOK_EVERY: c_int = 100_000;
+pub(crate) const HOOK_EVERY: c_int = 100_000;
 /// Scripts between two incremental GC steps, and the step's size, as Redis
 /// does (`LUA_GC_CYCLE_PERIOD`).
 const GC_PERIOD: u32 = 50;
@@ -84,11 +86,34 @@ pub fn sha1_hex(body: &[u8]) -> String {
 }
 
 /// What the network side learns about a script past `busy-reply-threshold`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct BusyScript {
-    /// The script has not written: SCRIPT KILL may stop it.
+    /// The script has not written: SCRIPT KILL (FUNCTION KILL) may stop it.
     pub killable: bool,
     pub elapsed_ms: u64,
+    /// The FCALL running, None for an EVAL: it decides which BUSY text
+    /// clients get and which of SCRIPT KILL and FUNCTION KILL stops it.
+    pub function: Option<Rc<RunningFunction>>,
+}
+
+/// A function being run by FCALL / FCALL_RO, as FUNCTION STATS shows it.
+#[derive(Debug)]
+pub struct RunningFunction {
+    pub name: Bytes,
+    /// The caller's command line.
+    pub command: Vec<Bytes>,
+    /// When it started, in `clock::ticks`.
+    pub started: u64,
+    /// The libraries and functions loaded (FUNCTION STATS' counts, which
+    /// nothing changes while it runs).
+    pub counts: (usize, usize),
+}
+
+impl RunningFunction {
+    /// FUNCTION STATS' `duration_ms`.
+    pub fn duration_ms(&self) -> u64 {
+        crate::clock::ticks::to_us(crate::clock::ticks::now().saturating_sub(self.started)) / 1000
+    }
 }
 
 /// What the network side asks of a busy script.
@@ -168,7 +193,23 @@ pub(crate) struct Runtime {
     pub(crate) wrote: Cell<bool>,
     /// When the running script started, in `clock::ticks`.
     started: Cell<Option<u64>>,
+    /// The function running, when the run is an FCALL.
+    function: RefCell<Option<Rc<RunningFunction>>>,
     watchdog: Rc<Watchdog>,
+}
+
+impl Runtime {
+    pub(crate) fn new(kill: Arc<AtomicBool>, rng: Rc<Cell<u64>>, watchdog: Rc<Watchdog>) -> Rc<Runtime> {
+        Rc::new(Runtime {
+            resp: Cell::new(2),
+            rng,
+            killed: kill,
+            wrote: Cell::new(false),
+            started: Cell::new(None),
+            function: RefCell::new(None),
+            watchdog,
+        })
+    }
 }
 
 struct Cached {
@@ -240,14 +281,224 @@ fn parse_shebang(body: &[u8]) -> CmdResult<(Option<Shebang>, usize)> {
     Ok((Some(shebang), end))
 }
 
-pub struct Scripting {
-    lua: Lua,
+/// One Lua VM with what a run needs around it: the EVAL VM inside
+/// [`Scripting`], and the functions' own VM (`functions.rs`), which Redis
+/// also keeps apart.
+pub(crate) struct Vm {
+    pub(crate) lua: Lua,
     /// The VM's main thread, for the raw calls of a run.
-    state: *mut ffi::lua_State,
+    pub(crate) state: *mut ffi::lua_State,
+    pub(crate) runtime: Rc<Runtime>,
+    runs_since_gc: u32,
+}
+
+/// What a run calls: an EVAL script (KEYS and ARGV as globals, no
+/// arguments, the global error handler) or a function (KEYS and ARGV as
+/// its two arguments, the error handler kept in the registry).
+#[derive(Clone, Copy)]
+pub(crate) enum Callee {
+    Script { function: c_int },
+    Function { function: c_int, handler: c_int },
+}
+
+impl Vm {
+    /// A VM made by `lua_libs::new_redis_lua`, with `install` run on its
+    /// main thread in a protected call.
+    pub(crate) fn new(runtime: Rc<Runtime>, install: unsafe fn(*mut ffi::lua_State)) -> mlua::Result<Vm> {
+        let lua = lua_libs::new_redis_lua()?;
+        let mut state: *mut ffi::lua_State = std::ptr::null_mut();
+        // SAFETY: `install` runs in mlua's protected call on the VM's main
+        // thread, which is the state every later run uses.
+        unsafe {
+            lua.exec_raw::<()>((), |s| {
+                install(s);
+                state = s;
+            })?;
+        }
+        Ok(Vm {
+            lua,
+            state,
+            runtime,
+            runs_since_gc: 0,
+        })
+    }
+
+    /// Caps the Lua heap (0: no cap); a script that needs more fails with
+    /// an out-of-memory error and the server carries on.
+    pub(crate) fn set_memory_limit(&self, bytes: usize) {
+        if let Err(e) = self.lua.set_memory_limit(bytes) {
+            tracing::warn!(error = %e, "could not set the Lua memory limit");
+        }
+    }
+
+    /// Runs `callee` with KEYS and ARGV as the client `caller`'s command
+    /// (its commands run as `script_client`); `name` is what errors call
+    /// it (the SHA1, or the function's name).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run(
+        &mut self,
+        state: &mut State,
+        caller: &mut Client,
+        script_client: &mut Client,
+        callee: Callee,
+        keys: &[Bytes],
+        args: &[Bytes],
+        limits: call::ScriptLimits,
+        name: &str,
+    ) -> Reply {
+        let rt = &self.runtime;
+        rt.resp.set(2);
+        rt.killed.store(false, Ordering::Relaxed);
+        rt.started.set(Some(crate::clock::ticks::now()));
+        // SAFETY: the tables are built in mlua's protected call; whatever
+        // happened there, the globals are locked again afterwards.
+        let arrays = unsafe {
+            match callee {
+                Callee::Script { .. } => {
+                    let set = self.lua.exec_raw::<()>((), |s| set_keys_and_argv(s, keys, args));
+                    sandbox::lua_enablereadonlytable(self.state, ffi::LUA_GLOBALSINDEX, 1);
+                    set.map(|()| None)
+                }
+                Callee::Function { .. } => {
+                    let mut refs = (0, 0);
+                    self.lua
+                        .exec_raw::<()>((), |s| {
+                            refs.0 = new_array_ref(s, keys);
+                            refs.1 = new_array_ref(s, args);
+                        })
+                        .map(|()| Some(refs))
+                }
+            }
+        };
+        let reply = match arrays {
+            Err(e) => script_failure(name, &e.to_string()),
+            Ok(arrays) => {
+                script_client.begin_script_run(caller, keys);
+                let runtime = self.runtime.clone();
+                let reply = {
+                    let mut cx = call::CallContext {
+                        state: &mut *state,
+                        client: &mut *script_client,
+                        limits,
+                        runtime: &runtime,
+                    };
+                    // SAFETY: the VM is idle (no Lua call in progress) and
+                    // owned by this engine thread; see `call`.
+                    let limit = cx.state.runtime.lua_memory_limit;
+                    call::with_active_run(&mut cx, || unsafe { self.call(callee, arrays, limit, name) })
+                };
+                script_client.end_script_run(caller);
+                reply
+            }
+        };
+        self.runtime.started.set(None);
+        if let Reply::Error(e) = &reply
+            && e.starts_with(b"ERR Error running script")
+            && e.ends_with(b"not enough memory")
+        {
+            // Free what the failed script left behind before anything else runs.
+            let _ = self.lua.gc_collect();
+            return Reply::Error(Bytes::from(format!(
+                "ERR Error running script, not enough memory: the Lua heap reached lua-memory-limit ({} bytes) script: {name}",
+                state.runtime.lua_memory_limit
+            )));
+        }
+        reply
+    }
+
+    /// The call itself, as Redis's `luaCallFunction` makes it: the error
+    /// handler, then the function (and for a function its two arrays),
+    /// called with `lua_pcall` from the top of the VM's stack (so Lua's
+    /// C-call and stack limits count as in Redis), then the conversion of
+    /// what it left.
+    ///
+    /// # Safety
+    /// No Lua call may be in progress on the VM, and a run must be active.
+    unsafe fn call(&mut self, callee: Callee, arrays: Option<(c_int, c_int)>, reply_limit: usize, name: &str) -> Reply {
+        let l = self.state;
+        // SAFETY: pushes of existing values (the handler is a global or a
+        // registry entry, the function and arrays registry entries) after
+        // a protected stack check, then a protected call; nothing here can
+        // raise outside it.
+        unsafe {
+            let top = ffi::lua_gettop(l);
+            let release = |l: *mut ffi::lua_State| {
+                if let Some((keys, args)) = arrays {
+                    ffi::luaL_unref(l, ffi::LUA_REGISTRYINDEX, keys);
+                    ffi::luaL_unref(l, ffi::LUA_REGISTRYINDEX, args);
+                }
+            };
+            if ffi::lua_checkstack(l, 4) == 0 {
+                release(l);
+                return script_failure(name, "not enough memory");
+            }
+            let (nargs, handler_at) = match (callee, arrays) {
+                (Callee::Function { function, handler }, Some((keys, args))) => {
+                    ffi::lua_rawgeti_(l, ffi::LUA_REGISTRYINDEX, handler);
+                    ffi::lua_rawgeti_(l, ffi::LUA_REGISTRYINDEX, function);
+                    ffi::lua_rawgeti_(l, ffi::LUA_REGISTRYINDEX, keys);
+                    ffi::lua_rawgeti_(l, ffi::LUA_REGISTRYINDEX, args);
+                    (2, -4)
+                }
+                (Callee::Script { function }, _) | (Callee::Function { function, .. }, None) => {
+                    ffi::lua_getfield_(l, ffi::LUA_GLOBALSINDEX, c"__redis__err__handler".as_ptr());
+                    ffi::lua_rawgeti_(l, ffi::LUA_REGISTRYINDEX, function);
+                    (0, -2)
+                }
+            };
+            release(l);
+            // Redis sets the hook only with a busy threshold; keylock
+            // always does, so that stopping the server ends any script.
+            ffi::lua_sethook(l, Some(count_hook), ffi::LUA_MASKCOUNT, HOOK_EVERY);
+            let status = ffi::lua_pcall(l, nargs, 1, handler_at);
+
+            self.runs_since_gc += 1;
+            if self.runs_since_gc == GC_PERIOD {
+                self.runs_since_gc = 0;
+                ffi::lua_gc(l, ffi::LUA_GCSTEP, GC_PERIOD as c_int);
+            }
+
+            let reply = if status == 0 {
+                let mut conv = convert::Conversion::new(reply_limit);
+                let reply = convert::lua_to_reply(l, self.runtime.resp.get(), &mut conv);
+                if conv.exceeded() {
+                    Reply::Error(Bytes::from(format!(
+                        "ERR Error running script, result too large: converted, it would take more than {} bytes script: {name}",
+                        convert::Conversion::limit(reply_limit)
+                    )))
+                } else {
+                    book_result_errors(&reply, &conv.errors);
+                    reply
+                }
+            } else if ffi::lua_type(l, -1) == ffi::LUA_TTABLE {
+                let info = convert::ErrorInfo::of_table(l);
+                if info.counted {
+                    error_already_counted();
+                }
+                info.into_reply(name)
+            } else {
+                let msg = match ffi::lua_type(l, -1) {
+                    ffi::LUA_TSTRING => {
+                        let mut len = 0usize;
+                        let p = ffi::lua_tolstring(l, -1, &mut len);
+                        String::from_utf8_lossy(std::slice::from_raw_parts(p as *const u8, len)).into_owned()
+                    }
+                    ffi::LUA_TNUMBER => crate::numfmt::fmt_g(ffi::lua_tonumber(l, -1), 14),
+                    _ => "execution failure".to_string(),
+                };
+                script_failure(name, &msg)
+            };
+            ffi::lua_sethook(l, None, 0, 0);
+            ffi::lua_settop(l, top);
+            reply
+        }
+    }
+}
+
+pub struct Scripting {
+    vm: Vm,
     /// By lowercase hex SHA1: found without allocating or SipHash.
     scripts: HashMap<ScriptId, Cached, ahash::RandomState>,
-    runtime: Rc<Runtime>,
-    runs_since_gc: u32,
     /// What the cache holds besides the VM: each body, its SHA1 and its
     /// entry (Redis's `used_memory_scripts_eval`).
     cache_bytes: usize,
@@ -259,30 +510,10 @@ const CACHE_ENTRY_BYTES: usize = 64;
 
 impl Scripting {
     pub fn new(kill: Arc<AtomicBool>, rng: Rc<Cell<u64>>, watchdog: Rc<Watchdog>) -> mlua::Result<Scripting> {
-        let lua = lua_libs::new_redis_lua()?;
-        let mut state: *mut ffi::lua_State = std::ptr::null_mut();
-        // SAFETY: `install` runs in mlua's protected call on the VM's main
-        // thread, which is the state every later run uses.
-        unsafe {
-            lua.exec_raw::<()>((), |s| {
-                sandbox::install(s);
-                state = s;
-            })?;
-        }
-        let runtime = Rc::new(Runtime {
-            resp: Cell::new(2),
-            rng,
-            killed: kill,
-            wrote: Cell::new(false),
-            started: Cell::new(None),
-            watchdog,
-        });
+        let vm = Vm::new(Runtime::new(kill, rng, watchdog), sandbox::install)?;
         Ok(Scripting {
-            lua,
-            state,
+            vm,
             scripts: HashMap::default(),
-            runtime,
-            runs_since_gc: 0,
             cache_bytes: 0,
         })
     }
@@ -293,7 +524,8 @@ impl Scripting {
         let id = script_id(sha.as_bytes()).ok_or_else(|| CmdError::err("internal: SHA1 is not 40 hex digits"))?;
         if !self.scripts.contains_key(&id) {
             let (shebang, code_starts) = parse_shebang(body)?;
-            let function = self.compile(&body[code_starts..])?;
+            let function = compile(&self.vm.lua, &body[code_starts..], c"@user_script")
+                .map_err(|msg| CmdError::err(format!("Error compiling script (new function): {msg}")))?;
             let recognized = native::NativeTable::get().recognize(&sha);
             self.cache_bytes += body.len() + sha.len() + CACHE_ENTRY_BYTES;
             self.scripts.insert(
@@ -308,43 +540,10 @@ impl Scripting {
         Ok(sha)
     }
 
-    /// `luaL_loadbuffer` as `@user_script` (Redis's Lua refuses binary
-    /// chunks here); the function is kept in the registry.
-    fn compile(&self, body: &[u8]) -> CmdResult<c_int> {
-        let mut outcome: Result<c_int, Vec<u8>> = Err(Vec::new());
-        // SAFETY: in mlua's protected call; the loader reports syntax and
-        // memory errors as a status, and the message is copied out before
-        // anything else runs. luaL_ref may raise (memory), before which
-        // nothing is owned.
-        let called = unsafe {
-            self.lua.exec_raw::<()>((), |s| {
-                let status = ffi::luaL_loadbuffer(s, body.as_ptr() as *const c_char, body.len(), c"@user_script".as_ptr());
-                if status == 0 {
-                    outcome = Ok(ffi::luaL_ref(s, ffi::LUA_REGISTRYINDEX));
-                } else {
-                    let mut len = 0usize;
-                    let p = ffi::lua_tolstring(s, -1, &mut len);
-                    if !p.is_null() {
-                        outcome = Err(std::slice::from_raw_parts(p as *const u8, len).to_vec());
-                    }
-                    ffi::lua_pop(s, 1);
-                }
-            })
-        };
-        let compile_error = |msg: &[u8]| CmdError::err(format!("Error compiling script (new function): {}", String::from_utf8_lossy(msg)));
-        match (called, outcome) {
-            (Ok(()), Ok(function)) => Ok(function),
-            (Ok(()), Err(msg)) => Err(compile_error(&msg)),
-            (Err(e), _) => Err(compile_error(e.to_string().as_bytes())),
-        }
-    }
-
     /// Caps the Lua heap (0: no cap); a script that needs more fails with
     /// an out-of-memory error and the server carries on.
     pub fn set_memory_limit(&self, bytes: usize) {
-        if let Err(e) = self.lua.set_memory_limit(bytes) {
-            tracing::warn!(error = %e, "could not set the Lua memory limit");
-        }
+        self.vm.set_memory_limit(bytes);
     }
 
     /// The flags a cached script declared, by its SHA1 (None: not cached,
@@ -363,7 +562,7 @@ impl Scripting {
 
     /// Lua heap in use, for INFO.
     pub fn used_memory(&self) -> usize {
-        self.lua.used_memory()
+        self.vm.lua.used_memory()
     }
 
     /// The script cache's own memory (bodies, SHA1s, entries), for INFO.
@@ -394,28 +593,15 @@ impl Scripting {
         };
         let mut allow_oom = false;
         if let Some(shebang) = cached.shebang {
-            // scriptPrepareForRun, for scripts that declared their flags.
-            if !shebang.no_writes {
-                if flags.read_only {
-                    return Some(Reply::Error(Bytes::from_static(
-                        b"ERR Can not execute a script with write flag using *_ro command.",
-                    )));
-                }
-                if !state.enough_good_replicas() {
-                    return Some(Reply::Error(Bytes::from_static(crate::engine::NOREPLICAS.as_bytes())));
-                }
-            }
-            if state.pre_command_oom && state.runtime.maxmemory > 0 && !shebang.allow_oom && !shebang.no_writes {
-                return Some(Reply::Error(Bytes::from_static(
-                    b"OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'",
-                )));
+            if let Err(refused) = prepare_declared(state, shebang, flags.read_only) {
+                return Some(refused);
             }
             flags.read_only |= shebang.no_writes;
             allow_oom = shebang.allow_oom;
         }
         let limits = call::ScriptLimits::of(state, flags.read_only, allow_oom);
         let flags = &flags;
-        let rt = &self.runtime;
+        let rt = &self.vm.runtime;
         rt.wrote.set(false);
         if let Some(script) = recognized {
             if flags.native
@@ -438,131 +624,68 @@ impl Scripting {
             }
             state.stats.recognized_runs(script.index).lua += 1;
         }
-        rt.resp.set(2);
-        rt.killed.store(false, Ordering::Relaxed);
-        rt.started.set(Some(crate::clock::ticks::now()));
-
-        let reply = self.run_function(state, caller, script_client, function, keys, args, limits, sha_text(id));
-
-        self.runtime.started.set(None);
-        Some(reply)
+        Some(self.vm.run(
+            state,
+            caller,
+            script_client,
+            Callee::Script { function },
+            keys,
+            args,
+            limits,
+            sha_text(id),
+        ))
     }
+}
 
-    #[allow(clippy::too_many_arguments)]
-    fn run_function(
-        &mut self,
-        state: &mut State,
-        caller: &mut Client,
-        script_client: &mut Client,
-        function: c_int,
-        keys: &[Bytes],
-        args: &[Bytes],
-        limits: call::ScriptLimits,
-        sha: &str,
-    ) -> Reply {
-        // SAFETY: the tables are built in mlua's protected call; whatever
-        // happened there, the globals are locked again afterwards.
-        let arrays = unsafe {
-            let set = self.lua.exec_raw::<()>((), |s| set_keys_and_argv(s, keys, args));
-            sandbox::lua_enablereadonlytable(self.state, ffi::LUA_GLOBALSINDEX, 1);
-            set
-        };
-        if let Err(e) = arrays {
-            return script_failure(sha, &e.to_string());
-        }
-        script_client.begin_script_run(caller, keys);
-        let runtime = self.runtime.clone();
-        let reply = {
-            let mut cx = call::CallContext {
-                state: &mut *state,
-                client: &mut *script_client,
-                limits,
-                runtime: &runtime,
-            };
-            // SAFETY: the VM is idle (no Lua call in progress) and owned by
-            // this engine thread; see `call_script`.
-            let limit = cx.state.runtime.lua_memory_limit;
-            call::with_active_run(&mut cx, || unsafe { self.call_script(function, limit, sha) })
-        };
-        script_client.end_script_run(caller);
-        if let Reply::Error(e) = &reply
-            && e.starts_with(b"ERR Error running script")
-            && e.ends_with(b"not enough memory")
-        {
-            // Free what the failed script left behind before anything else runs.
-            let _ = self.lua.gc_collect();
-            return Reply::Error(Bytes::from(format!(
-                "ERR Error running script, not enough memory: the Lua heap reached lua-memory-limit ({} bytes) script: {sha}",
-                state.runtime.lua_memory_limit
+/// Redis's `scriptPrepareForRun` checks for a script that declared its
+/// flags (a shebang, or a function): the refusal the client gets, if any.
+pub(crate) fn prepare_declared(state: &State, shebang: Shebang, read_only: bool) -> Result<(), Reply> {
+    if !shebang.no_writes {
+        if read_only {
+            return Err(Reply::Error(Bytes::from_static(
+                b"ERR Can not execute a script with write flag using *_ro command.",
             )));
         }
-        reply
-    }
-
-    /// The call itself, as Redis's `luaCallFunction` makes it: the error
-    /// handler, then the function, called with `lua_pcall` from the top of
-    /// the VM's stack (so Lua's C-call and stack limits count as in Redis),
-    /// then the conversion of what it left.
-    ///
-    /// # Safety
-    /// No Lua call may be in progress on the VM, and a run must be active.
-    unsafe fn call_script(&mut self, function: c_int, reply_limit: usize, sha: &str) -> Reply {
-        let l = self.state;
-        // SAFETY: pushes of existing values (the handler is a global, the
-        // function a registry entry) after a protected stack check, then a
-        // protected call; nothing here can raise outside it.
-        unsafe {
-            let top = ffi::lua_gettop(l);
-            if ffi::lua_checkstack(l, 2) == 0 {
-                return script_failure(sha, "not enough memory");
-            }
-            ffi::lua_getfield_(l, ffi::LUA_GLOBALSINDEX, c"__redis__err__handler".as_ptr());
-            ffi::lua_rawgeti_(l, ffi::LUA_REGISTRYINDEX, function);
-            // Redis sets the hook only with a busy threshold; keylock
-            // always does, so that stopping the server ends any script.
-            ffi::lua_sethook(l, Some(count_hook), ffi::LUA_MASKCOUNT, HOOK_EVERY);
-            let status = ffi::lua_pcall(l, 0, 1, -2);
-
-            self.runs_since_gc += 1;
-            if self.runs_since_gc == GC_PERIOD {
-                self.runs_since_gc = 0;
-                ffi::lua_gc(l, ffi::LUA_GCSTEP, GC_PERIOD as c_int);
-            }
-
-            let reply = if status == 0 {
-                let mut conv = convert::Conversion::new(reply_limit);
-                let reply = convert::lua_to_reply(l, self.runtime.resp.get(), &mut conv);
-                if conv.exceeded() {
-                    Reply::Error(Bytes::from(format!(
-                        "ERR Error running script, result too large: converted, it would take more than {} bytes script: {sha}",
-                        convert::Conversion::limit(reply_limit)
-                    )))
-                } else {
-                    book_result_errors(&reply, &conv.errors);
-                    reply
-                }
-            } else if ffi::lua_type(l, -1) == ffi::LUA_TTABLE {
-                let info = convert::ErrorInfo::of_table(l);
-                if info.counted {
-                    error_already_counted();
-                }
-                info.into_reply(sha)
-            } else {
-                let msg = match ffi::lua_type(l, -1) {
-                    ffi::LUA_TSTRING => {
-                        let mut len = 0usize;
-                        let p = ffi::lua_tolstring(l, -1, &mut len);
-                        String::from_utf8_lossy(std::slice::from_raw_parts(p as *const u8, len)).into_owned()
-                    }
-                    ffi::LUA_TNUMBER => crate::numfmt::fmt_g(ffi::lua_tonumber(l, -1), 14),
-                    _ => "execution failure".to_string(),
-                };
-                script_failure(sha, &msg)
-            };
-            ffi::lua_sethook(l, None, 0, 0);
-            ffi::lua_settop(l, top);
-            reply
+        if !state.enough_good_replicas() {
+            return Err(Reply::Error(Bytes::from_static(crate::engine::NOREPLICAS.as_bytes())));
         }
+    }
+    if state.pre_command_oom && state.runtime.maxmemory > 0 && !shebang.allow_oom && !shebang.no_writes {
+        return Err(Reply::Error(Bytes::from_static(
+            b"OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'",
+        )));
+    }
+    Ok(())
+}
+
+/// `luaL_loadbuffer` under the chunk name `chunk` (Redis's Lua refuses
+/// binary chunks); the function is kept in the registry. The error is
+/// the loader's message.
+pub(crate) fn compile(lua: &Lua, body: &[u8], chunk: &std::ffi::CStr) -> Result<c_int, String> {
+    let mut outcome: Result<c_int, Vec<u8>> = Err(Vec::new());
+    // SAFETY: in mlua's protected call; the loader reports syntax and
+    // memory errors as a status, and the message is copied out before
+    // anything else runs. luaL_ref may raise (memory), before which
+    // nothing is owned.
+    let called = unsafe {
+        lua.exec_raw::<()>((), |s| {
+            let status = ffi::luaL_loadbuffer(s, body.as_ptr() as *const c_char, body.len(), chunk.as_ptr());
+            if status == 0 {
+                outcome = Ok(ffi::luaL_ref(s, ffi::LUA_REGISTRYINDEX));
+            } else {
+                let mut len = 0usize;
+                let p = ffi::lua_tolstring(s, -1, &mut len);
+                if !p.is_null() {
+                    outcome = Err(std::slice::from_raw_parts(p as *const u8, len).to_vec());
+                }
+                ffi::lua_pop(s, 1);
+            }
+        })
+    };
+    match (called, outcome) {
+        (Ok(()), Ok(function)) => Ok(function),
+        (Ok(()), Err(msg)) => Err(String::from_utf8_lossy(&msg).into_owned()),
+        (Err(e), _) => Err(e.to_string()),
     }
 }
 
@@ -632,6 +755,7 @@ fn script_interrupted() -> bool {
     let script = BusyScript {
         killable: !rt.wrote.get(),
         elapsed_ms,
+        function: rt.function.borrow().clone(),
     };
     if rt.watchdog.check(&script, cx.state).is_some() {
         rt.killed.store(true, Ordering::Relaxed);
@@ -679,6 +803,22 @@ unsafe fn set_keys_and_argv(state: *mut ffi::lua_State, keys: &[Bytes], args: &[
             ffi::lua_setfield(state, ffi::LUA_GLOBALSINDEX, name.as_ptr());
             sandbox::lua_enablereadonlytable(state, ffi::LUA_GLOBALSINDEX, 1);
         }
+    }
+}
+
+/// A new array of `items` in the registry (a function's KEYS or ARGV).
+///
+/// # Safety
+/// As [`set_keys_and_argv`].
+unsafe fn new_array_ref(state: *mut ffi::lua_State, items: &[Bytes]) -> c_int {
+    // SAFETY: as documented; at most two slots are used.
+    unsafe {
+        ffi::lua_createtable(state, items.len() as c_int, 0);
+        for (i, item) in items.iter().enumerate() {
+            ffi::lua_pushlstring_(state, item.as_ptr() as *const c_char, item.len());
+            ffi::lua_rawseti_(state, -2, (i + 1) as c_int);
+        }
+        ffi::luaL_ref(state, ffi::LUA_REGISTRYINDEX)
     }
 }
 

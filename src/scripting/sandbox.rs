@@ -82,59 +82,7 @@ pub(crate) unsafe fn install(state: *mut ffi::lua_State) {
     // SAFETY: a protected call is in progress; each step leaves the stack
     // as it found it.
     unsafe {
-        // luaRegisterRedisAPI, after the libraries.
-        ffi::lua_pushcfunction(state, pcall);
-        ffi::lua_setfield(state, ffi::LUA_GLOBALSINDEX, c"pcall".as_ptr());
-        // keylock's own: xpcall that does not run the script's handler for
-        // the error that stops a killed script (see scripting/mod.rs).
-        ffi::lua_pushcfunction(state, xpcall);
-        ffi::lua_setfield(state, ffi::LUA_GLOBALSINDEX, c"xpcall".as_ptr());
-
-        ffi::lua_newtable(state);
-        let functions: [(&CStr, ffi::lua_CFunction); 3] = [
-            (c"call", super::raw_call::redis_call),
-            (c"pcall", super::raw_call::redis_pcall),
-            (c"log", log),
-        ];
-        set_functions(state, &functions);
-        set_numbers(
-            state,
-            &[
-                (c"LOG_DEBUG", 0.0),
-                (c"LOG_VERBOSE", 1.0),
-                (c"LOG_NOTICE", 2.0),
-                (c"LOG_WARNING", 3.0),
-                (c"REDIS_VERSION_NUM", super::redis_version_num()),
-            ],
-        );
-        ffi::lua_pushlstring(state, crate::REDIS_VERSION.as_ptr() as *const c_char, crate::REDIS_VERSION.len());
-        ffi::lua_setfield(state, -2, c"REDIS_VERSION".as_ptr());
-        set_functions(
-            state,
-            &[
-                (c"setresp", setresp),
-                (c"sha1hex", sha1hex),
-                (c"error_reply", error_reply),
-                (c"status_reply", status_reply),
-                (c"set_repl", set_repl),
-            ],
-        );
-        set_numbers(
-            state,
-            &[
-                (c"REPL_NONE", 0.0),
-                (c"REPL_AOF", 1.0),
-                (c"REPL_SLAVE", 2.0),
-                (c"REPL_REPLICA", 2.0),
-                (c"REPL_ALL", 3.0),
-            ],
-        );
-        set_functions(state, &[(c"acl_check_cmd", acl_check_cmd)]);
-        ffi::lua_setfield(state, ffi::LUA_GLOBALSINDEX, c"redis".as_ptr());
-
-        ffi::lua_getfield(state, ffi::LUA_GLOBALSINDEX, c"math".as_ptr());
-        set_functions(state, &[(c"random", math_random), (c"randomseed", math_randomseed)]);
-        ffi::lua_setfield(state, ffi::LUA_GLOBALSINDEX, c"math".as_ptr());
+        install_redis_api(state);
 
         // scriptingInit: the debugger entry points, then the error handler.
         ffi::lua_getfield(state, ffi::LUA_GLOBALSINDEX, c"redis".as_ptr());
@@ -163,11 +111,106 @@ pub(crate) unsafe fn install(state: *mut ffi::lua_State) {
         // Lock the globals: unknown names raise, and every table reachable
         // from them (and the basic types' metatables) is read-only.
         ffi::lua_pushvalue(state, ffi::LUA_GLOBALSINDEX);
-        set_metatable_function(state, c"__index", nonexistent_global);
+        set_error_metatable(state);
         protect_recursively(state);
         ffi::lua_pop(state, 1);
         protect_basic_types(state);
 
+        anchor_reply_fields(state);
+    }
+}
+
+/// `luaRegisterRedisAPI` after the libraries: Redis's `pcall` (and
+/// keylock's `xpcall`), the `redis` table, and `math.random` on Redis's
+/// PRNG. Shared by the EVAL VM and the functions' VM.
+///
+/// # Safety
+/// As [`install`].
+pub(crate) unsafe fn install_redis_api(state: *mut ffi::lua_State) {
+    // SAFETY: as documented; each step leaves the stack as it found it.
+    unsafe {
+        ffi::lua_pushcfunction(state, pcall);
+        ffi::lua_setfield(state, ffi::LUA_GLOBALSINDEX, c"pcall".as_ptr());
+        // keylock's own: xpcall that does not run the script's handler for
+        // the error that stops a killed script (see scripting/mod.rs).
+        ffi::lua_pushcfunction(state, xpcall);
+        ffi::lua_setfield(state, ffi::LUA_GLOBALSINDEX, c"xpcall".as_ptr());
+
+        ffi::lua_newtable(state);
+        let functions: [(&CStr, ffi::lua_CFunction); 2] =
+            [(c"call", super::raw_call::redis_call), (c"pcall", super::raw_call::redis_pcall)];
+        set_functions(state, &functions);
+        register_log_and_version(state);
+        set_functions(
+            state,
+            &[
+                (c"setresp", setresp),
+                (c"sha1hex", sha1hex),
+                (c"error_reply", error_reply),
+                (c"status_reply", status_reply),
+                (c"set_repl", set_repl),
+            ],
+        );
+        set_numbers(
+            state,
+            &[
+                (c"REPL_NONE", 0.0),
+                (c"REPL_AOF", 1.0),
+                (c"REPL_SLAVE", 2.0),
+                (c"REPL_REPLICA", 2.0),
+                (c"REPL_ALL", 3.0),
+            ],
+        );
+        set_functions(state, &[(c"acl_check_cmd", acl_check_cmd)]);
+        ffi::lua_setfield(state, ffi::LUA_GLOBALSINDEX, c"redis".as_ptr());
+
+        ffi::lua_getfield(state, ffi::LUA_GLOBALSINDEX, c"math".as_ptr());
+        set_functions(state, &[(c"random", math_random), (c"randomseed", math_randomseed)]);
+        ffi::lua_setfield(state, ffi::LUA_GLOBALSINDEX, c"math".as_ptr());
+    }
+}
+
+/// `luaRegisterLogFunction` + `luaRegisterVersion`, into the table on top.
+///
+/// # Safety
+/// As [`install`], with a table on top.
+pub(crate) unsafe fn register_log_and_version(state: *mut ffi::lua_State) {
+    // SAFETY: as documented.
+    unsafe {
+        set_functions(state, &[(c"log", log)]);
+        set_numbers(
+            state,
+            &[
+                (c"LOG_DEBUG", 0.0),
+                (c"LOG_VERBOSE", 1.0),
+                (c"LOG_NOTICE", 2.0),
+                (c"LOG_WARNING", 3.0),
+                (c"REDIS_VERSION_NUM", super::redis_version_num()),
+            ],
+        );
+        ffi::lua_pushlstring(state, crate::REDIS_VERSION.as_ptr() as *const c_char, crate::REDIS_VERSION.len());
+        ffi::lua_setfield(state, -2, c"REDIS_VERSION".as_ptr());
+    }
+}
+
+/// `luaSetErrorMetatable`: reading an unknown name from the table on top
+/// raises "Script attempted to access nonexistent global variable".
+///
+/// # Safety
+/// As [`install`], with a table on top.
+pub(crate) unsafe fn set_error_metatable(state: *mut ffi::lua_State) {
+    // SAFETY: as documented.
+    unsafe { set_metatable_function(state, c"__index", nonexistent_global) }
+}
+
+/// The names the reply conversion pushes, kept referenced from the
+/// registry (see [`REPLY_FIELDS`]).
+///
+/// # Safety
+/// As [`install`].
+pub(crate) unsafe fn anchor_reply_fields(state: *mut ffi::lua_State) {
+    // SAFETY: as documented; the table is consumed by the registry store.
+    unsafe {
         ffi::lua_createtable(state, REPLY_FIELDS.len() as c_int, 0);
         for (i, name) in REPLY_FIELDS.iter().enumerate() {
             ffi::lua_pushstring(state, name.as_ptr());
@@ -177,7 +220,7 @@ pub(crate) unsafe fn install(state: *mut ffi::lua_State) {
     }
 }
 
-unsafe fn set_functions(state: *mut ffi::lua_State, functions: &[(&CStr, ffi::lua_CFunction)]) {
+pub(crate) unsafe fn set_functions(state: *mut ffi::lua_State, functions: &[(&CStr, ffi::lua_CFunction)]) {
     // SAFETY: a table on top; each function is stored into it.
     unsafe {
         for (name, f) in functions {
@@ -199,7 +242,7 @@ unsafe fn set_numbers(state: *mut ffi::lua_State, numbers: &[(&CStr, f64)]) {
 
 /// `luaSetTableProtectionRecursively`: the table on top, every table it
 /// holds, and their metatables.
-unsafe fn protect_recursively(state: *mut ffi::lua_State) {
+pub(crate) unsafe fn protect_recursively(state: *mut ffi::lua_State) {
     // SAFETY: a table on top; the walk is bounded by the (finite, acyclic
     // once flagged) set of tables reachable at start-up.
     unsafe {
@@ -224,7 +267,7 @@ unsafe fn protect_recursively(state: *mut ffi::lua_State) {
 
 /// `luaSetTableProtectionForBasicTypes`: the metatables of strings,
 /// numbers, booleans, nil, functions, threads and light userdata.
-unsafe fn protect_basic_types(state: *mut ffi::lua_State) {
+pub(crate) unsafe fn protect_basic_types(state: *mut ffi::lua_State) {
     unsafe extern "C-unwind" fn nothing(_: *mut ffi::lua_State) -> c_int {
         0
     }

@@ -1,0 +1,2 @@
+#!lua name=other
+redis.register_function('HELLO', function(keys, args) return 1 end)

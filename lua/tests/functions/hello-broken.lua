@@ -1,0 +1,3 @@
+#!lua name=hello
+redis.register_function('hello', function(keys, args) return 'never' end)
+redis.register_function('other', 'not a function')

@@ -1,0 +1,2 @@
+#!lua name=hello
+redis.register_function('hello', function(keys, args) return 'hello' end)

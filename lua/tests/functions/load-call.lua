@@ -1,0 +1,2 @@
+#!lua name=lib2
+return redis.call('ping')

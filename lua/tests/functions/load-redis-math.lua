@@ -1,0 +1,2 @@
+#!lua name=lib2
+redis.math.random()

@@ -1,0 +1,2 @@
+#!lua name=bad-name
+redis.register_function('foo', function() return 1 end)

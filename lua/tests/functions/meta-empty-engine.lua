@@ -1,0 +1,2 @@
+#! name=test
+redis.register_function('foo', function() return 1 end)

@@ -1,0 +1,2 @@
+#!lua
+redis.register_function('foo', function() return 1 end)

@@ -1,0 +1,2 @@
+#!lua name="open
+redis.register_function('foo', function() return 1 end)

@@ -1,0 +1,3 @@
+#!lua name=lib2
+redis.register_function('f1', function() return 1 end)
+redis.register_function('f1', function() return 1 end)

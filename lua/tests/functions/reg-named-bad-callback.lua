@@ -1,0 +1,2 @@
+#!lua name=lib2
+redis.register_function{function_name='f1', callback='bad', description='some desc'}

@@ -1,0 +1,2 @@
+#!lua name=lib2
+redis.register_function{'f1'}
