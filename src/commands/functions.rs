@@ -81,15 +81,7 @@ fn fcall_generic(ctx: &mut Ctx, argv: &[Bytes], read_only: bool) -> CmdResult {
             std::panic::resume_unwind(payload)
         }
     };
-    if ctx.state.watchdog.shutdown_requested.take() {
-        // SHUTDOWN NOSAVE arrived while the function ran.
-        ctx.state.shutdown = true;
-    }
-    if let Ok(Reply::Array(_) | Reply::Map(_) | Reply::Set(_)) = &reply {
-        // Redis sends a script's table with its length last.
-        ctx.defer_reply_len();
-    }
-    reply
+    super::scripting::after_run(ctx, reply)
 }
 
 /// FUNCTION LOAD [REPLACE] code.

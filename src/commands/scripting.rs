@@ -94,12 +94,17 @@ fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], by_sha: bool, read_only: bool) ->
             std::panic::resume_unwind(payload)
         }
     };
+    after_run(ctx, reply)
+}
+
+/// What follows every script or function run: a SHUTDOWN NOSAVE that
+/// arrived meanwhile takes effect, and a table reply is sent with its
+/// length last, as Redis sends it.
+pub(super) fn after_run(ctx: &mut Ctx, reply: CmdResult) -> CmdResult {
     if ctx.state.watchdog.shutdown_requested.take() {
-        // SHUTDOWN NOSAVE arrived while the script ran.
         ctx.state.shutdown = true;
     }
     if let Ok(Reply::Array(_) | Reply::Map(_) | Reply::Set(_)) = &reply {
-        // Redis sends a script's table with its length last.
         ctx.defer_reply_len();
     }
     reply
