@@ -481,11 +481,17 @@ fn waitaof(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    use crate::db::Value;
     let Some(v) = ctx.read_no_touch_unnotified(&argv[2]) else {
         return Ok(Reply::Nil);
     };
-    let enc = match v {
+    Ok(Reply::bulk_static(encoding_name(v)))
+}
+
+/// The encoding OBJECT ENCODING (and DEBUG OBJECT) names for a value, as
+/// Redis would hold it.
+pub(crate) fn encoding_name(v: &crate::db::Value) -> &'static str {
+    use crate::db::Value;
+    match v {
         Value::Str(s) if crate::numfmt::parse_i64(s).is_some() && s.len() <= 20 => "int",
         // PFADD and PFMERGE make their strings raw, however short.
         Value::Str(s) if s.len() <= 44 && crate::db::hyperloglog::encoding_of(s).is_none() => "embstr",
@@ -498,8 +504,7 @@ fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Value::ZSet(z) if z.is_listpack() => "listpack",
         Value::ZSet(_) => "skiplist",
         Value::Stream(_) => "stream",
-    };
-    Ok(Reply::bulk_static(enc))
+    }
 }
 
 fn object_freq(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
