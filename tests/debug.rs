@@ -194,7 +194,6 @@ fn errors_and_simple_subcommands_match_redis() {
         &["DEBUG", "set-active-expire", "1"],
         &["DEBUG", "pause-cron", "0"],
         &["DEBUG", "set-skip-checksum-validation", "0"],
-        &["DEBUG", "stringmatch-test"],
         &["DEBUG", "log", "hello from a test"],
         &["DEBUG", "error", "CUSTOM an error"],
         &["DEBUG", "digest-value"],

@@ -89,7 +89,10 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             ctx.state.repl_id = crate::engine::new_run_id();
             Ok(Reply::OK)
         }
-        (b"stringmatch-test", 2) => Ok(Reply::status("Apparently Redis did not crash: test passed")),
+        (b"stringmatch-test", 2) => {
+            stringmatch_fuzz();
+            Ok(Reply::status("Apparently Redis did not crash: test passed"))
+        }
         (b"pause-cron", 3) => {
             ctx.state.debug.pause_cron = atoi(&argv[2]) != 0;
             Ok(Reply::OK)
@@ -97,6 +100,26 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         (b"replybuffer", 4) => replybuffer(argv),
         _ => Err(CmdError::subcommand_syntax(&argv[1], "debug")),
     }
+}
+
+/// Redis's `stringmatchlen_fuzz_test`: ten million random patterns
+/// matched against random strings (ASCII, up to 31 bytes), which must not
+/// crash; the matches are counted so the work is not optimised away.
+fn stringmatch_fuzz() {
+    let mut rng = fastrand::Rng::new();
+    let mut random = |buf: &mut [u8; 32]| {
+        let len = rng.usize(0..32);
+        buf[..len].iter_mut().for_each(|b| *b = rng.u8(0..128));
+        len
+    };
+    let (mut string, mut pattern) = ([0u8; 32], [0u8; 32]);
+    let mut total = 0usize;
+    for _ in 0..10_000_000 {
+        let string_len = random(&mut string);
+        let pattern_len = random(&mut pattern);
+        total += crate::glob::matches(&pattern[..pattern_len], &string[..string_len], false) as usize;
+    }
+    crate::log::verbose(format_args!("DEBUG STRINGMATCH-TEST: {total} matches"));
 }
 
 /// C's `atoi`: leading spaces, a sign and digits; anything else ends it.
