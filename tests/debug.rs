@@ -234,6 +234,8 @@ fn object_line_has_redis_fields() {
     for args in [
         &["SET", "s", "hello"][..],
         &["SET", "n", "12345"],
+        &["SET", "small", "42"],
+        &["INCR", "small"],
         &["SET", "long", &"z".repeat(100)],
         &["RPUSH", "l", "a", "b", "1"],
         &rpush,
@@ -244,6 +246,8 @@ fn object_line_has_redis_fields() {
     ] {
         same(&mut k, &mut r, args);
     }
+    same(&mut k, &mut r, &["OBJECT", "REFCOUNT", "small"]);
+    same(&mut k, &mut r, &["OBJECT", "REFCOUNT", "n"]);
     // Everything but the address and the clock is Redis's.
     let shape = |raw: Vec<u8>| -> Vec<String> {
         let line = String::from_utf8(raw).unwrap();
@@ -253,7 +257,7 @@ fn object_line_has_redis_fields() {
             .map(str::to_string)
             .collect()
     };
-    for key in ["s", "n", "long", "l", "biglist", "h", "si", "ss", "z"] {
+    for key in ["s", "n", "small", "long", "l", "biglist", "h", "si", "ss", "z"] {
         let line = k.call(&["DEBUG", "OBJECT", key]);
         let text = String::from_utf8_lossy(&line).to_string();
         assert!(text.starts_with("+Value at:0x"), "{text}");

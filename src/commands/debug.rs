@@ -175,6 +175,7 @@ fn object(ctx: &mut Ctx, key: &[u8]) -> CmdResult {
     let compressed = ctx.state.params.int("list-compress-depth").unwrap_or(0) != 0;
     let options = super::dump::encode_options(ctx);
     let now_secs = ctx.now_ms / 1000;
+    let shareable = super::keys::shares_integers(ctx);
     let db = ctx.db();
     let Some(position) = db.stored_position(key) else {
         return Err(CmdError::no_such_key());
@@ -195,8 +196,9 @@ fn object(ctx: &mut Ctx, key: &[u8]) -> CmdResult {
     }
     let lru = now_secs.saturating_sub(idle) & LRU_CLOCK_MAX;
     Ok(Reply::Status(Bytes::from(format!(
-        "Value at:{:p} refcount:1 encoding:{} serializedlength:{serialized} lru:{lru} lru_seconds_idle:{idle}{extra}",
+        "Value at:{:p} refcount:{} encoding:{} serializedlength:{serialized} lru:{lru} lru_seconds_idle:{idle}{extra}",
         value as *const Value,
+        super::keys::refcount(value, shareable),
         super::keys::encoding_name(value),
     ))))
 }
