@@ -374,3 +374,34 @@ fn crash_and_persistence_subcommands_answer_errors() {
     }
     assert_eq!(c.call(&["PING"]), b"+PONG\r\n");
 }
+
+#[test]
+fn protocol_attrib_and_push_inside_exec_and_with_replies_off_are_redis_bytes() {
+    let Some((keylock, redis)) = pair() else { return };
+    let script: &[&[&str]] = &[
+        &["HELLO", "3"],
+        &["MULTI"],
+        &["DEBUG", "PROTOCOL", "attrib"],
+        &["DEBUG", "PROTOCOL", "push"],
+        &["DEBUG", "PROTOCOL", "map"],
+        &["EXEC"],
+        &["CLIENT", "REPLY", "OFF"],
+        &["DEBUG", "PROTOCOL", "attrib"],
+        &["DEBUG", "PROTOCOL", "push"],
+        &["CLIENT", "REPLY", "ON"],
+        &["PING"],
+    ];
+    let input: Vec<u8> = script
+        .iter()
+        .flat_map(|args| common::encode(&args.iter().map(|a| a.as_bytes()).collect::<Vec<_>>()))
+        .collect();
+    let strip_hello = |raw: Vec<u8>| {
+        // HELLO's reply carries the connection id: compare what follows.
+        let text = String::from_utf8_lossy(&raw).to_string();
+        text[text.find("+OK").expect("MULTI's OK")..].to_string()
+    };
+    let quiet = Duration::from_millis(300);
+    let (ours, _) = common::exchange_raw(keylock.addr(), &input, quiet);
+    let (theirs, _) = common::exchange_raw(redis.addr, &input, quiet);
+    assert_eq!(strip_hello(ours), strip_hello(theirs));
+}
