@@ -534,3 +534,39 @@ fn help() -> Reply {
         ],
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex_of(digest: [u8; 20]) -> String {
+        String::from_utf8(hex(&digest).to_vec()).unwrap()
+    }
+
+    #[test]
+    fn a_string_digests_as_in_redis() {
+        // redis-server 7.0.15: SET s hello; DEBUG DIGEST-VALUE s.
+        let mut digest = [0u8; 20];
+        object_digest(&mut digest, &Value::Str(Bytes::from_static(b"hello")), false);
+        assert_eq!(hex_of(digest), "36b23a1456b2dce2c3ed252c456761301dba8060");
+    }
+
+    #[test]
+    fn a_sorted_set_digests_its_scores_as_g17() {
+        // redis-server 7.0.15: ZADD z 1.5 a; DEBUG DIGEST-VALUE z.
+        let mut z = crate::db::zset::ZSet::new_skiplist();
+        z.insert(Bytes::from_static(b"a"), 1.5);
+        let mut digest = [0u8; 20];
+        object_digest(&mut digest, &Value::ZSet(Box::new(z)), false);
+        assert_eq!(hex_of(digest), "4abede9eeefb1bae2bf5394291a39b9e34b5b2b6");
+    }
+
+    #[test]
+    fn atoi_and_strtod_read_a_prefix_as_c_does() {
+        assert_eq!(atoi(b" 12abc"), 12);
+        assert_eq!(atoi(b"-3"), -3);
+        assert_eq!(atoi(b"x"), 0);
+        assert_eq!(strtod(b"0.25s"), 0.25);
+        assert_eq!(strtod(b"abc"), 0.0);
+    }
+}
