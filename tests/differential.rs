@@ -8,7 +8,8 @@
 //! scripts: a word `@lua:PATH` is replaced by the exact bytes of
 //! `lua/PATH`, and `@sha:PATH` by their lowercase hex SHA1. Without
 //! redis-server on PATH these tests skip with a message, unless
-//! KEYLOCK_REQUIRE_REDIS=1 makes that a failure.
+//! KEYLOCK_REQUIRE_REDIS=1 makes that a failure. A corpus line
+//! `#! name value…` starts both servers with that directive.
 
 mod common;
 use common::*;
@@ -134,11 +135,29 @@ fn parse_corpus(text: &str) -> Vec<Line> {
     out
 }
 
+/// A corpus's server directives: its lines `#! name value…`, given to
+/// both servers at start (`enable-debug-command yes` for DEBUG's corpus).
+fn server_directives(text: &str) -> Vec<(String, Vec<String>)> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("#!"))
+        .filter_map(|l| {
+            let mut words = l.split_whitespace().map(str::to_string);
+            Some((words.next()?, words.collect()))
+        })
+        .collect()
+}
+
 fn run_corpus(file: &str, resp3: bool) {
-    let Some(redis) = real_redis() else { return };
-    let keylock = start();
     let path = format!("{}/tests/corpus/{file}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let directives = server_directives(&text);
+    let redis_args: Vec<String> = directives
+        .iter()
+        .flat_map(|(name, values)| std::iter::once(format!("--{name}")).chain(values.iter().cloned()))
+        .collect();
+    let redis_args: Vec<&str> = redis_args.iter().map(String::as_str).collect();
+    let Some(redis) = real_redis_with(&redis_args) else { return };
+    let keylock = start_with(|c| c.directives.extend(directives));
     let lines = parse_corpus(&text);
     let mut ours = Raw::connect(keylock.addr());
     let mut theirs = Raw::connect(redis.addr);
@@ -200,6 +219,7 @@ corpus! {
     server => "server.txt",
     memory => "memory.txt",
     slowlog => "slowlog.txt",
+    debug => "debug.txt",
     keys => "keys.txt",
     dump => "dump.txt",
     strings => "strings.txt",

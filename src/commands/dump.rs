@@ -28,7 +28,7 @@ fn param_usize(ctx: &Ctx, name: &str, default: usize) -> usize {
         .map_or(default, |v| usize::try_from(v).unwrap_or(usize::MAX))
 }
 
-fn encode_options(ctx: &Ctx) -> EncodeOptions {
+pub(super) fn encode_options(ctx: &Ctx) -> EncodeOptions {
     let d = EncodeOptions::default();
     EncodeOptions {
         compression: ctx.state.params.value("rdbcompression") != Some("no"),
@@ -117,7 +117,8 @@ fn restore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err("Invalid TTL value, must be >= 0"));
     }
     let options = decode_options(ctx);
-    let value = rdb::restore(&argv[3], &options).map_err(|e| match e {
+    let verify = !ctx.state.debug.skip_checksum_validation;
+    let value = rdb::restore(&argv[3], &options, verify).map_err(|e| match e {
         RestoreError::VersionOrChecksum => CmdError::dump_payload_footer(),
         RestoreError::BadFormat => CmdError::bad_data_format(),
     })?;

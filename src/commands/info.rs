@@ -198,7 +198,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("role:master");
             line!("connected_slaves:0");
             line!("master_failover_state:no-failover");
-            line!("master_replid:{}", st.run_id);
+            line!("master_replid:{}", st.master_replid());
             line!("master_replid2:0000000000000000000000000000000000000000");
             line!("master_repl_offset:0");
             line!("second_repl_offset:-1");

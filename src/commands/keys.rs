@@ -481,11 +481,17 @@ fn waitaof(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    use crate::db::Value;
     let Some(v) = ctx.read_no_touch_unnotified(&argv[2]) else {
         return Ok(Reply::Nil);
     };
-    let enc = match v {
+    Ok(Reply::bulk_static(encoding_name(v)))
+}
+
+/// The encoding OBJECT ENCODING (and DEBUG OBJECT) names for a value, as
+/// Redis would hold it.
+pub(crate) fn encoding_name(v: &crate::db::Value) -> &'static str {
+    use crate::db::Value;
+    match v {
         Value::Str(s) if crate::numfmt::parse_i64(s).is_some() && s.len() <= 20 => "int",
         // PFADD and PFMERGE make their strings raw, however short.
         Value::Str(s) if s.len() <= 44 && crate::db::hyperloglog::encoding_of(s).is_none() => "embstr",
@@ -498,8 +504,7 @@ fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Value::ZSet(z) if z.is_listpack() => "listpack",
         Value::ZSet(_) => "skiplist",
         Value::Stream(_) => "stream",
-    };
-    Ok(Reply::bulk_static(enc))
+    }
 }
 
 fn object_freq(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -531,11 +536,37 @@ fn object_idletime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn object_refcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    Ok(if ctx.read_no_touch_unnotified(&argv[2]).is_some() {
-        Reply::Int(1)
-    } else {
-        Reply::Nil
+    let shareable = shares_integers(ctx);
+    Ok(match ctx.read_no_touch_unnotified(&argv[2]) {
+        Some(v) => Reply::Int(refcount(v, shareable)),
+        None => Reply::Nil,
     })
+}
+
+/// Whether Redis would hold small integers as its shared objects: not
+/// when a maxmemory limit evicts by LRU or LFU (each key then needs its
+/// own access clock).
+pub(crate) fn shares_integers(ctx: &Ctx) -> bool {
+    let evicts_by_access = ctx
+        .state
+        .params
+        .value("maxmemory-policy")
+        .is_some_and(|p| p.ends_with("-lru") || p.ends_with("-lfu"));
+    ctx.state.runtime.maxmemory == 0 || !evicts_by_access
+}
+
+/// The refcount Redis would report for a value (OBJECT REFCOUNT, DEBUG
+/// OBJECT): a string holding an integer 0..=9999 is one of Redis's shared
+/// integers (`OBJ_SHARED_REFCOUNT`), every other value has one owner.
+pub(crate) fn refcount(v: &crate::db::Value, shareable: bool) -> i64 {
+    const OBJ_SHARED_INTEGERS: i64 = 10_000;
+    match v {
+        crate::db::Value::Str(s) if shareable && encoding_name(v) == "int" => match crate::numfmt::parse_i64(s) {
+            Some(n) if (0..OBJ_SHARED_INTEGERS).contains(&n) => i32::MAX as i64,
+            _ => 1,
+        },
+        _ => 1,
+    }
 }
 
 fn object_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {

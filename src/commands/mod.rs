@@ -9,6 +9,7 @@ pub mod args;
 pub mod bitmaps;
 pub mod blocking;
 pub mod connection;
+pub mod debug;
 pub mod defs;
 pub mod dump;
 pub mod functions;
@@ -161,6 +162,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         connection::COMMANDS,
         server::COMMANDS,
         memory::COMMANDS,
+        debug::COMMANDS,
         keys::COMMANDS,
         dump::COMMANDS,
         sort::COMMANDS,

@@ -52,8 +52,10 @@ pub mod flag {
     /// Shown in MONITOR before it runs (EVAL and friends: the script's
     /// own `[0 lua]` lines follow it).
     pub const MONITOR_BEFORE: u32 = 1 << 20;
-    /// Refused unless `enable-test-commands` lets this client run it
-    /// (Redis's CMD_PROTECTED, for keylock's test controls).
+    /// Refused unless the option protecting it lets this client run it
+    /// (Redis's CMD_PROTECTED): `enable-debug-command` for DEBUG,
+    /// `enable-test-commands` for keylock's test controls (see
+    /// `engine::exec::for_client`).
     pub const PROTECTED: u32 = 1 << 21;
     // Redis flags keylock's engine does not act on; Redis's definitions
     // carry them, for COMMAND INFO.

@@ -193,6 +193,17 @@ impl Db {
         self.keys.get(key)
     }
 
+    /// Where `key` is stored, past its deadline or not (DEBUG OBJECT).
+    pub fn stored_position(&self, key: &[u8]) -> Option<usize> {
+        self.keys.position(key)
+    }
+
+    /// Every stored key with its value and deadline, expired or not
+    /// (DEBUG DIGEST).
+    pub fn entries(&self) -> impl Iterator<Item = (&[u8], &Value, Option<u64>)> {
+        self.keys.iter()
+    }
+
     /// A live value, looked at without any effect (no lazy expiry): what a
     /// command would find, for deciding before running it.
     pub fn peek(&self, key: &[u8], now_ms: u64) -> Option<&Value> {

@@ -121,20 +121,33 @@ impl Refusal {
     }
 }
 
+/// Which option protects a protected command, and the name its refusal
+/// gives it: Redis's `enable-debug-command` for DEBUG (named as Redis
+/// names it), keylock's `enable-test-commands` for its test controls.
+fn protection(cmd: &Command) -> (String, &'static str) {
+    if cmd.full_name == "debug" {
+        ("DEBUG".to_string(), "enable-debug-command")
+    } else {
+        (cmd.full_name.replace('|', " ").to_ascii_uppercase(), "enable-test-commands")
+    }
+}
+
 /// The checks of Redis's `processCommand` for a client's command, in its
 /// order. Refusals are booked by the caller ([`dispatch`]). `scripts` is
 /// None while a script runs (its declared flags are then not needed: no
 /// script can start).
 pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client, argv: &[Bytes]) -> Result<&'static Command, Refusal> {
     let cmd = resolve(argv)?;
-    if cmd.spec.has(flag::PROTECTED) && !state.allows_test_commands(client) {
-        return Err(Refusal::of(
-            CmdError::err(format!(
-                "{} command not allowed. If the enable-test-commands option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
-                cmd.full_name.replace('|', " ").to_ascii_uppercase()
-            )),
-            Some(cmd),
-        ));
+    if cmd.spec.has(flag::PROTECTED) {
+        let (name, option) = protection(cmd);
+        if !state.allows_protected(option, client) {
+            return Err(Refusal::of(
+                CmdError::err(format!(
+                    "{name} command not allowed. If the {option} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."
+                )),
+                Some(cmd),
+            ));
+        }
     }
     if !client.authenticated && !cmd.spec.has(flag::NO_AUTH) {
         return Err(Refusal::of(CmdError::noauth(), Some(cmd)));

@@ -50,6 +50,32 @@ const DEFAULT_LUA_MEMORY_LIMIT: &str = "1073741824";
 /// The data and the clients: everything commands work on, handed to
 /// command handlers through `Ctx` (the scripting beside it is
 /// [`Scripts`]).
+/// A fresh 40-character id (run id, replication id).
+pub fn new_run_id() -> String {
+    (0..40).map(|_| fastrand::alphanumeric().to_ascii_lowercase()).collect()
+}
+
+/// The switches DEBUG flips, for Redis's tests.
+#[derive(Debug, Clone, Copy)]
+pub struct DebugSwitches {
+    /// DEBUG SET-ACTIVE-EXPIRE: the cron reclaims expired keys.
+    pub active_expire: bool,
+    /// DEBUG SET-SKIP-CHECKSUM-VALIDATION: RESTORE skips the CRC check.
+    pub skip_checksum_validation: bool,
+    /// DEBUG PAUSE-CRON: the cron does nothing.
+    pub pause_cron: bool,
+}
+
+impl Default for DebugSwitches {
+    fn default() -> Self {
+        DebugSwitches {
+            active_expire: true,
+            skip_checksum_validation: false,
+            pause_cron: false,
+        }
+    }
+}
+
 pub struct State {
     pub dbs: Vec<Db>,
     /// Connected clients, except the one whose batch is executing. Boxed,
@@ -64,6 +90,12 @@ pub struct State {
     pub clock: Clock,
     pub started: Instant,
     pub run_id: String,
+    /// INFO's `master_replid`: the run id until DEBUG CHANGE-REPL-ID
+    /// draws a new one.
+    pub repl_id: String,
+    /// What DEBUG switches at run time (Redis's `active_expire_enabled`,
+    /// `skip_checksum_validation`, `pause_cron`).
+    pub debug: DebugSwitches,
     /// The address the server listens on (INFO tcp_port).
     pub port: u16,
     /// Clients in MONITOR mode.
@@ -274,7 +306,9 @@ impl State {
             stats: Stats::new(Registry::get().all.len()),
             clock: config.clock.clone(),
             started: Instant::now(),
-            run_id: (0..40).map(|_| fastrand::alphanumeric().to_ascii_lowercase()).collect(),
+            run_id: new_run_id(),
+            repl_id: String::new(),
+            debug: DebugSwitches::default(),
             port,
             config,
             monitors: Vec::new(),
@@ -523,7 +557,8 @@ impl State {
     pub fn restart_for_test(&mut self, scripts: &mut Scripts) -> Result<(), CmdError> {
         self.unpause();
         self.empty_for_test(scripts)?;
-        self.run_id = (0..40).map(|_| fastrand::alphanumeric().to_ascii_lowercase()).collect();
+        self.run_id = new_run_id();
+        self.repl_id.clear();
         self.started = Instant::now();
         for c in self.clients.values() {
             c.outbox.close_now();
@@ -553,6 +588,26 @@ impl State {
             Some("local") => client.on_this_machine(),
             _ => false,
         }
+    }
+
+    /// Whether `option` (`enable-debug-command`, `enable-test-commands`)
+    /// lets `client` run the command it protects. `local` means what
+    /// Redis's `islocalClient` takes for DEBUG (127.0.0.1, ::1, a Unix
+    /// socket), and any loopback address for keylock's test controls.
+    pub fn allows_protected(&self, option: &str, client: &Client) -> bool {
+        if option == "enable-test-commands" {
+            return self.allows_test_commands(client);
+        }
+        match self.params.value(option) {
+            Some("yes") => true,
+            Some("local") => client.peer.is_local(),
+            _ => false,
+        }
+    }
+
+    /// INFO's `master_replid`.
+    pub fn master_replid(&self) -> &str {
+        if self.repl_id.is_empty() { &self.run_id } else { &self.repl_id }
     }
 
     /// Expires every key whose deadline has passed, in every database
@@ -1044,12 +1099,15 @@ impl Engine {
     /// The periodic work: active expiry, clients' output limits and
     /// idle-client timeouts.
     pub fn cron(&mut self) {
+        if self.state.debug.pause_cron {
+            return;
+        }
         crate::memory::used_bytes();
         crate::memory::release_freed();
         let now = self.state.clock.now_ms();
         let deadline = Instant::now() + Duration::from_millis(25);
         // A pause whose time is up ends; while one holds, nothing expires.
-        let paused = self.state.paused().is_some();
+        let paused = self.state.paused().is_some() || !self.state.debug.active_expire;
         for db in &mut self.state.dbs {
             // Redis's rule: keep sampling while more than a quarter of a
             // sample turns out expired, within the time budget.

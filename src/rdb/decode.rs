@@ -373,7 +373,7 @@ mod tests {
 
     fn round_trip(value: &Value) -> Value {
         let payload = dump(value, &EncodeOptions::default()).unwrap();
-        restore(&payload, &DecodeOptions::default()).expect("restorable")
+        restore(&payload, &DecodeOptions::default(), true).expect("restorable")
     }
 
     fn list_of(items: &[&str]) -> Value {

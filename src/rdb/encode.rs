@@ -114,6 +114,43 @@ fn node_takes(fill: i64, node_bytes: usize, count: usize, len: usize) -> bool {
     new_sz <= SIZE_SAFETY_LIMIT && (count as i64) < fill
 }
 
+/// A list cut into quicklist nodes as Redis's pushes would cut it: each
+/// node's listpack, and for a plain node (an element of 1 GB or more) the
+/// element itself.
+fn quicklist_nodes(l: &crate::db::value::List, fill: i64) -> (Vec<ListpackWriter>, Vec<Option<&[u8]>>) {
+    let mut nodes: Vec<ListpackWriter> = Vec::new();
+    let mut plain: Vec<Option<&[u8]>> = Vec::new();
+    for item in l.iter() {
+        let fits = match nodes.last() {
+            Some(node) if plain.last() == Some(&None) => node_takes(fill, node.bytes(), node.len(), item.len()),
+            _ => false,
+        };
+        if !fits {
+            nodes.push(ListpackWriter::default());
+            plain.push(if item.len() >= 1 << 30 { Some(item) } else { None });
+        }
+        if plain.last() == Some(&None)
+            && let Some(node) = nodes.last_mut()
+        {
+            node.push(item);
+        }
+    }
+    (nodes, plain)
+}
+
+/// The quicklist a list would be in Redis: its node count and the bytes
+/// of its nodes (Redis's `node->sz` summed), for DEBUG OBJECT.
+pub fn quicklist_shape(l: &crate::db::value::List, fill: i64) -> (usize, usize) {
+    let (nodes, plain) = quicklist_nodes(l, fill);
+    let count = nodes.len();
+    let bytes = nodes
+        .into_iter()
+        .zip(plain)
+        .map(|(node, plain)| plain.map_or_else(|| node.finish().len(), <[u8]>::len))
+        .sum();
+    (count, bytes)
+}
+
 /// The RDB type byte and body of `value`.
 ///
 /// Every value type needs an arm here (the match is exhaustive on
@@ -148,25 +185,7 @@ pub fn write_object(out: &mut Vec<u8>, value: &Value, options: &EncodeOptions) -
         }
         Value::List(l) => {
             out.push(types::LIST_QUICKLIST_2);
-            let mut nodes: Vec<ListpackWriter> = Vec::new();
-            let mut plain: Vec<Option<&[u8]>> = Vec::new();
-            for item in l.iter() {
-                let fits = match nodes.last() {
-                    Some(node) if plain.last() == Some(&None) => {
-                        node_takes(options.list_max_listpack_size, node.bytes(), node.len(), item.len())
-                    }
-                    _ => false,
-                };
-                if !fits {
-                    nodes.push(ListpackWriter::default());
-                    plain.push(if item.len() >= 1 << 30 { Some(item) } else { None });
-                }
-                if plain.last() == Some(&None)
-                    && let Some(node) = nodes.last_mut()
-                {
-                    node.push(item);
-                }
-            }
+            let (nodes, plain) = quicklist_nodes(l, options.list_max_listpack_size);
             write_len(out, nodes.len() as u64);
             for (node, plain) in nodes.into_iter().zip(plain) {
                 match plain {

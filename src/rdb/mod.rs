@@ -154,8 +154,12 @@ pub fn verify_payload(payload: &[u8]) -> Result<(), RestoreError> {
 /// RESTORE's reading of a payload: verified, then one object read from its
 /// start. As in Redis, the reader may run into the footer and need not
 /// consume all of the payload.
-pub fn restore(payload: &[u8], options: &DecodeOptions) -> Result<crate::db::Value, RestoreError> {
-    verify_payload(payload)?;
+/// `verify` false (DEBUG SET-SKIP-CHECKSUM-VALIDATION 1) skips the
+/// footer's checks, as Redis's `skip_checksum_validation`.
+pub fn restore(payload: &[u8], options: &DecodeOptions, verify: bool) -> Result<crate::db::Value, RestoreError> {
+    if verify {
+        verify_payload(payload)?;
+    }
     let mut reader = decode::Reader::new(payload, options);
     decode::read_object(&mut reader).ok_or(RestoreError::BadFormat)
 }
