@@ -77,12 +77,21 @@ impl StreamId {
         Bytes::from(self.to_string())
     }
 
-    /// The 16 big-endian bytes Redis's rax keys nodes by.
-    fn encode(self) -> [u8; 16] {
+    /// The 16 big-endian bytes Redis's rax keys nodes (and PELs) by.
+    pub fn encode(self) -> [u8; 16] {
         let mut buf = [0u8; 16];
         buf[..8].copy_from_slice(&self.ms.to_be_bytes());
         buf[8..].copy_from_slice(&self.seq.to_be_bytes());
         buf
+    }
+}
+
+impl StreamId {
+    /// The ID spelled by [`StreamId::encode`]'s 16 bytes.
+    pub fn decode(raw: [u8; 16]) -> StreamId {
+        let (ms, seq) = raw.split_at(8);
+        let word = |b: &[u8]| b.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x));
+        StreamId::new(word(ms), word(seq))
     }
 }
 
@@ -238,6 +247,24 @@ impl Group {
     }
 }
 
+/// One listpack node as an RDB writer walks it ([`Stream::node_images`]).
+pub struct NodeImage<'a> {
+    /// The node's key in Redis's radix tree.
+    pub master: StreamId,
+    pub master_fields: &'a [Bytes],
+    pub entries: Vec<(StreamId, &'a Fields)>,
+}
+
+/// One listpack node as an RDB reader found it ([`Stream::push_loaded_node`]).
+pub struct LoadedNode {
+    pub master: StreamId,
+    pub master_fields: Vec<Bytes>,
+    pub entries: Vec<(StreamId, Fields)>,
+    pub deleted: u64,
+    pub listpack_bytes: u64,
+    pub last: StreamId,
+}
+
 /// The trimming a command asked for.
 #[derive(Clone, Copy, Debug)]
 pub enum Trim {
@@ -305,6 +332,61 @@ impl Stream {
         }
         let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
         rax_nodes(&refs)
+    }
+
+    /// The listpack nodes in ID order, with the live entries each holds:
+    /// what an RDB writer serializes (deleted entries are not kept, so a
+    /// node is written as if they had never been appended).
+    pub fn node_images(&self) -> Vec<NodeImage<'_>> {
+        let masters: Vec<StreamId> = self.nodes.keys().copied().collect();
+        let mut images = Vec::with_capacity(masters.len());
+        for (i, (&master, node)) in self.nodes.iter().enumerate() {
+            let entries = match masters.get(i + 1) {
+                Some(&next) => self.entries.range(master..next),
+                None => self.entries.range(master..),
+            };
+            images.push(NodeImage {
+                master,
+                master_fields: &node.master_fields,
+                entries: entries.map(|(k, v)| (*k, v)).collect(),
+            });
+        }
+        images
+    }
+
+    /// Appends a node read from an RDB listpack: its master ID and fields,
+    /// its live entries in ID order, how many deleted entries it also held,
+    /// the listpack's size in bytes and the last ID it held (deleted or
+    /// not). False, and nothing changed, unless the node and its entries
+    /// follow everything already loaded.
+    pub fn push_loaded_node(&mut self, loaded: LoadedNode) -> bool {
+        let after = |id: StreamId, than: Option<StreamId>| than.is_none_or(|t| id > t);
+        let last_entry = self.entries.keys().next_back().copied();
+        let last_node = self.nodes.values().next_back().map(|n| n.last);
+        if !after(loaded.master, last_node) || !after(loaded.master, last_entry) || loaded.last < loaded.master {
+            return false;
+        }
+        let mut previous = None;
+        for (id, _) in &loaded.entries {
+            if *id < loaded.master || *id > loaded.last || !after(*id, previous) {
+                return false;
+            }
+            previous = Some(*id);
+        }
+        let live = loaded.entries.len() as u64;
+        let counters = lp_int_size(live as i64) + lp_int_size(loaded.deleted as i64);
+        self.nodes.insert(
+            loaded.master,
+            Node {
+                master_fields: loaded.master_fields,
+                live,
+                deleted: loaded.deleted,
+                fixed_bytes: loaded.listpack_bytes.saturating_sub(counters),
+                last: loaded.last,
+            },
+        );
+        self.entries.extend(loaded.entries);
+        true
     }
 
     /// Appends an entry at `id`, known to be greater than `last_id`.

@@ -52,6 +52,7 @@ pub mod types {
     pub const HASH_LISTPACK: u8 = 16;
     pub const ZSET_LISTPACK: u8 = 17;
     pub const LIST_QUICKLIST_2: u8 = 18;
+    pub const STREAM_LISTPACKS_2: u8 = 19;
 }
 
 /// The settings that shape what DUMP writes (Redis's config parameters of
