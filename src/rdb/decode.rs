@@ -269,7 +269,7 @@ fn lp_int(element: Option<&Bytes>) -> Option<i64> {
 /// checks it with `deep`, with its entries' IDs resolved against
 /// `master`.
 fn stream_node(master: StreamId, blob: &[u8]) -> Option<LoadedNode> {
-    let items = listpack::parse(blob)?;
+    let (items, _) = listpack::parse_uncounted(blob)?;
     let mut it = items.iter();
     let count = lp_int(it.next())?;
     let deleted = lp_int(it.next())?;
@@ -333,12 +333,18 @@ fn millis(r: &mut Reader<'_>) -> Option<u64> {
 fn read_stream(r: &mut Reader<'_>, v2: bool) -> Option<Value> {
     let mut s = Stream::default();
     // A node is at least its key (17 bytes) and a listpack's length.
-    let nodes = r.count(18)?;
-    for _ in 0..nodes {
+    let count = r.count(18)?;
+    let mut nodes = Vec::with_capacity(count.min(PREALLOCATE));
+    for _ in 0..count {
         let key = r.string()?;
         let master = StreamId::decode(key.as_ref().try_into().ok()?);
         let blob = r.string()?;
-        if !s.push_loaded_node(stream_node(master, &blob)?) {
+        nodes.push(stream_node(master, &blob)?);
+    }
+    // The radix tree orders the nodes by key, whatever the payload's order.
+    nodes.sort_by_key(|node| node.master);
+    for node in nodes {
+        if !s.push_loaded_node(node) {
             return None;
         }
     }

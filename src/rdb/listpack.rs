@@ -167,6 +167,14 @@ fn signed(v: u64, bits: u32) -> i64 {
 /// Every element of a listpack blob, or None if it is malformed in any
 /// way Redis's deep validation (`lpValidateIntegrity` with `deep`) finds.
 pub fn parse(blob: &[u8]) -> Option<Vec<Bytes>> {
+    let (elements, declared) = parse_uncounted(blob)?;
+    (declared == 65535 || declared == elements.len()).then_some(elements)
+}
+
+/// Every element of a listpack blob and the element count its header
+/// declares, unchecked: a stream node's listpack is walked by
+/// `streamValidateListpackIntegrity`, which never compares the two.
+pub fn parse_uncounted(blob: &[u8]) -> Option<(Vec<Bytes>, usize)> {
     if blob.len() < HEADER + 1 {
         return None;
     }
@@ -218,10 +226,7 @@ pub fn parse(blob: &[u8]) -> Option<Vec<Bytes>> {
         elements.push(element);
         p = back_end;
     }
-    if declared != 65535 && declared != elements.len() {
-        return None;
-    }
-    Some(elements)
+    Some((elements, declared))
 }
 
 /// An intset blob: encoding (u32 LE: 2, 4 or 8), count (u32 LE), the
