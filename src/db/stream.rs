@@ -7,7 +7,8 @@
 //! ~` / `MINID ~` trim whole nodes only, and XINFO STREAM counts the radix
 //! tree's keys and nodes. So the nodes are emulated beside the map
 //! ([`Node`]): each remembers its master ID (the first ID appended to it),
-//! its master fields, its live and deleted entry counts and the byte size
+//! its master fields, its live entry count, the entries deleted from it
+//! (kept as Redis keeps them flagged in the listpack, for DUMP) and the byte size
 //! its listpack would have, and a new node starts when Redis's
 //! `streamAppendItem` would start one (`stream-node-max-entries` counting
 //! deleted entries too, `stream-node-max-bytes` against the listpack size).
@@ -129,7 +130,10 @@ pub const LISTPACK_MAX_SIZE: u64 = 1 << 30;
 struct Node {
     master_fields: Vec<Bytes>,
     live: u64,
-    deleted: u64,
+    /// Entries deleted from the node (XDEL, exact trims), which Redis
+    /// keeps in the listpack flagged deleted until the node goes: they
+    /// count towards `stream-node-max-entries` and DUMP writes them.
+    tombstones: BTreeMap<StreamId, Fields>,
     /// The listpack's bytes except the two counters.
     fixed_bytes: u64,
     /// The last ID appended (deleted or not).
@@ -138,7 +142,11 @@ struct Node {
 
 impl Node {
     fn bytes(&self) -> u64 {
-        self.fixed_bytes + lp_int_size(self.live as i64) + lp_int_size(self.deleted as i64)
+        self.fixed_bytes + lp_int_size(self.live as i64) + lp_int_size(self.deleted() as i64)
+    }
+
+    fn deleted(&self) -> u64 {
+        self.tombstones.len() as u64
     }
 }
 
@@ -252,7 +260,8 @@ pub struct NodeImage<'a> {
     /// The node's key in Redis's radix tree.
     pub master: StreamId,
     pub master_fields: &'a [Bytes],
-    pub entries: Vec<(StreamId, &'a Fields)>,
+    /// Entries in ID order, each with whether it is deleted.
+    pub entries: Vec<(StreamId, &'a Fields, bool)>,
 }
 
 /// One listpack node as an RDB reader found it ([`Stream::push_loaded_node`]).
@@ -260,7 +269,7 @@ pub struct LoadedNode {
     pub master: StreamId,
     pub master_fields: Vec<Bytes>,
     pub entries: Vec<(StreamId, Fields)>,
-    pub deleted: u64,
+    pub tombstones: Vec<(StreamId, Fields)>,
     pub listpack_bytes: u64,
     pub last: StreamId,
 }
@@ -334,31 +343,33 @@ impl Stream {
         rax_nodes(&refs)
     }
 
-    /// The listpack nodes in ID order, with the live entries each holds:
-    /// what an RDB writer serializes (deleted entries are not kept, so a
-    /// node is written as if they had never been appended).
+    /// The listpack nodes in ID order, with the entries each holds, live
+    /// and deleted: what an RDB writer serializes.
     pub fn node_images(&self) -> Vec<NodeImage<'_>> {
         let masters: Vec<StreamId> = self.nodes.keys().copied().collect();
         let mut images = Vec::with_capacity(masters.len());
         for (i, (&master, node)) in self.nodes.iter().enumerate() {
-            let entries = match masters.get(i + 1) {
+            let live = match masters.get(i + 1) {
                 Some(&next) => self.entries.range(master..next),
                 None => self.entries.range(master..),
             };
+            let mut entries: Vec<(StreamId, &Fields, bool)> = live.map(|(k, v)| (*k, v, false)).collect();
+            entries.extend(node.tombstones.iter().map(|(k, v)| (*k, v, true)));
+            entries.sort_by_key(|e| e.0);
             images.push(NodeImage {
                 master,
                 master_fields: &node.master_fields,
-                entries: entries.map(|(k, v)| (*k, v)).collect(),
+                entries,
             });
         }
         images
     }
 
     /// Appends a node read from an RDB listpack: its master ID and fields,
-    /// its live entries in ID order, how many deleted entries it also held,
-    /// the listpack's size in bytes and the last ID it held (deleted or
-    /// not). False, and nothing changed, unless the node and its entries
-    /// follow everything already loaded.
+    /// its live and its deleted entries in ID order, the listpack's size in
+    /// bytes and the last ID it held (deleted or not). False, and nothing
+    /// changed, unless the node and its entries follow everything already
+    /// loaded.
     pub fn push_loaded_node(&mut self, loaded: LoadedNode) -> bool {
         let after = |id: StreamId, than: Option<StreamId>| than.is_none_or(|t| id > t);
         let last_entry = self.entries.keys().next_back().copied();
@@ -366,21 +377,27 @@ impl Stream {
         if !after(loaded.master, last_node) || !after(loaded.master, last_entry) || loaded.last < loaded.master {
             return false;
         }
-        let mut previous = None;
-        for (id, _) in &loaded.entries {
-            if *id < loaded.master || *id > loaded.last || !after(*id, previous) {
-                return false;
+        for ids in [&loaded.entries, &loaded.tombstones] {
+            let mut previous = None;
+            for (id, _) in ids {
+                if *id < loaded.master || *id > loaded.last || !after(*id, previous) {
+                    return false;
+                }
+                previous = Some(*id);
             }
-            previous = Some(*id);
+        }
+        let tombstones: BTreeMap<StreamId, Fields> = loaded.tombstones.into_iter().collect();
+        if loaded.entries.iter().any(|(id, _)| tombstones.contains_key(id)) {
+            return false;
         }
         let live = loaded.entries.len() as u64;
-        let counters = lp_int_size(live as i64) + lp_int_size(loaded.deleted as i64);
+        let counters = lp_int_size(live as i64) + lp_int_size(tombstones.len() as i64);
         self.nodes.insert(
             loaded.master,
             Node {
                 master_fields: loaded.master_fields,
                 live,
-                deleted: loaded.deleted,
+                tombstones,
                 fixed_bytes: loaded.listpack_bytes.saturating_sub(counters),
                 last: loaded.last,
             },
@@ -400,7 +417,7 @@ impl Stream {
         let numfields = fields.len() / 2;
         let mut tail = self.nodes.iter_mut().next_back();
         if let Some((_, node)) = &tail {
-            let full = node.bytes() + total >= max_bytes || (limits.max_entries != 0 && node.live + node.deleted >= limits.max_entries);
+            let full = node.bytes() + total >= max_bytes || (limits.max_entries != 0 && node.live + node.deleted() >= limits.max_entries);
             if full {
                 tail = None;
             }
@@ -417,7 +434,7 @@ impl Stream {
                 let node = self.nodes.entry(id).or_insert(Node {
                     master_fields,
                     live: 1,
-                    deleted: 0,
+                    tombstones: BTreeMap::new(),
                     fixed_bytes: fixed,
                     last: id,
                 });
@@ -449,15 +466,15 @@ impl Stream {
 
     /// Deletes entry `id` (XDEL's step); true if it was there.
     pub fn delete(&mut self, id: StreamId) -> bool {
-        if self.entries.remove(&id).is_none() {
+        let Some(fields) = self.entries.remove(&id) else {
             return false;
-        }
+        };
         if let Some((&master, node)) = self.nodes.range_mut(..=id).next_back() {
             if node.live <= 1 {
                 self.nodes.remove(&master);
             } else {
                 node.live -= 1;
-                node.deleted += 1;
+                node.tombstones.insert(id, fields);
             }
         }
         true
@@ -507,7 +524,7 @@ impl Stream {
             if approx {
                 break;
             }
-            let mut in_node = 0;
+            let mut removed = Vec::new();
             while let Some((&id, _)) = self.entries.iter().next() {
                 if next_master.is_some_and(|n| id >= n) {
                     break;
@@ -519,12 +536,14 @@ impl Stream {
                 if stop {
                     break;
                 }
-                self.entries.remove(&id);
-                in_node += 1;
+                if let Some(fields) = self.entries.remove(&id) {
+                    removed.push((id, fields));
+                }
             }
+            let in_node = removed.len() as u64;
             if let Some(node) = self.nodes.get_mut(&master) {
                 node.live -= in_node;
-                node.deleted += in_node;
+                node.tombstones.extend(removed);
             }
             deleted += in_node;
             break;

@@ -283,7 +283,7 @@ fn stream_node(master: StreamId, blob: &[u8]) -> Option<LoadedNode> {
         master,
         master_fields,
         entries: Vec::new(),
-        deleted: 0,
+        tombstones: Vec::new(),
         listpack_bytes: blob.len() as u64,
         last: master,
     };
@@ -309,7 +309,7 @@ fn stream_node(master: StreamId, blob: &[u8]) -> Option<LoadedNode> {
         }
         node.last = id;
         if flags & STREAM_ITEM_DELETED != 0 {
-            node.deleted += 1;
+            node.tombstones.push((id, fields));
         } else {
             node.entries.push((id, fields));
         }

@@ -14,10 +14,8 @@
 //!   never narrows after SREM);
 //! - large sets and hashes are written in keylock's order, not in the
 //!   order of Redis's hash table;
-//! - a stream node is written without the entries deleted from it (XDEL,
-//!   exact XTRIM): keylock keeps only their count, so its listpack holds
-//!   the live entries and a deleted count of 0. Nodes are otherwise cut
-//!   where Redis cuts them, so a stream built by XADD alone is written
+//! - stream nodes are cut where Redis cuts them and keep the entries
+//!   deleted from them as Redis's listpacks do, so a stream is written
 //!   byte for byte as Redis writes it.
 
 use super::listpack::{self, ListpackWriter};
@@ -239,17 +237,19 @@ pub const STREAM_ITEM_SAME_FIELDS: i64 = 2;
 fn stream_listpack(node: &NodeImage<'_>) -> Vec<u8> {
     let mut lp = ListpackWriter::default();
     let int = |lp: &mut ListpackWriter, v: i64| lp.push(itoa::Buffer::new().format(v).as_bytes());
-    int(&mut lp, node.entries.len() as i64);
-    int(&mut lp, 0);
+    let deleted = node.entries.iter().filter(|e| e.2).count() as i64;
+    int(&mut lp, node.entries.len() as i64 - deleted);
+    int(&mut lp, deleted);
     int(&mut lp, node.master_fields.len() as i64);
     for f in node.master_fields {
         lp.push(f);
     }
     int(&mut lp, 0);
-    for (id, fields) in &node.entries {
+    for (id, fields, is_deleted) in &node.entries {
         let numfields = fields.len() / 2;
         let same = node.master_fields.len() == numfields && node.master_fields.iter().zip(fields.iter().step_by(2)).all(|(a, b)| a == b);
-        int(&mut lp, if same { STREAM_ITEM_SAME_FIELDS } else { 0 });
+        let flags = if same { STREAM_ITEM_SAME_FIELDS } else { 0 } | if *is_deleted { STREAM_ITEM_DELETED } else { 0 };
+        int(&mut lp, flags);
         int(&mut lp, id.ms.wrapping_sub(node.master.ms) as i64);
         int(&mut lp, id.seq.wrapping_sub(node.master.seq) as i64);
         if same {
