@@ -132,8 +132,10 @@ struct Node {
     live: u64,
     /// Entries deleted from the node (XDEL, exact trims), which Redis
     /// keeps in the listpack flagged deleted until the node goes: they
-    /// count towards `stream-node-max-entries` and DUMP writes them.
-    tombstones: BTreeMap<StreamId, Fields>,
+    /// count towards `stream-node-max-entries` and DUMP writes them. In
+    /// ID order, except as a loaded payload had them (Redis never looks at
+    /// their IDs, so a payload's are taken as they come).
+    tombstones: Vec<(StreamId, Fields)>,
     /// The listpack's bytes except the two counters.
     fixed_bytes: u64,
     /// The last ID appended (deleted or not).
@@ -366,30 +368,27 @@ impl Stream {
     }
 
     /// Appends a node read from an RDB listpack: its master ID and fields,
-    /// its live and its deleted entries in ID order, the listpack's size in
-    /// bytes and the last ID it held (deleted or not). False, and nothing
-    /// changed, unless the node and its entries follow everything already
-    /// loaded.
+    /// its live entries, its deleted entries, the listpack's size in bytes
+    /// and the last ID it held (deleted or not). False, and nothing
+    /// changed, unless the master ID and the live entries (in ID order, none
+    /// below the master ID) follow everything already loaded: the node a
+    /// live entry belongs to is found by its ID. Deleted entries are taken
+    /// as they come, as Redis never reads their IDs back.
     pub fn push_loaded_node(&mut self, loaded: LoadedNode) -> bool {
         let after = |id: StreamId, than: Option<StreamId>| than.is_none_or(|t| id > t);
         let last_entry = self.entries.keys().next_back().copied();
-        let last_node = self.nodes.values().next_back().map(|n| n.last);
-        if !after(loaded.master, last_node) || !after(loaded.master, last_entry) || loaded.last < loaded.master {
+        let last_master = self.nodes.keys().next_back().copied();
+        if !after(loaded.master, last_master) || !after(loaded.master, last_entry) {
             return false;
         }
-        for ids in [&loaded.entries, &loaded.tombstones] {
-            let mut previous = None;
-            for (id, _) in ids {
-                if *id < loaded.master || *id > loaded.last || !after(*id, previous) {
-                    return false;
-                }
-                previous = Some(*id);
+        let mut previous = None;
+        for (id, _) in &loaded.entries {
+            if *id < loaded.master || !after(*id, previous) {
+                return false;
             }
+            previous = Some(*id);
         }
-        let tombstones: BTreeMap<StreamId, Fields> = loaded.tombstones.into_iter().collect();
-        if loaded.entries.iter().any(|(id, _)| tombstones.contains_key(id)) {
-            return false;
-        }
+        let tombstones = loaded.tombstones;
         let live = loaded.entries.len() as u64;
         let counters = lp_int_size(live as i64) + lp_int_size(tombstones.len() as i64);
         self.nodes.insert(
@@ -434,7 +433,7 @@ impl Stream {
                 let node = self.nodes.entry(id).or_insert(Node {
                     master_fields,
                     live: 1,
-                    tombstones: BTreeMap::new(),
+                    tombstones: Vec::new(),
                     fixed_bytes: fixed,
                     last: id,
                 });
@@ -474,7 +473,8 @@ impl Stream {
                 self.nodes.remove(&master);
             } else {
                 node.live -= 1;
-                node.tombstones.insert(id, fields);
+                let at = node.tombstones.partition_point(|(t, _)| *t < id);
+                node.tombstones.insert(at, (id, fields));
             }
         }
         true
@@ -543,7 +543,11 @@ impl Stream {
             let in_node = removed.len() as u64;
             if let Some(node) = self.nodes.get_mut(&master) {
                 node.live -= in_node;
-                node.tombstones.extend(removed);
+                // The node's first live entries: before any tombstone after them.
+                let at = node
+                    .tombstones
+                    .partition_point(|(t, _)| removed.first().is_some_and(|(r, _)| t < r));
+                node.tombstones.splice(at..at, removed);
             }
             deleted += in_node;
             break;

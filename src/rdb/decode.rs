@@ -104,6 +104,19 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A length whose value `rdbLoadObject` uses without checking it for
+    /// `RDB_LENERR` (a stream's IDs and counters): an unknown `10` prefix
+    /// reads as u64::MAX after its one byte, as in Redis, where only a
+    /// short read is an error.
+    fn len_or_max(&mut self) -> Option<u64> {
+        let first = *self.buf.get(self.at)?;
+        if first >> 6 == 2 && first != 0x80 && first != 0x81 {
+            self.at += 1;
+            return Some(u64::MAX);
+        }
+        self.len()
+    }
+
     /// A count of elements each at least `min_bytes` long, trusted only if
     /// the bytes left could hold that many.
     fn count(&mut self, min_bytes: usize) -> Option<usize> {
@@ -348,14 +361,14 @@ fn read_stream(r: &mut Reader<'_>, v2: bool) -> Option<Value> {
             return None;
         }
     }
-    if r.len()? != s.len() as u64 {
+    if r.len_or_max()? != s.len() as u64 {
         return None;
     }
-    s.last_id = StreamId::new(r.len()?, r.len()?);
+    s.last_id = StreamId::new(r.len_or_max()?, r.len_or_max()?);
     if v2 {
-        s.first_id = StreamId::new(r.len()?, r.len()?);
-        s.max_deleted_id = StreamId::new(r.len()?, r.len()?);
-        s.entries_added = r.len()?;
+        s.first_id = StreamId::new(r.len_or_max()?, r.len_or_max()?);
+        s.max_deleted_id = StreamId::new(r.len_or_max()?, r.len_or_max()?);
+        s.entries_added = r.len_or_max()?;
     } else {
         s.first_id = s.first().map_or(StreamId::MAX, |(id, _)| id);
         s.entries_added = s.len() as u64;
@@ -364,15 +377,15 @@ fn read_stream(r: &mut Reader<'_>, v2: bool) -> Option<Value> {
     let groups = r.count(6)?;
     for _ in 0..groups {
         let name = r.string()?;
-        let last_id = StreamId::new(r.len()?, r.len()?);
-        let entries_read = if v2 { r.len()? as i64 } else { s.estimate_distance(last_id) };
+        let last_id = StreamId::new(r.len_or_max()?, r.len_or_max()?);
+        let entries_read = if v2 { r.len_or_max()? as i64 } else { s.estimate_distance(last_id) };
         let mut group = Group::new(last_id, entries_read);
         // A pending entry is its raw ID, a time and a count.
         for _ in 0..r.count(25)? {
             let id = raw_id(r)?;
             let nack = Nack {
                 delivery_time: millis(r)?,
-                delivery_count: r.len()?,
+                delivery_count: r.len_or_max()?,
                 consumer: None,
             };
             if group.pel.insert(id, nack).is_some() {

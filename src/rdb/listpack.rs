@@ -149,6 +149,27 @@ fn backlen_size(l: usize) -> usize {
     }
 }
 
+/// `lpDecodeBacklen`: the back-length ending at `at`, read backwards as
+/// `lpValidateNext` reads it (7 bits a byte while the high bit is set,
+/// at most 5 bytes), so a non-canonical spelling that decodes to the
+/// entry's length passes, as in Redis.
+fn decode_backlen(blob: &[u8], mut at: usize) -> Option<u64> {
+    let mut value = 0u64;
+    let mut shift = 0;
+    loop {
+        let b = *blob.get(at)?;
+        value |= u64::from(b & 127) << shift;
+        if b & 128 == 0 {
+            return Some(value);
+        }
+        shift += 7;
+        if shift > 28 {
+            return None;
+        }
+        at = at.checked_sub(1)?;
+    }
+}
+
 /// An element as a string: integers in their decimal spelling.
 pub fn int_text(v: i64) -> Bytes {
     Bytes::copy_from_slice(itoa::Buffer::new().format(v).as_bytes())
@@ -218,9 +239,7 @@ pub fn parse_uncounted(blob: &[u8]) -> Option<(Vec<Bytes>, usize)> {
         if back_end > end {
             return None;
         }
-        let mut expected = Vec::with_capacity(5);
-        push_backlen(&mut expected, entry_len);
-        if blob[back_at..back_end] != expected[..] {
+        if decode_backlen(blob, back_end - 1) != Some(entry_len as u64) {
             return None;
         }
         elements.push(element);
