@@ -326,11 +326,6 @@ impl CmdError {
         CmdError::new("ERR Bad data format")
     }
 
-    /// DUMP of a value type the RDB codec cannot write yet.
-    pub fn dump_unsupported(type_name: &str) -> CmdError {
-        CmdError::err(format!("DUMP is not supported for keys of type {type_name}"))
-    }
-
     pub fn db_index_out_of_range() -> CmdError {
         CmdError::new("ERR DB index is out of range")
     }

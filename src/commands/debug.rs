@@ -185,7 +185,8 @@ fn object(ctx: &mut Ctx, key: &[u8]) -> CmdResult {
     let value = db.value_at(position);
     // The DUMP payload less its type byte and its footer (version, CRC):
     // Redis's `rdbSavedObjectLen`.
-    let serialized = crate::rdb::dump(value, &options).map_or(0, |payload| payload.len() - 11);
+    // The object's encoding alone: without the type byte and the footer.
+    let serialized = crate::rdb::dump(value, &options).len() - 11;
     let mut extra = String::new();
     if let Value::List(l) = value {
         let (nodes, bytes) = crate::rdb::encode::quicklist_shape(l, list_fill);

@@ -56,7 +56,7 @@ fn dump(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let Some(value) = ctx.read(&argv[1]) else {
         return Ok(Reply::Nil);
     };
-    let payload = rdb::dump(value, &options).map_err(|rdb::EncodeError::Unsupported(t)| CmdError::dump_unsupported(t))?;
+    let payload = rdb::dump(value, &options);
     Ok(Reply::Bulk(Bytes::from(payload)))
 }
 

@@ -7,7 +7,8 @@
 //! ~` / `MINID ~` trim whole nodes only, and XINFO STREAM counts the radix
 //! tree's keys and nodes. So the nodes are emulated beside the map
 //! ([`Node`]): each remembers its master ID (the first ID appended to it),
-//! its master fields, its live and deleted entry counts and the byte size
+//! its master fields, its live entry count, the entries deleted from it
+//! (kept as Redis keeps them flagged in the listpack, for DUMP) and the byte size
 //! its listpack would have, and a new node starts when Redis's
 //! `streamAppendItem` would start one (`stream-node-max-entries` counting
 //! deleted entries too, `stream-node-max-bytes` against the listpack size).
@@ -77,12 +78,21 @@ impl StreamId {
         Bytes::from(self.to_string())
     }
 
-    /// The 16 big-endian bytes Redis's rax keys nodes by.
-    fn encode(self) -> [u8; 16] {
+    /// The 16 big-endian bytes Redis's rax keys nodes (and PELs) by.
+    pub fn encode(self) -> [u8; 16] {
         let mut buf = [0u8; 16];
         buf[..8].copy_from_slice(&self.ms.to_be_bytes());
         buf[8..].copy_from_slice(&self.seq.to_be_bytes());
         buf
+    }
+}
+
+impl StreamId {
+    /// The ID spelled by [`StreamId::encode`]'s 16 bytes.
+    pub fn decode(raw: [u8; 16]) -> StreamId {
+        let (ms, seq) = raw.split_at(8);
+        let word = |b: &[u8]| b.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x));
+        StreamId::new(word(ms), word(seq))
     }
 }
 
@@ -120,7 +130,12 @@ pub const LISTPACK_MAX_SIZE: u64 = 1 << 30;
 struct Node {
     master_fields: Vec<Bytes>,
     live: u64,
-    deleted: u64,
+    /// Entries deleted from the node (XDEL, exact trims), which Redis
+    /// keeps in the listpack flagged deleted until the node goes: they
+    /// count towards `stream-node-max-entries` and DUMP writes them. In
+    /// ID order, except as a loaded payload had them (Redis never looks at
+    /// their IDs, so a payload's are taken as they come).
+    tombstones: Vec<(StreamId, Fields)>,
     /// The listpack's bytes except the two counters.
     fixed_bytes: u64,
     /// The last ID appended (deleted or not).
@@ -129,7 +144,11 @@ struct Node {
 
 impl Node {
     fn bytes(&self) -> u64 {
-        self.fixed_bytes + lp_int_size(self.live as i64) + lp_int_size(self.deleted as i64)
+        self.fixed_bytes + lp_int_size(self.live as i64) + lp_int_size(self.deleted() as i64)
+    }
+
+    fn deleted(&self) -> u64 {
+        self.tombstones.len() as u64
     }
 }
 
@@ -238,6 +257,25 @@ impl Group {
     }
 }
 
+/// One listpack node as an RDB writer walks it ([`Stream::node_images`]).
+pub struct NodeImage<'a> {
+    /// The node's key in Redis's radix tree.
+    pub master: StreamId,
+    pub master_fields: &'a [Bytes],
+    /// Entries in ID order, each with whether it is deleted.
+    pub entries: Vec<(StreamId, &'a Fields, bool)>,
+}
+
+/// One listpack node as an RDB reader found it ([`Stream::push_loaded_node`]).
+pub struct LoadedNode {
+    pub master: StreamId,
+    pub master_fields: Vec<Bytes>,
+    pub entries: Vec<(StreamId, Fields)>,
+    pub tombstones: Vec<(StreamId, Fields)>,
+    pub listpack_bytes: u64,
+    pub last: StreamId,
+}
+
 /// The trimming a command asked for.
 #[derive(Clone, Copy, Debug)]
 pub enum Trim {
@@ -307,6 +345,66 @@ impl Stream {
         rax_nodes(&refs)
     }
 
+    /// The listpack nodes in ID order, with the entries each holds, live
+    /// and deleted: what an RDB writer serializes.
+    pub fn node_images(&self) -> Vec<NodeImage<'_>> {
+        let masters: Vec<StreamId> = self.nodes.keys().copied().collect();
+        let mut images = Vec::with_capacity(masters.len());
+        for (i, (&master, node)) in self.nodes.iter().enumerate() {
+            let live = match masters.get(i + 1) {
+                Some(&next) => self.entries.range(master..next),
+                None => self.entries.range(master..),
+            };
+            let mut entries: Vec<(StreamId, &Fields, bool)> = live.map(|(k, v)| (*k, v, false)).collect();
+            entries.extend(node.tombstones.iter().map(|(k, v)| (*k, v, true)));
+            entries.sort_by_key(|e| e.0);
+            images.push(NodeImage {
+                master,
+                master_fields: &node.master_fields,
+                entries,
+            });
+        }
+        images
+    }
+
+    /// Appends a node read from an RDB listpack: its master ID and fields,
+    /// its live entries, its deleted entries, the listpack's size in bytes
+    /// and the last ID it held (deleted or not). False, and nothing
+    /// changed, unless the master ID and the live entries (in ID order, none
+    /// below the master ID) follow everything already loaded: the node a
+    /// live entry belongs to is found by its ID. Deleted entries are taken
+    /// as they come, as Redis never reads their IDs back.
+    pub fn push_loaded_node(&mut self, loaded: LoadedNode) -> bool {
+        let after = |id: StreamId, than: Option<StreamId>| than.is_none_or(|t| id > t);
+        let last_entry = self.entries.keys().next_back().copied();
+        let last_master = self.nodes.keys().next_back().copied();
+        if !after(loaded.master, last_master) || !after(loaded.master, last_entry) {
+            return false;
+        }
+        let mut previous = None;
+        for (id, _) in &loaded.entries {
+            if *id < loaded.master || !after(*id, previous) {
+                return false;
+            }
+            previous = Some(*id);
+        }
+        let tombstones = loaded.tombstones;
+        let live = loaded.entries.len() as u64;
+        let counters = lp_int_size(live as i64) + lp_int_size(tombstones.len() as i64);
+        self.nodes.insert(
+            loaded.master,
+            Node {
+                master_fields: loaded.master_fields,
+                live,
+                tombstones,
+                fixed_bytes: loaded.listpack_bytes.saturating_sub(counters),
+                last: loaded.last,
+            },
+        );
+        self.entries.extend(loaded.entries);
+        true
+    }
+
     /// Appends an entry at `id`, known to be greater than `last_id`.
     pub fn append(&mut self, id: StreamId, fields: Fields, limits: NodeLimits) {
         let total: u64 = fields.iter().map(|f| f.len() as u64).sum();
@@ -318,7 +416,7 @@ impl Stream {
         let numfields = fields.len() / 2;
         let mut tail = self.nodes.iter_mut().next_back();
         if let Some((_, node)) = &tail {
-            let full = node.bytes() + total >= max_bytes || (limits.max_entries != 0 && node.live + node.deleted >= limits.max_entries);
+            let full = node.bytes() + total >= max_bytes || (limits.max_entries != 0 && node.live + node.deleted() >= limits.max_entries);
             if full {
                 tail = None;
             }
@@ -335,7 +433,7 @@ impl Stream {
                 let node = self.nodes.entry(id).or_insert(Node {
                     master_fields,
                     live: 1,
-                    deleted: 0,
+                    tombstones: Vec::new(),
                     fixed_bytes: fixed,
                     last: id,
                 });
@@ -367,15 +465,16 @@ impl Stream {
 
     /// Deletes entry `id` (XDEL's step); true if it was there.
     pub fn delete(&mut self, id: StreamId) -> bool {
-        if self.entries.remove(&id).is_none() {
+        let Some(fields) = self.entries.remove(&id) else {
             return false;
-        }
+        };
         if let Some((&master, node)) = self.nodes.range_mut(..=id).next_back() {
             if node.live <= 1 {
                 self.nodes.remove(&master);
             } else {
                 node.live -= 1;
-                node.deleted += 1;
+                let at = node.tombstones.partition_point(|(t, _)| *t < id);
+                node.tombstones.insert(at, (id, fields));
             }
         }
         true
@@ -425,7 +524,7 @@ impl Stream {
             if approx {
                 break;
             }
-            let mut in_node = 0;
+            let mut removed = Vec::new();
             while let Some((&id, _)) = self.entries.iter().next() {
                 if next_master.is_some_and(|n| id >= n) {
                     break;
@@ -437,12 +536,18 @@ impl Stream {
                 if stop {
                     break;
                 }
-                self.entries.remove(&id);
-                in_node += 1;
+                if let Some(fields) = self.entries.remove(&id) {
+                    removed.push((id, fields));
+                }
             }
+            let in_node = removed.len() as u64;
             if let Some(node) = self.nodes.get_mut(&master) {
                 node.live -= in_node;
-                node.deleted += in_node;
+                // The node's first live entries: before any tombstone after them.
+                let at = node
+                    .tombstones
+                    .partition_point(|(t, _)| removed.first().is_some_and(|(r, _)| t < r));
+                node.tombstones.splice(at..at, removed);
             }
             deleted += in_node;
             break;

@@ -12,16 +12,24 @@
 //! far as the bytes left could encode that many elements, and an LZF
 //! string only up to `proto-max-bulk-len` and LZF's largest ratio.
 //!
-//! Streams (type 15) and module values are refused (`Bad data format`).
+//! Streams (types 15 and 19) are read as `rdbLoadObject` reads them with
+//! deep sanitization: each node's listpack walked as
+//! `streamValidateListpackIntegrity` walks it, and every pending entry of
+//! a group owned by exactly one of its consumers. keylock also refuses
+//! what it could not represent and Redis does not check: entry IDs out of
+//! order or outside their node, and a stream length other than the count
+//! of live entries. Module values are refused (`Bad data format`).
 
 use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+use super::encode::{STREAM_ITEM_DELETED, STREAM_ITEM_SAME_FIELDS};
 use super::listpack::{self, int_text};
 use super::{DecodeOptions, legacy, lzf, types};
 use crate::db::Value;
 use crate::db::hash::{Hash, PackLimits};
+use crate::db::stream::{Consumer, Group, LoadedNode, Nack, Stream, StreamId};
 use crate::db::value::Set;
 use crate::db::zset::{ListpackLimits, ZSet};
 
@@ -101,6 +109,19 @@ impl<'a> Reader<'a> {
     /// [`Reader::len`] for readers outside this module (FUNCTION RESTORE's
     /// description indicator).
     pub fn length(&mut self) -> Option<u64> {
+        self.len()
+    }
+
+    /// A length whose value `rdbLoadObject` uses without checking it for
+    /// `RDB_LENERR` (a stream's IDs and counters): an unknown `10` prefix
+    /// reads as u64::MAX after its one byte, as in Redis, where only a
+    /// short read is an error.
+    fn len_or_max(&mut self) -> Option<u64> {
+        let first = *self.buf.get(self.at)?;
+        if first >> 6 == 2 && first != 0x80 && first != 0x81 {
+            self.at += 1;
+            return Some(u64::MAX);
+        }
         self.len()
     }
 
@@ -254,8 +275,155 @@ pub fn read_object(r: &mut Reader<'_>) -> Option<Value> {
             };
             hash_of(pairs_of(items)?, r.options.hash_limits)
         }
+        types::STREAM_LISTPACKS | types::STREAM_LISTPACKS_2 => read_stream(r, kind == types::STREAM_LISTPACKS_2),
         _ => None,
     }
+}
+
+/// `lpGetIntegerIfValid`: an element that is an integer, whichever way
+/// the listpack encoded it.
+fn lp_int(element: Option<&Bytes>) -> Option<i64> {
+    listpack::canonical_i64(element?)
+}
+
+/// One node's listpack, checked as `streamValidateListpackIntegrity`
+/// checks it with `deep`, with its entries' IDs resolved against
+/// `master`.
+fn stream_node(master: StreamId, blob: &[u8]) -> Option<LoadedNode> {
+    let (items, _) = listpack::parse_uncounted(blob)?;
+    let mut it = items.iter();
+    let count = lp_int(it.next())?;
+    let deleted = lp_int(it.next())?;
+    let master_count = usize::try_from(lp_int(it.next())?).ok()?;
+    let master_fields: Vec<Bytes> = (0..master_count).map(|_| it.next().cloned()).collect::<Option<_>>()?;
+    if lp_int(it.next())? != 0 {
+        return None;
+    }
+    let total = count.checked_add(deleted).filter(|t| *t >= 0)?;
+    let mut node = LoadedNode {
+        master,
+        master_fields,
+        entries: Vec::new(),
+        tombstones: Vec::new(),
+        listpack_bytes: blob.len() as u64,
+        last: master,
+    };
+    for _ in 0..total {
+        let flags = lp_int(it.next())?;
+        let ms = lp_int(it.next())?;
+        let seq = lp_int(it.next())?;
+        let id = StreamId::new(master.ms.wrapping_add(ms as u64), master.seq.wrapping_add(seq as u64));
+        let (fields, lp_count) = if flags & STREAM_ITEM_SAME_FIELDS != 0 {
+            let mut fields = Vec::with_capacity(node.master_fields.len() * 2);
+            for f in &node.master_fields {
+                fields.push(f.clone());
+                fields.push(it.next()?.clone());
+            }
+            (fields, node.master_fields.len() as i64 + 3)
+        } else {
+            let n = usize::try_from(lp_int(it.next())?).ok()?;
+            let fields: Vec<Bytes> = (0..n.checked_mul(2)?).map(|_| it.next().cloned()).collect::<Option<_>>()?;
+            (fields, 2 * n as i64 + 4)
+        };
+        if lp_int(it.next())? != lp_count {
+            return None;
+        }
+        node.last = id;
+        if flags & STREAM_ITEM_DELETED != 0 {
+            node.tombstones.push((id, fields));
+        } else {
+            node.entries.push((id, fields));
+        }
+    }
+    it.next().is_none().then_some(node)
+}
+
+/// A pending entry's or a node's 16-byte raw ID.
+fn raw_id(r: &mut Reader<'_>) -> Option<StreamId> {
+    Some(StreamId::decode(r.take(16)?.try_into().ok()?))
+}
+
+/// `rdbLoadMillisecondTime`: 8 bytes LE.
+fn millis(r: &mut Reader<'_>) -> Option<u64> {
+    Some(u64::from_le_bytes(r.take(8)?.try_into().ok()?))
+}
+
+/// `rdbLoadObject`'s stream part. `v2` (type 19) adds the first ID, the
+/// max deleted ID, entries added and each group's entries read; for type
+/// 15 they are derived as Redis derives them.
+fn read_stream(r: &mut Reader<'_>, v2: bool) -> Option<Value> {
+    let mut s = Stream::default();
+    // A node is at least its key (17 bytes) and a listpack's length.
+    let count = r.count(18)?;
+    let mut nodes = Vec::with_capacity(count.min(PREALLOCATE));
+    for _ in 0..count {
+        let key = r.string()?;
+        let master = StreamId::decode(key.as_ref().try_into().ok()?);
+        let blob = r.string()?;
+        nodes.push(stream_node(master, &blob)?);
+    }
+    // The radix tree orders the nodes by key, whatever the payload's order.
+    nodes.sort_by_key(|node| node.master);
+    for node in nodes {
+        if !s.push_loaded_node(node) {
+            return None;
+        }
+    }
+    if r.len_or_max()? != s.len() as u64 {
+        return None;
+    }
+    s.last_id = StreamId::new(r.len_or_max()?, r.len_or_max()?);
+    if v2 {
+        s.first_id = StreamId::new(r.len_or_max()?, r.len_or_max()?);
+        s.max_deleted_id = StreamId::new(r.len_or_max()?, r.len_or_max()?);
+        s.entries_added = r.len_or_max()?;
+    } else {
+        s.first_id = s.first().map_or(StreamId::MAX, |(id, _)| id);
+        s.entries_added = s.len() as u64;
+    }
+    // A group is at least a name, an ID, its counter and two counts.
+    let groups = r.count(6)?;
+    for _ in 0..groups {
+        let name = r.string()?;
+        let last_id = StreamId::new(r.len_or_max()?, r.len_or_max()?);
+        let entries_read = if v2 { r.len_or_max()? as i64 } else { s.estimate_distance(last_id) };
+        let mut group = Group::new(last_id, entries_read);
+        // A pending entry is its raw ID, a time and a count.
+        for _ in 0..r.count(25)? {
+            let id = raw_id(r)?;
+            let nack = Nack {
+                delivery_time: millis(r)?,
+                delivery_count: r.len_or_max()?,
+                consumer: None,
+            };
+            if group.pel.insert(id, nack).is_some() {
+                return None;
+            }
+        }
+        // A consumer is a name, a time and a count.
+        for _ in 0..r.count(10)? {
+            let name = r.string()?;
+            let mut consumer = Consumer {
+                seen_time: millis(r)?,
+                pel: Default::default(),
+            };
+            for _ in 0..r.count(16)? {
+                let id = raw_id(r)?;
+                let nack = group.pel.get_mut(&id)?;
+                if nack.consumer.is_some() || !consumer.pel.insert(id) {
+                    return None;
+                }
+                nack.consumer = Some(name.clone());
+            }
+            if group.consumers.insert(name, consumer).is_some() {
+                return None;
+            }
+        }
+        if group.pel.values().any(|nack| nack.consumer.is_none()) || s.groups.insert(name, group).is_some() {
+            return None;
+        }
+    }
+    Some(Value::Stream(Box::new(s)))
 }
 
 /// C's `strtod(text, NULL)` as `zzlGetScore` reads a listpack score: the
@@ -372,7 +540,7 @@ mod tests {
     use crate::rdb::{EncodeOptions, dump, restore};
 
     fn round_trip(value: &Value) -> Value {
-        let payload = dump(value, &EncodeOptions::default()).unwrap();
+        let payload = dump(value, &EncodeOptions::default());
         restore(&payload, &DecodeOptions::default(), true).expect("restorable")
     }
 
@@ -462,7 +630,7 @@ mod tests {
         ];
         for value in samples {
             let mut body = Vec::new();
-            write_object(&mut body, &value, &EncodeOptions::default()).unwrap();
+            write_object(&mut body, &value, &EncodeOptions::default());
             for cut in 0..body.len() {
                 let _ = read_object(&mut Reader::new(&body[..cut], &options));
             }
@@ -538,6 +706,90 @@ mod tests {
         assert_eq!(strtod(b"."), 0.0);
         assert_eq!(strtod(b"junk"), 0.0);
         assert_eq!(strtod(b"-Infinity"), f64::NEG_INFINITY);
+    }
+
+    fn stream_with_a_group() -> Stream {
+        let mut s = Stream::default();
+        let limits = crate::db::stream::NodeLimits {
+            max_entries: 3,
+            max_bytes: 4096,
+        };
+        for i in 1..=10u64 {
+            let fields: Vec<&'static [u8]> = if i % 4 == 0 { vec![b"other", b"x"] } else { vec![b"f", b"v"] };
+            let fields = fields.into_iter().map(Bytes::from_static).collect();
+            s.append(StreamId::new(i, 0), fields, limits);
+        }
+        s.delete(StreamId::new(2, 0));
+        let mut group = Group::new(StreamId::new(5, 0), 5);
+        group.consumers.insert(Bytes::from_static(b"alice"), Consumer::default());
+        for ms in [3, 4] {
+            let nack = Nack {
+                delivery_time: 1700000000000 + ms,
+                delivery_count: ms,
+                consumer: None,
+            };
+            group.pel.insert(StreamId::new(ms, 0), nack);
+            group.assign(StreamId::new(ms, 0), &Bytes::from_static(b"alice"));
+        }
+        s.groups.insert(Bytes::from_static(b"g"), group);
+        s
+    }
+
+    #[test]
+    fn streams_round_trip_with_nodes_groups_and_counters() {
+        let s = stream_with_a_group();
+        let back = round_trip(&Value::Stream(Box::new(s.clone())));
+        let back = back.as_stream().unwrap();
+        let ids = |s: &Stream| {
+            s.range(StreamId::MIN, StreamId::MAX, false)
+                .map(|(id, f)| (id, f.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(back), ids(&s));
+        assert_eq!(back.node_count(), s.node_count());
+        assert_eq!(
+            (back.last_id, back.first_id, back.entries_added),
+            (s.last_id, s.first_id, s.entries_added)
+        );
+        let group = &back.groups[&Bytes::from_static(b"g")];
+        assert_eq!(group.entries_read, 5);
+        assert_eq!(group.pel[&StreamId::new(4, 0)].delivery_count, 4);
+        assert_eq!(group.consumers[&Bytes::from_static(b"alice")].pel.len(), 2);
+    }
+
+    #[test]
+    fn a_pending_entry_must_belong_to_exactly_one_consumer() {
+        let mut orphan = stream_with_a_group();
+        let group = orphan.groups.get_mut(&Bytes::from_static(b"g")).unwrap();
+        group
+            .consumers
+            .get_mut(&Bytes::from_static(b"alice"))
+            .unwrap()
+            .pel
+            .remove(&StreamId::new(3, 0));
+        let payload = dump(&Value::Stream(Box::new(orphan)), &EncodeOptions::default());
+        assert!(restore(&payload, &DecodeOptions::default(), false).is_err());
+
+        let mut unknown = stream_with_a_group();
+        let group = unknown.groups.get_mut(&Bytes::from_static(b"g")).unwrap();
+        group.pel.remove(&StreamId::new(3, 0));
+        let payload = dump(&Value::Stream(Box::new(unknown)), &EncodeOptions::default());
+        assert!(restore(&payload, &DecodeOptions::default(), false).is_err());
+    }
+
+    #[test]
+    fn every_truncation_of_a_stream_payload_is_refused() {
+        let mut body = Vec::new();
+        write_object(
+            &mut body,
+            &Value::Stream(Box::new(stream_with_a_group())),
+            &EncodeOptions::default(),
+        );
+        let options = DecodeOptions::default();
+        assert!(read_object(&mut Reader::new(&body, &options)).is_some());
+        for cut in 0..body.len() {
+            assert!(read_object(&mut Reader::new(&body[..cut], &options)).is_none(), "prefix of {cut}");
+        }
     }
 
     #[test]

@@ -13,11 +13,15 @@
 //! - an intset's width is that of its largest current member (Redis's
 //!   never narrows after SREM);
 //! - large sets and hashes are written in keylock's order, not in the
-//!   order of Redis's hash table.
+//!   order of Redis's hash table;
+//! - stream nodes are cut where Redis cuts them and keep the entries
+//!   deleted from them as Redis's listpacks do, so a stream is written
+//!   byte for byte as Redis writes it.
 
 use super::listpack::{self, ListpackWriter};
-use super::{EncodeError, EncodeOptions, lzf, types};
+use super::{EncodeOptions, lzf, types};
 use crate::db::Value;
+use crate::db::stream::{NodeImage, Stream};
 
 /// `rdbSaveLen`.
 pub fn write_len(out: &mut Vec<u8>, len: u64) {
@@ -154,14 +158,13 @@ pub fn quicklist_shape(l: &crate::db::value::List, fill: i64) -> (usize, usize) 
 /// The RDB type byte and body of `value`.
 ///
 /// Every value type needs an arm here (the match is exhaustive on
-/// purpose). Streams have no RDB form here yet (Redis 7.0 writes
-/// RDB_TYPE_STREAM_LISTPACKS, 15): their arm returns
-/// `Err(EncodeError::Unsupported("stream"))` before writing anything, and
-/// DUMP answers that with an error; [`super::decode::read_object`] refuses
-/// type 15 until it is read there too.
-pub fn write_object(out: &mut Vec<u8>, value: &Value, options: &EncodeOptions) -> Result<(), EncodeError> {
+/// purpose); [`super::decode::read_object`] reads each back.
+pub fn write_object(out: &mut Vec<u8>, value: &Value, options: &EncodeOptions) {
     match value {
-        Value::Stream(_) => return Err(EncodeError::Unsupported("stream")),
+        Value::Stream(s) => {
+            out.push(types::STREAM_LISTPACKS_2);
+            write_stream(out, s, options);
+        }
         Value::Str(s) => {
             out.push(types::STRING);
             write_string(out, s, options);
@@ -239,7 +242,90 @@ pub fn write_object(out: &mut Vec<u8>, value: &Value, options: &EncodeOptions) -
             }
         }
     }
-    Ok(())
+}
+
+/// Redis's stream flags of a listpack entry (`STREAM_ITEM_FLAG_*`).
+pub const STREAM_ITEM_DELETED: i64 = 1;
+pub const STREAM_ITEM_SAME_FIELDS: i64 = 2;
+
+/// The listpack `streamAppendItem` builds for one node: the master entry
+/// (live count, deleted count, the master fields, a 0 terminator), then
+/// per entry its flags, ID as deltas from the master ID, its fields
+/// unless they are the master's, its values, and its element count.
+fn stream_listpack(node: &NodeImage<'_>) -> Vec<u8> {
+    let mut lp = ListpackWriter::default();
+    let int = |lp: &mut ListpackWriter, v: i64| lp.push(itoa::Buffer::new().format(v).as_bytes());
+    let deleted = node.entries.iter().filter(|e| e.2).count() as i64;
+    int(&mut lp, node.entries.len() as i64 - deleted);
+    int(&mut lp, deleted);
+    int(&mut lp, node.master_fields.len() as i64);
+    for f in node.master_fields {
+        lp.push(f);
+    }
+    int(&mut lp, 0);
+    for (id, fields, is_deleted) in &node.entries {
+        let numfields = fields.len() / 2;
+        let same = node.master_fields.len() == numfields && node.master_fields.iter().zip(fields.iter().step_by(2)).all(|(a, b)| a == b);
+        let flags = if same { STREAM_ITEM_SAME_FIELDS } else { 0 } | if *is_deleted { STREAM_ITEM_DELETED } else { 0 };
+        int(&mut lp, flags);
+        int(&mut lp, id.ms.wrapping_sub(node.master.ms) as i64);
+        int(&mut lp, id.seq.wrapping_sub(node.master.seq) as i64);
+        if same {
+            for v in fields.iter().skip(1).step_by(2) {
+                lp.push(v);
+            }
+            int(&mut lp, numfields as i64 + 3);
+        } else {
+            int(&mut lp, numfields as i64);
+            for f in fields.iter() {
+                lp.push(f);
+            }
+            int(&mut lp, 2 * numfields as i64 + 4);
+        }
+    }
+    lp.finish()
+}
+
+/// `rdbSaveObject`'s stream part (RDB_TYPE_STREAM_LISTPACKS_2): the
+/// nodes (master ID as 16 raw bytes, then the listpack), the length and
+/// counters, then each group with its last ID, entries read, PEL (raw ID,
+/// delivery time as 8 bytes LE, delivery count) and consumers (name, seen
+/// time, the raw IDs of their pending entries).
+fn write_stream(out: &mut Vec<u8>, s: &Stream, options: &EncodeOptions) {
+    let nodes = s.node_images();
+    write_len(out, nodes.len() as u64);
+    for node in &nodes {
+        write_string(out, &node.master.encode(), options);
+        write_string(out, &stream_listpack(node), options);
+    }
+    write_len(out, s.len() as u64);
+    for id in [s.last_id, s.first_id, s.max_deleted_id] {
+        write_len(out, id.ms);
+        write_len(out, id.seq);
+    }
+    write_len(out, s.entries_added);
+    write_len(out, s.groups.len() as u64);
+    for (name, group) in &s.groups {
+        write_string(out, name, options);
+        write_len(out, group.last_id.ms);
+        write_len(out, group.last_id.seq);
+        write_len(out, group.entries_read as u64);
+        write_len(out, group.pel.len() as u64);
+        for (id, nack) in &group.pel {
+            out.extend_from_slice(&id.encode());
+            out.extend_from_slice(&nack.delivery_time.to_le_bytes());
+            write_len(out, nack.delivery_count);
+        }
+        write_len(out, group.consumers.len() as u64);
+        for (name, consumer) in &group.consumers {
+            write_string(out, name, options);
+            out.extend_from_slice(&consumer.seen_time.to_le_bytes());
+            write_len(out, consumer.pel.len() as u64);
+            for id in &consumer.pel {
+                out.extend_from_slice(&id.encode());
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -149,6 +149,27 @@ fn backlen_size(l: usize) -> usize {
     }
 }
 
+/// `lpDecodeBacklen`: the back-length ending at `at`, read backwards as
+/// `lpValidateNext` reads it (7 bits a byte while the high bit is set,
+/// at most 5 bytes), so a non-canonical spelling that decodes to the
+/// entry's length passes, as in Redis.
+fn decode_backlen(blob: &[u8], mut at: usize) -> Option<u64> {
+    let mut value = 0u64;
+    let mut shift = 0;
+    loop {
+        let b = *blob.get(at)?;
+        value |= u64::from(b & 127) << shift;
+        if b & 128 == 0 {
+            return Some(value);
+        }
+        shift += 7;
+        if shift > 28 {
+            return None;
+        }
+        at = at.checked_sub(1)?;
+    }
+}
+
 /// An element as a string: integers in their decimal spelling.
 pub fn int_text(v: i64) -> Bytes {
     Bytes::copy_from_slice(itoa::Buffer::new().format(v).as_bytes())
@@ -167,6 +188,14 @@ fn signed(v: u64, bits: u32) -> i64 {
 /// Every element of a listpack blob, or None if it is malformed in any
 /// way Redis's deep validation (`lpValidateIntegrity` with `deep`) finds.
 pub fn parse(blob: &[u8]) -> Option<Vec<Bytes>> {
+    let (elements, declared) = parse_uncounted(blob)?;
+    (declared == 65535 || declared == elements.len()).then_some(elements)
+}
+
+/// Every element of a listpack blob and the element count its header
+/// declares, unchecked: a stream node's listpack is walked by
+/// `streamValidateListpackIntegrity`, which never compares the two.
+pub fn parse_uncounted(blob: &[u8]) -> Option<(Vec<Bytes>, usize)> {
     if blob.len() < HEADER + 1 {
         return None;
     }
@@ -210,18 +239,13 @@ pub fn parse(blob: &[u8]) -> Option<Vec<Bytes>> {
         if back_end > end {
             return None;
         }
-        let mut expected = Vec::with_capacity(5);
-        push_backlen(&mut expected, entry_len);
-        if blob[back_at..back_end] != expected[..] {
+        if decode_backlen(blob, back_end - 1) != Some(entry_len as u64) {
             return None;
         }
         elements.push(element);
         p = back_end;
     }
-    if declared != 65535 && declared != elements.len() {
-        return None;
-    }
-    Some(elements)
+    Some((elements, declared))
 }
 
 /// An intset blob: encoding (u32 LE: 2, 4 or 8), count (u32 LE), the
