@@ -160,12 +160,25 @@ pub mod ticks {
         origin();
     }
 
+    /// Ticks per microsecond (an `f64`'s bits), once measured over a
+    /// second: from then on a conversion reads no clock (it runs for every
+    /// command, to judge it against the slow log's threshold).
+    static TICKS_PER_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
     /// `ticks` as microseconds.
     pub fn to_us(ticks: u64) -> u64 {
+        use std::sync::atomic::Ordering;
+        let known = TICKS_PER_US.load(Ordering::Relaxed);
+        if known != 0 {
+            return (ticks as f64 / f64::from_bits(known)) as u64;
+        }
         let (t0, c0) = *origin();
         let ns = t0.elapsed().as_nanos() as f64;
         let counted = raw().saturating_sub(c0) as f64;
         let ticks_per_ns = if ns >= 10_000_000.0 && counted > 0.0 { counted / ns } else { 1.0 };
+        if ns >= 1_000_000_000.0 && counted > 0.0 {
+            TICKS_PER_US.store((ticks_per_ns * 1000.0).to_bits(), Ordering::Relaxed);
+        }
         (ticks as f64 / ticks_per_ns / 1000.0) as u64
     }
 }
