@@ -18,6 +18,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("swapdb", 3, swapdb).flags(WRITE | FAST),
     cmd("time", 1, time).flags(LOADING | STALE | FAST),
     cmd("lastsave", 1, lastsave).flags(LOADING | STALE | FAST),
+    cmd("role", 1, role).flags(NOSCRIPT | LOADING | STALE | FAST),
     cmd("save", 1, save).flags(ADMIN | NOSCRIPT | NO_MULTI),
     cmd("bgsave", -1, bgsave).flags(ADMIN | NOSCRIPT),
     cmd("monitor", 1, monitor).flags(ADMIN | NOSCRIPT | LOADING | STALE),
@@ -704,4 +705,14 @@ fn slowlog_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             "    Reset the slowlog.",
         ],
     ))
+}
+
+/// ROLE: keylock is a master with no replicas (replication offset 0, as
+/// INFO replication says).
+fn role(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::Array(vec![
+        Reply::bulk_static("master"),
+        Reply::Int(0),
+        Reply::Array(Vec::new()),
+    ]))
 }
