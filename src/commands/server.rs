@@ -25,9 +25,20 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("shutdown", -1, shutdown).flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SENTINEL | ALLOW_BUSY),
     container("config", CONFIG),
     container("slowlog", SLOWLOG),
+    container("module", MODULE),
     cmd("command", -1, command)
         .flags(LOADING | STALE | SENTINEL)
         .with_subcommands(COMMAND),
+];
+
+/// keylock loads no modules: LIST is empty, and LOAD fails as Redis's
+/// does for a module it cannot load.
+const MODULE: &[CommandSpec] = &[
+    cmd("list", 2, module_list).flags(ADMIN | NOSCRIPT),
+    cmd("load", -3, module_load).flags(ADMIN | NOSCRIPT | PROTECTED),
+    cmd("loadex", -3, module_load).flags(ADMIN | NOSCRIPT | PROTECTED),
+    cmd("unload", 3, module_unload).flags(ADMIN | NOSCRIPT | PROTECTED),
+    cmd("help", 2, module_help).flags(LOADING | STALE),
 ];
 
 const SLOWLOG: &[CommandSpec] = &[
@@ -715,4 +726,39 @@ fn role(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         Reply::Int(0),
         Reply::Array(Vec::new()),
     ]))
+}
+
+fn module_list(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::Array(Vec::new()))
+}
+
+/// MODULE LOAD / LOADEX: keylock runs no Redis modules (they are C
+/// libraries for Redis's own API), so every load fails as Redis's does
+/// for a module it cannot load.
+fn module_load(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    crate::log::warning(format_args!(
+        "Module {} failed to load: keylock does not run Redis modules",
+        String::from_utf8_lossy(&argv[2])
+    ));
+    Err(CmdError::err("Error loading the extension. Please check the server logs."))
+}
+
+fn module_unload(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Err(CmdError::err("Error unloading module: no such module with that name"))
+}
+
+fn module_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(help_reply(
+        "MODULE",
+        &[
+            "LIST",
+            "    Return a list of loaded modules.",
+            "LOAD <path> [<arg> ...]",
+            "    Load a module library from <path>, passing to it any optional arguments.",
+            "LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]",
+            "    Load a module library from <path>, while passing it module configurations and optional arguments.",
+            "UNLOAD <name>",
+            "    Unload a module.",
+        ],
+    ))
 }

@@ -122,11 +122,14 @@ impl Refusal {
 }
 
 /// Which option protects a protected command, and the name its refusal
-/// gives it: Redis's `enable-debug-command` for DEBUG (named as Redis
-/// names it), keylock's `enable-test-commands` for its test controls.
+/// gives it: Redis's `enable-debug-command` for DEBUG and
+/// `enable-module-command` for MODULE LOAD/LOADEX/UNLOAD (named as Redis
+/// names them), keylock's `enable-test-commands` for its test controls.
 fn protection(cmd: &Command) -> (String, &'static str) {
     if cmd.full_name == "debug" {
         ("DEBUG".to_string(), "enable-debug-command")
+    } else if cmd.full_name.starts_with("module|") {
+        ("MODULE".to_string(), "enable-module-command")
     } else {
         (cmd.full_name.replace('|', " ").to_ascii_uppercase(), "enable-test-commands")
     }
