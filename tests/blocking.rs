@@ -18,27 +18,9 @@ fn connect(addr: SocketAddr) -> Raw {
     Raw::connect(addr)
 }
 
-fn send(c: &mut Raw, args: &[&str]) {
-    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-    c.send_cmd(&args);
-}
-
-/// Whether anything arrives on `c` within `wait`.
-fn silent_for(c: &mut Raw, wait: Duration) -> bool {
-    c.writer.set_read_timeout(Some(wait)).unwrap();
-    let mut byte = [0u8; 1];
-    let silent = match c.reader.get_mut().peek(&mut byte) {
-        Ok(0) => false,
-        Ok(_) => false,
-        Err(_) => true,
-    };
-    c.writer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    silent && c.reader.buffer().is_empty()
-}
-
 /// Runs `scenario` against keylock and redis-server and compares what it
 /// recorded; returns keylock's record (None without redis-server).
-fn both(scenario: fn(SocketAddr) -> Vec<Vec<u8>>) -> Option<Vec<Vec<u8>>> {
+fn same_on_both_servers(scenario: fn(SocketAddr) -> Vec<Vec<u8>>) -> Option<Vec<Vec<u8>>> {
     let redis = real_redis()?;
     let keylock = start();
     let theirs = scenario(redis.addr);
@@ -50,12 +32,12 @@ fn both(scenario: fn(SocketAddr) -> Vec<Vec<u8>>) -> Option<Vec<Vec<u8>>> {
 
 #[test]
 fn a_push_serves_the_blocked_clients_in_the_order_they_blocked() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut a, mut b, mut pusher) = (connect(addr), connect(addr), connect(addr));
-        send(&mut a, &["BLPOP", "missing", "q", "0"]);
+        send_args(&mut a, &["BLPOP", "missing", "q", "0"]);
         std::thread::sleep(SETTLE);
-        send(&mut b, &["BLPOP", "q", "0"]);
+        send_args(&mut b, &["BLPOP", "q", "0"]);
         std::thread::sleep(SETTLE);
         assert!(silent_for(&mut a, SETTLE), "a blocked client answers nothing");
         out.push(
@@ -86,7 +68,7 @@ fn a_push_serves_the_blocked_clients_in_the_order_they_blocked() {
 
 #[test]
 fn what_a_blocked_client_sent_after_the_blocking_command_runs_once_it_is_served() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut a, mut pusher) = (connect(addr), connect(addr));
         let mut pipeline = encode(&[b"BRPOP", b"q", b"0"]);
@@ -105,7 +87,7 @@ fn what_a_blocked_client_sent_after_the_blocking_command_runs_once_it_is_served(
 
 #[test]
 fn timeouts_answer_a_null_array_in_both_protocols_even_for_blmove() {
-    let record = both(|addr| {
+    let record = same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let mut a = connect(addr);
         for cmd in [
@@ -134,12 +116,12 @@ fn timeouts_answer_a_null_array_in_both_protocols_even_for_blmove() {
 
 #[test]
 fn blmove_chains_serve_the_next_waiter_and_a_wrong_destination_fails_the_waiter() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut mover, mut taker, mut pusher) = (connect(addr), connect(addr), connect(addr));
-        send(&mut mover, &["BLMOVE", "src", "mid", "RIGHT", "LEFT", "0"]);
+        send_args(&mut mover, &["BLMOVE", "src", "mid", "RIGHT", "LEFT", "0"]);
         std::thread::sleep(SETTLE);
-        send(&mut taker, &["BRPOP", "mid", "0"]);
+        send_args(&mut taker, &["BRPOP", "mid", "0"]);
         std::thread::sleep(SETTLE);
         out.push(pusher.call(&["LPUSH", "src", "a", "b"]));
         out.push(mover.reply());
@@ -149,7 +131,7 @@ fn blmove_chains_serve_the_next_waiter_and_a_wrong_destination_fails_the_waiter(
         // The destination holds a string: the waiter gets WRONGTYPE and
         // nothing moves.
         out.push(pusher.call(&["SET", "dst", "string"]));
-        send(&mut mover, &["BRPOPLPUSH", "src2", "dst", "0"]);
+        send_args(&mut mover, &["BRPOPLPUSH", "src2", "dst", "0"]);
         std::thread::sleep(SETTLE);
         out.push(pusher.call(&["RPUSH", "src2", "v"]));
         out.push(mover.reply());
@@ -161,19 +143,19 @@ fn blmove_chains_serve_the_next_waiter_and_a_wrong_destination_fails_the_waiter(
 
 #[test]
 fn sorted_set_waiters_are_served_by_zadd_with_key_member_and_score() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut a, mut b, mut c, mut pusher) = (connect(addr), connect(addr), connect(addr), connect(addr));
-        send(&mut a, &["BZPOPMIN", "z1", "z2", "0"]);
+        send_args(&mut a, &["BZPOPMIN", "z1", "z2", "0"]);
         std::thread::sleep(SETTLE);
-        send(&mut b, &["BZPOPMAX", "z2", "0"]);
+        send_args(&mut b, &["BZPOPMAX", "z2", "0"]);
         std::thread::sleep(SETTLE);
         out.push(pusher.call(&["ZADD", "z2", "1", "one", "2.5", "two", "3", "three"]));
         out.push(a.reply());
         out.push(b.reply());
         out.push(b.call(&["PING"]));
         c.call(&["HELLO", "3"]);
-        send(&mut c, &["BZMPOP", "0", "2", "z3", "z2", "MIN", "COUNT", "5"]);
+        send_args(&mut c, &["BZMPOP", "0", "2", "z3", "z2", "MIN", "COUNT", "5"]);
         std::thread::sleep(SETTLE);
         out.push(c.reply());
         out.push(pusher.call(&["EXISTS", "z2"]));
@@ -183,17 +165,17 @@ fn sorted_set_waiters_are_served_by_zadd_with_key_member_and_score() {
 
 #[test]
 fn blmpop_takes_up_to_its_count_and_a_list_created_in_a_transaction_or_script_serves_after_it() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut a, mut b, mut pusher) = (connect(addr), connect(addr), connect(addr));
-        send(&mut a, &["BLMPOP", "0", "2", "l1", "l2", "RIGHT", "COUNT", "2"]);
+        send_args(&mut a, &["BLMPOP", "0", "2", "l1", "l2", "RIGHT", "COUNT", "2"]);
         std::thread::sleep(SETTLE);
         out.push(pusher.call(&["MULTI"]));
         out.push(pusher.call(&["RPUSH", "l2", "a", "b", "c"]));
         out.push(pusher.call(&["LPOP", "l2"]));
         out.push(pusher.call(&["EXEC"]));
         out.push(a.reply());
-        send(&mut b, &["BLPOP", "l3", "0"]);
+        send_args(&mut b, &["BLPOP", "l3", "0"]);
         std::thread::sleep(SETTLE);
         out.push(pusher.call(&[
             "EVAL",
@@ -209,7 +191,7 @@ fn blmpop_takes_up_to_its_count_and_a_list_created_in_a_transaction_or_script_se
 
 #[test]
 fn nothing_blocks_in_a_transaction_or_a_script() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let mut a = connect(addr);
         out.push(a.call(&["MULTI"]));
@@ -226,10 +208,10 @@ fn nothing_blocks_in_a_transaction_or_a_script() {
 
 #[test]
 fn a_key_created_as_another_type_does_not_wake_a_list_waiter() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut a, mut pusher) = (connect(addr), connect(addr));
-        send(&mut a, &["BLPOP", "k", "0"]);
+        send_args(&mut a, &["BLPOP", "k", "0"]);
         std::thread::sleep(SETTLE);
         out.push(pusher.call(&["SET", "k", "string"]));
         out.push(pusher.call(&["ZADD", "k2", "1", "m"]));
@@ -243,10 +225,10 @@ fn a_key_created_as_another_type_does_not_wake_a_list_waiter() {
 
 #[test]
 fn swapdb_brings_a_waited_list_in() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut a, mut other) = (connect(addr), connect(addr));
-        send(&mut a, &["BLPOP", "k", "0"]);
+        send_args(&mut a, &["BLPOP", "k", "0"]);
         std::thread::sleep(SETTLE);
         out.push(other.call(&["SELECT", "1"]));
         out.push(other.call(&["RPUSH", "k", "from-db-1"]));
@@ -259,12 +241,12 @@ fn swapdb_brings_a_waited_list_in() {
 
 #[test]
 fn client_unblock_ends_a_wait_as_its_timeout_or_with_an_error() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut a, mut admin) = (connect(addr), connect(addr));
         let id = String::from_utf8(a.call(&["CLIENT", "ID"])).unwrap();
         let id = id.trim_start_matches(':').trim_end().to_string();
-        send(&mut a, &["BLPOP", "q", "0"]);
+        send_args(&mut a, &["BLPOP", "q", "0"]);
         std::thread::sleep(SETTLE);
         let list = String::from_utf8(admin.call(&["CLIENT", "LIST", "ID", &id])).unwrap();
         out.push(
@@ -277,7 +259,7 @@ fn client_unblock_ends_a_wait_as_its_timeout_or_with_an_error() {
         out.push(admin.call(&["CLIENT", "UNBLOCK", &id]));
         out.push(a.reply());
         out.push(admin.call(&["CLIENT", "UNBLOCK", &id]));
-        send(&mut a, &["BZPOPMAX", "z", "0"]);
+        send_args(&mut a, &["BZPOPMAX", "z", "0"]);
         std::thread::sleep(SETTLE);
         out.push(admin.call(&["CLIENT", "UNBLOCK", &id, "ERROR"]));
         out.push(a.reply());
@@ -301,10 +283,10 @@ fn client_unblock_ends_a_wait_as_its_timeout_or_with_an_error() {
 
 #[test]
 fn a_blocked_client_that_leaves_takes_nothing() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut a, mut pusher) = (connect(addr), connect(addr));
-        send(&mut a, &["BLPOP", "q", "0"]);
+        send_args(&mut a, &["BLPOP", "q", "0"]);
         std::thread::sleep(SETTLE);
         drop(a);
         std::thread::sleep(SETTLE);
@@ -316,7 +298,7 @@ fn a_blocked_client_that_leaves_takes_nothing() {
 
 #[test]
 fn bad_arguments_are_refused_as_redis_refuses_them() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut a = connect(addr);
         let mut out = Vec::new();
         a.call(&["SET", "str", "v"]);
@@ -371,7 +353,7 @@ fn blocked_clients_show_in_info_and_client_list() {
     let s = start();
     let mut a = connect(s.addr());
     let mut admin = conn(&s);
-    send(&mut a, &["BLPOP", "q", "10"]);
+    send_args(&mut a, &["BLPOP", "q", "10"]);
     std::thread::sleep(SETTLE);
     let info: String = q(&mut admin, &["INFO", "clients"]);
     assert!(info.contains("blocked_clients:1\r\n"), "{info}");
@@ -386,12 +368,12 @@ fn blocked_clients_show_in_info_and_client_list() {
 
 #[test]
 fn client_kill_of_a_blocked_client_removes_its_wait() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut a, mut admin) = (connect(addr), connect(addr));
         let id = String::from_utf8(a.call(&["CLIENT", "ID"])).unwrap();
         let id = id.trim_start_matches(':').trim_end().to_string();
-        send(&mut a, &["BLPOP", "q", "0"]);
+        send_args(&mut a, &["BLPOP", "q", "0"]);
         std::thread::sleep(SETTLE);
         out.push(admin.call(&["CLIENT", "KILL", "ID", &id]));
         assert!(a.is_closed(), "the killed client's connection closes");
@@ -440,7 +422,7 @@ fn a_thousand_clients_blocked_forever_cost_the_server_no_cpu() {
     let mut waiters = Vec::with_capacity(n);
     for i in 0..n {
         let mut c = connect(server.addr);
-        send(&mut c, &["BLPOP", &format!("q{i}"), "0"]);
+        send_args(&mut c, &["BLPOP", &format!("q{i}"), "0"]);
         waiters.push(c);
     }
     let mut admin = connect(server.addr);
@@ -465,11 +447,11 @@ fn a_thousand_clients_blocked_forever_cost_the_server_no_cpu() {
 
 #[test]
 fn a_push_made_by_serving_brpoplpush_touches_watchers_of_its_destination() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut blocked, mut watcher, mut pusher) = (connect(addr), connect(addr), connect(addr));
         out.push(pusher.call(&["SET", "somekey", "somevalue"]));
-        send(&mut blocked, &["BRPOPLPUSH", "src", "dst", "0"]);
+        send_args(&mut blocked, &["BRPOPLPUSH", "src", "dst", "0"]);
         std::thread::sleep(SETTLE);
         out.push(watcher.call(&["WATCH", "dst"]));
         out.push(watcher.call(&["MULTI"]));

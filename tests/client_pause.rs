@@ -6,15 +6,9 @@
 mod common;
 use common::*;
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 const SETTLE: Duration = Duration::from_millis(100);
-
-fn send(c: &mut Raw, args: &[&str]) {
-    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-    c.send_cmd(&args);
-}
 
 fn blocked_clients(admin: &mut Raw) -> Vec<u8> {
     let info = String::from_utf8(admin.call(&["INFO", "clients"])).unwrap();
@@ -24,27 +18,9 @@ fn blocked_clients(admin: &mut Raw) -> Vec<u8> {
         .into_bytes()
 }
 
-/// Whether nothing arrives on `c` within `wait`.
-fn silent_for(c: &mut Raw, wait: Duration) -> bool {
-    c.writer.set_read_timeout(Some(wait)).unwrap();
-    let mut byte = [0u8; 1];
-    let silent = c.reader.get_mut().peek(&mut byte).is_err();
-    c.writer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    silent && c.reader.buffer().is_empty()
-}
-
-fn both(scenario: fn(SocketAddr) -> Vec<Vec<u8>>) {
-    let Some(redis) = real_redis() else { return };
-    let keylock = start();
-    let theirs = scenario(redis.addr);
-    let ours = scenario(keylock.addr());
-    let show = |r: &Vec<Vec<u8>>| r.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect::<Vec<_>>();
-    assert_eq!(show(&ours), show(&theirs), "keylock (left) and redis-server (right) differ");
-}
-
 #[test]
 fn a_write_pause_holds_writes_and_lets_reads_through() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut admin, mut writer, mut reader) = (Raw::connect(addr), Raw::connect(addr), Raw::connect(addr));
         out.push(admin.call(&["SET", "k", "before"]));
@@ -56,7 +32,7 @@ fn a_write_pause_holds_writes_and_lets_reads_through() {
         assert!(silent_for(&mut writer, SETTLE), "the write is held");
         out.push(reader.call(&["GET", "k"]));
         out.push(reader.call(&["PING"]));
-        send(&mut reader, &["PUBLISH", "ch", "may-replicate"]);
+        send_args(&mut reader, &["PUBLISH", "ch", "may-replicate"]);
         std::thread::sleep(SETTLE);
         out.push(blocked_clients(&mut admin));
         out
@@ -65,7 +41,7 @@ fn a_write_pause_holds_writes_and_lets_reads_through() {
 
 #[test]
 fn unpause_runs_the_held_commands_in_order() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut admin, mut writer) = (Raw::connect(addr), Raw::connect(addr));
         out.push(admin.call(&["CLIENT", "PAUSE", "60000", "WRITE"]));
@@ -86,7 +62,7 @@ fn unpause_runs_the_held_commands_in_order() {
 
 #[test]
 fn transactions_and_scripts_are_held_by_what_they_write() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut admin, mut a, mut b) = (Raw::connect(addr), Raw::connect(addr), Raw::connect(addr));
         out.push(a.call(&["MULTI"]));
@@ -99,8 +75,8 @@ fn transactions_and_scripts_are_held_by_what_they_write() {
         out.push(b.call(&["EVAL_RO", "return 1", "0"]));
         out.push(b.call(&["EVAL", "#!lua flags=no-writes\nreturn 2", "0"]));
         // A transaction that writes is held at EXEC, a plain EVAL too.
-        send(&mut a, &["EXEC"]);
-        send(&mut b, &["EVAL", "return 3", "0"]);
+        send_args(&mut a, &["EXEC"]);
+        send_args(&mut b, &["EVAL", "return 3", "0"]);
         std::thread::sleep(SETTLE);
         out.push(blocked_clients(&mut admin));
         out.push(admin.call(&["CLIENT", "UNPAUSE"]));
@@ -112,12 +88,12 @@ fn transactions_and_scripts_are_held_by_what_they_write() {
 
 #[test]
 fn a_pause_for_all_holds_everything_until_its_time_is_up() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut admin, mut a) = (Raw::connect(addr), Raw::connect(addr));
         let started = Instant::now();
         out.push(admin.call(&["CLIENT", "PAUSE", "300"]));
-        send(&mut a, &["PING"]);
+        send_args(&mut a, &["PING"]);
         out.push(a.reply());
         assert!(started.elapsed() >= Duration::from_millis(290), "PING waited the pause");
         // Refusals are answered at once; a wrong arity among them.
@@ -129,7 +105,7 @@ fn a_pause_for_all_holds_everything_until_its_time_is_up() {
 
 #[test]
 fn the_dataset_stands_still_during_a_pause() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let mut c = Raw::connect(addr);
         let expired = |c: &mut Raw| {
@@ -161,7 +137,7 @@ fn the_dataset_stands_still_during_a_pause() {
 
 #[test]
 fn bad_pause_arguments_are_refused_as_redis_refuses_them() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut c = Raw::connect(addr);
         [
             &["CLIENT", "PAUSE", "abc"][..],

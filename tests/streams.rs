@@ -10,37 +10,11 @@
 mod common;
 use common::*;
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 /// Long enough for a blocking command sent on one connection to be parked
 /// before another connection acts, on a loaded machine.
 const SETTLE: Duration = Duration::from_millis(100);
-
-fn send(c: &mut Raw, args: &[&str]) {
-    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-    c.send_cmd(&args);
-}
-
-/// Whether anything arrives on `c` within `wait`.
-fn silent_for(c: &mut Raw, wait: Duration) -> bool {
-    c.writer.set_read_timeout(Some(wait)).unwrap();
-    let mut byte = [0u8; 1];
-    let silent = c.reader.get_mut().peek(&mut byte).is_err();
-    c.writer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    silent && c.reader.buffer().is_empty()
-}
-
-/// Runs `scenario` against keylock and redis-server and compares what it
-/// recorded.
-fn both(scenario: fn(SocketAddr) -> Vec<Vec<u8>>) {
-    let Some(redis) = real_redis() else { return };
-    let keylock = start();
-    let theirs = scenario(redis.addr);
-    let ours = scenario(keylock.addr());
-    let show = |r: &Vec<Vec<u8>>| r.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect::<Vec<_>>();
-    assert_eq!(show(&ours), show(&theirs), "keylock (left) and redis-server (right) differ");
-}
 
 fn info_line(c: &mut Raw, section: &str, field: &str) -> Vec<u8> {
     c.call(&["INFO", section])
@@ -54,14 +28,14 @@ fn info_line(c: &mut Raw, section: &str, field: &str) -> Vec<u8> {
 
 #[test]
 fn xadd_serves_blocked_xread_clients_in_the_order_they_blocked() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut a, mut b, mut writer) = (Raw::connect(addr), Raw::connect(addr), Raw::connect(addr));
         writer.call(&["FLUSHALL"]);
         writer.call(&["XADD", "s", "1-0", "old", "1"]);
-        send(&mut a, &["XREAD", "BLOCK", "0", "STREAMS", "other", "s", "0", "$"]);
+        send_args(&mut a, &["XREAD", "BLOCK", "0", "STREAMS", "other", "s", "0", "$"]);
         std::thread::sleep(SETTLE);
-        send(&mut b, &["XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "s", "$"]);
+        send_args(&mut b, &["XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "s", "$"]);
         std::thread::sleep(SETTLE);
         assert!(silent_for(&mut a, SETTLE), "a blocked client answers nothing");
         out.push(info_line(&mut writer, "clients", "blocked_clients"));
@@ -75,11 +49,11 @@ fn xadd_serves_blocked_xread_clients_in_the_order_they_blocked() {
 
 #[test]
 fn a_blocked_xread_sees_every_entry_a_transaction_added() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut a, mut writer) = (Raw::connect(addr), Raw::connect(addr));
         writer.call(&["FLUSHALL"]);
-        send(&mut a, &["XREAD", "BLOCK", "0", "STREAMS", "s", "0"]);
+        send_args(&mut a, &["XREAD", "BLOCK", "0", "STREAMS", "s", "0"]);
         std::thread::sleep(SETTLE);
         writer.call(&["MULTI"]);
         writer.call(&["XADD", "s", "1-0", "a", "1"]);
@@ -92,7 +66,7 @@ fn a_blocked_xread_sees_every_entry_a_transaction_added() {
 
 #[test]
 fn xread_block_times_out_with_a_null_array() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut a = Raw::connect(addr);
         a.call(&["FLUSHALL"]);
         let started = Instant::now();
@@ -110,11 +84,11 @@ fn xread_block_times_out_with_a_null_array() {
 
 #[test]
 fn a_write_of_another_type_does_not_serve_a_blocked_xread() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut a, mut writer) = (Raw::connect(addr), Raw::connect(addr));
         writer.call(&["FLUSHALL"]);
-        send(&mut a, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+        send_args(&mut a, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
         std::thread::sleep(SETTLE);
         out.push(writer.call(&["LPUSH", "s", "x"]));
         assert!(silent_for(&mut a, SETTLE), "a list does not serve XREAD");
@@ -127,14 +101,14 @@ fn a_write_of_another_type_does_not_serve_a_blocked_xread() {
 
 #[test]
 fn xreadgroup_block_is_served_new_entries_and_records_them_pending() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut a, mut b, mut writer) = (Raw::connect(addr), Raw::connect(addr), Raw::connect(addr));
         writer.call(&["FLUSHALL"]);
         writer.call(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
-        send(&mut a, &["XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", "s", ">"]);
+        send_args(&mut a, &["XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", "s", ">"]);
         std::thread::sleep(SETTLE);
-        send(&mut b, &["XREADGROUP", "GROUP", "g", "bob", "BLOCK", "0", "STREAMS", "s", ">"]);
+        send_args(&mut b, &["XREADGROUP", "GROUP", "g", "bob", "BLOCK", "0", "STREAMS", "s", ">"]);
         std::thread::sleep(SETTLE);
         out.push(writer.call(&["XADD", "s", "1-0", "f", "1"]));
         out.push(a.reply());
@@ -149,13 +123,13 @@ fn xreadgroup_block_is_served_new_entries_and_records_them_pending() {
 
 #[test]
 fn xreadgroup_waiters_are_told_when_their_group_is_destroyed() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut a, mut x, mut writer) = (Raw::connect(addr), Raw::connect(addr), Raw::connect(addr));
         writer.call(&["FLUSHALL"]);
         writer.call(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
-        send(&mut a, &["XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", "s", ">"]);
-        send(&mut x, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+        send_args(&mut a, &["XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", "s", ">"]);
+        send_args(&mut x, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
         std::thread::sleep(SETTLE);
         out.push(writer.call(&["XGROUP", "DESTROY", "s", "g"]));
         out.push(a.reply());
@@ -168,15 +142,15 @@ fn xreadgroup_waiters_are_told_when_their_group_is_destroyed() {
 
 #[test]
 fn xreadgroup_waiters_are_told_when_their_key_is_deleted_or_replaced() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut a, mut b, mut x, mut writer) = (Raw::connect(addr), Raw::connect(addr), Raw::connect(addr), Raw::connect(addr));
         writer.call(&["FLUSHALL"]);
         writer.call(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
         writer.call(&["XGROUP", "CREATE", "t", "g", "$", "MKSTREAM"]);
-        send(&mut a, &["XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", "s", ">"]);
-        send(&mut b, &["XREADGROUP", "GROUP", "g", "bob", "BLOCK", "0", "STREAMS", "t", ">"]);
-        send(&mut x, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+        send_args(&mut a, &["XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", "s", ">"]);
+        send_args(&mut b, &["XREADGROUP", "GROUP", "g", "bob", "BLOCK", "0", "STREAMS", "t", ">"]);
+        send_args(&mut x, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
         std::thread::sleep(SETTLE);
         out.push(writer.call(&["DEL", "s"]));
         out.push(a.reply());
@@ -191,7 +165,7 @@ fn xreadgroup_waiters_are_told_when_their_key_is_deleted_or_replaced() {
 
 #[test]
 fn xread_block_inside_multi_and_scripts_does_not_block() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut c = Raw::connect(addr);
         c.call(&["FLUSHALL"]);
         c.call(&["MULTI"]);
@@ -208,7 +182,7 @@ fn xread_block_inside_multi_and_scripts_does_not_block() {
 fn a_blocked_xread_shows_in_client_list_with_flag_b() {
     let keylock = start();
     let (mut a, mut b) = (Raw::connect(keylock.addr()), Raw::connect(keylock.addr()));
-    send(&mut a, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+    send_args(&mut a, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
     std::thread::sleep(SETTLE);
     let list = String::from_utf8(b.call(&["CLIENT", "LIST"])).unwrap();
     let blocked = list.lines().find(|l| l.contains("cmd=xread")).expect("the XREAD client");
@@ -219,7 +193,7 @@ fn a_blocked_xread_shows_in_client_list_with_flag_b() {
 
 #[test]
 fn xadd_xdel_and_xtrim_break_watch_but_group_commands_do_not() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut c, mut other) = (Raw::connect(addr), Raw::connect(addr));
         c.call(&["FLUSHALL"]);
@@ -250,7 +224,7 @@ fn xadd_xdel_and_xtrim_break_watch_but_group_commands_do_not() {
 
 #[test]
 fn generic_commands_work_on_streams() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut c = Raw::connect(addr);
         c.call(&["FLUSHALL"]);
         c.call(&["XADD", "s", "1-0", "f", "v"]);
@@ -283,11 +257,11 @@ fn generic_commands_work_on_streams() {
 
 #[test]
 fn xreadgroup_waiters_are_told_when_their_stream_expires() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let (mut a, mut writer) = (Raw::connect(addr), Raw::connect(addr));
         writer.call(&["FLUSHALL"]);
         writer.call(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
-        send(&mut a, &["XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", "s", ">"]);
+        send_args(&mut a, &["XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", "s", ">"]);
         std::thread::sleep(SETTLE);
         vec![writer.call(&["PEXPIRE", "s", "20"]), a.reply(), writer.call(&["EXISTS", "s"])]
     });
@@ -315,13 +289,13 @@ fn idle_times_follow_the_server_clock() {
 
 #[test]
 fn a_blocked_xread_on_several_keys_is_served_by_the_one_written_in_its_protocol() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut a, mut b, mut writer) = (Raw::connect(addr), Raw::connect(addr), Raw::connect(addr));
         writer.call(&["FLUSHALL"]);
         b.call(&["HELLO", "3"]);
-        send(&mut a, &["XREAD", "COUNT", "2", "BLOCK", "0", "STREAMS", "s1", "s2", "$", "$"]);
-        send(&mut b, &["XREAD", "BLOCK", "0", "STREAMS", "s1", "s2", "$", "$"]);
+        send_args(&mut a, &["XREAD", "COUNT", "2", "BLOCK", "0", "STREAMS", "s1", "s2", "$", "$"]);
+        send_args(&mut b, &["XREAD", "BLOCK", "0", "STREAMS", "s1", "s2", "$", "$"]);
         std::thread::sleep(SETTLE);
         writer.call(&["MULTI"]);
         writer.call(&["XADD", "s2", "1-0", "a", "1"]);
@@ -337,20 +311,20 @@ fn a_blocked_xread_on_several_keys_is_served_by_the_one_written_in_its_protocol(
 
 #[test]
 fn client_unblock_ends_a_blocked_xread() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut a, mut admin) = (Raw::connect(addr), Raw::connect(addr));
         admin.call(&["FLUSHALL"]);
         let id = String::from_utf8(a.call(&["CLIENT", "ID"])).unwrap();
         let id = id.trim_start_matches(':').trim().to_string();
-        send(&mut a, &["XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">"]);
+        send_args(&mut a, &["XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">"]);
         out.push(a.reply());
         admin.call(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
-        send(&mut a, &["XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">"]);
+        send_args(&mut a, &["XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">"]);
         std::thread::sleep(SETTLE);
         out.push(admin.call(&["CLIENT", "UNBLOCK", &id]));
         out.push(a.reply());
-        send(&mut a, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+        send_args(&mut a, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
         std::thread::sleep(SETTLE);
         out.push(admin.call(&["CLIENT", "UNBLOCK", &id, "ERROR"]));
         out.push(a.reply());
@@ -360,14 +334,14 @@ fn client_unblock_ends_a_blocked_xread() {
 
 #[test]
 fn a_group_waiter_reads_after_the_groups_last_id_when_served() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut a, mut writer) = (Raw::connect(addr), Raw::connect(addr));
         writer.call(&["FLUSHALL"]);
         writer.call(&["XADD", "s", "1-0", "a", "1"]);
         writer.call(&["XADD", "s", "2-0", "a", "2"]);
         writer.call(&["XGROUP", "CREATE", "s", "g", "$"]);
-        send(
+        send_args(
             &mut a,
             &["XREADGROUP", "GROUP", "g", "c", "COUNT", "5", "BLOCK", "0", "STREAMS", "s", ">"],
         );
@@ -540,7 +514,7 @@ fn random_stream_commands_answer_as_redis_does() {
 
 #[test]
 fn xreadgroup_waiters_are_told_when_swapdb_takes_their_stream_away() {
-    both(|addr| {
+    same_on_both_servers(|addr| {
         let mut out = Vec::new();
         let (mut a, mut b, mut x, mut admin) = (Raw::connect(addr), Raw::connect(addr), Raw::connect(addr), Raw::connect(addr));
         admin.call(&["FLUSHALL"]);
@@ -554,10 +528,10 @@ fn xreadgroup_waiters_are_told_when_swapdb_takes_their_stream_away() {
         }
         for (c, key) in [(&mut a, "s"), (&mut b, "t")] {
             c.call(&["SELECT", "9"]);
-            send(c, &["XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", key, ">"]);
+            send_args(c, &["XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", key, ">"]);
         }
         x.call(&["SELECT", "9"]);
-        send(&mut x, &["XREAD", "BLOCK", "0", "STREAMS", "u", "$"]);
+        send_args(&mut x, &["XREAD", "BLOCK", "0", "STREAMS", "u", "$"]);
         std::thread::sleep(SETTLE);
         out.push(admin.call(&["SWAPDB", "4", "9"]));
         out.push(a.reply());

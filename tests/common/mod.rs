@@ -388,3 +388,30 @@ impl Raw {
         self.reply()
     }
 }
+
+/// Sends a command without waiting for its reply (a blocking command, or
+/// one whose reply is read later).
+pub fn send_args(c: &mut Raw, args: &[&str]) {
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    c.send_cmd(&args);
+}
+
+/// Whether nothing arrives on `c` within `wait`.
+pub fn silent_for(c: &mut Raw, wait: Duration) -> bool {
+    c.writer.set_read_timeout(Some(wait)).unwrap();
+    let mut byte = [0u8; 1];
+    let silent = c.reader.get_mut().peek(&mut byte).is_err();
+    c.writer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    silent && c.reader.buffer().is_empty()
+}
+
+/// Runs `scenario` against keylock and redis-server and compares what it
+/// recorded (skipped without redis-server, as the differential tests are).
+pub fn same_on_both_servers(scenario: fn(SocketAddr) -> Vec<Vec<u8>>) {
+    let Some(redis) = real_redis() else { return };
+    let keylock = start();
+    let theirs = scenario(redis.addr);
+    let ours = scenario(keylock.addr());
+    let show = |r: &Vec<Vec<u8>>| r.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect::<Vec<_>>();
+    assert_eq!(show(&ours), show(&theirs), "keylock (left) and redis-server (right) differ");
+}
