@@ -288,8 +288,6 @@ const LOCK_ACQUIRE: &str = include_str!("../lua/redisson/4.7.0/lock-acquire.lua"
 const LOCK_UNLOCK: &str = include_str!("../lua/redisson/4.7.0/lock-unlock.lua");
 
 fn lock_corpus() -> Corpus {
-    let acquire = |leak: &'static str| -> &'static [&'static str] { Box::leak(Box::new(["EVAL", leak])) };
-    let _ = acquire;
     let c: Vec<&'static [&'static str]> = vec![
         Box::leak(Box::new(["EVAL", LOCK_ACQUIRE, "1", "lock", "30000", "id:1"])),
         Box::leak(Box::new(["EVAL", LOCK_ACQUIRE, "1", "lock", "30000", "id:1"])),
