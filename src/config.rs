@@ -60,6 +60,9 @@ pub struct Config {
     /// --port 0 and no Unix socket).
     pub announce: bool,
     pub clock: Clock,
+    /// Consumers of the effect stream (every write as it must be
+    /// replayed; see `engine::effects`), for embedders.
+    pub effects: Vec<crate::engine::effects::EffectsTap>,
     /// Every directive as given, in order, for the parameter table.
     pub directives: Vec<(String, Vec<String>)>,
 }
@@ -85,6 +88,7 @@ impl Default for Config {
             maxclients: 10000,
             announce: false,
             clock: Clock::real(),
+            effects: Vec::new(),
             directives: Vec::new(),
         }
     }

@@ -586,6 +586,7 @@ fn run_bitfield(ctx: &mut Ctx, argv: &[Bytes], read_only: bool) -> CmdResult {
         db.touch_watched(key);
         db.notify(NOTIFY_STRING, "setbit", key);
     }
+    ctx.dirty(changes as u64);
     Ok(Reply::Array(replies))
 }
 

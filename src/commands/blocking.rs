@@ -150,7 +150,14 @@ fn blocking_move(ctx: &mut Ctx, argv: &[Bytes], from_left: bool, to_left: bool, 
         None => false,
     };
     if present {
-        return serve(ctx, src, &op);
+        let reply = serve(ctx, src, &op)?;
+        // Replayed as its plain form, its words as sent.
+        if argv.len() == 6 {
+            ctx.propagate_as([&[Bytes::from_static(b"LMOVE")], &argv[1..5]].concat());
+        } else {
+            ctx.propagate_as(vec![Bytes::from_static(b"RPOPLPUSH"), argv[1].clone(), argv[2].clone()]);
+        }
+        return Ok(reply);
     }
     if !may_block(ctx) {
         return Ok(Reply::Nil);
@@ -195,19 +202,52 @@ fn bzmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// score]` (BZPOPMIN/MAX) or `[key, [[member, score]…]]` (BZMPOP). A
 /// BLMOVE whose destination holds another type is WRONGTYPE, and nothing
 /// moves. The key is deleted once empty.
+///
+/// Its effect is its plain form: the blocking command's own when it runs at
+/// once (run inside the command), an effect of its own when it serves a
+/// client that waited (Redis's `serveClientBlockedOnList`).
 pub fn serve(ctx: &mut Ctx, key: &Bytes, op: &BlockOp) -> CmdResult {
+    let waited = !ctx.state.effects.in_command();
+    let reply = serve_pop(ctx, key, op, waited)?;
+    if waited && let Some(effect) = ctx.state.effects.command.rewrite.take() {
+        ctx.also_propagate(effect);
+    }
+    Ok(reply)
+}
+
+fn serve_pop(ctx: &mut Ctx, key: &Bytes, op: &BlockOp, waited: bool) -> CmdResult {
     match op {
         BlockOp::Pop { left, count } => {
             let popped = super::lists::pop_end(ctx, key, *left, count.unwrap_or(1))?;
+            // A waiter's single pop counts no change, as in Redis.
+            if count.is_some() || !waited {
+                ctx.dirty(popped.len() as u64);
+            }
+            super::lists::propagate_pop(ctx, key, *left, count.map(|_| popped.len()));
             Ok(match count {
                 None => Reply::Array(vec![Reply::Bulk(key.clone()), Reply::opt_bulk(popped.into_iter().next())]),
                 Some(_) => Reply::Array(vec![Reply::Bulk(key.clone()), Reply::bulks(popped)]),
             })
         }
-        BlockOp::Move { dst, from_left, to_left } => super::lists::move_between(ctx, key, dst, *from_left, *to_left),
+        BlockOp::Move { dst, from_left, to_left } => {
+            let reply = super::lists::move_between(ctx, key, dst, *from_left, *to_left)?;
+            if !waited {
+                ctx.dirty(1);
+            }
+            if ctx.propagating() && !matches!(reply, Reply::Nil) {
+                if ctx.client.last_command == "brpoplpush" {
+                    ctx.propagate_as_words(&[b"RPOPLPUSH", key, dst]);
+                } else {
+                    let end = |left: bool| if left { b"left".as_slice() } else { b"right".as_slice() };
+                    ctx.propagate_as_words(&[b"LMOVE", key, dst, end(*from_left), end(*to_left)]);
+                }
+            }
+            Ok(reply)
+        }
         BlockOp::Postpone(_) | BlockOp::Stream { .. } => Err(CmdError::err("internal: this wait is not served by a pop")),
         BlockOp::ZPop { max, count } => {
             let popped = super::zsets::pop_ends(ctx, key, *max, count.unwrap_or(1))?;
+            super::zsets::propagate_pop(ctx, key, *max, count.map(|_| popped.len()));
             Ok(match count {
                 None => {
                     let mut reply = vec![Reply::Bulk(key.clone())];

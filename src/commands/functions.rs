@@ -52,6 +52,8 @@ fn fcall_ro(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// Redis's `fcallCommandGeneric`: the function, then the number of keys,
 /// then the checks its flags call for, then the run.
 fn fcall_generic(ctx: &mut Ctx, argv: &[Bytes], read_only: bool) -> CmdResult {
+    // A function call is the writes it made, never itself.
+    ctx.prevent_propagation();
     let scripts = Scripts::lent(&mut ctx.scripts)?;
     let (functions, script_client) = scripts.for_function_run()?;
     if functions.find(&argv[1]).is_none() {
@@ -104,11 +106,13 @@ fn function_load(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     let functions = Scripts::lent(&mut ctx.scripts)?.functions()?;
     let name = functions.load(&argv[at], replace, LOAD_TIMEOUT_MS)?;
+    ctx.dirty(1);
     Ok(Reply::Bulk(name))
 }
 
 fn function_delete(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Scripts::lent(&mut ctx.scripts)?.functions()?.delete(&argv[2])?;
+    ctx.dirty(1);
     Ok(Reply::OK)
 }
 
@@ -120,6 +124,7 @@ fn function_flush(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err("FUNCTION FLUSH only supports SYNC|ASYNC option"));
     }
     Scripts::lent(&mut ctx.scripts)?.functions()?.flush();
+    ctx.dirty(1);
     Ok(Reply::OK)
 }
 
@@ -289,6 +294,7 @@ fn function_restore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
     };
     Scripts::lent(&mut ctx.scripts)?.functions()?.restore(&argv[2], policy)?;
+    ctx.dirty(1);
     Ok(Reply::OK)
 }
 

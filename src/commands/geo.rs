@@ -141,7 +141,10 @@ fn geoadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         zadd_argv.push(Bytes::from(score.to_string()));
         zadd_argv.push(triple[2].clone());
     }
-    zadd_generic(ctx, &zadd_argv, false)
+    let reply = zadd_generic(ctx, &zadd_argv, false)?;
+    // Replayed as the ZADD it is.
+    ctx.propagate_as(zadd_argv);
+    Ok(reply)
 }
 
 /// GEODIST key member1 member2 [unit].
@@ -474,7 +477,13 @@ fn search_generic(ctx: &mut Ctx, argv: &[Bytes], src_index: usize, v: Variant) -
                 let score = if storedist { p.dist / conversion } else { p.score };
                 result.insert(p.member, score);
             }
-            store_zset(ctx, &dst, result, event)
+            let stored = result.len() as u64;
+            let reply = store_zset(ctx, &dst, result, event)?;
+            if stored > 0 {
+                // One change per member stored, as Redis counts them.
+                ctx.dirty(stored);
+            }
+            Ok(reply)
         }
     }
 }

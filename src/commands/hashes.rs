@@ -85,6 +85,7 @@ fn set_fields(ctx: &mut Ctx, argv: &[Bytes], name: &str) -> CmdResult<usize> {
         }
     }
     ctx.db().notify(NOTIFY_HASH, "hset", &argv[1]);
+    ctx.dirty(argv.len() as u64 / 2 - 1);
     Ok(created)
 }
 
@@ -138,6 +139,7 @@ fn hdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if db.remove_if_empty(key) {
         db.notify(NOTIFY_GENERIC, "del", key);
     }
+    ctx.dirty(removed as u64);
     Ok(Reply::from(removed))
 }
 
@@ -201,6 +203,8 @@ fn hincrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let limits = ctx.state.runtime.hash_limits;
     write_hash(ctx, key)?.insert(field, &text, limits);
     ctx.db().notify(NOTIFY_HASH, "hincrbyfloat", key);
+    // Replayed as the value it left, whatever the float formatting.
+    ctx.propagate_as_words(&[b"HSET", key, field, &text]);
     Ok(Reply::Bulk(text))
 }
 

@@ -97,6 +97,7 @@ fn pfadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
     }
     db.notify(NOTIFY_STRING, "pfadd", key);
+    ctx.dirty(updated);
     Ok(Reply::Int(1))
 }
 

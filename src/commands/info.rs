@@ -167,7 +167,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("# Persistence");
             line!("loading:0");
             line!("async_loading:0");
-            line!("rdb_changes_since_last_save:0");
+            line!("rdb_changes_since_last_save:{}", ctx.state.dirty - ctx.state.dirty_at_save);
             line!("rdb_bgsave_in_progress:0");
             line!("rdb_last_bgsave_status:ok");
             line!("aof_enabled:0");

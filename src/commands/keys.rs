@@ -56,6 +56,7 @@ fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let now = ctx.now_ms;
     let db = ctx.db();
     let removed = argv[1..].iter().filter(|key| ops::del(db, key, now)).count();
+    ctx.dirty(removed as u64);
     Ok(Reply::Int(removed as i64))
 }
 
@@ -285,9 +286,18 @@ pub fn expire_generic(ctx: &mut Ctx, argv: &[Bytes], base_ms: i64, seconds: bool
     if when <= now as i64 {
         db.remove(key);
         db.notify(NOTIFY_GENERIC, "del", key);
+        let lazy = ctx.state.params.value("lazyfree-lazy-expire") == Some("yes");
+        ctx.propagate_as_words(&[if lazy { b"UNLINK" } else { b"DEL" }, key]);
     } else {
         db.set_expire(key, when as u64);
         db.notify(NOTIFY_GENERIC, "expire", key);
+        if ctx.propagating() {
+            // Replayed as PEXPIREAT with the deadline, options kept.
+            let mut effect = argv.to_vec();
+            effect[0] = Bytes::from_static(b"PEXPIREAT");
+            effect[2] = Bytes::copy_from_slice(itoa::Buffer::new().format(when).as_bytes());
+            ctx.propagate_as(effect);
+        }
     }
     Ok(1)
 }
@@ -448,6 +458,7 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     dst.restore_with_ttl(dst_key.clone(), value, at);
     dst.notify(NOTIFY_GENERIC, "copy_to", dst_key);
+    ctx.dirty(1);
     Ok(Reply::Int(1))
 }
 

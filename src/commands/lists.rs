@@ -156,6 +156,7 @@ fn push_generic(ctx: &mut Ctx, argv: &[Bytes], end: End, only_existing: bool) ->
     }
     let len = list.len();
     ctx.db().notify(NOTIFY_LIST, push_event(end), key);
+    ctx.dirty(argv.len() as u64 - 2);
     Ok(Reply::Int(len as i64))
 }
 
@@ -189,6 +190,18 @@ fn pop_from(ctx: &mut Ctx, key: &[u8], end: End, count: usize) -> CmdResult<Vec<
     Ok(popped)
 }
 
+/// A pop of many keys (LMPOP, BLMPOP) or a blocking pop is replayed as
+/// `LPOP` / `RPOP` of the key it popped from, with the count it popped.
+pub(crate) fn propagate_pop(ctx: &mut Ctx, key: &[u8], left: bool, count: Option<usize>) {
+    if ctx.propagating() {
+        let name: &[u8] = if left { b"LPOP" } else { b"RPOP" };
+        match count {
+            Some(n) => ctx.propagate_as_words(&[name, key, itoa::Buffer::new().format(n).as_bytes()]),
+            None => ctx.propagate_as_words(&[name, key]),
+        }
+    }
+}
+
 /// A blocking pop's step: up to `count` elements from the head (`left`)
 /// or tail of the existing list at `key`.
 pub(crate) fn pop_end(ctx: &mut Ctx, key: &[u8], left: bool, count: usize) -> CmdResult<Vec<Bytes>> {
@@ -212,11 +225,15 @@ fn pop_generic(ctx: &mut Ctx, argv: &[Bytes], end: End) -> CmdResult {
     if peek_len(ctx, key)?.is_none() {
         return Ok(if count.is_some() { Reply::NilArray } else { Reply::Nil });
     }
-    match count {
-        None => Ok(Reply::opt_bulk(pop_from(ctx, key, end, 1)?.pop())),
-        Some(0) => Ok(Reply::Array(Vec::new())),
-        Some(n) => Ok(Reply::bulks(pop_from(ctx, key, end, n as usize)?)),
-    }
+    let popped = match count {
+        Some(0) => return Ok(Reply::Array(Vec::new())),
+        n => pop_from(ctx, key, end, n.unwrap_or(1) as usize)?,
+    };
+    ctx.dirty(popped.len() as u64);
+    Ok(match count {
+        None => Reply::opt_bulk(popped.into_iter().next()),
+        Some(_) => Reply::bulks(popped),
+    })
 }
 
 fn lpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -290,6 +307,7 @@ fn lrem(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     ctx.db().notify(NOTIFY_LIST, "lrem", key);
     drop_if_empty(ctx, key);
+    ctx.dirty(removed as u64);
     Ok(Reply::Int(removed as i64))
 }
 
@@ -312,6 +330,7 @@ fn ltrim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::OK);
     }
     let list = list_mut(ctx, key)?;
+    let before = list.len();
     match resolve_range(start, end, list.len()) {
         Some((s, e)) => {
             list.truncate(e + 1);
@@ -319,8 +338,11 @@ fn ltrim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
         None => list.clear(),
     }
+    let trimmed = before - list.len();
     ctx.db().notify(NOTIFY_LIST, "ltrim", key);
     drop_if_empty(ctx, key);
+    // Trimming nothing is no change, though the key counts as modified.
+    ctx.dirty(trimmed as u64);
     Ok(Reply::OK)
 }
 
@@ -465,6 +487,8 @@ fn lmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     for key in &argv[2..end_at] {
         if peek_len(ctx, key)?.is_some() {
             let popped = pop_from(ctx, key, end, count)?;
+            ctx.dirty(popped.len() as u64);
+            propagate_pop(ctx, key, end == End::Left, Some(popped.len()));
             return Ok(Reply::Array(vec![Reply::Bulk(key.clone()), Reply::bulks(popped)]));
         }
     }

@@ -35,6 +35,8 @@ pub mod table;
 pub mod transactions;
 pub mod zsets;
 
+use bytes::Bytes;
+
 use crate::db::{Db, Value};
 use crate::engine::{Client, State};
 
@@ -54,6 +56,55 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// Counts `n` changes to the dataset (Redis's `server.dirty += n`).
+    /// A command that modified a key without counting any counts one.
+    #[inline]
+    pub fn dirty(&mut self, n: u64) {
+        self.state.dirty += n;
+        self.state.effects.command.counted = true;
+    }
+
+    /// Whether effects are recorded (see `engine::effects`): a handler
+    /// builds a replacement effect only then.
+    #[inline]
+    pub fn propagating(&self) -> bool {
+        self.state.effects.on()
+    }
+
+    /// This command's effect is `argv` rather than the command as sent
+    /// (Redis's `rewriteClientCommandVector`), in the client's database.
+    pub fn propagate_as(&mut self, argv: Vec<Bytes>) {
+        if self.propagating() {
+            self.state.effects.command.rewrite = Some(argv);
+        }
+    }
+
+    /// [`Ctx::propagate_as`] from words.
+    pub fn propagate_as_words(&mut self, words: &[&[u8]]) {
+        if self.propagating() {
+            self.propagate_as(words.iter().map(|w| Bytes::copy_from_slice(w)).collect());
+        }
+    }
+
+    /// An effect besides the command's own, before it (Redis's
+    /// `alsoPropagate`), in the client's database.
+    pub fn also_propagate(&mut self, argv: Vec<Bytes>) {
+        let db = self.client.db;
+        self.state.effects.push(db, argv, crate::engine::effects::ALL);
+    }
+
+    /// This command is no effect itself, whatever it changed (Redis's
+    /// `preventCommandPropagation`): its effects are those it recorded.
+    pub fn prevent_propagation(&mut self) {
+        self.state.effects.command.prevent = crate::engine::effects::ALL;
+    }
+
+    /// This command is an effect for `target` even if it changed nothing
+    /// (Redis's `forceCommandPropagation`).
+    pub fn force_propagation(&mut self, target: u8) {
+        self.state.effects.command.force |= target;
+    }
+
     /// The client's selected database. Writes look keys up here and count
     /// no hit or miss, as Redis's `lookupKeyWrite`; an expired key is still
     /// reclaimed and counted in `expired_keys`.

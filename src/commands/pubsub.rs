@@ -156,11 +156,14 @@ pub fn unsubscribe_everything(ctx: &mut Ctx) {
 
 fn publish(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let n = ctx.state.publish(ctx.client, Kind::Channel, &argv[1], &argv[2]);
+    // Replicas get every message; an append-only file none.
+    ctx.force_propagation(crate::engine::effects::REPL);
     Ok(Reply::Int(n as i64))
 }
 
 fn spublish(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let n = ctx.state.publish(ctx.client, Kind::Shard, &argv[1], &argv[2]);
+    ctx.force_propagation(crate::engine::effects::REPL);
     Ok(Reply::Int(n as i64))
 }
 

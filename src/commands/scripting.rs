@@ -56,6 +56,8 @@ fn noscript() -> CmdError {
 }
 
 fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], by_sha: bool, read_only: bool) -> CmdResult {
+    // A script is the writes it made, never itself.
+    ctx.prevent_propagation();
     let numkeys = parse_i64(&argv[2])?;
     let available = (argv.len() - 3) as i64;
     if numkeys > available {

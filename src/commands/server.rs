@@ -97,16 +97,24 @@ fn flush_mode(argv: &[Bytes]) -> CmdResult<()> {
 
 fn flushdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode(argv)?;
+    let removed = ctx.db().len() as u64;
     ctx.db().clear();
+    ctx.dirty(removed);
+    // Replayed even when there was nothing to remove.
+    ctx.force_propagation(crate::engine::effects::ALL);
     ctx.state.invalidate_on_flush(ctx.client);
     Ok(Reply::OK)
 }
 
 fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode(argv)?;
+    let mut removed = 0;
     for db in &mut ctx.state.dbs {
+        removed += db.len() as u64;
         db.clear();
     }
+    ctx.dirty(removed);
+    ctx.force_propagation(crate::engine::effects::ALL);
     ctx.state.invalidate_on_flush(ctx.client);
     Ok(Reply::OK)
 }
@@ -131,6 +139,7 @@ fn swapdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         let (left, right) = ctx.state.dbs.split_at_mut(high);
         crate::db::Db::swap_data(&mut left[low], &mut right[0], ctx.now_ms);
     }
+    ctx.dirty(1);
     Ok(Reply::OK)
 }
 

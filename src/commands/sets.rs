@@ -191,6 +191,7 @@ fn sadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if added > 0 {
         ctx.db().notify(NOTIFY_SET, "sadd", key);
     }
+    ctx.dirty(added as u64);
     Ok(Reply::from(added))
 }
 
@@ -209,6 +210,7 @@ fn srem(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let removed = members.iter().filter(|m| set.swap_remove(m.as_ref())).count();
     db.notify(NOTIFY_SET, "srem", key);
     drop_if_empty(db, key);
+    ctx.dirty(removed as u64);
     Ok(Reply::from(removed))
 }
 
@@ -250,6 +252,10 @@ fn spop_one(ctx: &mut Ctx, key: &Bytes) -> CmdResult {
     let popped = set.swap_remove_index(fastrand::usize(..set.len()));
     db.notify(NOTIFY_SET, "spop", key);
     drop_if_empty(db, key);
+    // Replayed as the SREM of what it popped.
+    if let Some(member) = &popped {
+        ctx.propagate_as_words(&[b"SREM", key, member]);
+    }
     Ok(Reply::opt_bulk(popped))
 }
 
@@ -265,6 +271,7 @@ fn spop_count(ctx: &mut Ctx, key: &Bytes, raw: &[u8]) -> CmdResult {
         return Ok(set_reply(Vec::new()));
     }
     let now = ctx.now_ms;
+    ctx.dirty(count.min(len as u64));
     let db = ctx.db();
     db.notify(NOTIFY_SET, "spop", key);
     if count >= len as u64 {
@@ -272,6 +279,8 @@ fn spop_count(ctx: &mut Ctx, key: &Bytes, raw: &[u8]) -> CmdResult {
             return Ok(set_reply(Vec::new()));
         };
         db.notify(NOTIFY_GENERIC, "del", key);
+        // Replayed as the DEL of the whole set.
+        ctx.propagate_as_words(&[b"DEL", key]);
         return Ok(set_reply(set.into_iter().collect()));
     }
     let Some(value) = db.get_mut(key, now) else {
@@ -285,6 +294,15 @@ fn spop_count(ctx: &mut Ctx, key: &Bytes, raw: &[u8]) -> CmdResult {
         .filter_map(|i| set.swap_remove_index(i))
         .map(Reply::Bulk)
         .collect();
+    // Replayed as one SREM per member popped, never as itself.
+    if ctx.propagating() {
+        for member in &popped {
+            if let Reply::Bulk(member) = member {
+                ctx.also_propagate(vec![Bytes::from_static(b"SREM"), key.clone(), member.clone()]);
+            }
+        }
+    }
+    ctx.prevent_propagation();
     Ok(Reply::Set(popped))
 }
 
@@ -350,10 +368,12 @@ fn smove(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     db.notify(NOTIFY_SET, "srem", src);
     drop_if_empty(db, src);
+    ctx.dirty(1);
     // The destination changes (for WATCH too) only if the member was not
     // there yet, as Redis's smoveCommand signals it.
     if !in_dst && write_set(ctx, dst)?.insert(owned(member)) {
         ctx.db().notify(NOTIFY_SET, "sadd", dst);
+        ctx.dirty(1);
     }
     Ok(Reply::Int(1))
 }

@@ -332,6 +332,7 @@ fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
                 db.expire_if_needed(dst, now);
                 db.set(dst, Value::List(Box::new(list)), false);
                 db.notify(NOTIFY_LIST, "sortstore", dst);
+                ctx.dirty(outputlen as u64);
             } else if db.remove(dst).is_some() {
                 db.notify(NOTIFY_GENERIC, "del", dst);
             }

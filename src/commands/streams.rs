@@ -235,6 +235,8 @@ struct AddTrimArgs {
     trim: Option<Trim>,
     approx: bool,
     limit: u64,
+    /// Where the trimming threshold is in the command line.
+    trim_at: usize,
 }
 
 /// `streamParseAddOrTrimArgsOrReply`: the options, and for XADD the
@@ -276,6 +278,7 @@ fn parse_add_trim(ctx: &Ctx, argv: &[Bytes], xadd: bool) -> CmdResult<(AddTrimAr
             } else {
                 args.trim = Some(Trim::MinId(parse_strict(&argv[i + 1])?));
             }
+            args.trim_at = i + 1;
             i += 1;
         } else if opt.eq_ignore_ascii_case(b"limit") && moreargs > 0 {
             let n = parse_i64(&argv[i + 1])?;
@@ -337,6 +340,7 @@ fn xadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     };
     let limits = node_limits(ctx);
     let now = ctx.now_ms;
+    let propagating = ctx.propagating();
     let s = stream_at(ctx, position)?;
     if s.last_id == StreamId::MAX {
         return Err(CmdError::err(
@@ -365,6 +369,17 @@ fn xadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let fields: Vec<Bytes> = argv[field_pos..].iter().map(crate::db::value::owned).collect();
     s.append(id, fields, limits);
     let trimmed = args.trim.is_some_and(|t| s.trim(t, args.approx, args.limit) > 0);
+    let effect = propagating.then(|| {
+        // Replayed with the ID it made and the trimming it did.
+        let mut effect = argv.to_vec();
+        if args.approx {
+            approx_trim_done(&mut effect, &args, s);
+        }
+        if args.id.is_none() || !args.seq_given {
+            effect[idpos] = id.to_bytes();
+        }
+        effect
+    });
     let db = ctx.db();
     db.touch_watched(key);
     db.notify(NOTIFY_STREAM, "xadd", key);
@@ -372,7 +387,22 @@ fn xadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         db.notify(NOTIFY_STREAM, "xtrim", key);
     }
     db.signal_key_ready(key);
+    ctx.dirty(1);
+    if let Some(effect) = effect {
+        ctx.propagate_as(effect);
+    }
     Ok(id_reply(id))
+}
+
+/// An approximate trim (`~`, maybe with LIMIT) is replayed as the exact
+/// trim it came to (`streamRewriteApproxSpecifier`,
+/// `streamRewriteTrimArgument`): `=` and the length left, or the first ID.
+fn approx_trim_done(effect: &mut [Bytes], args: &AddTrimArgs, s: &crate::db::stream::Stream) {
+    effect[args.trim_at - 1] = Bytes::from_static(b"=");
+    effect[args.trim_at] = match args.trim {
+        Some(Trim::MaxLen(_)) => Bytes::copy_from_slice(itoa::Buffer::new().format(s.len()).as_bytes()),
+        _ => s.first().map_or(StreamId::MIN, |(id, _)| id).to_bytes(),
+    };
 }
 
 fn too_small_id() -> CmdError {
@@ -386,12 +416,23 @@ fn xtrim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Int(0));
     };
     let Some(trim) = args.trim else { return Ok(Reply::Int(0)) };
-    let deleted = stream_at(ctx, position)?.trim(trim, args.approx, args.limit);
+    let propagating = ctx.propagating();
+    let s = stream_at(ctx, position)?;
+    let deleted = s.trim(trim, args.approx, args.limit);
     if deleted > 0 {
+        let effect = (propagating && args.approx).then(|| {
+            let mut effect = argv.to_vec();
+            approx_trim_done(&mut effect, &args, s);
+            effect
+        });
         let db = ctx.db();
         db.notify(NOTIFY_STREAM, "xtrim", key);
         db.touch_watched(key);
+        if let Some(effect) = effect {
+            ctx.propagate_as(effect);
+        }
     }
+    ctx.dirty(deleted as u64);
     Ok(Reply::Int(deleted as i64))
 }
 
@@ -425,6 +466,7 @@ fn xdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         db.touch_watched(key);
         db.notify(NOTIFY_STREAM, "xdel", key);
     }
+    ctx.dirty(deleted as u64);
     Ok(Reply::Int(deleted))
 }
 
@@ -594,6 +636,10 @@ fn read_generic(ctx: &mut Ctx, argv: &[Bytes], xreadgroup: bool) -> CmdResult {
         ids.push(parse_strict(raw)?);
     }
 
+    // A group read is replayed as the changes it made to the group
+    // (XCLAIM, XGROUP), never as itself.
+    ctx.prevent_propagation();
+    let propagating = ctx.propagating();
     // Serve synchronously what can be.
     let mut served: Vec<(Reply, Reply)> = Vec::new();
     for (k, key) in keys.iter().enumerate() {
@@ -625,21 +671,35 @@ fn read_generic(ctx: &mut Ctx, argv: &[Bytes], xreadgroup: bool) -> CmdResult {
         }
         let start = gt.next().unwrap_or(StreamId::MIN);
         let mut events = Vec::new();
+        let mut effects = propagating.then(Vec::new);
+        let mut consumers_created = 0;
         let entries = match &group {
             Some(g) => {
                 if ensure_consumer(s, &g.group, &g.consumer, now) {
                     events.push("xgroup-createconsumer");
+                    consumers_created += 1;
+                    if g.noack
+                        && let Some(effects) = effects.as_mut()
+                    {
+                        effects.push(consumer_creation_effect(key, g));
+                    }
                 }
                 if history {
                     read_history(s, &g.group, &g.consumer, start, count as usize, now)
                 } else {
-                    read_new(s, start, count as usize, Some(g), now)
+                    read_new(s, start, count as usize, Some((key, g)), now, effects.as_mut())
                 }
             }
-            None => read_new(s, start, count as usize, None, now),
+            None => read_new(s, start, count as usize, None, now, None),
         };
         for event in events {
             ctx.db().notify(NOTIFY_STREAM, event, key);
+        }
+        if group.is_some() {
+            ctx.dirty(1 + consumers_created);
+        }
+        for effect in effects.into_iter().flatten() {
+            ctx.also_propagate(effect);
         }
         served.push((Reply::Bulk(key.clone()), Reply::Array(entries)));
     }
@@ -694,7 +754,18 @@ fn ensure_consumer(s: &mut Stream, group: &[u8], consumer: &Bytes, now: u64) -> 
 /// `streamReplyWithRange` from `start` on, for XREAD or a group read of
 /// new entries: a group's last ID and read counter move, and (without
 /// NOACK) each entry becomes pending for the consumer.
-fn read_new(s: &mut Stream, start: StreamId, count: usize, group: Option<&GroupRead>, now: u64) -> Vec<Reply> {
+///
+/// With `effects`, what the read changed is added there as Redis
+/// replays it: an XCLAIM per entry made pending, or, with NOACK, the
+/// group's new last ID.
+fn read_new(
+    s: &mut Stream,
+    start: StreamId,
+    count: usize,
+    group: Option<(&Bytes, &GroupRead)>,
+    now: u64,
+    mut effects: Option<&mut Vec<Vec<Bytes>>>,
+) -> Vec<Reply> {
     let limit = if count == 0 { usize::MAX } else { count };
     let picked: Vec<(StreamId, Vec<Bytes>)> = s
         .range(start, StreamId::MAX, false)
@@ -702,8 +773,9 @@ fn read_new(s: &mut Stream, start: StreamId, count: usize, group: Option<&GroupR
         .map(|(id, f)| (id, f.clone()))
         .collect();
     let mut out = Vec::with_capacity(picked.len());
+    let mut moved = false;
     for (id, fields) in picked {
-        if let Some(g) = group {
+        if let Some((key, g)) = group {
             let tombstones = s.range_has_tombstones(id, StreamId::MAX);
             let estimate = s.estimate_distance(id);
             let added = s.entries_added;
@@ -715,15 +787,77 @@ fn read_new(s: &mut Stream, start: StreamId, count: usize, group: Option<&GroupR
                         cg.entries_read = estimate;
                     }
                     cg.last_id = id;
+                    moved = true;
                 }
                 if !g.noack {
                     add_pending(cg, id, &g.consumer, now);
+                    if let Some(effects) = effects.as_deref_mut()
+                        && let Some(nack) = cg.pel.get(&id)
+                    {
+                        effects.push(xclaim_effect(key, &g.group, &g.consumer, id.to_bytes(), nack, cg.last_id));
+                    }
                 }
             }
         }
         out.push(entry_reply(id, &fields));
     }
+    if let Some((key, g)) = group
+        && g.noack
+        && moved
+        && let Some(effects) = effects
+        && let Some(cg) = s.groups.get(&g.group)
+    {
+        effects.push(group_id_effect(key, &g.group, cg));
+    }
     out
+}
+
+/// A pending entry as Redis replays a change to it
+/// (`streamPropagateXCLAIM`): an XCLAIM that sets its owner, delivery
+/// time and count, and the group's last ID.
+fn xclaim_effect(key: &Bytes, group: &Bytes, consumer: &Bytes, id: Bytes, nack: &Nack, last_id: StreamId) -> Vec<Bytes> {
+    let number = |n: u64| Bytes::copy_from_slice(itoa::Buffer::new().format(n).as_bytes());
+    vec![
+        Bytes::from_static(b"XCLAIM"),
+        key.clone(),
+        group.clone(),
+        consumer.clone(),
+        Bytes::from_static(b"0"),
+        id,
+        Bytes::from_static(b"TIME"),
+        number(nack.delivery_time),
+        Bytes::from_static(b"RETRYCOUNT"),
+        number(nack.delivery_count),
+        Bytes::from_static(b"FORCE"),
+        Bytes::from_static(b"JUSTID"),
+        Bytes::from_static(b"LASTID"),
+        last_id.to_bytes(),
+    ]
+}
+
+/// A group's last ID as Redis replays it (`streamPropagateGroupID`).
+fn group_id_effect(key: &Bytes, group: &Bytes, cg: &Group) -> Vec<Bytes> {
+    vec![
+        Bytes::from_static(b"XGROUP"),
+        Bytes::from_static(b"SETID"),
+        key.clone(),
+        group.clone(),
+        cg.last_id.to_bytes(),
+        Bytes::from_static(b"ENTRIESREAD"),
+        Bytes::copy_from_slice(itoa::Buffer::new().format(cg.entries_read).as_bytes()),
+    ]
+}
+
+/// A consumer a NOACK read created, as Redis replays it
+/// (`streamPropagateConsumerCreation`).
+fn consumer_creation_effect(key: &Bytes, g: &GroupRead) -> Vec<Bytes> {
+    vec![
+        Bytes::from_static(b"XGROUP"),
+        Bytes::from_static(b"CREATECONSUMER"),
+        key.clone(),
+        g.group.clone(),
+        g.consumer.clone(),
+    ]
 }
 
 /// Makes `id` pending for `consumer`, delivered now once (a pending entry
@@ -785,6 +919,7 @@ fn read_history(s: &mut Stream, group: &[u8], consumer: &[u8], start: StreamId, 
 pub fn serve_blocked(ctx: &mut Ctx, key: &Bytes, op: &BlockOp) -> Option<CmdResult> {
     let BlockOp::Stream { ids, count, group } = op else { return None };
     let now = ctx.now_ms;
+    let propagating = ctx.propagating();
     let stream = match ctx.db().live_position(key, now) {
         Some(p) => stream_at(ctx, p).ok(),
         None => None,
@@ -810,9 +945,22 @@ pub fn serve_blocked(ctx: &mut Ctx, key: &Bytes, op: &BlockOp) -> Option<CmdResu
     }
     let start = gt.next().unwrap_or(StreamId::MIN);
     let created = group.as_ref().is_some_and(|g| ensure_consumer(s, &g.group, &g.consumer, now));
-    let entries = read_new(s, start, *count, group.as_ref(), now);
+    let mut effects = propagating.then(Vec::new);
+    if created
+        && let Some(g) = group.as_ref().filter(|g| g.noack)
+        && let Some(effects) = effects.as_mut()
+    {
+        effects.push(consumer_creation_effect(key, g));
+    }
+    let entries = read_new(s, start, *count, group.as_ref().map(|g| (key, g)), now, effects.as_mut());
     if created {
         ctx.db().notify(NOTIFY_STREAM, "xgroup-createconsumer", key);
+    }
+    if group.is_some() {
+        ctx.dirty(1 + u64::from(created));
+    }
+    for effect in effects.into_iter().flatten() {
+        ctx.also_propagate(effect);
     }
     Some(Ok(read_reply(
         ctx.client.resp,
@@ -905,6 +1053,7 @@ fn xgroup(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             }
             s.groups.insert(crate::db::value::owned(group_name), Group::new(id, entries_read));
             ctx.db().notify(NOTIFY_STREAM, "xgroup-create", key);
+            ctx.dirty(1);
             Ok(Reply::OK)
         }
         "SETID" if argc == 5 || argc == 7 => {
@@ -920,6 +1069,7 @@ fn xgroup(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 cg.entries_read = entries_read;
             }
             ctx.db().notify(NOTIFY_STREAM, "xgroup-setid", key);
+            ctx.dirty(1);
             Ok(Reply::OK)
         }
         "DESTROY" if argc == 4 => {
@@ -930,6 +1080,7 @@ fn xgroup(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             let db = ctx.db();
             db.notify(NOTIFY_STREAM, "xgroup-destroy", key);
             db.signal_key_ready(key);
+            ctx.dirty(1);
             Ok(Reply::Int(1))
         }
         "CREATECONSUMER" if argc == 5 => {
@@ -947,6 +1098,7 @@ fn xgroup(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 },
             );
             ctx.db().notify(NOTIFY_STREAM, "xgroup-createconsumer", key);
+            ctx.dirty(1);
             Ok(Reply::Int(1))
         }
         "DELCONSUMER" if argc == 5 => {
@@ -959,6 +1111,7 @@ fn xgroup(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 cg.pel.remove(id);
             }
             ctx.db().notify(NOTIFY_STREAM, "xgroup-delconsumer", key);
+            ctx.dirty(1);
             Ok(Reply::Int(consumer.pel.len() as i64))
         }
         _ => Err(syntax()),
@@ -1016,6 +1169,7 @@ fn xsetid(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         s.max_deleted_id = max_xdel;
     }
     ctx.db().notify(NOTIFY_STREAM, "xsetid", key);
+    ctx.dirty(1);
     Ok(Reply::OK)
 }
 
@@ -1031,6 +1185,7 @@ fn xack(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Int(0));
     };
     let acked = ids.into_iter().filter(|id| cg.ack(*id)).count();
+    ctx.dirty(acked as u64);
     Ok(Reply::Int(acked as i64))
 }
 
@@ -1175,19 +1330,36 @@ fn xclaim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     } else {
         deliverytime
     } as u64;
+    // Replayed as an XCLAIM per entry it changed (and the group's last ID
+    // if that is all it moved), never as itself.
+    ctx.prevent_propagation();
+    let propagating = ctx.propagating();
+    let mut effects = Vec::new();
+    let mut changes = 0;
     let s = stream_at(ctx, position)?;
+    let mut propagate_last_id = false;
     if let Some(cg) = s.groups.get_mut(group.as_ref())
         && last_id > cg.last_id
     {
         cg.last_id = last_id;
+        propagate_last_id = true;
     }
     let mut out = Vec::new();
     let mut created = false;
     let mut have_consumer = false;
-    for id in ids {
+    for (id, typed) in ids.into_iter().zip(&argv[5..]) {
         let exists = s.contains(id);
         let Some(cg) = s.groups.get_mut(group.as_ref()) else { break };
         if !exists {
+            if let Some(nack) = cg.pel.get(&id) {
+                // The entry is gone: its pending record goes too.
+                if propagating {
+                    let owner = nack.consumer.clone().unwrap_or_default();
+                    effects.push(xclaim_effect(key, group, &owner, typed.clone(), nack, cg.last_id));
+                }
+                propagate_last_id = false;
+                changes += 1;
+            }
             cg.ack(id);
             continue;
         }
@@ -1233,6 +1405,11 @@ fn xclaim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             } else if !justid {
                 nack.delivery_count += 1;
             }
+            if propagating {
+                effects.push(xclaim_effect(key, group, &owner, typed.clone(), nack, cg.last_id));
+            }
+            propagate_last_id = false;
+            changes += 1;
         }
         if justid {
             out.push(id_reply(id));
@@ -1240,8 +1417,18 @@ fn xclaim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             out.push(entry_reply(id, fields));
         }
     }
+    if propagate_last_id && let Some(cg) = s.groups.get(group.as_ref()) {
+        if propagating {
+            effects.push(group_id_effect(key, group, cg));
+        }
+        changes += 1;
+    }
     if created {
         ctx.db().notify(NOTIFY_STREAM, "xgroup-createconsumer", key);
+    }
+    ctx.dirty(changes);
+    for effect in effects {
+        ctx.also_propagate(effect);
     }
     Ok(Reply::Array(out))
 }

@@ -144,7 +144,30 @@ fn set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(if o.get { Reply::opt_bulk(old) } else { Reply::Nil });
     }
     store(ctx, key, argv[2].clone(), expiry);
+    if ctx.propagating() {
+        if let Expiry::At(at) = expiry {
+            propagate_set_pxat(ctx, key, &argv[2], at);
+        } else if o.get {
+            // Replayed without GET, which may be repeated.
+            let kept = argv.iter().enumerate().filter(|(i, a)| *i < 3 || !a.eq_ignore_ascii_case(b"get"));
+            ctx.propagate_as(kept.map(|(_, a)| a.clone()).collect());
+        }
+    }
     Ok(if o.get { Reply::opt_bulk(old) } else { Reply::OK })
+}
+
+/// A SET with a deadline is replayed as `SET key value PXAT deadline`.
+fn propagate_set_pxat(ctx: &mut Ctx, key: &Bytes, value: &Bytes, at: u64) {
+    if ctx.propagating() {
+        let at = Bytes::copy_from_slice(itoa::Buffer::new().format(at).as_bytes());
+        ctx.propagate_as(vec![
+            Bytes::from_static(b"SET"),
+            key.clone(),
+            value.clone(),
+            Bytes::from_static(b"PXAT"),
+            at,
+        ]);
+    }
 }
 
 /// Redis's `setKey`: the key is looked up for writing first, so an expired
@@ -173,18 +196,21 @@ fn setnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn setex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let at = expire_deadline(ctx, &argv[2], true, true, "setex")?;
     store(ctx, &argv[1], argv[3].clone(), Expiry::At(at));
+    propagate_set_pxat(ctx, &argv[1], &argv[3], at);
     Ok(Reply::OK)
 }
 
 fn psetex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let at = expire_deadline(ctx, &argv[2], false, true, "psetex")?;
     store(ctx, &argv[1], argv[3].clone(), Expiry::At(at));
+    propagate_set_pxat(ctx, &argv[1], &argv[3], at);
     Ok(Reply::OK)
 }
 
 fn getset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let old = get_string(ctx, &argv[1])?;
     store(ctx, &argv[1], argv[2].clone(), Expiry::Clear);
+    ctx.propagate_as_words(&[b"SET", &argv[1], &argv[2]]);
     Ok(Reply::opt_bulk(old))
 }
 
@@ -194,6 +220,7 @@ fn getdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         let db = ctx.db();
         db.remove(&argv[1]);
         db.notify(NOTIFY_GENERIC, "del", &argv[1]);
+        ctx.propagate_as_words(&[b"DEL", &argv[1]]);
     }
     Ok(Reply::opt_bulk(old))
 }
@@ -214,16 +241,20 @@ fn getex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     };
     let now = ctx.now_ms;
     let db = ctx.db();
+    // Replayed as the change it made: DEL, PEXPIREAT or PERSIST.
     if let Some(at) = deadline {
         if at <= now {
             db.remove(key);
             db.notify(NOTIFY_GENERIC, "del", key);
+            ctx.propagate_as_words(&[b"DEL", key]);
         } else {
             db.set_expire(key, at);
             db.notify(NOTIFY_GENERIC, "expire", key);
+            ctx.propagate_as_words(&[b"PEXPIREAT", key, itoa::Buffer::new().format(at).as_bytes()]);
         }
     } else if o.persist && db.persist(key) {
         db.notify(NOTIFY_GENERIC, "persist", key);
+        ctx.propagate_as_words(&[b"PERSIST", key]);
     }
     Ok(Reply::Bulk(value))
 }
@@ -247,6 +278,7 @@ fn mset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     for pair in argv[1..].chunks(2) {
         store(ctx, &pair[0], pair[1].clone(), Expiry::Clear);
     }
+    ctx.dirty(argv.len() as u64 / 2);
     Ok(Reply::OK)
 }
 
@@ -263,6 +295,7 @@ fn msetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     for pair in argv[1..].chunks(2) {
         store(ctx, &pair[0], pair[1].clone(), Expiry::Clear);
     }
+    ctx.dirty(argv.len() as u64 / 2);
     Ok(Reply::Int(1))
 }
 
@@ -317,6 +350,8 @@ fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let db = ctx.db();
     db.set(key, Value::Str(text.clone()), true);
     db.notify(NOTIFY_STRING, "incrbyfloat", key);
+    // Replayed as the value it left, whatever the float formatting.
+    ctx.propagate_as_words(&[b"SET", key, &text, b"KEEPTTL"]);
     Ok(Reply::Bulk(text))
 }
 

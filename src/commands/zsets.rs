@@ -115,6 +115,7 @@ fn remove_members(ctx: &mut Ctx, key: &[u8], members: &[Bytes], event: &'static 
     let removed = members.iter().filter(|m| z.remove(m)).count();
     ctx.db().notify(NOTIFY_ZSET, event, key);
     drop_if_empty(ctx, key);
+    ctx.dirty(removed as u64);
     Ok(removed)
 }
 
@@ -303,6 +304,7 @@ pub(crate) fn zadd_generic(ctx: &mut Ctx, argv: &[Bytes], incr: bool) -> CmdResu
     if added + updated > 0 {
         ctx.db().notify(NOTIFY_ZSET, if f.incr { "zincr" } else { "zadd" }, key);
     }
+    ctx.dirty((added + updated) as u64);
     if f.incr {
         return Ok(last.map_or(Reply::Nil, Reply::Double));
     }
@@ -609,7 +611,21 @@ fn pop_from(ctx: &mut Ctx, key: &[u8], max: bool, count: usize) -> CmdResult<Vec
         ctx.db().notify(NOTIFY_ZSET, if max { "zpopmax" } else { "zpopmin" }, key);
     }
     drop_if_empty(ctx, key);
+    ctx.dirty(popped.len() as u64);
     Ok(popped)
+}
+
+/// A pop of many keys (ZMPOP, BZMPOP) or a blocking pop is replayed as
+/// `ZPOPMIN` / `ZPOPMAX` of the key it popped from, with the count it
+/// popped.
+pub(crate) fn propagate_pop(ctx: &mut Ctx, key: &[u8], max: bool, count: Option<usize>) {
+    if ctx.propagating() {
+        let name: &[u8] = if max { b"ZPOPMAX" } else { b"ZPOPMIN" };
+        match count {
+            Some(n) => ctx.propagate_as_words(&[name, key, itoa::Buffer::new().format(n).as_bytes()]),
+            None => ctx.propagate_as_words(&[name, key]),
+        }
+    }
 }
 
 /// A blocking pop's step: up to `count` members from the low (or, with
@@ -664,6 +680,7 @@ fn zmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     for key in &argv[2..where_at] {
         if peek_zset(ctx, key)?.is_some() {
             let popped = pop_from(ctx, key, max, count.unwrap_or(1) as usize)?;
+            propagate_pop(ctx, key, max, Some(popped.len()));
             return Ok(Reply::Array(vec![Reply::Bulk(key.clone()), pairs_reply(popped)]));
         }
     }

@@ -50,6 +50,9 @@ struct Inner {
     /// Some client enabled tracking once: modifications are recorded.
     tracking: AtomicBool,
     pending: std::sync::Mutex<Vec<KeyEvent>>,
+    /// Effects are recorded: keys expiry removes are kept for them.
+    deletions: AtomicBool,
+    expired: std::sync::Mutex<Vec<(usize, Bytes)>>,
 }
 
 impl KeyEvents {
@@ -107,6 +110,30 @@ impl KeyEvents {
     fn push(&self, event: KeyEvent) {
         let mut pending = self.0.pending.lock().unwrap_or_else(|e| e.into_inner());
         pending.push(event);
+    }
+
+    /// From now on, the keys expiry removes are kept (for the effect
+    /// stream, which replays each as a `DEL`).
+    pub fn record_expired_deletions(&self) {
+        self.0.deletions.store(true, Ordering::Relaxed);
+    }
+
+    /// Expiry removed `key` from database `db`.
+    #[inline]
+    pub fn record_expired(&self, db: usize, key: &[u8]) {
+        if self.0.deletions.load(Ordering::Relaxed) {
+            let mut expired = self.0.expired.lock().unwrap_or_else(|e| e.into_inner());
+            expired.push((db, Bytes::copy_from_slice(key)));
+        }
+    }
+
+    /// The keys expiry removed since the last call, oldest first.
+    pub fn take_expired(&self) -> Vec<(usize, Bytes)> {
+        if !self.0.deletions.load(Ordering::Relaxed) {
+            return Vec::new();
+        }
+        let mut expired = self.0.expired.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::take(&mut *expired)
     }
 
     /// The events recorded since the last call, oldest first; empty (and

@@ -67,6 +67,8 @@ pub struct Db {
     pub expired_keys: u64,
     /// This database's number (SELECT), for the events it records.
     index: usize,
+    /// Modifications made, ever (see [`Db::changes`]).
+    changes: u64,
     /// Keyspace events, shared by every database of a server.
     events: KeyEvents,
 }
@@ -601,6 +603,7 @@ impl Db {
     }
 
     fn signal_modified(&mut self, key: &[u8]) {
+        self.changes = self.changes.wrapping_add(1);
         self.events.record_modified(self.index, key, true);
         if self.watchers.is_empty() {
             return;
@@ -619,6 +622,7 @@ impl Db {
         let Some((_, old, _)) = self.keys.remove(key) else { return };
         self.signal_if_stream(key, &old);
         self.expired_keys += 1;
+        self.events.record_expired(self.index, key);
         self.notify(NOTIFY_EXPIRED, "expired", key);
         self.events.record_modified(self.index, key, false);
         if let Some(list) = self.watchers.get_mut(key) {
@@ -635,7 +639,16 @@ impl Db {
     /// Marks a key modified for WATCH without changing it (e.g. a watched
     /// key that has expired by the time EXEC runs).
     pub fn touch_watched(&mut self, key: &[u8]) {
-        self.signal_modified(key);
+        self.events.record_modified(self.index, key, true);
+        if let Some(list) = self.watchers.get(key) {
+            self.invalidated.extend(list.iter().map(|w| w.client));
+        }
+    }
+
+    /// How many modifications commands made (a counter that only grows):
+    /// a command that changed it changed the dataset.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// Clients whose watched keys changed since the last call.

@@ -255,6 +255,7 @@ impl State {
                 }
             };
             self.publish_key_events(&mut receiver);
+            self.flush_effects();
             self.unblock(&mut receiver);
             self.answer_unblocked(&receiver, reply);
             // Redis's afterCommand(receiver): what its move invalidated for
@@ -291,6 +292,7 @@ impl State {
             }
         };
         self.publish_key_events(receiver);
+        self.flush_effects();
         self.unblock(receiver);
         self.answer_unblocked(receiver, reply);
     }

@@ -36,6 +36,7 @@
 
 use bytes::Bytes;
 
+use super::effects;
 use super::faults::CommandFault;
 use super::{Client, NOREPLICAS, OOM, Scripts, State, slowlog};
 use crate::commands::Ctx;
@@ -410,6 +411,28 @@ pub fn direct(state: &mut State, cmd: &'static Command) -> &'static Command {
     cmd
 }
 
+/// What [`State::record_changes`] compares a command's run with: taken
+/// as it starts.
+pub struct Changes {
+    dirty: u64,
+    db: usize,
+    db_changes: u64,
+    outer: effects::CommandEffect,
+}
+
+impl Changes {
+    /// A command starts running in database `db`.
+    #[inline]
+    pub fn before(state: &mut State, db: usize) -> Changes {
+        Changes {
+            dirty: state.dirty,
+            db,
+            db_changes: state.dbs[db].changes(),
+            outer: state.effects.enter(),
+        }
+    }
+}
+
 /// A command line as its caller holds it, for the MONITOR line.
 pub enum Shown<'a> {
     Args(&'a [Bytes]),
@@ -441,6 +464,7 @@ impl State {
         client.last_interaction_ms = now_ms;
         client.last_command = &cmd.full_name;
         self.stats.prev_error_replies = self.stats.total_error_replies;
+        let changes = Changes::before(self, client.db);
         // The command boundary: a handler that panics (a bug, whatever the
         // input) fails its own command; the engine and every other client
         // carry on. A script's commands come through here too, so a panic
@@ -468,6 +492,7 @@ impl State {
             )))
         });
         let elapsed = crate::clock::ticks::now().saturating_sub(started);
+        self.record_changes(changes, client.db, cmd, argv);
         self.publish_key_events(client);
         self.collect_watch_invalidations(client);
         if self.tracking.enabled && cmd.spec.has(flag::READONLY) {
@@ -534,6 +559,59 @@ impl State {
         if monitored {
             let shown = redact_secrets(cmd, argv);
             self.feed_monitors(client, client.db, &client.monitor_origin(), shown.as_deref().unwrap_or(argv));
+        }
+    }
+
+    /// What a command that ran changed (Redis's `call` after the
+    /// command): the dirty counter (one change if it modified a key in
+    /// the database it started in and its handler counted none), and its
+    /// effect (see
+    /// [`super::effects`]): the command as run in `db`, unless its handler
+    /// replaced or prevented it, after the keys expiry removed meanwhile.
+    /// The outermost command hands out every effect recorded under it.
+    pub fn record_changes(&mut self, before: Changes, db: usize, cmd: &Command, argv: &[Bytes]) {
+        let (asked, outermost) = self.effects.leave(before.outer);
+        if !asked.counted && self.dirty == before.dirty && self.dbs[before.db].changes() != before.db_changes {
+            self.dirty += 1;
+        }
+        if !self.effects.on() {
+            return;
+        }
+        self.record_expired_effects();
+        let mut target = asked.force;
+        if self.dirty != before.dirty {
+            target |= effects::ALL;
+        }
+        target &= !asked.prevent;
+        // EXEC is never an effect itself: the transaction's effects are.
+        if target != 0 && cmd.full_name != "exec" {
+            let argv = asked.rewrite.unwrap_or_else(|| argv.to_vec());
+            self.effects.push(db, argv, target);
+        }
+        if outermost {
+            // SCAN and RANDOMKEY may expire any number of keys, which are
+            // not one transaction (Redis's CMD_TOUCHES_ARBITRARY_KEYS).
+            let arbitrary = matches!(cmd.full_name.as_str(), "scan" | "randomkey");
+            self.effects.flush(arbitrary);
+        }
+    }
+
+    /// The keys expiry removed since the last call, as `DEL` effects
+    /// (Redis's `deleteExpiredKeyAndPropagate`).
+    pub fn record_expired_effects(&mut self) {
+        for (db, key) in self.key_events.take_expired() {
+            self.effects.push(db, vec![Bytes::from_static(b"DEL"), key], effects::ALL);
+        }
+    }
+
+    /// Hands out the effects of what ran outside any command (active
+    /// expiry, clients served after a blocking wait), each group on its
+    /// own, without a transaction around it.
+    pub fn flush_effects(&mut self) {
+        if self.effects.on() && !self.effects.in_command() {
+            self.record_expired_effects();
+            self.effects.flush(true);
+            self.effects.command = effects::CommandEffect::default();
         }
     }
 

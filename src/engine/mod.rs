@@ -13,6 +13,7 @@
 
 pub mod blocking;
 pub mod client;
+pub mod effects;
 pub mod exec;
 pub mod faults;
 pub mod output;
@@ -137,6 +138,14 @@ pub struct State {
     pub access_clock: crate::db::keyspace::AccessClock,
     /// Clients waiting in a blocking command (INFO `blocked_clients`).
     pub blocked_clients: usize,
+    /// Changes to the dataset since start (Redis's `server.dirty`):
+    /// handlers add what Redis's add; a command that changed a key and
+    /// said nothing counts one.
+    pub dirty: u64,
+    /// `dirty` at the last save, for INFO `rdb_changes_since_last_save`.
+    pub dirty_at_save: u64,
+    /// The effect stream (see [`effects`]).
+    pub effects: effects::Effects,
     /// CLIENT PAUSE in force, if any (see `blocking`).
     pub pause: Option<blocking::ClientPause>,
     /// Blocking commands answer at once (Redis's CLIENT_DENY_BLOCKING):
@@ -288,6 +297,10 @@ impl State {
         // Built now rather than by the first EVAL or INFO, so that
         // used_memory does not step up by its ~13 KB later on.
         crate::scripting::native::NativeTable::get();
+        let effects = effects::Effects::new(&config.effects);
+        if effects.on() {
+            key_events.record_expired_deletions();
+        }
         let watchdog = std::rc::Rc::new(crate::scripting::Watchdog::with_halt(halt));
         watchdog.threshold_ms.set(runtime.busy_reply_threshold_ms);
         State {
@@ -320,6 +333,9 @@ impl State {
             watchdog,
             clients_cron_next: 0,
             blocked_clients: 0,
+            dirty: 0,
+            dirty_at_save: 0,
+            effects,
             deny_blocking: false,
             pause: None,
             faults: faults::Faults::default(),
@@ -1119,6 +1135,7 @@ impl Engine {
         }
         // Active expiry's events: no client's command caused them.
         self.state.publish_key_events(&mut self.scripts.client);
+        self.state.flush_effects();
         if self.state.blocked_clients > 0 {
             // An expired stream tells its XREADGROUP waiters, as Redis's
             // beforeSleep serves the keys expiry made ready.

@@ -182,6 +182,14 @@ impl Server {
         Server::new(Config::ephemeral())
     }
 
+    /// Hands every write, as it must be replayed (the stream Redis writes
+    /// to its append-only file or to a replica), to `tap` once the command
+    /// that made it finished. See [`crate::engine::effects`].
+    pub fn with_effects(mut self, tap: crate::engine::effects::EffectsTap) -> Server {
+        self.config.effects.push(tap);
+        self
+    }
+
     /// Binds the listening sockets and starts the server thread; returns
     /// once connections are being accepted.
     pub fn start(self) -> std::io::Result<ServerHandle> {

@@ -39,8 +39,8 @@ use bytes::Bytes;
 use super::Params;
 use crate::commands::table::Command;
 use crate::db::{Db, Value as Stored, ops};
-use crate::engine::exec;
 use crate::engine::{Client, State};
+use crate::engine::{effects, exec};
 use crate::numfmt;
 use crate::pubsub::Kind;
 use crate::reply::Reply;
@@ -173,6 +173,19 @@ impl<'a> Direct<'a> {
         self.state.book_run(self.client, cmd, exec::Shown::Pieces(argv), elapsed);
     }
 
+    /// Books a write step's changes as its command books them: `dirty`
+    /// changes (Redis's `server.dirty`), replayed as `effect` for
+    /// `target` (see `engine::effects`), after the keys expiry removed
+    /// while the step looked its key up.
+    fn wrote(&mut self, dirty: u64, effect: &[&[u8]], target: u8) {
+        self.state.dirty += dirty;
+        if self.state.effects.on() && (dirty > 0 || target == effects::REPL) {
+            self.state.record_expired_effects();
+            let argv = effect.iter().map(|a| Bytes::copy_from_slice(a)).collect();
+            self.state.effects.push(self.client.db, argv, target);
+        }
+    }
+
     /// Where `key` lives, looked up as every command looks a key up (an
     /// expired key is removed on the way). Later steps on the same key
     /// take this position instead of looking again: with the script's
@@ -222,6 +235,9 @@ impl<'a> Direct<'a> {
         let limits = self.state.runtime.hash_limits;
         let done = ops::hincrby(self.db(), key, at, field, by, limits).ok();
         let by_text = if by == 1 { b"1".as_slice() } else { b"-1".as_slice() };
+        if done.is_some() {
+            self.wrote(1, &[Cmd::Hincrby.name(), key, field, by_text], effects::ALL);
+        }
         self.ran(Cmd::Hincrby, &[Cmd::Hincrby.name(), key, field, by_text]);
         done
     }
@@ -230,6 +246,11 @@ impl<'a> Direct<'a> {
     /// gives (after now).
     fn pexpire(&mut self, at: Option<usize>, key: &[u8], ms: &[u8], deadline: u64) -> bool {
         let set = ops::set_deadline(self.db(), at, key, deadline);
+        if set {
+            // Replayed with its deadline, as PEXPIRE is.
+            let deadline = itoa::Buffer::new().format(deadline).as_bytes().to_vec();
+            self.wrote(1, &[b"PEXPIREAT", key, &deadline], effects::ALL);
+        }
         self.ran(Cmd::Pexpire, &[Cmd::Pexpire.name(), key, ms]);
         set
     }
@@ -256,19 +277,25 @@ impl<'a> Direct<'a> {
     fn set_px(&mut self, key: &[u8], value: &'static [u8], ms: &[u8], at: u64) {
         let now = self.now;
         ops::set_with_deadline(self.db(), key, Bytes::from_static(value), at, now);
+        let deadline = itoa::Buffer::new().format(at).as_bytes().to_vec();
+        self.wrote(1, &[b"SET", key, value, b"PXAT", &deadline], effects::ALL);
         self.ran(Cmd::Set, &[Cmd::Set.name(), key, value, b"px", ms]);
     }
 
     /// `DEL key`.
     fn del(&mut self, key: &[u8]) {
         let now = self.now;
-        ops::del(self.db(), key, now);
+        if ops::del(self.db(), key, now) {
+            self.wrote(1, &[Cmd::Del.name(), key], effects::ALL);
+        }
         self.ran(Cmd::Del, &[Cmd::Del.name(), key]);
     }
 
     /// `PUBLISH` or `SPUBLISH` (`name` as the script passes it).
     fn publish(&mut self, name: &[u8], kind: Kind, channel: &Bytes, message: &Bytes) {
         self.state.publish(self.client, kind, channel, message);
+        // Replicas get every message; an append-only file none.
+        self.wrote(0, &[name, channel, message], effects::REPL);
         let cmd = if kind == Kind::Shard { Cmd::Spublish } else { Cmd::Publish };
         self.ran(cmd, &[name, channel, message]);
     }
