@@ -130,6 +130,8 @@ fn restore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if ttl != 0 && ttl <= now as i64 {
         if deleted {
             db.notify(NOTIFY_GENERIC, "del", key);
+            // Replayed as what it did: the key is gone.
+            ctx.propagate_as_words(&[b"DEL", key]);
         }
         return Ok(Reply::OK);
     }
@@ -141,6 +143,13 @@ fn restore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         db.set_idle_secs_at(position, restored_idle_secs(now, idle));
     }
     db.notify(NOTIFY_GENERIC, "restore", key);
+    if ttl != 0 && !absttl && ctx.propagating() {
+        // Replayed with its deadline: the TTL made absolute, ABSTTL added.
+        let mut effect = argv.to_vec();
+        effect[2] = Bytes::copy_from_slice(itoa::Buffer::new().format(ttl).as_bytes());
+        effect.push(Bytes::from_static(b"ABSTTL"));
+        ctx.propagate_as(effect);
+    }
     Ok(Reply::OK)
 }
 

@@ -1468,6 +1468,11 @@ fn xautoclaim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(no_group(key, group, ""));
     };
     let now = ctx.now_ms;
+    // Replayed as an XCLAIM per entry it changed, never as itself.
+    ctx.prevent_propagation();
+    let propagating = ctx.propagating();
+    let mut effects = Vec::new();
+    let mut changes = 0;
     let s = stream_at(ctx, position)?;
     let mut attempts = count.saturating_mul(10);
     let mut claimed = Vec::new();
@@ -1494,6 +1499,11 @@ fn xautoclaim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         let exists = s.contains(id);
         let Some(cg) = s.groups.get_mut(group.as_ref()) else { break };
         if !exists {
+            if propagating && let Some(nack) = cg.pel.get(&id) {
+                let owner = nack.consumer.clone().unwrap_or_default();
+                effects.push(xclaim_effect(key, group, &owner, id.to_bytes(), nack, cg.last_id));
+            }
+            changes += 1;
             cg.ack(id);
             deleted.push(id_reply(id));
             count -= 1;
@@ -1531,6 +1541,10 @@ fn xautoclaim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             if !justid {
                 nack.delivery_count += 1;
             }
+            if propagating {
+                effects.push(xclaim_effect(key, group, &owner, id.to_bytes(), nack, cg.last_id));
+            }
+            changes += 1;
         }
         if justid {
             claimed.push(id_reply(id));
@@ -1544,6 +1558,10 @@ fn xautoclaim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     if created {
         ctx.db().notify(NOTIFY_STREAM, "xgroup-createconsumer", key);
+    }
+    ctx.dirty(changes + u64::from(created));
+    for effect in effects {
+        ctx.also_propagate(effect);
     }
     Ok(Reply::Array(vec![
         id_reply(next.unwrap_or(StreamId::MIN)),
