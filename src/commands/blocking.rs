@@ -80,7 +80,7 @@ fn blocking_pop(ctx: &mut Ctx, keys: &[Bytes], timeout: &[u8], op: BlockOp) -> C
     let timeout = parse_timeout(timeout)?;
     let zset = matches!(op, BlockOp::ZPop { .. });
     if let Some(key) = first_ready(ctx, keys, zset)? {
-        return serve(ctx, &key, &op);
+        return serve(ctx, &key, &op, false);
     }
     if !may_block(ctx) {
         return Ok(Reply::NilArray);
@@ -150,7 +150,7 @@ fn blocking_move(ctx: &mut Ctx, argv: &[Bytes], from_left: bool, to_left: bool, 
         None => false,
     };
     if present {
-        let reply = serve(ctx, src, &op)?;
+        let reply = serve(ctx, src, &op, false)?;
         // Replayed as its plain form, its words as sent.
         if argv.len() == 6 {
             ctx.propagate_as([&[Bytes::from_static(b"LMOVE")], &argv[1..5]].concat());
@@ -204,10 +204,9 @@ fn bzmpop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// moves. The key is deleted once empty.
 ///
 /// Its effect is its plain form: the blocking command's own when it runs at
-/// once (run inside the command), an effect of its own when it serves a
-/// client that waited (Redis's `serveClientBlockedOnList`).
-pub fn serve(ctx: &mut Ctx, key: &Bytes, op: &BlockOp) -> CmdResult {
-    let waited = !ctx.state.effects.in_command();
+/// once, an effect of its own when it serves a client that `waited`
+/// (Redis's `serveClientBlockedOnList`).
+pub fn serve(ctx: &mut Ctx, key: &Bytes, op: &BlockOp, waited: bool) -> CmdResult {
     let reply = serve_pop(ctx, key, op, waited)?;
     if waited && let Some(effect) = ctx.state.effects.command.rewrite.take() {
         ctx.also_propagate(effect);

@@ -61,7 +61,7 @@ impl Ctx<'_> {
     #[inline]
     pub fn dirty(&mut self, n: u64) {
         self.state.dirty += n;
-        self.state.effects.command.counted = true;
+        self.state.dirty_counted = true;
     }
 
     /// Whether effects are recorded (see `engine::effects`): a handler
@@ -96,13 +96,17 @@ impl Ctx<'_> {
     /// This command is no effect itself, whatever it changed (Redis's
     /// `preventCommandPropagation`): its effects are those it recorded.
     pub fn prevent_propagation(&mut self) {
-        self.state.effects.command.prevent = crate::engine::effects::ALL;
+        if self.propagating() {
+            self.state.effects.command.prevent = crate::engine::effects::ALL;
+        }
     }
 
     /// This command is an effect for `target` even if it changed nothing
     /// (Redis's `forceCommandPropagation`).
     pub fn force_propagation(&mut self, target: u8) {
-        self.state.effects.command.force |= target;
+        if self.propagating() {
+            self.state.effects.command.force |= target;
+        }
     }
 
     /// The client's selected database. Writes look keys up here and count

@@ -309,7 +309,7 @@ impl State {
             client: receiver,
             now_ms,
         };
-        crate::commands::blocking::serve(&mut ctx, key, op)
+        crate::commands::blocking::serve(&mut ctx, key, op, true)
     }
 
     /// Queues the reply of a client whose wait ended and wakes its

@@ -98,11 +98,9 @@ pub struct CommandEffect {
     pub rewrite: Option<Vec<Bytes>>,
     /// Targets the command is never an effect for.
     pub prevent: u8,
-    /// Targets the command is an effect for even if it changed nothing.
+    /// Targets the command is an effect for even if it changed nothing
+    /// (Redis's `forceCommandPropagation`).
     pub force: u8,
-    /// The handler counted its changes (even none): a key it modified is
-    /// not counted as one change for it.
-    pub counted: bool,
 }
 
 /// The effect stream's state in the engine.
@@ -113,10 +111,10 @@ pub struct Effects {
     pending: Vec<Effect>,
     /// What the running command asked for.
     pub command: CommandEffect,
-    /// How many commands are running, one inside the other (EXEC and
-    /// scripts run commands): effects are handed out when the outermost
-    /// ends.
-    depth: u32,
+    /// What the commands running the current one asked for, outermost
+    /// first (EXEC and scripts run commands): effects are handed out when
+    /// the outermost ends.
+    outer: Vec<CommandEffect>,
 }
 
 #[derive(Debug)]
@@ -146,11 +144,6 @@ impl Effects {
         !self.taps.is_empty()
     }
 
-    /// Attaches another consumer; its stream starts with the next effect.
-    pub fn attach(&mut self, tap: EffectsTap) {
-        self.taps.push(Tap { tap, selected: None });
-    }
-
     /// Adds an effect after those recorded so far (Redis's `alsoPropagate`).
     pub fn push(&mut self, db: usize, argv: Vec<Bytes>, target: u8) {
         if self.on() && target != 0 {
@@ -158,26 +151,24 @@ impl Effects {
         }
     }
 
-    /// A command starts running: it gets a fresh [`CommandEffect`]; the
-    /// one of the command running it is returned, to restore at its end.
-    #[inline]
-    pub fn enter(&mut self) -> CommandEffect {
-        self.depth += 1;
-        std::mem::take(&mut self.command)
+    /// A command starts running: it gets a fresh [`CommandEffect`], the
+    /// one of the command running it is kept until it ends.
+    pub fn enter(&mut self) {
+        let outer = std::mem::take(&mut self.command);
+        self.outer.push(outer);
     }
 
     /// The command started by the matching [`Effects::enter`] ended: what
-    /// it asked for, the outer command's restored; and whether it was the
-    /// outermost (its effects are to be handed out).
-    #[inline]
-    pub fn leave(&mut self, outer: CommandEffect) -> (CommandEffect, bool) {
-        self.depth -= 1;
-        (std::mem::replace(&mut self.command, outer), self.depth == 0)
+    /// it asked for (the outer command's is restored), and whether it was
+    /// the outermost (its effects are to be handed out).
+    pub fn leave(&mut self) -> (CommandEffect, bool) {
+        let outer = self.outer.pop().unwrap_or_default();
+        (std::mem::replace(&mut self.command, outer), self.outer.is_empty())
     }
 
     /// Whether a command is running (effects are handed out at its end).
     pub fn in_command(&self) -> bool {
-        self.depth > 0
+        !self.outer.is_empty()
     }
 
     /// Hands the pending effects to every consumer (Redis's

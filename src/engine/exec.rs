@@ -417,7 +417,10 @@ pub struct Changes {
     dirty: u64,
     db: usize,
     db_changes: u64,
-    outer: effects::CommandEffect,
+    /// Whether the command running this one counted its changes.
+    counted: bool,
+    /// Effects were recorded when it started (see [`effects::Effects::enter`]).
+    recorded: bool,
 }
 
 impl Changes {
@@ -428,7 +431,11 @@ impl Changes {
             dirty: state.dirty,
             db,
             db_changes: state.dbs[db].changes(),
-            outer: state.effects.enter(),
+            counted: std::mem::replace(&mut state.dirty_counted, false),
+            recorded: state.effects.on() && {
+                state.effects.enter();
+                true
+            },
         }
     }
 }
@@ -569,17 +576,24 @@ impl State {
     /// [`super::effects`]): the command as run in `db`, unless its handler
     /// replaced or prevented it, after the keys expiry removed meanwhile.
     /// The outermost command hands out every effect recorded under it.
+    #[inline]
     pub fn record_changes(&mut self, before: Changes, db: usize, cmd: &Command, argv: &[Bytes]) {
-        let (asked, outermost) = self.effects.leave(before.outer);
-        if !asked.counted && self.dirty == before.dirty && self.dbs[before.db].changes() != before.db_changes {
+        let counted = std::mem::replace(&mut self.dirty_counted, before.counted);
+        if !counted && self.dirty == before.dirty && self.dbs[before.db].changes() != before.db_changes {
             self.dirty += 1;
         }
-        if !self.effects.on() {
-            return;
+        if before.recorded {
+            self.record_effect(before.dirty, db, cmd, argv);
         }
+    }
+
+    /// [`State::record_changes`] while effects are recorded.
+    #[cold]
+    fn record_effect(&mut self, dirty_before: u64, db: usize, cmd: &Command, argv: &[Bytes]) {
+        let (asked, outermost) = self.effects.leave();
         self.record_expired_effects();
         let mut target = asked.force;
-        if self.dirty != before.dirty {
+        if self.dirty != dirty_before {
             target |= effects::ALL;
         }
         target &= !asked.prevent;

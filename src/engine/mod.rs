@@ -144,6 +144,9 @@ pub struct State {
     pub dirty: u64,
     /// `dirty` at the last save, for INFO `rdb_changes_since_last_save`.
     pub dirty_at_save: u64,
+    /// The running command's handler counted its changes (even none): a
+    /// key it modified is not counted as one change for it.
+    pub dirty_counted: bool,
     /// The effect stream (see [`effects`]).
     pub effects: effects::Effects,
     /// CLIENT PAUSE in force, if any (see `blocking`).
@@ -335,6 +338,7 @@ impl State {
             blocked_clients: 0,
             dirty: 0,
             dirty_at_save: 0,
+            dirty_counted: false,
             effects,
             deny_blocking: false,
             pause: None,
