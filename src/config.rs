@@ -13,14 +13,16 @@
 //! (see [`ConfigError`]), which the binary prints on stderr before exiting
 //! with status 1, as redis-server does.
 //!
-//! The settings the server itself acts on are typed fields here; every
-//! directive is also kept in `directives` so the engine's parameter table
-//! (CONFIG GET/SET) starts from the same values. Hand-parsed rather than
+//! What the process needs before the engine exists (addresses, sockets,
+//! the log, daemonizing) are typed fields here. Every directive is kept in
+//! `directives`, from which the engine's parameter table
+//! (`config_params::ConfigParams`) is built: that table is the one place
+//! every other setting lives, read by CONFIG GET and changed by CONFIG SET
+//! (the engine's `RuntimeSettings` is its typed view, rebuilt from it). Hand-parsed rather than
 //! through an argument-parsing crate because the grammar is "any config
 //! directive", validated by that table, exactly as redis-server does it.
 
 use std::fmt;
-use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::log::Level;
@@ -50,12 +52,6 @@ pub struct Config {
     /// paths (`unixsocket`, `pidfile`, `logfile`) are relative to it.
     pub dir: Option<String>,
     pub loglevel: Level,
-    pub requirepass: Option<String>,
-    pub databases: usize,
-    pub proto_max_bulk_len: i64,
-    /// Server cron frequency (active expiry runs `hz` times a second).
-    pub hz: u32,
-    pub maxclients: usize,
     /// Print `listening on ADDR` on stdout once bound (the binary with
     /// --port 0 and no Unix socket).
     pub announce: bool,
@@ -81,11 +77,6 @@ impl Default for Config {
             logfile: None,
             dir: None,
             loglevel: Level::Notice,
-            requirepass: None,
-            databases: 16,
-            proto_max_bulk_len: 512 * 1024 * 1024,
-            hz: 10,
-            maxclients: 10000,
             announce: false,
             clock: Clock::real(),
             effects: Vec::new(),
@@ -204,6 +195,15 @@ impl Config {
         Ok(())
     }
 
+    /// Sets a parameter as a config file line `name value…` would (for
+    /// embedders: `config.set("requirepass", &["s3cret"])`), checked by the
+    /// parameter table as redis-server checks it.
+    pub fn set(&mut self, name: &str, values: &[&str]) -> Result<(), String> {
+        let values: Vec<String> = values.iter().map(|v| v.to_string()).collect();
+        crate::config_params::ConfigParams::new().apply_directive(name, &values)?;
+        self.apply(name, values)
+    }
+
     /// Applies one directive; unknown names are checked by the parameter table later.
     pub fn apply(&mut self, name: &str, values: Vec<String>) -> Result<(), String> {
         let name = name.to_ascii_lowercase();
@@ -216,25 +216,6 @@ impl Config {
         match name.as_str() {
             "port" => self.port = one()?.parse().map_err(|_| "Invalid port".to_string())?,
             "bind" => self.bind = values.clone(),
-            "requirepass" => {
-                let v = one()?;
-                self.requirepass = if v.is_empty() { None } else { Some(v.clone()) };
-            }
-            "databases" => {
-                self.databases = one()?
-                    .parse()
-                    .ok()
-                    .filter(|&n: &usize| n >= 1)
-                    .ok_or("Invalid number of databases")?
-            }
-            "proto-max-bulk-len" => {
-                self.proto_max_bulk_len = crate::config_params::memtoull(one()?)
-                    .and_then(|n| i64::try_from(n).ok())
-                    .filter(|&n| n >= 1024 * 1024)
-                    .ok_or("Invalid proto-max-bulk-len")?
-            }
-            "hz" => self.hz = one()?.parse::<u32>().map_err(|_| "Invalid hz")?.clamp(1, 500),
-            "maxclients" => self.maxclients = one()?.parse().map_err(|_| "Invalid max clients limit")?,
             "unixsocket" => self.unixsocket = Some(one()?.clone()).filter(|p| !p.is_empty()),
             "unixsocketperm" => {
                 self.unixsocketperm = u32::from_str_radix(one()?, 8)
@@ -277,10 +258,6 @@ impl Config {
                 .map_err(|e| format!("bad directive '{name} {}': {e}", values.join(" ")))?;
         }
         Ok(())
-    }
-
-    pub fn cron_interval(&self) -> Duration {
-        Duration::from_millis(1000 / self.hz.max(1) as u64)
     }
 }
 

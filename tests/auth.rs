@@ -4,7 +4,7 @@ mod common;
 use common::*;
 
 fn protected() -> ServerHandle {
-    start_with(|c| c.requirepass = Some("s3cret".into()))
+    start_with(|c| c.set("requirepass", &["s3cret"]).unwrap())
 }
 
 #[test]

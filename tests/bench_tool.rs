@@ -343,7 +343,7 @@ fn noscript_is_answered_by_loading_the_script_again() {
 
 #[test]
 fn wrong_password_fails_with_a_clear_message() {
-    let s = start_with(|c| c.requirepass = Some("s3cret".into()));
+    let s = start_with(|c| c.set("requirepass", &["s3cret"]).unwrap());
     let out = bench(&s, &["ping", "-n", "10", "--auth", "wrong"]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);

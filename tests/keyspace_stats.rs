@@ -592,7 +592,7 @@ fn keyspace_counters_move_as_in_redis() {
         .unwrap_or(1_700_000_000_000);
     let keylock = start_with(|c| {
         c.clock = keylock::Clock::manual(start_ms);
-        c.hz = 1;
+        c.set("hz", &["1"]).unwrap();
     });
     let clock = keylock.clock().clone();
     let mut ours = Side {
@@ -658,7 +658,7 @@ fn scan_type_none_returns_the_expired_keys_it_reclaims() {
     };
     let keylock = start_with(|c| {
         c.clock = keylock::Clock::manual(1_700_000_000_000);
-        c.hz = 1;
+        c.set("hz", &["1"]).unwrap();
     });
     let mut theirs = Raw::connect(redis.addr);
     assert_eq!(theirs.call(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");

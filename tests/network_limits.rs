@@ -15,7 +15,7 @@ const PASS: &str = "s3cret";
 const QUIET: Duration = Duration::from_millis(300);
 
 fn keylock_protected() -> ServerHandle {
-    start_with(|c| c.requirepass = Some(PASS.into()))
+    start_with(|c| c.set("requirepass", &[PASS]).unwrap())
 }
 
 fn redis_protected() -> Option<RealRedis> {

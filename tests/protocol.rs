@@ -60,7 +60,7 @@ fn bulk_length_over_the_limit_is_refused_before_its_data() {
 
 #[test]
 fn proto_max_bulk_len_flag_lowers_the_limit() {
-    let s = start_with(|c| c.proto_max_bulk_len = 1024 * 1024);
+    let s = start_with(|c| c.set("proto-max-bulk-len", &["1048576"]).unwrap());
     let (out, closed) = exchange(s.addr(), b"*2\r\n$4\r\nECHO\r\n$2000000\r\n");
     assert_eq!(out, b"-ERR Protocol error: invalid bulk length\r\n");
     assert!(closed);

@@ -370,7 +370,7 @@ fn allow_busy_commands_are_served_during_a_busy_script_as_redis_serves_them() {
 /// when the script ends.
 #[test]
 fn a_client_connecting_during_a_busy_script_keeps_what_it_set_meanwhile() {
-    let s = start_with(|c| c.requirepass = Some("s3cret".into()));
+    let s = start_with(|c| c.set("requirepass", &["s3cret"]).unwrap());
     let mut admin = Raw::connect(s.addr());
     admin.call(&["AUTH", "s3cret"]);
     admin.call(&["CONFIG", "SET", "busy-reply-threshold", "100"]);

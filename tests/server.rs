@@ -20,6 +20,22 @@ fn info_reports_redis_compatible_version_and_keylock_version() {
 }
 
 #[test]
+fn info_shows_hz_and_maxclients_as_config_set_left_them_as_redis_does() {
+    let s = start();
+    let mut c = conn(&s);
+    let _: () = q(&mut c, &["CONFIG", "SET", "hz", "50", "maxclients", "100"]);
+    let info: String = q(&mut c, &["INFO"]);
+    for line in ["hz:50\r\n", "configured_hz:50\r\n", "maxclients:100\r\n"] {
+        assert!(info.contains(line), "INFO lacks {line:?}");
+    }
+    // Set at start-up, as a config file line, they show the same way.
+    let s = start_with(|c| c.set("hz", &["20"]).unwrap());
+    let info: String = q(&mut conn(&s), &["INFO", "server"]);
+    assert!(info.contains("hz:20\r\n"));
+    assert_eq!(q::<Vec<String>>(&mut conn(&s), &["CONFIG", "GET", "hz"]), ["hz", "20"]);
+}
+
+#[test]
 fn info_with_a_section_returns_only_that_section() {
     let s = start();
     let mut c = conn(&s);

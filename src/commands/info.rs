@@ -89,8 +89,8 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("server_time_usec:{}", now_us);
             line!("uptime_in_seconds:{}", uptime);
             line!("uptime_in_days:{}", uptime / 86400);
-            line!("hz:{}", st.config.hz);
-            line!("configured_hz:{}", st.config.hz);
+            line!("hz:{}", st.runtime.hz);
+            line!("configured_hz:{}", st.runtime.hz);
             line!("lru_clock:{}", (now_us / 1_000_000) & ((1 << 24) - 1));
             line!(
                 "executable:{}",
@@ -104,7 +104,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("# Clients");
             line!("connected_clients:{}", st.total_clients());
             line!("cluster_connections:0");
-            line!("maxclients:{}", st.config.maxclients);
+            line!("maxclients:{}", st.runtime.maxclients);
             line!("client_recent_max_input_buffer:0");
             line!("client_recent_max_output_buffer:{}", st.output_peaks.max());
             line!("blocked_clients:{}", st.blocked_clients);

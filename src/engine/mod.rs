@@ -271,13 +271,8 @@ impl State {
             // the rest are recorded as Redis would.
             let _ = params.apply_directive(name, values);
         }
-        // The typed settings win: they are what the server actually uses.
+        // Where the server actually listens.
         params.set_default("port", &port.to_string());
-        params.set_default("requirepass", config.requirepass.as_deref().unwrap_or(""));
-        params.set_default("databases", &config.databases.to_string());
-        params.set_default("hz", &config.hz.to_string());
-        params.set_default("maxclients", &config.maxclients.to_string());
-        params.set_default("proto-max-bulk-len", &config.proto_max_bulk_len.to_string());
         params.set_default("bind", &config.bind.join(" "));
         // A script that allocates without bound must fail, not take the server down.
         params.set_default("lua-memory-limit", DEFAULT_LUA_MEMORY_LIMIT);
@@ -307,7 +302,7 @@ impl State {
         let watchdog = std::rc::Rc::new(crate::scripting::Watchdog::with_halt(halt));
         watchdog.threshold_ms.set(runtime.busy_reply_threshold_ms);
         State {
-            dbs: (0..config.databases)
+            dbs: (0..params.int("databases").unwrap_or(16).max(1) as usize)
                 .map(|index| {
                     let mut db = Db::numbered(index, key_events.clone());
                     db.use_access_clock(access_clock.clone());
