@@ -56,6 +56,14 @@ pub struct Config {
     /// --port 0 and no Unix socket).
     pub announce: bool,
     pub clock: Clock,
+    /// Load the snapshot at `dir`/`dbfilename` at start, if there is one
+    /// (redis-server does; the in-process test double starts empty).
+    pub load_at_start: bool,
+    /// Without a `dir` directive, keep snapshots in a directory of the
+    /// server's own, made at start and removed when it stops (the
+    /// in-process test double: nothing lands in the process's working
+    /// directory).
+    pub private_dir: bool,
     /// Consumers of the effect stream (every write as it must be
     /// replayed; see `engine::effects`), for embedders.
     pub effects: Vec<crate::engine::effects::EffectsTap>,
@@ -79,6 +87,8 @@ impl Default for Config {
             loglevel: Level::Notice,
             announce: false,
             clock: Clock::real(),
+            load_at_start: true,
+            private_dir: false,
             effects: Vec::new(),
             directives: Vec::new(),
         }
@@ -118,6 +128,8 @@ impl Config {
     pub fn ephemeral() -> Config {
         Config {
             port: 0,
+            load_at_start: false,
+            private_dir: true,
             ..Config::default()
         }
     }

@@ -9,9 +9,8 @@
 //! (`rdb::encode`), its list fields describe the quicklist Redis would
 //! hold.
 //!
-//! RELOAD round-trips the dataset through an RDB in Redis; until keylock
-//! has persistence it answers OK and keeps the data as it is, which is
-//! what the round trip leaves. What keylock does not do on request, it
+//! RELOAD round-trips the dataset through the snapshot file, as Redis's
+//! does. What keylock does not do on request, it
 //! says so with an error rather than a fake OK: LOADAOF needs an AOF
 //! keylock lacks, and SEGFAULT, PANIC, ASSERT and OOM (which crash Redis
 //! on purpose) do not crash keylock. LISTPACK and QUICKLIST log a short description where
@@ -45,7 +44,7 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             Ok(Reply::OK)
         }
         (b"leak", 3) => Ok(Reply::OK),
-        (b"reload", _) => reload(argv),
+        (b"reload", _) => reload(ctx, argv),
         (b"loadaof", _) => Err(CmdError::err(
             "DEBUG LOADAOF needs an append only file, and keylock keeps no persistence",
         )),
@@ -149,12 +148,32 @@ fn strtod(s: &[u8]) -> f64 {
         .unwrap_or(0.0)
 }
 
-fn reload(argv: &[Bytes]) -> CmdResult {
+/// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: the snapshot saved (unless
+/// NOSAVE), the dataset and functions emptied (unless NOFLUSH), and the
+/// snapshot loaded back (MERGE: a library it holds replaces one loaded).
+fn reload(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let has = |name: &str| argv[2..].iter().any(|o| o.eq_ignore_ascii_case(name.as_bytes()));
     let known = |o: &Bytes| ["merge", "noflush", "nosave"].iter().any(|k| o.eq_ignore_ascii_case(k.as_bytes()));
     if !argv[2..].iter().all(known) {
         return Err(CmdError::err("DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options."));
     }
-    // The dataset saved and loaded back is the dataset.
+    let scripts = crate::engine::Scripts::lent(&mut ctx.scripts)?;
+    if !has("nosave") {
+        ctx.state.save(&scripts.library_codes()).map_err(|_| CmdError::new("ERR"))?;
+    }
+    if !has("noflush") {
+        for db in &mut ctx.state.dbs {
+            db.clear();
+        }
+        let limit = ctx.state.runtime.lua_memory_limit;
+        scripts.reset_functions(limit)?;
+    }
+    let libraries = ctx.state.load_snapshot().map_err(|e| {
+        crate::log::warning(format_args!("Failed loading the RDB: {e}"));
+        CmdError::err("Error trying to load the RDB dump, check server logs.")
+    })?;
+    scripts.load_libraries(libraries);
+    crate::log::warning(format_args!("DB reloaded by DEBUG RELOAD"));
     Ok(Reply::OK)
 }
 

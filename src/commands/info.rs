@@ -167,9 +167,19 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("# Persistence");
             line!("loading:0");
             line!("async_loading:0");
-            line!("rdb_changes_since_last_save:{}", ctx.state.dirty - ctx.state.dirty_at_save);
-            line!("rdb_bgsave_in_progress:0");
-            line!("rdb_last_bgsave_status:ok");
+            let p = &st.persistence;
+            line!("rdb_changes_since_last_save:{}", st.dirty - st.dirty_at_save);
+            line!("rdb_bgsave_in_progress:{}", u8::from(p.child.is_some()));
+            line!("rdb_last_save_time:{}", p.lastsave);
+            line!("rdb_last_bgsave_status:{}", if p.last_bgsave_ok { "ok" } else { "err" });
+            line!("rdb_last_bgsave_time_sec:{}", p.last_bgsave_secs);
+            line!(
+                "rdb_current_bgsave_time_sec:{}",
+                p.child.as_ref().map_or(-1, |c| c.started.elapsed().as_secs() as i64)
+            );
+            line!("rdb_saves:{}", p.saves);
+            line!("rdb_last_load_keys_expired:{}", p.last_load_keys_expired);
+            line!("rdb_last_load_keys_loaded:{}", p.last_load_keys_loaded);
             line!("aof_enabled:0");
             line!("aof_rewrite_in_progress:0");
             line!("aof_last_write_status:ok");
@@ -192,6 +202,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("tracking_total_items:{}", st.tracking.total_items());
             line!("tracking_total_prefixes:{}", st.tracking.total_prefixes());
             line!("total_error_replies:{}", s.total_error_replies);
+            line!("latest_fork_usec:{}", st.persistence.latest_fork_usec);
         }
         "replication" => {
             line!("# Replication");

@@ -108,12 +108,18 @@ fn flushdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode(argv)?;
+    ctx.state.kill_bgsave();
     let mut removed = 0;
     for db in &mut ctx.state.dbs {
         removed += db.len() as u64;
         db.clear();
     }
     ctx.dirty(removed);
+    if !ctx.state.save_points().is_empty() {
+        // Redis saves the emptied dataset at once: no change is left to save.
+        let codes = library_codes(ctx);
+        let _ = ctx.state.save(&codes);
+    }
     ctx.force_propagation(crate::engine::effects::ALL);
     ctx.state.invalidate_on_flush(ctx.client);
     Ok(Reply::OK)
@@ -152,21 +158,40 @@ fn time(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 fn lastsave(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    let started = ctx.state.clock.now_ms() / 1000 - ctx.state.started.elapsed().as_secs();
-    Ok(Reply::Int(started as i64))
+    Ok(Reply::Int(ctx.state.persistence.lastsave as i64))
 }
 
-/// keylock keeps data in memory only; a save has nothing to write.
-fn save(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+/// The function libraries' code, for a snapshot.
+fn library_codes(ctx: &Ctx) -> Vec<Bytes> {
+    ctx.scripts.as_deref().map(|s| s.library_codes()).unwrap_or_default()
+}
+
+/// SAVE: the snapshot written now (see `engine::persistence`).
+fn save(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    if ctx.state.persistence.child.is_some() {
+        return Err(CmdError::err("Background save already in progress"));
+    }
+    let codes = library_codes(ctx);
+    ctx.state.save(&codes).map_err(|_| CmdError::new("ERR"))?;
     Ok(Reply::OK)
 }
 
-fn bgsave(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    match argv.len() {
-        1 => {}
-        2 if argv[1].eq_ignore_ascii_case(b"schedule") => {}
+/// BGSAVE [SCHEDULE]: a child process writes the snapshot.
+fn bgsave(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let schedule = match argv.len() {
+        1 => false,
+        2 if argv[1].eq_ignore_ascii_case(b"schedule") => true,
         _ => return Err(CmdError::syntax()),
+    };
+    if ctx.state.persistence.child.is_some() {
+        if schedule {
+            ctx.state.persistence.scheduled = true;
+            return Ok(Reply::status("Background saving scheduled"));
+        }
+        return Err(CmdError::err("Background save already in progress"));
     }
+    let codes = library_codes(ctx);
+    ctx.state.bgsave(&codes).map_err(|_| CmdError::new("ERR"))?;
     Ok(Reply::status("Background saving started"))
 }
 
@@ -179,12 +204,19 @@ fn monitor(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 fn shutdown(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let (mut nosave, mut save, mut force) = (false, false, false);
     for opt in &argv[1..] {
         match upper(opt).as_str() {
-            "NOSAVE" | "SAVE" | "NOW" | "FORCE" => {}
+            "NOSAVE" => nosave = true,
+            "SAVE" => save = true,
+            "FORCE" => force = true,
+            "NOW" => {}
             "ABORT" => return Err(CmdError::err("No shutdown in progress.")),
             _ => return Err(CmdError::syntax()),
         }
+    }
+    if nosave && save {
+        return Err(CmdError::syntax());
     }
     if let Some(busy) = ctx.state.busy.as_mut() {
         // During a busy script only SHUTDOWN NOSAVE goes ahead, ending the
@@ -197,6 +229,19 @@ fn shutdown(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         ctx.client.close_after_reply = true;
         return Ok(Reply::Many(Vec::new()));
     }
+    // Redis's prepareForShutdown: the final snapshot, with `save` points
+    // or SAVE, unless NOSAVE; a failed one stops the shutdown unless FORCE.
+    crate::log::warning(format_args!("User requested shutdown..."));
+    ctx.state.kill_bgsave();
+    if !nosave && (save || !ctx.state.save_points().is_empty()) {
+        crate::log::notice(format_args!("Saving the final RDB snapshot before exiting."));
+        let codes = library_codes(ctx);
+        if ctx.state.save(&codes).is_err() && !force {
+            crate::log::warning(format_args!("Error trying to save the DB, can't exit."));
+            return Err(CmdError::err("Errors trying to SHUTDOWN. Check logs."));
+        }
+    }
+    ctx.state.shutdown_save_done = true;
     ctx.state.shutdown = true;
     ctx.client.close_after_reply = true;
     Ok(Reply::OK)

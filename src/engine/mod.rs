@@ -17,6 +17,7 @@ pub mod effects;
 pub mod exec;
 pub mod faults;
 pub mod output;
+pub mod persistence;
 pub mod scripts;
 pub mod slowlog;
 pub mod stats;
@@ -105,6 +106,8 @@ pub struct State {
     pub watching: usize,
     /// Set by SHUTDOWN: the engine stops after this batch.
     pub shutdown: bool,
+    /// SHUTDOWN settled the final snapshot (NOSAVE, or saved it).
+    pub shutdown_save_done: bool,
     /// Clients to disconnect after the current batch (CLIENT KILL).
     pub kill_queue: Vec<ClientId>,
     /// Settings read on hot paths, kept in step with CONFIG SET.
@@ -149,6 +152,8 @@ pub struct State {
     pub dirty_counted: bool,
     /// The effect stream (see [`effects`]).
     pub effects: effects::Effects,
+    /// RDB snapshots (see [`persistence`]).
+    pub persistence: persistence::Persistence,
     /// CLIENT PAUSE in force, if any (see `blocking`).
     pub pause: Option<blocking::ClientPause>,
     /// Blocking commands answer at once (Redis's CLIENT_DENY_BLOCKING):
@@ -296,6 +301,7 @@ impl State {
         // used_memory does not step up by its ~13 KB later on.
         crate::scripting::native::NativeTable::get();
         let effects = effects::Effects::new(&config.effects);
+        let started_secs = config.clock.now_ms() / 1000;
         if effects.on() {
             key_events.record_expired_deletions();
         }
@@ -325,6 +331,7 @@ impl State {
             monitors: Vec::new(),
             watching: 0,
             shutdown: false,
+            shutdown_save_done: false,
             kill_queue: Vec::new(),
             runtime,
             script_time: None,
@@ -335,6 +342,7 @@ impl State {
             dirty_at_save: 0,
             dirty_counted: false,
             effects,
+            persistence: persistence::Persistence::new(started_secs),
             deny_blocking: false,
             pause: None,
             faults: faults::Faults::default(),
@@ -955,6 +963,21 @@ impl Engine {
         self.state.shutdown
     }
 
+    /// Redis's `prepareForShutdown`: a background save is stopped, and
+    /// with `save` points the snapshot is written, unless SHUTDOWN already
+    /// decided (NOSAVE, or its own save).
+    pub fn save_on_shutdown(&mut self) {
+        self.state.kill_bgsave();
+        if self.state.shutdown_save_done || self.state.save_points().is_empty() {
+            return;
+        }
+        self.state.shutdown_save_done = true;
+        crate::log::notice(format_args!("Saving the final RDB snapshot before exiting."));
+        if self.state.save(&self.scripts.library_codes()).is_err() {
+            crate::log::warning(format_args!("Error trying to save the DB, can't exit."));
+        }
+    }
+
     /// Drops everything the engine indexed for a client that is gone.
     fn forget_client(&mut self, c: &mut Client) {
         for ch in c.channels.drain() {
@@ -1135,6 +1158,8 @@ impl Engine {
         // Active expiry's events: no client's command caused them.
         self.state.publish_key_events(&mut self.scripts.client);
         self.state.flush_effects();
+        let scripts = &self.scripts;
+        self.state.persistence_cron(|| scripts.library_codes());
         if self.state.blocked_clients > 0 {
             // An expired stream tells its XREADGROUP waiters, as Redis's
             // beforeSleep serves the keys expiry made ready.

@@ -77,6 +77,26 @@ impl Scripts {
         self.functions.as_deref_mut().ok_or_else(unavailable)
     }
 
+    /// The code of every function library, in order (what a snapshot
+    /// holds).
+    pub fn library_codes(&self) -> Vec<bytes::Bytes> {
+        self.functions
+            .as_ref()
+            .map(|f| f.libraries().map(|l| l.code.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Loads libraries from a snapshot (at start, DEBUG RELOAD); one that
+    /// fails is logged and left out.
+    pub fn load_libraries(&mut self, codes: Vec<bytes::Bytes>) {
+        let Some(functions) = self.functions.as_deref_mut() else { return };
+        for code in codes {
+            if let Err(e) = functions.load(&code, true, 0) {
+                crate::log::warning(format_args!("Failed loading library from the snapshot: {e:?}"));
+            }
+        }
+    }
+
     /// The functions' engine and the pseudo-client, lent together to one run.
     pub fn for_function_run(&mut self) -> Result<(&mut Functions, &mut Client), CmdError> {
         match self.functions.as_deref_mut() {

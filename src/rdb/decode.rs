@@ -57,6 +57,16 @@ impl<'a> Reader<'a> {
         Reader { buf, at: 0, options }
     }
 
+    /// Bytes read so far.
+    pub fn position(&self) -> usize {
+        self.at
+    }
+
+    /// `n` raw bytes.
+    pub fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        self.take(n)
+    }
+
     /// Bytes not read yet.
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.at
@@ -182,6 +192,12 @@ impl<'a> Reader<'a> {
 /// deep sanitization).
 pub fn read_object(r: &mut Reader<'_>) -> Option<Value> {
     let kind = r.u8()?;
+    read_typed(kind, r)
+}
+
+/// The value after a type byte `kind` already read (an RDB file reads the
+/// byte first to tell opcodes from types).
+pub fn read_typed(kind: u8, r: &mut Reader<'_>) -> Option<Value> {
     match kind {
         types::STRING => r.string().map(Value::Str),
         types::LIST => {

@@ -4,9 +4,8 @@
 //! (`createDumpPayload` / `verifyDumpPayload`: the object, RDB version 10 as
 //! a u16 LE, then the CRC64 of all that as a u64 LE).
 //!
-//! DUMP and RESTORE use it now; an RDB file writer and loader can reuse
-//! [`encode::write_object`] and [`decode::read_object`] as they are, since
-//! an RDB file stores each key's value in exactly this form.
+//! DUMP and RESTORE use it, and so do RDB files ([`file`]: SAVE, BGSAVE,
+//! loading at start), which store each key's value in exactly this form.
 //!
 //! - [`encode`] writes what Redis 7.0.15 writes for the same value: strings
 //!   integer-encoded or LZF-compressed as `rdbSaveRawString` decides, small
@@ -25,6 +24,7 @@
 
 pub mod decode;
 pub mod encode;
+pub mod file;
 pub mod legacy;
 pub mod listpack;
 pub mod lzf;
@@ -110,7 +110,7 @@ pub enum RestoreError {
     BadFormat,
 }
 
-const CRC: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+pub(crate) const CRC: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
 
 /// Redis's `crc64(0, bytes, len)`.
 pub fn crc64(bytes: &[u8]) -> u64 {

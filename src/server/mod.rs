@@ -248,7 +248,11 @@ impl BoundServer {
         if let Some(pidfile) = &config.pidfile {
             write_pidfile(pidfile);
         }
-        let thread_config = config.clone();
+        // Redis loads its snapshot before it serves; a damaged one stops
+        // the start.
+        let loaded = crate::engine::persistence::load_at_start(&config)?;
+        let mut thread_config = config.clone();
+        let private_dir = private_dir(&mut thread_config)?;
         let thread_stop = stop.clone();
         let halt = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let thread_halt = halt.clone();
@@ -257,8 +261,13 @@ impl BoundServer {
             .stack_size(ENGINE_STACK_BYTES)
             .spawn(move || {
                 let files = ServerFiles::of(&thread_config);
-                serve(listeners, State::with_halt(thread_config, port, thread_halt), thread_stop);
+                let mut state = State::with_halt(thread_config, port, thread_halt);
+                let libraries = loaded.map(|loaded| state.install(loaded)).unwrap_or_default();
+                serve(listeners, state, libraries, thread_stop);
                 files.remove();
+                if let Some(dir) = private_dir {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
             })?;
         log::notice(format_args!("Running mode=standalone, port={port}."));
         log::warning(format_args!("Server initialized"));
@@ -287,6 +296,21 @@ fn write_pidfile(path: &str) {
 
 /// The files a server leaves while it runs, removed at the end of Redis's
 /// `finishShutdown`, once every client is closed, with its log lines.
+/// The directory of its own a server keeps snapshots in when its config
+/// asks for one and names no `dir` (see [`Config::private_dir`]); it is
+/// added to the config as its `dir`.
+fn private_dir(config: &mut Config) -> std::io::Result<Option<PathBuf>> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    if !config.private_dir || config.directives.iter().any(|(name, _)| name == "dir") {
+        return Ok(None);
+    }
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("keylock-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    config.directives.push(("dir".into(), vec![dir.to_string_lossy().into_owned()]));
+    Ok(Some(dir))
+}
+
 struct ServerFiles {
     /// Whether Redis would remove a pid file (it logs so when daemonized,
     /// even without one to remove).
@@ -405,7 +429,7 @@ fn listen_tcp(addr: &str, backlog: i32) -> std::io::Result<std::net::TcpListener
 }
 
 /// The server thread: runtime, listeners, cron, until stopped.
-fn serve(listeners: Vec<StdListener>, state: State, stop: Arc<watch::Sender<bool>>) {
+fn serve(listeners: Vec<StdListener>, state: State, libraries: Vec<bytes::Bytes>, stop: Arc<watch::Sender<bool>>) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -415,7 +439,8 @@ fn serve(listeners: Vec<StdListener>, state: State, stop: Arc<watch::Sender<bool
     };
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
-        let engine = Engine::new(state);
+        let mut engine = Engine::new(state);
+        engine.scripts.load_libraries(libraries);
         let listener_fds = listeners.iter().map(StdListener::fd).collect();
         let shared = Rc::new(Shared {
             limits: std::cell::Cell::new(net_limits(&engine)),
@@ -455,8 +480,12 @@ fn serve(listeners: Vec<StdListener>, state: State, stop: Arc<watch::Sender<bool
                 break;
             }
         }
-        log::warning(format_args!("User requested shutdown..."));
+        if !shared.engine.borrow().state.shutdown {
+            // SHUTDOWN logged it already, before its snapshot.
+            log::warning(format_args!("User requested shutdown..."));
+        }
         crate::process::stopping();
+        shared.engine.borrow_mut().save_on_shutdown();
         shared.engine.borrow_mut().close_all();
         // Let connection tasks flush what they have and close.
         tokio::task::yield_now().await;

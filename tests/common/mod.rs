@@ -350,6 +350,24 @@ impl Binary {
     pub fn ping(&self) {
         assert_eq!(Raw::connect(self.addr).call(&["PING"]), b"+PONG\r\n");
     }
+
+    /// Waits up to `secs` seconds for the process to exit.
+    pub fn wait_exit(&mut self, secs: u64) -> std::process::ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "keylock did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Sends the process a signal (`libc::SIGTERM` …).
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: signals the child this handle owns.
+        unsafe { libc::kill(self.child.id() as i32, signal) };
+    }
 }
 
 impl Drop for Binary {

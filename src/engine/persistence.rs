@@ -1,0 +1,357 @@
+//! RDB snapshots: SAVE, BGSAVE, the `save` schedule, the snapshot taken on
+//! SHUTDOWN, and loading one at start, in Redis 7.0's file format
+//! (`rdb::file`), at `dir`/`dbfilename`.
+//!
+//! BGSAVE forks, as Redis does: the child writes the snapshot from its
+//! copy-on-write view of memory while the engine goes on serving. Forking
+//! costs the engine the copy of its page tables (INFO `latest_fork_usec`);
+//! copying the data instead would cost it a walk of every key. A file is
+//! written as `temp-<pid>.rdb` beside its destination, flushed to disk and
+//! renamed over it, so a crash never leaves half a snapshot in its place.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::State;
+use crate::config::Config;
+use crate::config_params::ConfigParams;
+use crate::rdb::file::{self, Aux, DbSource, Loaded};
+use crate::rdb::{DecodeOptions, EncodeOptions};
+
+/// How long after a failed background save the schedule tries again
+/// (Redis's CONFIG_BGSAVE_RETRY_DELAY).
+const RETRY_DELAY_SECS: u64 = 5;
+
+/// The snapshot state INFO persistence reports.
+#[derive(Debug)]
+pub struct Persistence {
+    /// Unix time of the last successful save (LASTSAVE).
+    pub lastsave: u64,
+    /// Whether the last background save succeeded.
+    pub last_bgsave_ok: bool,
+    /// When a background save was last tried (for the retry delay).
+    pub last_bgsave_try: u64,
+    /// The running background save.
+    pub child: Option<Child>,
+    /// BGSAVE SCHEDULE asked for one once the running one ends.
+    pub scheduled: bool,
+    /// Saves made since start (INFO `rdb_saves`).
+    pub saves: u64,
+    /// Seconds the last background save took (-1: none yet).
+    pub last_bgsave_secs: i64,
+    /// Microseconds the last fork took.
+    pub latest_fork_usec: u64,
+    /// What the last load found (INFO `rdb_last_load_keys_*`).
+    pub last_load_keys_loaded: u64,
+    pub last_load_keys_expired: u64,
+}
+
+/// A background save in progress.
+#[derive(Debug)]
+pub struct Child {
+    pub pid: libc::pid_t,
+    pub started: Instant,
+    /// The dirty counter when it forked: what it saves.
+    pub dirty_at_fork: u64,
+}
+
+impl Persistence {
+    pub fn new(now_secs: u64) -> Persistence {
+        Persistence {
+            lastsave: now_secs,
+            last_bgsave_ok: true,
+            last_bgsave_try: 0,
+            child: None,
+            scheduled: false,
+            saves: 0,
+            last_bgsave_secs: -1,
+            latest_fork_usec: 0,
+            last_load_keys_loaded: 0,
+            last_load_keys_expired: 0,
+        }
+    }
+}
+
+/// Where snapshots go: `dbfilename` in `dir`.
+pub fn rdb_path(params: &ConfigParams) -> PathBuf {
+    let dir = params.value("dir").unwrap_or(".");
+    PathBuf::from(dir).join(params.value("dbfilename").unwrap_or("dump.rdb"))
+}
+
+/// The snapshot to load at start, read before the server starts: None
+/// when there is none (or loading is off); an error a start must fail
+/// with (Redis exits) when it is damaged.
+pub fn load_at_start(config: &Config) -> std::io::Result<Option<Loaded>> {
+    if !config.load_at_start {
+        return Ok(None);
+    }
+    let mut params = ConfigParams::new();
+    for (name, values) in &config.directives {
+        let _ = params.apply_directive(name, values);
+    }
+    let path = rdb_path(&params);
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(std::io::Error::other(format!(
+                "Fatal error loading the DB: {}. Exiting.",
+                crate::error::os_error_text(&e)
+            )));
+        }
+    };
+    let started = Instant::now();
+    let databases = params.int("databases").unwrap_or(16).max(1) as usize;
+    let options = decode_options(&params);
+    let loaded = file::read(&bytes, databases, &options, config.clock.now_ms())
+        .map_err(|e| std::io::Error::other(format!("Fatal error loading the DB: {}. Exiting.", e.0)))?;
+    let keys: usize = loaded.dbs.iter().map(Vec::len).sum();
+    crate::log::notice(format_args!(
+        "Done loading RDB, keys loaded: {keys}, keys expired: {}.",
+        loaded.expired
+    ));
+    crate::log::notice(format_args!("DB loaded from disk: {:.3} seconds", started.elapsed().as_secs_f64()));
+    Ok(Some(loaded))
+}
+
+/// The settings values are loaded under.
+fn decode_options(params: &ConfigParams) -> DecodeOptions {
+    DecodeOptions {
+        zset_limits: crate::db::zset::ListpackLimits {
+            max_entries: params.int("zset-max-listpack-entries").unwrap_or(128).max(0) as usize,
+            max_value: params.int("zset-max-listpack-value").unwrap_or(64).max(0) as usize,
+        },
+        hash_limits: crate::db::hash::PackLimits::new(
+            params.int("hash-max-listpack-entries").unwrap_or(128),
+            params.int("hash-max-listpack-value").unwrap_or(64),
+        ),
+        max_string: params.int("proto-max-bulk-len").unwrap_or(512 << 20).max(0) as usize,
+    }
+}
+
+impl State {
+    /// Puts a loaded snapshot in place (the databases are empty); the
+    /// function libraries are returned for the scripting to load.
+    pub fn install(&mut self, loaded: Loaded) -> Vec<Bytes> {
+        let mut count = 0;
+        for (index, keys) in loaded.dbs.into_iter().enumerate() {
+            let Some(db) = self.dbs.get_mut(index) else { break };
+            for (key, value, deadline) in keys {
+                db.restore_with_ttl(key, value, deadline);
+                count += 1;
+            }
+        }
+        self.persistence.last_load_keys_loaded = count;
+        self.persistence.last_load_keys_expired = loaded.expired;
+        loaded.libraries
+    }
+
+    /// Loads the snapshot at `dir`/`dbfilename` over what is there (DEBUG
+    /// RELOAD); the function libraries are returned for the scripting.
+    pub fn load_snapshot(&mut self) -> Result<Vec<Bytes>, String> {
+        let path = rdb_path(&self.params);
+        let bytes = std::fs::read(&path).map_err(|e| crate::error::os_error_text(&e))?;
+        let databases = self.dbs.len();
+        let loaded = file::read(&bytes, databases, &decode_options(&self.params), self.clock.now_ms()).map_err(|e| e.0)?;
+        Ok(self.install(loaded))
+    }
+
+    /// Whether the `save` schedule has any point (SHUTDOWN then saves).
+    pub fn save_points(&self) -> Vec<(u64, u64)> {
+        let words: Vec<u64> = self
+            .params
+            .value("save")
+            .unwrap_or("")
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        words.chunks(2).filter(|p| p.len() == 2).map(|p| (p[0], p[1])).collect()
+    }
+
+    fn encode_options(&self) -> EncodeOptions {
+        EncodeOptions {
+            compression: self.params.value("rdbcompression") != Some("no"),
+            list_max_listpack_size: self.params.int("list-max-listpack-size").unwrap_or(-2),
+            set_max_intset_entries: self.params.int("set-max-intset-entries").unwrap_or(512).max(0) as usize,
+        }
+    }
+
+    /// Writes the snapshot to `path` (through a temporary file renamed
+    /// over it), with the function libraries' `codes`.
+    fn write_rdb(&self, path: &std::path::Path, codes: &[Bytes]) -> std::io::Result<()> {
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        let temp = dir.join(format!("temp-{}.rdb", std::process::id()));
+        let result = (|| {
+            let file = std::fs::File::create(&temp)?;
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
+            let aux = Aux {
+                ctime: self.clock.now_ms() / 1000,
+                used_mem: crate::memory::used_bytes(),
+                aof_base: false,
+            };
+            let libraries: Vec<&[u8]> = codes.iter().map(|c| c.as_ref()).collect();
+            let now = self.clock.now_ms();
+            let dbs = self.dbs.iter().enumerate().map(|(index, db)| DbSource {
+                index,
+                keys: db.len(),
+                expires: db.expires_len(),
+                entries: db.entries().filter(move |(_, _, at)| !at.is_some_and(|at| at <= now)),
+            });
+            file::write(
+                &mut out,
+                &aux,
+                &libraries,
+                dbs,
+                &self.encode_options(),
+                self.params.value("rdbchecksum") != Some("no"),
+            )?;
+            let file = out.into_inner().map_err(|e| e.into_error())?;
+            file.sync_all()?;
+            std::fs::rename(&temp, path)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        result
+    }
+
+    /// SAVE: the snapshot written now, in the foreground (Redis's
+    /// `rdbSave`). Its error is the text Redis logs.
+    pub fn save(&mut self, codes: &[Bytes]) -> Result<(), String> {
+        if self.persistence.child.is_some() {
+            return Err("Background save already in progress".into());
+        }
+        let path = rdb_path(&self.params);
+        match self.write_rdb(&path, codes) {
+            Ok(()) => {
+                crate::log::notice(format_args!("DB saved on disk"));
+                self.saved(self.dirty);
+                Ok(())
+            }
+            Err(e) => {
+                crate::log::warning(format_args!(
+                    "Failed opening the temp RDB file temp-{}.rdb (in server root dir {}) for saving: {}",
+                    std::process::id(),
+                    path.parent().map_or(String::new(), |p| p.display().to_string()),
+                    crate::error::os_error_text(&e)
+                ));
+                self.persistence.last_bgsave_ok = false;
+                Err(crate::error::os_error_text(&e))
+            }
+        }
+    }
+
+    /// A save of the dataset as it was at dirty count `dirty` succeeded.
+    fn saved(&mut self, dirty: u64) {
+        self.dirty_at_save = dirty;
+        self.persistence.lastsave = self.clock.now_ms() / 1000;
+        self.persistence.last_bgsave_ok = true;
+        self.persistence.saves += 1;
+    }
+
+    /// BGSAVE: a child process writes the snapshot (Redis's
+    /// `rdbSaveBackground`).
+    pub fn bgsave(&mut self, codes: &[Bytes]) -> Result<(), String> {
+        if self.persistence.child.is_some() {
+            return Err("Background save already in progress".into());
+        }
+        let path = rdb_path(&self.params);
+        self.persistence.last_bgsave_try = self.clock.now_ms() / 1000;
+        let started = Instant::now();
+        before_fork();
+        // SAFETY: the child only writes the snapshot from its copy of this
+        // thread's memory and leaves with `_exit`, never returning into
+        // the runtime; the engine's data is touched by this thread alone.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let status = match self.write_rdb(&path, codes) {
+                Ok(()) => 0,
+                Err(_) => 1,
+            };
+            // SAFETY: ends the child without running the parent's
+            // destructors or atexit handlers.
+            unsafe { libc::_exit(status) };
+        }
+        if pid < 0 {
+            let e = std::io::Error::last_os_error();
+            self.persistence.last_bgsave_ok = false;
+            crate::log::warning(format_args!("Can't save in background: fork: {}", crate::error::os_error_text(&e)));
+            return Err(format!("fork: {}", crate::error::os_error_text(&e)));
+        }
+        self.persistence.latest_fork_usec = started.elapsed().as_micros() as u64;
+        crate::log::notice(format_args!("Background saving started by pid {pid}"));
+        self.persistence.child = Some(Child {
+            pid,
+            started,
+            dirty_at_fork: self.dirty,
+        });
+        Ok(())
+    }
+
+    /// The cron's part: a background save that ended is accounted for,
+    /// and the `save` schedule starts one when a point is reached
+    /// (Redis's `serverCron`). `codes` gives the function libraries.
+    pub fn persistence_cron(&mut self, codes: impl FnOnce() -> Vec<Bytes>) {
+        if let Some(child) = &self.persistence.child {
+            let mut status = 0;
+            // SAFETY: waits without blocking for this process's own child.
+            let done = unsafe { libc::waitpid(child.pid, &mut status, libc::WNOHANG) };
+            if done == child.pid || done < 0 {
+                let ok = done == child.pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+                let (dirty, secs) = (child.dirty_at_fork, child.started.elapsed().as_secs() as i64);
+                self.persistence.child = None;
+                self.persistence.last_bgsave_secs = secs;
+                if ok {
+                    crate::log::notice(format_args!("Background saving terminated with success"));
+                    self.saved(dirty);
+                } else {
+                    crate::log::warning(format_args!("Background saving error"));
+                    self.persistence.last_bgsave_ok = false;
+                }
+            }
+            return;
+        }
+        let now = self.clock.now_ms() / 1000;
+        let changes = self.dirty - self.dirty_at_save;
+        let retry_ok = self.persistence.last_bgsave_ok || now.saturating_sub(self.persistence.last_bgsave_try) > RETRY_DELAY_SECS;
+        let due = self.persistence.scheduled
+            || (retry_ok
+                && self
+                    .save_points()
+                    .iter()
+                    .any(|&(secs, min_changes)| changes >= min_changes && now.saturating_sub(self.persistence.lastsave) > secs));
+        if due {
+            self.persistence.scheduled = false;
+            let _ = self.bgsave(&codes());
+        }
+    }
+
+    /// Stops a background save (FLUSHALL, SHUTDOWN): the child is killed
+    /// and its temporary file removed.
+    pub fn kill_bgsave(&mut self) {
+        if let Some(child) = self.persistence.child.take() {
+            // SAFETY: signals and reaps this process's own child.
+            unsafe {
+                libc::kill(child.pid, libc::SIGUSR1);
+                let mut status = 0;
+                libc::waitpid(child.pid, &mut status, 0);
+            }
+            let path = rdb_path(&self.params);
+            let dir = path.parent().unwrap_or(std::path::Path::new("."));
+            let _ = std::fs::remove_file(dir.join(format!("temp-{}.rdb", child.pid)));
+        }
+    }
+}
+
+/// Flushes stdout and stderr before a fork, so the child inherits no
+/// half-written line (nothing else is buffered across it).
+pub fn before_fork() {
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+}

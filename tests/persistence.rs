@@ -1,0 +1,296 @@
+//! RDB snapshots: SAVE, BGSAVE, the `save` schedule, SHUTDOWN and SIGTERM
+//! saving, DEBUG RELOAD, and loading at start, in Redis 7.0's format: what
+//! keylock saves loads in redis-server 7.0.15 with the same DEBUG DIGEST
+//! (every type, deadlines, several databases, function libraries), and
+//! what redis-server saves loads in keylock the same way.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Binary, Raw};
+
+fn text(reply: Vec<u8>) -> String {
+    String::from_utf8_lossy(&reply).into_owned()
+}
+
+fn info_field(c: &mut Raw, field: &str) -> String {
+    let info = text(c.call(&["INFO", "everything"]));
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("INFO has no {field}"))
+        .trim()
+        .to_string()
+}
+
+/// keylock's binary on a free port, keeping its snapshot in `dir`.
+fn keylock_in(dir: &std::path::Path, extra: &[&str]) -> Binary {
+    let mut args = vec!["--dir", dir.to_str().unwrap(), "--enable-debug-command", "yes"];
+    args.extend_from_slice(extra);
+    Binary::start(&args)
+}
+
+/// Fills a server with every type Redis 7.0 has, in both encodings where
+/// there are two, with deadlines, in two databases, and a library.
+fn fill(c: &mut Raw) {
+    let many = |prefix: &str, n: usize, pairs: bool| -> Vec<String> {
+        (0..n)
+            .flat_map(|i| {
+                if pairs {
+                    vec![format!("{i}"), format!("{prefix}{i}")]
+                } else {
+                    vec![format!("{prefix}{i}")]
+                }
+            })
+            .collect()
+    };
+    let call = |c: &mut Raw, head: &[&str], rest: Vec<String>| {
+        let mut args: Vec<&str> = head.to_vec();
+        args.extend(rest.iter().map(String::as_str));
+        let reply = c.call(&args);
+        assert!(!reply.starts_with(b"-"), "{head:?}: {}", text(reply));
+    };
+    call(c, &["SET", "str", "hello"], vec![]);
+    call(c, &["SET", "int", "12345"], vec![]);
+    call(c, &["SET", "long", &"compressible ".repeat(40)], vec![]);
+    call(c, &["SET", "ttl", "v", "PX", "100000000"], vec![]);
+    call(c, &["RPUSH", "list"], many("e", 5, false));
+    call(c, &["RPUSH", "biglist"], many("element-", 2000, false));
+    call(c, &["SADD", "intset", "1", "2", "3"], vec![]);
+    call(c, &["SADD", "set"], many("m", 300, false));
+    call(c, &["HSET", "hash", "f", "v", "g", "2"], vec![]);
+    call(c, &["HSET", "bighash"], many("v", 300, true));
+    call(c, &["ZADD", "zset", "1", "a", "2.5", "b"], vec![]);
+    call(c, &["ZADD", "bigzset"], many("member", 300, true));
+    call(c, &["PFADD", "hll", "a", "b", "c"], vec![]);
+    call(c, &["SETBIT", "bits", "1000", "1"], vec![]);
+    call(c, &["XADD", "stream", "1-1", "f", "v"], vec![]);
+    call(c, &["XADD", "stream", "1-2", "g", "w"], vec![]);
+    call(c, &["XGROUP", "CREATE", "stream", "group", "0"], vec![]);
+    call(
+        c,
+        &["XREADGROUP", "GROUP", "group", "alice", "COUNT", "1", "STREAMS", "stream", ">"],
+        vec![],
+    );
+    call(c, &["EXPIRE", "hash", "100000"], vec![]);
+    call(c, &["SELECT", "7"], vec![]);
+    call(c, &["SET", "in-db-7", "x"], vec![]);
+    call(c, &["SELECT", "0"], vec![]);
+    call(
+        c,
+        &[
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=lib\nredis.register_function('answer', function() return 42 end)",
+        ],
+        vec![],
+    );
+}
+
+#[test]
+fn what_keylock_saves_loads_in_redis_server_with_the_same_digest() {
+    let Some(redis) = common::real_redis_with(&["--enable-debug-command", "yes", "--enable-protected-configs", "yes"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = keylock_in(dir.path(), &[]);
+    let mut c = Raw::connect(keylock.addr);
+    fill(&mut c);
+    let digest = c.call(&["DEBUG", "DIGEST"]);
+    assert_eq!(c.call(&["SAVE"]), b"+OK\r\n");
+    assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "0");
+    assert_eq!(info_field(&mut c, "rdb_saves"), "1");
+
+    // The real server loads the file: point it at keylock's directory.
+    let mut r = Raw::connect(redis.addr);
+    assert_eq!(r.call(&["CONFIG", "SET", "dir", dir.path().to_str().unwrap()]), b"+OK\r\n");
+    assert_eq!(r.call(&["DEBUG", "RELOAD", "NOSAVE"]), b"+OK\r\n");
+    assert_eq!(r.call(&["DEBUG", "DIGEST"]), digest);
+    assert_eq!(r.call(&["FCALL", "answer", "0"]), b":42\r\n");
+    assert!(text(r.call(&["PTTL", "ttl"])).starts_with(':'));
+    assert_eq!(r.call(&["OBJECT", "ENCODING", "intset"]), b"$6\r\nintset\r\n");
+}
+
+#[test]
+fn what_redis_server_saves_loads_in_keylock_at_start_with_the_same_digest() {
+    let Some(redis) = common::real_redis_with(&["--enable-debug-command", "yes", "--enable-protected-configs", "yes"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = Raw::connect(redis.addr);
+    fill(&mut r);
+    assert_eq!(r.call(&["CONFIG", "SET", "dir", dir.path().to_str().unwrap()]), b"+OK\r\n");
+    assert_eq!(r.call(&["SAVE"]), b"+OK\r\n");
+    let digest = r.call(&["DEBUG", "DIGEST"]);
+
+    let keylock = keylock_in(dir.path(), &[]);
+    let mut c = Raw::connect(keylock.addr);
+    assert_eq!(c.call(&["DEBUG", "DIGEST"]), digest);
+    assert_eq!(c.call(&["FCALL", "answer", "0"]), b":42\r\n");
+    assert_eq!(info_field(&mut c, "rdb_last_load_keys_loaded"), "16");
+    assert!(c.call(&["XPENDING", "stream", "group"]).starts_with(b"*4\r\n:1\r\n"));
+}
+
+#[test]
+fn a_held_lock_survives_a_restart_with_its_remaining_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let acquire = include_str!("../lua/redisson/4.7.0/lock-acquire.lua");
+    let mut keylock = keylock_in(dir.path(), &["--save", "3600 1"]);
+    let mut c = Raw::connect(keylock.addr);
+    assert_eq!(c.call(&["EVAL", acquire, "1", "orders", "60000", "client-1:thread-1"]), b"$-1\r\n");
+    // SHUTDOWN with save points writes the final snapshot.
+    c.send_cmd(&[b"SHUTDOWN"]);
+    assert!(keylock.wait_exit(10).success());
+
+    let keylock = keylock_in(dir.path(), &[]);
+    let mut c = Raw::connect(keylock.addr);
+    assert_eq!(c.call(&["HGET", "orders", "client-1:thread-1"]), b"$1\r\n1\r\n");
+    let pttl: i64 = text(c.call(&["PTTL", "orders"]))[1..].trim().parse().unwrap();
+    assert!((50_000..=60_000).contains(&pttl), "{pttl}");
+    // Another owner is refused: the lease is held.
+    assert!(text(c.call(&["EVAL", acquire, "1", "orders", "60000", "client-2:thread-1"])).starts_with(':'));
+}
+
+#[test]
+fn sigterm_saves_with_save_points_and_shutdown_nosave_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = keylock_in(dir.path(), &["--save", "3600 1"]);
+    Raw::connect(keylock.addr).call(&["SET", "k", "v"]);
+    let mut keylock = keylock;
+    keylock.signal(libc::SIGTERM);
+    assert!(keylock.wait_exit(10).success());
+    assert!(dir.path().join("dump.rdb").exists());
+
+    let mut keylock = keylock_in(dir.path(), &["--save", "3600 1"]);
+    let mut c = Raw::connect(keylock.addr);
+    assert_eq!(c.call(&["GET", "k"]), b"$1\r\nv\r\n");
+    c.call(&["SET", "k", "changed"]);
+    c.send_cmd(&[b"SHUTDOWN", b"NOSAVE"]);
+    assert!(keylock.wait_exit(10).success());
+
+    let keylock = keylock_in(dir.path(), &[]);
+    assert_eq!(Raw::connect(keylock.addr).call(&["GET", "k"]), b"$1\r\nv\r\n");
+}
+
+#[test]
+fn bgsave_writes_the_dataset_as_it_was_when_it_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = keylock_in(dir.path(), &[]);
+    let mut c = Raw::connect(keylock.addr);
+    c.call(&["DEBUG", "POPULATE", "200000", "key", "100"]);
+    let lastsave = c.call(&["LASTSAVE"]);
+    assert_eq!(c.call(&["BGSAVE"]), b"+Background saving started\r\n");
+    // Written after the fork: not in the snapshot.
+    c.call(&["SET", "later", "v"]);
+    let refused = text(c.call(&["BGSAVE"]));
+    let in_progress = refused == "-ERR Background save already in progress\r\n";
+    if in_progress {
+        assert_eq!(c.call(&["BGSAVE", "SCHEDULE"]), b"+Background saving scheduled\r\n");
+        assert_eq!(c.call(&["SAVE"]), b"-ERR Background save already in progress\r\n");
+    }
+    // The scheduled save runs once the first has ended.
+    let saves = if in_progress { "2" } else { "1" };
+    common::wait_until(30, "the background saves end", || {
+        info_field(&mut c, "rdb_bgsave_in_progress") == "0" && info_field(&mut c, "rdb_saves") == saves
+    });
+    assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "ok");
+    assert!(info_field(&mut c, "latest_fork_usec").parse::<u64>().unwrap() > 0);
+    // The first snapshot is 200000 keys; what came after is one change.
+    if !in_progress {
+        assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "1");
+    }
+    assert!(text(c.call(&["LASTSAVE"])) >= text(lastsave));
+    assert_eq!(c.call(&["DEBUG", "RELOAD", "NOSAVE"]), b"+OK\r\n");
+    assert_eq!(
+        c.call(&["DBSIZE"]),
+        if in_progress {
+            b":200001\r\n".to_vec()
+        } else {
+            b":200000\r\n".to_vec()
+        }
+    );
+}
+
+#[test]
+fn the_save_schedule_saves_once_enough_changes_are_old_enough() {
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = keylock_in(dir.path(), &["--save", "1 2", "--hz", "50"]);
+    let mut c = Raw::connect(keylock.addr);
+    c.call(&["SET", "a", "1"]);
+    std::thread::sleep(Duration::from_millis(2500));
+    // One change is below the point's two.
+    assert_eq!(info_field(&mut c, "rdb_saves"), "0");
+    c.call(&["SET", "b", "2"]);
+    common::wait_until(10, "the schedule saves", || info_field(&mut c, "rdb_saves") == "1");
+    assert!(dir.path().join("dump.rdb").exists());
+    assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "0");
+}
+
+#[test]
+fn debug_reload_round_trips_through_the_file_and_nosave_loads_what_is_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = keylock_in(dir.path(), &[]);
+    let mut c = Raw::connect(keylock.addr);
+    fill(&mut c);
+    let digest = c.call(&["DEBUG", "DIGEST"]);
+    assert_eq!(c.call(&["DEBUG", "RELOAD"]), b"+OK\r\n");
+    assert_eq!(c.call(&["DEBUG", "DIGEST"]), digest);
+    assert_eq!(c.call(&["FCALL", "answer", "0"]), b":42\r\n");
+    // What changed since the file was written is gone after NOSAVE.
+    c.call(&["SET", "unsaved", "1"]);
+    assert_eq!(c.call(&["DEBUG", "RELOAD", "NOSAVE"]), b"+OK\r\n");
+    assert_eq!(c.call(&["EXISTS", "unsaved"]), b":0\r\n");
+    assert_eq!(c.call(&["DEBUG", "DIGEST"]), digest);
+}
+
+#[test]
+fn flushall_with_save_points_leaves_nothing_unsaved() {
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = keylock_in(dir.path(), &["--save", "3600 1"]);
+    let mut c = Raw::connect(keylock.addr);
+    c.call(&["SET", "a", "1"]);
+    assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "1");
+    c.call(&["FLUSHALL"]);
+    assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "0");
+    // Without save points the change count stays (Redis's unit/other).
+    c.call(&["CONFIG", "SET", "save", ""]);
+    c.call(&["SET", "a", "1"]);
+    c.call(&["FLUSHALL"]);
+    assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "2");
+}
+
+#[test]
+fn a_damaged_snapshot_stops_the_start_as_redis_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = keylock_in(dir.path(), &[]);
+    let mut c = Raw::connect(keylock.addr);
+    c.call(&["SET", "k", "v"]);
+    c.call(&["SAVE"]);
+    drop(keylock);
+    let path = dir.path().join("dump.rdb");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.len() - 12;
+    bytes[at] ^= 0x55;
+    std::fs::write(&path, bytes).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_keylock"))
+        .args(["--port", "0", "--dir", dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let log = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("Fatal error loading the DB"), "{log}");
+}
+
+#[test]
+fn save_reports_a_write_failure_as_redis_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = keylock_in(dir.path(), &[]);
+    let mut c = Raw::connect(keylock.addr);
+    c.call(&["SET", "k", "v"]);
+    // A directory where the file should be: the rename fails.
+    std::fs::create_dir(dir.path().join("dump.rdb")).unwrap();
+    assert_eq!(c.call(&["SAVE"]), b"-ERR\r\n");
+    assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "err");
+    assert_eq!(c.call(&["SHUTDOWN", "SAVE"]), b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n");
+    c.call(&["PING"]);
+}
