@@ -508,6 +508,19 @@ fn restart_drops_every_connection_and_every_key_and_the_server_keeps_listening()
 }
 
 #[test]
+fn restart_comes_back_with_the_last_snapshot_and_loses_what_came_after() {
+    let s = start();
+    let mut c = conn(&s);
+    q::<()>(&mut c, &["SET", "saved", "1"]);
+    q::<()>(&mut c, &["SAVE"]);
+    q::<()>(&mut c, &["SET", "unsaved", "1"]);
+    let mut raw = Raw::connect(s.addr());
+    assert_eq!(raw.call(&["KEYLOCK", "RESTART"]), b"+OK\r\n");
+    let mut fresh = conn(&s);
+    assert_eq!(q::<Vec<String>>(&mut fresh, &["KEYS", "*"]), ["saved"]);
+}
+
+#[test]
 fn the_controls_obey_enable_test_commands() {
     let refused = start_with(|c| c.directives.push(("enable-test-commands".into(), vec!["no".into()])));
     let mut c = conn(&refused);

@@ -256,7 +256,15 @@ fn reset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn restart(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     log_control(ctx, argv);
-    ctx.state.restart_for_test(Scripts::lent(&mut ctx.scripts)?)?;
+    let scripts = Scripts::lent(&mut ctx.scripts)?;
+    ctx.state.restart_for_test(scripts)?;
+    // As a restarted server would, it comes back with its last snapshot.
+    if crate::engine::persistence::rdb_path(&ctx.state.params).exists() {
+        match ctx.state.load_snapshot() {
+            Ok(libraries) => scripts.load_libraries(libraries),
+            Err(e) => crate::log::warning(format_args!("KEYLOCK RESTART could not load the snapshot: {e}")),
+        }
+    }
     // Every connection goes: what they cached is forgotten with them.
     ctx.state.tracking.forget_keys();
     ctx.client.close_after_reply = true;
