@@ -29,17 +29,58 @@ fn idx(h: u32) -> usize {
     ((h >> (3 * 8 - HLOG)).wrapping_sub(h.wrapping_mul(5)) as usize) & (HSIZE - 1)
 }
 
+/// The hash table of one thread's compressions, kept between calls: a
+/// slot belongs to the call whose number is in its high half, so a new
+/// call finds every slot empty without clearing 64K of them (which cost
+/// more than compressing a short string; a snapshot compresses millions).
+struct Table {
+    slots: Vec<u64>,
+    call: u32,
+}
+
+impl Table {
+    /// Starts a call: a fresh number, every slot now empty for it.
+    fn next_call(&mut self) {
+        self.call = self.call.wrapping_add(1);
+        if self.call == 0 {
+            self.slots.iter_mut().for_each(|s| *s = 0);
+            self.call = 1;
+        }
+    }
+
+    /// Position + 1 of the slot's entry, 0 when empty.
+    fn get(&self, slot: usize) -> u32 {
+        let v = self.slots[slot];
+        if (v >> 32) as u32 == self.call { v as u32 } else { 0 }
+    }
+
+    fn set(&mut self, slot: usize, value: u32) {
+        self.slots[slot] = (u64::from(self.call) << 32) | u64::from(value);
+    }
+}
+
+thread_local! {
+    static TABLE: std::cell::RefCell<Table> = std::cell::RefCell::new(Table { slots: vec![0; HSIZE], call: 0 });
+}
+
 /// `lzf_compress(input, input.len(), out, out_len)`: the compressed bytes,
 /// or None when they would not fit in `out_len` bytes (Redis then stores
 /// the string as it is).
 pub fn compress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
+    TABLE.with(|table| {
+        let mut table = table.borrow_mut();
+        table.next_call();
+        compress_with(input, out_len, &mut table)
+    })
+}
+
+fn compress_with(input: &[u8], out_len: usize, htab: &mut Table) -> Option<Vec<u8>> {
     let in_len = input.len();
     if in_len == 0 || out_len == 0 {
         return None;
     }
     // Slots hold position + 1; 0 is an empty slot (Redis's NULL pointer:
     // its table is uninitialised and guarded by the same range checks).
-    let mut htab = vec![0u32; HSIZE];
     // Three bytes of slack: the tail loop writes up to three bytes past
     // the last check, as in C.
     let mut out = vec![0u8; out_len + 3];
@@ -55,8 +96,8 @@ pub fn compress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
     while ip < in_len - 2 {
         hval = next(hval, input, ip);
         let slot = idx(hval);
-        let reference = htab[slot];
-        htab[slot] = ip as u32 + 1;
+        let reference = htab.get(slot);
+        htab.set(slot, ip as u32 + 1);
         let matched = reference != 0 && {
             let r = reference as usize - 1;
             let off = ip - r - 1;
@@ -109,10 +150,10 @@ pub fn compress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
             ip -= 2;
             hval = first(input, ip);
             hval = next(hval, input, ip);
-            htab[idx(hval)] = ip as u32 + 1;
+            htab.set(idx(hval), ip as u32 + 1);
             ip += 1;
             hval = next(hval, input, ip);
-            htab[idx(hval)] = ip as u32 + 1;
+            htab.set(idx(hval), ip as u32 + 1);
             ip += 1;
         } else {
             if op >= out_end {
