@@ -180,9 +180,29 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("rdb_saves:{}", p.saves);
             line!("rdb_last_load_keys_expired:{}", p.last_load_keys_expired);
             line!("rdb_last_load_keys_loaded:{}", p.last_load_keys_loaded);
-            line!("aof_enabled:0");
-            line!("aof_rewrite_in_progress:0");
-            line!("aof_last_write_status:ok");
+            let aof = st.aof.as_ref();
+            line!("aof_enabled:{}", u8::from(aof.is_some()));
+            line!("aof_rewrite_in_progress:{}", u8::from(aof.is_some_and(|a| a.rewrite.is_some())));
+            line!("aof_rewrite_scheduled:0");
+            line!("aof_last_rewrite_time_sec:{}", aof.map_or(-1, |a| a.last_rewrite_secs));
+            line!(
+                "aof_current_rewrite_time_sec:{}",
+                aof.and_then(|a| a.rewrite.as_ref())
+                    .map_or(-1, |r| r.started.elapsed().as_secs() as i64)
+            );
+            line!(
+                "aof_last_bgrewrite_status:{}",
+                if aof.is_none_or(|a| a.last_rewrite_ok) { "ok" } else { "err" }
+            );
+            line!("aof_rewrites:{}", aof.map_or(0, |a| a.rewrites));
+            line!(
+                "aof_last_write_status:{}",
+                if aof.is_none_or(|a| a.last_write_ok) { "ok" } else { "err" }
+            );
+            if let Some(a) = aof {
+                line!("aof_current_size:{}", a.current_size + a.base_size);
+                line!("aof_base_size:{}", a.base_size);
+            }
         }
         "stats" => {
             let s = &st.stats;

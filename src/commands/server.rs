@@ -21,6 +21,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("role", 1, role).flags(NOSCRIPT | LOADING | STALE | FAST),
     cmd("save", 1, save).flags(ADMIN | NOSCRIPT | NO_MULTI),
     cmd("bgsave", -1, bgsave).flags(ADMIN | NOSCRIPT),
+    cmd("bgrewriteaof", 1, bgrewriteaof).flags(ADMIN | NOSCRIPT),
     cmd("monitor", 1, monitor).flags(ADMIN | NOSCRIPT | LOADING | STALE),
     cmd("shutdown", -1, shutdown).flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SENTINEL | ALLOW_BUSY),
     container("config", CONFIG),
@@ -184,11 +185,16 @@ fn bgsave(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         _ => return Err(CmdError::syntax()),
     };
     if ctx.state.persistence.child.is_some() {
-        if schedule {
+        return Err(CmdError::err("Background save already in progress"));
+    }
+    if ctx.state.aof.as_ref().is_some_and(|a| a.rewrite.is_some()) || ctx.client.multi.is_some() {
+        if schedule || ctx.client.multi.is_some() {
             ctx.state.persistence.scheduled = true;
             return Ok(Reply::status("Background saving scheduled"));
         }
-        return Err(CmdError::err("Background save already in progress"));
+        return Err(CmdError::err(
+            "Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.",
+        ));
     }
     let codes = library_codes(ctx);
     ctx.state.bgsave(&codes).map_err(|_| CmdError::new("ERR"))?;
@@ -286,7 +292,48 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if let Some(scripts) = ctx.scripts.as_deref() {
         scripts.set_memory_limit(ctx.state.runtime.lua_memory_limit);
     }
+    if changed.contains(&"appendonly") {
+        let on = ctx.state.params.value("appendonly") == Some("yes");
+        if on && !ctx.state.aof_on() {
+            // Redis's startAppendOnly: the dataset becomes the new base.
+            let codes = library_codes(ctx);
+            if let Err(e) = ctx.state.start_aof(&codes, true) {
+                crate::log::warning(format_args!("{e}"));
+                let _ = ctx.state.params.set_from(&[(b"appendonly".as_slice(), b"no".as_slice())], true);
+                return Err(CmdError::err(
+                    "CONFIG SET failed (possibly related to argument 'appendonly') - Unable to turn on AOF. Check server logs.",
+                ));
+            }
+        } else if !on {
+            ctx.state.stop_aof();
+        }
+    }
+    ctx.state.aof_settings_changed();
     Ok(Reply::OK)
+}
+
+/// BGREWRITEAOF: the append-only file rewritten from the dataset by a
+/// child (see `engine::aof`); with `appendonly no`, the dataset written
+/// at once as the base of a new, empty one, as Redis leaves it.
+fn bgrewriteaof(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    if ctx.state.aof.as_ref().is_some_and(|a| a.rewrite.is_some()) {
+        return Err(CmdError::err("Background append only file rewriting already in progress"));
+    }
+    let codes = library_codes(ctx);
+    if ctx.state.persistence.child.is_some() {
+        return Ok(Reply::status("Background append only file rewriting scheduled"));
+    }
+    if ctx.state.aof_on() {
+        ctx.state
+            .bgrewriteaof(&codes)
+            .map_err(|_| CmdError::err("Can't execute an AOF background rewriting. Please check the server logs for more information."))?;
+    } else {
+        ctx.state
+            .start_aof(&codes, true)
+            .map_err(|_| CmdError::err("Can't execute an AOF background rewriting. Please check the server logs for more information."))?;
+        ctx.state.stop_aof();
+    }
+    Ok(Reply::status("Background append only file rewriting started"))
 }
 
 fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {

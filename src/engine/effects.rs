@@ -122,6 +122,7 @@ struct Tap {
     tap: EffectsTap,
     /// The database its stream last selected (none before the first).
     selected: Option<usize>,
+    id: u64,
 }
 
 impl Effects {
@@ -129,9 +130,11 @@ impl Effects {
         Effects {
             taps: taps
                 .iter()
-                .map(|tap| Tap {
+                .enumerate()
+                .map(|(id, tap)| Tap {
                     tap: tap.clone(),
                     selected: None,
+                    id: id as u64,
                 })
                 .collect(),
             ..Effects::default()
@@ -142,6 +145,26 @@ impl Effects {
     #[inline]
     pub fn on(&self) -> bool {
         !self.taps.is_empty()
+    }
+
+    /// Attaches a consumer between commands (the append-only file, turned
+    /// on); its stream starts with the next effect, after a SELECT. Its
+    /// id detaches it.
+    pub fn attach(&mut self, tap: EffectsTap) -> u64 {
+        let id = self.taps.iter().map(|t| t.id + 1).max().unwrap_or(0).max(1 << 32);
+        self.taps.push(Tap { tap, selected: None, id });
+        id
+    }
+
+    pub fn detach(&mut self, id: u64) {
+        self.taps.retain(|t| t.id != id);
+    }
+
+    /// The consumer's next effect comes after a SELECT (a new file).
+    pub fn reselect(&mut self, id: u64) {
+        if let Some(t) = self.taps.iter_mut().find(|t| t.id == id) {
+            t.selected = None;
+        }
     }
 
     /// Adds an effect after those recorded so far (Redis's `alsoPropagate`).

@@ -11,6 +11,7 @@
 //! in the data path. The cron (active expiry, idle timeouts) runs `hz`
 //! times a second on the same thread.
 
+pub mod aof;
 pub mod blocking;
 pub mod client;
 pub mod effects;
@@ -154,6 +155,10 @@ pub struct State {
     pub effects: effects::Effects,
     /// RDB snapshots (see [`persistence`]).
     pub persistence: persistence::Persistence,
+    /// The append-only file, while `appendonly` is on (see [`aof`]).
+    pub aof: Option<aof::Aof>,
+    /// The effect consumer the append-only file reads through.
+    pub aof_tap: Option<u64>,
     /// CLIENT PAUSE in force, if any (see `blocking`).
     pub pause: Option<blocking::ClientPause>,
     /// Blocking commands answer at once (Redis's CLIENT_DENY_BLOCKING):
@@ -343,6 +348,8 @@ impl State {
             dirty_counted: false,
             effects,
             persistence: persistence::Persistence::new(started_secs),
+            aof: None,
+            aof_tap: None,
             deny_blocking: false,
             pause: None,
             faults: faults::Faults::default(),
@@ -967,6 +974,7 @@ impl Engine {
     /// with `save` points the snapshot is written, unless SHUTDOWN already
     /// decided (NOSAVE, or its own save).
     pub fn save_on_shutdown(&mut self) {
+        self.state.aof_close();
         self.state.kill_bgsave();
         if self.state.shutdown_save_done || self.state.save_points().is_empty() {
             return;
@@ -1160,6 +1168,7 @@ impl Engine {
         self.state.flush_effects();
         let scripts = &self.scripts;
         self.state.persistence_cron(|| scripts.library_codes());
+        self.state.aof_cron(|| scripts.library_codes());
         if self.state.blocked_clients > 0 {
             // An expired stream tells its XREADGROUP waiters, as Redis's
             // beforeSleep serves the keys expiry made ready.

@@ -92,6 +92,10 @@ pub fn load_at_start(config: &Config) -> std::io::Result<Option<Loaded>> {
     for (name, values) in &config.directives {
         let _ = params.apply_directive(name, values);
     }
+    if params.value("appendonly") == Some("yes") {
+        // The append-only file is loaded instead, as Redis does.
+        return Ok(None);
+    }
     let path = rdb_path(&params);
     let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,
@@ -118,7 +122,7 @@ pub fn load_at_start(config: &Config) -> std::io::Result<Option<Loaded>> {
 }
 
 /// The settings values are loaded under.
-fn decode_options(params: &ConfigParams) -> DecodeOptions {
+pub fn decode_options(params: &ConfigParams) -> DecodeOptions {
     DecodeOptions {
         zset_limits: crate::db::zset::ListpackLimits {
             max_entries: params.int("zset-max-listpack-entries").unwrap_or(128).max(0) as usize,
@@ -180,8 +184,9 @@ impl State {
     }
 
     /// Writes the snapshot to `path` (through a temporary file renamed
-    /// over it), with the function libraries' `codes`.
-    fn write_rdb(&self, path: &std::path::Path, codes: &[Bytes]) -> std::io::Result<()> {
+    /// over it), with the function libraries' `codes`; `aof_base` marks it
+    /// as an append-only file's base.
+    pub fn write_snapshot_to(&self, path: &std::path::Path, codes: &[Bytes], aof_base: bool) -> std::io::Result<()> {
         let dir = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -193,7 +198,7 @@ impl State {
             let aux = Aux {
                 ctime: self.clock.now_ms() / 1000,
                 used_mem: crate::memory::used_bytes(),
-                aof_base: false,
+                aof_base,
             };
             let libraries: Vec<&[u8]> = codes.iter().map(|c| c.as_ref()).collect();
             let now = self.clock.now_ms();
@@ -228,7 +233,7 @@ impl State {
             return Err("Background save already in progress".into());
         }
         let path = rdb_path(&self.params);
-        match self.write_rdb(&path, codes) {
+        match self.write_snapshot_to(&path, codes, false) {
             Ok(()) => {
                 crate::log::notice(format_args!("DB saved on disk"));
                 self.saved(self.dirty);
@@ -270,7 +275,7 @@ impl State {
         // the runtime; the engine's data is touched by this thread alone.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            let status = match self.write_rdb(&path, codes) {
+            let status = match self.write_snapshot_to(&path, codes, false) {
                 Ok(()) => 0,
                 Err(_) => 1,
             };
@@ -315,6 +320,9 @@ impl State {
                     self.persistence.last_bgsave_ok = false;
                 }
             }
+            return;
+        }
+        if self.aof.as_ref().is_some_and(|a| a.rewrite.is_some()) {
             return;
         }
         let now = self.clock.now_ms() / 1000;

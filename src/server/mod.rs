@@ -90,7 +90,11 @@ impl Shared {
     /// and tasks for connections it accepted.
     pub fn after_batch(self: &Rc<Self>) {
         {
-            let engine = self.engine.borrow();
+            let mut engine = self.engine.borrow_mut();
+            // The batch's writes reach the append-only file (and, with
+            // `appendfsync always`, the disk) before any of its replies
+            // leave.
+            engine.state.aof_write();
             self.limits.set(net_limits(&engine));
         }
         if !self.busy_accepted.borrow().is_empty() {
@@ -441,6 +445,12 @@ fn serve(listeners: Vec<StdListener>, state: State, libraries: Vec<bytes::Bytes>
     local.block_on(&runtime, async move {
         let mut engine = Engine::new(state);
         engine.scripts.load_libraries(libraries);
+        if let Err(e) = engine.load_aof() {
+            // As redis-server: a damaged append-only file stops the start.
+            log::warning(format_args!("{e}"));
+            log::warning(format_args!("Fatal error loading the DB, check server logs. Exiting."));
+            std::process::exit(1);
+        }
         let listener_fds = listeners.iter().map(StdListener::fd).collect();
         let shared = Rc::new(Shared {
             limits: std::cell::Cell::new(net_limits(&engine)),

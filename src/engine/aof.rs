@@ -1,0 +1,736 @@
+//! The append-only file, in Redis 7.0's multi-part layout: in
+//! `dir`/`appenddirname`, a manifest (`appendonly.aof.manifest`) naming a
+//! base file (an RDB snapshot, `appendonly.aof.N.base.rdb`, as with
+//! `aof-use-rdb-preamble yes`) and the incremental files after it
+//! (`appendonly.aof.N.incr.aof`), which hold every write as the effect
+//! stream records it (`engine::effects`: RESP commands, SELECT where the
+//! database changes, relative expiries made absolute, scripts and
+//! transactions as MULTI/EXEC).
+//!
+//! The stream reaches the file at the end of each batch a connection ran,
+//! before any reply of that batch is written to a socket: with
+//! `appendfsync always` the batch's writes are on disk (one `fdatasync`
+//! for all of them) before a client hears of any; `everysec` syncs once a
+//! second from a thread of its own; `no` leaves it to the OS.
+//!
+//! BGREWRITEAOF forks a child that writes a new base snapshot while the
+//! engine goes on appending to a new incremental file; when the child is
+//! done the manifest names the new base and that file alone, and the old
+//! files are removed. At start the base is loaded and every incremental
+//! file replayed through the command pipeline; a truncated last command is
+//! cut off (`aof-load-truncated yes`) or stops the start.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::State;
+use super::effects::EffectsTap;
+use crate::error::os_error_text;
+
+/// A file the manifest names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    pub name: String,
+    pub seq: u64,
+    /// `b` (base), `h` (history) or `i` (incremental).
+    pub kind: char,
+}
+
+/// The manifest: the base file first, then the incremental files in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Manifest {
+    pub parts: Vec<Part>,
+}
+
+impl Manifest {
+    /// Reads the manifest's text (Redis's `aofLoadManifestFromFile`).
+    pub fn parse(text: &str) -> Result<Manifest, String> {
+        let mut parts = Vec::new();
+        for line in text.lines() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let words = crate::request::split_args(line.as_bytes()).ok_or("Invalid AOF manifest file format")?;
+            let words: Vec<String> = words.into_iter().map(|w| String::from_utf8_lossy(&w).into_owned()).collect();
+            let mut part = Part {
+                name: String::new(),
+                seq: 0,
+                kind: ' ',
+            };
+            for pair in words.chunks(2) {
+                let [key, value] = pair else {
+                    return Err("Invalid AOF manifest file format".into());
+                };
+                match key.as_str() {
+                    "file" => part.name = value.clone(),
+                    "seq" => part.seq = value.parse().map_err(|_| "Invalid AOF manifest file format")?,
+                    "type" => part.kind = value.chars().next().unwrap_or(' '),
+                    _ => {}
+                }
+            }
+            if part.name.is_empty() || !matches!(part.kind, 'b' | 'h' | 'i') {
+                return Err("Invalid AOF manifest file format".into());
+            }
+            parts.push(part);
+        }
+        Ok(Manifest { parts })
+    }
+
+    pub fn text(&self) -> String {
+        self.parts
+            .iter()
+            .map(|p| format!("file {} seq {} type {}\n", p.name, p.seq, p.kind))
+            .collect()
+    }
+
+    fn base(&self) -> Option<&Part> {
+        self.parts.iter().find(|p| p.kind == 'b')
+    }
+
+    fn incrs(&self) -> impl Iterator<Item = &Part> {
+        self.parts.iter().filter(|p| p.kind == 'i')
+    }
+
+    fn next_incr_seq(&self) -> u64 {
+        self.incrs().map(|p| p.seq).max().unwrap_or(0) + 1
+    }
+
+    fn next_base_seq(&self) -> u64 {
+        self.base().map_or(0, |p| p.seq) + 1
+    }
+}
+
+/// When the file is synced to disk (`appendfsync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fsync {
+    Always,
+    EverySec,
+    No,
+}
+
+impl Fsync {
+    pub fn of(value: Option<&str>) -> Fsync {
+        match value {
+            Some("always") => Fsync::Always,
+            Some("no") => Fsync::No,
+            _ => Fsync::EverySec,
+        }
+    }
+}
+
+/// A rewrite in progress: the child writing the new base.
+#[derive(Debug)]
+pub struct Rewrite {
+    pub pid: libc::pid_t,
+    pub started: Instant,
+    /// The base it writes and the incremental file opened beside it.
+    pub base: Part,
+}
+
+/// The append-only file of a running server.
+pub struct Aof {
+    pub dir: PathBuf,
+    pub basename: String,
+    pub manifest: Manifest,
+    /// The incremental file writes go to.
+    file: std::fs::File,
+    /// What the effect stream handed over since the last write.
+    pending: Arc<Mutex<Vec<u8>>>,
+    pub fsync: Fsync,
+    /// Asks the syncing thread to sync (everysec).
+    syncer: Option<std::sync::mpsc::Sender<std::fs::File>>,
+    last_sync: Instant,
+    pub last_write_ok: bool,
+    pub rewrite: Option<Rewrite>,
+    pub rewrites: u64,
+    pub last_rewrite_ok: bool,
+    pub last_rewrite_secs: i64,
+    /// Bytes in the incremental files, and the base's size.
+    pub current_size: u64,
+    pub base_size: u64,
+    /// The size after the last rewrite (or at start): what
+    /// `auto-aof-rewrite-percentage` measures growth against.
+    pub rewrite_base_size: u64,
+}
+
+impl std::fmt::Debug for Aof {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Aof({})", self.dir.display())
+    }
+}
+
+/// The directory the AOF lives in.
+pub fn aof_dir(state: &State) -> PathBuf {
+    let dir = state.params.value("dir").unwrap_or(".");
+    PathBuf::from(dir).join(state.params.value("appenddirname").unwrap_or("appendonlydir"))
+}
+
+fn manifest_name(basename: &str) -> String {
+    format!("{basename}.manifest")
+}
+
+/// Writes `text` to `path` through a temporary file renamed over it.
+fn write_atomically(path: &Path, text: &[u8]) -> std::io::Result<()> {
+    let temp = path.with_extension("tmp-manifest");
+    let mut f = std::fs::File::create(&temp)?;
+    f.write_all(text)?;
+    f.sync_all()?;
+    std::fs::rename(&temp, path)?;
+    if let Some(dir) = path.parent()
+        && let Ok(d) = std::fs::File::open(dir)
+    {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new().create(true).append(true).open(path)
+}
+
+/// One command of an AOF: its arguments, or why the file is damaged at
+/// `at` (truncated, or not RESP).
+enum Parsed {
+    Command(Vec<Bytes>, usize),
+    Truncated,
+    Bad,
+    End,
+}
+
+/// Reads the command starting at `at` (Redis's `loadSingleAppendOnlyFile`:
+/// multibulk arrays only; `#` lines are annotations).
+fn parse_command(buf: &[u8], mut at: usize) -> Parsed {
+    loop {
+        if at >= buf.len() {
+            return Parsed::End;
+        }
+        if buf[at] != b'#' {
+            break;
+        }
+        match buf[at..].iter().position(|&b| b == b'\n') {
+            Some(n) => at += n + 1,
+            None => return Parsed::Truncated,
+        }
+    }
+    let line = |at: usize| -> Option<(i64, usize)> {
+        let end = buf[at..].windows(2).position(|w| w == b"\r\n")? + at;
+        let n = crate::numfmt::parse_i64(&buf[at + 1..end])?;
+        Some((n, end + 2))
+    };
+    if buf[at] != b'*' {
+        return Parsed::Bad;
+    }
+    let Some((argc, mut at)) = line(at) else { return Parsed::Truncated };
+    if argc < 1 {
+        return Parsed::Bad;
+    }
+    let mut argv = Vec::with_capacity(argc as usize);
+    for _ in 0..argc {
+        if at >= buf.len() {
+            return Parsed::Truncated;
+        }
+        if buf[at] != b'$' {
+            return Parsed::Bad;
+        }
+        let Some((len, start)) = line(at) else { return Parsed::Truncated };
+        let end = start + len.max(0) as usize;
+        if end + 2 > buf.len() {
+            return Parsed::Truncated;
+        }
+        argv.push(Bytes::copy_from_slice(&buf[start..end]));
+        at = end + 2;
+    }
+    Parsed::Command(argv, at)
+}
+
+impl State {
+    /// Whether the append-only file is on.
+    pub fn aof_on(&self) -> bool {
+        self.aof.is_some()
+    }
+
+    /// Writes what the effect stream handed over to the incremental file;
+    /// with `appendfsync always`, syncs it before returning (the batch's
+    /// replies are written after this). Called after every batch and by
+    /// the cron.
+    pub fn aof_write(&mut self) {
+        let Some(aof) = self.aof.as_mut() else { return };
+        let data = std::mem::take(&mut *aof.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        if !data.is_empty() {
+            match aof.file.write_all(&data) {
+                Ok(()) => {
+                    aof.current_size += data.len() as u64;
+                    if !aof.last_write_ok {
+                        crate::log::warning(format_args!("AOF write error looks solved, Redis can write again."));
+                    }
+                    aof.last_write_ok = true;
+                }
+                Err(e) => {
+                    aof.last_write_ok = false;
+                    crate::log::warning(format_args!("Error writing to the AOF file: {}", os_error_text(&e)));
+                }
+            }
+            if aof.fsync == Fsync::Always {
+                let _ = aof.file.sync_data();
+                aof.last_sync = Instant::now();
+            }
+        }
+    }
+
+    /// The cron's part: writes what is pending, syncs once a second with
+    /// `everysec` (on a thread of its own), accounts for a rewrite that
+    /// ended, and starts one when the file grew past
+    /// `auto-aof-rewrite-percentage`.
+    pub fn aof_cron(&mut self, codes: impl FnOnce() -> Vec<Bytes>) {
+        self.aof_write();
+        let Some(aof) = self.aof.as_mut() else { return };
+        if aof.fsync == Fsync::EverySec && aof.last_sync.elapsed().as_millis() >= 1000 {
+            aof.last_sync = Instant::now();
+            if let (Some(syncer), Ok(file)) = (aof.syncer.as_ref(), aof.file.try_clone()) {
+                let _ = syncer.send(file);
+            }
+        }
+        if let Some(rewrite) = &aof.rewrite {
+            let mut status = 0;
+            // SAFETY: waits without blocking for this process's own child.
+            let done = unsafe { libc::waitpid(rewrite.pid, &mut status, libc::WNOHANG) };
+            if done == rewrite.pid || done < 0 {
+                let ok = done == rewrite.pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+                self.rewrite_done(ok);
+            }
+            return;
+        }
+        let percentage = self.params.int("auto-aof-rewrite-percentage").unwrap_or(100);
+        let min_size = self.params.int("auto-aof-rewrite-min-size").unwrap_or(64 << 20).max(0) as u64;
+        let Some(aof) = self.aof.as_ref() else { return };
+        let size = aof.current_size + aof.base_size;
+        if percentage > 0 && self.persistence.child.is_none() && size > min_size {
+            let base = aof.rewrite_base_size.max(1);
+            let growth = (size.saturating_sub(base) * 100 / base) as i64;
+            if growth >= percentage {
+                crate::log::notice(format_args!("Starting automatic rewriting of AOF on {growth}% growth"));
+                let _ = self.bgrewriteaof(&codes());
+            }
+        }
+    }
+
+    /// Turns the append-only file on. At start (`fresh` false) the files
+    /// found were loaded (see `Engine::load_aof`) and writes go on in the
+    /// last incremental file; without files, and always when turned on at
+    /// run time (`fresh`: CONFIG SET appendonly yes), the dataset is
+    /// written now as a new base, an empty incremental file follows it,
+    /// and the files of before are removed.
+    pub fn start_aof(&mut self, codes: &[Bytes], fresh: bool) -> Result<(), String> {
+        if self.aof.is_some() {
+            return Ok(());
+        }
+        let dir = aof_dir(self);
+        let basename = self.params.value("appendfilename").unwrap_or("appendonly.aof").to_string();
+        std::fs::create_dir_all(&dir).map_err(|e| format!("Can't open the append-only file: {}", os_error_text(&e)))?;
+        let manifest_path = dir.join(manifest_name(&basename));
+        let mut manifest = match std::fs::read_to_string(&manifest_path) {
+            Ok(text) => Manifest::parse(&text)?,
+            Err(_) => Manifest::default(),
+        };
+        let mut base_size = manifest
+            .base()
+            .and_then(|b| std::fs::metadata(dir.join(&b.name)).ok())
+            .map_or(0, |m| m.len());
+        if fresh || (manifest.base().is_none() && manifest.incrs().next().is_none()) {
+            // The dataset as it is becomes the base.
+            let base = Part {
+                name: format!("{basename}.{}.base.rdb", manifest.next_base_seq()),
+                seq: manifest.next_base_seq(),
+                kind: 'b',
+            };
+            let incr_seq = manifest.next_incr_seq();
+            self.write_snapshot_to(&dir.join(&base.name), codes, true)
+                .map_err(|e| format!("Can't write the AOF base: {}", os_error_text(&e)))?;
+            base_size = std::fs::metadata(dir.join(&base.name)).map_or(0, |m| m.len());
+            let old = std::mem::take(&mut manifest.parts);
+            manifest.parts.push(base);
+            manifest.parts.push(Part {
+                name: format!("{basename}.{incr_seq}.incr.aof"),
+                seq: incr_seq,
+                kind: 'i',
+            });
+            write_atomically(&manifest_path, manifest.text().as_bytes()).map_err(|e| os_error_text(&e))?;
+            for part in old {
+                let _ = std::fs::remove_file(dir.join(&part.name));
+            }
+        }
+        let incr = match manifest.incrs().last() {
+            Some(last) => last.clone(),
+            None => {
+                let part = Part {
+                    name: format!("{basename}.{}.incr.aof", manifest.next_incr_seq()),
+                    seq: manifest.next_incr_seq(),
+                    kind: 'i',
+                };
+                manifest.parts.push(part.clone());
+                part
+            }
+        };
+        let file = open_append(&dir.join(&incr.name)).map_err(|e| format!("Can't open the append-only file: {}", os_error_text(&e)))?;
+        write_atomically(&manifest_path, manifest.text().as_bytes()).map_err(|e| os_error_text(&e))?;
+        let current_size: u64 = manifest
+            .incrs()
+            .filter_map(|p| std::fs::metadata(dir.join(&p.name)).ok())
+            .map(|m| m.len())
+            .sum();
+        let pending = Arc::new(Mutex::new(Vec::new()));
+        let tap_buffer = pending.clone();
+        self.attach_effects(EffectsTap::aof(move |bytes| {
+            tap_buffer.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(bytes)
+        }));
+        let fsync = Fsync::of(self.params.value("appendfsync"));
+        self.aof = Some(Aof {
+            dir,
+            basename,
+            manifest,
+            file,
+            pending,
+            fsync,
+            syncer: Some(spawn_syncer()),
+            last_sync: Instant::now(),
+            last_write_ok: true,
+            rewrite: None,
+            rewrites: 0,
+            last_rewrite_ok: true,
+            last_rewrite_secs: -1,
+            current_size,
+            base_size,
+            rewrite_base_size: current_size + base_size,
+        });
+        Ok(())
+    }
+
+    /// Turns the append-only file off (CONFIG SET appendonly no): what is
+    /// pending is written and synced first.
+    pub fn stop_aof(&mut self) {
+        self.aof_write();
+        self.kill_aof_rewrite();
+        if let Some(aof) = self.aof.take() {
+            let _ = aof.file.sync_data();
+            self.detach_aof_effects();
+        }
+    }
+
+    /// At shutdown: everything written and synced.
+    pub fn aof_close(&mut self) {
+        self.aof_write();
+        self.kill_aof_rewrite();
+        if let Some(aof) = self.aof.as_ref() {
+            let _ = aof.file.sync_data();
+        }
+    }
+
+    /// The AOF's `appendfsync` follows CONFIG SET.
+    pub fn aof_settings_changed(&mut self) {
+        let fsync = Fsync::of(self.params.value("appendfsync"));
+        if let Some(aof) = self.aof.as_mut() {
+            aof.fsync = fsync;
+        }
+    }
+
+    /// BGREWRITEAOF: a child writes the dataset as a new base while writes
+    /// go on to a new incremental file.
+    pub fn bgrewriteaof(&mut self, codes: &[Bytes]) -> Result<(), String> {
+        if self.aof.as_ref().is_some_and(|a| a.rewrite.is_some()) {
+            return Err("Background append only file rewriting already in progress".into());
+        }
+        if self.persistence.child.is_some() {
+            return Err("child in progress".into());
+        }
+        self.aof_write();
+        let Some(aof) = self.aof.as_mut() else {
+            return Err("appendonly is off".into());
+        };
+        // The new incremental file starts now, with a SELECT of its own.
+        let incr = Part {
+            name: format!("{}.{}.incr.aof", aof.basename, aof.manifest.next_incr_seq()),
+            seq: aof.manifest.next_incr_seq(),
+            kind: 'i',
+        };
+        let base = Part {
+            name: format!("{}.{}.base.rdb", aof.basename, aof.manifest.next_base_seq()),
+            seq: aof.manifest.next_base_seq(),
+            kind: 'b',
+        };
+        let file = open_append(&aof.dir.join(&incr.name)).map_err(|e| os_error_text(&e))?;
+        let _ = aof.file.sync_data();
+        aof.file = file;
+        aof.manifest.parts.push(incr);
+        write_atomically(&aof.dir.join(manifest_name(&aof.basename)), aof.manifest.text().as_bytes()).map_err(|e| os_error_text(&e))?;
+        let base_path = aof.dir.join(&base.name);
+        self.restart_aof_stream();
+        super::persistence::before_fork();
+        // SAFETY: as BGSAVE's fork (see `persistence`): the child writes
+        // the base from its copy of memory and leaves with `_exit`.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let status = match self.write_snapshot_to(&base_path, codes, true) {
+                Ok(()) => 0,
+                Err(_) => 1,
+            };
+            // SAFETY: ends the child without the parent's destructors.
+            unsafe { libc::_exit(status) };
+        }
+        if pid < 0 {
+            return Err(format!("fork: {}", os_error_text(&std::io::Error::last_os_error())));
+        }
+        crate::log::notice(format_args!("Background append only file rewriting started by pid {pid}"));
+        if let Some(aof) = self.aof.as_mut() {
+            aof.rewrite = Some(Rewrite {
+                pid,
+                started: Instant::now(),
+                base,
+            });
+        }
+        Ok(())
+    }
+
+    /// A rewrite's child ended: on success the manifest names the new base
+    /// and the incremental files since it, and the old files go.
+    fn rewrite_done(&mut self, ok: bool) {
+        let Some(aof) = self.aof.as_mut() else { return };
+        let Some(rewrite) = aof.rewrite.take() else { return };
+        aof.last_rewrite_secs = rewrite.started.elapsed().as_secs() as i64;
+        aof.last_rewrite_ok = ok;
+        if !ok {
+            crate::log::warning(format_args!("Background AOF rewrite terminated with error"));
+            let _ = std::fs::remove_file(aof.dir.join(&rewrite.base.name));
+            return;
+        }
+        let current = aof.manifest.incrs().last().cloned();
+        let old: Vec<Part> = aof
+            .manifest
+            .parts
+            .iter()
+            .filter(|p| Some(*p) != current.as_ref())
+            .cloned()
+            .collect();
+        let mut manifest = Manifest {
+            parts: vec![rewrite.base.clone()],
+        };
+        manifest.parts.extend(current);
+        if let Err(e) = write_atomically(&aof.dir.join(manifest_name(&aof.basename)), manifest.text().as_bytes()) {
+            crate::log::warning(format_args!(
+                "Error trying to rename the temporary AOF manifest file: {}",
+                os_error_text(&e)
+            ));
+            aof.last_rewrite_ok = false;
+            return;
+        }
+        for part in old {
+            let _ = std::fs::remove_file(aof.dir.join(&part.name));
+        }
+        aof.manifest = manifest;
+        aof.base_size = std::fs::metadata(aof.dir.join(&rewrite.base.name)).map_or(0, |m| m.len());
+        aof.current_size = aof
+            .manifest
+            .incrs()
+            .filter_map(|p| std::fs::metadata(aof.dir.join(&p.name)).ok())
+            .map(|m| m.len())
+            .sum();
+        aof.rewrite_base_size = aof.base_size + aof.current_size;
+        aof.rewrites += 1;
+        crate::log::notice(format_args!("Background AOF rewrite finished successfully"));
+    }
+
+    fn kill_aof_rewrite(&mut self) {
+        let Some(aof) = self.aof.as_mut() else { return };
+        if let Some(rewrite) = aof.rewrite.take() {
+            // SAFETY: signals and reaps this process's own child.
+            unsafe {
+                libc::kill(rewrite.pid, libc::SIGUSR1);
+                let mut status = 0;
+                libc::waitpid(rewrite.pid, &mut status, 0);
+            }
+            let _ = std::fs::remove_file(aof.dir.join(&rewrite.base.name));
+        }
+    }
+
+    /// Loads an existing append-only file at start: the base, then every
+    /// incremental file replayed by `replay` (the command pipeline). Ok(
+    /// false) when there is none.
+    pub fn read_aof(&self) -> Result<Option<AofFiles>, String> {
+        let dir = aof_dir(self);
+        let basename = self.params.value("appendfilename").unwrap_or("appendonly.aof").to_string();
+        let text = match std::fs::read_to_string(dir.join(manifest_name(&basename))) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(os_error_text(&e)),
+        };
+        let manifest = Manifest::parse(&text)?;
+        let mut files = AofFiles::default();
+        if let Some(base) = manifest.base() {
+            let bytes = std::fs::read(dir.join(&base.name)).map_err(|e| format!("{}: {}", base.name, os_error_text(&e)))?;
+            files.base = Some((base.name.clone(), bytes));
+        }
+        for part in manifest.incrs() {
+            let path = dir.join(&part.name);
+            let bytes = std::fs::read(&path).map_err(|e| format!("{}: {}", part.name, os_error_text(&e)))?;
+            files.incrs.push((path, bytes));
+        }
+        Ok(Some(files))
+    }
+}
+
+/// The files of an append-only file, read.
+#[derive(Default)]
+pub struct AofFiles {
+    /// The base's name and bytes.
+    pub base: Option<(String, Vec<u8>)>,
+    /// Each incremental file's path and bytes, in order.
+    pub incrs: Vec<(PathBuf, Vec<u8>)>,
+}
+
+/// Splits an incremental file into its commands. A truncated last command
+/// is cut off (the file truncated to what loads) when `truncated_ok`;
+/// otherwise, and for anything that is not RESP, the error Redis logs.
+pub fn commands(path: &Path, bytes: &[u8], truncated_ok: bool, last_file: bool) -> Result<Vec<Vec<Bytes>>, String> {
+    let mut at = 0;
+    let mut out = Vec::new();
+    loop {
+        match parse_command(bytes, at) {
+            Parsed::End => return Ok(out),
+            Parsed::Command(argv, next) => {
+                out.push(argv);
+                at = next;
+            }
+            Parsed::Truncated if truncated_ok && last_file => {
+                crate::log::warning(format_args!(
+                    "!!! Warning: short read while loading the AOF file {}!!!",
+                    path.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned())
+                ));
+                crate::log::warning(format_args!(
+                    "!!! Truncating the AOF {} at offset {at} !!!",
+                    path.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned())
+                ));
+                if let Ok(f) = std::fs::OpenOptions::new().write(true).open(path) {
+                    let _ = f.set_len(at as u64);
+                }
+                crate::log::warning(format_args!(
+                    "AOF {} loaded anyway because aof-load-truncated is enabled",
+                    path.display()
+                ));
+                return Ok(out);
+            }
+            Parsed::Truncated => {
+                return Err(format!(
+                    "Unexpected end of file reading the append only file {}. You can: 1) Make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>. 2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server.",
+                    path.display()
+                ));
+            }
+            Parsed::Bad => {
+                return Err(format!(
+                    "Bad file format reading the append only file {}: make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>",
+                    path.display()
+                ));
+            }
+        }
+    }
+}
+
+/// The thread that syncs the file once a second (`everysec`), so the
+/// engine never waits on the disk.
+fn spawn_syncer() -> std::sync::mpsc::Sender<std::fs::File> {
+    let (tx, rx) = std::sync::mpsc::channel::<std::fs::File>();
+    let _ = std::thread::Builder::new().name("keylock-aof-sync".into()).spawn(move || {
+        while let Ok(file) = rx.recv() {
+            let _ = file.sync_data();
+        }
+    });
+    tx
+}
+
+impl State {
+    /// Adds the append-only file's consumer to the effect stream.
+    fn attach_effects(&mut self, tap: EffectsTap) {
+        self.key_events.record_expired_deletions();
+        self.aof_tap = Some(self.effects.attach(tap));
+    }
+
+    fn detach_aof_effects(&mut self) {
+        if let Some(id) = self.aof_tap.take() {
+            self.effects.detach(id);
+        }
+    }
+
+    /// The append-only file's stream starts again (a new incremental file):
+    /// its first effect comes after a SELECT.
+    fn restart_aof_stream(&mut self) {
+        if let Some(id) = self.aof_tap {
+            self.effects.reselect(id);
+        }
+    }
+}
+
+impl super::Engine {
+    /// At start, with `appendonly yes`: the append-only file found is
+    /// loaded (its base, then every incremental file replayed through the
+    /// command pipeline), then writes are appended to it. The error is
+    /// Redis's reason to exit.
+    pub fn load_aof(&mut self) -> Result<(), String> {
+        if self.state.params.value("appendonly") != Some("yes") {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let mut loaded_any = false;
+        if let Some(files) = self.state.read_aof()? {
+            loaded_any = true;
+            if let Some((name, bytes)) = files.base {
+                if bytes.starts_with(b"REDIS") {
+                    let databases = self.state.dbs.len();
+                    let options = super::persistence::decode_options(&self.state.params);
+                    let now = self.state.clock.now_ms();
+                    let loaded = crate::rdb::file::read(&bytes, databases, &options, now).map_err(|e| format!("{name}: {}", e.0))?;
+                    let libraries = self.state.install(loaded);
+                    self.scripts.load_libraries(libraries);
+                } else {
+                    let commands = commands(Path::new(&name), &bytes, false, false)?;
+                    self.replay(commands)?;
+                }
+            }
+            let truncated_ok = self.state.params.value("aof-load-truncated") != Some("no");
+            let last = files.incrs.len();
+            for (i, (path, bytes)) in files.incrs.iter().enumerate() {
+                let commands = commands(path, bytes, truncated_ok, i + 1 == last)?;
+                self.replay(commands)?;
+            }
+        }
+        if loaded_any {
+            crate::log::notice(format_args!(
+                "DB loaded from append only file: {:.3} seconds",
+                started.elapsed().as_secs_f64()
+            ));
+        }
+        let codes = self.scripts.library_codes();
+        self.state.start_aof(&codes, false)
+    }
+
+    /// Runs an append-only file's commands as a client with no connection
+    /// would (Redis's fake AOF client): the effects they make are not
+    /// recorded again.
+    fn replay(&mut self, commands: Vec<Vec<Bytes>>) -> Result<(), String> {
+        let mut client = super::Client::script_client();
+        client.is_script = false;
+        client.authenticated = true;
+        for argv in commands {
+            if let super::exec::Lookup::Unknown = super::exec::lookup(&argv) {
+                return Err(format!(
+                    "Unknown command '{}' reading the append only file",
+                    String::from_utf8_lossy(&argv[0])
+                ));
+            }
+            super::exec::dispatch(&mut self.state, Some(&mut self.scripts), &mut client, argv);
+        }
+        Ok(())
+    }
+}
