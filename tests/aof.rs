@@ -1,0 +1,192 @@
+//! The append-only file: with `appendfsync always` a write acknowledged
+//! is on disk (the process killed with SIGKILL right after loses none);
+//! keylock's files load in redis-server 7.0.15 with the same DEBUG DIGEST
+//! and redis-server's in keylock; BGREWRITEAOF, CONFIG SET appendonly and
+//! a truncated tail behave as Redis's.
+
+mod common;
+
+use common::{Binary, Raw};
+
+fn text(reply: Vec<u8>) -> String {
+    String::from_utf8_lossy(&reply).into_owned()
+}
+
+fn info_field(c: &mut Raw, field: &str) -> String {
+    let info = text(c.call(&["INFO", "persistence"]));
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("INFO has no {field}"))
+        .trim()
+        .to_string()
+}
+
+fn keylock_in(dir: &std::path::Path, extra: &[&str]) -> Binary {
+    let mut args = vec!["--dir", dir.to_str().unwrap(), "--enable-debug-command", "yes"];
+    args.extend_from_slice(extra);
+    Binary::start(&args)
+}
+
+const ACQUIRE: &str = include_str!("../lua/redisson/4.7.0/lock-acquire.lua");
+
+/// Writes of every kind whose effects differ from the command sent.
+fn write_things(c: &mut Raw) {
+    for args in [
+        &["SET", "plain", "v"][..],
+        &["SET", "leased", "v", "EX", "1000"],
+        &["INCRBYFLOAT", "float", "1.5"],
+        &["RPUSH", "list", "a", "b", "c"],
+        &["LPOP", "list"],
+        &["SADD", "set", "x"],
+        &["SPOP", "set"],
+        &["HSET", "hash", "f", "1"],
+        &["EXPIRE", "hash", "1000"],
+        &["ZADD", "zset", "1", "m"],
+        &["XADD", "stream", "*", "f", "v"],
+        &["SELECT", "3"],
+        &["SET", "in-db-3", "v"],
+        &["SELECT", "0"],
+        &["MULTI"],
+        &["INCR", "counter"],
+        &["INCR", "counter"],
+        &["EXEC"],
+        &[
+            "EVAL",
+            "redis.call('set', 'by-script', 1) return redis.call('incr', 'counter')",
+            "0",
+        ],
+        &["EVAL", ACQUIRE, "1", "orders", "60000", "client-1:thread-1"],
+    ] {
+        let reply = c.call(args);
+        assert!(!reply.starts_with(b"-"), "{args:?}: {}", text(reply));
+    }
+}
+
+#[test]
+fn an_acknowledged_write_survives_sigkill_with_appendfsync_always() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut keylock = keylock_in(dir.path(), &["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = Raw::connect(keylock.addr);
+    write_things(&mut c);
+    let digest = c.call(&["DEBUG", "DIGEST"]);
+    keylock.signal(libc::SIGKILL);
+    keylock.wait_exit(10);
+
+    let keylock = keylock_in(dir.path(), &["--appendonly", "yes"]);
+    let mut c = Raw::connect(keylock.addr);
+    assert_eq!(c.call(&["DEBUG", "DIGEST"]), digest);
+    // The lock taken natively is held, its lease counting from when it
+    // was taken.
+    assert_eq!(c.call(&["HGET", "orders", "client-1:thread-1"]), b"$1\r\n1\r\n");
+    let pttl: i64 = text(c.call(&["PTTL", "orders"]))[1..].trim().parse().unwrap();
+    assert!((50_000..=60_000).contains(&pttl), "{pttl}");
+    assert_eq!(info_field(&mut c, "aof_enabled"), "1");
+}
+
+#[test]
+fn keylocks_append_only_file_loads_in_redis_server_and_the_reverse() {
+    let Some(redis) = common::real_redis_with(&["--enable-debug-command", "yes", "--enable-protected-configs", "yes"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut keylock = keylock_in(dir.path(), &["--appendonly", "yes"]);
+    let mut c = Raw::connect(keylock.addr);
+    write_things(&mut c);
+    // A rewrite in the middle: a new base, then more increments.
+    assert_eq!(c.call(&["BGREWRITEAOF"]), b"+Background append only file rewriting started\r\n");
+    common::wait_until(30, "the rewrite ends", || info_field(&mut c, "aof_rewrites") == "1");
+    c.call(&["SET", "after-rewrite", "v"]);
+    c.call(&["DEL", "plain"]);
+    let digest = c.call(&["DEBUG", "DIGEST"]);
+    c.send_cmd(&[b"SHUTDOWN"]);
+    keylock.wait_exit(10);
+    let files: Vec<String> = std::fs::read_dir(dir.path().join("appendonlydir"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(files.len(), 3, "the old base and increments are gone: {files:?}");
+
+    // redis-server loads keylock's files and appends to them.
+    let mut r = Raw::connect(redis.addr);
+    assert_eq!(r.call(&["CONFIG", "SET", "dir", dir.path().to_str().unwrap()]), b"+OK\r\n");
+    assert_eq!(r.call(&["DEBUG", "LOADAOF"]), b"+OK\r\n");
+    assert_eq!(r.call(&["DEBUG", "DIGEST"]), digest);
+    r.call(&["SET", "from-redis", "v"]);
+    r.call(&["SET", "leased-by-redis", "v", "PX", "500000"]);
+    let digest = r.call(&["DEBUG", "DIGEST"]);
+    assert_eq!(r.call(&["CONFIG", "SET", "appendonly", "yes"]), b"+OK\r\n");
+    common::wait_until(30, "redis rewrites its AOF", || {
+        text(r.call(&["INFO", "persistence"])).contains("aof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0")
+            && text(r.call(&["INFO", "persistence"])).contains("aof_rewrites:1")
+    });
+    r.call(&["SET", "appended-by-redis", "v"]);
+    let digest_after = r.call(&["DEBUG", "DIGEST"]);
+    assert_ne!(digest, digest_after);
+    drop(redis);
+
+    let keylock = keylock_in(dir.path(), &["--appendonly", "yes"]);
+    let mut c = Raw::connect(keylock.addr);
+    assert_eq!(c.call(&["DEBUG", "DIGEST"]), digest_after);
+}
+
+#[test]
+fn config_set_appendonly_writes_the_dataset_as_the_base_and_no_stops_appending() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut keylock = keylock_in(dir.path(), &[]);
+    let mut c = Raw::connect(keylock.addr);
+    c.call(&["SET", "before", "v"]);
+    assert_eq!(info_field(&mut c, "aof_enabled"), "0");
+    assert_eq!(c.call(&["CONFIG", "SET", "appendonly", "yes"]), b"+OK\r\n");
+    assert_eq!(info_field(&mut c, "aof_enabled"), "1");
+    c.call(&["SET", "during", "v"]);
+    assert_eq!(c.call(&["CONFIG", "SET", "appendonly", "no"]), b"+OK\r\n");
+    c.call(&["SET", "after", "v"]);
+    c.send_cmd(&[b"SHUTDOWN", b"NOSAVE"]);
+    keylock.wait_exit(10);
+
+    let keylock = keylock_in(dir.path(), &["--appendonly", "yes"]);
+    let mut c = Raw::connect(keylock.addr);
+    let mut keys = text(c.call(&["KEYS", "*"]));
+    keys = keys.lines().filter(|l| !l.starts_with(['*', '$'])).collect::<Vec<_>>().join(" ");
+    let mut keys: Vec<&str> = keys.split(' ').collect();
+    keys.sort();
+    assert_eq!(keys, ["before", "during"]);
+}
+
+#[test]
+fn a_truncated_last_command_is_cut_off_or_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut keylock = keylock_in(dir.path(), &["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = Raw::connect(keylock.addr);
+    c.call(&["SET", "kept", "v"]);
+    c.call(&["SET", "torn", "v"]);
+    keylock.signal(libc::SIGKILL);
+    keylock.wait_exit(10);
+    let incr = dir.path().join("appendonlydir").join("appendonly.aof.1.incr.aof");
+    let bytes = std::fs::read(&incr).unwrap();
+    std::fs::write(&incr, &bytes[..bytes.len() - 5]).unwrap();
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_keylock"))
+        .args([
+            "--port",
+            "0",
+            "--dir",
+            dir.path().to_str().unwrap(),
+            "--appendonly",
+            "yes",
+            "--aof-load-truncated",
+            "no",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Unexpected end of file"));
+
+    let keylock = keylock_in(dir.path(), &["--appendonly", "yes"]);
+    let mut c = Raw::connect(keylock.addr);
+    assert_eq!(c.call(&["GET", "kept"]), b"$1\r\nv\r\n");
+    assert_eq!(c.call(&["EXISTS", "torn"]), b":0\r\n");
+    // The file was cut back to its last whole command and goes on there.
+    c.call(&["SET", "next", "v"]);
+    assert_eq!(c.call(&["GET", "next"]), b"$1\r\nv\r\n");
+}
