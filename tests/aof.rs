@@ -154,6 +154,23 @@ fn config_set_appendonly_writes_the_dataset_as_the_base_and_no_stops_appending()
 }
 
 #[test]
+fn debug_loadaof_loads_the_file_back_and_appends_nothing_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = keylock_in(dir.path(), &["--appendonly", "yes"]);
+    let mut c = Raw::connect(keylock.addr);
+    write_things(&mut c);
+    let digest = c.call(&["DEBUG", "DIGEST"]);
+    let size = info_field(&mut c, "aof_current_size");
+    assert_eq!(c.call(&["DEBUG", "LOADAOF"]), b"+OK\r\n");
+    assert_eq!(c.call(&["DEBUG", "DIGEST"]), digest);
+    assert_eq!(info_field(&mut c, "aof_current_size"), size);
+    assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "0");
+    c.call(&["SET", "more", "v"]);
+    assert_eq!(c.call(&["DEBUG", "LOADAOF"]), b"+OK\r\n");
+    assert_eq!(c.call(&["GET", "more"]), b"$1\r\nv\r\n");
+}
+
+#[test]
 fn a_truncated_last_command_is_cut_off_or_stops_the_start() {
     let dir = tempfile::tempdir().unwrap();
     let mut keylock = keylock_in(dir.path(), &["--appendonly", "yes", "--appendfsync", "always"]);

@@ -10,9 +10,8 @@
 //! hold.
 //!
 //! RELOAD round-trips the dataset through the snapshot file, as Redis's
-//! does. What keylock does not do on request, it
-//! says so with an error rather than a fake OK: LOADAOF needs an AOF
-//! keylock lacks, and SEGFAULT, PANIC, ASSERT and OOM (which crash Redis
+//! does, and LOADAOF through the append-only file. What keylock does not
+//! do on request, it says so with an error rather than a fake OK: SEGFAULT, PANIC, ASSERT and OOM (which crash Redis
 //! on purpose) do not crash keylock. LISTPACK and QUICKLIST log a short description where
 //! Redis prints its structures.
 
@@ -45,9 +44,18 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
         (b"leak", 3) => Ok(Reply::OK),
         (b"reload", _) => reload(ctx, argv),
-        (b"loadaof", _) => Err(CmdError::err(
-            "DEBUG LOADAOF needs an append only file, and keylock keeps no persistence",
-        )),
+        (b"loadaof", _) => {
+            ctx.prevent_propagation();
+            let scripts = crate::engine::Scripts::lent(&mut ctx.scripts)?;
+            crate::engine::aof::debug_loadaof(ctx.state, scripts).map_err(|e| {
+                crate::log::warning(format_args!("{e}"));
+                CmdError::err("Error loading the append only file, check server logs.")
+            })?;
+            // Redis's `server.dirty = 0`: what was loaded is no change.
+            ctx.state.dirty_at_save = ctx.state.dirty;
+            ctx.dirty(0);
+            Ok(Reply::OK)
+        }
         (b"drop-cluster-packet-filter", 3) => {
             parse_i64(&argv[2]).ok_or_else(CmdError::not_integer)?;
             Ok(Reply::OK)

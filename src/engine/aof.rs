@@ -695,14 +695,14 @@ impl super::Engine {
                     self.scripts.load_libraries(libraries);
                 } else {
                     let commands = commands(Path::new(&name), &bytes, false, false)?;
-                    self.replay(commands)?;
+                    replay(&mut self.state, &mut self.scripts, commands)?;
                 }
             }
             let truncated_ok = self.state.params.value("aof-load-truncated") != Some("no");
             let last = files.incrs.len();
             for (i, (path, bytes)) in files.incrs.iter().enumerate() {
                 let commands = commands(path, bytes, truncated_ok, i + 1 == last)?;
-                self.replay(commands)?;
+                replay(&mut self.state, &mut self.scripts, commands)?;
             }
         }
         if loaded_any {
@@ -714,23 +714,60 @@ impl super::Engine {
         let codes = self.scripts.library_codes();
         self.state.start_aof(&codes, false)
     }
+}
 
-    /// Runs an append-only file's commands as a client with no connection
-    /// would (Redis's fake AOF client): the effects they make are not
-    /// recorded again.
-    fn replay(&mut self, commands: Vec<Vec<Bytes>>) -> Result<(), String> {
-        let mut client = super::Client::script_client();
-        client.is_script = false;
-        client.authenticated = true;
-        for argv in commands {
-            if let super::exec::Lookup::Unknown = super::exec::lookup(&argv) {
-                return Err(format!(
-                    "Unknown command '{}' reading the append only file",
-                    String::from_utf8_lossy(&argv[0])
-                ));
-            }
-            super::exec::dispatch(&mut self.state, Some(&mut self.scripts), &mut client, argv);
+/// Runs an append-only file's commands as a client with no connection
+/// would (Redis's fake AOF client); what they do is no effect (it is what
+/// the effects were).
+pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec<Bytes>>) -> Result<(), String> {
+    let mut client = super::Client::script_client();
+    client.is_script = false;
+    client.authenticated = true;
+    state.effects.suspend(true);
+    let mut result = Ok(());
+    for argv in commands {
+        if let super::exec::Lookup::Unknown = super::exec::lookup(&argv) {
+            result = Err(format!(
+                "Unknown command '{}' reading the append only file",
+                String::from_utf8_lossy(&argv[0])
+            ));
+            break;
         }
-        Ok(())
+        super::exec::dispatch(state, Some(scripts), &mut client, argv);
     }
+    state.effects.suspend(false);
+    result
+}
+
+/// DEBUG LOADAOF: the dataset and functions emptied and loaded back from
+/// the append-only file on disk (written and synced first when it is on).
+pub fn debug_loadaof(state: &mut State, scripts: &mut super::Scripts) -> Result<(), String> {
+    state.aof_write();
+    if let Some(aof) = state.aof.as_ref() {
+        let _ = aof.file.sync_data();
+    }
+    for db in &mut state.dbs {
+        db.clear();
+    }
+    let limit = state.runtime.lua_memory_limit;
+    scripts.reset_functions(limit).map_err(|e| format!("{e:?}"))?;
+    let Some(files) = state.read_aof()? else { return Ok(()) };
+    if let Some((name, bytes)) = files.base {
+        if bytes.starts_with(b"REDIS") {
+            let options = super::persistence::decode_options(&state.params);
+            let loaded =
+                crate::rdb::file::read(&bytes, state.dbs.len(), &options, state.clock.now_ms()).map_err(|e| format!("{name}: {}", e.0))?;
+            let libraries = state.install(loaded);
+            scripts.load_libraries(libraries);
+        } else {
+            replay(state, scripts, commands(Path::new(&name), &bytes, false, false)?)?;
+        }
+    }
+    let truncated_ok = state.params.value("aof-load-truncated") != Some("no");
+    let last = files.incrs.len();
+    for (i, (path, bytes)) in files.incrs.iter().enumerate() {
+        replay(state, scripts, commands(path, bytes, truncated_ok, i + 1 == last)?)?;
+    }
+    crate::log::warning(format_args!("Append Only File loaded by DEBUG LOADAOF"));
+    Ok(())
 }

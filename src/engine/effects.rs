@@ -115,6 +115,7 @@ pub struct Effects {
     /// first (EXEC and scripts run commands): effects are handed out when
     /// the outermost ends.
     outer: Vec<CommandEffect>,
+    suspended: bool,
 }
 
 #[derive(Debug)]
@@ -144,7 +145,13 @@ impl Effects {
     /// Whether anyone consumes effects: rewrites are built only then.
     #[inline]
     pub fn on(&self) -> bool {
-        !self.taps.is_empty()
+        !self.taps.is_empty() && !self.suspended
+    }
+
+    /// While an append-only file is replayed, nothing it runs is an
+    /// effect (it is what the effects were).
+    pub fn suspend(&mut self, suspended: bool) {
+        self.suspended = suspended;
     }
 
     /// Attaches a consumer between commands (the append-only file, turned
