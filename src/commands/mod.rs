@@ -90,7 +90,7 @@ impl Ctx<'_> {
     /// `alsoPropagate`), in the client's database.
     pub fn also_propagate(&mut self, argv: Vec<Bytes>) {
         let db = self.client.db;
-        self.state.effects.push(db, argv, crate::engine::effects::ALL);
+        self.state.effects.push(db, &argv, crate::engine::effects::ALL);
     }
 
     /// This command is no effect itself, whatever it changed (Redis's

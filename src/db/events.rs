@@ -52,6 +52,9 @@ struct Inner {
     pending: std::sync::Mutex<Vec<KeyEvent>>,
     /// Effects are recorded: keys expiry removes are kept for them.
     deletions: AtomicBool,
+    /// Some key is in `expired`: a command that expired none pays one
+    /// load, not a lock.
+    expired_pending: AtomicBool,
     expired: std::sync::Mutex<Vec<(usize, Bytes)>>,
 }
 
@@ -124,15 +127,23 @@ impl KeyEvents {
         if self.0.deletions.load(Ordering::Relaxed) {
             let mut expired = self.0.expired.lock().unwrap_or_else(|e| e.into_inner());
             expired.push((db, Bytes::copy_from_slice(key)));
+            self.0.expired_pending.store(true, Ordering::Relaxed);
         }
+    }
+
+    /// Whether expiry removed a key since the last [`KeyEvents::take_expired`].
+    #[inline]
+    pub fn has_expired(&self) -> bool {
+        self.0.expired_pending.load(Ordering::Relaxed)
     }
 
     /// The keys expiry removed since the last call, oldest first.
     pub fn take_expired(&self) -> Vec<(usize, Bytes)> {
-        if !self.0.deletions.load(Ordering::Relaxed) {
+        if !self.0.expired_pending.load(Ordering::Relaxed) {
             return Vec::new();
         }
         let mut expired = self.0.expired.lock().unwrap_or_else(|e| e.into_inner());
+        self.0.expired_pending.store(false, Ordering::Relaxed);
         std::mem::take(&mut *expired)
     }
 

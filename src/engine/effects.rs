@@ -41,12 +41,14 @@ pub const REPL: u8 = 2;
 /// Both.
 pub const ALL: u8 = AOF | REPL;
 
-/// One effect: in database `db`, the command line `argv`, for `target`.
+/// One pending effect: in database `db`, for `target`, the command line
+/// encoded at `range` of [`Effects`]'s buffer (encoded once, whatever the
+/// number of consumers, and without holding on to the arguments).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Effect {
-    pub db: usize,
-    pub argv: Vec<Bytes>,
-    pub target: u8,
+struct Effect {
+    db: usize,
+    target: u8,
+    range: std::ops::Range<usize>,
 }
 
 /// A consumer of the effect stream. It receives the stream RESP-encoded
@@ -107,8 +109,12 @@ pub struct CommandEffect {
 #[derive(Debug, Default)]
 pub struct Effects {
     taps: Vec<Tap>,
-    /// Effects of the running client command, not yet handed out.
+    /// Effects of the running client command, not yet handed out, and
+    /// their encoded command lines.
     pending: Vec<Effect>,
+    encoded: Vec<u8>,
+    /// The buffer a consumer's stream is put together in.
+    out: Vec<u8>,
     /// What the running command asked for.
     pub command: CommandEffect,
     /// What the commands running the current one asked for, outermost
@@ -175,9 +181,15 @@ impl Effects {
     }
 
     /// Adds an effect after those recorded so far (Redis's `alsoPropagate`).
-    pub fn push(&mut self, db: usize, argv: Vec<Bytes>, target: u8) {
+    pub fn push<A: AsRef<[u8]>>(&mut self, db: usize, argv: &[A], target: u8) {
         if self.on() && target != 0 {
-            self.pending.push(Effect { db, argv, target });
+            let start = self.encoded.len();
+            encode(&mut self.encoded, argv);
+            self.pending.push(Effect {
+                db,
+                target,
+                range: start..self.encoded.len(),
+            });
         }
     }
 
@@ -208,47 +220,52 @@ impl Effects {
         if self.pending.is_empty() {
             return;
         }
+        const MULTI: &[u8] = b"*1\r\n$5\r\nMULTI\r\n";
+        const EXEC: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
         let transaction = self.pending.len() > 1 && !no_multi;
         let first_db = self.pending[0].db;
         let last_db = self.pending[self.pending.len() - 1].db;
-        let mut out = Vec::new();
+        let out = &mut self.out;
         for tap in &mut self.taps {
             out.clear();
             if transaction {
-                emit(&mut out, &mut tap.selected, first_db, &[Bytes::from_static(b"MULTI")]);
+                emit(out, &mut tap.selected, first_db, MULTI);
             }
             for effect in self.pending.iter().filter(|e| e.target & tap.tap.target != 0) {
-                emit(&mut out, &mut tap.selected, effect.db, &effect.argv);
+                emit(out, &mut tap.selected, effect.db, &self.encoded[effect.range.clone()]);
             }
             if transaction {
-                emit(&mut out, &mut tap.selected, last_db, &[Bytes::from_static(b"EXEC")]);
+                emit(out, &mut tap.selected, last_db, EXEC);
             }
             if !out.is_empty() {
-                (tap.tap.out)(&out);
+                (tap.tap.out)(out);
             }
         }
         self.pending.clear();
+        self.encoded.clear();
     }
 }
 
-/// Appends `argv` in database `db` to a consumer's stream, after a
-/// `SELECT` if its stream is in another database.
-fn emit(out: &mut Vec<u8>, selected: &mut Option<usize>, db: usize, argv: &[Bytes]) {
+/// Appends an encoded command in database `db` to a consumer's stream,
+/// after a `SELECT` if its stream is in another database.
+fn emit(out: &mut Vec<u8>, selected: &mut Option<usize>, db: usize, command: &[u8]) {
     if *selected != Some(db) {
-        let db_text = itoa::Buffer::new().format(db).as_bytes().to_vec();
-        encode(out, &[Bytes::from_static(b"SELECT"), Bytes::from(db_text)]);
+        let mut number = itoa::Buffer::new();
+        encode(out, &[b"SELECT".as_slice(), number.format(db).as_bytes()]);
         *selected = Some(db);
     }
-    encode(out, argv);
+    out.extend_from_slice(command);
 }
 
 /// A command line as a RESP array of bulk strings.
-fn encode(out: &mut Vec<u8>, argv: &[Bytes]) {
+fn encode<A: AsRef<[u8]>>(out: &mut Vec<u8>, argv: &[A]) {
+    out.reserve(argv.iter().map(|a| a.as_ref().len() + 16).sum::<usize>() + 16);
     let mut number = itoa::Buffer::new();
     out.push(b'*');
     out.extend_from_slice(number.format(argv.len()).as_bytes());
     out.extend_from_slice(b"\r\n");
     for arg in argv {
+        let arg = arg.as_ref();
         out.push(b'$');
         out.extend_from_slice(number.format(arg.len()).as_bytes());
         out.extend_from_slice(b"\r\n");
@@ -272,11 +289,11 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = seen.clone();
         let mut effects = Effects::new(&[EffectsTap::aof(move |b| sink.lock().unwrap().extend_from_slice(b))]);
-        effects.push(0, argv(&["SET", "a", "1"]), ALL);
-        effects.push(0, argv(&["PUBLISH", "c", "m"]), REPL);
-        effects.push(1, argv(&["DEL", "b"]), ALL);
+        effects.push(0, &argv(&["SET", "a", "1"]), ALL);
+        effects.push(0, &argv(&["PUBLISH", "c", "m"]), REPL);
+        effects.push(1, &argv(&["DEL", "b"]), ALL);
         effects.flush(false);
-        effects.push(1, argv(&["INCR", "n"]), ALL);
+        effects.push(1, &argv(&["INCR", "n"]), ALL);
         effects.flush(false);
         let text = String::from_utf8(seen.lock().unwrap().clone()).unwrap();
         assert_eq!(
@@ -290,7 +307,7 @@ mod tests {
     #[test]
     fn nothing_is_recorded_without_a_consumer() {
         let mut effects = Effects::default();
-        effects.push(0, argv(&["SET", "a", "1"]), ALL);
+        effects.push(0, &argv(&["SET", "a", "1"]), ALL);
         assert!(effects.pending.is_empty());
     }
 }

@@ -599,7 +599,7 @@ impl State {
         target &= !asked.prevent;
         // EXEC is never an effect itself: the transaction's effects are.
         if target != 0 && cmd.full_name != "exec" {
-            let argv = asked.rewrite.unwrap_or_else(|| argv.to_vec());
+            let argv = asked.rewrite.as_deref().unwrap_or(argv);
             self.effects.push(db, argv, target);
         }
         if outermost {
@@ -613,8 +613,11 @@ impl State {
     /// The keys expiry removed since the last call, as `DEL` effects
     /// (Redis's `deleteExpiredKeyAndPropagate`).
     pub fn record_expired_effects(&mut self) {
+        if !self.key_events.has_expired() {
+            return;
+        }
         for (db, key) in self.key_events.take_expired() {
-            self.effects.push(db, vec![Bytes::from_static(b"DEL"), key], effects::ALL);
+            self.effects.push(db, &[b"DEL".as_slice(), &key], effects::ALL);
         }
     }
 

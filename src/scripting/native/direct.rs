@@ -181,8 +181,7 @@ impl<'a> Direct<'a> {
         self.state.dirty += dirty;
         if self.state.effects.on() && (dirty > 0 || target == effects::REPL) {
             self.state.record_expired_effects();
-            let argv = effect.iter().map(|a| Bytes::copy_from_slice(a)).collect();
-            self.state.effects.push(self.client.db, argv, target);
+            self.state.effects.push(self.client.db, effect, target);
         }
     }
 
