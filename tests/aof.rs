@@ -6,25 +6,14 @@
 
 mod common;
 
-use common::{Binary, Raw};
-
-fn text(reply: Vec<u8>) -> String {
-    String::from_utf8_lossy(&reply).into_owned()
-}
+use common::{Binary, Raw, text};
 
 fn info_field(c: &mut Raw, field: &str) -> String {
-    let info = text(c.call(&["INFO", "persistence"]));
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("INFO has no {field}"))
-        .trim()
-        .to_string()
+    common::info_value(c, "persistence", field)
 }
 
 fn keylock_in(dir: &std::path::Path, extra: &[&str]) -> Binary {
-    let mut args = vec!["--dir", dir.to_str().unwrap(), "--enable-debug-command", "yes"];
-    args.extend_from_slice(extra);
-    Binary::start(&args)
+    common::keylock_in_dir(dir, extra)
 }
 
 const ACQUIRE: &str = include_str!("../lua/redisson/4.7.0/lock-acquire.lua");

@@ -8,26 +8,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Binary, Raw};
-
-fn text(reply: Vec<u8>) -> String {
-    String::from_utf8_lossy(&reply).into_owned()
-}
+use common::{Binary, Raw, text};
 
 fn info_field(c: &mut Raw, field: &str) -> String {
-    let info = text(c.call(&["INFO", "everything"]));
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("INFO has no {field}"))
-        .trim()
-        .to_string()
+    common::info_value(c, "everything", field)
 }
 
-/// keylock's binary on a free port, keeping its snapshot in `dir`.
 fn keylock_in(dir: &std::path::Path, extra: &[&str]) -> Binary {
-    let mut args = vec!["--dir", dir.to_str().unwrap(), "--enable-debug-command", "yes"];
-    args.extend_from_slice(extra);
-    Binary::start(&args)
+    common::keylock_in_dir(dir, extra)
 }
 
 /// Fills a server with every type Redis 7.0 has, in both encodings where

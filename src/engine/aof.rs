@@ -682,30 +682,7 @@ impl super::Engine {
             return Ok(());
         }
         let started = Instant::now();
-        let mut loaded_any = false;
-        if let Some(files) = self.state.read_aof()? {
-            loaded_any = true;
-            if let Some((name, bytes)) = files.base {
-                if bytes.starts_with(b"REDIS") {
-                    let databases = self.state.dbs.len();
-                    let options = super::persistence::decode_options(&self.state.params);
-                    let now = self.state.clock.now_ms();
-                    let loaded = crate::rdb::file::read(&bytes, databases, &options, now).map_err(|e| format!("{name}: {}", e.0))?;
-                    let libraries = self.state.install(loaded);
-                    self.scripts.load_libraries(libraries);
-                } else {
-                    let commands = commands(Path::new(&name), &bytes, false, false)?;
-                    replay(&mut self.state, &mut self.scripts, commands)?;
-                }
-            }
-            let truncated_ok = self.state.params.value("aof-load-truncated") != Some("no");
-            let last = files.incrs.len();
-            for (i, (path, bytes)) in files.incrs.iter().enumerate() {
-                let commands = commands(path, bytes, truncated_ok, i + 1 == last)?;
-                replay(&mut self.state, &mut self.scripts, commands)?;
-            }
-        }
-        if loaded_any {
+        if load_files(&mut self.state, &mut self.scripts)? {
             crate::log::notice(format_args!(
                 "DB loaded from append only file: {:.3} seconds",
                 started.elapsed().as_secs_f64()
@@ -714,6 +691,30 @@ impl super::Engine {
         let codes = self.scripts.library_codes();
         self.state.start_aof(&codes, false)
     }
+}
+
+/// Loads the append-only file on disk into the (empty) dataset: its base
+/// (an RDB snapshot, or commands), then every incremental file replayed.
+/// False when there is none.
+fn load_files(state: &mut State, scripts: &mut super::Scripts) -> Result<bool, String> {
+    let Some(files) = state.read_aof()? else { return Ok(false) };
+    if let Some((name, bytes)) = files.base {
+        if bytes.starts_with(b"REDIS") {
+            let options = super::persistence::decode_options(&state.params);
+            let now = state.clock.now_ms();
+            let loaded = crate::rdb::file::read(&bytes, state.dbs.len(), &options, now).map_err(|e| format!("{name}: {}", e.0))?;
+            let libraries = state.install(loaded);
+            scripts.load_libraries(libraries);
+        } else {
+            replay(state, scripts, commands(Path::new(&name), &bytes, false, false)?)?;
+        }
+    }
+    let truncated_ok = state.params.value("aof-load-truncated") != Some("no");
+    let last = files.incrs.len();
+    for (i, (path, bytes)) in files.incrs.iter().enumerate() {
+        replay(state, scripts, commands(path, bytes, truncated_ok, i + 1 == last)?)?;
+    }
+    Ok(true)
 }
 
 /// Runs an append-only file's commands as a client with no connection
@@ -751,23 +752,7 @@ pub fn debug_loadaof(state: &mut State, scripts: &mut super::Scripts) -> Result<
     }
     let limit = state.runtime.lua_memory_limit;
     scripts.reset_functions(limit).map_err(|e| format!("{e:?}"))?;
-    let Some(files) = state.read_aof()? else { return Ok(()) };
-    if let Some((name, bytes)) = files.base {
-        if bytes.starts_with(b"REDIS") {
-            let options = super::persistence::decode_options(&state.params);
-            let loaded =
-                crate::rdb::file::read(&bytes, state.dbs.len(), &options, state.clock.now_ms()).map_err(|e| format!("{name}: {}", e.0))?;
-            let libraries = state.install(loaded);
-            scripts.load_libraries(libraries);
-        } else {
-            replay(state, scripts, commands(Path::new(&name), &bytes, false, false)?)?;
-        }
-    }
-    let truncated_ok = state.params.value("aof-load-truncated") != Some("no");
-    let last = files.incrs.len();
-    for (i, (path, bytes)) in files.incrs.iter().enumerate() {
-        replay(state, scripts, commands(path, bytes, truncated_ok, i + 1 == last)?)?;
-    }
+    load_files(state, scripts)?;
     crate::log::warning(format_args!("Append Only File loaded by DEBUG LOADAOF"));
     Ok(())
 }

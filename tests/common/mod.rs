@@ -377,6 +377,29 @@ impl Drop for Binary {
     }
 }
 
+/// keylock's binary keeping its snapshots and append-only file in `dir`,
+/// with DEBUG enabled, plus `extra` flags.
+pub fn keylock_in_dir(dir: &std::path::Path, extra: &[&str]) -> Binary {
+    let mut args = vec!["--dir", dir.to_str().unwrap(), "--enable-debug-command", "yes"];
+    args.extend_from_slice(extra);
+    Binary::start(&args)
+}
+
+/// A raw reply as text.
+pub fn text(reply: Vec<u8>) -> String {
+    String::from_utf8_lossy(&reply).into_owned()
+}
+
+/// The value of `field` in INFO `section`.
+pub fn info_value(c: &mut Raw, section: &str, field: &str) -> String {
+    let info = text(c.call(&["INFO", section]));
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("INFO {section} has no {field}"))
+        .trim()
+        .to_string()
+}
+
 /// How many cases a property test runs: `default`, unless the environment
 /// variable `var` says otherwise (to run a longer search by hand).
 pub fn cases_from_env(var: &str, default: u32) -> u32 {
