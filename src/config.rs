@@ -60,6 +60,8 @@ pub struct Config {
     /// --port 0 and no Unix socket).
     pub announce: bool,
     pub clock: Clock,
+    /// `user` lines (name, then rules), in order, for the ACL.
+    pub users: Vec<Vec<String>>,
     /// Every directive as given, in order, for the parameter table.
     pub directives: Vec<(String, Vec<String>)>,
 }
@@ -85,6 +87,7 @@ impl Default for Config {
             maxclients: 10000,
             announce: false,
             clock: Clock::real(),
+            users: Vec::new(),
             directives: Vec::new(),
         }
     }
@@ -181,6 +184,21 @@ impl Config {
             let mut words = words.into_iter().map(|w| String::from_utf8_lossy(&w).into_owned());
             let Some(name) = words.next() else { continue };
             let values: Vec<String> = words.collect();
+            if name.eq_ignore_ascii_case("user") && !values.is_empty() {
+                // Redis's `ACLAppendUserForLoading`: checked now, applied
+                // once the server starts (see `acl`).
+                let argv: Vec<String> = std::iter::once(name.clone()).chain(values.iter().cloned()).collect();
+                if self.users.iter().any(|u| u[0] == values[0]) {
+                    return Err(fail(format!(
+                        "Error in user declaration '{}': {}",
+                        values[0],
+                        crate::acl::RuleError::Duplicate.text()
+                    )));
+                }
+                crate::acl::validate_config_user(&argv).map_err(fail)?;
+                self.users.push(values);
+                continue;
+            }
             params.apply_directive(&name, &values).map_err(fail)?;
             self.apply(&name, values).map_err(fail)?;
         }

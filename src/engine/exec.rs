@@ -38,6 +38,7 @@ use bytes::Bytes;
 
 use super::faults::CommandFault;
 use super::{Client, NOREPLICAS, OOM, Scripts, State, slowlog};
+use crate::acl::{Context, Denial};
 use crate::commands::Ctx;
 use crate::commands::table::{Command, Registry, flag};
 use crate::error::CmdError;
@@ -152,11 +153,23 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
             ));
         }
     }
-    if !client.authenticated && !cmd.spec.has(flag::NO_AUTH) {
+    if !client.authenticated && state.acl.auth_required() && !cmd.spec.has(flag::NO_AUTH) {
         return Err(Refusal::of(CmdError::noauth(), Some(cmd)));
     }
     if client.multi.is_some() && cmd.spec.has(flag::NO_MULTI) {
         return Err(Refusal::of(CmdError::err("Command not allowed inside a transaction"), Some(cmd)));
+    }
+    // The ACL check: one branch while the default user may run anything.
+    if (client.user.is_some() || !state.acl.unrestricted_default())
+        && let Err(denial) = state.acl.check(client.user.as_deref(), cmd, argv)
+    {
+        let context = if client.multi.is_some() {
+            Context::Multi
+        } else {
+            Context::Toplevel
+        };
+        log_denial(state, client, denial, context, cmd, argv);
+        return Err(Refusal::of(CmdError::new(denial.error(cmd)), Some(cmd)));
     }
     if state.runtime.maxmemory > 0 || !state.enough_good_replicas() {
         let flags = state.command_flags(scripts, client, cmd, argv);
@@ -325,7 +338,8 @@ fn injected_fault(state: &mut State, cmd: &Command, argv: &[Bytes]) -> Option<Co
 /// where it arises (the caller books it) and flagged
 /// `ignore_error_stats_update` for the script's own error.
 pub fn for_script(
-    stats: &mut super::stats::Stats,
+    state: &mut State,
+    client: &Client,
     argv: &[Bytes],
     limits: &ScriptLimits,
     wrote: &std::cell::Cell<bool>,
@@ -340,6 +354,13 @@ pub fn for_script(
     }
     if cmd.spec.has(flag::NOSCRIPT) {
         return refuse(NOT_ALLOWED, Some(cmd));
+    }
+    // `redis.call` runs with the permissions of the script's caller.
+    if (client.user.is_some() || !state.acl.unrestricted_default())
+        && let Err(denial) = state.acl.check(client.user.as_deref(), cmd, argv)
+    {
+        log_denial(state, client, denial, Context::Lua, cmd, argv);
+        return refuse(denial.script_error(), Some(cmd));
     }
     // Redis refuses anything that could propagate (PUBLISH too) in a read-only script.
     if limits.read_only && cmd.spec.has(flag::WRITE | flag::MAY_REPLICATE) {
@@ -356,8 +377,19 @@ pub fn for_script(
     if cmd.spec.has(flag::WRITE) {
         wrote.set(true);
     }
-    stats.resolutions += 1;
+    state.stats.resolutions += 1;
     Ok(cmd)
+}
+
+/// Records an ACL refusal in the ACL log.
+fn log_denial(state: &mut State, client: &Client, denial: Denial, context: Context, cmd: &Command, argv: &[Bytes]) {
+    let entry = super::AclDenial {
+        reason: denial.reason(),
+        context,
+        object: denial.object(cmd, argv),
+        username: Bytes::copy_from_slice(client.user_name()),
+    };
+    state.log_acl_denial(client, entry);
 }
 
 /// The first checks of `processCommand`: lookup (and subcommand), arity.
@@ -377,15 +409,22 @@ fn resolve(argv: &[Bytes]) -> Result<&'static Command, Refusal> {
     Ok(cmd)
 }
 
-/// A command EXEC runs: it was checked when it was queued.
-pub fn queued(state: &mut State, argv: &[Bytes]) -> Option<&'static Command> {
-    match lookup(argv) {
-        Lookup::Found(cmd) if cmd.spec.handler.is_some() => {
-            state.stats.resolutions += 1;
-            Some(cmd)
-        }
-        _ => None,
+/// A command EXEC runs: it was checked when it was queued, and the ACL
+/// rules are checked again, as they may have changed since (Redis's
+/// `execCommand`).
+pub fn queued(state: &mut State, client: &Client, argv: &[Bytes]) -> Result<&'static Command, CmdError> {
+    let cmd = match lookup(argv) {
+        Lookup::Found(cmd) if cmd.spec.handler.is_some() => cmd,
+        _ => return Err(CmdError::unknown_command(argv)),
+    };
+    if (client.user.is_some() || !state.acl.unrestricted_default())
+        && let Err(denial) = state.acl.check(client.user.as_deref(), cmd, argv)
+    {
+        log_denial(state, client, denial, Context::Multi, cmd, argv);
+        return Err(CmdError::new(denial.exec_error()));
     }
+    state.stats.resolutions += 1;
+    Ok(cmd)
 }
 
 /// A client's command, resolved by [`for_client`], is about to run (not
