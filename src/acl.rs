@@ -859,6 +859,15 @@ impl User {
         Err(relevant)
     }
 
+    /// Redis's `ACLUserCheckCmdWithUnrestrictedKeyAccess` for reads: some
+    /// selector allows the command and may read every key (`~*`, `%R~*`).
+    pub fn may_read_every_key(&self, cmd: &Command, argv: &[Bytes]) -> bool {
+        let mut keys = None;
+        self.selectors.iter().any(|s| {
+            s.check(cmd, argv, &mut keys).is_ok() && (s.all_keys || s.keys.iter().any(|k| k.perm & READ != 0 && k.pattern.as_ref() == b"*"))
+        })
+    }
+
     /// Whether any selector lets this user use `channel`.
     pub fn channel_allowed(&self, channel: &[u8], is_pattern: bool) -> bool {
         self.selectors.iter().any(|s| s.channel_allowed(channel, is_pattern))
@@ -1055,6 +1064,19 @@ impl Acl {
             return Ok(());
         }
         user.check(cmd, argv)
+    }
+
+    /// Whether a client of user `name` (None: default) may read every key
+    /// with this command (SORT's BY and GET patterns need it).
+    pub fn may_read_every_key(&self, user: Option<&[u8]>, cmd: &Command, argv: &[Bytes]) -> bool {
+        let user = match user {
+            None => self.default_user(),
+            Some(name) => match self.users.get(name) {
+                Some(u) => u,
+                None => return false,
+            },
+        };
+        user.unrestricted() || user.may_read_every_key(cmd, argv)
     }
 
     /// Redis's `ACLStringSetUser`: every rule applies, or none does.

@@ -285,7 +285,9 @@ impl Config {
     /// does before it starts: an unknown name or a bad value is an error.
     pub fn validate(&self) -> Result<(), String> {
         let mut params = crate::config_params::ConfigParams::new();
-        for (name, values) in &self.directives {
+        // `dir` was checked as it was read; the binary has changed to it
+        // since, so a relative path would no longer be found.
+        for (name, values) in self.directives.iter().filter(|(name, _)| name != "dir") {
             params
                 .apply_directive(name, values)
                 .map_err(|e| format!("bad directive '{name} {}': {e}", values.join(" ")))?;
