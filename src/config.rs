@@ -292,6 +292,34 @@ impl Config {
                 .apply_directive(name, values)
                 .map_err(|e| format!("bad directive '{name} {}': {e}", values.join(" ")))?;
         }
+        self.validate_users()
+    }
+
+    /// Redis's `ACLLoadUsersAtStartup`: `user` lines or an ACL file, not
+    /// both, and either must load, or the server does not start.
+    fn validate_users(&self) -> Result<(), String> {
+        let aclfile = self
+            .directives
+            .iter()
+            .rev()
+            .find(|(name, _)| name == "aclfile")
+            .and_then(|(_, values)| values.first())
+            .filter(|path| !path.is_empty());
+        if aclfile.is_some() && !self.users.is_empty() {
+            return Err("Configuring Redis with users defined in redis.conf and at the same setting an ACL file path is invalid. This setup is very likely to lead to configuration errors and security holes, please define either an ACL file or declare users directly in your redis.conf, but not both.".into());
+        }
+        let mut acl = crate::acl::Acl::default();
+        let users: Vec<Vec<bytes::Bytes>> = self
+            .users
+            .iter()
+            .map(|line| line.iter().map(|w| bytes::Bytes::copy_from_slice(w.as_bytes())).collect())
+            .collect();
+        acl.load_configured(&users)
+            .map_err(|e| format!("{e}. Critical error while loading ACLs. Exiting."))?;
+        if let Some(path) = aclfile {
+            acl.load_file(path)
+                .map_err(|e| format!("Aborting Redis startup because of ACL errors: {e}"))?;
+        }
         Ok(())
     }
 

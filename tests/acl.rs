@@ -224,6 +224,22 @@ fn acl_save_and_load_round_trip_through_the_acl_file() {
 }
 
 #[test]
+fn an_acl_file_that_does_not_load_stops_the_server_from_starting() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("users.acl");
+    std::fs::write(&path, "user u on nopass +nosuch\n").unwrap();
+    let mut config = Config::ephemeral();
+    config
+        .directives
+        .push(("aclfile".into(), vec![path.to_string_lossy().into_owned()]));
+    let err = Server::new(config).start().err().expect("refused");
+    assert!(
+        err.to_string().starts_with("Aborting Redis startup because of ACL errors:"),
+        "{err}"
+    );
+}
+
+#[test]
 fn acl_load_with_errors_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("users.acl");
