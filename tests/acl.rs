@@ -280,3 +280,19 @@ fn deluser_of_the_running_client(addr: SocketAddr) -> Vec<Vec<u8>> {
 fn deleting_the_running_clients_own_user_answers_then_closes_as_redis() {
     same_on_both_servers(deluser_of_the_running_client);
 }
+
+#[test]
+fn credentials_and_rules_are_redacted_in_the_slow_log() {
+    let s = start();
+    let mut raw = Raw::connect(s.addr());
+    raw.call(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    raw.call(&["ACL", "SETUSER", "u", "on", ">pw", "+@all"]);
+    raw.call(&["AUTH", "u", "pw"]);
+    let log = text(raw.call(&["SLOWLOG", "GET", "3"])).to_lowercase();
+    assert!(log.contains("$4\r\nauth\r\n$10\r\n(redacted)\r\n$10\r\n(redacted)\r\n"), "{log}");
+    assert!(
+        log.contains("$3\r\nacl\r\n$7\r\nsetuser\r\n$10\r\n(redacted)\r\n$10\r\n(redacted)\r\n$10\r\n(redacted)\r\n$10\r\n(redacted)\r\n"),
+        "{log}"
+    );
+    assert!(!log.contains("pw"), "{log}");
+}

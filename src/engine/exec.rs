@@ -564,6 +564,10 @@ impl State {
                 &copied
             }
         };
+        // Secrets never reach MONITOR or the slow log (Redis redacts
+        // them in the command's own arguments).
+        let redacted = redact_secrets(cmd, argv);
+        let argv = redacted.as_deref().unwrap_or(argv);
         if slow {
             let now_secs = self.clock.now_ms() / 1000;
             let (slower_than, max_len) = (self.runtime.slowlog_log_slower_than, self.runtime.slowlog_max_len);
@@ -571,8 +575,7 @@ impl State {
             self.slowlog.push_if_slow(slower_than, max_len, duration_us, argv, caller, now_secs);
         }
         if monitored {
-            let shown = redact_secrets(cmd, argv);
-            self.feed_monitors(client, client.db, &client.monitor_origin(), shown.as_deref().unwrap_or(argv));
+            self.feed_monitors(client, client.db, &client.monitor_origin(), argv);
         }
     }
 
@@ -590,12 +593,15 @@ impl State {
     }
 }
 
-/// AUTH and HELLO … AUTH passwords never reach MONITOR: Redis shows
-/// `(redacted)` in their place.
+/// AUTH and HELLO … AUTH credentials and ACL SETUSER's user and rules
+/// never reach MONITOR or the slow log: Redis shows `(redacted)` in their
+/// place.
 fn redact_secrets(cmd: &Command, argv: &[Bytes]) -> Option<Vec<Bytes>> {
     const REDACTED: Bytes = Bytes::from_static(b"(redacted)");
+    let from = |at: usize| Some(argv[..at].iter().cloned().chain(argv[at..].iter().map(|_| REDACTED)).collect());
     match cmd.full_name.as_str() {
-        "auth" => Some(std::iter::once(argv[0].clone()).chain(argv[1..].iter().map(|_| REDACTED)).collect()),
+        "auth" => from(1),
+        "acl|setuser" => from(2),
         "hello" => {
             let at = argv.iter().position(|a| a.eq_ignore_ascii_case(b"auth"))?;
             let mut shown = argv.to_vec();
