@@ -402,7 +402,7 @@ impl Selector {
         let mut fake = Selector::new(false, false);
         fake.all(!additive);
         let mut temp = self.clone();
-        let mut applied = [false; 21];
+        let mut applied = [false; CATEGORIES.len()];
         loop {
             let mut best = None;
             let (mut mindiff, mut maxsame) = (usize::MAX, 0);
@@ -989,14 +989,11 @@ impl Default for Acl {
     }
 }
 
-/// The outcome of changing users: the clients that must go.
+/// The outcome of ACL SETUSER: the clients that must go.
 #[derive(Debug, Default)]
 pub struct Evictions {
-    /// Every client of these users is disconnected.
-    pub users: Vec<Bytes>,
-    /// Subscribers of this user lose the channels outside these rules:
-    /// (user, allowed patterns) — checked against each client's
-    /// subscriptions by the engine.
+    /// The user lost channel permissions: its subscribers are checked
+    /// against its new rules (the user's name, and the user as changed).
     pub pubsub: Option<(Bytes, User)>,
 }
 
