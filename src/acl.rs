@@ -24,6 +24,10 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 use sha2::Digest;
 
+use std::collections::HashMap;
+
+use crate::commands::defs::{self, CommandDef};
+use crate::commands::redis_defs::DEFS;
 use crate::commands::table::{Command, Registry, key_flag};
 
 /// Redis's ACL categories, in its order (ACL CAT, GETUSER descriptions).
@@ -56,8 +60,14 @@ pub fn category(name: &[u8]) -> Option<usize> {
     CATEGORIES.iter().position(|c| c.as_bytes().eq_ignore_ascii_case(name))
 }
 
-/// Every command the rules may name, numbered as the command table
-/// numbers them (`stat_index`), with its categories.
+/// Every command the rules may name, with its categories. The command
+/// table's commands come first, numbered as the table numbers them
+/// (`stat_index`); then the commands Redis 7.0.15 defines and keylock
+/// does not serve (MIGRATE, CLUSTER, LATENCY…), so that rules written for
+/// Redis load here and describe back as Redis describes them. Categories
+/// are Redis's own: keylock's own commands (KEYLOCK, and those of later
+/// Redis versions) are in none, so `+@all` is the only category that
+/// grants them and they never tip a description away from Redis's.
 pub struct Catalog {
     pub names: Vec<String>,
     /// Bit `i` set: in `CATEGORIES[i]`.
@@ -65,6 +75,11 @@ pub struct Catalog {
     /// A container's subcommands.
     children: Vec<Vec<usize>>,
     parent: Vec<Option<usize>>,
+    /// Redis's definition, for every command Redis defines.
+    defs: Vec<Option<&'static CommandDef>>,
+    by_name: HashMap<String, usize>,
+    /// How many of the commands keylock serves (the rest are Redis's only).
+    served: usize,
     /// The bit set only by `+@all`: the user may run commands added later.
     future: usize,
 }
@@ -74,24 +89,37 @@ impl Catalog {
         static CATALOG: OnceLock<Catalog> = OnceLock::new();
         CATALOG.get_or_init(|| {
             let registry = Registry::get();
-            let n = registry.all.len();
+            let mut names: Vec<String> = registry.all.iter().map(|(_, name)| name.clone()).collect();
+            let served = names.len();
+            let mut defs: Vec<Option<&'static CommandDef>> = names.iter().map(|n| defs::lookup(n)).collect();
+            for def in DEFS {
+                if !names.iter().any(|n| n == def.name) {
+                    names.push(def.name.to_string());
+                    defs.push(Some(def));
+                }
+            }
+            let n = names.len();
+            let by_name: HashMap<String, usize> = names.iter().enumerate().map(|(i, name)| (name.clone(), i)).collect();
             let mut catalog = Catalog {
-                names: registry.all.iter().map(|(_, name)| name.clone()).collect(),
                 categories: vec![0; n],
                 children: vec![Vec::new(); n],
                 parent: vec![None; n],
+                defs,
+                by_name,
+                served,
                 future: n,
+                names,
             };
-            for (id, name) in catalog.names.clone().iter().enumerate() {
-                if let Some(cmd) = lookup_full(name) {
-                    for cat in cmd.acl_categories() {
+            for id in 0..n {
+                if let Some(def) = catalog.defs[id] {
+                    for cat in def.acl_categories {
                         if let Some(i) = category(cat.trim_start_matches('@').as_bytes()) {
                             catalog.categories[id] |= 1 << i;
                         }
                     }
                 }
-                if let Some((container, _)) = name.split_once('|')
-                    && let Some(pid) = registry.lookup(container.as_bytes()).map(|c| c.stat_index)
+                if let Some((container, _)) = catalog.names[id].split_once('|')
+                    && let Some(&pid) = catalog.by_name.get(container)
                 {
                     catalog.parent[id] = Some(pid);
                     catalog.children[pid].push(id);
@@ -105,38 +133,82 @@ impl Catalog {
         (self.future + 1).div_ceil(64)
     }
 
-    /// Commands and subcommands in table order, each container followed
-    /// by its subcommands (Redis's recursion over its dictionaries).
+    /// Commands and subcommands in order, each container followed by its
+    /// subcommands (Redis's recursion over its dictionaries).
     fn in_order(&self) -> impl Iterator<Item = usize> + '_ {
         (0..self.future)
             .filter(|&id| self.parent[id].is_none())
             .flat_map(|id| std::iter::once(id).chain(self.children[id].iter().copied()))
     }
 
-    /// The commands of a category, in table order (ACL CAT).
+    /// The commands of a category (ACL CAT).
     pub fn in_category(&self, cat: usize) -> Vec<&str> {
         self.in_order()
             .filter(|&id| self.categories[id] & (1 << cat) != 0)
             .map(|id| self.names[id].as_str())
             .collect()
     }
+
+    /// Redis's `lookupCommandBySdsLogic`, strict: `name` or
+    /// `container|sub`, in any case.
+    fn find(&self, text: &str) -> Option<usize> {
+        let lower = text.to_ascii_lowercase();
+        let id = *self.by_name.get(&lower)?;
+        match lower.split_once('|') {
+            // `select|0` is no command; `config|get` is.
+            Some((_, sub)) if sub.contains('|') => None,
+            _ => Some(id),
+        }
+    }
+
+    /// A command Redis defines and keylock does not serve, as ACL DRYRUN
+    /// names it (its subcommand, for a container).
+    pub fn redis_only(&self, argv: &[Bytes]) -> Option<Target<'_>> {
+        let name = String::from_utf8_lossy(&argv[0]).to_ascii_lowercase();
+        let mut id = *self.by_name.get(&name)?;
+        if id < self.served {
+            return None;
+        }
+        if !self.children[id].is_empty() && argv.len() >= 2 {
+            let full = format!("{name}|{}", String::from_utf8_lossy(&argv[1]).to_ascii_lowercase());
+            id = *self.by_name.get(&full)?;
+        }
+        let def = self.defs[id]?;
+        Some(Target {
+            id,
+            no_auth: def.flags & crate::commands::table::flag::NO_AUTH != 0,
+            def: Some(def),
+            name: def.name,
+            arity: def.arity,
+        })
+    }
 }
 
-/// Redis's `lookupCommandBySdsLogic`, strict: `name` or `container|sub`.
-fn lookup_full(text: &str) -> Option<&'static Command> {
-    let registry = Registry::get();
-    let parts: Vec<&str> = text.split('|').collect();
-    match parts.as_slice() {
-        [name] => registry.lookup(name.as_bytes()),
-        [name, sub] => {
-            let cmd = registry.lookup(name.as_bytes())?;
-            if cmd.subcommands.is_empty() {
-                None
-            } else {
-                cmd.subcommand(sub.as_bytes())
-            }
+/// What the check needs of a command: its number, whether it is run
+/// unauthenticated (never refused), Redis's definition (its keys) and name.
+#[derive(Clone, Copy)]
+pub struct Target<'a> {
+    id: usize,
+    no_auth: bool,
+    def: Option<&'static CommandDef>,
+    pub name: &'a str,
+    pub arity: i32,
+}
+
+impl<'a> Target<'a> {
+    pub fn of(cmd: &'a Command) -> Target<'a> {
+        Target {
+            id: cmd.stat_index,
+            no_auth: cmd.spec.has(crate::commands::table::flag::NO_AUTH),
+            def: cmd.def,
+            name: &cmd.full_name,
+            arity: cmd.spec.arity,
         }
-        _ => None,
+    }
+
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let a = self.arity;
+        if a >= 0 { argc == a as usize } else { argc >= (-a) as usize }
     }
 }
 
@@ -281,6 +353,7 @@ impl Selector {
 
     /// Redis's `ACLSetSelector`.
     fn apply(&mut self, op: &[u8]) -> Result<(), RuleError> {
+        let catalog = Catalog::get();
         let is = |word: &str| op.eq_ignore_ascii_case(word.as_bytes());
         if is("allkeys") || is("~*") {
             self.all_keys = true;
@@ -355,26 +428,26 @@ impl Selector {
             let name = String::from_utf8_lossy(&op[1..]).into_owned();
             match name.rfind('|') {
                 None => {
-                    let cmd = lookup_full(&name).ok_or(RuleError::UnknownCommand)?;
-                    self.change(cmd.stat_index, true);
+                    let id = catalog.find(&name).ok_or(RuleError::UnknownCommand)?;
+                    self.change(id, true);
                 }
                 Some(at) => {
                     let (container, sub) = (&name[..at], &name[at + 1..]);
-                    let cmd = lookup_full(container).ok_or(RuleError::UnknownCommand)?;
-                    if Catalog::get().parent[cmd.stat_index].is_some() {
+                    let id = catalog.find(container).ok_or(RuleError::UnknownCommand)?;
+                    if catalog.parent[id].is_some() {
                         return Err(RuleError::FirstArgOfSubcommand);
                     }
                     if sub.is_empty() {
                         return Err(RuleError::Syntax);
                     }
-                    if !cmd.subcommands.is_empty() {
-                        let sub = lookup_full(&name).ok_or(RuleError::UnknownCommand)?;
-                        self.change(sub.stat_index, true);
+                    if !catalog.children[id].is_empty() {
+                        let sub = catalog.find(&name).ok_or(RuleError::UnknownCommand)?;
+                        self.change(sub, true);
                     } else {
                         tracing::warn!(
                             "Deprecation warning: Allowing a first arg of an otherwise blocked command is a misuse of ACL and may get disabled in the future (offender: +{name})"
                         );
-                        let args = self.first_args.entry(cmd.stat_index).or_default();
+                        let args = self.first_args.entry(id).or_default();
                         if !args.iter().any(|a| a.eq_ignore_ascii_case(sub)) {
                             args.push(sub.to_string());
                         }
@@ -382,8 +455,8 @@ impl Selector {
                 }
             }
         } else if op[0] == b'-' && op.get(1) != Some(&b'@') {
-            let cmd = lookup_full(&String::from_utf8_lossy(&op[1..])).ok_or(RuleError::UnknownCommand)?;
-            self.change(cmd.stat_index, false);
+            let id = catalog.find(&String::from_utf8_lossy(&op[1..])).ok_or(RuleError::UnknownCommand)?;
+            self.change(id, false);
         } else if (op[0] == b'+' || op[0] == b'-') && op.get(1) == Some(&b'@') {
             let cat = category(&op[2..]).ok_or(RuleError::UnknownCommand)?;
             self.set_category(cat, op[0] == b'+');
@@ -528,9 +601,9 @@ impl Selector {
     }
 
     /// Redis's `ACLSelectorCheckCmd`.
-    fn check(&self, cmd: &Command, argv: &[Bytes], keys: &mut Option<Vec<(usize, u16)>>) -> Result<(), Denial> {
-        let id = cmd.stat_index;
-        if !self.all_commands && !cmd.spec.has(crate::commands::table::flag::NO_AUTH) && !self.bit(id) {
+    fn check(&self, cmd: &Target, argv: &[Bytes], keys: &mut Option<Vec<(usize, u16)>>) -> Result<(), Denial> {
+        let id = cmd.id;
+        if !self.all_commands && !cmd.no_auth && !self.bit(id) {
             let at = if Catalog::get().parent[id].is_some() { 2 } else { 1 };
             let allowed = argv.len() >= 2
                 && self.first_args.get(&id).is_some_and(|args| {
@@ -577,8 +650,8 @@ fn channel_in(list: &[Bytes], channel: &[u8], is_pattern: bool) -> bool {
 /// The channels a command publishes or subscribes to (Redis's
 /// `getChannelsFromCommand`, PUBLISH and SUBSCRIBE flags only): position
 /// and whether it is a pattern.
-fn channels_of(cmd: &Command, argv: &[Bytes]) -> Vec<(usize, bool)> {
-    match cmd.full_name.as_str() {
+fn channels_of(cmd: &Target, argv: &[Bytes]) -> Vec<(usize, bool)> {
+    match cmd.name {
         "subscribe" | "ssubscribe" => (1..argv.len()).map(|i| (i, false)).collect(),
         "psubscribe" => (1..argv.len()).map(|i| (i, true)).collect(),
         "publish" | "spublish" if argv.len() > 1 => vec![(1, false)],
@@ -844,6 +917,12 @@ impl User {
     /// Redis's `ACLCheckAllUserCommandPerm`: some selector allows it, or
     /// the most telling refusal.
     pub fn check(&self, cmd: &Command, argv: &[Bytes]) -> Result<(), Denial> {
+        self.check_target(&Target::of(cmd), argv)
+    }
+
+    /// [`User::check`] of a command as the catalog knows it (ACL DRYRUN of
+    /// a command keylock does not serve).
+    pub fn check_target(&self, cmd: &Target, argv: &[Bytes]) -> Result<(), Denial> {
         let mut keys = None;
         let mut relevant = Denial::Command;
         for s in &self.selectors {
@@ -863,8 +942,10 @@ impl User {
     /// selector allows the command and may read every key (`~*`, `%R~*`).
     pub fn may_read_every_key(&self, cmd: &Command, argv: &[Bytes]) -> bool {
         let mut keys = None;
+        let cmd = Target::of(cmd);
         self.selectors.iter().any(|s| {
-            s.check(cmd, argv, &mut keys).is_ok() && (s.all_keys || s.keys.iter().any(|k| k.perm & READ != 0 && k.pattern.as_ref() == b"*"))
+            s.check(&cmd, argv, &mut keys).is_ok()
+                && (s.all_keys || s.keys.iter().any(|k| k.perm & READ != 0 && k.pattern.as_ref() == b"*"))
         })
     }
 
@@ -1406,6 +1487,25 @@ mod tests {
         assert_eq!(u.check(get, &[b("get"), b("w1")]), Err(Denial::Key(1)));
         assert!(u.check(set, &[b("set"), b("w1"), b("v")]).is_ok());
         assert_eq!(u.check(set, &[b("set"), b("r1"), b("v")]), Err(Denial::Key(1)));
+    }
+
+    #[test]
+    fn rules_may_name_commands_redis_defines_and_keylock_does_not_serve() {
+        let u = user(&["+@all", "-migrate", "-cluster|info"]);
+        assert_eq!(
+            String::from_utf8_lossy(&u.describe()),
+            "off resetchannels +@all -cluster|info -migrate"
+        );
+        assert!(
+            Catalog::get()
+                .in_category(category(b"dangerous").expect("category"))
+                .contains(&"migrate")
+        );
+        assert!(
+            !Catalog::get()
+                .in_category(category(b"admin").expect("category"))
+                .contains(&"keylock")
+        );
     }
 
     #[test]

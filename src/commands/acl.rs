@@ -10,7 +10,7 @@ use bytes::Bytes;
 use super::server::help_reply;
 use super::table::{CommandSpec, cmd, container, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
-use crate::acl::{CATEGORIES, Catalog, User};
+use crate::acl::{CATEGORIES, Catalog, Target, User};
 
 pub const COMMANDS: &[CommandSpec] = &[container("acl", ACL).flags(SENTINEL)];
 
@@ -215,18 +215,22 @@ fn dryrun(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err(format!("User '{}' not found", text(&argv[2]))));
     };
     let line = &argv[3..];
-    let cmd = match crate::engine::exec::lookup(line) {
-        crate::engine::exec::Lookup::Found(cmd) if cmd.spec.handler.is_some() || line.len() < 2 => cmd,
-        _ => return Err(CmdError::err(format!("Command '{}' not found", text(&argv[3])))),
+    let found = match crate::engine::exec::lookup(line) {
+        crate::engine::exec::Lookup::Found(cmd) if cmd.spec.handler.is_some() || line.len() < 2 => Some(Target::of(cmd)),
+        // Rules may name what Redis defines and keylock does not serve.
+        _ => Catalog::get().redis_only(line),
     };
-    if !cmd.spec.arity_ok(line.len()) {
-        return Err(CmdError::arity(&cmd.full_name));
+    let Some(cmd) = found else {
+        return Err(CmdError::err(format!("Command '{}' not found", text(&argv[3]))));
+    };
+    if !cmd.arity_ok(line.len()) {
+        return Err(CmdError::arity(cmd.name));
     }
-    match user.check(cmd, line) {
+    match user.check_target(&cmd, line) {
         Ok(()) => Ok(Reply::OK),
         Err(denial) => {
             let message = match denial {
-                crate::acl::Denial::Command => format!("This user has no permissions to run the '{}' command", cmd.full_name),
+                crate::acl::Denial::Command => format!("This user has no permissions to run the '{}' command", cmd.name),
                 crate::acl::Denial::Key(at) => format!("This user has no permissions to access the '{}' key", text(&line[at])),
                 crate::acl::Denial::Channel(at) => {
                     format!("This user has no permissions to access the '{}' channel", text(&line[at]))
