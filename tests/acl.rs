@@ -296,3 +296,20 @@ fn credentials_and_rules_are_redacted_in_the_slow_log() {
     );
     assert!(!log.contains("pw"), "{log}");
 }
+
+#[test]
+fn a_scripts_refusal_is_logged_with_its_callers_connection() {
+    let s = start();
+    let mut admin = conn(&s);
+    let _: () = q(&mut admin, &["ACL", "SETUSER", "u", "on", ">p", "+eval", "~k*"]);
+    let mut raw = as_user(s.addr(), "u", "p");
+    raw.call(&["EVAL", "return redis.call('get', 'k')", "0"]);
+    let log = text(raw_admin_log(s.addr()));
+    assert!(log.contains("$3\r\nlua\r\n"), "{log}");
+    assert!(log.contains(" cmd=eval user=u "), "{log}");
+    assert!(!log.contains("addr=0.0.0.0:0"), "{log}");
+}
+
+fn raw_admin_log(addr: SocketAddr) -> Vec<u8> {
+    Raw::connect(addr).call(&["ACL", "LOG", "1"])
+}

@@ -130,6 +130,9 @@ pub struct Client {
     /// The script pseudo-client, while it runs: its caller's protocol and
     /// whether the caller is subscribed, for messages addressed to it.
     pub caller_protocol: Option<(u8, bool)>,
+    /// The script pseudo-client, while a restricted user's script runs:
+    /// the caller's CLIENT LIST line, which its ACL LOG entries show.
+    pub caller_info: Option<String>,
 }
 
 impl Client {
@@ -171,6 +174,7 @@ impl Client {
             tracking: None,
             script_keys: Vec::new(),
             caller_protocol: None,
+            caller_info: None,
         }
     }
 
@@ -205,6 +209,7 @@ impl Client {
     /// The run is over: what it gathered for the caller goes to the caller.
     pub fn end_script_run(&mut self, caller: &mut Client) {
         self.acting_for = None;
+        self.caller_info = None;
         self.tracking = None;
         self.caller_protocol = None;
         self.script_keys.clear();

@@ -387,7 +387,7 @@ impl State {
             object: denial.object,
             username: denial.username,
             ctime_ms: now,
-            client_info: client.info_line(now),
+            client_info: client.caller_info.clone().unwrap_or_else(|| client.info_line(now)),
         };
         self.acl.log_denial(entry, max_len);
     }
