@@ -1508,6 +1508,32 @@ mod tests {
         );
     }
 
+    fn entry(object: &str, ctime_ms: u64) -> LogEntry {
+        LogEntry {
+            count: 1,
+            reason: Reason::Key,
+            context: Context::Toplevel,
+            object: Bytes::from(object.to_string()),
+            username: Bytes::from_static(b"u"),
+            ctime_ms,
+            client_info: String::new(),
+        }
+    }
+
+    #[test]
+    fn similar_log_entries_within_a_minute_are_counted_together() {
+        let mut acl = Acl::default();
+        acl.log_denial(entry("k", 0), 128);
+        acl.log_denial(entry("other", 10), 128);
+        acl.log_denial(entry("k", 60_000), 128);
+        assert_eq!(acl.log.len(), 2);
+        assert_eq!((acl.log[0].object.as_ref(), acl.log[0].count), (b"k".as_slice(), 2));
+        acl.log_denial(entry("k", 120_001), 128);
+        assert_eq!(acl.log.len(), 3);
+        acl.log_denial(entry("x", 120_002), 2);
+        assert_eq!(acl.log.len(), 2);
+    }
+
     #[test]
     fn selectors_merge_across_arguments() {
         let args: Vec<Bytes> = ["on", "(~x", "+get)", ">p"].iter().map(|s| Bytes::from(s.to_string())).collect();

@@ -313,3 +313,26 @@ fn a_scripts_refusal_is_logged_with_its_callers_connection() {
 fn raw_admin_log(addr: SocketAddr) -> Vec<u8> {
     Raw::connect(addr).call(&["ACL", "LOG", "1"])
 }
+
+/// A user's channels narrowed under two subscribers, as both servers
+/// handle it: the one whose pattern is no longer listed goes.
+fn channels_revoked_under_subscribers(addr: SocketAddr) -> Vec<Vec<u8>> {
+    let mut admin = Raw::connect(addr);
+    let mut out = vec![admin.call(&["ACL", "SETUSER", "u", "on", ">p", "+@all", "&a", "&b*"])];
+    let mut keeps = Raw::connect(addr);
+    out.push(keeps.call(&["AUTH", "u", "p"]));
+    out.push(keeps.call(&["SUBSCRIBE", "a"]));
+    let mut loses = Raw::connect(addr);
+    out.push(loses.call(&["AUTH", "u", "p"]));
+    out.push(loses.call(&["PSUBSCRIBE", "b*"]));
+    out.push(admin.call(&["ACL", "SETUSER", "u", "resetchannels", "&a", "&b"]));
+    out.push(vec![loses.is_closed() as u8]);
+    out.push(keeps.call(&["PING"]));
+    out.push(admin.call(&["PUBLISH", "a", "m"]));
+    out
+}
+
+#[test]
+fn narrowing_a_users_channels_disconnects_subscribers_as_redis() {
+    same_on_both_servers(channels_revoked_under_subscribers);
+}
