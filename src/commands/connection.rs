@@ -208,7 +208,8 @@ fn check_password(ctx: &mut Ctx, user: &[u8], pass: &[u8], command: &Bytes) -> C
         ctx.client.user = (user != b"default").then(|| Bytes::copy_from_slice(user));
         Ok(())
     } else {
-        let context = if ctx.client.multi.is_some() {
+        // Queued in MULTI, or run by EXEC (the one time blocking is denied).
+        let context = if ctx.client.multi.is_some() || ctx.state.deny_blocking {
             crate::acl::Context::Multi
         } else {
             crate::acl::Context::Toplevel
