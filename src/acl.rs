@@ -1111,6 +1111,12 @@ impl Acl {
         self.unrestricted_default
     }
 
+    /// Whether a client of user `user` (None: default) is checked at all.
+    #[inline]
+    pub fn checks(&self, user: Option<&[u8]>) -> bool {
+        user.is_some() || !self.unrestricted_default
+    }
+
     pub fn auth_required(&self) -> bool {
         self.auth_required
     }

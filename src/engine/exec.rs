@@ -6,17 +6,19 @@
 //!
 //! - a client ([`for_client`], Redis's `processCommand`): lookup, arity,
 //!   the test controls' protection, authentication, commands a transaction
-//!   may not queue, `maxmemory`, `min-replicas-to-write`, MONITOR and
-//!   pub/sub mode;
+//!   may not queue, the ACL rules of the client's user, `maxmemory`,
+//!   `min-replicas-to-write`, MONITOR and pub/sub mode;
 //! - a script, Lua or native ([`for_script`], `scriptCall`): lookup and
-//!   arity with the script texts, commands scripts may not run, writes in a
-//!   read-only run, and the server state that stops a first write;
+//!   arity with the script texts, commands scripts may not run, the ACL
+//!   rules of the script's caller, writes in a read-only run, and the
+//!   server state that stops a first write;
 //! - a client's command while a script runs past `busy-reply-threshold`
 //!   ([`State::serve_while_busy`], Redis's `processEventsWhileBlocked`):
 //!   the same checks as any client's, where the BUSY answer is one of
 //!   them, so that the commands flagged `allow-busy` (AUTH, HELLO, MULTI,
 //!   WATCH, SCRIPT KILL, SHUTDOWN…) run as they would at any time;
-//! - EXEC ([`queued`]): commands checked when they were queued.
+//! - EXEC ([`queued`]): commands checked when they were queued, and the
+//!   ACL rules again, as they may have changed since.
 //!
 //! A client's command may also meet an injected fault (KEYLOCK FAULT, see
 //! [`super::faults`]) once it passed Redis's checks: an error refusal, or
@@ -159,10 +161,7 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
     if client.multi.is_some() && cmd.spec.has(flag::NO_MULTI) {
         return Err(Refusal::of(CmdError::err("Command not allowed inside a transaction"), Some(cmd)));
     }
-    // The ACL check: one branch while the default user may run anything.
-    if (client.user.is_some() || !state.acl.unrestricted_default())
-        && let Err(denial) = state.acl.check(client.user.as_deref(), cmd, argv)
-    {
+    if let Some(denial) = acl_denial(state, client, cmd, argv) {
         let context = if client.multi.is_some() {
             Context::Multi
         } else {
@@ -356,9 +355,7 @@ pub fn for_script(
         return refuse(NOT_ALLOWED, Some(cmd));
     }
     // `redis.call` runs with the permissions of the script's caller.
-    if (client.user.is_some() || !state.acl.unrestricted_default())
-        && let Err(denial) = state.acl.check(client.user.as_deref(), cmd, argv)
-    {
+    if let Some(denial) = acl_denial(state, client, cmd, argv) {
         log_denial(state, client, denial, Context::Lua, cmd, argv);
         return refuse(denial.script_error(), Some(cmd));
     }
@@ -379,6 +376,16 @@ pub fn for_script(
     }
     state.stats.resolutions += 1;
     Ok(cmd)
+}
+
+/// The ACL check, the same for every caller: what the client's user may
+/// not do with this command line. One branch while the client is the
+/// default user's and that user may run anything.
+fn acl_denial(state: &State, client: &Client, cmd: &Command, argv: &[Bytes]) -> Option<Denial> {
+    if !state.acl.checks(client.user.as_deref()) {
+        return None;
+    }
+    state.acl.check(client.user.as_deref(), cmd, argv).err()
 }
 
 /// Records an ACL refusal in the ACL log.
@@ -417,9 +424,7 @@ pub fn queued(state: &mut State, client: &Client, argv: &[Bytes]) -> Result<&'st
         Lookup::Found(cmd) if cmd.spec.handler.is_some() => cmd,
         _ => return Err(CmdError::unknown_command(argv)),
     };
-    if (client.user.is_some() || !state.acl.unrestricted_default())
-        && let Err(denial) = state.acl.check(client.user.as_deref(), cmd, argv)
-    {
+    if let Some(denial) = acl_denial(state, client, cmd, argv) {
         log_denial(state, client, denial, Context::Multi, cmd, argv);
         return Err(CmdError::new(denial.exec_error()));
     }
