@@ -67,6 +67,8 @@ pub struct Config {
     /// Consumers of the effect stream (every write as it must be
     /// replayed; see `engine::effects`), for embedders.
     pub effects: Vec<crate::engine::effects::EffectsTap>,
+    /// `user` lines (name, then rules), in order, for the ACL.
+    pub users: Vec<Vec<String>>,
     /// Every directive as given, in order, for the parameter table.
     pub directives: Vec<(String, Vec<String>)>,
 }
@@ -90,6 +92,7 @@ impl Default for Config {
             load_at_start: true,
             private_dir: false,
             effects: Vec::new(),
+            users: Vec::new(),
             directives: Vec::new(),
         }
     }
@@ -188,6 +191,21 @@ impl Config {
             let mut words = words.into_iter().map(|w| String::from_utf8_lossy(&w).into_owned());
             let Some(name) = words.next() else { continue };
             let values: Vec<String> = words.collect();
+            if name.eq_ignore_ascii_case("user") && !values.is_empty() {
+                // Redis's `ACLAppendUserForLoading`: checked now, applied
+                // once the server starts (see `acl`).
+                let argv: Vec<String> = std::iter::once(name.clone()).chain(values.iter().cloned()).collect();
+                if self.users.iter().any(|u| u[0] == values[0]) {
+                    return Err(fail(format!(
+                        "Error in user declaration '{}': {}",
+                        values[0],
+                        crate::acl::RuleError::Duplicate.text()
+                    )));
+                }
+                crate::acl::validate_config_user(&argv).map_err(fail)?;
+                self.users.push(values);
+                continue;
+            }
             params.apply_directive(&name, &values).map_err(fail)?;
             self.apply(&name, values).map_err(fail)?;
         }
@@ -264,10 +282,40 @@ impl Config {
     /// does before it starts: an unknown name or a bad value is an error.
     pub fn validate(&self) -> Result<(), String> {
         let mut params = crate::config_params::ConfigParams::new();
-        for (name, values) in &self.directives {
+        // `dir` was checked as it was read; the binary has changed to it
+        // since, so a relative path would no longer be found.
+        for (name, values) in self.directives.iter().filter(|(name, _)| name != "dir") {
             params
                 .apply_directive(name, values)
                 .map_err(|e| format!("bad directive '{name} {}': {e}", values.join(" ")))?;
+        }
+        self.validate_users()
+    }
+
+    /// Redis's `ACLLoadUsersAtStartup`: `user` lines or an ACL file, not
+    /// both, and either must load, or the server does not start.
+    fn validate_users(&self) -> Result<(), String> {
+        let aclfile = self
+            .directives
+            .iter()
+            .rev()
+            .find(|(name, _)| name == "aclfile")
+            .and_then(|(_, values)| values.first())
+            .filter(|path| !path.is_empty());
+        if aclfile.is_some() && !self.users.is_empty() {
+            return Err("Configuring Redis with users defined in redis.conf and at the same setting an ACL file path is invalid. This setup is very likely to lead to configuration errors and security holes, please define either an ACL file or declare users directly in your redis.conf, but not both.".into());
+        }
+        let mut acl = crate::acl::Acl::default();
+        let users: Vec<Vec<bytes::Bytes>> = self
+            .users
+            .iter()
+            .map(|line| line.iter().map(|w| bytes::Bytes::copy_from_slice(w.as_bytes())).collect())
+            .collect();
+        acl.load_configured(&users)
+            .map_err(|e| format!("{e}. Critical error while loading ACLs. Exiting."))?;
+        if let Some(path) = aclfile {
+            acl.load_file(path)
+                .map_err(|e| format!("Aborting Redis startup because of ACL errors: {e}"))?;
         }
         Ok(())
     }

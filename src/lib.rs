@@ -32,6 +32,7 @@
 //!   `bench` feature: embedding keylock with `default-features = false`
 //!   compiles the server without it or its crates.
 
+pub mod acl;
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod clock;

@@ -214,7 +214,9 @@ Every redis.conf directive is accepted as a flag, as with redis-server:
   --bind ADDR ...          addresses to listen on (default 127.0.0.1)
   --unixsocket PATH        also listen on a Unix domain socket
   --unixsocketperm MODE    the socket file's mode, octal (e.g. 700)
-  --requirepass PASS       require AUTH
+  --requirepass PASS       require AUTH (the default user's password)
+  --user NAME RULE ...     an ACL user, as in redis.conf (repeat for more)
+  --aclfile PATH           ACL users from a file (ACL LOAD / ACL SAVE)
   --databases N            number of databases (default 16)
   --proto-max-bulk-len N   largest bulk argument accepted (default 512mb)
   --hz N                   background task frequency (default 10)

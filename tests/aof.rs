@@ -196,3 +196,21 @@ fn a_truncated_last_command_is_cut_off_or_stops_the_start() {
     c.call(&["SET", "next", "v"]);
     assert_eq!(c.call(&["GET", "next"]), b"$1\r\nv\r\n");
 }
+
+#[test]
+fn the_file_replays_whatever_the_default_user_may_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut keylock = keylock_in(dir.path(), &["--appendonly", "yes"]);
+    let mut c = Raw::connect(keylock.addr);
+    c.call(&["SET", "k", "v"]);
+    c.send_cmd(&[b"SHUTDOWN"]);
+    keylock.wait_exit(10);
+    // The default user may no longer SET: the file still loads.
+    let keylock = keylock_in(
+        dir.path(),
+        &["--appendonly", "yes", "--user", "default", "on", "nopass", "~*", "+@all", "-set"],
+    );
+    let mut c = Raw::connect(keylock.addr);
+    assert_eq!(c.call(&["GET", "k"]), b"$1\r\nv\r\n");
+    assert!(text(c.call(&["SET", "k", "w"])).starts_with("-NOPERM"));
+}

@@ -241,6 +241,7 @@ corpus! {
     scripting => "scripting.txt",
     scripting_redisson => "scripting_redisson.txt",
     functions => "functions.txt",
+    acl => "acl.txt",
 }
 
 #[test]

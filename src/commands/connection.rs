@@ -184,6 +184,7 @@ fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     ctx.client.name = None;
     ctx.client.no_evict = false;
     ctx.client.no_touch = false;
+    ctx.client.user = None;
     ctx.client.authenticated = !auth_required(ctx);
     Ok(Reply::status("RESET"))
 }
@@ -193,25 +194,33 @@ fn select(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::OK)
 }
 
-fn requirepass(ctx: &Ctx) -> Option<String> {
-    ctx.state.params.value("requirepass").filter(|p| !p.is_empty()).map(str::to_string)
-}
-
+/// Whether a new or reset connection must authenticate (Redis's
+/// `authRequired`: the default user needs a password, or is off).
 pub fn auth_required(ctx: &Ctx) -> bool {
-    requirepass(ctx).is_some()
+    ctx.state.acl.auth_required()
 }
 
-/// Checks a user/password pair against the default user.
-fn check_password(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> CmdResult<()> {
-    let ok = match requirepass(ctx) {
-        // With no password, the default user is "nopass": any password works.
-        None => user.is_none_or(|u| u == b"default"),
-        Some(p) => user.is_none_or(|u| u == b"default") && pass == p.as_bytes(),
-    };
-    if ok {
+/// Redis's `ACLAuthenticateUser`: the client runs as `user` from now on,
+/// or the failure is logged (ACL LOG, reason `auth`).
+fn check_password(ctx: &mut Ctx, user: &[u8], pass: &[u8], command: &Bytes) -> CmdResult<()> {
+    if ctx.state.acl.authenticate(user, pass) {
         ctx.client.authenticated = true;
+        ctx.client.user = (user != b"default").then(|| Bytes::copy_from_slice(user));
         Ok(())
     } else {
+        // Queued in MULTI, or run by EXEC (the one time blocking is denied).
+        let context = if ctx.client.multi.is_some() || ctx.state.deny_blocking {
+            crate::acl::Context::Multi
+        } else {
+            crate::acl::Context::Toplevel
+        };
+        let denial = crate::engine::AclDenial {
+            reason: crate::acl::Reason::Auth,
+            context,
+            object: command.clone(),
+            username: Bytes::copy_from_slice(user),
+        };
+        ctx.state.log_acl_denial(ctx.client, denial);
         Err(CmdError::wrongpass())
     }
 }
@@ -219,14 +228,14 @@ fn check_password(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> CmdResult<
 fn auth(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     match argv.len() {
         2 => {
-            if !auth_required(ctx) {
+            if ctx.state.acl.default_user().nopass() {
                 return Err(CmdError::err(
                     "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
                 ));
             }
-            check_password(ctx, None, &argv[1])?;
+            check_password(ctx, b"default", &argv[1], &argv[0])?;
         }
-        3 => check_password(ctx, Some(&argv[1]), &argv[2])?,
+        3 => check_password(ctx, &argv[1], &argv[2], &argv[0])?,
         _ => return Err(CmdError::syntax()),
     }
     Ok(Reply::OK)
@@ -259,7 +268,7 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
     }
     if let Some((user, pass)) = credentials {
-        check_password(ctx, Some(&user), &pass)?;
+        check_password(ctx, &user, &pass, &argv[0])?;
     }
     if !ctx.client.authenticated {
         return Err(CmdError::new(
@@ -457,7 +466,12 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 }
                 f.kind = Some(k);
             }
-            "user" => f.user = Some(val.to_vec()),
+            "user" => {
+                if ctx.state.acl.user(val).is_none() {
+                    return Err(CmdError::err_bytes(&[b"No such user '", val.as_ref(), b"'"].concat()));
+                }
+                f.user = Some(val.to_vec());
+            }
             "skipme" => {
                 f.skip_me = if val.eq_ignore_ascii_case(b"yes") {
                     true
@@ -483,7 +497,7 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 && f.addr.as_ref().is_none_or(|a| c.peer.to_string().as_bytes() == a.as_slice())
                 && f.laddr.as_ref().is_none_or(|a| c.local.to_string().as_bytes() == a.as_slice())
                 && f.kind.as_deref().is_none_or(|k| client_type_matches(c, k))
-                && f.user.as_ref().is_none_or(|u| u.as_slice() == b"default")
+                && f.user.as_ref().is_none_or(|u| u.as_slice() == c.user_name())
                 && f.max_age.is_none_or(|age| now.saturating_sub(c.created_ms) / 1000 >= age)
                 && !(f.skip_me && c.id == me)
         })

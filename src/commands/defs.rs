@@ -261,7 +261,34 @@ fn getkeys_proc(name: &str, argv: &[Bytes]) -> Vec<(usize, u16)> {
             }
             (at + 1..at + 1 + rest / 2).map(|i| (i, 0)).collect()
         }
-        // MIGRATE's finder: not needed while keylock does not serve it.
+        "migrate" => {
+            // The key at 3, or those after KEYS (with an empty key at 3);
+            // AUTH takes one argument, AUTH2 two (ACL DRYRUN names it).
+            if argv.len() < 4 {
+                return Vec::new();
+            }
+            let (mut first, mut num) = (3, 1);
+            if argv.len() > 6 {
+                let mut i = 6;
+                while i < argv.len() {
+                    let arg = &argv[i];
+                    if c_keyword(arg, "keys") {
+                        if !argv[3].is_empty() {
+                            return Vec::new();
+                        }
+                        first = i + 1;
+                        num = argv.len() - first;
+                        break;
+                    } else if c_keyword(arg, "auth") {
+                        i += 1;
+                    } else if c_keyword(arg, "auth2") {
+                        i += 2;
+                    }
+                    i += 1;
+                }
+            }
+            (first..first + num).map(|i| (i, RW | ACCESS | key_flag::DELETE)).collect()
+        }
         _ => Vec::new(),
     }
 }

@@ -5,6 +5,7 @@
 //! [`CmdError`] out. It reaches the keyspace, the client's own state and
 //! the rest of the engine through [`Ctx`], and knows nothing of sockets.
 
+pub mod acl;
 pub mod args;
 pub mod bitmaps;
 pub mod blocking;
@@ -236,6 +237,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         scripting::COMMANDS,
         functions::COMMANDS,
         transactions::COMMANDS,
+        acl::COMMANDS,
         keylock::COMMANDS,
     ]
 }

@@ -79,7 +79,9 @@ fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], by_sha: bool, read_only: bool) ->
     ctx.state.script_time = Some(ctx.now_ms);
     let flags = RunFlags {
         read_only,
-        native: ctx.state.runtime.native_scripts,
+        // A user with restricted permissions runs every script through
+        // Lua, where each `redis.call` is checked.
+        native: ctx.state.runtime.native_scripts && !ctx.state.acl.checks(ctx.client.user.as_deref()),
     };
     // A panic inside the run leaves the VM in an unknown state (a hook
     // set, values on its stack): it is replaced by a fresh one, as

@@ -287,6 +287,16 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         })
         .flatten()
         .map(|(_, value)| *value);
+    if changed.contains(&"requirepass") {
+        // Redis's `ACLUpdateDefaultUserPassword`.
+        let pass = ctx
+            .state
+            .params
+            .value("requirepass")
+            .filter(|p| !p.is_empty())
+            .map(|p| p.as_bytes().to_vec());
+        ctx.state.acl.set_default_password(pass.as_deref());
+    }
     ctx.state.apply_runtime(notify);
     ctx.state.watchdog.threshold_ms.set(ctx.state.runtime.busy_reply_threshold_ms);
     if let Some(scripts) = ctx.scripts.as_deref() {

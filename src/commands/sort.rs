@@ -128,6 +128,12 @@ fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
     let mut sortby: Option<&Bytes> = None;
     let mut storekey: Option<&Bytes> = None;
     let mut gets: Vec<&Bytes> = Vec::new();
+    // BY and GET patterns may name any key: Redis allows them only to a
+    // user who may read every key.
+    let may_read_every_key = || {
+        let cmd = crate::engine::exec::named(if readonly { b"sort_ro" } else { b"sort" });
+        ctx.state.acl.may_read_every_key(ctx.client.user.as_deref(), cmd, argv)
+    };
     let mut j = 2;
     while j < argv.len() {
         let left = argv.len() - j - 1;
@@ -150,10 +156,15 @@ fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
             // A BY without `*` is constant: nothing to sort by.
             if !c_str(by, usize::MAX).contains(&b'*') {
                 dontsort = true;
+            } else if !may_read_every_key() {
+                return Err(CmdError::err("BY option of SORT denied due to insufficient ACL permissions."));
             }
             sortby = Some(by);
             j += 1;
         } else if c_keyword(a, "get") && left >= 1 {
+            if !may_read_every_key() {
+                return Err(CmdError::err("GET option of SORT denied due to insufficient ACL permissions."));
+            }
             gets.push(&argv[j + 1]);
             j += 1;
         } else {

@@ -61,9 +61,12 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     // Nothing blocks inside a transaction.
     ctx.state.deny_blocking = true;
     for argv in multi.queued {
-        let reply = match crate::engine::exec::queued(ctx.state, &argv) {
-            Some(cmd) => ctx.state.call(ctx.scripts.as_deref_mut(), ctx.client, cmd, &argv),
-            None => Reply::from(CmdError::unknown_command(&argv)),
+        let reply = match crate::engine::exec::queued(ctx.state, ctx.client, &argv) {
+            Ok(cmd) => ctx.state.call(ctx.scripts.as_deref_mut(), ctx.client, cmd, &argv),
+            Err(e) => {
+                ctx.state.stats.count_error(&e);
+                Reply::from(e)
+            }
         };
         if !ctx.client.inline_pushes.is_empty() && interleaved.is_none() {
             let mut sequence = vec![Reply::Raw(Bytes::from(format!("*{count}\r\n")))];

@@ -718,12 +718,16 @@ fn load_files(state: &mut State, scripts: &mut super::Scripts) -> Result<bool, S
 }
 
 /// Runs an append-only file's commands as a client with no connection
-/// would (Redis's fake AOF client); what they do is no effect (it is what
+/// would (Redis's fake AOF client): its transactions are queued and run
+/// at their EXEC (one cut short at the end of the file never runs), no
+/// user's permissions apply, and what they do is no effect (it is what
 /// the effects were).
 pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec<Bytes>>) -> Result<(), String> {
     let mut client = super::Client::script_client();
     client.is_script = false;
     client.authenticated = true;
+    // The users stay aside while the file runs: the AOF client is no user.
+    let users = std::mem::take(&mut state.acl);
     state.effects.suspend(true);
     let mut result = Ok(());
     for argv in commands {
@@ -737,6 +741,7 @@ pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec
         super::exec::dispatch(state, Some(scripts), &mut client, argv);
     }
     state.effects.suspend(false);
+    state.acl = users;
     result
 }
 

@@ -72,6 +72,8 @@ pub struct Client {
     /// 2 or 3, set by HELLO.
     pub resp: u8,
     pub authenticated: bool,
+    /// The ACL user this client runs as; None is `default` (see `acl`).
+    pub user: Option<Bytes>,
     pub name: Option<Bytes>,
     pub lib_name: Option<Bytes>,
     pub lib_ver: Option<Bytes>,
@@ -128,6 +130,9 @@ pub struct Client {
     /// The script pseudo-client, while it runs: its caller's protocol and
     /// whether the caller is subscribed, for messages addressed to it.
     pub caller_protocol: Option<(u8, bool)>,
+    /// The script pseudo-client, while a restricted user's script runs:
+    /// the caller's CLIENT LIST line, which its ACL LOG entries show.
+    pub caller_info: Option<String>,
 }
 
 impl Client {
@@ -140,6 +145,7 @@ impl Client {
             db: 0,
             resp: 2,
             authenticated,
+            user: None,
             name: None,
             lib_name: None,
             lib_ver: None,
@@ -168,6 +174,7 @@ impl Client {
             tracking: None,
             script_keys: Vec::new(),
             caller_protocol: None,
+            caller_info: None,
         }
     }
 
@@ -185,6 +192,8 @@ impl Client {
     pub fn begin_script_run(&mut self, caller: &Client, keys: &[Bytes]) {
         self.db = caller.db;
         self.resp = 2;
+        // `redis.call` runs with the caller's permissions.
+        self.user = caller.user.clone();
         self.acting_for = Some(caller.id);
         self.tracking = caller.tracking.clone();
         self.caller_protocol = Some((caller.resp, caller.in_pubsub_mode()));
@@ -200,6 +209,7 @@ impl Client {
     /// The run is over: what it gathered for the caller goes to the caller.
     pub fn end_script_run(&mut self, caller: &mut Client) {
         self.acting_for = None;
+        self.caller_info = None;
         self.tracking = None;
         self.caller_protocol = None;
         self.script_keys.clear();
@@ -211,6 +221,11 @@ impl Client {
     /// its own, or its caller's while it runs a script.
     pub fn holds_for(&self, id: ClientId) -> bool {
         self.id == id || self.acting_for == Some(id)
+    }
+
+    /// The name of the ACL user this client runs as.
+    pub fn user_name(&self) -> &[u8] {
+        self.user.as_deref().unwrap_or(b"default")
     }
 
     /// How MONITOR names this client: `lua`, `unix:/path`, or `ip:port`.
@@ -327,7 +342,7 @@ impl Client {
         let output = self.outbox.buffer().borrow();
         let split = output.split();
         format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.peer,
             self.local,
@@ -348,6 +363,7 @@ impl Client {
             split.in_list,
             self.memory(qbuf + qbuf_free, output.allocated()),
             self.last_command,
+            String::from_utf8_lossy(self.user_name()),
             self.tracking.as_deref().map_or(-1, |t| t.redirect as i64),
             self.resp,
             text(&self.lib_name),

@@ -6,17 +6,19 @@
 //!
 //! - a client ([`for_client`], Redis's `processCommand`): lookup, arity,
 //!   the test controls' protection, authentication, commands a transaction
-//!   may not queue, `maxmemory`, `min-replicas-to-write`, MONITOR and
-//!   pub/sub mode;
+//!   may not queue, the ACL rules of the client's user, `maxmemory`,
+//!   `min-replicas-to-write`, MONITOR and pub/sub mode;
 //! - a script, Lua or native ([`for_script`], `scriptCall`): lookup and
-//!   arity with the script texts, commands scripts may not run, writes in a
-//!   read-only run, and the server state that stops a first write;
+//!   arity with the script texts, commands scripts may not run, the ACL
+//!   rules of the script's caller, writes in a read-only run, and the
+//!   server state that stops a first write;
 //! - a client's command while a script runs past `busy-reply-threshold`
 //!   ([`State::serve_while_busy`], Redis's `processEventsWhileBlocked`):
 //!   the same checks as any client's, where the BUSY answer is one of
 //!   them, so that the commands flagged `allow-busy` (AUTH, HELLO, MULTI,
 //!   WATCH, SCRIPT KILL, SHUTDOWN…) run as they would at any time;
-//! - EXEC ([`queued`]): commands checked when they were queued.
+//! - EXEC ([`queued`]): commands checked when they were queued, and the
+//!   ACL rules again, as they may have changed since.
 //!
 //! A client's command may also meet an injected fault (KEYLOCK FAULT, see
 //! [`super::faults`]) once it passed Redis's checks: an error refusal, or
@@ -39,6 +41,7 @@ use bytes::Bytes;
 use super::effects;
 use super::faults::CommandFault;
 use super::{Client, NOREPLICAS, OOM, Scripts, State, slowlog};
+use crate::acl::{Context, Denial};
 use crate::commands::Ctx;
 use crate::commands::table::{Command, Registry, flag};
 use crate::error::CmdError;
@@ -153,11 +156,20 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
             ));
         }
     }
-    if !client.authenticated && !cmd.spec.has(flag::NO_AUTH) {
+    if !client.authenticated && state.acl.auth_required() && !cmd.spec.has(flag::NO_AUTH) {
         return Err(Refusal::of(CmdError::noauth(), Some(cmd)));
     }
     if client.multi.is_some() && cmd.spec.has(flag::NO_MULTI) {
         return Err(Refusal::of(CmdError::err("Command not allowed inside a transaction"), Some(cmd)));
+    }
+    if let Some(denial) = acl_denial(state, client, cmd, argv) {
+        let context = if client.multi.is_some() {
+            Context::Multi
+        } else {
+            Context::Toplevel
+        };
+        log_denial(state, client, denial, context, cmd, argv);
+        return Err(Refusal::of(CmdError::new(denial.error(cmd)), Some(cmd)));
     }
     if state.runtime.maxmemory > 0 || !state.enough_good_replicas() {
         let flags = state.command_flags(scripts, client, cmd, argv);
@@ -326,7 +338,8 @@ fn injected_fault(state: &mut State, cmd: &Command, argv: &[Bytes]) -> Option<Co
 /// where it arises (the caller books it) and flagged
 /// `ignore_error_stats_update` for the script's own error.
 pub fn for_script(
-    stats: &mut super::stats::Stats,
+    state: &mut State,
+    client: &Client,
     argv: &[Bytes],
     limits: &ScriptLimits,
     wrote: &std::cell::Cell<bool>,
@@ -341,6 +354,11 @@ pub fn for_script(
     }
     if cmd.spec.has(flag::NOSCRIPT) {
         return refuse(NOT_ALLOWED, Some(cmd));
+    }
+    // `redis.call` runs with the permissions of the script's caller.
+    if let Some(denial) = acl_denial(state, client, cmd, argv) {
+        log_denial(state, client, denial, Context::Lua, cmd, argv);
+        return refuse(denial.script_error(), Some(cmd));
     }
     // Redis refuses anything that could propagate (PUBLISH too) in a read-only script.
     if limits.read_only && cmd.spec.has(flag::WRITE | flag::MAY_REPLICATE) {
@@ -357,8 +375,29 @@ pub fn for_script(
     if cmd.spec.has(flag::WRITE) {
         wrote.set(true);
     }
-    stats.resolutions += 1;
+    state.stats.resolutions += 1;
     Ok(cmd)
+}
+
+/// The ACL check, the same for every caller: what the client's user may
+/// not do with this command line. One branch while the client is the
+/// default user's and that user may run anything.
+fn acl_denial(state: &State, client: &Client, cmd: &Command, argv: &[Bytes]) -> Option<Denial> {
+    if !state.acl.checks(client.user.as_deref()) {
+        return None;
+    }
+    state.acl.check(client.user.as_deref(), cmd, argv).err()
+}
+
+/// Records an ACL refusal in the ACL log.
+fn log_denial(state: &mut State, client: &Client, denial: Denial, context: Context, cmd: &Command, argv: &[Bytes]) {
+    let entry = super::AclDenial {
+        reason: denial.reason(),
+        context,
+        object: denial.object(cmd, argv),
+        username: Bytes::copy_from_slice(client.user_name()),
+    };
+    state.log_acl_denial(client, entry);
 }
 
 /// The first checks of `processCommand`: lookup (and subcommand), arity.
@@ -378,15 +417,20 @@ fn resolve(argv: &[Bytes]) -> Result<&'static Command, Refusal> {
     Ok(cmd)
 }
 
-/// A command EXEC runs: it was checked when it was queued.
-pub fn queued(state: &mut State, argv: &[Bytes]) -> Option<&'static Command> {
-    match lookup(argv) {
-        Lookup::Found(cmd) if cmd.spec.handler.is_some() => {
-            state.stats.resolutions += 1;
-            Some(cmd)
-        }
-        _ => None,
+/// A command EXEC runs: it was checked when it was queued, and the ACL
+/// rules are checked again, as they may have changed since (Redis's
+/// `execCommand`).
+pub fn queued(state: &mut State, client: &Client, argv: &[Bytes]) -> Result<&'static Command, CmdError> {
+    let cmd = match lookup(argv) {
+        Lookup::Found(cmd) if cmd.spec.handler.is_some() => cmd,
+        _ => return Err(CmdError::unknown_command(argv)),
+    };
+    if let Some(denial) = acl_denial(state, client, cmd, argv) {
+        log_denial(state, client, denial, Context::Multi, cmd, argv);
+        return Err(CmdError::new(denial.exec_error()));
     }
+    state.stats.resolutions += 1;
+    Ok(cmd)
 }
 
 /// A client's command, resolved by [`for_client`], is about to run (not
@@ -557,6 +601,10 @@ impl State {
                 &copied
             }
         };
+        // Secrets never reach MONITOR or the slow log (Redis redacts
+        // them in the command's own arguments).
+        let redacted = redact_secrets(cmd, argv);
+        let argv = redacted.as_deref().unwrap_or(argv);
         if slow {
             let now_secs = self.clock.now_ms() / 1000;
             let (slower_than, max_len) = (self.runtime.slowlog_log_slower_than, self.runtime.slowlog_max_len);
@@ -564,8 +612,7 @@ impl State {
             self.slowlog.push_if_slow(slower_than, max_len, duration_us, argv, caller, now_secs);
         }
         if monitored {
-            let shown = redact_secrets(cmd, argv);
-            self.feed_monitors(client, client.db, &client.monitor_origin(), shown.as_deref().unwrap_or(argv));
+            self.feed_monitors(client, client.db, &client.monitor_origin(), argv);
         }
     }
 
@@ -646,12 +693,15 @@ impl State {
     }
 }
 
-/// AUTH and HELLO … AUTH passwords never reach MONITOR: Redis shows
-/// `(redacted)` in their place.
+/// AUTH and HELLO … AUTH credentials and ACL SETUSER's user and rules
+/// never reach MONITOR or the slow log: Redis shows `(redacted)` in their
+/// place.
 fn redact_secrets(cmd: &Command, argv: &[Bytes]) -> Option<Vec<Bytes>> {
     const REDACTED: Bytes = Bytes::from_static(b"(redacted)");
+    let from = |at: usize| Some(argv[..at].iter().cloned().chain(argv[at..].iter().map(|_| REDACTED)).collect());
     match cmd.full_name.as_str() {
-        "auth" => Some(std::iter::once(argv[0].clone()).chain(argv[1..].iter().map(|_| REDACTED)).collect()),
+        "auth" => from(1),
+        "acl|setuser" => from(2),
         "hello" => {
             let at = argv.iter().position(|a| a.eq_ignore_ascii_case(b"auth"))?;
             let mut shown = argv.to_vec();

@@ -188,6 +188,40 @@ pub struct State {
     cron_logged_ms: u64,
     /// Client-side caching (CLIENT TRACKING), see `tracking`.
     pub tracking: tracking::Tracking,
+    /// Users and their permissions, and the ACL log (see `acl`).
+    pub acl: crate::acl::Acl,
+}
+
+/// A refusal for the ACL log.
+pub struct AclDenial {
+    pub reason: crate::acl::Reason,
+    pub context: crate::acl::Context,
+    pub object: Bytes,
+    pub username: Bytes,
+}
+
+/// The users at start-up, as Redis's `ACLLoadUsersAtStartup` sets them:
+/// `requirepass` for the default user, then the configuration's `user`
+/// lines, then the ACL file. A broken file or line is logged and left out.
+fn startup_acl(config: &Config, params: &ConfigParams) -> crate::acl::Acl {
+    let mut acl = crate::acl::Acl::new(params.value("acl-pubsub-default") == Some("allchannels"));
+    if let Some(pass) = params.value("requirepass").filter(|p| !p.is_empty()) {
+        acl.set_default_password(Some(pass.as_bytes()));
+    }
+    let users: Vec<Vec<Bytes>> = config
+        .users
+        .iter()
+        .map(|line| line.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect())
+        .collect();
+    if let Err(e) = acl.load_configured(&users) {
+        tracing::warn!("{e}");
+    }
+    if let Some(path) = params.value("aclfile").filter(|p| !p.is_empty())
+        && let Err(e) = acl.load_file(path)
+    {
+        tracing::warn!("Aborting Redis startup because of ACL errors: {e}");
+    }
+    acl
 }
 
 /// Redis's `shared.oomerr`.
@@ -292,6 +326,8 @@ impl State {
             }
         }
         let mut runtime = RuntimeSettings::from_params(&params);
+        let acl = startup_acl(&config, &params);
+        runtime.auth_required = acl.auth_required();
         if let Some((_, values)) = config.directives.iter().rev().find(|(name, _)| name == "notify-keyspace-events") {
             runtime.notify_keyspace_events = crate::config_params::keyspace_event_flags(&values.join(" ")).unwrap_or(0);
         }
@@ -365,6 +401,71 @@ impl State {
             output_peaks: output::RecentPeaks::default(),
             cron_logged_ms: 0,
             tracking: tracking::Tracking::default(),
+            acl,
+        }
+    }
+
+    /// Records a refusal in the ACL log (Redis's `addACLLogEntry`), with
+    /// the line CLIENT LIST shows for `client` now.
+    pub fn log_acl_denial(&mut self, client: &Client, denial: AclDenial) {
+        let now = self.clock.now_ms();
+        let max_len = self.params.int("acllog-max-len").unwrap_or(128).max(0) as usize;
+        let entry = crate::acl::LogEntry {
+            count: 1,
+            reason: denial.reason,
+            context: denial.context,
+            object: denial.object,
+            username: denial.username,
+            ctime_ms: now,
+            client_info: client.caller_info.clone().unwrap_or_else(|| client.info_line(now)),
+        };
+        self.acl.log_denial(entry, max_len);
+    }
+
+    /// The users' rules changed: `default`'s password decides whether new
+    /// connections start authenticated.
+    pub fn acl_changed(&mut self) {
+        self.runtime.auth_required = self.acl.auth_required();
+    }
+
+    /// Disconnects every client of these users (a deleted user, or all of
+    /// them on ACL LOAD), as Redis's `ACLFreeUserAndKillClients`: the
+    /// running client closes after its reply, others at once.
+    pub fn disconnect_users(&mut self, current: &mut Client, users: &[Bytes]) {
+        if users.is_empty() {
+            return;
+        }
+        let gone = |c: &Client| c.user.as_ref().is_some_and(|u| users.contains(u));
+        if gone(current) {
+            current.user = None;
+            current.authenticated = false;
+            current.close_after_reply = true;
+        }
+        for c in self.clients.values_mut() {
+            if gone(c) {
+                c.user = None;
+                c.authenticated = false;
+                self.kill_queue.push(c.id);
+            }
+        }
+    }
+
+    /// A user lost channel permissions: its subscribers whose
+    /// subscriptions are no longer all allowed are disconnected (Redis's
+    /// `ACLKillPubsubClientsIfNeeded`).
+    pub fn disconnect_revoked_subscribers(&mut self, current: &mut Client, name: &Bytes, user: &crate::acl::User) {
+        let revoked = |c: &Client| {
+            c.user_name() == name.as_ref()
+                && c.in_pubsub_mode()
+                && !crate::acl::subscriptions_allowed(user, c.channels.iter().chain(c.shard_channels.iter()), c.patterns.iter())
+        };
+        if revoked(current) {
+            current.close_after_reply = true;
+        }
+        for c in self.clients.values() {
+            if revoked(c) {
+                self.kill_queue.push(c.id);
+            }
         }
     }
 
@@ -445,6 +546,8 @@ impl State {
             None => self.runtime.notify_keyspace_events,
         };
         self.runtime = RuntimeSettings::from_params(&self.params);
+        self.acl.pubsub_all = self.params.value("acl-pubsub-default") == Some("allchannels");
+        self.runtime.auth_required = self.acl.auth_required();
         self.runtime.notify_keyspace_events = flags;
         if self.runtime.slowlog_log_slower_than >= 0 {
             // A shorter slowlog-max-len drops the oldest entries at once

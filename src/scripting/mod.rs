@@ -374,6 +374,10 @@ impl Vm {
             Err(e) => script_failure(name, &e.to_string()),
             Ok(arrays) => {
                 script_client.begin_script_run(caller, keys);
+                if state.acl.checks(caller.user.as_deref()) {
+                    // What the run's ACL LOG entries name (Redis's script_caller).
+                    script_client.caller_info = Some(caller.info_line(state.clock.now_ms()));
+                }
                 let runtime = self.runtime.clone();
                 let reply = {
                     let mut cx = call::CallContext {

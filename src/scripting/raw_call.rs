@@ -101,7 +101,7 @@ unsafe fn collect_and_run(state: *mut ffi::lua_State) -> Outcome {
     let Some(cx) = call::active_run() else {
         return Outcome::NotInRun;
     };
-    let cmd = match crate::engine::exec::for_script(&mut cx.state.stats, &argv, &cx.limits, &cx.runtime.wrote) {
+    let cmd = match crate::engine::exec::for_script(cx.state, cx.client, &argv, &cx.limits, &cx.runtime.wrote) {
         Ok(cmd) => cmd,
         Err(refusal) => {
             // Counted here, so flagged: the script's own error is not

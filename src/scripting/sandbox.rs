@@ -523,21 +523,21 @@ unsafe extern "C-unwind" fn set_repl(state: *mut ffi::lua_State) -> c_int {
     }
 }
 
-/// `redis.acl_check_cmd`: the default user may run every command, so any
-/// command that exists is allowed.
+/// `redis.acl_check_cmd`: whether the script's caller may run the
+/// command with these arguments (Redis's `luaRedisAclCheckCmdPermissionsCommand`).
 unsafe extern "C-unwind" fn acl_check_cmd(state: *mut ffi::lua_State) -> c_int {
     /// What the arguments name, decided before anything is pushed.
     enum Found {
-        Command,
+        Command(bool),
         Unknown,
         BadArguments(&'static str),
     }
     // SAFETY: the lookup reads the arguments in place and owns nothing when
     // the result is pushed or raised.
     unsafe {
-        if call::active_run().is_none() {
+        let Some(cx) = call::active_run() else {
             return raise(state, b"redis.acl_check_cmd can only be called inside a script invocation");
-        }
+        };
         let argc = ffi::lua_gettop(state);
         let found = if argc == 0 {
             Found::BadArguments(call::NO_ARGUMENTS)
@@ -549,15 +549,17 @@ unsafe extern "C-unwind" fn acl_check_cmd(state: *mut ffi::lua_State) -> c_int {
                 let p = ffi::lua_tolstring(state, i, &mut len);
                 std::slice::from_raw_parts(p as *const u8, len)
             };
-            let names: Vec<Bytes> = (1..=argc.min(2)).map(|i| Bytes::copy_from_slice(arg(i))).collect();
-            match crate::engine::exec::lookup(&names) {
-                crate::engine::exec::Lookup::Found(_) => Found::Command,
+            let argv: Vec<Bytes> = (1..=argc).map(|i| Bytes::copy_from_slice(arg(i))).collect();
+            match crate::engine::exec::lookup(&argv) {
+                crate::engine::exec::Lookup::Found(cmd) => {
+                    Found::Command(cx.state.acl.check(cx.client.user.as_deref(), cmd, &argv).is_ok())
+                }
                 _ => Found::Unknown,
             }
         };
         match found {
-            Found::Command => {
-                ffi::lua_pushboolean(state, 1);
+            Found::Command(allowed) => {
+                ffi::lua_pushboolean(state, allowed as c_int);
                 1
             }
             Found::Unknown => raise(state, b"Invalid command passed to redis.acl_check_cmd()"),

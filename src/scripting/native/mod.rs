@@ -315,7 +315,7 @@ impl NativeCtx<'_> {
                 None => return Err(self.raise(call::BAD_ARGUMENT)),
             }
         }
-        let cmd = match crate::engine::exec::for_script(&mut self.state.stats, &argv, &self.limits, self.wrote) {
+        let cmd = match crate::engine::exec::for_script(self.state, self.client, &argv, &self.limits, self.wrote) {
             Ok(cmd) => cmd,
             Err(refusal) => {
                 refusal.book(&mut self.state.stats);
