@@ -654,6 +654,7 @@ impl State {
             // not one transaction (Redis's CMD_TOUCHES_ARBITRARY_KEYS).
             let arbitrary = matches!(cmd.full_name.as_str(), "scan" | "randomkey");
             self.effects.flush(arbitrary);
+            self.feed_replicas();
         }
     }
 
@@ -676,6 +677,7 @@ impl State {
             self.record_expired_effects();
             self.effects.flush(true);
             self.effects.command = effects::CommandEffect::default();
+            self.feed_replicas();
         }
     }
 

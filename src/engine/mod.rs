@@ -19,6 +19,7 @@ pub mod exec;
 pub mod faults;
 pub mod output;
 pub mod persistence;
+pub mod replication;
 pub mod scripts;
 pub mod slowlog;
 pub mod stats;
@@ -159,6 +160,8 @@ pub struct State {
     pub aof: Option<aof::Aof>,
     /// The effect consumer the append-only file reads through.
     pub aof_tap: Option<u64>,
+    /// Connections served as replicas (see [`replication`]).
+    pub replicas: replication::Replicas,
     /// CLIENT PAUSE in force, if any (see `blocking`).
     pub pause: Option<blocking::ClientPause>,
     /// Blocking commands answer at once (Redis's CLIENT_DENY_BLOCKING):
@@ -386,6 +389,7 @@ impl State {
             persistence: persistence::Persistence::new(started_secs),
             aof: None,
             aof_tap: None,
+            replicas: replication::Replicas::default(),
             deny_blocking: false,
             pause: None,
             faults: faults::Faults::default(),
@@ -1106,6 +1110,7 @@ impl Engine {
         if c.monitor {
             self.state.monitors.retain(|&m| m != c.id);
         }
+        self.state.remove_replica(c.id);
     }
 
     /// Runs a batch of commands from one client with no connection behind
@@ -1272,6 +1277,7 @@ impl Engine {
         let scripts = &self.scripts;
         self.state.persistence_cron(|| scripts.library_codes());
         self.state.aof_cron(|| scripts.library_codes());
+        self.state.ping_replicas();
         if self.state.blocked_clients > 0 {
             // An expired stream tells its XREADGROUP waiters, as Redis's
             // beforeSleep serves the keys expiry made ready.

@@ -183,6 +183,27 @@ impl State {
         }
     }
 
+    /// Writes the dataset as an RDB file to `out`, with the function
+    /// libraries' `codes`; `aof_base` marks it as an append-only file's
+    /// base.
+    pub fn write_snapshot(&self, out: impl Write, codes: &[Bytes], aof_base: bool) -> std::io::Result<()> {
+        let aux = Aux {
+            ctime: self.clock.now_ms() / 1000,
+            used_mem: crate::memory::used_bytes(),
+            aof_base,
+        };
+        let libraries: Vec<&[u8]> = codes.iter().map(|c| c.as_ref()).collect();
+        let now = self.clock.now_ms();
+        let dbs = self.dbs.iter().enumerate().map(|(index, db)| DbSource {
+            index,
+            keys: db.len(),
+            expires: db.expires_len(),
+            entries: db.entries().filter(move |(_, _, at)| !at.is_some_and(|at| at <= now)),
+        });
+        let checksum = self.params.value("rdbchecksum") != Some("no");
+        file::write(out, &aux, &libraries, dbs, &self.encode_options(), checksum)
+    }
+
     /// Writes the snapshot to `path` (through a temporary file renamed
     /// over it), with the function libraries' `codes`; `aof_base` marks it
     /// as an append-only file's base.
@@ -195,27 +216,7 @@ impl State {
         let result = (|| {
             let file = std::fs::File::create(&temp)?;
             let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
-            let aux = Aux {
-                ctime: self.clock.now_ms() / 1000,
-                used_mem: crate::memory::used_bytes(),
-                aof_base,
-            };
-            let libraries: Vec<&[u8]> = codes.iter().map(|c| c.as_ref()).collect();
-            let now = self.clock.now_ms();
-            let dbs = self.dbs.iter().enumerate().map(|(index, db)| DbSource {
-                index,
-                keys: db.len(),
-                expires: db.expires_len(),
-                entries: db.entries().filter(move |(_, _, at)| !at.is_some_and(|at| at <= now)),
-            });
-            file::write(
-                &mut out,
-                &aux,
-                &libraries,
-                dbs,
-                &self.encode_options(),
-                self.params.value("rdbchecksum") != Some("no"),
-            )?;
+            self.write_snapshot(&mut out, codes, aof_base)?;
             let file = out.into_inner().map_err(|e| e.into_error())?;
             file.sync_all()?;
             std::fs::rename(&temp, path)

@@ -1,0 +1,132 @@
+//! Serving replicas (the master side of Redis's `replication.c`): a
+//! connection that sends SYNC (or PSYNC, answered `+FULLRESYNC`) gets the
+//! dataset as an RDB snapshot (`$<length>` and the file's bytes), then the
+//! effect stream for replicas (`engine::effects`, the replication target:
+//! every write as it is to be replayed, PUBLISH included, with SELECT and
+//! MULTI/EXEC where Redis puts them), and a PING every
+//! `repl-ping-replica-period` seconds. A redis-server started with
+//! `--replicaof` keylock's address follows keylock this way, and so do the
+//! tools that read a master's stream (`redis-cli --replica`, Redis's test
+//! suite).
+//!
+//! The snapshot is made in the foreground when the replica asks; keylock
+//! does not keep a replication backlog, so every PSYNC is a full
+//! resynchronization, and it does not replicate from a master.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::effects::EffectsTap;
+use super::{Client, State};
+use crate::db::ClientId;
+
+/// The replicas and their shared stream.
+#[derive(Debug)]
+pub struct Replicas {
+    pub ids: Vec<ClientId>,
+    /// What the effect stream handed the replicas since the last feed.
+    stream: Arc<Mutex<Vec<u8>>>,
+    tap: Option<u64>,
+    /// Bytes of stream sent so far (INFO `master_repl_offset`).
+    pub offset: u64,
+    last_ping: Instant,
+}
+
+impl Default for Replicas {
+    fn default() -> Replicas {
+        Replicas {
+            ids: Vec::new(),
+            stream: Arc::new(Mutex::new(Vec::new())),
+            tap: None,
+            offset: 0,
+            last_ping: Instant::now(),
+        }
+    }
+}
+
+impl State {
+    /// SYNC / PSYNC from `client`: the snapshot, after `+FULLRESYNC` for
+    /// PSYNC; from now on the client gets the stream. `codes` are the
+    /// function libraries.
+    pub fn add_replica(&mut self, client: &Client, codes: &[Bytes], psync: bool) -> std::io::Result<Bytes> {
+        let mut rdb = Vec::new();
+        self.write_snapshot(&mut rdb, codes, false)?;
+        let mut reply = Vec::with_capacity(rdb.len() + 64);
+        if psync {
+            reply.extend_from_slice(format!("+FULLRESYNC {} {}\r\n", self.master_replid(), self.replicas.offset).as_bytes());
+        }
+        reply.extend_from_slice(format!("${}\r\n", rdb.len()).as_bytes());
+        reply.extend_from_slice(&rdb);
+        if !self.replicas.ids.contains(&client.id) {
+            self.replicas.ids.push(client.id);
+        }
+        match self.replicas.tap {
+            // The stream goes on; its next effect comes after a SELECT, so
+            // that the new replica knows its database.
+            Some(id) => self.effects.reselect(id),
+            None => {
+                let stream = self.replicas.stream.clone();
+                self.key_events.record_expired_deletions();
+                let id = self.effects.attach(EffectsTap::replication(move |bytes| {
+                    stream.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(bytes)
+                }));
+                self.replicas.tap = Some(id);
+            }
+        }
+        crate::log::notice(format_args!(
+            "Replica {} asks for synchronization",
+            client.peer
+        ));
+        Ok(Bytes::from(reply))
+    }
+
+    /// A replica's connection is gone.
+    pub fn remove_replica(&mut self, id: ClientId) {
+        self.replicas.ids.retain(|&r| r != id);
+        if self.replicas.ids.is_empty()
+            && let Some(tap) = self.replicas.tap.take()
+        {
+            self.effects.detach(tap);
+        }
+    }
+
+    /// Hands the replicas what the stream holds (after each flush of the
+    /// effects).
+    pub fn feed_replicas(&mut self) {
+        if self.replicas.ids.is_empty() {
+            return;
+        }
+        let bytes = std::mem::take(&mut *self.replicas.stream.lock().unwrap_or_else(|e| e.into_inner()));
+        if !bytes.is_empty() {
+            self.send_to_replicas(&bytes);
+        }
+    }
+
+    fn send_to_replicas(&mut self, bytes: &[u8]) {
+        self.replicas.offset += bytes.len() as u64;
+        for id in &self.replicas.ids {
+            if let Some(replica) = self.clients.get(id) {
+                if let Some(mut out) = replica.outbox.writable() {
+                    out.tail().extend_from_slice(bytes);
+                    out.place(false);
+                }
+                replica.outbox.wake();
+            }
+        }
+    }
+
+    /// The cron's part: a PING every `repl-ping-replica-period` seconds,
+    /// so that replicas know the master is there.
+    pub fn ping_replicas(&mut self) {
+        if self.replicas.ids.is_empty() {
+            return;
+        }
+        let period = self.params.int("repl-ping-replica-period").unwrap_or(10).max(1) as u64;
+        if self.replicas.last_ping.elapsed().as_secs() >= period {
+            self.replicas.last_ping = Instant::now();
+            self.send_to_replicas(b"*1\r\n$4\r\nPING\r\n");
+        }
+    }
+}
