@@ -219,6 +219,7 @@ corpus! {
     server => "server.txt",
     memory => "memory.txt",
     slowlog => "slowlog.txt",
+    latency => "latency.txt",
     modules => "modules.txt",
     debug => "debug.txt",
     keys => "keys.txt",

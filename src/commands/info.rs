@@ -253,6 +253,23 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
         }
         "latencystats" => {
             line!("# Latencystats");
+            if st.runtime.latency_tracking {
+                let percentiles: Vec<f64> = st
+                    .params
+                    .value("latency-tracking-info-percentiles")
+                    .unwrap_or("")
+                    .split_whitespace()
+                    .filter_map(|w| w.parse().ok())
+                    .collect();
+                for (i, (_, name)) in Registry::get().all.iter().enumerate() {
+                    let Some(h) = &st.stats.cmd[i].latency else { continue };
+                    let shown: Vec<String> = percentiles
+                        .iter()
+                        .map(|&p| format!("p{}={:.3}", percentile_name(p), h.value_at_percentile(p) as f64 / 1000.0))
+                        .collect();
+                    line!("latency_percentiles_usec_{}:{}", name, shown.join(","));
+                }
+            }
         }
         "keylock" => {
             // keylock's own section: recognized Redisson scripts and how
@@ -291,4 +308,19 @@ pub fn human_bytes(n: u64) -> String {
     } else {
         format!("{:.2}G", n / (1024.0 * 1024.0 * 1024.0))
     }
+}
+
+/// A percentile as Redis names it in INFO latencystats: `%f`, then
+/// `trimDoubleString` (no trailing zeros, no bare point).
+fn percentile_name(p: f64) -> String {
+    let mut text = format!("{p:.6}");
+    if text.contains('.') {
+        while text.ends_with('0') {
+            text.pop();
+        }
+        if text.ends_with('.') {
+            text.pop();
+        }
+    }
+    text
 }

@@ -19,6 +19,7 @@ pub mod hyperloglog;
 pub mod info;
 pub mod keylock;
 pub mod keys;
+pub mod latency;
 pub mod lcs;
 pub mod lists;
 pub mod memory;
@@ -161,6 +162,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
     &[
         connection::COMMANDS,
         server::COMMANDS,
+        latency::COMMANDS,
         memory::COMMANDS,
         debug::COMMANDS,
         keys::COMMANDS,

@@ -505,11 +505,20 @@ impl State {
     /// passwords redacted. `argv` is the command as its caller wrote it.
     pub fn book_run(&mut self, client: &Client, cmd: &'static Command, argv: Shown, elapsed_ticks: u64) {
         self.stats.total_commands_processed += 1;
+        let duration_us = crate::clock::ticks::to_us(elapsed_ticks);
         let stat = &mut self.stats.cmd[cmd.stat_index];
         stat.calls += 1;
         stat.ticks += elapsed_ticks;
+        if self.runtime.latency_tracking {
+            stat.latency
+                .get_or_insert_with(Default::default)
+                .record(duration_us.saturating_mul(1000));
+        }
+        if self.runtime.latency_monitor_threshold > 0 {
+            let event = if cmd.spec.has(flag::FAST) { "fast-command" } else { "command" };
+            self.add_latency_sample(event, duration_us / 1000);
+        }
         let monitored = !self.monitors.is_empty() && !cmd.spec.has(flag::ADMIN | flag::MONITOR_BEFORE | flag::SKIP_MONITOR);
-        let duration_us = crate::clock::ticks::to_us(elapsed_ticks);
         let slow = self.runtime.slowlog_log_slower_than >= 0
             && duration_us >= self.runtime.slowlog_log_slower_than as u64
             && !cmd.spec.has(flag::SKIP_SLOWLOG);
@@ -534,6 +543,16 @@ impl State {
         if monitored {
             let shown = redact_secrets(cmd, argv);
             self.feed_monitors(client, client.db, &client.monitor_origin(), shown.as_deref().unwrap_or(argv));
+        }
+    }
+
+    /// Redis's `latencyAddSampleIfNeeded`: the monitor keeps `latency_ms`
+    /// for `event` when `latency-monitor-threshold` is set and reached.
+    pub fn add_latency_sample(&mut self, event: &str, latency_ms: u64) {
+        let threshold = self.runtime.latency_monitor_threshold;
+        if threshold > 0 && latency_ms >= threshold as u64 {
+            let now_secs = (self.clock.now_ms() / 1000) as i64;
+            self.latency.add_sample(event, latency_ms, now_secs);
         }
     }
 

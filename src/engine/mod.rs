@@ -15,6 +15,8 @@ pub mod blocking;
 pub mod client;
 pub mod exec;
 pub mod faults;
+pub mod histogram;
+pub mod latency;
 pub mod output;
 pub mod scripts;
 pub mod slowlog;
@@ -161,6 +163,7 @@ pub struct State {
     pub startup_allocated: u64,
     /// SLOWLOG's entries.
     pub slowlog: slowlog::SlowLog,
+    pub latency: latency::LatencyMonitor,
     /// When the cron last logged the databases and clients (every 5 s at
     /// `loglevel verbose` or `debug`, as Redis's `serverCron`).
     cron_logged_ms: u64,
@@ -210,6 +213,10 @@ pub struct RuntimeSettings {
     pub slowlog_log_slower_than: i64,
     /// `slowlog-max-len`.
     pub slowlog_max_len: usize,
+    /// `latency-monitor-threshold` in milliseconds (0: the monitor is off).
+    pub latency_monitor_threshold: i64,
+    /// `latency-tracking`: per-command latency histograms.
+    pub latency_tracking: bool,
 }
 
 impl RuntimeSettings {
@@ -237,6 +244,8 @@ impl RuntimeSettings {
             ),
             slowlog_log_slower_than: p.int("slowlog-log-slower-than").unwrap_or(10_000),
             slowlog_max_len: p.int("slowlog-max-len").unwrap_or(128).max(0) as usize,
+            latency_monitor_threshold: p.int("latency-monitor-threshold").unwrap_or(0),
+            latency_tracking: p.int("latency-tracking").unwrap_or(1) == 1,
         }
     }
 }
@@ -329,6 +338,7 @@ impl State {
             busy: None,
             startup_allocated: 0,
             slowlog: slowlog::SlowLog::default(),
+            latency: latency::LatencyMonitor::default(),
             command_panics: 0,
             reply_counted_errors: 0,
             pre_command_oom: false,
@@ -1108,6 +1118,7 @@ impl Engine {
         let deadline = Instant::now() + Duration::from_millis(25);
         // A pause whose time is up ends; while one holds, nothing expires.
         let paused = self.state.paused().is_some() || !self.state.debug.active_expire;
+        let cycle_started = Instant::now();
         for db in &mut self.state.dbs {
             // Redis's rule: keep sampling while more than a quarter of a
             // sample turns out expired, within the time budget.
@@ -1117,6 +1128,8 @@ impl Engine {
                 }
             }
         }
+        self.state
+            .add_latency_sample("expire-cycle", cycle_started.elapsed().as_millis() as u64);
         // Active expiry's events: no client's command caused them.
         self.state.publish_key_events(&mut self.scripts.client);
         if self.state.blocked_clients > 0 {
