@@ -220,6 +220,7 @@ corpus! {
     memory => "memory.txt",
     slowlog => "slowlog.txt",
     latency => "latency.txt",
+    lolwut => "lolwut.txt",
     modules => "modules.txt",
     debug => "debug.txt",
     keys => "keys.txt",

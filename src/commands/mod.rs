@@ -22,6 +22,7 @@ pub mod keys;
 pub mod latency;
 pub mod lcs;
 pub mod lists;
+pub mod lolwut;
 pub mod memory;
 pub mod pubsub;
 #[rustfmt::skip]
@@ -163,6 +164,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         connection::COMMANDS,
         server::COMMANDS,
         latency::COMMANDS,
+        lolwut::COMMANDS,
         memory::COMMANDS,
         debug::COMMANDS,
         keys::COMMANDS,
