@@ -221,6 +221,8 @@ corpus! {
     slowlog => "slowlog.txt",
     latency => "latency.txt",
     lolwut => "lolwut.txt",
+    cluster => "cluster.txt",
+    replication => "replication.txt",
     modules => "modules.txt",
     debug => "debug.txt",
     keys => "keys.txt",

@@ -203,6 +203,9 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("master_repl_offset:0");
             line!("second_repl_offset:-1");
             line!("repl_backlog_active:0");
+            line!("repl_backlog_size:{}", st.params.int("repl-backlog-size").unwrap_or(1 << 20));
+            line!("repl_backlog_first_byte_offset:0");
+            line!("repl_backlog_histlen:0");
         }
         "cpu" => {
             let (user, sys) = crate::memory::cpu_times();

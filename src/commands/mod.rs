@@ -8,6 +8,7 @@
 pub mod args;
 pub mod bitmaps;
 pub mod blocking;
+pub mod cluster;
 pub mod connection;
 pub mod debug;
 pub mod defs;
@@ -25,6 +26,7 @@ pub mod lists;
 pub mod lolwut;
 pub mod memory;
 pub mod pubsub;
+pub mod replication;
 #[rustfmt::skip]
 pub mod redis_defs;
 pub mod scripting;
@@ -165,6 +167,8 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         server::COMMANDS,
         latency::COMMANDS,
         lolwut::COMMANDS,
+        replication::COMMANDS,
+        cluster::COMMANDS,
         memory::COMMANDS,
         debug::COMMANDS,
         keys::COMMANDS,

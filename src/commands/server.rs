@@ -21,6 +21,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("role", 1, role).flags(NOSCRIPT | LOADING | STALE | FAST),
     cmd("save", 1, save).flags(ADMIN | NOSCRIPT | NO_MULTI),
     cmd("bgsave", -1, bgsave).flags(ADMIN | NOSCRIPT),
+    cmd("bgrewriteaof", 1, bgrewriteaof).flags(ADMIN | NOSCRIPT),
     cmd("monitor", 1, monitor).flags(ADMIN | NOSCRIPT | LOADING | STALE),
     cmd("shutdown", -1, shutdown).flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SENTINEL | ALLOW_BUSY),
     container("config", CONFIG),
@@ -159,6 +160,14 @@ fn bgsave(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         _ => return Err(CmdError::syntax()),
     }
     Ok(Reply::status("Background saving started"))
+}
+
+/// keylock keeps no append only file yet: BGREWRITEAOF, which Redis
+/// answers by writing one (even with `appendonly no`), is refused.
+fn bgrewriteaof(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Err(CmdError::err(
+        "Background append only file rewriting is not supported: this server (keylock) keeps no append only file",
+    ))
 }
 
 fn monitor(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
