@@ -223,6 +223,7 @@ corpus! {
     lolwut => "lolwut.txt",
     cluster => "cluster.txt",
     replication => "replication.txt",
+    migrate => "migrate.txt",
     modules => "modules.txt",
     debug => "debug.txt",
     keys => "keys.txt",

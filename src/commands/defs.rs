@@ -261,7 +261,33 @@ fn getkeys_proc(name: &str, argv: &[Bytes]) -> Vec<(usize, u16)> {
             }
             (at + 1..at + 1 + rest / 2).map(|i| (i, 0)).collect()
         }
-        // MIGRATE's finder: not needed while keylock does not serve it.
+        "migrate" => {
+            // The key at 3, or those after KEYS (none when the key
+            // argument is not empty: MIGRATE refuses that line itself),
+            // skipping AUTH's and AUTH2's arguments on the way.
+            let (mut first, mut num) = (3, 1);
+            let mut i = 6;
+            while i < argv.len() {
+                let arg = &argv[i];
+                if arg.eq_ignore_ascii_case(b"keys") {
+                    if argv[3].is_empty() {
+                        first = i + 1;
+                        num = argv.len() - first;
+                    } else {
+                        num = 0;
+                    }
+                    break;
+                }
+                if arg.eq_ignore_ascii_case(b"auth") {
+                    i += 1;
+                } else if arg.eq_ignore_ascii_case(b"auth2") {
+                    i += 2;
+                }
+                i += 1;
+            }
+            let flags = key_flag::RW | ACCESS | key_flag::DELETE;
+            (first..first + num).map(|at| (at, flags)).collect()
+        }
         _ => Vec::new(),
     }
 }

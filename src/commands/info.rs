@@ -188,6 +188,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("keyspace_misses:{}", s.keyspace_misses);
             line!("pubsub_channels:{}", st.pubsub.channel_count());
             line!("pubsub_patterns:{}", st.pubsub.pattern_count());
+            line!("migrate_cached_sockets:{}", st.migrate_sockets.len());
             line!("tracking_total_keys:{}", st.tracking.total_keys());
             line!("tracking_total_items:{}", st.tracking.total_items());
             line!("tracking_total_prefixes:{}", st.tracking.total_prefixes());

@@ -25,6 +25,7 @@ pub mod lcs;
 pub mod lists;
 pub mod lolwut;
 pub mod memory;
+pub mod migrate;
 pub mod pubsub;
 pub mod replication;
 #[rustfmt::skip]
@@ -173,6 +174,7 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
         debug::COMMANDS,
         keys::COMMANDS,
         dump::COMMANDS,
+        migrate::COMMANDS,
         sort::COMMANDS,
         strings::COMMANDS,
         lcs::COMMANDS,

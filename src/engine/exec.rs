@@ -534,15 +534,17 @@ impl State {
                 &copied
             }
         };
+        let redacted = redact_secrets(cmd, argv);
+        let shown = redacted.as_deref().unwrap_or(argv);
         if slow {
             let now_secs = self.clock.now_ms() / 1000;
             let (slower_than, max_len) = (self.runtime.slowlog_log_slower_than, self.runtime.slowlog_max_len);
             let caller = self.slowlog_caller(client);
-            self.slowlog.push_if_slow(slower_than, max_len, duration_us, argv, caller, now_secs);
+            self.slowlog
+                .push_if_slow(slower_than, max_len, duration_us, shown, caller, now_secs);
         }
         if monitored {
-            let shown = redact_secrets(cmd, argv);
-            self.feed_monitors(client, client.db, &client.monitor_origin(), shown.as_deref().unwrap_or(argv));
+            self.feed_monitors(client, client.db, &client.monitor_origin(), shown);
         }
     }
 
@@ -583,6 +585,29 @@ fn redact_secrets(cmd: &Command, argv: &[Bytes]) -> Option<Vec<Bytes>> {
                 *a = REDACTED;
             }
             Some(shown)
+        }
+        "migrate" => {
+            // AUTH password and AUTH2 username password, before KEYS.
+            let mut shown = argv.to_vec();
+            let mut j = 6;
+            let mut any = false;
+            while j < shown.len() {
+                let secrets = if shown[j].eq_ignore_ascii_case(b"auth") {
+                    1
+                } else if shown[j].eq_ignore_ascii_case(b"auth2") {
+                    2
+                } else if shown[j].eq_ignore_ascii_case(b"keys") {
+                    break;
+                } else {
+                    0
+                };
+                for a in shown.iter_mut().skip(j + 1).take(secrets) {
+                    *a = REDACTED;
+                    any = true;
+                }
+                j += 1 + secrets;
+            }
+            any.then_some(shown)
         }
         _ => None,
     }

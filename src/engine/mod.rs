@@ -164,6 +164,8 @@ pub struct State {
     /// SLOWLOG's entries.
     pub slowlog: slowlog::SlowLog,
     pub latency: latency::LatencyMonitor,
+    /// MIGRATE's cached connections to its targets.
+    pub migrate_sockets: crate::commands::migrate::SocketCache,
     /// When the cron last logged the databases and clients (every 5 s at
     /// `loglevel verbose` or `debug`, as Redis's `serverCron`).
     cron_logged_ms: u64,
@@ -339,6 +341,7 @@ impl State {
             startup_allocated: 0,
             slowlog: slowlog::SlowLog::default(),
             latency: latency::LatencyMonitor::default(),
+            migrate_sockets: Default::default(),
             command_panics: 0,
             reply_counted_errors: 0,
             pre_command_oom: false,
@@ -1128,6 +1131,7 @@ impl Engine {
                 }
             }
         }
+        self.state.migrate_sockets.close_idle(now / 1000);
         self.state
             .add_latency_sample("expire-cycle", cycle_started.elapsed().as_millis() as u64);
         // Active expiry's events: no client's command caused them.
