@@ -499,7 +499,7 @@ pub(crate) fn encoding_name(v: &crate::db::Value) -> &'static str {
         Value::Hash(h) if h.is_packed() => "listpack",
         Value::Hash(_) => "hashtable",
         Value::List(_) => "quicklist",
-        Value::Set(s) if s.len() <= 512 && s.iter().all(|m| crate::numfmt::parse_i64(m).is_some()) => "intset",
+        Value::Set(s) if s.is_intset() => "intset",
         Value::Set(_) => "hashtable",
         Value::ZSet(z) if z.is_listpack() => "listpack",
         Value::ZSet(_) => "skiplist",

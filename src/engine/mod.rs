@@ -219,6 +219,8 @@ pub struct RuntimeSettings {
     pub latency_monitor_threshold: i64,
     /// `latency-tracking`: per-command latency histograms.
     pub latency_tracking: bool,
+    /// `set-max-intset-entries`: the most members a set keeps as an intset.
+    pub set_max_intset_entries: usize,
 }
 
 impl RuntimeSettings {
@@ -248,6 +250,7 @@ impl RuntimeSettings {
             slowlog_max_len: p.int("slowlog-max-len").unwrap_or(128).max(0) as usize,
             latency_monitor_threshold: p.int("latency-monitor-threshold").unwrap_or(0),
             latency_tracking: p.int("latency-tracking").unwrap_or(1) == 1,
+            set_max_intset_entries: p.int("set-max-intset-entries").unwrap_or(512).max(0) as usize,
         }
     }
 }
