@@ -536,3 +536,20 @@ fn srandmember_refuses_a_negative_count_too_large_to_reply() {
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn a_set_that_became_a_hash_table_stays_one() {
+    let s = start();
+    let mut c = conn(&s);
+    q::<()>(&mut c, &["SADD", "s", "3", "1", "2"]);
+    assert_eq!(q::<String>(&mut c, &["OBJECT", "ENCODING", "s"]), "intset");
+    assert_eq!(q::<Vec<String>>(&mut c, &["SMEMBERS", "s"]), ["1", "2", "3"]);
+    q::<()>(&mut c, &["SADD", "s", "a"]);
+    q::<()>(&mut c, &["SREM", "s", "a"]);
+    assert_eq!(q::<String>(&mut c, &["OBJECT", "ENCODING", "s"]), "hashtable");
+    q::<()>(&mut c, &["CONFIG", "SET", "set-max-intset-entries", "2"]);
+    q::<()>(&mut c, &["SADD", "t", "1", "2"]);
+    assert_eq!(q::<String>(&mut c, &["OBJECT", "ENCODING", "t"]), "intset");
+    q::<()>(&mut c, &["SADD", "t", "3"]);
+    assert_eq!(q::<String>(&mut c, &["OBJECT", "ENCODING", "t"]), "hashtable");
+}

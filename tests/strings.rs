@@ -125,3 +125,18 @@ fn getdel_and_getex() {
     assert_eq!(c.call(&["TTL", "k"]), b":100\r\n");
     assert_eq!(c.call(&["GETEX", "k", "PERSIST", "EX", "1"]), b"-ERR syntax error\r\n");
 }
+
+#[test]
+fn a_string_modified_in_place_is_raw_until_set_whole() {
+    let s = start();
+    let mut c = conn(&s);
+    q::<()>(&mut c, &["SET", "k", "1234"]);
+    assert_eq!(q::<String>(&mut c, &["OBJECT", "ENCODING", "k"]), "int");
+    q::<()>(&mut c, &["SETRANGE", "k", "0", "2"]);
+    assert_eq!(q::<String>(&mut c, &["OBJECT", "ENCODING", "k"]), "raw");
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "2234");
+    q::<()>(&mut c, &["SET", "k", "abc"]);
+    assert_eq!(q::<String>(&mut c, &["OBJECT", "ENCODING", "k"]), "embstr");
+    q::<()>(&mut c, &["APPEND", "k", "d"]);
+    assert_eq!(q::<String>(&mut c, &["OBJECT", "ENCODING", "k"]), "raw");
+}

@@ -91,7 +91,8 @@ fn setbit(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         if on {
             bits[byte] = mask;
         }
-        db.insert_absent(key, Value::Str(bits.freeze()));
+        let position = db.insert_absent(key, Value::Str(bits.freeze()));
+        db.mark_raw_at(position);
         db.notify(NOTIFY_STRING, "setbit", key);
         return Ok(Reply::Int(0));
     };
@@ -99,7 +100,10 @@ fn setbit(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::wrong_type());
     };
     let was = value.get(byte).is_some_and(|b| b & mask != 0);
-    if byte < value.len() && was == on {
+    let within = byte < value.len();
+    // Redis unshares the string before looking at the bit: raw either way.
+    db.mark_raw_at(position);
+    if within && was == on {
         return Ok(Reply::Int(i64::from(was)));
     }
     if let Value::Str(value) = db.value_at_mut(position, key) {
@@ -322,6 +326,7 @@ fn bitop(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     db.expire_if_needed(dest, now);
     db.set(dest, Value::Str(out.freeze()), false);
+    db.mark_raw(dest);
     db.notify(NOTIFY_STRING, "set", dest);
     Ok(Reply::Int(len as i64))
 }
@@ -562,6 +567,7 @@ fn run_bitfield(ctx: &mut Ctx, argv: &[Bytes], read_only: bool) -> CmdResult {
         Some(_) => return Err(CmdError::wrong_type()),
         None => db.insert_absent_unsignalled(key, Value::Str(Bytes::new())),
     };
+    db.mark_raw_at(position);
     let Value::Str(value) = db.value_at_mut_unsignalled(position) else {
         return Err(CmdError::wrong_type());
     };

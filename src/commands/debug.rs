@@ -209,6 +209,7 @@ fn object(ctx: &mut Ctx, key: &[u8]) -> CmdResult {
         return Err(CmdError::no_such_key());
     };
     let idle = db.idle_secs_at(position);
+    let raw = db.is_raw_at(position);
     let value = db.value_at(position);
     // The DUMP payload less its type byte and its footer (version, CRC):
     // Redis's `rdbSavedObjectLen`.
@@ -227,8 +228,8 @@ fn object(ctx: &mut Ctx, key: &[u8]) -> CmdResult {
     Ok(Reply::Status(Bytes::from(format!(
         "Value at:{:p} refcount:{} encoding:{} serializedlength:{serialized} lru:{lru} lru_seconds_idle:{idle}{extra}",
         value as *const Value,
-        super::keys::refcount(value, shareable),
-        super::keys::encoding_name(value),
+        if raw { 1 } else { super::keys::refcount(value, shareable) },
+        super::keys::encoding_name(value, raw),
     ))))
 }
 
@@ -239,7 +240,7 @@ fn described(ctx: &mut Ctx, key: &[u8], encoding: &str, mismatch: &'static str, 
     let Some(value) = ctx.db().get_no_touch(key, now) else {
         return Err(CmdError::no_such_key());
     };
-    if super::keys::encoding_name(value) != encoding {
+    if super::keys::encoding_name(value, false) != encoding {
         return Err(CmdError::err(mismatch));
     }
     crate::log::notice(format_args!(

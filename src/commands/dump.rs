@@ -46,6 +46,7 @@ fn decode_options(ctx: &Ctx) -> DecodeOptions {
         },
         hash_limits: ctx.state.runtime.hash_limits,
         max_string: param_usize(ctx, "proto-max-bulk-len", d.max_string),
+        set_max_intset_entries: ctx.state.runtime.set_max_intset_entries,
     }
 }
 

@@ -218,6 +218,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("keyspace_misses:{}", s.keyspace_misses);
             line!("pubsub_channels:{}", st.pubsub.channel_count());
             line!("pubsub_patterns:{}", st.pubsub.pattern_count());
+            line!("migrate_cached_sockets:{}", st.migrate_sockets.len());
             line!("tracking_total_keys:{}", st.tracking.total_keys());
             line!("tracking_total_items:{}", st.tracking.total_items());
             line!("tracking_total_prefixes:{}", st.tracking.total_prefixes());
@@ -234,6 +235,9 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("master_repl_offset:0");
             line!("second_repl_offset:-1");
             line!("repl_backlog_active:0");
+            line!("repl_backlog_size:{}", st.params.int("repl-backlog-size").unwrap_or(1 << 20));
+            line!("repl_backlog_first_byte_offset:0");
+            line!("repl_backlog_histlen:0");
         }
         "cpu" => {
             let (user, sys) = crate::memory::cpu_times();
@@ -284,6 +288,23 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
         }
         "latencystats" => {
             line!("# Latencystats");
+            if st.runtime.latency_tracking {
+                let percentiles: Vec<f64> = st
+                    .params
+                    .value("latency-tracking-info-percentiles")
+                    .unwrap_or("")
+                    .split_whitespace()
+                    .filter_map(|w| w.parse().ok())
+                    .collect();
+                for (i, (_, name)) in Registry::get().all.iter().enumerate() {
+                    let Some(h) = &st.stats.cmd[i].latency else { continue };
+                    let shown: Vec<String> = percentiles
+                        .iter()
+                        .map(|&p| format!("p{}={:.3}", percentile_name(p), h.value_at_percentile(p) as f64 / 1000.0))
+                        .collect();
+                    line!("latency_percentiles_usec_{}:{}", name, shown.join(","));
+                }
+            }
         }
         "keylock" => {
             // keylock's own section: recognized Redisson scripts and how
@@ -322,4 +343,19 @@ pub fn human_bytes(n: u64) -> String {
     } else {
         format!("{:.2}G", n / (1024.0 * 1024.0 * 1024.0))
     }
+}
+
+/// A percentile as Redis names it in INFO latencystats: `%f`, then
+/// `trimDoubleString` (no trailing zeros, no bare point).
+fn percentile_name(p: f64) -> String {
+    let mut text = format!("{p:.6}");
+    if text.contains('.') {
+        while text.ends_with('0') {
+            text.pop();
+        }
+        if text.ends_with('.') {
+            text.pop();
+        }
+    }
+    text
 }

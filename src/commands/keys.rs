@@ -495,14 +495,23 @@ fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let Some(v) = ctx.read_no_touch_unnotified(&argv[2]) else {
         return Ok(Reply::Nil);
     };
-    Ok(Reply::bulk_static(encoding_name(v)))
+    let name = encoding_name(v, false);
+    let raw = ctx.db().is_raw(&argv[2]);
+    Ok(Reply::bulk_static(if raw && matches!(name, "int" | "embstr") {
+        "raw"
+    } else {
+        name
+    }))
 }
 
 /// The encoding OBJECT ENCODING (and DEBUG OBJECT) names for a value, as
-/// Redis would hold it.
-pub(crate) fn encoding_name(v: &crate::db::Value) -> &'static str {
+/// Redis would hold it. `raw`: a string was modified in place (APPEND,
+/// SETRANGE, SETBIT, BITFIELD, BITOP), which leaves it raw in Redis
+/// whatever it holds.
+pub(crate) fn encoding_name(v: &crate::db::Value, raw: bool) -> &'static str {
     use crate::db::Value;
     match v {
+        Value::Str(_) if raw => "raw",
         Value::Str(s) if crate::numfmt::parse_i64(s).is_some() && s.len() <= 20 => "int",
         // PFADD and PFMERGE make their strings raw, however short.
         Value::Str(s) if s.len() <= 44 && crate::db::hyperloglog::encoding_of(s).is_none() => "embstr",
@@ -510,7 +519,7 @@ pub(crate) fn encoding_name(v: &crate::db::Value) -> &'static str {
         Value::Hash(h) if h.is_packed() => "listpack",
         Value::Hash(_) => "hashtable",
         Value::List(_) => "quicklist",
-        Value::Set(s) if s.len() <= 512 && s.iter().all(|m| crate::numfmt::parse_i64(m).is_some()) => "intset",
+        Value::Set(s) if s.is_intset() => "intset",
         Value::Set(_) => "hashtable",
         Value::ZSet(z) if z.is_listpack() => "listpack",
         Value::ZSet(_) => "skiplist",
@@ -549,6 +558,10 @@ fn object_idletime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn object_refcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let shareable = shares_integers(ctx);
     Ok(match ctx.read_no_touch_unnotified(&argv[2]) {
+        Some(v) if matches!(v, crate::db::Value::Str(_)) => {
+            let counted = refcount(v, shareable);
+            Reply::Int(if ctx.db().is_raw(&argv[2]) { 1 } else { counted })
+        }
         Some(v) => Reply::Int(refcount(v, shareable)),
         None => Reply::Nil,
     })
@@ -572,7 +585,7 @@ pub(crate) fn shares_integers(ctx: &Ctx) -> bool {
 pub(crate) fn refcount(v: &crate::db::Value, shareable: bool) -> i64 {
     const OBJ_SHARED_INTEGERS: i64 = 10_000;
     match v {
-        crate::db::Value::Str(s) if shareable && encoding_name(v) == "int" => match crate::numfmt::parse_i64(s) {
+        crate::db::Value::Str(s) if shareable && encoding_name(v, false) == "int" => match crate::numfmt::parse_i64(s) {
             Some(n) if (0..OBJ_SHARED_INTEGERS).contains(&n) => i32::MAX as i64,
             _ => 1,
         },

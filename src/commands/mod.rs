@@ -9,6 +9,7 @@ pub mod acl;
 pub mod args;
 pub mod bitmaps;
 pub mod blocking;
+pub mod cluster;
 pub mod connection;
 pub mod debug;
 pub mod defs;
@@ -20,10 +21,14 @@ pub mod hyperloglog;
 pub mod info;
 pub mod keylock;
 pub mod keys;
+pub mod latency;
 pub mod lcs;
 pub mod lists;
+pub mod lolwut;
 pub mod memory;
+pub mod migrate;
 pub mod pubsub;
+pub mod replication;
 #[rustfmt::skip]
 pub mod redis_defs;
 pub mod scripting;
@@ -217,10 +222,15 @@ pub fn all_families() -> &'static [&'static [table::CommandSpec]] {
     &[
         connection::COMMANDS,
         server::COMMANDS,
+        latency::COMMANDS,
+        lolwut::COMMANDS,
+        replication::COMMANDS,
+        cluster::COMMANDS,
         memory::COMMANDS,
         debug::COMMANDS,
         keys::COMMANDS,
         dump::COMMANDS,
+        migrate::COMMANDS,
         sort::COMMANDS,
         strings::COMMANDS,
         lcs::COMMANDS,

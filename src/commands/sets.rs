@@ -5,16 +5,15 @@
 //! index and SSCAN can walk indexes downwards as the keyspace SCAN does
 //! (deletions `swap_remove`, which keeps SCAN's guarantee).
 //!
-//! Order is the one thing Redis 7.0 lets clients observe that an `IndexSet`
-//! does not give for free: a set whose members are all integers and that has
-//! at most 512 of them (`set-max-intset-entries`) is an intset, sorted
-//! ascending, so SMEMBERS, SSCAN, SPOP-all, SRANDMEMBER-all and the algebra
-//! replies come out in numeric order. keylock sorts such replies at reply
-//! time ([`intset_order`]) instead of keeping the set sorted. Redis never
-//! turns a set back into an intset once it held a non-integer or grew past
-//! 512 members; keylock decides from the current members, so such a set
-//! answers sorted where Redis answers in hash-table order, which no client
-//! may rely on anyway.
+//! Order and encoding are what Redis 7.0 lets clients observe that an
+//! `IndexSet` does not give for free: a set of integers with at most
+//! `set-max-intset-entries` members is an intset, sorted ascending, so
+//! SMEMBERS, SSCAN (in one call), SPOP-all, SRANDMEMBER-all and the
+//! algebra replies come out in numeric order, and OBJECT ENCODING says
+//! `intset`. The set remembers once it became a hash table (a member that
+//! is not an integer, or one too many), and stays one, as Redis's does
+//! (`db::value::Set`); keylock sorts an intset's members at reply time
+//! ([`members_in_order`]) instead of keeping them sorted.
 //!
 //! Reads count keyspace hits and misses as Redis's `lookupKeyRead` does (a
 //! WRONGTYPE key is a hit), and so do the source keys of the STORE forms, as
@@ -56,9 +55,6 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("sscan", -3, sscan).flags(READONLY),
 ];
 
-/// Redis's `set-max-intset-entries`: the most members an intset holds.
-const INTSET_MAX: usize = 512;
-
 /// The most picks a negative-count random pick (SRANDMEMBER, HRANDFIELD,
 /// ZRANDMEMBER) makes unless the client's output limit stops it first
 /// (about 4 million, a reply of some hundreds of megabytes while it is
@@ -92,8 +88,8 @@ fn write_set<'c>(ctx: &'c mut Ctx, key: &Bytes) -> CmdResult<&'c mut Set> {
 
 /// Puts `members` in the order Redis replies with: ascending numeric order
 /// when they would form an intset, else as they are.
-pub(crate) fn intset_order(members: Vec<Bytes>) -> Vec<Bytes> {
-    if members.len() > INTSET_MAX {
+fn intset_order(members: Vec<Bytes>, max_intset: usize) -> Vec<Bytes> {
+    if members.len() > max_intset {
         return members;
     }
     let parsed: Option<Vec<(i64, Bytes)>> = members.iter().map(|m| numfmt::parse_i64(m).map(|n| (n, m.clone()))).collect();
@@ -106,9 +102,22 @@ pub(crate) fn intset_order(members: Vec<Bytes>) -> Vec<Bytes> {
     }
 }
 
+/// A set's members in the order Redis walks them: ascending for an
+/// intset, else as they are kept.
+pub(crate) fn members_in_order(set: &Set) -> Vec<Bytes> {
+    let members: Vec<Bytes> = set.iter().cloned().collect();
+    if set.is_intset() {
+        intset_order(members, usize::MAX)
+    } else {
+        members
+    }
+}
+
 /// A RESP3 set reply (an array in RESP2) in Redis's order.
-fn set_reply(members: Vec<Bytes>) -> Reply {
-    Reply::Set(intset_order(members).into_iter().map(Reply::Bulk).collect())
+/// `members` is a set Redis builds for the reply (SUNION, SDIFF,
+/// SINTER's picks): an intset when they allow it.
+fn set_reply(members: Vec<Bytes>, max_intset: usize) -> Reply {
+    Reply::Set(intset_order(members, max_intset).into_iter().map(Reply::Bulk).collect())
 }
 
 /// `count` distinct indexes below `len` (`count < len`), ascending.
@@ -186,8 +195,15 @@ fn sadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if peek_set(ctx, key)?.is_some_and(|set| members.iter().all(|m| set.contains(m))) {
         return Ok(Reply::Int(0));
     }
+    let max_intset = ctx.state.runtime.set_max_intset_entries;
     let set = write_set(ctx, key)?;
-    let added = members.iter().filter(|m| set.insert(owned(m))).count();
+    let mut added = 0usize;
+    for m in members {
+        if set.insert(owned(m)) {
+            set.note_added(m, max_intset);
+            added += 1;
+        }
+    }
     if added > 0 {
         ctx.db().notify(NOTIFY_SET, "sadd", key);
     }
@@ -215,8 +231,8 @@ fn srem(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn smembers(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let members = read_set(ctx, &argv[1])?.map(|s| s.iter().cloned().collect()).unwrap_or_default();
-    Ok(set_reply(members))
+    let members = read_set(ctx, &argv[1])?.map(members_in_order).unwrap_or_default();
+    Ok(Reply::Set(members.into_iter().map(Reply::Bulk).collect()))
 }
 
 fn sismember(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -249,7 +265,8 @@ fn spop_one(ctx: &mut Ctx, key: &Bytes) -> CmdResult {
         return Ok(Reply::Nil);
     };
     let set = value.as_set_mut()?;
-    let popped = set.swap_remove_index(fastrand::usize(..set.len()));
+    let at = fastrand::usize(..set.len());
+    let popped = set.swap_remove_index(at);
     db.notify(NOTIFY_SET, "spop", key);
     drop_if_empty(db, key);
     // Replayed as the SREM of what it popped.
@@ -265,10 +282,10 @@ fn spop_count(ctx: &mut Ctx, key: &Bytes, raw: &[u8]) -> CmdResult {
         .ok_or_else(|| CmdError::out_of_range_positive("value"))? as u64;
     let len = match peek_set(ctx, key)? {
         Some(set) => set.len(),
-        None => return Ok(set_reply(Vec::new())),
+        None => return Ok(Reply::Set(Vec::new())),
     };
     if count == 0 {
-        return Ok(set_reply(Vec::new()));
+        return Ok(Reply::Set(Vec::new()));
     }
     let now = ctx.now_ms;
     ctx.dirty(count.min(len as u64));
@@ -276,15 +293,16 @@ fn spop_count(ctx: &mut Ctx, key: &Bytes, raw: &[u8]) -> CmdResult {
     db.notify(NOTIFY_SET, "spop", key);
     if count >= len as u64 {
         let Some(Value::Set(set)) = db.remove(key) else {
-            return Ok(set_reply(Vec::new()));
+            return Ok(Reply::Set(Vec::new()));
         };
         db.notify(NOTIFY_GENERIC, "del", key);
         // Replayed as the DEL of the whole set.
         ctx.propagate_as_words(&[b"DEL", key]);
-        return Ok(set_reply(set.into_iter().collect()));
+        let members = members_in_order(&set);
+        return Ok(Reply::Set(members.into_iter().map(Reply::Bulk).collect()));
     }
     let Some(value) = db.get_mut(key, now) else {
-        return Ok(set_reply(Vec::new()));
+        return Ok(Reply::Set(Vec::new()));
     };
     let set = value.as_set_mut()?;
     // Highest index first, so each swap_remove moves an element we keep.
@@ -341,7 +359,7 @@ fn srandmember_count(ctx: &mut Ctx, key: &Bytes, raw: &[u8]) -> CmdResult {
         return Ok(Reply::Array(picks));
     }
     let members: Vec<Bytes> = if count as u64 >= len as u64 {
-        intset_order(set.iter().cloned().collect())
+        members_in_order(set)
     } else {
         sample_distinct(len, count as usize)
             .into_iter()
@@ -371,9 +389,14 @@ fn smove(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     ctx.dirty(1);
     // The destination changes (for WATCH too) only if the member was not
     // there yet, as Redis's smoveCommand signals it.
-    if !in_dst && write_set(ctx, dst)?.insert(owned(member)) {
-        ctx.db().notify(NOTIFY_SET, "sadd", dst);
-        ctx.dirty(1);
+    let max_intset = ctx.state.runtime.set_max_intset_entries;
+    if !in_dst {
+        let dst_set = write_set(ctx, dst)?;
+        if dst_set.insert(owned(member)) {
+            dst_set.note_added(member, max_intset);
+            ctx.db().notify(NOTIFY_SET, "sadd", dst);
+            ctx.dirty(1);
+        }
     }
     Ok(Reply::Int(1))
 }
@@ -452,6 +475,7 @@ fn difference(ctx: &mut Ctx, keys: &[Bytes]) -> CmdResult<Vec<Bytes>> {
 /// empty result deletes `dst` with `dbDelete`, which does not.
 fn store(ctx: &mut Ctx, dst: &Bytes, members: Vec<Bytes>, event: &'static str) -> Reply {
     let now = ctx.now_ms;
+    let max_intset = ctx.state.runtime.set_max_intset_entries;
     let db = ctx.db();
     if members.is_empty() {
         if db.remove(dst).is_some() {
@@ -459,7 +483,8 @@ fn store(ctx: &mut Ctx, dst: &Bytes, members: Vec<Bytes>, event: &'static str) -
         }
         return Reply::Int(0);
     }
-    let set: Set = members.into_iter().collect();
+    let mut set: Set = members.into_iter().collect();
+    set.settle(max_intset);
     let len = set.len();
     db.expire_if_needed(dst, now);
     db.set(dst, Value::Set(Box::new(set)), false);
@@ -481,15 +506,17 @@ fn sinter(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         // empty answer goes out whole).
         ctx.defer_reply_len();
     }
-    Ok(set_reply(members))
+    Ok(set_reply(members, ctx.state.runtime.set_max_intset_entries))
 }
 
 fn sunion(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    union(ctx, &argv[1..]).map(set_reply)
+    let max_intset = ctx.state.runtime.set_max_intset_entries;
+    union(ctx, &argv[1..]).map(|m| set_reply(m, max_intset))
 }
 
 fn sdiff(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    difference(ctx, &argv[1..]).map(set_reply)
+    let max_intset = ctx.state.runtime.set_max_intset_entries;
+    difference(ctx, &argv[1..]).map(|m| set_reply(m, max_intset))
 }
 
 fn sinterstore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -541,9 +568,8 @@ fn sscan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     };
     let o = parse_scan(argv, 2, false)?;
     let keep = |m: &Bytes| o.pattern.as_ref().is_none_or(|p| glob::matches(p, m, false));
-    let is_intset = set.len() <= INTSET_MAX && set.iter().all(|m| numfmt::parse_i64(m).is_some());
-    if is_intset {
-        let members = intset_order(set.iter().cloned().collect());
+    if set.is_intset() {
+        let members = members_in_order(set);
         return Ok(scan_reply(0, members.into_iter().filter(keep).collect()));
     }
     let (next, window) = scan_window(o.cursor, o.count, set.len());

@@ -33,7 +33,7 @@ use std::cmp::Ordering;
 use bytes::Bytes;
 
 use super::args::{c_keyword, parse_i64};
-use super::sets::intset_order;
+use super::sets::members_in_order;
 use super::table::{CommandSpec, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::csort;
@@ -230,7 +230,7 @@ fn sort_generic(ctx: &mut Ctx, argv: &[Bytes], readonly: bool) -> CmdResult {
                 picked.iter().map(item).collect()
             }
             Some(Value::List(l)) => l.iter().map(item).collect(),
-            Some(Value::Set(s)) => intset_order(s.iter().cloned().collect()).iter().map(item).collect(),
+            Some(Value::Set(s)) => members_in_order(s).iter().map(item).collect(),
             Some(Value::ZSet(z)) if dontsort => {
                 let take = if start != 0 || end != vectorlen - 1 {
                     (end - start + 1).max(0)

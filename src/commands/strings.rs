@@ -367,6 +367,7 @@ fn check_string_length(ctx: &Ctx, len: u64) -> CmdResult<()> {
 fn append(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let key = &argv[1];
     let old = peek_string(ctx, key)?;
+    let appended = old.is_some();
     let new = match old {
         None => owned(&argv[2]),
         Some(old) => {
@@ -380,6 +381,10 @@ fn append(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let len = new.len();
     let db = ctx.db();
     db.set(key, Value::Str(new), true);
+    if appended {
+        // Redis appends to its own copy of the string: it is raw now.
+        db.mark_raw(key);
+    }
     db.notify(NOTIFY_STRING, "append", key);
     Ok(Reply::Int(len as i64))
 }
@@ -435,6 +440,7 @@ fn setrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let len = b.len();
     let db = ctx.db();
     db.set(key, Value::Str(b.freeze()), true);
+    db.mark_raw(key);
     db.notify(NOTIFY_STRING, "setrange", key);
     Ok(Reply::Int(len as i64))
 }

@@ -73,9 +73,17 @@ struct Entry {
     /// Index into `deadlines`, or `NO_DEADLINE`.
     deadline_slot: u32,
     /// The access clock's second when the key was last accessed (Redis's
-    /// `robj.lru`, for OBJECT IDLETIME). Fits in `Entry`'s padding.
+    /// `robj.lru`, for OBJECT IDLETIME), in the low 31 bits; the top bit
+    /// says a string was modified in place ([`RAW`]). Fits in `Entry`'s
+    /// padding.
     accessed: u32,
 }
+
+/// The bit of `Entry::accessed` that marks a string Redis would hold
+/// `raw` whatever its length (APPEND, SETRANGE, SETBIT… modify strings
+/// in place, which makes them raw in Redis); a new value clears it.
+const RAW: u32 = 1 << 31;
+const ACCESS_TIME: u32 = !RAW;
 
 /// The second every access is stamped with (Redis's `server.lruclock`):
 /// the engine sets it from its clock before each command, and every
@@ -196,25 +204,39 @@ impl Keyspace {
             key: Key::new(key),
             value,
             deadline_slot: NO_DEADLINE,
-            accessed: self.clock.now(),
+            accessed: self.clock.now() & ACCESS_TIME,
         });
         position
     }
 
     /// Stamps the key at `position` as accessed now.
     pub fn touch(&mut self, position: usize) {
-        self.entries[position].accessed = self.clock.now();
+        let e = &mut self.entries[position];
+        e.accessed = (self.clock.now() & ACCESS_TIME) | (e.accessed & RAW);
+    }
+
+    /// Marks (or unmarks) the string at `position` as modified in place.
+    pub fn set_raw(&mut self, position: usize, raw: bool) {
+        let e = &mut self.entries[position];
+        e.accessed = (e.accessed & ACCESS_TIME) | if raw { RAW } else { 0 };
+    }
+
+    /// Whether the string at `position` was modified in place since it
+    /// was last set whole.
+    pub fn is_raw(&self, position: usize) -> bool {
+        self.entries[position].accessed & RAW != 0
     }
 
     /// Stamps the key at `position` as accessed `secs` seconds ago.
     pub fn set_idle_secs(&mut self, position: usize, secs: u32) {
-        self.entries[position].accessed = self.clock.now().wrapping_sub(secs);
+        let e = &mut self.entries[position];
+        e.accessed = (self.clock.now().wrapping_sub(secs) & ACCESS_TIME) | (e.accessed & RAW);
     }
 
     /// Seconds since the key at `position` was last accessed (Redis's
     /// `estimateObjectIdleTime`, which also counts across a wrap).
     pub fn idle_secs(&self, position: usize) -> u64 {
-        u64::from(self.clock.now().wrapping_sub(self.entries[position].accessed))
+        u64::from(self.clock.now().wrapping_sub(self.entries[position].accessed) & ACCESS_TIME)
     }
 
     /// Removes `key`: its stored name, value and deadline.

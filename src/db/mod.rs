@@ -301,6 +301,7 @@ impl Db {
                 }
                 // A new value, accessed now (Redis replaces the object).
                 self.keys.touch(p);
+                self.keys.set_raw(p, false);
                 let old = std::mem::replace(self.keys.value_at_mut(p), value);
                 self.signal_if_stream(key, &old);
             }
@@ -310,6 +311,30 @@ impl Db {
                 self.notify(NOTIFY_NEW, "new", key);
             }
         }
+    }
+
+    /// Marks the string at `key` as modified in place: OBJECT ENCODING
+    /// says `raw` until a new value is set (see `keyspace::RAW`).
+    pub fn mark_raw(&mut self, key: &[u8]) {
+        if let Some(p) = self.keys.position(key) {
+            self.keys.set_raw(p, true);
+        }
+    }
+
+    /// [`Db::mark_raw`] by position.
+    pub fn mark_raw_at(&mut self, position: usize) {
+        self.keys.set_raw(position, true);
+    }
+
+    /// Whether the string at `key` was modified in place (no lookup
+    /// effects).
+    pub fn is_raw(&self, key: &[u8]) -> bool {
+        self.keys.position(key).is_some_and(|p| self.keys.is_raw(p))
+    }
+
+    /// Whether the string at `position` was modified in place.
+    pub fn is_raw_at(&self, position: usize) -> bool {
+        self.keys.is_raw(position)
     }
 
     /// Deletes a key and its TTL; returns the value it held.

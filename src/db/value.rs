@@ -17,8 +17,88 @@ use crate::error::{CmdError, CmdResult};
 
 pub type Hasher = ahash::RandomState;
 pub use super::hash::Hash;
-pub type Set = IndexSet<Bytes, Hasher>;
 pub type List = VecDeque<Bytes>;
+
+/// A set: its members, and the encoding Redis 7.0 would give it. Redis
+/// keeps a set of integers (`string2ll` forms) as an intset while it has
+/// at most `set-max-intset-entries` members, and turns it into a hash
+/// table for good at the first member that is not an integer or past
+/// that size; OBJECT ENCODING and the order of replies (an intset is
+/// sorted) show which. Writers call [`Set::note_added`] (or
+/// [`Set::settle`] for a set built at once) with the limit in force.
+#[derive(Debug, Clone, Default)]
+pub struct Set {
+    members: IndexSet<Bytes, Hasher>,
+    hashtable: bool,
+}
+
+impl std::ops::Deref for Set {
+    type Target = IndexSet<Bytes, Hasher>;
+    fn deref(&self) -> &Self::Target {
+        &self.members
+    }
+}
+
+impl std::ops::DerefMut for Set {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.members
+    }
+}
+
+impl FromIterator<Bytes> for Set {
+    fn from_iter<I: IntoIterator<Item = Bytes>>(iter: I) -> Self {
+        Set {
+            members: iter.into_iter().collect(),
+            hashtable: false,
+        }
+    }
+}
+
+impl IntoIterator for Set {
+    type Item = Bytes;
+    type IntoIter = indexmap::set::IntoIter<Bytes>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.members.into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Set {
+    type Item = &'a Bytes;
+    type IntoIter = indexmap::set::Iter<'a, Bytes>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.members.iter()
+    }
+}
+
+impl Set {
+    pub fn with_capacity(n: usize) -> Set {
+        Set {
+            members: IndexSet::with_capacity_and_hasher(n, Hasher::default()),
+            hashtable: false,
+        }
+    }
+
+    /// Whether Redis would hold this set as an intset.
+    pub fn is_intset(&self) -> bool {
+        !self.hashtable && self.members.iter().all(|m| crate::numfmt::parse_i64(m).is_some())
+    }
+
+    /// `member` was just added (Redis's `setTypeAdd`): a member that is
+    /// not an integer, or one past `max_intset` members, makes the set a
+    /// hash table.
+    pub fn note_added(&mut self, member: &[u8], max_intset: usize) {
+        if !self.hashtable && (self.members.len() > max_intset || crate::numfmt::parse_i64(member).is_none()) {
+            self.hashtable = true;
+        }
+    }
+
+    /// The encoding of a set built at once (the STORE forms, RESTORE):
+    /// an intset if every member is an integer and they are at most
+    /// `max_intset`.
+    pub fn settle(&mut self, max_intset: usize) {
+        self.hashtable = self.members.len() > max_intset || self.members.iter().any(|m| crate::numfmt::parse_i64(m).is_none());
+    }
+}
 
 #[derive(Debug, Clone)]
 pub enum Value {

@@ -581,11 +581,20 @@ impl State {
     /// passwords redacted. `argv` is the command as its caller wrote it.
     pub fn book_run(&mut self, client: &Client, cmd: &'static Command, argv: Shown, elapsed_ticks: u64) {
         self.stats.total_commands_processed += 1;
+        let duration_us = crate::clock::ticks::to_us(elapsed_ticks);
         let stat = &mut self.stats.cmd[cmd.stat_index];
         stat.calls += 1;
         stat.ticks += elapsed_ticks;
+        if self.runtime.latency_tracking {
+            stat.latency
+                .get_or_insert_with(Default::default)
+                .record(duration_us.saturating_mul(1000));
+        }
+        if self.runtime.latency_monitor_threshold > 0 {
+            let event = if cmd.spec.has(flag::FAST) { "fast-command" } else { "command" };
+            self.add_latency_sample(event, duration_us / 1000);
+        }
         let monitored = !self.monitors.is_empty() && !cmd.spec.has(flag::ADMIN | flag::MONITOR_BEFORE | flag::SKIP_MONITOR);
-        let duration_us = crate::clock::ticks::to_us(elapsed_ticks);
         let slow = self.runtime.slowlog_log_slower_than >= 0
             && duration_us >= self.runtime.slowlog_log_slower_than as u64
             && !cmd.spec.has(flag::SKIP_SLOWLOG);
@@ -604,15 +613,26 @@ impl State {
         // Secrets never reach MONITOR or the slow log (Redis redacts
         // them in the command's own arguments).
         let redacted = redact_secrets(cmd, argv);
-        let argv = redacted.as_deref().unwrap_or(argv);
+        let shown = redacted.as_deref().unwrap_or(argv);
         if slow {
             let now_secs = self.clock.now_ms() / 1000;
             let (slower_than, max_len) = (self.runtime.slowlog_log_slower_than, self.runtime.slowlog_max_len);
             let caller = self.slowlog_caller(client);
-            self.slowlog.push_if_slow(slower_than, max_len, duration_us, argv, caller, now_secs);
+            self.slowlog
+                .push_if_slow(slower_than, max_len, duration_us, shown, caller, now_secs);
         }
         if monitored {
-            self.feed_monitors(client, client.db, &client.monitor_origin(), argv);
+            self.feed_monitors(client, client.db, &client.monitor_origin(), shown);
+        }
+    }
+
+    /// Redis's `latencyAddSampleIfNeeded`: the monitor keeps `latency_ms`
+    /// for `event` when `latency-monitor-threshold` is set and reached.
+    pub fn add_latency_sample(&mut self, event: &str, latency_ms: u64) {
+        let threshold = self.runtime.latency_monitor_threshold;
+        if threshold > 0 && latency_ms >= threshold as u64 {
+            let now_secs = (self.clock.now_ms() / 1000) as i64;
+            self.latency.add_sample(event, latency_ms, now_secs);
         }
     }
 
@@ -711,6 +731,29 @@ fn redact_secrets(cmd: &Command, argv: &[Bytes]) -> Option<Vec<Bytes>> {
                 *a = REDACTED;
             }
             Some(shown)
+        }
+        "migrate" => {
+            // AUTH password and AUTH2 username password, before KEYS.
+            let mut shown = argv.to_vec();
+            let mut j = 6;
+            let mut any = false;
+            while j < shown.len() {
+                let secrets = if shown[j].eq_ignore_ascii_case(b"auth") {
+                    1
+                } else if shown[j].eq_ignore_ascii_case(b"auth2") {
+                    2
+                } else if shown[j].eq_ignore_ascii_case(b"keys") {
+                    break;
+                } else {
+                    0
+                };
+                for a in shown.iter_mut().skip(j + 1).take(secrets) {
+                    *a = REDACTED;
+                    any = true;
+                }
+                j += 1 + secrets;
+            }
+            any.then_some(shown)
         }
         _ => None,
     }

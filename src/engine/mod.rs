@@ -17,6 +17,8 @@ pub mod client;
 pub mod effects;
 pub mod exec;
 pub mod faults;
+pub mod histogram;
+pub mod latency;
 pub mod output;
 pub mod persistence;
 pub mod replication;
@@ -186,6 +188,9 @@ pub struct State {
     pub startup_allocated: u64,
     /// SLOWLOG's entries.
     pub slowlog: slowlog::SlowLog,
+    pub latency: latency::LatencyMonitor,
+    /// MIGRATE's cached connections to its targets.
+    pub migrate_sockets: crate::commands::migrate::SocketCache,
     /// When the cron last logged the databases and clients (every 5 s at
     /// `loglevel verbose` or `debug`, as Redis's `serverCron`).
     cron_logged_ms: u64,
@@ -269,6 +274,12 @@ pub struct RuntimeSettings {
     pub slowlog_log_slower_than: i64,
     /// `slowlog-max-len`.
     pub slowlog_max_len: usize,
+    /// `latency-monitor-threshold` in milliseconds (0: the monitor is off).
+    pub latency_monitor_threshold: i64,
+    /// `latency-tracking`: per-command latency histograms.
+    pub latency_tracking: bool,
+    /// `set-max-intset-entries`: the most members a set keeps as an intset.
+    pub set_max_intset_entries: usize,
 }
 
 impl RuntimeSettings {
@@ -296,6 +307,9 @@ impl RuntimeSettings {
             ),
             slowlog_log_slower_than: p.int("slowlog-log-slower-than").unwrap_or(10_000),
             slowlog_max_len: p.int("slowlog-max-len").unwrap_or(128).max(0) as usize,
+            latency_monitor_threshold: p.int("latency-monitor-threshold").unwrap_or(0),
+            latency_tracking: p.int("latency-tracking").unwrap_or(1) == 1,
+            set_max_intset_entries: p.int("set-max-intset-entries").unwrap_or(512).max(0) as usize,
         }
     }
 }
@@ -399,6 +413,8 @@ impl State {
             busy: None,
             startup_allocated: 0,
             slowlog: slowlog::SlowLog::default(),
+            latency: latency::LatencyMonitor::default(),
+            migrate_sockets: Default::default(),
             command_panics: 0,
             reply_counted_errors: 0,
             pre_command_oom: false,
@@ -1262,6 +1278,7 @@ impl Engine {
         let deadline = Instant::now() + Duration::from_millis(25);
         // A pause whose time is up ends; while one holds, nothing expires.
         let paused = self.state.paused().is_some() || !self.state.debug.active_expire;
+        let cycle_started = Instant::now();
         for db in &mut self.state.dbs {
             // Redis's rule: keep sampling while more than a quarter of a
             // sample turns out expired, within the time budget.
@@ -1271,6 +1288,9 @@ impl Engine {
                 }
             }
         }
+        self.state.migrate_sockets.close_idle(now / 1000);
+        self.state
+            .add_latency_sample("expire-cycle", cycle_started.elapsed().as_millis() as u64);
         // Active expiry's events: no client's command caused them.
         self.state.publish_key_events(&mut self.scripts.client);
         self.state.flush_effects();

@@ -133,6 +133,7 @@ pub fn decode_options(params: &ConfigParams) -> DecodeOptions {
             params.int("hash-max-listpack-value").unwrap_or(64),
         ),
         max_string: params.int("proto-max-bulk-len").unwrap_or(512 << 20).max(0) as usize,
+        set_max_intset_entries: params.int("set-max-intset-entries").unwrap_or(512).max(0) as usize,
     }
 }
 

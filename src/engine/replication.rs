@@ -75,10 +75,7 @@ impl State {
                 self.replicas.tap = Some(id);
             }
         }
-        crate::log::notice(format_args!(
-            "Replica {} asks for synchronization",
-            client.peer
-        ));
+        crate::log::notice(format_args!("Replica {} asks for synchronization", client.peer));
         Ok(Bytes::from(reply))
     }
 

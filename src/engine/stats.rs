@@ -12,6 +12,8 @@ pub struct CommandStat {
     pub ticks: u64,
     pub rejected_calls: u64,
     pub failed_calls: u64,
+    /// Its runs' latencies (`latency-tracking`), from its first run.
+    pub latency: Option<super::histogram::LatencyHistogram>,
 }
 
 #[derive(Debug, Default)]

@@ -210,7 +210,10 @@ pub fn read_typed(kind: u8, r: &mut Reader<'_>) -> Option<Value> {
         }
         types::SET => {
             let n = nonzero(r.count(1)?)?;
-            set_of((0..n).map(|_| r.string()).collect::<Option<Vec<_>>>()?)
+            set_of(
+                (0..n).map(|_| r.string()).collect::<Option<Vec<_>>>()?,
+                r.options.set_max_intset_entries,
+            )
         }
         types::ZSET | types::ZSET_2 => {
             let min = if kind == types::ZSET_2 { 9 } else { 2 };
@@ -263,7 +266,7 @@ pub fn read_typed(kind: u8, r: &mut Reader<'_>) -> Option<Value> {
         }
         types::SET_INTSET => {
             let values = listpack::parse_intset(&r.string()?)?;
-            set_of(values.into_iter().map(int_text).collect())
+            set_of(values.into_iter().map(int_text).collect(), r.options.set_max_intset_entries)
         }
         types::ZSET_ZIPLIST | types::ZSET_LISTPACK => {
             let blob = r.string()?;
@@ -513,7 +516,8 @@ fn pairs_of(items: Vec<Bytes>) -> Option<Vec<(Bytes, Bytes)>> {
     Some(pairs)
 }
 
-fn set_of(members: Vec<Bytes>) -> Option<Value> {
+/// A loaded set, with the encoding Redis's `rdbLoadObject` gives it.
+fn set_of(members: Vec<Bytes>, max_intset: usize) -> Option<Value> {
     nonzero(members.len())?;
     let mut set = Set::default();
     for m in members {
@@ -521,6 +525,7 @@ fn set_of(members: Vec<Bytes>) -> Option<Value> {
             return None;
         }
     }
+    set.settle(max_intset);
     Some(Value::Set(Box::new(set)))
 }
 

@@ -204,7 +204,9 @@ pub fn write_object(out: &mut Vec<u8>, value: &Value, options: &EncodeOptions) {
             }
         }
         Value::Set(s) => {
-            let ints: Option<Vec<i64>> = if s.len() <= options.set_max_intset_entries {
+            // A set Redis holds as a hash table is written as one, even
+            // when its members are integers again.
+            let ints: Option<Vec<i64>> = if s.len() <= options.set_max_intset_entries && s.is_intset() {
                 s.iter().map(|m| listpack::canonical_i64(m)).collect()
             } else {
                 None

@@ -89,6 +89,8 @@ pub struct DecodeOptions {
     /// `proto-max-bulk-len`: the longest string an LZF header may ask to
     /// decompress into (a payload is at most this long too).
     pub max_string: usize,
+    /// `set-max-intset-entries`: whether a loaded set is an intset.
+    pub set_max_intset_entries: usize,
 }
 
 impl Default for DecodeOptions {
@@ -97,6 +99,7 @@ impl Default for DecodeOptions {
             zset_limits: Default::default(),
             hash_limits: Default::default(),
             max_string: 512 * 1024 * 1024,
+            set_max_intset_entries: 512,
         }
     }
 }

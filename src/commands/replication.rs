@@ -1,0 +1,138 @@
+//! Replication commands of a master that has no replicas and cannot
+//! become one: REPLICAOF / SLAVEOF, REPLCONF, SYNC / PSYNC, FAILOVER
+//! (Redis's replication.c, as a standalone redis-server answers them).
+//!
+//! keylock serves replicas (SYNC, PSYNC: see `engine::replication`) but
+//! does not replicate from a master. `REPLICAOF NO ONE` is OK (already a
+//! master), REPLICAOF host port is refused with an error saying so after
+//! Redis's own argument checks, FAILOVER parses its arguments as Redis
+//! does and then needs connected replicas, REPLCONF accepts the options a
+//! replica sends (ACK and GETACK reply nothing).
+
+use bytes::Bytes;
+
+use super::args::parse_i64;
+use super::table::{CommandSpec, cmd, flag::*};
+use super::{CmdError, CmdResult, Ctx, Reply};
+
+pub const COMMANDS: &[CommandSpec] = &[
+    cmd("replicaof", 3, replicaof).flags(ADMIN | NOSCRIPT | STALE),
+    cmd("slaveof", 3, replicaof).flags(ADMIN | NOSCRIPT | STALE),
+    cmd("replconf", -1, replconf).flags(ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY),
+    cmd("sync", 1, sync).flags(ADMIN | NO_MULTI | NOSCRIPT),
+    cmd("psync", -3, sync).flags(ADMIN | NO_MULTI | NOSCRIPT),
+    cmd("failover", -1, failover).flags(ADMIN | NOSCRIPT | STALE),
+];
+
+/// What REPLICAOF host port is refused with.
+pub const NO_REPLICATION: &str =
+    "ERR Replicating from a master is not supported by this server (keylock): it serves replicas (SYNC, PSYNC) only";
+
+/// REPLICAOF / SLAVEOF host port | NO ONE.
+fn replicaof(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv[1].eq_ignore_ascii_case(b"no") && argv[2].eq_ignore_ascii_case(b"one") {
+        return Ok(Reply::OK);
+    }
+    match crate::numfmt::parse_i64(&argv[2]) {
+        Some(port) if (0..=65535).contains(&port) => Err(CmdError::new(NO_REPLICATION)),
+        _ => Err(CmdError::err("Invalid master port")),
+    }
+}
+
+/// REPLCONF option value …: the handshake options a replica sends, checked
+/// as Redis checks them and otherwise ignored.
+fn replconf(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len().is_multiple_of(2) {
+        return Err(CmdError::syntax());
+    }
+    for pair in argv[1..].chunks(2) {
+        let (option, value) = (&pair[0], &pair[1]);
+        let named = |name: &str| option.eq_ignore_ascii_case(name.as_bytes());
+        if named("listening-port") {
+            parse_i64(value)?;
+        } else if named("ip-address") {
+            // Redis's NET_HOST_STR_LEN.
+            if value.len() >= 256 {
+                return Err(CmdError::err(format!(
+                    "REPLCONF ip-address provided by replica instance is too long: {} bytes",
+                    value.len()
+                )));
+            }
+        } else if named("capa") {
+        } else if named("ack") || named("getack") {
+            // Only a replica's ACK, or a replica's master's GETACK, is
+            // answered; a client's gets no reply at all.
+            return Ok(Reply::Many(Vec::new()));
+        } else if named("rdb-only") {
+            match crate::numfmt::parse_i64(value) {
+                Some(0 | 1) => {}
+                Some(_) => return Err(CmdError::err("value is out of range, value must between 0 and 1")),
+                None => return Err(CmdError::not_integer()),
+            }
+        } else if named("rdb-filter-only") {
+            let Some(filters) = crate::request::split_args(value) else {
+                return Err(CmdError::err("Missing rdb-filter-only values"));
+            };
+            if let Some(bad) = filters.iter().find(|f| !f.eq_ignore_ascii_case(b"functions")) {
+                return Err(CmdError::err_bytes(
+                    &[b"Unsupported rdb-filter-only option: ".as_slice(), crate::error::quoted(bad)].concat(),
+                ));
+            }
+        } else {
+            return Err(CmdError::err_bytes(
+                &[b"Unrecognized REPLCONF option: ".as_slice(), crate::error::quoted(option)].concat(),
+            ));
+        }
+    }
+    Ok(Reply::OK)
+}
+
+/// SYNC / PSYNC replid offset: a replica's request for the dataset, answered
+/// with the snapshot (after `+FULLRESYNC` for PSYNC: keylock keeps no
+/// backlog to continue from), then every write (see
+/// `engine::replication`).
+fn sync(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let psync = argv[0].eq_ignore_ascii_case(b"psync");
+    if psync && argv.len() > 3 && argv[3].eq_ignore_ascii_case(b"failover") {
+        return Err(CmdError::err("PSYNC FAILOVER can't be sent to a master."));
+    }
+    if ctx.state.replicas.ids.contains(&ctx.client.id) {
+        // Redis ignores SYNC from a connection already a replica.
+        return Ok(Reply::Many(Vec::new()));
+    }
+    let codes = ctx.scripts.as_deref().map(|s| s.library_codes()).unwrap_or_default();
+    let reply = ctx
+        .state
+        .add_replica(ctx.client, &codes, psync)
+        .map_err(|e| CmdError::err(format!("Can't send the snapshot: {}", crate::error::os_error_text(&e))))?;
+    Ok(Reply::Raw(reply))
+}
+
+/// FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms].
+fn failover(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() == 2 && argv[1].eq_ignore_ascii_case(b"abort") {
+        return Err(CmdError::err("No failover in progress."));
+    }
+    let (mut timeout, mut force, mut host) = (0i64, false, false);
+    let mut j = 1;
+    while j < argv.len() {
+        let a = &argv[j];
+        if a.eq_ignore_ascii_case(b"timeout") && j + 1 < argv.len() && timeout == 0 {
+            timeout = parse_i64(&argv[j + 1])?;
+            if timeout <= 0 {
+                return Err(CmdError::err("FAILOVER timeout must be greater than 0"));
+            }
+            j += 1;
+        } else if a.eq_ignore_ascii_case(b"to") && j + 2 < argv.len() && !host {
+            parse_i64(&argv[j + 2])?;
+            host = true;
+            j += 2;
+        } else if a.eq_ignore_ascii_case(b"force") && !force {
+            force = true;
+        } else {
+            return Err(CmdError::syntax());
+        }
+        j += 1;
+    }
+    Err(CmdError::err("FAILOVER requires connected replicas."))
+}
