@@ -228,11 +228,23 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
         "replication" => {
             line!("# Replication");
             line!("role:master");
-            line!("connected_slaves:0");
+            line!("connected_slaves:{}", st.replicas.ids.len());
+            for (i, id) in st.replicas.ids.iter().enumerate() {
+                if let Some(replica) = st.clients.get(id) {
+                    let (ip, port) = match &replica.peer {
+                        crate::engine::ClientAddr::Tcp(addr) => (addr.ip().to_string(), addr.port()),
+                        crate::engine::ClientAddr::Unix(_) => (String::new(), 0),
+                    };
+                    line!(
+                        "slave{i}:ip={ip},port={port},state=online,offset={},lag=0",
+                        st.replicas.offset
+                    );
+                }
+            }
             line!("master_failover_state:no-failover");
             line!("master_replid:{}", st.master_replid());
             line!("master_replid2:0000000000000000000000000000000000000000");
-            line!("master_repl_offset:0");
+            line!("master_repl_offset:{}", st.replicas.offset);
             line!("second_repl_offset:-1");
             line!("repl_backlog_active:0");
             line!("repl_backlog_size:{}", st.params.int("repl-backlog-size").unwrap_or(1 << 20));
