@@ -335,3 +335,39 @@ fn command_list_filterby_matches_redis_over_the_commands_keylock_serves() {
 fn names_not_in_redis() -> &'static [&'static str] {
     &["client|capa", "client|no-touch", "client|setinfo", "waitaof"]
 }
+
+/// Every command redis-server 7.0.15 has, keylock has (the test names any
+/// missing); keylock's extras are its own test controls and the commands
+/// later Redis versions added that client libraries send on connect.
+#[test]
+fn command_list_is_redis_servers_plus_keylocks_own() {
+    let Some(redis) = real_redis() else { return };
+    let keylock = start();
+    let mut pair = Pair::new(&keylock, &redis, 2);
+    let (ours, theirs) = pair.both(&["COMMAND", "LIST"]);
+    let (ours, theirs) = (names(&ours), names(&theirs));
+    let missing: Vec<&String> = theirs.difference(&ours).collect();
+    assert!(missing.is_empty(), "keylock lacks {missing:?}");
+    let extra: BTreeSet<&str> = ours.difference(&theirs).map(String::as_str).collect();
+    let own: BTreeSet<&str> = [
+        "keylock",
+        "keylock|clock",
+        "keylock|fault",
+        "keylock|help",
+        "keylock|lock",
+        "keylock|locks",
+        "keylock|reset",
+        "keylock|restart",
+        "client|capa",
+        "client|no-touch",
+        "client|setinfo",
+        "waitaof",
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(extra, own);
+    let (ours, theirs) = pair.both(&["COMMAND", "COUNT"]);
+    // KEYLOCK and WAITAOF are the two top-level commands beyond Redis's.
+    let count = |r: &[u8]| String::from_utf8_lossy(&r[1..r.len() - 2]).parse::<i64>().unwrap();
+    assert_eq!(count(&ours), count(&theirs) + 2);
+}
