@@ -87,7 +87,13 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             ctx.state.debug.skip_checksum_validation = atoi(&argv[2]) != 0;
             Ok(Reply::OK)
         }
-        (b"aof-flush-sleep" | b"set-disable-deny-scripts", 3) => Ok(Reply::OK),
+        (b"aof-flush-sleep", 3) => Ok(Reply::OK),
+        (b"set-disable-deny-scripts", 3) => {
+            // Scripts may then run what is flagged `noscript` (Redis's
+            // `script_disable_deny_script`, for its tests).
+            ctx.state.debug.allow_noscript = atoi(&argv[2]) != 0;
+            Ok(Reply::OK)
+        }
         (b"replicate", 3..) => Ok(Reply::OK),
         (b"error", 3) => {
             let text: Vec<u8> = argv[2].iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }).collect();

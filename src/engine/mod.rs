@@ -70,6 +70,8 @@ pub struct DebugSwitches {
     pub skip_checksum_validation: bool,
     /// DEBUG PAUSE-CRON: the cron does nothing.
     pub pause_cron: bool,
+    /// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may run `noscript` commands.
+    pub allow_noscript: bool,
 }
 
 impl Default for DebugSwitches {
@@ -78,6 +80,7 @@ impl Default for DebugSwitches {
             active_expire: true,
             skip_checksum_validation: false,
             pause_cron: false,
+            allow_noscript: false,
         }
     }
 }

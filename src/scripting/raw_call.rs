@@ -204,6 +204,10 @@ unsafe fn push_reply(state: *mut ffi::lua_State, reply: &Reply, resp: u8) {
                     ffi::lua_pushboolean(state, 0)
                 }
             }
+            // An attribute and the reply it annotates (DEBUG PROTOCOL
+            // attrib): scripts see the reply alone, as Redis's Lua parser
+            // skips attributes.
+            Reply::Many(items) if items.len() == 2 && matches!(items[0], Reply::Raw(_)) => push_reply(state, &items[1], resp),
             Reply::Array(items) | Reply::Push(items) | Reply::Many(items) => push_array(state, items.len(), items.iter(), resp),
             Reply::Set(items) => {
                 if resp >= 3 {
