@@ -420,3 +420,19 @@ fn protocol_attrib_and_push_inside_exec_and_with_replies_off_are_redis_bytes() {
     let (theirs, _) = common::exchange_raw(redis.addr, &input, quiet);
     assert_eq!(strip_hello(ours), strip_hello(theirs));
 }
+
+/// DEBUG SET-DISABLE-DENY-SCRIPTS 1 lets a script run what scripts may
+/// not (Redis's test suite reads DEBUG PROTOCOL from Lua this way), and a
+/// RESP3 attribute reaches the script as the reply it annotates.
+#[test]
+fn disable_deny_scripts_lets_scripts_run_noscript_commands() {
+    let Some((keylock, redis)) = pair() else { return };
+    let script = "redis.setresp(3) return redis.call('debug', 'protocol', 'attrib')";
+    for addr in [keylock.addr(), redis.addr] {
+        let mut c = Raw::connect(addr);
+        assert!(c.call(&["EVAL", script, "0"]).starts_with(b"-ERR This Redis command is not allowed from script"));
+        assert_eq!(c.call(&["DEBUG", "SET-DISABLE-DENY-SCRIPTS", "1"]), b"+OK\r\n");
+        assert_eq!(c.call(&["EVAL", script, "0"]), b"$39\r\nSome real reply following the attribute\r\n");
+        assert_eq!(c.call(&["DEBUG", "SET-DISABLE-DENY-SCRIPTS", "0"]), b"+OK\r\n");
+    }
+}
