@@ -45,7 +45,7 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             Ok(Reply::OK)
         }
         (b"leak", 3) => Ok(Reply::OK),
-        (b"reload", _) => reload(argv),
+        (b"reload", _) => reload(ctx, argv),
         (b"loadaof", _) => Err(CmdError::err(
             "DEBUG LOADAOF needs an append only file, and keylock keeps no persistence",
         )),
@@ -149,12 +149,17 @@ fn strtod(s: &[u8]) -> f64 {
         .unwrap_or(0.0)
 }
 
-fn reload(argv: &[Bytes]) -> CmdResult {
+fn reload(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let known = |o: &Bytes| ["merge", "noflush", "nosave"].iter().any(|k| o.eq_ignore_ascii_case(k.as_bytes()));
     if !argv[2..].iter().all(known) {
         return Err(CmdError::err("DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options."));
     }
-    // The dataset saved and loaded back is the dataset.
+    // The dataset saved and loaded back is the dataset, with the
+    // encodings a load gives it.
+    let max_intset = ctx.state.runtime.set_max_intset_entries;
+    for db in &mut ctx.state.dbs {
+        db.reencode_as_loaded(max_intset);
+    }
     Ok(Reply::OK)
 }
 

@@ -320,6 +320,17 @@ impl Keyspace {
     }
 
     /// Every key with its value and deadline.
+    /// Gives every value the encoding a load from an RDB gives it (DEBUG
+    /// RELOAD): strings as set whole, sets settled afresh.
+    pub fn reencode_as_loaded(&mut self, max_intset: usize) {
+        for e in &mut self.entries {
+            e.accessed &= ACCESS_TIME;
+            if let Value::Set(set) = &mut e.value {
+                set.settle(max_intset);
+            }
+        }
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Value, Option<u64>)> {
         self.entries.iter().map(|e| {
             let at = match e.deadline_slot {

@@ -324,6 +324,11 @@ impl Db {
         self.keys.set_raw(position, true);
     }
 
+    /// DEBUG RELOAD: every value as an RDB load leaves it.
+    pub fn reencode_as_loaded(&mut self, max_intset: usize) {
+        self.keys.reencode_as_loaded(max_intset);
+    }
+
     /// Whether the string at `key` was modified in place (no lookup
     /// effects).
     pub fn is_raw(&self, key: &[u8]) -> bool {
