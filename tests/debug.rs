@@ -430,9 +430,15 @@ fn disable_deny_scripts_lets_scripts_run_noscript_commands() {
     let script = "redis.setresp(3) return redis.call('debug', 'protocol', 'attrib')";
     for addr in [keylock.addr(), redis.addr] {
         let mut c = Raw::connect(addr);
-        assert!(c.call(&["EVAL", script, "0"]).starts_with(b"-ERR This Redis command is not allowed from script"));
+        assert!(
+            c.call(&["EVAL", script, "0"])
+                .starts_with(b"-ERR This Redis command is not allowed from script")
+        );
         assert_eq!(c.call(&["DEBUG", "SET-DISABLE-DENY-SCRIPTS", "1"]), b"+OK\r\n");
-        assert_eq!(c.call(&["EVAL", script, "0"]), b"$39\r\nSome real reply following the attribute\r\n");
+        assert_eq!(
+            c.call(&["EVAL", script, "0"]),
+            b"$39\r\nSome real reply following the attribute\r\n"
+        );
         assert_eq!(c.call(&["DEBUG", "SET-DISABLE-DENY-SCRIPTS", "0"]), b"+OK\r\n");
     }
 }

@@ -193,6 +193,9 @@ const ROWS: &[(Fixture, &str)] = &[
     (Live, "DUMP s"), (Live, "DUMP h"), (Live, "DUMP nokey"), (Expired, "DUMP xs"),
     (Live, "RESTORE s 0 junk"), (Live, "RESTORE nokey 0 junk"), (Expired, "RESTORE xs 0 junk"),
     (Live, "RESTORE s 0 junk REPLACE"), (Live, "RESTORE-ASKING s 0 junk"), (Expired, "RESTORE-ASKING xs 0 junk"),
+    // MIGRATE reads its keys (to a target that refuses the connection).
+    (Live, "MIGRATE 127.0.0.1 1 s 0 100"), (Live, "MIGRATE 127.0.0.1 1 nokey 0 100"),
+    (Expired, "MIGRATE 127.0.0.1 1 xs 0 100"), (Live, "MIGRATE 127.0.0.1 1 '' 0 100 KEYS s nokey h"),
     (Live, "EVAL 'return redis.call(\"RESTORE\", KEYS[1], 0, redis.call(\"DUMP\", \"z\"))' 1 dst"),
     (Expired, "EVAL 'return redis.call(\"RESTORE\", KEYS[1], 0, redis.call(\"DUMP\", \"s\"), \"REPLACE\")' 1 xs"),
     (Live, "WATCH s nokey"), (Expired, "WATCH xs"),

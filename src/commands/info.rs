@@ -235,10 +235,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
                         crate::engine::ClientAddr::Tcp(addr) => (addr.ip().to_string(), addr.port()),
                         crate::engine::ClientAddr::Unix(_) => (String::new(), 0),
                     };
-                    line!(
-                        "slave{i}:ip={ip},port={port},state=online,offset={},lag=0",
-                        st.replicas.offset
-                    );
+                    line!("slave{i}:ip={ip},port={port},state=online,offset={},lag=0", st.replicas.offset);
                 }
             }
             line!("master_failover_state:no-failover");

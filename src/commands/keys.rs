@@ -220,9 +220,14 @@ fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
     if db.contains(dst, now) && nx {
         return Ok(Reply::Int(0));
     }
+    let raw = db.is_raw(src);
     let (_, value, at) = db.take_with_ttl(src).ok_or_else(CmdError::no_such_key)?;
     db.remove(dst);
     db.restore_with_ttl(dst.clone(), value, at);
+    if raw {
+        // The same object under a new name: still raw.
+        db.mark_raw(dst);
+    }
     db.notify(NOTIFY_GENERIC, "rename_from", src);
     db.notify(NOTIFY_GENERIC, "rename_to", dst);
     Ok(if nx { Reply::Int(1) } else { Reply::OK })
@@ -418,8 +423,12 @@ fn move_(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if !ctx.state.dbs[src].contains(key, now) || ctx.state.dbs[target].contains(key, now) {
         return Ok(Reply::Int(0));
     }
+    let raw = ctx.state.dbs[src].is_raw(key);
     let (k, v, at) = ctx.state.dbs[src].take_with_ttl(key).ok_or_else(CmdError::no_such_key)?;
     ctx.state.dbs[target].restore_with_ttl(k, v, at);
+    if raw {
+        ctx.state.dbs[target].mark_raw(key);
+    }
     ctx.state.dbs[src].notify(NOTIFY_GENERIC, "move_from", key);
     ctx.state.dbs[target].notify(NOTIFY_GENERIC, "move_to", key);
     Ok(Reply::Int(1))
@@ -449,6 +458,8 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Int(0));
     };
     let at = ctx.state.dbs[src].expire_at(src_key);
+    // Redis's copy of a raw string is raw too (`dupStringObject`).
+    let raw = ctx.state.dbs[src].is_raw(src_key);
     let dst = &mut ctx.state.dbs[target];
     if dst.contains(dst_key, now) {
         if !replace {
@@ -457,6 +468,9 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         dst.remove(dst_key);
     }
     dst.restore_with_ttl(dst_key.clone(), value, at);
+    if raw {
+        dst.mark_raw(dst_key);
+    }
     dst.notify(NOTIFY_GENERIC, "copy_to", dst_key);
     ctx.dirty(1);
     Ok(Reply::Int(1))
