@@ -246,9 +246,11 @@ impl<'a> Direct<'a> {
     fn pexpire(&mut self, at: Option<usize>, key: &[u8], ms: &[u8], deadline: u64) -> bool {
         let set = ops::set_deadline(self.db(), at, key, deadline);
         if set {
-            // Replayed with its deadline, as PEXPIRE is.
-            let deadline = itoa::Buffer::new().format(deadline).as_bytes().to_vec();
-            self.wrote(1, &[b"PEXPIREAT", key, &deadline], effects::ALL);
+            // Replayed with its deadline, as PEXPIRE is (spelled out only
+            // when someone reads the effects).
+            let mut text = itoa::Buffer::new();
+            let deadline = if self.state.effects.on() { text.format(deadline).as_bytes() } else { b"" };
+            self.wrote(1, &[b"PEXPIREAT", key, deadline], effects::ALL);
         }
         self.ran(Cmd::Pexpire, &[Cmd::Pexpire.name(), key, ms]);
         set
@@ -276,8 +278,9 @@ impl<'a> Direct<'a> {
     fn set_px(&mut self, key: &[u8], value: &'static [u8], ms: &[u8], at: u64) {
         let now = self.now;
         ops::set_with_deadline(self.db(), key, Bytes::from_static(value), at, now);
-        let deadline = itoa::Buffer::new().format(at).as_bytes().to_vec();
-        self.wrote(1, &[b"SET", key, value, b"PXAT", &deadline], effects::ALL);
+        let mut text = itoa::Buffer::new();
+        let deadline = if self.state.effects.on() { text.format(at).as_bytes() } else { b"" };
+        self.wrote(1, &[b"SET", key, value, b"PXAT", deadline], effects::ALL);
         self.ran(Cmd::Set, &[Cmd::Set.name(), key, value, b"px", ms]);
     }
 
