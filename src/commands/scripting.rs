@@ -77,6 +77,7 @@ fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], by_sha: bool, read_only: bool) ->
         crate::scripting::script_id(sha.as_bytes()).ok_or_else(noscript)?
     };
     ctx.state.script_time = Some(ctx.now_ms);
+    ctx.state.script_repl = crate::engine::effects::ALL;
     let flags = RunFlags {
         read_only,
         // A user with restricted permissions runs every script through

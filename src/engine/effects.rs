@@ -181,8 +181,12 @@ impl Effects {
     }
 
     /// Adds an effect after those recorded so far (Redis's `alsoPropagate`).
+    /// An effect for a target no consumer reads is not recorded at all,
+    /// as Redis's `shouldPropagate` drops it: it does not count towards
+    /// wrapping the others in a transaction.
     pub fn push<A: AsRef<[u8]>>(&mut self, db: usize, argv: &[A], target: u8) {
-        if self.on() && target != 0 {
+        let read = self.taps.iter().fold(0, |t, tap| t | tap.tap.target);
+        if self.on() && target & read != 0 {
             let start = self.encoded.len();
             encode(&mut self.encoded, argv);
             self.pending.push(Effect {

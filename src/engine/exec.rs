@@ -664,6 +664,10 @@ impl State {
             target |= effects::ALL;
         }
         target &= !asked.prevent;
+        if self.script_time.is_some() {
+            // A script's own command goes where `redis.set_repl` says.
+            target &= self.script_repl;
+        }
         // EXEC is never an effect itself: the transaction's effects are.
         if target != 0 && cmd.full_name != "exec" {
             let argv = asked.rewrite.as_deref().unwrap_or(argv);

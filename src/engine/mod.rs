@@ -159,6 +159,9 @@ pub struct State {
     pub dirty_counted: bool,
     /// The effect stream (see [`effects`]).
     pub effects: effects::Effects,
+    /// Where a running script's writes go (`redis.set_repl`): the
+    /// append-only file, replicas, both or neither.
+    pub script_repl: u8,
     /// RDB snapshots (see [`persistence`]).
     pub persistence: persistence::Persistence,
     /// The append-only file, while `appendonly` is on (see [`aof`]).
@@ -403,6 +406,7 @@ impl State {
             dirty_at_save: 0,
             dirty_counted: false,
             effects,
+            script_repl: effects::ALL,
             persistence: persistence::Persistence::new(started_secs),
             aof: None,
             aof_tap: None,

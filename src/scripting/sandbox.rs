@@ -502,7 +502,8 @@ unsafe extern "C-unwind" fn status_reply(state: *mut ffi::lua_State) -> c_int {
     }
 }
 
-/// `redis.set_repl`: flags are checked; keylock does not replicate.
+/// `redis.set_repl`: where the script's next writes go (the append-only
+/// file, replicas, both or neither), as Redis's `luaRedisSetReplCommand`.
 unsafe extern "C-unwind" fn set_repl(state: *mut ffi::lua_State) -> c_int {
     // SAFETY: plain stack operations.
     unsafe {
@@ -518,6 +519,9 @@ unsafe extern "C-unwind" fn set_repl(state: *mut ffi::lua_State) -> c_int {
                 state,
                 b"Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.",
             );
+        }
+        if let Some(cx) = call::active_run() {
+            cx.state.script_repl = flags as u8;
         }
         0
     }

@@ -249,7 +249,11 @@ impl<'a> Direct<'a> {
             // Replayed with its deadline, as PEXPIRE is (spelled out only
             // when someone reads the effects).
             let mut text = itoa::Buffer::new();
-            let deadline = if self.state.effects.on() { text.format(deadline).as_bytes() } else { b"" };
+            let deadline = if self.state.effects.on() {
+                text.format(deadline).as_bytes()
+            } else {
+                b""
+            };
             self.wrote(1, &[b"PEXPIREAT", key, deadline], effects::ALL);
         }
         self.ran(Cmd::Pexpire, &[Cmd::Pexpire.name(), key, ms]);
