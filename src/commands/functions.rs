@@ -68,8 +68,7 @@ fn fcall_generic(ctx: &mut Ctx, argv: &[Bytes], read_only: bool) -> CmdResult {
         return Err(CmdError::err("Number of keys can't be negative"));
     }
     let (keys, args) = argv[3..].split_at(numkeys as usize);
-    ctx.state.script_time = Some(ctx.now_ms);
-    ctx.state.script_repl = crate::engine::effects::ALL;
+    ctx.state.start_script_run(ctx.now_ms);
     // A panic inside the run leaves the VM in an unknown state: it is
     // rebuilt with the same libraries before the panic goes on to the
     // command boundary.

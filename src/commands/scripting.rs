@@ -76,8 +76,7 @@ fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], by_sha: bool, read_only: bool) ->
         let sha = vm.load(&argv[1])?;
         crate::scripting::script_id(sha.as_bytes()).ok_or_else(noscript)?
     };
-    ctx.state.script_time = Some(ctx.now_ms);
-    ctx.state.script_repl = crate::engine::effects::ALL;
+    ctx.state.start_script_run(ctx.now_ms);
     let flags = RunFlags {
         read_only,
         // A user with restricted permissions runs every script through

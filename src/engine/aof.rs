@@ -556,9 +556,8 @@ impl State {
         }
     }
 
-    /// Loads an existing append-only file at start: the base, then every
-    /// incremental file replayed by `replay` (the command pipeline). Ok(
-    /// false) when there is none.
+    /// Reads the files the manifest names: the base, then the incremental
+    /// files in order. None when there is no manifest.
     pub fn read_aof(&self) -> Result<Option<AofFiles>, String> {
         let dir = aof_dir(self);
         let basename = self.params.value("appendfilename").unwrap_or("appendonly.aof").to_string();

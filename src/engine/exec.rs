@@ -693,6 +693,13 @@ impl State {
         }
     }
 
+    /// A script starts: its commands see `now_ms` (Redis freezes time for
+    /// a script) and its writes go everywhere until `redis.set_repl`.
+    pub fn start_script_run(&mut self, now_ms: u64) {
+        self.script_time = Some(now_ms);
+        self.script_repl = effects::ALL;
+    }
+
     /// Hands out the effects of what ran outside any command (active
     /// expiry, clients served after a blocking wait), each group on its
     /// own, without a transaction around it.
