@@ -348,3 +348,8 @@ pub fn os_error_text(e: &std::io::Error) -> String {
         _ => text,
     }
 }
+
+/// `strerror(errno)`, as Redis prints it.
+pub fn errno_text(errno: i32) -> String {
+    os_error_text(&std::io::Error::from_raw_os_error(errno))
+}

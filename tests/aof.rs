@@ -214,3 +214,84 @@ fn the_file_replays_whatever_the_default_user_may_run() {
     assert_eq!(c.call(&["GET", "k"]), b"$1\r\nv\r\n");
     assert!(text(c.call(&["SET", "k", "w"])).starts_with("-NOPERM"));
 }
+
+/// Milliseconds since `t`.
+fn ms_since(t: std::time::Instant) -> u128 {
+    t.elapsed().as_millis()
+}
+
+#[test]
+fn with_appendfsync_always_replies_wait_for_the_disk_and_reads_of_unsynced_writes_wait_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = keylock_in(dir.path(), &["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut writer = Raw::connect(keylock.addr);
+    let mut reader = Raw::connect(keylock.addr);
+    assert_eq!(writer.call(&["KEYLOCK", "FAULT", "ADD", "SLOW-FSYNC", "600"]), b":1\r\n");
+
+    // The write ran at once, but its reply waits for the sync.
+    let t = std::time::Instant::now();
+    assert_eq!(writer.call(&["SET", "k", "v1"]), b"+OK\r\n");
+    assert!(ms_since(t) >= 600, "replied after {} ms", ms_since(t));
+
+    // With nothing waiting for the disk, a read is not held back.
+    let t = std::time::Instant::now();
+    assert_eq!(reader.call(&["GET", "k"]), b"$2\r\nv1\r\n");
+    assert!(ms_since(t) < 400, "replied after {} ms", ms_since(t));
+
+    // A read of a write that is not on disk yet waits for the same sync:
+    // no one hears of a write the disk may still lose.
+    common::send_args(&mut writer, &["SET", "k", "v2"]);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let t = std::time::Instant::now();
+    common::send_args(&mut reader, &["GET", "k"]);
+    assert!(common::silent_for(&mut reader, std::time::Duration::from_millis(250)));
+    assert_eq!(reader.reply(), b"$2\r\nv2\r\n");
+    assert!(ms_since(t) >= 400, "replied after {} ms", ms_since(t));
+    assert_eq!(writer.reply(), b"+OK\r\n");
+}
+
+#[test]
+fn with_appendfsync_always_one_sync_covers_the_writes_of_every_connection_made_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = keylock_in(dir.path(), &["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = Raw::connect(keylock.addr);
+    c.call(&["KEYLOCK", "FAULT", "ADD", "SLOW-FSYNC", "100"]);
+    let syncs_before: u64 = common::info_value(&mut c, "keylock", "aof_syncs").parse().unwrap();
+    const CLIENTS: usize = 16;
+    const WRITES: usize = 5;
+    let addr = keylock.addr;
+    let threads: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut c = Raw::connect(addr);
+                for _ in 0..WRITES {
+                    assert_eq!(c.call(&["INCR", "counter"]).first(), Some(&b':'));
+                    assert_eq!(c.call(&["RPUSH", &format!("list-{i}"), "x"]).first(), Some(&b':'));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let syncs: u64 = common::info_value(&mut c, "keylock", "aof_syncs").parse::<u64>().unwrap() - syncs_before;
+    assert_eq!(
+        c.call(&["GET", "counter"]),
+        format!("${}\r\n{}\r\n", (CLIENTS * WRITES).to_string().len(), CLIENTS * WRITES).as_bytes()
+    );
+    // 160 acknowledged writes, each client waiting for every reply: the
+    // clients' writes made during one sync share the next one.
+    let writes = (CLIENTS * WRITES * 2) as u64;
+    assert!(syncs * 4 <= writes, "{syncs} syncs for {writes} writes");
+    assert!(syncs >= (WRITES * 2) as u64, "{syncs} syncs");
+    drop(c);
+
+    // Every one of them is in the file.
+    let mut keylock = keylock;
+    keylock.signal(libc::SIGKILL);
+    keylock.wait_exit(10);
+    let keylock = keylock_in(dir.path(), &["--appendonly", "yes"]);
+    let mut c = Raw::connect(keylock.addr);
+    assert_eq!(c.call(&["GET", "counter"]), b"$2\r\n80\r\n");
+    assert_eq!(c.call(&["LLEN", "list-15"]), b":5\r\n");
+}

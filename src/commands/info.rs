@@ -168,6 +168,12 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("loading:0");
             line!("async_loading:0");
             let p = &st.persistence;
+            line!("current_cow_peak:0");
+            line!("current_cow_size:0");
+            line!("current_cow_size_age:0");
+            line!("current_fork_perc:0.00");
+            line!("current_save_keys_processed:0");
+            line!("current_save_keys_total:0");
             line!("rdb_changes_since_last_save:{}", st.dirty - st.dirty_at_save);
             line!("rdb_bgsave_in_progress:{}", u8::from(p.child.is_some()));
             line!("rdb_last_save_time:{}", p.lastsave);
@@ -178,6 +184,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
                 p.child.as_ref().map_or(-1, |c| c.started.elapsed().as_secs() as i64)
             );
             line!("rdb_saves:{}", p.saves);
+            line!("rdb_last_cow_size:0");
             line!("rdb_last_load_keys_expired:{}", p.last_load_keys_expired);
             line!("rdb_last_load_keys_loaded:{}", p.last_load_keys_loaded);
             let aof = st.aof.as_ref();
@@ -195,13 +202,21 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
                 if aof.is_none_or(|a| a.last_rewrite_ok) { "ok" } else { "err" }
             );
             line!("aof_rewrites:{}", aof.map_or(0, |a| a.rewrites));
-            line!(
-                "aof_last_write_status:{}",
-                if aof.is_none_or(|a| a.last_write_ok) { "ok" } else { "err" }
-            );
+            line!("aof_rewrites_consecutive_failures:{}", aof.map_or(0, |a| a.rewrite_failures));
+            let write_ok = aof.is_none_or(|a| a.write_error.is_none()) && st.durability.sync_error().is_none();
+            line!("aof_last_write_status:{}", if write_ok { "ok" } else { "err" });
+            line!("aof_last_cow_size:0");
+            line!("module_fork_in_progress:0");
+            line!("module_fork_last_cow_size:0");
             if let Some(a) = aof {
                 line!("aof_current_size:{}", a.current_size + a.base_size);
-                line!("aof_base_size:{}", a.base_size);
+                line!("aof_base_size:{}", a.rewrite_base_size);
+                line!("aof_pending_rewrite:0");
+                line!("aof_buffer_length:{}", a.buffer_length());
+                line!("aof_pending_bio_fsync:{}", a.pending_syncs(&st.durability));
+                // The engine never waits for a sync in progress, so no
+                // write is ever postponed for one.
+                line!("aof_delayed_fsync:0");
             }
         }
         "stats" => {
@@ -323,6 +338,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("# Keylock");
             line!("native_scripts:{}", if st.runtime.native_scripts { "yes" } else { "no" });
             line!("command_panics:{}", st.command_panics);
+            line!("aof_syncs:{}", st.durability.syncs());
             line!("recognized_scripts:{}", table.scripts.len());
             line!(
                 "native_implementations:{}",

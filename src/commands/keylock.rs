@@ -211,7 +211,16 @@ fn fault_add(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 3,
             )
         }
-        "DROP-PUBLISH" | "ERROR" | "DISCONNECT" | "DELAY" => {
+        "SLOW-FSYNC" if args.len() == 2 => {
+            let ms = match crate::numfmt::parse_i64(&args[1]) {
+                Some(ms) if ms >= 0 => ms as u64,
+                _ => return Err(CmdError::err("SLOW-FSYNC takes a number of milliseconds >= 0")),
+            };
+            // A property of the disk: it applies to every sync, for as
+            // long as the rule is there.
+            return Ok(Reply::Int(ctx.state.faults.add(faults::Kind::SlowFsync { ms }, None, None) as i64));
+        }
+        "DROP-PUBLISH" | "ERROR" | "DISCONNECT" | "DELAY" | "SLOW-FSYNC" => {
             return Err(CmdError::err(format!(
                 "wrong number of arguments for the {kind_name} fault. Try KEYLOCK HELP."
             )));
@@ -221,7 +230,7 @@ fn fault_add(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 &[
                     b"unknown fault kind '".as_slice(),
                     crate::error::quoted(&args[0]),
-                    b"'. Kinds are DROP-PUBLISH, ERROR, DISCONNECT and DELAY.",
+                    b"'. Kinds are DROP-PUBLISH, ERROR, DISCONNECT, DELAY and SLOW-FSYNC.",
                 ]
                 .concat(),
             ));
@@ -329,6 +338,8 @@ fn help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             "    Close the connection before the command runs, or after it ran, unanswered.",
             "FAULT ADD DELAY <command-glob> <ms> [COUNT <n>] [CLIENT <name-glob>]",
             "    Run matching commands at once but hold their reply back <ms> milliseconds.",
+            "FAULT ADD SLOW-FSYNC <ms>",
+            "    Every sync of the append-only file takes <ms> longer (a slow disk).",
             "FAULT LIST",
             "    The active faults, with how often each fired.",
             "FAULT DEL <id>",

@@ -28,6 +28,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::State;
+use super::durable::Syncer;
 use super::effects::EffectsTap;
 use crate::error::os_error_text;
 
@@ -138,16 +139,21 @@ pub struct Aof {
     pub basename: String,
     pub manifest: Manifest,
     /// The incremental file writes go to.
-    file: std::fs::File,
+    file: Arc<std::fs::File>,
+    /// Bytes in the incremental file writes go to.
+    incr_size: u64,
     /// What the effect stream handed over since the last write.
     pending: Arc<Mutex<Vec<u8>>>,
     pub fsync: Fsync,
-    /// Asks the syncing thread to sync (everysec).
-    syncer: Option<std::sync::mpsc::Sender<std::fs::File>>,
+    /// The thread syncs run on (see [`super::durable`]).
+    syncer: Syncer,
     last_sync: Instant,
-    pub last_write_ok: bool,
+    /// The errno of the last write, if it failed.
+    pub write_error: Option<i32>,
     pub rewrite: Option<Rewrite>,
     pub rewrites: u64,
+    /// Rewrites that failed since the last that succeeded.
+    pub rewrite_failures: u64,
     pub last_rewrite_ok: bool,
     pub last_rewrite_secs: i64,
     /// Bytes in the incremental files, and the base's size.
@@ -156,6 +162,18 @@ pub struct Aof {
     /// The size after the last rewrite (or at start): what
     /// `auto-aof-rewrite-percentage` measures growth against.
     pub rewrite_base_size: u64,
+}
+
+impl Aof {
+    /// Bytes recorded and not yet written (INFO `aof_buffer_length`).
+    pub fn buffer_length(&self) -> usize {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Syncs asked for and not done yet (INFO `aof_pending_bio_fsync`).
+    pub fn pending_syncs(&self, durability: &super::durable::Durability) -> u64 {
+        self.syncer.queued() + u64::from(durability.syncing())
+    }
 }
 
 impl std::fmt::Debug for Aof {
@@ -254,32 +272,85 @@ impl State {
         self.aof.is_some()
     }
 
-    /// Writes what the effect stream handed over to the incremental file;
-    /// with `appendfsync always`, syncs it before returning (the batch's
-    /// replies are written after this). Called after every batch and by
-    /// the cron.
+    /// Writes what the effect stream handed over to the incremental file,
+    /// as Redis's `flushAppendOnlyFile`; with `appendfsync always`, asks
+    /// for a sync that the batch's replies wait for (see
+    /// [`super::durable`]). Called after every batch and by the cron. A
+    /// failed write is cut off the file and tried again later, the data
+    /// kept; with `always` it ends the process, as in Redis.
     pub fn aof_write(&mut self) {
+        let durability = self.durability.clone();
         let Some(aof) = self.aof.as_mut() else { return };
+        if aof.fsync == Fsync::Always
+            && let Some(errno) = durability.sync_error()
+        {
+            fatal_always(&format!(
+                "Can't persist AOF for fsync error when the AOF fsync policy is 'always': {}. Exiting...",
+                crate::error::errno_text(errno)
+            ));
+        }
         let data = std::mem::take(&mut *aof.pending.lock().unwrap_or_else(|e| e.into_inner()));
-        if !data.is_empty() {
-            match aof.file.write_all(&data) {
-                Ok(()) => {
-                    aof.current_size += data.len() as u64;
-                    if !aof.last_write_ok {
-                        crate::log::warning(format_args!("AOF write error looks solved, Redis can write again."));
-                    }
-                    aof.last_write_ok = true;
-                }
-                Err(e) => {
-                    aof.last_write_ok = false;
-                    crate::log::warning(format_args!("Error writing to the AOF file: {}", os_error_text(&e)));
+        if data.is_empty() {
+            return;
+        }
+        match write_fully(&aof.file, &data) {
+            Ok(()) => {
+                aof.current_size += data.len() as u64;
+                aof.incr_size += data.len() as u64;
+                if aof.write_error.take().is_some() {
+                    crate::log::warning(format_args!("AOF write error looks solved, Redis can write again."));
                 }
             }
-            if aof.fsync == Fsync::Always {
-                let _ = aof.file.sync_data();
-                aof.last_sync = Instant::now();
+            Err((written, e)) => {
+                let errno = if written == 0 {
+                    crate::log::warning(format_args!("Error writing to the AOF file: {}", os_error_text(&e)));
+                    e.raw_os_error().unwrap_or(libc::EIO)
+                } else {
+                    crate::log::warning(format_args!(
+                        "Short write while writing to the AOF file: (nwritten={written}, expected={})",
+                        data.len()
+                    ));
+                    libc::ENOSPC
+                };
+                if aof.fsync == Fsync::Always {
+                    fatal_always("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...");
+                }
+                // Cut the part written off, and keep all of it for the
+                // next try.
+                if written > 0
+                    && let Err(e) = aof.file.set_len(aof.incr_size)
+                {
+                    crate::log::warning(format_args!(
+                        "Could not remove short write from the append-only file.  Redis may refuse to load the AOF the next time it starts.  ftruncate: {}",
+                        os_error_text(&e)
+                    ));
+                }
+                let mut pending = aof.pending.lock().unwrap_or_else(|e| e.into_inner());
+                let newer = std::mem::replace(&mut *pending, data);
+                pending.extend_from_slice(&newer);
+                aof.write_error = Some(errno);
+                return;
             }
         }
+        if aof.fsync == Fsync::Always {
+            aof.syncer.request(&aof.file, durability.recorded());
+            aof.last_sync = Instant::now();
+        }
+    }
+
+    /// Why writes are refused (Redis's `writeCommandsDeniedByDiskError`):
+    /// the last background save failed while save points are set and
+    /// `stop-writes-on-bgsave-error` is on, or the append-only file cannot
+    /// be written or synced.
+    pub fn disk_error(&self) -> Option<DiskError> {
+        if self.params.value("stop-writes-on-bgsave-error") == Some("yes")
+            && !self.persistence.last_bgsave_ok
+            && self.params.value("save").is_some_and(|s| !s.trim().is_empty())
+        {
+            return Some(DiskError::Rdb);
+        }
+        let aof = self.aof.as_ref()?;
+        aof.write_error.or_else(|| self.durability.sync_error()).map(DiskError::Aof)
     }
 
     /// The cron's part: writes what is pending, syncs once a second with
@@ -291,9 +362,7 @@ impl State {
         let Some(aof) = self.aof.as_mut() else { return };
         if aof.fsync == Fsync::EverySec && aof.last_sync.elapsed().as_millis() >= 1000 {
             aof.last_sync = Instant::now();
-            if let (Some(syncer), Ok(file)) = (aof.syncer.as_ref(), aof.file.try_clone()) {
-                let _ = syncer.send(file);
-            }
+            aof.syncer.request(&aof.file, self.durability.recorded());
         }
         if let Some(rewrite) = &aof.rewrite {
             let mut status = 0;
@@ -377,6 +446,7 @@ impl State {
             }
         };
         let file = open_append(&dir.join(&incr.name)).map_err(|e| format!("Can't open the append-only file: {}", os_error_text(&e)))?;
+        let incr_size = file.metadata().map_or(0, |m| m.len());
         write_atomically(&manifest_path, manifest.text().as_bytes()).map_err(|e| os_error_text(&e))?;
         let current_size: u64 = manifest
             .incrs()
@@ -385,22 +455,27 @@ impl State {
             .sum();
         let pending = Arc::new(Mutex::new(Vec::new()));
         let tap_buffer = pending.clone();
+        let durability = self.durability.clone();
         self.attach_effects(EffectsTap::aof(move |bytes| {
-            tap_buffer.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(bytes)
+            tap_buffer.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(bytes);
+            durability.record(bytes.len());
         }));
         let fsync = Fsync::of(self.params.value("appendfsync"));
+        self.durability.set_gating(fsync == Fsync::Always);
         self.aof = Some(Aof {
             dir,
             basename,
             manifest,
-            file,
+            file: Arc::new(file),
+            incr_size,
             pending,
             fsync,
-            syncer: Some(spawn_syncer()),
+            syncer: Syncer::start(self.durability.clone()),
             last_sync: Instant::now(),
-            last_write_ok: true,
+            write_error: None,
             rewrite: None,
             rewrites: 0,
+            rewrite_failures: 0,
             last_rewrite_ok: true,
             last_rewrite_secs: -1,
             current_size,
@@ -415,8 +490,9 @@ impl State {
     pub fn stop_aof(&mut self) {
         self.aof_write();
         self.kill_aof_rewrite();
-        if let Some(aof) = self.aof.take() {
-            let _ = aof.file.sync_data();
+        self.aof_sync_now();
+        self.durability.set_gating(false);
+        if self.aof.take().is_some() {
             self.detach_aof_effects();
         }
     }
@@ -425,8 +501,17 @@ impl State {
     pub fn aof_close(&mut self) {
         self.aof_write();
         self.kill_aof_rewrite();
-        if let Some(aof) = self.aof.as_ref() {
-            let _ = aof.file.sync_data();
+        self.aof_sync_now();
+    }
+
+    /// Syncs the file here and now (the engine waits for it), so that
+    /// every reply waiting for the disk may go.
+    pub fn aof_sync_now(&mut self) {
+        if let Some(aof) = self.aof.as_ref()
+            && aof.file.sync_data().is_ok()
+            && aof.pending.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+        {
+            self.durability.synced_all();
         }
     }
 
@@ -435,6 +520,7 @@ impl State {
         let fsync = Fsync::of(self.params.value("appendfsync"));
         if let Some(aof) = self.aof.as_mut() {
             aof.fsync = fsync;
+            self.durability.set_gating(fsync == Fsync::Always);
         }
     }
 
@@ -463,8 +549,10 @@ impl State {
             kind: 'b',
         };
         let file = open_append(&aof.dir.join(&incr.name)).map_err(|e| os_error_text(&e))?;
-        let _ = aof.file.sync_data();
-        aof.file = file;
+        self.aof_sync_now();
+        let Some(aof) = self.aof.as_mut() else { return Ok(()) };
+        aof.file = Arc::new(file);
+        aof.incr_size = 0;
         aof.manifest.parts.push(incr);
         write_atomically(&aof.dir.join(manifest_name(&aof.basename)), aof.manifest.text().as_bytes()).map_err(|e| os_error_text(&e))?;
         let base_path = aof.dir.join(&base.name);
@@ -503,6 +591,7 @@ impl State {
         aof.last_rewrite_secs = rewrite.started.elapsed().as_secs() as i64;
         aof.last_rewrite_ok = ok;
         if !ok {
+            aof.rewrite_failures += 1;
             crate::log::warning(format_args!("Background AOF rewrite terminated with error"));
             let _ = std::fs::remove_file(aof.dir.join(&rewrite.base.name));
             return;
@@ -540,6 +629,7 @@ impl State {
             .sum();
         aof.rewrite_base_size = aof.base_size + aof.current_size;
         aof.rewrites += 1;
+        aof.rewrite_failures = 0;
         crate::log::notice(format_args!("Background AOF rewrite finished successfully"));
     }
 
@@ -637,16 +727,34 @@ pub fn commands(path: &Path, bytes: &[u8], truncated_ok: bool, last_file: bool) 
     }
 }
 
-/// The thread that syncs the file once a second (`everysec`), so the
-/// engine never waits on the disk.
-fn spawn_syncer() -> std::sync::mpsc::Sender<std::fs::File> {
-    let (tx, rx) = std::sync::mpsc::channel::<std::fs::File>();
-    let _ = std::thread::Builder::new().name("keylock-aof-sync".into()).spawn(move || {
-        while let Ok(file) = rx.recv() {
-            let _ = file.sync_data();
+/// Why writes are refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskError {
+    /// The last background save failed.
+    Rdb,
+    /// Writing or syncing the append-only file failed with this errno.
+    Aof(i32),
+}
+
+/// Writes all of `data`, or says how much was written before the error.
+fn write_fully(mut file: &std::fs::File, data: &[u8]) -> Result<(), (usize, std::io::Error)> {
+    let mut written = 0;
+    while written < data.len() {
+        match file.write(&data[written..]) {
+            Ok(0) => return Err((written, std::io::Error::from_raw_os_error(libc::ENOSPC))),
+            Ok(n) => written += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err((written, e)),
         }
-    });
-    tx
+    }
+    Ok(())
+}
+
+/// With `appendfsync always` a write that cannot reach the disk ends the
+/// process, as in Redis: no reply waiting for it is ever sent.
+fn fatal_always(line: &str) -> ! {
+    crate::log::warning(format_args!("{line}"));
+    std::process::exit(1);
 }
 
 impl State {
@@ -748,9 +856,7 @@ pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec
 /// the append-only file on disk (written and synced first when it is on).
 pub fn debug_loadaof(state: &mut State, scripts: &mut super::Scripts) -> Result<(), String> {
     state.aof_write();
-    if let Some(aof) = state.aof.as_ref() {
-        let _ = aof.file.sync_data();
-    }
+    state.aof_sync_now();
     for db in &mut state.dbs {
         db.clear();
     }

@@ -7,7 +7,9 @@
 //! (the connection closed before the command runs, or after it ran with
 //! its reply unsent: the lost acknowledgement) and DELAY (the reply held
 //! back; the command itself runs at once, and other clients are not
-//! delayed).
+//! delayed), and SLOW-FSYNC (every sync of the append-only file takes
+//! longer, as on a slow disk: replies that wait for it with `appendfsync
+//! always` wait longer too).
 //!
 //! A rule matches commands as clients send them: the command's full name
 //! (`get`, `client|setname`), or, for EVAL and EVALSHA of a script keylock
@@ -36,6 +38,9 @@ pub enum Kind {
     /// The command runs at once; its reply (and what follows it on that
     /// connection) is held back this many milliseconds.
     Delay { command: Bytes, ms: u64 },
+    /// Every sync of the append-only file takes this many milliseconds
+    /// longer.
+    SlowFsync { ms: u64 },
 }
 
 /// One rule, as FAULT LIST shows it.
@@ -63,11 +68,33 @@ pub enum CommandFault {
 pub struct Faults {
     rules: Vec<Rule>,
     next_id: u64,
+    /// Where SLOW-FSYNC rules take effect (the syncing thread reads it).
+    durability: std::sync::Arc<super::durable::Durability>,
 }
 
 impl Faults {
+    pub fn new(durability: std::sync::Arc<super::durable::Durability>) -> Faults {
+        Faults {
+            durability,
+            ..Faults::default()
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
+    }
+
+    /// The syncing thread follows the SLOW-FSYNC rules in force.
+    fn rules_changed(&self) {
+        let ms = self
+            .rules
+            .iter()
+            .filter_map(|r| match r.kind {
+                Kind::SlowFsync { ms } => Some(ms),
+                _ => None,
+            })
+            .max();
+        self.durability.set_slow_sync(ms);
     }
 
     /// Adds a rule; returns its id (ids start at 1 and are never reused).
@@ -80,6 +107,7 @@ impl Faults {
             client,
             fired: 0,
         });
+        self.rules_changed();
         self.next_id
     }
 
@@ -87,12 +115,15 @@ impl Faults {
     pub fn remove(&mut self, id: u64) -> bool {
         let before = self.rules.len();
         self.rules.retain(|r| r.id != id);
+        self.rules_changed();
         self.rules.len() != before
     }
 
     /// Removes every rule; returns how many there were.
     pub fn clear(&mut self) -> usize {
-        std::mem::take(&mut self.rules).len()
+        let n = std::mem::take(&mut self.rules).len();
+        self.rules_changed();
+        n
     }
 
     pub fn rules(&self) -> &[Rule] {
@@ -107,7 +138,7 @@ impl Faults {
         let i = self.rules.iter().position(|r| {
             let pattern = match &r.kind {
                 Kind::Error { command, .. } | Kind::Disconnect { command, .. } | Kind::Delay { command, .. } => command,
-                Kind::DropPublish { .. } => return false,
+                Kind::DropPublish { .. } | Kind::SlowFsync { .. } => return false,
             };
             r.applies_to(client_name) && names.iter().any(|n| glob::matches(pattern, n, true))
         })?;
@@ -116,7 +147,7 @@ impl Faults {
             Kind::Disconnect { after: false, .. } => CommandFault::DisconnectBefore,
             Kind::Disconnect { after: true, .. } => CommandFault::DisconnectAfter,
             Kind::Delay { ms, .. } => CommandFault::Delay(*ms),
-            Kind::DropPublish { .. } => unreachable!("not matched above"),
+            Kind::DropPublish { .. } | Kind::SlowFsync { .. } => unreachable!("not matched above"),
         };
         self.fire(i);
         Some(fault)
@@ -177,10 +208,19 @@ impl Faults {
                             fields.push((text("command"), Reply::Bulk(command.clone())));
                             fields.push((text("ms"), Reply::Int(*ms as i64)));
                         }
+                        Kind::SlowFsync { ms } => {
+                            fields.push((text("kind"), text("slow-fsync")));
+                            fields.push((text("ms"), Reply::Int(*ms as i64)));
+                        }
                     }
+                    let fired = match r.kind {
+                        // The syncing thread counts the syncs it slowed.
+                        Kind::SlowFsync { .. } => self.durability.slowed_syncs(),
+                        _ => r.fired,
+                    };
                     fields.push((text("client"), r.client.clone().map_or(Reply::Nil, Reply::Bulk)));
                     fields.push((text("remaining"), r.remaining.map_or(Reply::Nil, |n| Reply::Int(n as i64))));
-                    fields.push((text("fired"), Reply::Int(r.fired as i64)));
+                    fields.push((text("fired"), Reply::Int(fired as i64)));
                     Reply::Map(fields)
                 })
                 .collect(),

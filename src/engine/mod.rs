@@ -14,6 +14,7 @@
 pub mod aof;
 pub mod blocking;
 pub mod client;
+pub mod durable;
 pub mod effects;
 pub mod exec;
 pub mod faults;
@@ -168,6 +169,9 @@ pub struct State {
     pub aof: Option<aof::Aof>,
     /// The effect consumer the append-only file reads through.
     pub aof_tap: Option<u64>,
+    /// How far the append-only file is on disk, for replies that wait for
+    /// it (see [`durable`]).
+    pub durability: std::sync::Arc<durable::Durability>,
     /// Connections served as replicas (see [`replication`]).
     pub replicas: replication::Replicas,
     /// CLIENT PAUSE in force, if any (see `blocking`).
@@ -365,6 +369,7 @@ impl State {
         // used_memory does not step up by its ~13 KB later on.
         crate::scripting::native::NativeTable::get();
         let effects = effects::Effects::new(&config.effects);
+        let durability = std::sync::Arc::new(durable::Durability::default());
         let started_secs = config.clock.now_ms() / 1000;
         if effects.on() {
             key_events.record_expired_deletions();
@@ -410,10 +415,11 @@ impl State {
             persistence: persistence::Persistence::new(started_secs),
             aof: None,
             aof_tap: None,
+            durability: durability.clone(),
             replicas: replication::Replicas::default(),
             deny_blocking: false,
             pause: None,
-            faults: faults::Faults::default(),
+            faults: faults::Faults::new(durability.clone()),
             fault_caller: None,
             disconnect_after: false,
             delay_reply: None,

@@ -100,6 +100,21 @@ pub struct OutputBuffer {
     hold: Option<Hold>,
     /// Where Redis would hold the bytes placed so far.
     split: ReplySplit,
+    /// Bytes written out since the buffer was last reset.
+    sent: u64,
+    /// Output waiting for the disk (`appendfsync always`, see
+    /// [`super::durable`]), oldest first: the bytes queued before `end`
+    /// (counted as `sent` counts) wait until the append-only file is
+    /// synced to `upto` recorded bytes.
+    disk_waits: VecDeque<DiskWait>,
+    /// The bytes before this may go (the end of the last wait that ended).
+    released: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct DiskWait {
+    end: u64,
+    upto: u64,
 }
 
 /// Only the first `writable` bytes may be written before `until`.
@@ -227,10 +242,41 @@ impl OutputBuffer {
     /// or if the rest is held back).
     pub fn front(&self) -> &[u8] {
         let front = self.chunks.front().map_or(&[][..], |c| &c[..]);
-        match self.hold {
-            Some(hold) => &front[..front.len().min(hold.writable)],
-            None => front,
+        let mut writable = match self.hold {
+            Some(hold) => front.len().min(hold.writable),
+            None => front.len(),
+        };
+        if !self.disk_waits.is_empty() {
+            writable = writable.min(self.released.saturating_sub(self.sent) as usize);
         }
+        &front[..writable]
+    }
+
+    /// Output waits for the disk (see [`super::durable`]): the waits that
+    /// the file's syncs have ended go, and what was queued since the last
+    /// wait waits for everything the effect stream has recorded so far,
+    /// if that is not on disk yet. Returns what the oldest wait left waits
+    /// for (nothing may be written past it before then).
+    pub fn gate(&mut self, durability: &super::durable::Durability) -> Option<u64> {
+        while let Some(wait) = self.disk_waits.front() {
+            if !durability.is_synced(wait.upto) {
+                break;
+            }
+            self.released = wait.end;
+            self.disk_waits.pop_front();
+        }
+        let queued_end = self.sent + self.len() as u64;
+        let waited_end = self.disk_waits.back().map_or(self.sent, |w| w.end);
+        if queued_end > waited_end
+            && let Some(upto) = durability.needed()
+        {
+            if self.disk_waits.is_empty() {
+                // What is queued before this may go.
+                self.released = self.sent;
+            }
+            self.disk_waits.push_back(DiskWait { end: queued_end, upto });
+        }
+        self.disk_waits.front().map(|w| w.upto)
     }
 
     /// Holds back everything queued from now on until `until` (a DELAY
@@ -268,6 +314,7 @@ impl OutputBuffer {
         if let Some(hold) = self.hold.as_mut() {
             hold.writable -= n;
         }
+        self.sent += n as u64;
         self.split = self.split().written(n);
         let several = self.chunks.len() > 1;
         let Some(front) = self.chunks.front_mut() else { return };

@@ -271,6 +271,11 @@ fn send_output(shared: &Shared, io: &ConnIo, sock: &SockRef) -> Sent {
             // Held back by a DELAY fault: written once the script ends.
             return Sent::Partly;
         }
+        out.gate(&shared.durability);
+        if out.front().is_empty() {
+            // Waiting for the disk: written once the sync is done.
+            return Sent::Partly;
+        }
         match sock.send(out.front()) {
             Ok(n) => {
                 out.advance(n);

@@ -279,8 +279,10 @@ async fn run(mut accepted: Accepted, shared: Rc<Shared>) {
         }
         let unwritten = io.outbox.unwritten();
         let read_on = unwritten < io.hold_at(&shared.limits.get(), false);
-        // Output a DELAY fault holds back waits for its time, not the socket.
+        // Output a DELAY fault holds back waits for its time, and output
+        // waiting for the disk for its sync, not the socket.
         let held = io.output().borrow_mut().held_until();
+        let disk_wait = io.output().borrow_mut().gate(&shared.durability);
         let blocked_until = io.outbox.blocked().flatten();
         let next = tokio::select! {
             biased;
@@ -301,13 +303,14 @@ async fn run(mut accepted: Accepted, shared: Rc<Shared>) {
                 shared.engine.borrow_mut().time_out_blocked(io.id);
                 process_input(&io, &shared).await
             }
-            ready = stream.writable(), if unwritten > 0 && held.is_none() => {
+            ready = stream.writable(), if unwritten > 0 && held.is_none() && disk_wait.is_none() => {
                 if ready.is_err() {
                     break;
                 }
                 Next::Continue
             }
             _ = sleep_until_instant(held), if held.is_some() => Next::Continue,
+            _ = wait_synced(&shared, disk_wait) , if disk_wait.is_some() => Next::Continue,
             ready = stream.readable(), if read_on => {
                 if ready.is_err() {
                     break;
@@ -468,6 +471,11 @@ fn try_flush(io: &ConnIo, writer: &Stream, shared: &Shared) -> Result<bool, ()> 
         if output.held_until().is_some() {
             return Ok(false);
         }
+        output.gate(&shared.durability);
+        if output.front().is_empty() {
+            // Waiting for the disk.
+            return Ok(false);
+        }
         match writer.try_write(output.front()) {
             Ok(n) => {
                 output.advance(n);
@@ -479,6 +487,15 @@ fn try_flush(io: &ConnIo, writer: &Stream, shared: &Shared) -> Result<bool, ()> 
     }
     output.written(IDLE_OUTPUT_MAX);
     Ok(true)
+}
+
+/// Waits until output waiting for `upto` bytes of the append-only file
+/// may go; never returns for `None`.
+async fn wait_synced(shared: &Shared, upto: Option<u64>) {
+    match upto {
+        Some(upto) => shared.durability.wait_synced(upto).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Sleeps until `at` (held-back output may go, a blocking command times
@@ -501,11 +518,13 @@ async fn flush(io: &ConnIo, writer: &Stream, shared: &Shared) -> bool {
             Err(()) => return false,
         }
         let held = io.output().borrow_mut().held_until();
+        let disk_wait = io.output().borrow_mut().gate(&shared.durability);
         tokio::select! {
-            ready = writer.writable(), if held.is_none() => if ready.is_err() {
+            ready = writer.writable(), if held.is_none() && disk_wait.is_none() => if ready.is_err() {
                 return false;
             },
             _ = sleep_until_instant(held), if held.is_some() => {}
+            _ = wait_synced(shared, disk_wait), if disk_wait.is_some() => {}
             _ = io.outbox.woken() => if io.outbox.close_request() == CloseRequest::Now {
                 return false;
             },

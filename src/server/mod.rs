@@ -83,6 +83,9 @@ pub(crate) struct Shared {
     pub busy_touched: RefCell<Vec<u64>>,
     /// The engine's clock, for the busy responder's output limit checks.
     pub clock: Clock,
+    /// How far the append-only file is on disk: output waits for it with
+    /// `appendfsync always` (see `engine::durable`).
+    pub durability: Arc<crate::engine::durable::Durability>,
 }
 
 impl Shared {
@@ -458,6 +461,7 @@ fn serve(listeners: Vec<StdListener>, state: State, libraries: Vec<bytes::Bytes>
             busy_touched: RefCell::new(Vec::new()),
             unix_secs: Cell::new(engine.state.clock.now_ms() / 1000),
             clock: engine.state.clock.clone(),
+            durability: engine.state.durability.clone(),
             listener_fds,
             busy_accepted: RefCell::new(Vec::new()),
             engine: RefCell::new(engine),

@@ -1,0 +1,247 @@
+//! Replies that wait for the disk: group commit for `appendfsync always`.
+//!
+//! Redis writes and syncs its append-only file once per event-loop
+//! iteration, before it writes any reply of that iteration: the one
+//! `fsync` covers every client served in it, and the loop waits for it.
+//! keylock goes one better without giving up the promise: the engine
+//! writes a batch's effects to the file and goes on serving, while a
+//! thread of its own ([`Durability`]'s syncer) runs `fdatasync` over
+//! everything written so far; replies are held back until a sync covers
+//! the writes made before they were produced. Every write acknowledged is
+//! on disk, and one `fdatasync` covers all the batches of all the
+//! connections run while the previous one was in progress.
+//!
+//! The rule a connection follows (see [`OutputBuffer::gate`]): output
+//! queued at a moment when the stream has recorded `n` bytes may be
+//! written once the file is synced to `n`. That holds for any output
+//! (a reply, a pub/sub message, a keyspace event, a served blocked
+//! client), since whatever it tells of was recorded before it was queued.
+//! Reads made while nothing is waiting for the disk pass at once.
+//!
+//! `everysec` uses the same thread once a second; its replies never wait.
+//! A sync that fails with `always` is fatal, as in Redis (the replies that
+//! waited for it are never sent); with `everysec` it turns
+//! `aof_last_write_status` to `err` and writes are refused with MISCONF
+//! until a sync succeeds.
+//!
+//! [`OutputBuffer::gate`]: super::output::OutputBuffer::gate
+
+use std::fs::File;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+use tokio::sync::watch;
+
+/// What the engine, the connections and the syncing thread share.
+#[derive(Debug)]
+pub struct Durability {
+    /// Whether replies wait for the disk (`appendonly yes` with
+    /// `appendfsync always`).
+    gating: AtomicBool,
+    /// Bytes the AOF stream recorded so far (written to the file or about
+    /// to be), over every file the AOF has had.
+    recorded: AtomicU64,
+    /// Of those, the bytes known to be on disk.
+    synced: watch::Sender<u64>,
+    /// A sync is running.
+    syncing: AtomicBool,
+    /// The errno of the last sync if it failed, 0 once one succeeds.
+    failed: AtomicI32,
+    /// Syncs done (INFO keylock `aof_syncs`).
+    syncs: AtomicU64,
+    /// A SLOW-FSYNC fault: every sync takes this much longer (ms, 0 for
+    /// none), and how many syncs it slowed since it was set.
+    slow_sync_ms: AtomicU64,
+    slowed: AtomicU64,
+}
+
+impl Default for Durability {
+    fn default() -> Durability {
+        Durability {
+            gating: AtomicBool::new(false),
+            recorded: AtomicU64::new(0),
+            synced: watch::Sender::new(0),
+            syncing: AtomicBool::new(false),
+            failed: AtomicI32::new(0),
+            syncs: AtomicU64::new(0),
+            slow_sync_ms: AtomicU64::new(0),
+            slowed: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The thread an append-only file is synced on, and what it is asked to
+/// do next; it ends when this is dropped.
+#[derive(Debug)]
+pub struct Syncer {
+    queue: Arc<Queue>,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    next: Mutex<Next>,
+    wake: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Next {
+    request: Option<(Arc<File>, u64)>,
+    stop: bool,
+}
+
+impl Syncer {
+    pub fn start(durability: Arc<Durability>) -> Syncer {
+        let queue = Arc::new(Queue::default());
+        let thread_queue = queue.clone();
+        let spawned = std::thread::Builder::new()
+            .name("keylock-aof-sync".into())
+            .spawn(move || run(&thread_queue, &durability));
+        if spawned.is_err() {
+            crate::log::warning(format_args!("Can't start the AOF sync thread"));
+        }
+        Syncer { queue }
+    }
+
+    /// Asks for `file` to be synced, covering `upto` recorded bytes (the
+    /// thread takes the latest request when it is free: one sync covers
+    /// everything written before it starts).
+    pub fn request(&self, file: &Arc<File>, upto: u64) {
+        let mut next = self.queue.next.lock().unwrap_or_else(|e| e.into_inner());
+        next.request = Some((file.clone(), upto));
+        drop(next);
+        self.queue.wake.notify_one();
+    }
+
+    /// A sync asked for and not yet started (INFO `aof_pending_bio_fsync`
+    /// counts it with the one running).
+    pub fn queued(&self) -> u64 {
+        u64::from(self.queue.next.lock().unwrap_or_else(|e| e.into_inner()).request.is_some())
+    }
+}
+
+impl Drop for Syncer {
+    fn drop(&mut self) {
+        self.queue.next.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+        self.queue.wake.notify_one();
+    }
+}
+
+fn run(queue: &Queue, durability: &Durability) {
+    loop {
+        let (file, upto) = {
+            let mut next = queue.next.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                if next.stop {
+                    return;
+                }
+                if let Some(request) = next.request.take() {
+                    durability.syncing.store(true, Ordering::Release);
+                    break request;
+                }
+                next = queue.wake.wait(next).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        let slow = durability.slow_sync_ms.load(Ordering::Acquire);
+        if slow > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(slow));
+            durability.slowed.fetch_add(1, Ordering::AcqRel);
+        }
+        let result = file.sync_data();
+        drop(file);
+        durability.syncs.fetch_add(1, Ordering::AcqRel);
+        match result {
+            Ok(()) => {
+                durability.failed.store(0, Ordering::Release);
+                durability.advance_to(upto);
+            }
+            Err(e) => durability.failed.store(e.raw_os_error().unwrap_or(libc::EIO), Ordering::Release),
+        }
+        durability.syncing.store(false, Ordering::Release);
+    }
+}
+
+impl Durability {
+    fn advance_to(&self, upto: u64) {
+        self.synced.send_if_modified(|synced| {
+            let moved = upto > *synced;
+            *synced = (*synced).max(upto);
+            moved
+        });
+    }
+
+    /// The stream recorded `n` more bytes; the count so far.
+    pub fn record(&self, n: usize) -> u64 {
+        self.recorded.fetch_add(n as u64, Ordering::AcqRel) + n as u64
+    }
+
+    /// The bytes recorded so far.
+    pub fn recorded(&self) -> u64 {
+        self.recorded.load(Ordering::Acquire)
+    }
+
+    /// Everything recorded so far counts as on disk (the engine synced
+    /// the file itself: a rewrite's switch of files, the AOF turned off,
+    /// shutdown).
+    pub fn synced_all(&self) {
+        self.advance_to(self.recorded.load(Ordering::Acquire));
+    }
+
+    pub fn set_gating(&self, on: bool) {
+        self.gating.store(on, Ordering::Release);
+        if !on {
+            // Whatever waited goes now: the disk is no longer promised.
+            self.synced_all();
+        }
+    }
+
+    /// The recorded bytes output queued now must wait for, if it must.
+    pub fn needed(&self) -> Option<u64> {
+        if !self.gating.load(Ordering::Acquire) {
+            return None;
+        }
+        let recorded = self.recorded.load(Ordering::Acquire);
+        (recorded > *self.synced.borrow()).then_some(recorded)
+    }
+
+    /// Whether output waiting for `upto` recorded bytes may go.
+    pub fn is_synced(&self, upto: u64) -> bool {
+        !self.gating.load(Ordering::Acquire) || *self.synced.borrow() >= upto
+    }
+
+    /// Waits until output waiting for `upto` recorded bytes may go.
+    pub async fn wait_synced(&self, upto: u64) {
+        let mut synced = self.synced.subscribe();
+        let _ = synced.wait_for(|&s| s >= upto || !self.gating.load(Ordering::Acquire)).await;
+    }
+
+    /// The errno of the last sync, if it failed.
+    pub fn sync_error(&self) -> Option<i32> {
+        match self.failed.load(Ordering::Acquire) {
+            0 => None,
+            errno => Some(errno),
+        }
+    }
+
+    /// Syncs done so far.
+    pub fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::Acquire)
+    }
+
+    /// Sets the SLOW-FSYNC fault (None removes it).
+    pub fn set_slow_sync(&self, ms: Option<u64>) {
+        let before = self.slow_sync_ms.swap(ms.unwrap_or(0), Ordering::AcqRel);
+        if ms.is_some_and(|ms| ms != before) {
+            self.slowed.store(0, Ordering::Release);
+        }
+    }
+
+    /// Syncs the SLOW-FSYNC fault slowed since it was set.
+    pub fn slowed_syncs(&self) -> u64 {
+        self.slowed.load(Ordering::Acquire)
+    }
+
+    /// Whether a sync is running.
+    pub fn syncing(&self) -> bool {
+        self.syncing.load(Ordering::Acquire)
+    }
+}
