@@ -8,9 +8,20 @@ each workload against all three, rotating the server order workload by
 workload and round by round so that changes in machine load fall on every
 column alike; the median of the rounds is reported. Then:
 
+- persistence: lock-acquire by EVALSHA (50 clients, pipeline 16 and 1)
+  against keylock (native scripts) and redis-server, both with
+  `--appendonly yes` and `--appendfsync everysec`, then both with
+  `--appendfsync always`; four servers, each in a fresh directory of its
+  own, the pair's order rotated row by row and round by round; median of
+  the rounds, keylock/redis ratio and the p99 of each;
 - memory: 1,000,000 Redisson locks held (lock-acquire over 1,000,000 names
   in sequence, 10-minute lease) in a fresh keylock and a fresh redis-server,
   and the resident set size (VmRSS) of each before and after;
+- RDB: the same 1,000,000 locks in a fresh keylock and a fresh redis-server
+  (each in its own directory, `--save ""`), then the wall time of SAVE, the
+  size of dump.rdb, and the load time: SHUTDOWN NOSAVE, then from spawning
+  the server again on that directory until DBSIZE answers 1000000
+  (retried while the connection is refused or the reply is LOADING);
 - start-up: time from spawning the server to its first accepted
   connection, median of --startup-runs;
 - the load generator itself: `keylock bench` and `redis-benchmark` against
@@ -20,9 +31,10 @@ column alike; the median of the rounds is reported. Then:
 Prints markdown. Needs cargo, redis-server and redis-benchmark on PATH.
 
 Usage: benches/compare.py [--duration 3s] [--rounds 3] [--no-build]
-       [--skip-memory] [--skip-startup] [--skip-generator]
+       [--skip-throughput] [--skip-persistence] [--skip-memory] [--skip-rdb]
+       [--skip-startup] [--skip-generator]
 """
-import argparse, json, os, platform, socket, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, platform, shutil, socket, statistics, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET_DIR = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
@@ -44,6 +56,12 @@ WORKLOADS = [
 ]
 SERVERS = ["redis", "keylock-native", "keylock-lua"]
 
+# The append-only file rows: lock-acquire by EVALSHA (keylock bench's default script mode).
+PERSIST_POLICIES = ["everysec", "always"]
+PERSIST_PIPELINES = [16, 1]
+PERSIST_SERVERS = ["redis", "keylock-native"]
+HELD_LOCKS = 1000000
+
 
 def free_port():
     s = socket.socket()
@@ -62,15 +80,19 @@ def connects(port):
 
 
 class Server:
-    """A server process on a free port, stopped by stop()."""
+    """A server process on a free port, stopped by stop(). With persist (a
+    list of redis-server flags, `--dir` among them) both kinds get exactly
+    those flags; without, redis-server runs with no snapshot, no AOF and tmp
+    as its dir, and keylock with its defaults (which save nothing)."""
 
-    def __init__(self, kind, tmp):
+    def __init__(self, kind, tmp, persist=None):
         self.kind = kind
         self.port = free_port()
         if kind == "redis":
-            argv = ["redis-server", "--port", str(self.port), "--save", "", "--appendonly", "no", "--dir", tmp]
+            argv = ["redis-server", "--port", str(self.port)]
+            argv += persist if persist is not None else ["--save", "", "--appendonly", "no", "--dir", tmp]
         else:
-            argv = [KEYLOCK, "--port", str(self.port)]
+            argv = [KEYLOCK, "--port", str(self.port)] + (persist or [])
             if kind == "keylock-lua":
                 argv += ["--native-scripts", "no"]
         self.started = time.perf_counter()
@@ -99,6 +121,51 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def read_reply(f):
+    """One RESP2 reply from the file f: str for simple strings, int, bytes
+    or None for bulk strings, a list for arrays; an error reply is returned
+    as RespError. None at end of stream too (the server closed)."""
+    line = f.readline()
+    if not line:
+        return None
+    kind, rest = line[:1], line[1:-2]
+    if kind == b"+":
+        return rest.decode()
+    if kind == b"-":
+        return RespError(rest.decode())
+    if kind == b":":
+        return int(rest)
+    if kind == b"$":
+        n = int(rest)
+        return None if n < 0 else f.read(n + 2)[:-2]
+    if kind == b"*":
+        n = int(rest)
+        return None if n < 0 else [read_reply(f) for _ in range(n)]
+    raise ValueError("not RESP: %r" % line)
+
+
+class RespError(str):
+    pass
+
+
+class Conn:
+    """One plain RESP2 connection, one command at a time."""
+
+    def __init__(self, port, timeout=600.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.f = self.sock.makefile("rb")
+
+    def call(self, *args):
+        req = b"*%d\r\n" % len(args) + b"".join(
+            b"$%d\r\n%s\r\n" % (len(a), a) for a in (x if isinstance(x, bytes) else str(x).encode() for x in args))
+        self.sock.sendall(req)
+        return read_reply(self.f)
+
+    def close(self):
+        self.f.close()
+        self.sock.close()
 
 
 def run_measured(argv):
@@ -175,6 +242,136 @@ def throughput(args, tmp):
           "through over the fewest (1.0 = every connection served alike)." % (args.rounds, args.duration))
 
 
+def hold_locks(port):
+    """Takes HELD_LOCKS Redisson locks, one per name in sequence, with a
+    10-minute lease; returns the bench summary."""
+    summary = bench(port, ["lock-acquire", "--keys", str(HELD_LOCKS), "--requests", str(HELD_LOCKS), "--key-order", "seq",
+                           "--lease-ms", "600000", "-c", "50", "-P", "16"])
+    if summary["ops"] != HELD_LOCKS or summary["errors"]:
+        sys.exit("lock fill incomplete: %r" % summary)
+    return summary
+
+
+def persistence(args, tmp):
+    """lock-acquire with the append-only file on, per fsync policy."""
+    servers = {}  # (policy, kind) -> Server
+    dirs = []
+    try:
+        for policy in PERSIST_POLICIES:
+            for kind in PERSIST_SERVERS:
+                d = tempfile.mkdtemp(prefix="aof-%s-%s-" % (policy, kind), dir=tmp)
+                dirs.append(d)
+                servers[(policy, kind)] = Server(kind, tmp, ["--save", "", "--appendonly", "yes",
+                                                             "--appendfsync", policy, "--dir", d])
+        for s in servers.values():
+            s.wait_ready()
+        rows = [(policy, p) for policy in PERSIST_POLICIES for p in PERSIST_PIPELINES]
+        samples = {}  # (row index, server) -> [summary]
+        for r in range(args.rounds):
+            for i, (policy, p) in enumerate(rows):
+                n = len(PERSIST_SERVERS)
+                order = PERSIST_SERVERS[(i + r) % n:] + PERSIST_SERVERS[:(i + r) % n]
+                for kind in order:
+                    summary = bench(servers[(policy, kind)].port,
+                                    ["lock-acquire", "--script-mode", "evalsha", "-c", "50", "-P", str(p),
+                                     "--duration", args.duration, "--threads", "1"])
+                    samples.setdefault((i, kind), []).append(summary)
+    finally:
+        for s in servers.values():
+            s.stop()
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+    print("| lock-acquire, appendonly yes | clients | pipeline | redis ops/s | keylock-native ops/s | native/redis "
+          "| p99 ms redis / native |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for i, (policy, p) in enumerate(rows):
+        med = {k: statistics.median(s["ops_per_sec"] for s in samples[(i, k)]) for k in PERSIST_SERVERS}
+        p99 = {k: statistics.median(s["latency_us"]["p99"] for s in samples[(i, k)]) / 1000 for k in PERSIST_SERVERS}
+        print("| appendfsync %s | 50 | %d | %.0f | %.0f | %s | %.2f / %.2f |" % (
+            policy, p, med["redis"], med["keylock-native"], ratio(med["keylock-native"], med["redis"]),
+            p99["redis"], p99["keylock-native"]))
+    print()
+    print("Redisson's lock-acquire by EVALSHA, both servers with `--appendonly yes --appendfsync POLICY "
+          "--save \"\"`, each in a fresh directory of its own (one server per policy and kind, all four "
+          "running through the rounds); median of %d rounds of %s each, the order of the two servers "
+          "alternating row by row and round by round." % (args.rounds, args.duration))
+
+
+def rdb(args, tmp):
+    """SAVE and load time of a snapshot holding HELD_LOCKS locks."""
+    rows = {}
+    for kind in PERSIST_SERVERS:
+        d = tempfile.mkdtemp(prefix="rdb-%s-" % kind, dir=tmp)
+        flags = ["--save", "", "--appendonly", "no", "--dir", d]
+        try:
+            server = Server(kind, tmp, flags)
+            try:
+                server.wait_ready()
+                hold_locks(server.port)
+                conn = Conn(server.port)
+                started = time.perf_counter()
+                reply = conn.call("SAVE")
+                save_s = time.perf_counter() - started
+                if reply != "OK":
+                    sys.exit("%s: SAVE answered %r" % (kind, reply))
+                size = os.path.getsize(os.path.join(d, "dump.rdb"))
+                try:
+                    reply = conn.call("SHUTDOWN", "NOSAVE")  # None: the server closed the connection
+                except OSError:
+                    reply = None
+                if reply is not None:
+                    sys.exit("%s: SHUTDOWN NOSAVE answered %r" % (kind, reply))
+                conn.close()
+                server.proc.wait(timeout=60)
+            finally:
+                server.stop()
+            server = Server(kind, tmp, flags)
+            try:
+                load_s = wait_loaded(server, HELD_LOCKS)
+            finally:
+                server.stop()
+            rows[kind] = (save_s, load_s, size)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    print("| %s held locks, RDB | SAVE | load | dump.rdb |" % format(HELD_LOCKS, ","))
+    print("|---|---:|---:|---:|")
+    for kind in PERSIST_SERVERS:
+        save_s, load_s, size = rows[kind]
+        print("| %s | %.2f s | %.2f s | %.1f MiB |" % (kind, save_s, load_s, size / 2**20))
+    k, r = rows["keylock-native"], rows["redis"]
+    print("| keylock/redis | %s | %s | %s |" % (ratio(k[0], r[0]), ratio(k[1], r[1]), ratio(k[2], r[2])))
+    print()
+    print("Each server in a fresh directory with `--save \"\" --appendonly no`, filled as in the memory "
+          "section. SAVE: the wall time of the command. load: SHUTDOWN NOSAVE, then from spawning the server "
+          "on the same directory until DBSIZE answers %d (retried on refused connections and LOADING)." % HELD_LOCKS)
+
+
+def wait_loaded(server, keys, timeout=300.0):
+    """Seconds from the server's spawn until DBSIZE answers keys."""
+    deadline = server.started + timeout
+    last = None
+    while True:
+        if time.perf_counter() > deadline or server.proc.poll() is not None:
+            sys.exit("%s on port %d did not load %d keys (last reply %r)" % (server.kind, server.port, keys, last))
+        try:
+            conn = Conn(server.port, timeout=timeout)
+        except OSError:
+            time.sleep(0.0005)
+            continue
+        try:
+            while time.perf_counter() <= deadline:
+                last = conn.call("DBSIZE")
+                if last == keys:
+                    return time.perf_counter() - server.started
+                if last is None:
+                    break
+                time.sleep(0.001)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+
 def memory(args, tmp):
     print("| 1,000,000 held locks | RSS before | RSS after | per lock | load time |")
     print("|---|---:|---:|---:|---:|")
@@ -184,10 +381,7 @@ def memory(args, tmp):
         try:
             server.wait_ready()
             before = server.rss_kib()
-            summary = bench(server.port, ["lock-acquire", "--keys", "1000000", "--requests", "1000000", "--key-order", "seq",
-                                          "--lease-ms", "600000", "-c", "50", "-P", "16"])
-            if summary["ops"] != 1000000 or summary["errors"]:
-                sys.exit("memory load incomplete: %r" % summary)
+            summary = hold_locks(server.port)
             time.sleep(0.5)
             after = server.rss_kib()
             rss[kind] = after
@@ -266,6 +460,8 @@ def main():
     ap.add_argument("--skip-startup", action="store_true")
     ap.add_argument("--skip-generator", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--skip-persistence", action="store_true", help="the lock-acquire rows with the append-only file")
+    ap.add_argument("--skip-rdb", action="store_true", help="SAVE and load time of 1,000,000 held locks")
     args = ap.parse_args()
 
     if not args.no_build:
@@ -280,8 +476,14 @@ def main():
     if not args.skip_throughput:
         throughput(args, tmp)
         print()
+    if not args.skip_persistence:
+        persistence(args, tmp)
+        print()
     if not args.skip_memory:
         memory(args, tmp)
+        print()
+    if not args.skip_rdb:
+        rdb(args, tmp)
         print()
     if not args.skip_startup:
         startup(args, tmp)
