@@ -90,6 +90,11 @@ fn main() {
     // Handlers go in before the server announces itself or accepts: a
     // signal that arrives right after start must stop it cleanly too.
     let signals = StopSignals::register();
+    // A file that reaches the process's size limit (RLIMIT_FSIZE) fails
+    // the write (EFBIG), which the append-only file and snapshots report
+    // as any write error, instead of killing the process.
+    // SAFETY: sets a signal's disposition to "ignore"; no handler runs.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let bound = match Server::new(config).bind() {
         Ok(b) => b,
         Err(e) => {

@@ -295,3 +295,80 @@ fn with_appendfsync_always_one_sync_covers_the_writes_of_every_connection_made_m
     assert_eq!(c.call(&["GET", "counter"]), b"$2\r\n80\r\n");
     assert_eq!(c.call(&["LLEN", "list-15"]), b":5\r\n");
 }
+
+/// Limits the size of any file `pid` writes (RLIMIT_FSIZE, as `ulimit -f`).
+fn limit_file_size(pid: u32, bytes: u64) {
+    let limit = libc::rlimit {
+        rlim_cur: bytes,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: sets a resource limit of the test's own child process.
+    assert_eq!(
+        unsafe { libc::prlimit(pid as i32, libc::RLIMIT_FSIZE, &limit, std::ptr::null_mut()) },
+        0
+    );
+}
+
+#[test]
+fn a_failing_write_refuses_writes_with_misconf_until_it_succeeds_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut keylock = keylock_in(dir.path(), &["--appendonly", "yes", "--appendfsync", "everysec"]);
+    let mut c = Raw::connect(keylock.addr);
+    assert_eq!(c.call(&["SET", "before", "v"]), b"+OK\r\n");
+    // The incremental file may not grow past what it holds now.
+    let incr = std::fs::read_dir(dir.path().join("appendonlydir"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".incr.aof"))
+        .unwrap();
+    limit_file_size(keylock.pid(), std::fs::metadata(&incr).unwrap().len());
+    let value = "x".repeat(100);
+    // The write runs and is acknowledged (everysec: its record is pending);
+    // writing it fails, and from then on writes are refused, reads are not.
+    assert_eq!(c.call(&["SET", "during", &value]), b"+OK\r\n");
+    let refused = b"-MISCONF Errors writing to the AOF file: File too large\r\n";
+    common::wait_until(5, "writes refused", || c.call(&["SET", "refused", "v"]) == refused);
+    assert_eq!(c.call(&["PING"]), refused);
+    let by_script = c.call(&["EVAL", "return redis.call('set', 'by-script', 1)", "0"]);
+    assert!(
+        by_script.starts_with(b"-MISCONF Errors writing to the AOF file: File too large"),
+        "{}",
+        text(by_script)
+    );
+    assert_eq!(c.call(&["GET", "before"]), b"$1\r\nv\r\n");
+    assert_eq!(info_field(&mut c, "aof_last_write_status"), "err");
+
+    // Room again: the kept write goes to the file, and writes are accepted.
+    limit_file_size(keylock.pid(), libc::RLIM_INFINITY);
+    common::wait_until(5, "writes accepted", || c.call(&["SET", "after", "v"]) == b"+OK\r\n");
+    assert_eq!(info_field(&mut c, "aof_last_write_status"), "ok");
+    keylock.signal(libc::SIGKILL);
+    keylock.wait_exit(10);
+    let keylock = keylock_in(dir.path(), &["--appendonly", "yes"]);
+    let mut c = Raw::connect(keylock.addr);
+    assert_eq!(c.call(&["GET", "during"]), format!("$100\r\n{value}\r\n").as_bytes());
+    assert_eq!(c.call(&["GET", "after"]), b"$1\r\nv\r\n");
+    assert_eq!(c.call(&["EXISTS", "refused", "by-script"]), b":0\r\n");
+}
+
+#[test]
+fn with_appendfsync_always_a_failing_write_ends_the_process_and_is_never_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut keylock = keylock_in(dir.path(), &["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = Raw::connect(keylock.addr);
+    assert_eq!(c.call(&["SET", "before", "v"]), b"+OK\r\n");
+    let incr = std::fs::read_dir(dir.path().join("appendonlydir"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".incr.aof"))
+        .unwrap();
+    limit_file_size(keylock.pid(), std::fs::metadata(&incr).unwrap().len() + 10);
+    common::send_args(&mut c, &["SET", "unwritten", &"x".repeat(100)]);
+    // No reply: the connection closes as the process exits (status 1).
+    assert!(c.is_closed());
+    assert_eq!(keylock.wait_exit(10).code(), Some(1));
+    let keylock = keylock_in(dir.path(), &["--appendonly", "yes"]);
+    let mut c = Raw::connect(keylock.addr);
+    assert_eq!(c.call(&["GET", "before"]), b"$1\r\nv\r\n");
+    assert_eq!(c.call(&["EXISTS", "unwritten"]), b":0\r\n");
+}

@@ -270,7 +270,66 @@ fn save_reports_a_write_failure_as_redis_does() {
     // A directory where the file should be: the rename fails.
     std::fs::create_dir(dir.path().join("dump.rdb")).unwrap();
     assert_eq!(c.call(&["SAVE"]), b"-ERR\r\n");
+    // Only a background save's outcome is the status, as in Redis.
+    assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "ok");
+    assert_eq!(c.call(&["BGSAVE"]), b"+Background saving started\r\n");
+    common::wait_until(10, "the save to end", || info_field(&mut c, "rdb_bgsave_in_progress") == "0");
     assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "err");
     assert_eq!(c.call(&["SHUTDOWN", "SAVE"]), b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n");
     c.call(&["PING"]);
+}
+
+/// What a server answers once a snapshot failed while save points are
+/// set, then once it saves again.
+fn misconf_scenario(c: &mut Raw, dir: &std::path::Path) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    // Started (and done loading) before the file is made unwritable.
+    assert_eq!(c.call(&["PING"]), b"+PONG\r\n");
+    std::fs::create_dir(dir.join("dump.rdb")).unwrap();
+    for args in [&["SET", "k", "v"][..], &["SAVE"], &["SET", "k1", "v"], &["BGSAVE"]] {
+        out.push(c.call(args));
+    }
+    common::wait_until(10, "the save to end", || {
+        common::info_value(c, "persistence", "rdb_bgsave_in_progress") == "0"
+    });
+    for args in [
+        &["SET", "k2", "v"][..],
+        &["PING"],
+        &["GET", "k"],
+        &["EVAL", "return redis.call('get', 'k')", "0"],
+        &["EVAL", "return redis.call('set', 'x', 1)", "0"],
+        &["EVAL", "#!lua\nreturn redis.call('get', 'k')", "0"],
+        &["EVAL", "#!lua flags=no-writes\nreturn redis.call('get', 'k')", "0"],
+        &["MULTI"],
+        &["GET", "k"],
+        &["INCR", "n"],
+        &["EXEC"],
+        &["CONFIG", "SET", "save", ""],
+        &["SET", "k3", "v"],
+        &["CONFIG", "SET", "save", "3600 1"],
+        &["SET", "k4", "v"],
+    ] {
+        out.push(c.call(args));
+    }
+    std::fs::remove_dir(dir.join("dump.rdb")).unwrap();
+    for args in [&["SAVE"][..], &["SET", "k5", "v"], &["PING"]] {
+        out.push(c.call(args));
+    }
+    out
+}
+
+#[test]
+fn a_failed_save_with_save_points_refuses_writes_with_misconf_as_redis_does() {
+    let redis_dir = tempfile::tempdir().unwrap();
+    let Some(redis) = common::real_redis_with(&["--save", "3600 1", "--dir", redis_dir.path().to_str().unwrap()]) else {
+        return;
+    };
+    let expected = misconf_scenario(&mut Raw::connect(redis.addr), redis_dir.path());
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = keylock_in(dir.path(), &["--save", "3600 1"]);
+    let got = misconf_scenario(&mut Raw::connect(keylock.addr), dir.path());
+    for (i, (got, expected)) in got.iter().zip(&expected).enumerate() {
+        assert_eq!(text(got.clone()), text(expected.clone()), "step {i}");
+    }
+    assert!(text(expected[4].clone()).starts_with("-MISCONF"));
 }

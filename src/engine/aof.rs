@@ -343,8 +343,8 @@ impl State {
     /// `stop-writes-on-bgsave-error` is on, or the append-only file cannot
     /// be written or synced.
     pub fn disk_error(&self) -> Option<DiskError> {
-        if self.params.value("stop-writes-on-bgsave-error") == Some("yes")
-            && !self.persistence.last_bgsave_ok
+        if !self.persistence.last_bgsave_ok
+            && self.params.value("stop-writes-on-bgsave-error") == Some("yes")
             && self.params.value("save").is_some_and(|s| !s.trim().is_empty())
         {
             return Some(DiskError::Rdb);
@@ -734,6 +734,16 @@ pub enum DiskError {
     Rdb,
     /// Writing or syncing the append-only file failed with this errno.
     Aof(i32),
+}
+
+impl DiskError {
+    /// The error writes get (Redis's `writeCommandsGetDiskErrorMessage`).
+    pub fn message(self) -> String {
+        match self {
+            DiskError::Rdb => "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.".into(),
+            DiskError::Aof(errno) => format!("MISCONF Errors writing to the AOF file: {}", crate::error::errno_text(errno)),
+        }
+    }
 }
 
 /// Writes all of `data`, or says how much was written before the error.

@@ -183,9 +183,17 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
                 return Err(Refusal::of(CmdError::new(OOM), Some(cmd)));
             }
         }
-        if flags & flag::WRITE != 0 && !state.enough_good_replicas() {
-            return Err(Refusal::of(CmdError::new(NOREPLICAS), Some(cmd)));
+    }
+    if let Some(disk) = state.disk_error() {
+        // Writes (and PING, so that a monitoring probe notices) are
+        // refused while the data cannot be persisted.
+        let flags = state.command_flags(scripts, client, cmd, argv);
+        if flags & flag::WRITE != 0 || cmd.full_name == "ping" {
+            return Err(Refusal::of(CmdError::new(disk.message()), Some(cmd)));
         }
+    }
+    if !state.enough_good_replicas() && state.command_flags(scripts, client, cmd, argv) & flag::WRITE != 0 {
+        return Err(Refusal::of(CmdError::new(NOREPLICAS), Some(cmd)));
     }
     if client.monitor && cmd.spec.has(flag::WRITE | flag::READONLY | flag::MAY_REPLICATE) {
         // Redis treats a MONITOR connection like a replica.
@@ -371,6 +379,12 @@ pub fn for_script(
     }
     if limits.deny_oom && !wrote.get() && cmd.spec.has(flag::DENYOOM) {
         return refuse(OOM, Some(cmd));
+    }
+    // Every write, not only the first, while the data cannot be persisted.
+    if cmd.spec.has(flag::WRITE)
+        && let Some(disk) = state.disk_error()
+    {
+        return Err(Refusal::of(CmdError::new(disk.message()), Some(cmd)));
     }
     if cmd.spec.has(flag::WRITE) {
         wrote.set(true);

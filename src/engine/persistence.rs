@@ -248,7 +248,8 @@ impl State {
                     path.parent().map_or(String::new(), |p| p.display().to_string()),
                     crate::error::os_error_text(&e)
                 ));
-                self.persistence.last_bgsave_ok = false;
+                // As in Redis, a failed SAVE leaves `rdb_last_bgsave_status`
+                // as it was: only a background save's outcome sets it.
                 Err(crate::error::os_error_text(&e))
             }
         }
