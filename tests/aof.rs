@@ -372,3 +372,42 @@ fn with_appendfsync_always_a_failing_write_ends_the_process_and_is_never_acknowl
     assert_eq!(c.call(&["GET", "before"]), b"$1\r\nv\r\n");
     assert_eq!(c.call(&["EXISTS", "unwritten"]), b":0\r\n");
 }
+
+#[test]
+fn clients_are_answered_loading_while_the_append_only_file_replays() {
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = keylock_in(dir.path(), &["--appendonly", "yes", "--requirepass", "secret"]);
+    let mut c = Raw::connect(keylock.addr);
+    c.call(&["AUTH", "secret"]);
+    for i in 0..2000 {
+        common::send_args(&mut c, &["SET", &format!("key:{i}"), "v"]);
+    }
+    for _ in 0..2000 {
+        c.reply();
+    }
+    drop(c);
+    drop(keylock);
+    let keylock = keylock_in(
+        dir.path(),
+        &[
+            "--appendonly",
+            "yes",
+            "--requirepass",
+            "secret",
+            "--key-load-delay",
+            "500",
+            "--loading-process-events-interval-bytes",
+            "1024",
+        ],
+    );
+    let mut c = Raw::connect(keylock.addr);
+    // The file's commands run as no user, but a client connecting
+    // meanwhile is one: it must authenticate.
+    assert_eq!(c.call(&["INFO", "persistence"]), b"-NOAUTH Authentication required.\r\n");
+    assert_eq!(c.call(&["AUTH", "secret"]), b"+OK\r\n");
+    assert_eq!(c.call(&["GET", "key:1"]), b"-LOADING Redis is loading the dataset in memory\r\n");
+    assert_eq!(info_field(&mut c, "loading"), "1");
+    c.call(&["CONFIG", "SET", "key-load-delay", "0"]);
+    common::wait_until(30, "the load to end", || info_field(&mut c, "loading") == "0");
+    assert_eq!(c.call(&["DBSIZE"]), b":2000\r\n");
+}

@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::{Binary, Raw, text};
@@ -332,4 +333,90 @@ fn a_failed_save_with_save_points_refuses_writes_with_misconf_as_redis_does() {
         assert_eq!(text(got.clone()), text(expected.clone()), "step {i}");
     }
     assert!(text(expected[4].clone()).starts_with("-MISCONF"));
+}
+
+/// A child process killed when dropped.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// What a client connecting while `dir`'s snapshot of 2,000 keys loads
+/// slowly (`key-load-delay`) is told, then once the load is done.
+fn while_loading(start: &dyn Fn(&[&str]) -> SocketAddr) -> Vec<String> {
+    let addr = start(&[]);
+    let mut c = Raw::connect(addr);
+    c.call(&["DEBUG", "POPULATE", "2000"]);
+    assert_eq!(c.call(&["SAVE"]), b"+OK\r\n");
+    common::send_args(&mut c, &["SHUTDOWN", "NOSAVE"]);
+    assert!(c.is_closed());
+    let addr = start(&["--key-load-delay", "500", "--loading-process-events-interval-bytes", "1024"]);
+    let mut c = Raw::connect(addr);
+    let mut seen = vec![
+        text(c.call(&["PING"])),
+        text(c.call(&["GET", "key:1"])),
+        text(c.call(&["SET", "k", "v"])),
+        text(c.call(&["MULTI"])),
+        text(c.call(&["DBSIZE"])),
+        text(c.call(&["EXEC"])),
+        text(c.call(&["CLIENT", "SETNAME", "loader"])),
+        info_field(&mut c, "loading"),
+        text(c.call(&["CONFIG", "GET", "key-load-delay"])),
+    ];
+    let info = text(c.call(&["INFO", "persistence"]));
+    for field in [
+        "loading_start_time",
+        "loading_total_bytes",
+        "loading_loaded_bytes",
+        "loading_eta_seconds",
+    ] {
+        seen.push(format!("{field} shown: {}", info.contains(&format!("\r\n{field}:"))));
+    }
+    // The rest loads at full speed.
+    seen.push(text(c.call(&["CONFIG", "SET", "key-load-delay", "0"])));
+    common::wait_until(30, "the load to end", || info_field(&mut c, "loading") == "0");
+    seen.push(text(c.call(&["DBSIZE"])));
+    seen.push(text(c.call(&["PING"])));
+    seen
+}
+
+#[test]
+fn clients_are_answered_loading_while_the_snapshot_loads_as_redis_answers_them() {
+    if !common::redis_server_found() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let redis = std::cell::RefCell::new(None);
+    let expected = while_loading(&|extra| {
+        // Started by hand: redis-server says it is ready only once loaded.
+        let port = common::free_port();
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "3600 1"])
+            .args(["--enable-debug-command", "yes", "--dir", dir.path().to_str().unwrap()])
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        *redis.borrow_mut() = Some(KillOnDrop(child));
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        common::wait_until(10, "redis-server to listen", || std::net::TcpStream::connect(addr).is_ok());
+        addr
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = std::cell::RefCell::new(None);
+    let got = while_loading(&|extra| {
+        let mut args = vec!["--save", "3600 1"];
+        args.extend_from_slice(extra);
+        let server = keylock_in(dir.path(), &args);
+        let addr = server.addr;
+        *keylock.borrow_mut() = Some(server);
+        addr
+    });
+    assert_eq!(got, expected);
+    assert!(expected[0].starts_with("-LOADING"), "{expected:?}");
+    assert_eq!(expected[7], "1");
 }

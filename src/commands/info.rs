@@ -165,7 +165,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
         }
         "persistence" => {
             line!("# Persistence");
-            line!("loading:0");
+            line!("loading:{}", u8::from(st.loading.is_some()));
             line!("async_loading:0");
             let p = &st.persistence;
             line!("current_cow_peak:0");
@@ -217,6 +217,28 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
                 // The engine never waits for a sync in progress, so no
                 // write is ever postponed for one.
                 line!("aof_delayed_fsync:0");
+            }
+            if let Some(l) = &st.loading {
+                // Redis's figures: the share of the file loaded, and the
+                // time left at the pace so far.
+                let perc = if l.total_bytes > 0 {
+                    l.loaded_bytes as f64 * 100.0 / l.total_bytes as f64
+                } else {
+                    0.0
+                };
+                let remaining = l.total_bytes.saturating_sub(l.loaded_bytes).max(u64::from(l.total_bytes == 0));
+                let elapsed = (st.clock.now_ms() / 1000).saturating_sub(l.start_secs);
+                let eta = if elapsed == 0 {
+                    1
+                } else {
+                    elapsed * remaining / (l.loaded_bytes + 1)
+                };
+                line!("loading_start_time:{}", l.start_secs);
+                line!("loading_total_bytes:{}", l.total_bytes);
+                line!("loading_rdb_used_mem:0");
+                line!("loading_loaded_bytes:{}", l.loaded_bytes);
+                line!("loading_loaded_perc:{perc:.2}");
+                line!("loading_eta_seconds:{eta}");
             }
         }
         "stats" => {

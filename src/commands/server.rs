@@ -224,6 +224,10 @@ fn shutdown(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if nosave && save {
         return Err(CmdError::syntax());
     }
+    if ctx.state.loading.is_some() {
+        // Half a dataset is never saved over the file it comes from.
+        (nosave, save) = (true, false);
+    }
     if let Some(busy) = ctx.state.busy.as_mut() {
         // During a busy script only SHUTDOWN NOSAVE goes ahead, ending the
         // script whatever it did (Redis answers any other SHUTDOWN with

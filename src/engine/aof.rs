@@ -815,23 +815,34 @@ impl super::Engine {
 /// False when there is none.
 fn load_files(state: &mut State, scripts: &mut super::Scripts) -> Result<bool, String> {
     let Some(files) = state.read_aof()? else { return Ok(false) };
+    let total = files.base.as_ref().map_or(0, |b| b.1.len()) + files.incrs.iter().map(|i| i.1.len()).sum::<usize>();
+    state.start_loading(total as u64);
+    let result = load_parts(state, scripts, files);
+    state.loading = None;
+    result.map(|()| true)
+}
+
+fn load_parts(state: &mut State, scripts: &mut super::Scripts, files: AofFiles) -> Result<(), String> {
     if let Some((name, bytes)) = files.base {
         if bytes.starts_with(b"REDIS") {
             let options = super::persistence::decode_options(&state.params);
-            let now = state.clock.now_ms();
-            let loaded = crate::rdb::file::read(&bytes, state.dbs.len(), &options, now).map_err(|e| format!("{name}: {}", e.0))?;
+            let (databases, now) = (state.dbs.len(), state.clock.now_ms());
+            let loaded = crate::rdb::file::read_with_progress(&bytes, databases, &options, now, &mut |at| state.loading_progress(at))
+                .map_err(|e| format!("{name}: {}", e.0))?;
             let libraries = state.install(loaded);
             scripts.load_libraries(libraries);
         } else {
             replay(state, scripts, commands(Path::new(&name), &bytes, false, false)?)?;
         }
+        state.loading_next_file();
     }
     let truncated_ok = state.params.value("aof-load-truncated") != Some("no");
     let last = files.incrs.len();
     for (i, (path, bytes)) in files.incrs.iter().enumerate() {
         replay(state, scripts, commands(path, bytes, truncated_ok, i + 1 == last)?)?;
+        state.loading_next_file();
     }
-    Ok(true)
+    Ok(())
 }
 
 /// Runs an append-only file's commands as a client with no connection
@@ -844,9 +855,11 @@ pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec
     client.is_script = false;
     client.authenticated = true;
     // The users stay aside while the file runs: the AOF client is no user.
-    let users = std::mem::take(&mut state.acl);
+    let mut users = std::mem::take(&mut state.acl);
     state.effects.suspend(true);
     let mut result = Ok(());
+    // Bytes read so far, as the file holds them (for the load's progress).
+    let mut read = 0;
     for argv in commands {
         if let super::exec::Lookup::Unknown = super::exec::lookup(&argv) {
             result = Err(format!(
@@ -855,7 +868,21 @@ pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec
             ));
             break;
         }
+        read += argv.iter().map(|a| a.len() + 16).sum::<usize>() + 16;
+        // The file's own commands are not refused as loading.
+        let loading = state.loading.take();
         super::exec::dispatch(state, Some(scripts), &mut client, argv);
+        state.loading = loading;
+        if state.loading.is_some() {
+            // Other clients are served under their users' permissions.
+            std::mem::swap(&mut state.acl, &mut users);
+            let go_on = state.loading_progress(read);
+            std::mem::swap(&mut state.acl, &mut users);
+            if !go_on {
+                result = Err("Loading stopped".into());
+                break;
+            }
+        }
     }
     state.effects.suspend(false);
     state.acl = users;

@@ -54,6 +54,8 @@ pub const WRONG_ARITY: &str = "ERR Wrong number of args calling Redis command fr
 pub const NOT_ALLOWED: &str = "ERR This Redis command is not allowed from script";
 pub const WRITE_IN_READ_ONLY: &str = "ERR Write commands are not allowed from read-only scripts.";
 /// Redis's `slowevalerr`: a client's command while an EVAL is busy.
+/// What commands not flagged `loading` get while the dataset loads.
+pub const LOADING: &str = "LOADING Redis is loading the dataset in memory";
 pub const BUSY: &str = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 /// Redis's `slowscripterr`: a client's command while a function is busy.
 pub const BUSY_FUNCTION: &str = "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
@@ -210,6 +212,9 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
                 Some(cmd),
             )
         });
+    }
+    if state.loading.is_some() && !cmd.spec.has(flag::LOADING) {
+        return Err(Refusal::of(CmdError::new(LOADING), Some(cmd)));
     }
     if let Some(busy) = &state.busy
         && !cmd.spec.has(flag::ALLOW_BUSY)

@@ -193,6 +193,8 @@ pub struct State {
     pub delay_reply: Option<u64>,
     /// Set while other clients' commands are served during a busy script.
     pub busy: Option<BusyRun>,
+    /// Set while the dataset is loaded at start (see [`persistence::Loading`]).
+    pub loading: Option<persistence::Loading>,
     /// Memory in use once the server had started (MEMORY STATS'
     /// `startup.allocated`).
     pub startup_allocated: u64,
@@ -290,6 +292,12 @@ pub struct RuntimeSettings {
     pub latency_tracking: bool,
     /// `set-max-intset-entries`: the most members a set keeps as an intset.
     pub set_max_intset_entries: usize,
+    /// `key-load-delay`: microseconds a load waits after each key (a
+    /// negative -n waits 1 µs once in n keys), for tests.
+    pub key_load_delay: i64,
+    /// `loading-process-events-interval-bytes`: a load serves other
+    /// clients each time this many more bytes were loaded.
+    pub loading_interval: u64,
 }
 
 impl RuntimeSettings {
@@ -320,6 +328,8 @@ impl RuntimeSettings {
             latency_monitor_threshold: p.int("latency-monitor-threshold").unwrap_or(0),
             latency_tracking: p.int("latency-tracking").unwrap_or(1) == 1,
             set_max_intset_entries: p.int("set-max-intset-entries").unwrap_or(512).max(0) as usize,
+            key_load_delay: p.int("key-load-delay").unwrap_or(0),
+            loading_interval: p.int("loading-process-events-interval-bytes").unwrap_or(2 << 20).max(0) as u64,
         }
     }
 }
@@ -416,6 +426,7 @@ impl State {
             aof: None,
             aof_tap: None,
             durability: durability.clone(),
+            loading: None,
             replicas: replication::Replicas::default(),
             deny_blocking: false,
             pause: None,
@@ -893,12 +904,14 @@ impl State {
     /// `processCommand`): checked like any client's command, where the
     /// BUSY refusal is one of the checks, and run if its flags allow it,
     /// its reply queued in the client's output.
-    pub fn serve_while_busy(&mut self, id: ClientId, argv: Vec<Bytes>, script: &crate::scripting::BusyScript) -> BusyServed {
+    /// Without a script, the command comes while the dataset loads at
+    /// start (where `LOADING` is the refusal).
+    pub fn serve_while_busy(&mut self, id: ClientId, argv: Vec<Bytes>, script: Option<&crate::scripting::BusyScript>) -> BusyServed {
         let Some(mut client) = self.clients.remove(&id) else {
             return BusyServed::default();
         };
         client.deferred_len = false;
-        self.busy = Some(BusyRun {
+        self.busy = script.map(|script| BusyRun {
             killable: script.killable,
             action: None,
             function: script.function.clone(),

@@ -16,7 +16,6 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::State;
-use crate::config::Config;
 use crate::config_params::ConfigParams;
 use crate::rdb::file::{self, Aux, DbSource, Loaded};
 use crate::rdb::{DecodeOptions, EncodeOptions};
@@ -81,44 +80,94 @@ pub fn rdb_path(params: &ConfigParams) -> PathBuf {
     PathBuf::from(dir).join(params.value("dbfilename").unwrap_or("dump.rdb"))
 }
 
-/// The snapshot to load at start, read before the server starts: None
-/// when there is none (or loading is off); an error a start must fail
-/// with (Redis exits) when it is damaged.
-pub fn load_at_start(config: &Config) -> std::io::Result<Option<Loaded>> {
-    if !config.load_at_start {
-        return Ok(None);
+/// A load in progress at start (INFO `loading:1` and its `loading_*`
+/// fields): commands not flagged `loading` are answered `LOADING …`
+/// meanwhile, as Redis answers them.
+#[derive(Debug, Clone)]
+pub struct Loading {
+    pub start_secs: u64,
+    pub total_bytes: u64,
+    pub loaded_bytes: u64,
+    /// Where in the file the current one starts (an AOF's base, then
+    /// each incremental file, count as one).
+    file_start: u64,
+}
+
+impl State {
+    /// Starts a load of `total_bytes` (INFO shows it from now on).
+    pub fn start_loading(&mut self, total_bytes: u64) {
+        self.loading = Some(Loading {
+            start_secs: self.clock.now_ms() / 1000,
+            total_bytes,
+            loaded_bytes: 0,
+            file_start: 0,
+        });
     }
-    let mut params = ConfigParams::new();
-    for (name, values) in &config.directives {
-        let _ = params.apply_directive(name, values);
-    }
-    if params.value("appendonly") == Some("yes") {
-        // The append-only file is loaded instead, as Redis does.
-        return Ok(None);
-    }
-    let path = rdb_path(&params);
-    let bytes = match std::fs::read(&path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(std::io::Error::other(format!(
-                "Fatal error loading the DB: {}. Exiting.",
-                crate::error::os_error_text(&e)
-            )));
+
+    /// The next file of the load starts where the last ended.
+    pub fn loading_next_file(&mut self) {
+        if let Some(l) = self.loading.as_mut() {
+            l.file_start = l.loaded_bytes;
         }
-    };
-    let started = Instant::now();
-    let databases = params.int("databases").unwrap_or(16).max(1) as usize;
-    let options = decode_options(&params);
-    let loaded = file::read(&bytes, databases, &options, config.clock.now_ms())
-        .map_err(|e| std::io::Error::other(format!("Fatal error loading the DB: {}. Exiting.", e.0)))?;
-    let keys: usize = loaded.dbs.iter().map(Vec::len).sum();
-    crate::log::notice(format_args!(
-        "Done loading RDB, keys loaded: {keys}, keys expired: {}.",
-        loaded.expired
-    ));
-    crate::log::notice(format_args!("DB loaded from disk: {:.3} seconds", started.elapsed().as_secs_f64()));
-    Ok(Some(loaded))
+    }
+
+    /// A key (or command) was loaded and `offset` bytes of the current
+    /// file read: as Redis's `rdbLoadProgressCallback`, clients are served
+    /// each time the load passes another `loading-process-events-interval-bytes`.
+    /// False once a SHUTDOWN served meanwhile asks the load to stop.
+    pub fn loading_progress(&mut self, offset: usize) -> bool {
+        let Some(l) = self.loading.as_mut() else { return true };
+        // Read for each key: CONFIG SET applies in the middle of a load.
+        let interval = self.runtime.loading_interval;
+        match self.runtime.key_load_delay {
+            0 => {}
+            n if n > 0 => std::thread::sleep(std::time::Duration::from_micros(n as u64)),
+            n => {
+                if fastrand::i64(0..-n) == 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(1));
+                }
+            }
+        }
+        let loaded = l.file_start + offset as u64;
+        let passed = interval > 0 && loaded / interval > l.loaded_bytes / interval;
+        l.loaded_bytes = loaded;
+        if passed {
+            let watchdog = self.watchdog.clone();
+            watchdog.serve_while_loading(self);
+        }
+        !self.shutdown && !self.watchdog.shutdown_requested.get() && !self.watchdog.halted()
+    }
+
+    /// Loads the snapshot at `dir`/`dbfilename` at start, if there is one
+    /// (not with `appendonly yes`: the append-only file is loaded then),
+    /// serving other clients `LOADING` meanwhile; the function libraries
+    /// are returned for the scripting. The error is the line Redis logs
+    /// before it exits.
+    pub fn load_rdb_at_start(&mut self) -> Result<Vec<Bytes>, String> {
+        if self.params.value("appendonly") == Some("yes") {
+            return Ok(Vec::new());
+        }
+        let path = rdb_path(&self.params);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(format!("Fatal error loading the DB: {}. Exiting.", crate::error::os_error_text(&e))),
+        };
+        let started = Instant::now();
+        let options = decode_options(&self.params);
+        let (databases, now_ms) = (self.dbs.len(), self.clock.now_ms());
+        self.start_loading(bytes.len() as u64);
+        let loaded = file::read_with_progress(&bytes, databases, &options, now_ms, &mut |at| self.loading_progress(at));
+        self.loading = None;
+        let loaded = loaded.map_err(|e| format!("Fatal error loading the DB: {}. Exiting.", e.0))?;
+        let keys: usize = loaded.dbs.iter().map(Vec::len).sum();
+        crate::log::notice(format_args!(
+            "Done loading RDB, keys loaded: {keys}, keys expired: {}.",
+            loaded.expired
+        ));
+        crate::log::notice(format_args!("DB loaded from disk: {:.3} seconds", started.elapsed().as_secs_f64()));
+        Ok(self.install(loaded))
+    }
 }
 
 /// The settings values are loaded under.

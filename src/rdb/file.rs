@@ -158,6 +158,18 @@ pub struct LoadError(pub String);
 /// database past them is an error, as in Redis); `now_ms` decides which
 /// keys have expired.
 pub fn read(file: &[u8], databases: usize, options: &DecodeOptions, now_ms: u64) -> Result<Loaded, LoadError> {
+    read_with_progress(file, databases, options, now_ms, &mut |_| true)
+}
+
+/// [`read`], telling `progress` how many bytes were read after each key;
+/// it returns false to stop the load (an error).
+pub fn read_with_progress(
+    file: &[u8],
+    databases: usize,
+    options: &DecodeOptions,
+    now_ms: u64,
+    progress: &mut dyn FnMut(usize) -> bool,
+) -> Result<Loaded, LoadError> {
     let fail = |what: &str| LoadError(what.to_string());
     if file.len() < 9 || &file[..5] != b"REDIS" {
         return Err(fail("Wrong signature trying to load DB from file"));
@@ -223,6 +235,9 @@ pub fn read(file: &[u8], databases: usize, options: &DecodeOptions, now_ms: u64)
                 match deadline.take() {
                     Some(at) if at <= now_ms => loaded.expired += 1,
                     at => loaded.dbs[db].push((key, value, at)),
+                }
+                if !progress(r.position()) {
+                    return Err(fail("Loading stopped"));
                 }
             }
         }

@@ -130,8 +130,9 @@ pub enum BusyAction {
 /// answer what they sent (`State::serve_while_busy`: BUSY, or the command
 /// itself when it is `allow-busy`) and reports SCRIPT KILL / SHUTDOWN
 /// NOSAVE. The network side installs it; scripting knows nothing of
-/// sockets.
-pub type BusyResponder = Box<dyn FnMut(&BusyScript, &mut State) -> Option<BusyAction>>;
+/// sockets. Called without a script while the dataset loads at start
+/// (`LOADING`, or the command itself when it is flagged `loading`).
+pub type BusyResponder = Box<dyn FnMut(Option<&BusyScript>, &mut State) -> Option<BusyAction>>;
 
 /// Shared by the engine, the Lua hook and the network side.
 #[derive(Default)]
@@ -163,11 +164,23 @@ impl Watchdog {
     /// Called from the hook once a script is past the threshold.
     fn check(&self, script: &BusyScript, state: &mut State) -> Option<BusyAction> {
         let mut responder = self.responder.borrow_mut();
-        let action = responder.as_mut().and_then(|r| r(script, state));
+        let action = responder.as_mut().and_then(|r| r(Some(script), state));
         if action == Some(BusyAction::Shutdown) {
             self.shutdown_requested.set(true);
         }
         action
+    }
+
+    /// The server is being stopped from outside.
+    pub fn halted(&self) -> bool {
+        self.halt.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Serves other clients while the dataset loads at start.
+    pub fn serve_while_loading(&self, state: &mut State) {
+        if let Some(responder) = self.responder.borrow_mut().as_mut() {
+            responder(None, state);
+        }
     }
 }
 

@@ -45,7 +45,7 @@ use crate::scripting::{BusyAction, BusyScript};
 const READS_PER_PASS: usize = 4;
 
 /// One pass over every connection but the one running the script.
-pub(crate) fn respond(shared: &Weak<Shared>, script: &BusyScript, state: &mut State) -> Option<BusyAction> {
+pub(crate) fn respond(shared: &Weak<Shared>, script: Option<&BusyScript>, state: &mut State) -> Option<BusyAction> {
     let shared = shared.upgrade()?;
     // Reads and writes here are stamped with the time of this pass, as
     // Redis's `processEventsWhileBlocked` refreshes its cached time.
@@ -88,7 +88,7 @@ enum Read {
     Gone,
 }
 
-fn serve_one(shared: &Shared, io: &ConnIo, script: &BusyScript, state: &mut State) -> Option<BusyAction> {
+fn serve_one(shared: &Shared, io: &ConnIo, script: Option<&BusyScript>, state: &mut State) -> Option<BusyAction> {
     // SAFETY: the fd belongs to a connection still registered in `conns`;
     // its task removes it from the registry before the socket closes, and
     // that task cannot run while we are here (same thread).

@@ -255,9 +255,7 @@ impl BoundServer {
         if let Some(pidfile) = &config.pidfile {
             write_pidfile(pidfile);
         }
-        // Redis loads its snapshot before it serves; a damaged one stops
-        // the start.
-        let loaded = crate::engine::persistence::load_at_start(&config)?;
+        let load_at_start = config.load_at_start;
         let mut thread_config = config.clone();
         let private_dir = private_dir(&mut thread_config)?;
         let thread_stop = stop.clone();
@@ -267,23 +265,20 @@ impl BoundServer {
             .name("keylock".into())
             .stack_size(ENGINE_STACK_BYTES)
             .spawn(move || {
+                log::notice(format_args!("Running mode=standalone, port={port}."));
+                log::warning(format_args!("Server initialized"));
                 let files = ServerFiles::of(&thread_config);
-                let mut state = State::with_halt(thread_config, port, thread_halt);
-                let libraries = loaded.map(|loaded| state.install(loaded)).unwrap_or_default();
-                serve(listeners, state, libraries, thread_stop);
+                let ready = ReadyLines {
+                    tcp: addr.is_some(),
+                    unixsocket: thread_config.unixsocket.clone(),
+                };
+                let state = State::with_halt(thread_config, port, thread_halt);
+                serve(listeners, state, load_at_start, ready, thread_stop);
                 files.remove();
                 if let Some(dir) = private_dir {
                     let _ = std::fs::remove_dir_all(dir);
                 }
             })?;
-        log::notice(format_args!("Running mode=standalone, port={port}."));
-        log::warning(format_args!("Server initialized"));
-        if addr.is_some() {
-            log::notice(format_args!("Ready to accept connections"));
-        }
-        if let Some(path) = &config.unixsocket {
-            log::notice(format_args!("The server is now ready to accept connections at {path}"));
-        }
         Ok(ServerHandle {
             addr,
             unixsocket: config.unixsocket.as_ref().map(PathBuf::from),
@@ -435,8 +430,56 @@ fn listen_tcp(addr: &str, backlog: i32) -> std::io::Result<std::net::TcpListener
     Ok(socket.into())
 }
 
+/// The lines Redis logs once it serves (after loading the dataset).
+struct ReadyLines {
+    tcp: bool,
+    unixsocket: Option<String>,
+}
+
+impl ReadyLines {
+    fn log(&self) {
+        if self.tcp {
+            log::notice(format_args!("Ready to accept connections"));
+        }
+        if let Some(path) = &self.unixsocket {
+            log::notice(format_args!("The server is now ready to accept connections at {path}"));
+        }
+    }
+}
+
+/// Loads the dataset at start, as Redis's `loadDataFromDisk`: the snapshot
+/// (with `load_at_start`), or the append-only file; other clients are
+/// answered `LOADING` meanwhile. A damaged file ends the process, as it
+/// ends redis-server; a load stopped by SHUTDOWN or a stop request leaves
+/// nothing to save.
+fn load_dataset(shared: &Shared, load_at_start: bool) {
+    let mut engine = shared.engine.borrow_mut();
+    let loaded = if load_at_start {
+        engine
+            .state
+            .load_rdb_at_start()
+            .map(|libraries| engine.scripts.load_libraries(libraries))
+    } else {
+        Ok(())
+    };
+    let loaded = loaded.and_then(|()| engine.load_aof());
+    if let Err(e) = loaded {
+        if engine.state.shutdown || engine.state.watchdog.shutdown_requested.get() || engine.state.watchdog.halted() {
+            // Half a dataset is never saved.
+            engine.state.shutdown_save_done = true;
+            engine.state.shutdown = true;
+            return;
+        }
+        log::warning(format_args!("{e}"));
+        if !e.starts_with("Fatal error loading the DB") {
+            log::warning(format_args!("Fatal error loading the DB, check server logs. Exiting."));
+        }
+        std::process::exit(1);
+    }
+}
+
 /// The server thread: runtime, listeners, cron, until stopped.
-fn serve(listeners: Vec<StdListener>, state: State, libraries: Vec<bytes::Bytes>, stop: Arc<watch::Sender<bool>>) {
+fn serve(listeners: Vec<StdListener>, state: State, load_at_start: bool, ready: ReadyLines, stop: Arc<watch::Sender<bool>>) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -446,14 +489,7 @@ fn serve(listeners: Vec<StdListener>, state: State, libraries: Vec<bytes::Bytes>
     };
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
-        let mut engine = Engine::new(state);
-        engine.scripts.load_libraries(libraries);
-        if let Err(e) = engine.load_aof() {
-            // As redis-server: a damaged append-only file stops the start.
-            log::warning(format_args!("{e}"));
-            log::warning(format_args!("Fatal error loading the DB, check server logs. Exiting."));
-            std::process::exit(1);
-        }
+        let engine = Engine::new(state);
         let listener_fds = listeners.iter().map(StdListener::fd).collect();
         let shared = Rc::new(Shared {
             limits: std::cell::Cell::new(net_limits(&engine)),
@@ -479,6 +515,14 @@ fn serve(listeners: Vec<StdListener>, state: State, libraries: Vec<bytes::Bytes>
             .state
             .watchdog
             .install(Box::new(move |script, state| busy::respond(&weak, script, state)));
+        load_dataset(&shared, load_at_start);
+        if shared.engine.borrow().shutdown_requested() {
+            stop.send_replace(true);
+        } else {
+            ready.log();
+        }
+        // Connections accepted while loading get their tasks.
+        shared.after_batch();
         for listener in listeners {
             match listener.into_tokio() {
                 Ok(l) => {
