@@ -179,25 +179,24 @@ impl StopSignals {
         } = self;
         std::thread::spawn(move || {
             runtime.block_on(async {
-                let mut stopping = false;
                 loop {
                     let sigint = tokio::select! {
                         _ = term.recv() => false,
                         _ = int.recv() => true,
                     };
-                    if stopping && sigint {
-                        log::from_signal_handler("You insist... exiting now.");
-                        std::process::exit(1);
+                    if stopper.stopping() {
+                        if sigint {
+                            log::from_signal_handler("You insist... exiting now.");
+                            std::process::exit(1);
+                        }
+                        continue;
                     }
-                    if !stopping {
-                        log::from_signal_handler(if sigint {
-                            "Received SIGINT scheduling shutdown..."
-                        } else {
-                            "Received SIGTERM scheduling shutdown..."
-                        });
-                        stopping = true;
-                        stopper.stop();
-                    }
+                    log::from_signal_handler(if sigint {
+                        "Received SIGINT scheduling shutdown..."
+                    } else {
+                        "Received SIGTERM scheduling shutdown..."
+                    });
+                    stopper.stop_on_signal();
                 }
             });
         });

@@ -411,3 +411,42 @@ fn clients_are_answered_loading_while_the_append_only_file_replays() {
     common::wait_until(30, "the load to end", || info_field(&mut c, "loading") == "0");
     assert_eq!(c.call(&["DBSIZE"]), b":2000\r\n");
 }
+
+#[test]
+fn aof_timestamp_enabled_annotates_each_second_and_the_file_still_loads_in_redis_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut keylock = keylock_in(
+        dir.path(),
+        &["--appendonly", "yes", "--aof-timestamp-enabled", "yes", "--clock", "frozen"],
+    );
+    let mut c = Raw::connect(keylock.addr);
+    let now: u64 = text(c.call(&["KEYLOCK", "CLOCK", "GET"]))[1..].trim().parse().unwrap();
+    c.call(&["SET", "a", "1"]);
+    c.call(&["SET", "b", "2"]);
+    c.call(&["KEYLOCK", "CLOCK", "ADVANCE", "1000"]);
+    c.call(&["SET", "c", "3"]);
+    let digest = c.call(&["DEBUG", "DIGEST"]);
+    keylock.signal(libc::SIGTERM);
+    keylock.wait_exit(10);
+    let incr = std::fs::read_dir(dir.path().join("appendonlydir"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".incr.aof"))
+        .unwrap();
+    let file = String::from_utf8(std::fs::read(incr).unwrap()).unwrap();
+    let stamps: Vec<&str> = file.lines().filter(|l| l.starts_with("#TS:")).collect();
+    assert_eq!(stamps, [format!("#TS:{}", now / 1000), format!("#TS:{}", now / 1000 + 1)]);
+    // Annotations are skipped by a loader: redis-server's, and keylock's.
+    if let Some(redis) = common::real_redis_with(&[
+        "--appendonly",
+        "yes",
+        "--enable-debug-command",
+        "yes",
+        "--dir",
+        dir.path().to_str().unwrap(),
+    ]) {
+        assert_eq!(Raw::connect(redis.addr).call(&["DEBUG", "DIGEST"]), digest);
+    }
+    let keylock = keylock_in(dir.path(), &["--appendonly", "yes"]);
+    assert_eq!(Raw::connect(keylock.addr).call(&["DEBUG", "DIGEST"]), digest);
+}

@@ -420,3 +420,23 @@ fn clients_are_answered_loading_while_the_snapshot_loads_as_redis_answers_them()
     assert!(expected[0].starts_with("-LOADING"), "{expected:?}");
     assert_eq!(expected[7], "1");
 }
+
+#[test]
+fn sigterm_whose_snapshot_fails_leaves_the_server_running_as_redis_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut keylock = keylock_in(dir.path(), &["--save", "3600 1"]);
+    let mut c = Raw::connect(keylock.addr);
+    c.call(&["SET", "k", "v"]);
+    std::fs::create_dir(dir.path().join("dump.rdb")).unwrap();
+    keylock.signal(libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(500));
+    // Nothing saved, so nothing lost: it serves on.
+    assert_eq!(c.call(&["GET", "k"]), b"$1\r\nv\r\n");
+    assert_eq!(c.call(&["SET", "k2", "v"]), b"+OK\r\n");
+    std::fs::remove_dir(dir.path().join("dump.rdb")).unwrap();
+    keylock.signal(libc::SIGTERM);
+    assert_eq!(keylock.wait_exit(10).code(), Some(0));
+    let keylock = keylock_in(dir.path(), &[]);
+    let mut c = Raw::connect(keylock.addr);
+    assert_eq!(c.call(&["MGET", "k", "k2"]), b"*2\r\n$1\r\nv\r\n$1\r\nv\r\n");
+}

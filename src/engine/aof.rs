@@ -142,6 +142,8 @@ pub struct Aof {
     file: Arc<std::fs::File>,
     /// Bytes in the incremental file writes go to.
     incr_size: u64,
+    /// `aof-timestamp-enabled`'s annotations.
+    stamps: Arc<Stamps>,
     /// What the effect stream handed over since the last write.
     pending: Arc<Mutex<Vec<u8>>>,
     pub fsync: Fsync,
@@ -456,9 +458,15 @@ impl State {
         let pending = Arc::new(Mutex::new(Vec::new()));
         let tap_buffer = pending.clone();
         let durability = self.durability.clone();
+        let stamps = Arc::new(Stamps::default());
+        let tap_stamps = stamps.clone();
+        let clock = self.clock.clone();
         self.attach_effects(EffectsTap::aof(move |bytes| {
-            tap_buffer.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(bytes);
-            durability.record(bytes.len());
+            let mut pending = tap_buffer.lock().unwrap_or_else(|e| e.into_inner());
+            let before = pending.len();
+            tap_stamps.annotate(&mut pending, clock.now_ms() / 1000);
+            pending.extend_from_slice(bytes);
+            durability.record(pending.len() - before);
         }));
         let fsync = Fsync::of(self.params.value("appendfsync"));
         self.durability.set_gating(fsync == Fsync::Always);
@@ -467,6 +475,7 @@ impl State {
             basename,
             manifest,
             file: Arc::new(file),
+            stamps,
             incr_size,
             pending,
             fsync,
@@ -482,6 +491,7 @@ impl State {
             base_size,
             rewrite_base_size: current_size + base_size,
         });
+        self.aof_settings_changed();
         Ok(())
     }
 
@@ -518,8 +528,10 @@ impl State {
     /// The AOF's `appendfsync` follows CONFIG SET.
     pub fn aof_settings_changed(&mut self) {
         let fsync = Fsync::of(self.params.value("appendfsync"));
+        let stamped = self.params.value("aof-timestamp-enabled") == Some("yes");
         if let Some(aof) = self.aof.as_mut() {
             aof.fsync = fsync;
+            aof.stamps.enabled.store(stamped, std::sync::atomic::Ordering::Relaxed);
             self.durability.set_gating(fsync == Fsync::Always);
         }
     }
@@ -723,6 +735,25 @@ pub fn commands(path: &Path, bytes: &[u8], truncated_ok: bool, last_file: bool) 
                     path.display()
                 ));
             }
+        }
+    }
+}
+
+/// `aof-timestamp-enabled`: a `#TS:<unix seconds>` line before the first
+/// record of each second, as Redis writes it (loading skips it).
+#[derive(Debug, Default)]
+struct Stamps {
+    enabled: std::sync::atomic::AtomicBool,
+    /// The second of the last annotation.
+    last: std::sync::atomic::AtomicU64,
+}
+
+impl Stamps {
+    fn annotate(&self, out: &mut Vec<u8>, now_secs: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.enabled.load(Relaxed) && self.last.load(Relaxed) < now_secs {
+            self.last.store(now_secs, Relaxed);
+            out.extend_from_slice(format!("#TS:{now_secs}\r\n").as_bytes());
         }
     }
 }

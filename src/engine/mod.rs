@@ -1122,17 +1122,20 @@ impl Engine {
     /// Redis's `prepareForShutdown`: a background save is stopped, and
     /// with `save` points the snapshot is written, unless SHUTDOWN already
     /// decided (NOSAVE, or its own save).
-    pub fn save_on_shutdown(&mut self) {
+    /// False when the snapshot failed.
+    pub fn save_on_shutdown(&mut self) -> bool {
         self.state.aof_close();
         self.state.kill_bgsave();
         if self.state.shutdown_save_done || self.state.save_points().is_empty() {
-            return;
+            return true;
         }
-        self.state.shutdown_save_done = true;
         crate::log::notice(format_args!("Saving the final RDB snapshot before exiting."));
         if self.state.save(&self.scripts.library_codes()).is_err() {
             crate::log::warning(format_args!("Error trying to save the DB, can't exit."));
+            return false;
         }
+        self.state.shutdown_save_done = true;
+        true
     }
 
     /// Drops everything the engine indexed for a client that is gone.

@@ -258,7 +258,7 @@ async fn run(mut accepted: Accepted, shared: Rc<Shared>) {
         stream.shutdown_write();
         return;
     }
-    let mut stop = shared.stop.subscribe();
+    let mut stop = shared.closing.subscribe();
 
     loop {
         match io.closing.get() {

@@ -57,6 +57,8 @@ pub(crate) struct Shared {
     pub next_client_id: std::cell::Cell<u64>,
     pub connected: std::cell::Cell<usize>,
     pub stop: Arc<watch::Sender<bool>>,
+    /// Set once the server stops for good: every connection closes.
+    pub closing: watch::Sender<bool>,
     /// Every open connection's input side, for the busy responder and the
     /// cron, by client id (in order: the cron takes turns through them).
     pub conns: RefCell<BTreeMap<u64, Rc<conn::ConnIo>>>,
@@ -261,6 +263,8 @@ impl BoundServer {
         let thread_stop = stop.clone();
         let halt = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let thread_halt = halt.clone();
+        let by_signal = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread_by_signal = by_signal.clone();
         let thread = std::thread::Builder::new()
             .name("keylock".into())
             .stack_size(ENGINE_STACK_BYTES)
@@ -273,7 +277,7 @@ impl BoundServer {
                     unixsocket: thread_config.unixsocket.clone(),
                 };
                 let state = State::with_halt(thread_config, port, thread_halt);
-                serve(listeners, state, load_at_start, ready, thread_stop);
+                serve(listeners, state, load_at_start, ready, thread_stop, thread_by_signal);
                 files.remove();
                 if let Some(dir) = private_dir {
                     let _ = std::fs::remove_dir_all(dir);
@@ -283,7 +287,7 @@ impl BoundServer {
             addr,
             unixsocket: config.unixsocket.as_ref().map(PathBuf::from),
             clock: config.clock.clone(),
-            stop: Stopper { stop, halt },
+            stop: Stopper { stop, halt, by_signal },
             thread: Some(thread),
         })
     }
@@ -479,7 +483,14 @@ fn load_dataset(shared: &Shared, load_at_start: bool) {
 }
 
 /// The server thread: runtime, listeners, cron, until stopped.
-fn serve(listeners: Vec<StdListener>, state: State, load_at_start: bool, ready: ReadyLines, stop: Arc<watch::Sender<bool>>) {
+fn serve(
+    listeners: Vec<StdListener>,
+    state: State,
+    load_at_start: bool,
+    ready: ReadyLines,
+    stop: Arc<watch::Sender<bool>>,
+    by_signal: Arc<std::sync::atomic::AtomicBool>,
+) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -504,6 +515,7 @@ fn serve(listeners: Vec<StdListener>, state: State, load_at_start: bool, ready: 
             next_client_id: std::cell::Cell::new(1),
             connected: std::cell::Cell::new(0),
             stop: stop.clone(),
+            closing: watch::Sender::new(false),
             conns: RefCell::new(BTreeMap::new()),
             cron_cursor: Cell::new(0),
             running_client: std::cell::Cell::new(None),
@@ -533,17 +545,37 @@ fn serve(listeners: Vec<StdListener>, state: State, load_at_start: bool, ready: 
         }
         tokio::task::spawn_local(cron_loop(shared.clone()));
         let mut stopped = stop.subscribe();
-        while !*stopped.borrow_and_update() {
-            if stopped.changed().await.is_err() {
+        loop {
+            while !*stopped.borrow_and_update() {
+                if stopped.changed().await.is_err() {
+                    break;
+                }
+            }
+            // SHUTDOWN logged it and took its snapshot already.
+            let by_command = shared.engine.borrow().state.shutdown;
+            if !by_command {
+                log::warning(format_args!("User requested shutdown..."));
+            }
+            let saved = shared.engine.borrow_mut().save_on_shutdown();
+            if saved || by_command || !by_signal.swap(false, std::sync::atomic::Ordering::Relaxed) {
                 break;
             }
+            // A signal's shutdown whose snapshot failed: the server goes
+            // on, as Redis's does, and a later signal tries again.
+            log::warning(format_args!(
+                "Errors trying to shut down the server. Check the logs for more information."
+            ));
+            shared
+                .engine
+                .borrow()
+                .state
+                .watchdog
+                .halt
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+            stop.send_replace(false);
         }
-        if !shared.engine.borrow().state.shutdown {
-            // SHUTDOWN logged it already, before its snapshot.
-            log::warning(format_args!("User requested shutdown..."));
-        }
+        shared.closing.send_replace(true);
         crate::process::stopping();
-        shared.engine.borrow_mut().save_on_shutdown();
         shared.engine.borrow_mut().close_all();
         // Let connection tasks flush what they have and close.
         tokio::task::yield_now().await;
@@ -629,12 +661,32 @@ pub struct Stopper {
     /// Ends a script that is running (SHUTDOWN NOSAVE's effect), so that
     /// stopping never waits on a script that does not end.
     halt: Arc<std::sync::atomic::AtomicBool>,
+    /// The stop asked for is a signal's (see [`Stopper::stop_on_signal`]).
+    by_signal: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Stopper {
     pub fn stop(&self) {
         self.halt.store(true, std::sync::atomic::Ordering::Relaxed);
         self.stop.send_replace(true);
+    }
+
+    /// A stop is under way.
+    pub fn stopping(&self) -> bool {
+        *self.stop.borrow()
+    }
+
+    /// SIGTERM or SIGINT, as Redis handles them: the server stops as
+    /// SHUTDOWN does, unless the final snapshot fails, which leaves it
+    /// running (`Errors trying to shut down the server…`) so that nothing
+    /// is lost. False when a stop is already under way.
+    pub fn stop_on_signal(&self) -> bool {
+        if *self.stop.borrow() {
+            return false;
+        }
+        self.by_signal.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.stop();
+        true
     }
 }
 
