@@ -200,6 +200,18 @@ fn trim_fraction(s: &str) -> &str {
 }
 
 /// A double as Redis's `addReplyDouble` writes it in RESP2 (a bulk string).
+/// C's `%.17g`, infinities and negative zero included, as Redis spells a
+/// score in a digest or a rewritten ZADD.
+pub fn printf_g17(d: f64) -> String {
+    if d.is_infinite() {
+        return if d > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if d == 0.0 && d.is_sign_negative() {
+        return "-0".into();
+    }
+    fmt_g(d, 17)
+}
+
 pub fn reply_double(d: f64) -> String {
     fmt_g(d, 17)
 }

@@ -32,6 +32,18 @@ fn write_things(c: &mut Raw) {
         &["EXPIRE", "hash", "1000"],
         &["ZADD", "zset", "1", "m"],
         &["XADD", "stream", "*", "f", "v"],
+        &["XADD", "stream", "*", "f", "w"],
+        &["XGROUP", "CREATE", "stream", "group", "0"],
+        &["XREADGROUP", "GROUP", "group", "alice", "COUNT", "1", "STREAMS", "stream", ">"],
+        &["XGROUP", "CREATECONSUMER", "stream", "group", "bob"],
+        &["XADD", "emptied", "5-1", "f", "v"],
+        &["XDEL", "emptied", "5-1"],
+        &["ZADD", "scores", "inf", "top", "-inf", "bottom", "1.5", "mid", "0.1", "tenth"],
+        &[
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=lib\nredis.register_function('f', function() return 1 end)",
+        ],
         &["SELECT", "3"],
         &["SET", "in-db-3", "v"],
         &["SELECT", "0"],
@@ -49,6 +61,17 @@ fn write_things(c: &mut Raw) {
         let reply = c.call(args);
         assert!(!reply.starts_with(b"-"), "{args:?}: {}", text(reply));
     }
+    // More items than one rewritten command holds.
+    let items: Vec<String> = (0..150).map(|i| i.to_string()).collect();
+    let mut args = vec!["RPUSH", "long-list"];
+    args.extend(items.iter().map(String::as_str));
+    c.call(&args);
+    args[0] = "SADD";
+    args[1] = "big-set";
+    c.call(&args);
+    args[0] = "HSET";
+    args[1] = "big-hash";
+    c.call(&args);
 }
 
 #[test]
@@ -74,11 +97,30 @@ fn an_acknowledged_write_survives_sigkill_with_appendfsync_always() {
 
 #[test]
 fn keylocks_append_only_file_loads_in_redis_server_and_the_reverse() {
-    let Some(redis) = common::real_redis_with(&["--enable-debug-command", "yes", "--enable-protected-configs", "yes"]) else {
+    round_trip_with_redis_server("yes");
+}
+
+#[test]
+fn with_aof_use_rdb_preamble_no_the_base_is_commands_that_load_in_redis_server_and_the_reverse() {
+    round_trip_with_redis_server("no");
+}
+
+/// keylock's files, rewritten once and appended to, load in redis-server
+/// with the same digest, and redis-server's, rewritten there, in keylock;
+/// bases are snapshots or commands as `aof-use-rdb-preamble` says.
+fn round_trip_with_redis_server(preamble: &str) {
+    let Some(redis) = common::real_redis_with(&[
+        "--enable-debug-command",
+        "yes",
+        "--enable-protected-configs",
+        "yes",
+        "--aof-use-rdb-preamble",
+        preamble,
+    ]) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut keylock = keylock_in(dir.path(), &["--appendonly", "yes"]);
+    let mut keylock = keylock_in(dir.path(), &["--appendonly", "yes", "--aof-use-rdb-preamble", preamble]);
     let mut c = Raw::connect(keylock.addr);
     write_things(&mut c);
     // A rewrite in the middle: a new base, then more increments.
@@ -87,6 +129,16 @@ fn keylocks_append_only_file_loads_in_redis_server_and_the_reverse() {
     c.call(&["SET", "after-rewrite", "v"]);
     c.call(&["DEL", "plain"]);
     let digest = c.call(&["DEBUG", "DIGEST"]);
+    // What the digest leaves out: consumer groups and their pending entries.
+    let groups = |c: &mut Raw| {
+        (
+            c.call(&["XINFO", "GROUPS", "stream"]),
+            c.call(&["XPENDING", "stream", "group"]),
+            c.call(&["XINFO", "STREAM", "emptied"]),
+            c.call(&["FUNCTION", "LIST"]),
+        )
+    };
+    let stream_state = groups(&mut c);
     c.send_cmd(&[b"SHUTDOWN"]);
     keylock.wait_exit(10);
     let files: Vec<String> = std::fs::read_dir(dir.path().join("appendonlydir"))
@@ -94,12 +146,15 @@ fn keylocks_append_only_file_loads_in_redis_server_and_the_reverse() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(files.len(), 3, "the old base and increments are gone: {files:?}");
+    let base_kind = if preamble == "yes" { ".base.rdb" } else { ".base.aof" };
+    assert!(files.iter().any(|f| f.ends_with(base_kind)), "{files:?}");
 
     // redis-server loads keylock's files and appends to them.
     let mut r = Raw::connect(redis.addr);
     assert_eq!(r.call(&["CONFIG", "SET", "dir", dir.path().to_str().unwrap()]), b"+OK\r\n");
     assert_eq!(r.call(&["DEBUG", "LOADAOF"]), b"+OK\r\n");
     assert_eq!(r.call(&["DEBUG", "DIGEST"]), digest);
+    assert_eq!(groups(&mut r), stream_state);
     r.call(&["SET", "from-redis", "v"]);
     r.call(&["SET", "leased-by-redis", "v", "PX", "500000"]);
     let digest = r.call(&["DEBUG", "DIGEST"]);
@@ -112,10 +167,16 @@ fn keylocks_append_only_file_loads_in_redis_server_and_the_reverse() {
     let digest_after = r.call(&["DEBUG", "DIGEST"]);
     assert_ne!(digest, digest_after);
     drop(redis);
+    let files: Vec<String> = std::fs::read_dir(dir.path().join("appendonlydir"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(files.iter().any(|f| f.ends_with(base_kind)), "{files:?}");
 
     let keylock = keylock_in(dir.path(), &["--appendonly", "yes"]);
     let mut c = Raw::connect(keylock.addr);
     assert_eq!(c.call(&["DEBUG", "DIGEST"]), digest_after);
+    assert_eq!(groups(&mut c), stream_state);
 }
 
 #[test]

@@ -318,17 +318,6 @@ fn mix_digest(digest: &mut [u8; 20], data: &[u8]) {
     *digest = Sha1::from(&digest[..]).digest().bytes();
 }
 
-/// `%.17g`, as Redis spells a score in a digest.
-fn g17(d: f64) -> String {
-    if d.is_infinite() {
-        return if d > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if d == 0.0 && d.is_sign_negative() {
-        return "-0".into();
-    }
-    crate::numfmt::fmt_g(d, 17)
-}
-
 /// Redis's `xorObjectDigest`: the value's type and contents mixed into
 /// `digest`, and whether it has a deadline.
 fn object_digest(digest: &mut [u8; 20], value: &Value, has_deadline: bool) {
@@ -349,7 +338,7 @@ fn object_digest(digest: &mut [u8; 20], value: &Value, has_deadline: bool) {
             for (member, score) in z.iter() {
                 let mut element = [0u8; 20];
                 mix_digest(&mut element, member);
-                mix_digest(&mut element, g17(score).as_bytes());
+                mix_digest(&mut element, crate::numfmt::printf_g17(score).as_bytes());
                 xor_digest(digest, &element);
             }
         }

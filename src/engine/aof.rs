@@ -1,7 +1,8 @@
 //! The append-only file, in Redis 7.0's multi-part layout: in
 //! `dir`/`appenddirname`, a manifest (`appendonly.aof.manifest`) naming a
-//! base file (an RDB snapshot, `appendonly.aof.N.base.rdb`, as with
-//! `aof-use-rdb-preamble yes`) and the incremental files after it
+//! base file (an RDB snapshot, `appendonly.aof.N.base.rdb`, with
+//! `aof-use-rdb-preamble yes`, or commands, `appendonly.aof.N.base.aof`,
+//! with `no`: see `aof_base`) and the incremental files after it
 //! (`appendonly.aof.N.incr.aof`), which hold every write as the effect
 //! stream records it (`engine::effects`: RESP commands, SELECT where the
 //! database changes, relative expiries made absolute, scripts and
@@ -340,6 +341,35 @@ impl State {
         }
     }
 
+    /// A base is an RDB snapshot (`aof-use-rdb-preamble yes`, the default)
+    /// or commands.
+    fn base_extension(&self) -> &'static str {
+        if self.params.value("aof-use-rdb-preamble") == Some("no") {
+            "aof"
+        } else {
+            "rdb"
+        }
+    }
+
+    /// Writes an append-only file's base at `path`, through a temporary
+    /// file synced and renamed over it.
+    fn write_base_to(&self, path: &Path, codes: &[Bytes]) -> std::io::Result<()> {
+        if self.base_extension() == "rdb" {
+            return self.write_snapshot_to(path, codes, true);
+        }
+        let temp = path.with_extension("tmp-base");
+        let result = (|| {
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::fs::File::create(&temp)?);
+            self.write_commands(&mut out, codes)?;
+            out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+            std::fs::rename(&temp, path)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        result
+    }
+
     /// Why writes are refused (Redis's `writeCommandsDeniedByDiskError`):
     /// the last background save failed while save points are set and
     /// `stop-writes-on-bgsave-error` is on, or the append-only file cannot
@@ -415,12 +445,12 @@ impl State {
         if fresh || (manifest.base().is_none() && manifest.incrs().next().is_none()) {
             // The dataset as it is becomes the base.
             let base = Part {
-                name: format!("{basename}.{}.base.rdb", manifest.next_base_seq()),
+                name: format!("{basename}.{}.base.{}", manifest.next_base_seq(), self.base_extension()),
                 seq: manifest.next_base_seq(),
                 kind: 'b',
             };
             let incr_seq = manifest.next_incr_seq();
-            self.write_snapshot_to(&dir.join(&base.name), codes, true)
+            self.write_base_to(&dir.join(&base.name), codes)
                 .map_err(|e| format!("Can't write the AOF base: {}", os_error_text(&e)))?;
             base_size = std::fs::metadata(dir.join(&base.name)).map_or(0, |m| m.len());
             let old = std::mem::take(&mut manifest.parts);
@@ -546,6 +576,7 @@ impl State {
             return Err("child in progress".into());
         }
         self.aof_write();
+        let extension = self.base_extension();
         let Some(aof) = self.aof.as_mut() else {
             return Err("appendonly is off".into());
         };
@@ -556,7 +587,7 @@ impl State {
             kind: 'i',
         };
         let base = Part {
-            name: format!("{}.{}.base.rdb", aof.basename, aof.manifest.next_base_seq()),
+            name: format!("{}.{}.base.{}", aof.basename, aof.manifest.next_base_seq(), extension),
             seq: aof.manifest.next_base_seq(),
             kind: 'b',
         };
@@ -574,7 +605,7 @@ impl State {
         // the base from its copy of memory and leaves with `_exit`.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            let status = match self.write_snapshot_to(&base_path, codes, true) {
+            let status = match self.write_base_to(&base_path, codes) {
                 Ok(()) => 0,
                 Err(_) => 1,
             };

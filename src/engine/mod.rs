@@ -12,6 +12,7 @@
 //! times a second on the same thread.
 
 pub mod aof;
+pub mod aof_base;
 pub mod blocking;
 pub mod client;
 pub mod durable;
