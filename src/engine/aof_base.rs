@@ -107,7 +107,7 @@ fn write_value<W: Write>(out: &mut W, key: &[u8], value: &Value) -> std::io::Res
                 },
                 false,
             );
-            if s.len() > 0 {
+            if !s.is_empty() {
                 for (id, fields) in everything {
                     let id = id_text(id);
                     let mut args: Vec<&[u8]> = vec![b"XADD", key, id.as_bytes()];
