@@ -383,8 +383,13 @@ fn assert_native(server: &Binary) {
     }
 }
 
+/// keylock on `dir`, once it has loaded the file (clients are answered
+/// LOADING until then, as by Redis).
 fn keylock(dir: &Path, fsync: &str) -> Binary {
-    common::keylock_in_dir(dir, &["--appendonly", "yes", "--appendfsync", fsync])
+    let keylock = common::keylock_in_dir(dir, &["--appendonly", "yes", "--appendfsync", fsync]);
+    let mut c = Raw::connect(keylock.addr);
+    common::wait_until(30, "the load to end", || c.call(&["PING"]) == b"+PONG\r\n");
+    keylock
 }
 
 /// Runs `kills` rounds of load on one directory, each ended by SIGKILL

@@ -521,6 +521,30 @@ fn restart_comes_back_with_the_last_snapshot_and_loses_what_came_after() {
 }
 
 #[test]
+fn restart_with_the_append_only_file_comes_back_with_every_acknowledged_write() {
+    let s = start_with(|c| c.directives.push(("appendonly".into(), vec!["yes".into()])));
+    let mut c = conn(&s);
+    q::<()>(&mut c, &["SET", "before-save", "1"]);
+    q::<()>(&mut c, &["SAVE"]);
+    q::<()>(&mut c, &["SET", "after-save", "1"]);
+    q::<()>(
+        &mut c,
+        &[
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=lib\nredis.register_function('f', function() return 7 end)",
+        ],
+    );
+    let mut raw = Raw::connect(s.addr());
+    assert_eq!(raw.call(&["KEYLOCK", "RESTART"]), b"+OK\r\n");
+    let mut fresh = conn(&s);
+    let mut keys: Vec<String> = q(&mut fresh, &["KEYS", "*"]);
+    keys.sort();
+    assert_eq!(keys, ["after-save", "before-save"]);
+    assert_eq!(q::<i64>(&mut fresh, &["FCALL", "f", "0"]), 7);
+}
+
+#[test]
 fn the_controls_obey_enable_test_commands() {
     let refused = start_with(|c| c.directives.push(("enable-test-commands".into(), vec!["no".into()])));
     let mut c = conn(&refused);

@@ -267,8 +267,13 @@ fn restart(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     log_control(ctx, argv);
     let scripts = Scripts::lent(&mut ctx.scripts)?;
     ctx.state.restart_for_test(scripts)?;
-    // As a restarted server would, it comes back with its last snapshot.
-    if crate::engine::persistence::rdb_path(&ctx.state.params).exists() {
+    // As a restarted server would, it comes back with what is on disk:
+    // its append-only file when it keeps one, else its last snapshot.
+    if ctx.state.aof_on() {
+        if let Err(e) = crate::engine::aof::debug_loadaof(ctx.state, scripts) {
+            crate::log::warning(format_args!("KEYLOCK RESTART could not load the append-only file: {e}"));
+        }
+    } else if crate::engine::persistence::rdb_path(&ctx.state.params).exists() {
         match ctx.state.load_snapshot() {
             Ok(libraries) => scripts.load_libraries(libraries),
             Err(e) => crate::log::warning(format_args!("KEYLOCK RESTART could not load the snapshot: {e}")),
