@@ -260,6 +260,10 @@ fn a_damaged_snapshot_stops_the_start_as_redis_does() {
     assert_eq!(out.status.code(), Some(1));
     let log = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(log.contains("Fatal error loading the DB"), "{log}");
+    // The file and where in it reading stopped are named.
+    // The checksum is read last: reading stopped at the end of the file.
+    let expected = format!("Internal error in RDB reading offset {} of {}", at + 12, path.display());
+    assert!(log.contains(&expected), "{log}");
 }
 
 #[test]

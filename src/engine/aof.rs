@@ -761,6 +761,7 @@ pub fn commands(path: &Path, bytes: &[u8], truncated_ok: bool, last_file: bool) 
                 ));
             }
             Parsed::Bad => {
+                crate::log::warning(format_args!("The append only file {} is not valid at offset {at}", path.display()));
                 return Err(format!(
                     "Bad file format reading the append only file {}: make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>",
                     path.display()
@@ -890,7 +891,7 @@ fn load_parts(state: &mut State, scripts: &mut super::Scripts, files: AofFiles) 
             let options = super::persistence::decode_options(&state.params);
             let (databases, now) = (state.dbs.len(), state.clock.now_ms());
             let loaded = crate::rdb::file::read_with_progress(&bytes, databases, &options, now, &mut |at| state.loading_progress(at))
-                .map_err(|e| format!("{name}: {}", e.0))?;
+                .map_err(|e| format!("{name}: {} (at offset {})", e.0, e.1))?;
             let libraries = state.install(loaded);
             scripts.load_libraries(libraries);
         } else {

@@ -159,7 +159,15 @@ impl State {
         self.start_loading(bytes.len() as u64);
         let loaded = file::read_with_progress(&bytes, databases, &options, now_ms, &mut |at| self.loading_progress(at));
         self.loading = None;
-        let loaded = loaded.map_err(|e| format!("Fatal error loading the DB: {}. Exiting.", e.0))?;
+        let loaded = loaded.map_err(|e| {
+            crate::log::warning(format_args!(
+                "Internal error in RDB reading offset {} of {} -> {}",
+                e.1,
+                path.display(),
+                e.0
+            ));
+            format!("Fatal error loading the DB: {}. Exiting.", e.0.trim_end_matches('.'))
+        })?;
         let keys: usize = loaded.dbs.iter().map(Vec::len).sum();
         crate::log::notice(format_args!(
             "Done loading RDB, keys loaded: {keys}, keys expired: {}.",

@@ -150,9 +150,10 @@ pub struct Loaded {
     pub expired: u64,
 }
 
-/// Why a file did not load, in the words Redis logs.
+/// Why a file did not load, in the words Redis logs, and the offset in
+/// the file where reading stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoadError(pub String);
+pub struct LoadError(pub String, pub usize);
 
 /// Reads a whole RDB file. `databases` is how many there are (a key in a
 /// database past them is an error, as in Redis); `now_ms` decides which
@@ -170,7 +171,7 @@ pub fn read_with_progress(
     now_ms: u64,
     progress: &mut dyn FnMut(usize) -> bool,
 ) -> Result<Loaded, LoadError> {
-    let fail = |what: &str| LoadError(what.to_string());
+    let fail = |what: &str| LoadError(what.to_string(), 0);
     if file.len() < 9 || &file[..5] != b"REDIS" {
         return Err(fail("Wrong signature trying to load DB from file"));
     }
@@ -179,10 +180,23 @@ pub fn read_with_progress(
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| fail("Wrong signature trying to load DB from file"))?;
     if !(1..=RDB_VERSION).contains(&version) {
-        return Err(LoadError(format!("Can't handle RDB format version {version}")));
+        return Err(LoadError(format!("Can't handle RDB format version {version}"), 0));
     }
     let mut r = Reader::new(file, options);
     r.bytes(9);
+    read_body(file, version, &mut r, databases, now_ms, progress).map_err(|text| LoadError(text, r.position()))
+}
+
+/// The file after its header: the error is Redis's text.
+fn read_body(
+    file: &[u8],
+    version: u16,
+    r: &mut Reader,
+    databases: usize,
+    now_ms: u64,
+    progress: &mut dyn FnMut(usize) -> bool,
+) -> Result<Loaded, String> {
+    let fail = |what: &str| what.to_string();
     let short = || fail("Short read or OOM loading DB. Unrecoverable error, aborting now.");
     let mut loaded = Loaded {
         dbs: (0..databases).map(|_| Vec::new()).collect(),
@@ -211,9 +225,9 @@ pub fn read_with_progress(
             OP_SELECTDB => {
                 let n = r.length().ok_or_else(short)? as usize;
                 if n >= databases {
-                    return Err(LoadError(format!(
+                    return Err(format!(
                         "FATAL: Data file was created with a Redis server configured to handle more than {databases} databases. Exiting"
-                    )));
+                    ));
                 }
                 db = n;
             }
@@ -230,8 +244,8 @@ pub fn read_with_progress(
             OP_FUNCTION => return Err(fail("Pre-release function format not supported.")),
             kind => {
                 let key = r.string().ok_or_else(short)?;
-                let value = decode::read_typed(kind, &mut r)
-                    .ok_or_else(|| LoadError(format!("Bad data format loading key '{}'", String::from_utf8_lossy(&key))))?;
+                let value = decode::read_typed(kind, r)
+                    .ok_or_else(|| format!("Bad data format loading key '{}'", String::from_utf8_lossy(&key)))?;
                 match deadline.take() {
                     Some(at) if at <= now_ms => loaded.expired += 1,
                     at => loaded.dbs[db].push((key, value, at)),
