@@ -511,3 +511,39 @@ fn aof_timestamp_enabled_annotates_each_second_and_the_file_still_loads_in_redis
     let keylock = keylock_in(dir.path(), &["--appendonly", "yes"]);
     assert_eq!(Raw::connect(keylock.addr).call(&["DEBUG", "DIGEST"]), digest);
 }
+
+/// BGREWRITEAOF with the AOF off, twice: the files and manifest left, and
+/// what INFO says.
+fn rewrite_while_off(addr: std::net::SocketAddr, dir: &std::path::Path) -> Vec<String> {
+    let mut c = Raw::connect(addr);
+    let mut seen = Vec::new();
+    c.call(&["SET", "k", "v"]);
+    for _ in 0..2 {
+        seen.push(text(c.call(&["BGREWRITEAOF"])));
+        common::wait_until(30, "the rewrite to end", || info_field(&mut c, "aof_rewrite_in_progress") == "0");
+        let mut files: Vec<String> = std::fs::read_dir(dir.join("appendonlydir"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        files.sort();
+        seen.push(files.join(" "));
+        seen.push(std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest")).unwrap());
+        for field in ["aof_enabled", "aof_rewrites", "aof_last_bgrewrite_status"] {
+            seen.push(format!("{field}:{}", info_field(&mut c, field)));
+        }
+    }
+    seen
+}
+
+#[test]
+fn bgrewriteaof_with_the_aof_off_leaves_a_manifest_naming_the_new_base_alone_as_redis_does() {
+    let redis_dir = tempfile::tempdir().unwrap();
+    let Some(redis) = common::real_redis_with(&["--dir", redis_dir.path().to_str().unwrap()]) else {
+        return;
+    };
+    let expected = rewrite_while_off(redis.addr, redis_dir.path());
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = keylock_in(dir.path(), &[]);
+    assert_eq!(rewrite_while_off(keylock.addr, dir.path()), expected);
+    assert_eq!(expected[7], "appendonly.aof.2.base.rdb appendonly.aof.manifest");
+}

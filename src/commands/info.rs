@@ -189,20 +189,17 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("rdb_last_load_keys_loaded:{}", p.last_load_keys_loaded);
             let aof = st.aof.as_ref();
             line!("aof_enabled:{}", u8::from(aof.is_some()));
-            line!("aof_rewrite_in_progress:{}", u8::from(aof.is_some_and(|a| a.rewrite.is_some())));
+            let rewrites = &st.aof_rewrites;
+            line!("aof_rewrite_in_progress:{}", u8::from(rewrites.running.is_some()));
             line!("aof_rewrite_scheduled:0");
-            line!("aof_last_rewrite_time_sec:{}", aof.map_or(-1, |a| a.last_rewrite_secs));
+            line!("aof_last_rewrite_time_sec:{}", rewrites.last_secs);
             line!(
                 "aof_current_rewrite_time_sec:{}",
-                aof.and_then(|a| a.rewrite.as_ref())
-                    .map_or(-1, |r| r.started.elapsed().as_secs() as i64)
+                rewrites.running.as_ref().map_or(-1, |r| r.started.elapsed().as_secs() as i64)
             );
-            line!(
-                "aof_last_bgrewrite_status:{}",
-                if aof.is_none_or(|a| a.last_rewrite_ok) { "ok" } else { "err" }
-            );
-            line!("aof_rewrites:{}", aof.map_or(0, |a| a.rewrites));
-            line!("aof_rewrites_consecutive_failures:{}", aof.map_or(0, |a| a.rewrite_failures));
+            line!("aof_last_bgrewrite_status:{}", if rewrites.last_ok { "ok" } else { "err" });
+            line!("aof_rewrites:{}", rewrites.done);
+            line!("aof_rewrites_consecutive_failures:{}", rewrites.failures);
             let write_ok = aof.is_none_or(|a| a.write_error.is_none()) && st.durability.sync_error().is_none();
             line!("aof_last_write_status:{}", if write_ok { "ok" } else { "err" });
             line!("aof_last_cow_size:0");

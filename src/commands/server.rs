@@ -187,7 +187,7 @@ fn bgsave(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if ctx.state.persistence.child.is_some() {
         return Err(CmdError::err("Background save already in progress"));
     }
-    if ctx.state.aof.as_ref().is_some_and(|a| a.rewrite.is_some()) || ctx.client.multi.is_some() {
+    if ctx.state.aof_rewrites.running.is_some() || ctx.client.multi.is_some() {
         if schedule || ctx.client.multi.is_some() {
             ctx.state.persistence.scheduled = true;
             return Ok(Reply::status("Background saving scheduled"));
@@ -327,26 +327,19 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 /// BGREWRITEAOF: the append-only file rewritten from the dataset by a
-/// child (see `engine::aof`); with `appendonly no`, the dataset written
-/// at once as the base of a new, empty one, as Redis leaves it.
+/// child (see `engine::aof`), with `appendonly no` too, as Redis: the
+/// manifest then names the new base alone.
 fn bgrewriteaof(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    if ctx.state.aof.as_ref().is_some_and(|a| a.rewrite.is_some()) {
+    if ctx.state.aof_rewrites.running.is_some() {
         return Err(CmdError::err("Background append only file rewriting already in progress"));
     }
     let codes = library_codes(ctx);
     if ctx.state.persistence.child.is_some() {
         return Ok(Reply::status("Background append only file rewriting scheduled"));
     }
-    if ctx.state.aof_on() {
-        ctx.state
-            .bgrewriteaof(&codes)
-            .map_err(|_| CmdError::err("Can't execute an AOF background rewriting. Please check the server logs for more information."))?;
-    } else {
-        ctx.state
-            .start_aof(&codes, true)
-            .map_err(|_| CmdError::err("Can't execute an AOF background rewriting. Please check the server logs for more information."))?;
-        ctx.state.stop_aof();
-    }
+    ctx.state
+        .bgrewriteaof(&codes)
+        .map_err(|_| CmdError::err("Can't execute an AOF background rewriting. Please check the server logs for more information."))?;
     Ok(Reply::status("Background append only file rewriting started"))
 }
 

@@ -130,8 +130,37 @@ impl Fsync {
 pub struct Rewrite {
     pub pid: libc::pid_t,
     pub started: Instant,
-    /// The base it writes and the incremental file opened beside it.
+    /// The base it writes (beside the incremental file opened for the
+    /// writes made meanwhile, when the AOF is on).
     pub base: Part,
+    /// The directory it writes in.
+    pub dir: PathBuf,
+}
+
+/// BGREWRITEAOF's state, whether the AOF is on or not (INFO's
+/// `aof_rewrite*` fields).
+#[derive(Debug)]
+pub struct Rewrites {
+    pub running: Option<Rewrite>,
+    /// Rewrites that succeeded.
+    pub done: u64,
+    /// Rewrites that failed since the last that succeeded.
+    pub failures: u64,
+    pub last_ok: bool,
+    /// Seconds the last one took (-1: none yet).
+    pub last_secs: i64,
+}
+
+impl Default for Rewrites {
+    fn default() -> Rewrites {
+        Rewrites {
+            running: None,
+            done: 0,
+            failures: 0,
+            last_ok: true,
+            last_secs: -1,
+        }
+    }
 }
 
 /// The append-only file of a running server.
@@ -153,12 +182,6 @@ pub struct Aof {
     last_sync: Instant,
     /// The errno of the last write, if it failed.
     pub write_error: Option<i32>,
-    pub rewrite: Option<Rewrite>,
-    pub rewrites: u64,
-    /// Rewrites that failed since the last that succeeded.
-    pub rewrite_failures: u64,
-    pub last_rewrite_ok: bool,
-    pub last_rewrite_secs: i64,
     /// Bytes in the incremental files, and the base's size.
     pub current_size: u64,
     pub base_size: u64,
@@ -391,12 +414,14 @@ impl State {
     /// `auto-aof-rewrite-percentage`.
     pub fn aof_cron(&mut self, codes: impl FnOnce() -> Vec<Bytes>) {
         self.aof_write();
-        let Some(aof) = self.aof.as_mut() else { return };
-        if aof.fsync == Fsync::EverySec && aof.last_sync.elapsed().as_millis() >= 1000 {
+        if let Some(aof) = self.aof.as_mut()
+            && aof.fsync == Fsync::EverySec
+            && aof.last_sync.elapsed().as_millis() >= 1000
+        {
             aof.last_sync = Instant::now();
             aof.syncer.request(&aof.file, self.durability.recorded());
         }
-        if let Some(rewrite) = &aof.rewrite {
+        if let Some(rewrite) = &self.aof_rewrites.running {
             let mut status = 0;
             // SAFETY: waits without blocking for this process's own child.
             let done = unsafe { libc::waitpid(rewrite.pid, &mut status, libc::WNOHANG) };
@@ -430,6 +455,8 @@ impl State {
         if self.aof.is_some() {
             return Ok(());
         }
+        // A rewrite made while the AOF was off is overtaken by the new base.
+        self.kill_aof_rewrite();
         let dir = aof_dir(self);
         let basename = self.params.value("appendfilename").unwrap_or("appendonly.aof").to_string();
         std::fs::create_dir_all(&dir).map_err(|e| format!("Can't open the append-only file: {}", os_error_text(&e)))?;
@@ -512,11 +539,6 @@ impl State {
             syncer: Syncer::start(self.durability.clone()),
             last_sync: Instant::now(),
             write_error: None,
-            rewrite: None,
-            rewrites: 0,
-            rewrite_failures: 0,
-            last_rewrite_ok: true,
-            last_rewrite_secs: -1,
             current_size,
             base_size,
             rewrite_base_size: current_size + base_size,
@@ -569,7 +591,7 @@ impl State {
     /// BGREWRITEAOF: a child writes the dataset as a new base while writes
     /// go on to a new incremental file.
     pub fn bgrewriteaof(&mut self, codes: &[Bytes]) -> Result<(), String> {
-        if self.aof.as_ref().is_some_and(|a| a.rewrite.is_some()) {
+        if self.aof_rewrites.running.is_some() {
             return Err("Background append only file rewriting already in progress".into());
         }
         if self.persistence.child.is_some() {
@@ -578,7 +600,7 @@ impl State {
         self.aof_write();
         let extension = self.base_extension();
         let Some(aof) = self.aof.as_mut() else {
-            return Err("appendonly is off".into());
+            return self.rewrite_while_off(codes);
         };
         // The new incremental file starts now, with a SELECT of its own.
         let incr = Part {
@@ -598,8 +620,32 @@ impl State {
         aof.incr_size = 0;
         aof.manifest.parts.push(incr);
         write_atomically(&aof.dir.join(manifest_name(&aof.basename)), aof.manifest.text().as_bytes()).map_err(|e| os_error_text(&e))?;
-        let base_path = aof.dir.join(&base.name);
+        let dir = aof.dir.clone();
         self.restart_aof_stream();
+        self.fork_rewrite(dir, base, codes)
+    }
+
+    /// BGREWRITEAOF with `appendonly no`, as Redis: a child writes the
+    /// dataset as a new base, and the manifest then names it alone.
+    fn rewrite_while_off(&mut self, codes: &[Bytes]) -> Result<(), String> {
+        let dir = aof_dir(self);
+        let basename = self.params.value("appendfilename").unwrap_or("appendonly.aof").to_string();
+        std::fs::create_dir_all(&dir).map_err(|e| os_error_text(&e))?;
+        let manifest = match std::fs::read_to_string(dir.join(manifest_name(&basename))) {
+            Ok(text) => Manifest::parse(&text)?,
+            Err(_) => Manifest::default(),
+        };
+        let base = Part {
+            name: format!("{basename}.{}.base.{}", manifest.next_base_seq(), self.base_extension()),
+            seq: manifest.next_base_seq(),
+            kind: 'b',
+        };
+        self.fork_rewrite(dir, base, codes)
+    }
+
+    /// Forks the child that writes `base` in `dir` from its copy of memory.
+    fn fork_rewrite(&mut self, dir: PathBuf, base: Part, codes: &[Bytes]) -> Result<(), String> {
+        let base_path = dir.join(&base.name);
         super::persistence::before_fork();
         // SAFETY: as BGSAVE's fork (see `persistence`): the child writes
         // the base from its copy of memory and leaves with `_exit`.
@@ -616,29 +662,55 @@ impl State {
             return Err(format!("fork: {}", os_error_text(&std::io::Error::last_os_error())));
         }
         crate::log::notice(format_args!("Background append only file rewriting started by pid {pid}"));
-        if let Some(aof) = self.aof.as_mut() {
-            aof.rewrite = Some(Rewrite {
-                pid,
-                started: Instant::now(),
-                base,
-            });
-        }
+        self.aof_rewrites.running = Some(Rewrite {
+            pid,
+            started: Instant::now(),
+            base,
+            dir,
+        });
         Ok(())
     }
 
     /// A rewrite's child ended: on success the manifest names the new base
     /// and the incremental files since it, and the old files go.
     fn rewrite_done(&mut self, ok: bool) {
-        let Some(aof) = self.aof.as_mut() else { return };
-        let Some(rewrite) = aof.rewrite.take() else { return };
-        aof.last_rewrite_secs = rewrite.started.elapsed().as_secs() as i64;
-        aof.last_rewrite_ok = ok;
+        let stats = &mut self.aof_rewrites;
+        let Some(rewrite) = stats.running.take() else { return };
+        stats.last_secs = rewrite.started.elapsed().as_secs() as i64;
+        stats.last_ok = ok;
         if !ok {
-            aof.rewrite_failures += 1;
+            stats.failures += 1;
             crate::log::warning(format_args!("Background AOF rewrite terminated with error"));
-            let _ = std::fs::remove_file(aof.dir.join(&rewrite.base.name));
+            let _ = std::fs::remove_file(rewrite.dir.join(&rewrite.base.name));
             return;
         }
+        let Some(aof) = self.aof.as_mut() else {
+            // The AOF is off: the manifest names the new base alone.
+            let basename = self.params.value("appendfilename").unwrap_or("appendonly.aof").to_string();
+            let path = rewrite.dir.join(manifest_name(&basename));
+            let old = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| Manifest::parse(&t).ok())
+                .unwrap_or_default();
+            let manifest = Manifest {
+                parts: vec![rewrite.base.clone()],
+            };
+            if let Err(e) = write_atomically(&path, manifest.text().as_bytes()) {
+                crate::log::warning(format_args!(
+                    "Error trying to rename the temporary AOF manifest file: {}",
+                    os_error_text(&e)
+                ));
+                self.aof_rewrites.last_ok = false;
+                return;
+            }
+            for part in old.parts.iter().filter(|p| p.name != rewrite.base.name) {
+                let _ = std::fs::remove_file(rewrite.dir.join(&part.name));
+            }
+            self.aof_rewrites.done += 1;
+            self.aof_rewrites.failures = 0;
+            crate::log::notice(format_args!("Background AOF rewrite finished successfully"));
+            return;
+        };
         let current = aof.manifest.incrs().last().cloned();
         let old: Vec<Part> = aof
             .manifest
@@ -656,7 +728,7 @@ impl State {
                 "Error trying to rename the temporary AOF manifest file: {}",
                 os_error_text(&e)
             ));
-            aof.last_rewrite_ok = false;
+            self.aof_rewrites.last_ok = false;
             return;
         }
         for part in old {
@@ -671,21 +743,20 @@ impl State {
             .map(|m| m.len())
             .sum();
         aof.rewrite_base_size = aof.base_size + aof.current_size;
-        aof.rewrites += 1;
-        aof.rewrite_failures = 0;
+        self.aof_rewrites.done += 1;
+        self.aof_rewrites.failures = 0;
         crate::log::notice(format_args!("Background AOF rewrite finished successfully"));
     }
 
     fn kill_aof_rewrite(&mut self) {
-        let Some(aof) = self.aof.as_mut() else { return };
-        if let Some(rewrite) = aof.rewrite.take() {
+        if let Some(rewrite) = self.aof_rewrites.running.take() {
             // SAFETY: signals and reaps this process's own child.
             unsafe {
                 libc::kill(rewrite.pid, libc::SIGUSR1);
                 let mut status = 0;
                 libc::waitpid(rewrite.pid, &mut status, 0);
             }
-            let _ = std::fs::remove_file(aof.dir.join(&rewrite.base.name));
+            let _ = std::fs::remove_file(rewrite.dir.join(&rewrite.base.name));
         }
     }
 

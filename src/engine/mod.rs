@@ -170,6 +170,8 @@ pub struct State {
     pub aof: Option<aof::Aof>,
     /// The effect consumer the append-only file reads through.
     pub aof_tap: Option<u64>,
+    /// BGREWRITEAOF's child and statistics (see [`aof::Rewrites`]).
+    pub aof_rewrites: aof::Rewrites,
     /// How far the append-only file is on disk, for replies that wait for
     /// it (see [`durable`]).
     pub durability: std::sync::Arc<durable::Durability>,
@@ -426,6 +428,7 @@ impl State {
             persistence: persistence::Persistence::new(started_secs),
             aof: None,
             aof_tap: None,
+            aof_rewrites: aof::Rewrites::default(),
             durability: durability.clone(),
             loading: None,
             replicas: replication::Replicas::default(),

@@ -382,7 +382,7 @@ impl State {
             }
             return;
         }
-        if self.aof.as_ref().is_some_and(|a| a.rewrite.is_some()) {
+        if self.aof_rewrites.running.is_some() {
             return;
         }
         let now = self.clock.now_ms() / 1000;
