@@ -247,7 +247,10 @@ fn a_truncated_last_command_is_cut_off_or_stops_the_start() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("Unexpected end of file"));
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(log.contains("Unexpected end of file"), "{log}");
+    // Which file, and where in it.
+    assert!(log.contains(".incr.aof ends in the middle of a command at offset "), "{log}");
 
     let keylock = keylock_in(dir.path(), &["--appendonly", "yes"]);
     let mut c = Raw::connect(keylock.addr);

@@ -826,6 +826,10 @@ pub fn commands(path: &Path, bytes: &[u8], truncated_ok: bool, last_file: bool) 
                 return Ok(out);
             }
             Parsed::Truncated => {
+                crate::log::warning(format_args!(
+                    "The append only file {} ends in the middle of a command at offset {at}",
+                    path.display()
+                ));
                 return Err(format!(
                     "Unexpected end of file reading the append only file {}. You can: 1) Make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>. 2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server.",
                     path.display()
