@@ -116,6 +116,14 @@ pub enum Fsync {
 }
 
 impl Fsync {
+    /// What output waits for under this policy.
+    fn wait(self) -> super::durable::Wait {
+        match self {
+            Fsync::Always => super::durable::Wait::Synced,
+            _ => super::durable::Wait::Written,
+        }
+    }
+
     pub fn of(value: Option<&str>) -> Fsync {
         match value {
             Some("always") => Fsync::Always,
@@ -319,6 +327,9 @@ impl State {
         if data.is_empty() {
             return;
         }
+        // Everything recorded is in `data` (the stream records on this
+        // thread only).
+        let recorded = durability.recorded();
         match write_fully(&aof.file, &data) {
             Ok(()) => {
                 aof.current_size += data.len() as u64;
@@ -355,11 +366,15 @@ impl State {
                 let newer = std::mem::replace(&mut *pending, data);
                 pending.extend_from_slice(&newer);
                 aof.write_error = Some(errno);
+                // As Redis, the replies go (writes are refused from now on
+                // with MISCONF until the file takes the data again).
+                durability.written_to(recorded);
                 return;
             }
         }
+        durability.written_to(recorded);
         if aof.fsync == Fsync::Always {
-            aof.syncer.request(&aof.file, durability.recorded());
+            aof.syncer.request(&aof.file, recorded);
             aof.last_sync = Instant::now();
         }
     }
@@ -526,7 +541,7 @@ impl State {
             durability.record(pending.len() - before);
         }));
         let fsync = Fsync::of(self.params.value("appendfsync"));
-        self.durability.set_gating(fsync == Fsync::Always);
+        self.durability.set_wait(fsync.wait());
         self.aof = Some(Aof {
             dir,
             basename,
@@ -553,7 +568,7 @@ impl State {
         self.aof_write();
         self.kill_aof_rewrite();
         self.aof_sync_now();
-        self.durability.set_gating(false);
+        self.durability.set_wait(super::durable::Wait::Nothing);
         if self.aof.take().is_some() {
             self.detach_aof_effects();
         }
@@ -584,7 +599,7 @@ impl State {
         if let Some(aof) = self.aof.as_mut() {
             aof.fsync = fsync;
             aof.stamps.enabled.store(stamped, std::sync::atomic::Ordering::Relaxed);
-            self.durability.set_gating(fsync == Fsync::Always);
+            self.durability.set_wait(fsync.wait());
         }
     }
 

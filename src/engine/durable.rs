@@ -1,4 +1,13 @@
-//! Replies that wait for the disk: group commit for `appendfsync always`.
+//! Replies that wait for the append-only file: one write per round of
+//! connections, and group commit for `appendfsync always`.
+//!
+//! Redis writes its append-only file once per event-loop iteration,
+//! before it writes any reply of that iteration. keylock does the same:
+//! a batch's effects are recorded, and a task of the server thread (the
+//! flusher) writes everything recorded once the connections that were
+//! ready have run their batches; replies wait for that write, so a crash
+//! of the process never loses a write whose reply was sent, and the
+//! file takes one `write` per round instead of one per connection.
 //!
 //! Redis writes and syncs its append-only file once per event-loop
 //! iteration, before it writes any reply of that iteration: the one
@@ -27,22 +36,34 @@
 //! [`OutputBuffer::gate`]: super::output::OutputBuffer::gate
 
 use std::fs::File;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use tokio::sync::watch;
 
+/// What output waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Wait {
+    /// Nothing (no append-only file).
+    Nothing = 0,
+    /// The write of what was recorded before it (`everysec`, `no`).
+    Written = 1,
+    /// Its sync (`always`).
+    Synced = 2,
+}
+
 /// What the engine, the connections and the syncing thread share.
 #[derive(Debug)]
 pub struct Durability {
-    /// Whether replies wait for the disk (`appendonly yes` with
-    /// `appendfsync always`).
-    gating: AtomicBool,
+    /// What output waits for ([`Wait`]).
+    wait: AtomicU8,
     /// Bytes the AOF stream recorded so far (written to the file or about
     /// to be), over every file the AOF has had.
     recorded: AtomicU64,
-    /// Of those, the bytes known to be on disk.
-    synced: watch::Sender<u64>,
+    /// Of those, the bytes written to the file, and those known to be on
+    /// disk.
+    progress: watch::Sender<Progress>,
     /// A sync is running.
     syncing: AtomicBool,
     /// The errno of the last sync if it failed, 0 once one succeeds.
@@ -55,12 +76,18 @@ pub struct Durability {
     slowed: AtomicU64,
 }
 
+#[derive(Debug, Clone, Copy, Default)]
+struct Progress {
+    written: u64,
+    synced: u64,
+}
+
 impl Default for Durability {
     fn default() -> Durability {
         Durability {
-            gating: AtomicBool::new(false),
+            wait: AtomicU8::new(Wait::Nothing as u8),
             recorded: AtomicU64::new(0),
-            synced: watch::Sender::new(0),
+            progress: watch::Sender::new(Progress::default()),
             syncing: AtomicBool::new(false),
             failed: AtomicI32::new(0),
             syncs: AtomicU64::new(0),
@@ -162,9 +189,19 @@ fn run(queue: &Queue, durability: &Durability) {
 
 impl Durability {
     fn advance_to(&self, upto: u64) {
-        self.synced.send_if_modified(|synced| {
-            let moved = upto > *synced;
-            *synced = (*synced).max(upto);
+        self.progress.send_if_modified(|p| {
+            let moved = upto > p.synced;
+            p.synced = p.synced.max(upto);
+            p.written = p.written.max(p.synced);
+            moved
+        });
+    }
+
+    /// The file holds everything recorded up to `upto`.
+    pub fn written_to(&self, upto: u64) {
+        self.progress.send_if_modified(|p| {
+            let moved = upto > p.written;
+            p.written = p.written.max(upto);
             moved
         });
     }
@@ -186,32 +223,57 @@ impl Durability {
         self.advance_to(self.recorded.load(Ordering::Acquire));
     }
 
-    pub fn set_gating(&self, on: bool) {
-        self.gating.store(on, Ordering::Release);
-        if !on {
-            // Whatever waited goes now: the disk is no longer promised.
-            self.synced_all();
+    /// What output waits for from now on; with nothing to wait for (the
+    /// AOF turned off, written and synced first), whatever waited goes.
+    pub fn set_wait(&self, wait: Wait) {
+        let before = self.wait.swap(wait as u8, Ordering::AcqRel);
+        if (wait as u8) < before {
+            let all = self.recorded.load(Ordering::Acquire);
+            // Waiters look again (a wait for less may be over already).
+            self.progress.send_modify(|p| {
+                if wait == Wait::Nothing {
+                    p.written = p.written.max(all);
+                    p.synced = p.synced.max(all);
+                }
+            });
+        }
+    }
+
+    fn waits_for(&self) -> Wait {
+        match self.wait.load(Ordering::Acquire) {
+            0 => Wait::Nothing,
+            1 => Wait::Written,
+            _ => Wait::Synced,
+        }
+    }
+
+    fn reached(wait: Wait, p: Progress, upto: u64) -> bool {
+        match wait {
+            Wait::Nothing => true,
+            Wait::Written => p.written >= upto,
+            Wait::Synced => p.synced >= upto,
         }
     }
 
     /// The recorded bytes output queued now must wait for, if it must.
     pub fn needed(&self) -> Option<u64> {
-        if !self.gating.load(Ordering::Acquire) {
+        let wait = self.waits_for();
+        if wait == Wait::Nothing {
             return None;
         }
         let recorded = self.recorded.load(Ordering::Acquire);
-        (recorded > *self.synced.borrow()).then_some(recorded)
+        (!Self::reached(wait, *self.progress.borrow(), recorded)).then_some(recorded)
     }
 
     /// Whether output waiting for `upto` recorded bytes may go.
     pub fn is_synced(&self, upto: u64) -> bool {
-        !self.gating.load(Ordering::Acquire) || *self.synced.borrow() >= upto
+        Self::reached(self.waits_for(), *self.progress.borrow(), upto)
     }
 
     /// Waits until output waiting for `upto` recorded bytes may go.
     pub async fn wait_synced(&self, upto: u64) {
-        let mut synced = self.synced.subscribe();
-        let _ = synced.wait_for(|&s| s >= upto || !self.gating.load(Ordering::Acquire)).await;
+        let mut progress = self.progress.subscribe();
+        let _ = progress.wait_for(|&p| Self::reached(self.waits_for(), p, upto)).await;
     }
 
     /// The errno of the last sync, if it failed.

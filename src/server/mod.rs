@@ -59,6 +59,8 @@ pub(crate) struct Shared {
     pub stop: Arc<watch::Sender<bool>>,
     /// Set once the server stops for good: every connection closes.
     pub closing: watch::Sender<bool>,
+    /// Wakes the flusher: the append-only file has records to write.
+    pub aof_flush: tokio::sync::Notify,
     /// Every open connection's input side, for the busy responder and the
     /// cron, by client id (in order: the cron takes turns through them).
     pub conns: RefCell<BTreeMap<u64, Rc<conn::ConnIo>>>,
@@ -95,11 +97,14 @@ impl Shared {
     /// and tasks for connections it accepted.
     pub fn after_batch(self: &Rc<Self>) {
         {
-            let mut engine = self.engine.borrow_mut();
+            let engine = self.engine.borrow();
             // The batch's writes reach the append-only file (and, with
             // `appendfsync always`, the disk) before any of its replies
-            // leave.
-            engine.state.aof_write();
+            // leave: the flusher writes them once the connections ready
+            // now have run (see `engine::durable`).
+            if engine.state.aof_on() {
+                self.aof_flush.notify_one();
+            }
             self.limits.set(net_limits(&engine));
         }
         if !self.busy_accepted.borrow().is_empty() {
@@ -516,6 +521,7 @@ fn serve(
             connected: std::cell::Cell::new(0),
             stop: stop.clone(),
             closing: watch::Sender::new(false),
+            aof_flush: tokio::sync::Notify::new(),
             conns: RefCell::new(BTreeMap::new()),
             cron_cursor: Cell::new(0),
             running_client: std::cell::Cell::new(None),
@@ -544,6 +550,7 @@ fn serve(
             }
         }
         tokio::task::spawn_local(cron_loop(shared.clone()));
+        tokio::task::spawn_local(aof_flusher(shared.clone()));
         let mut stopped = stop.subscribe();
         loop {
             while !*stopped.borrow_and_update() {
@@ -596,6 +603,17 @@ async fn accept_loop(listener: Listener, shared: Rc<Shared>) {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
+    }
+}
+
+/// Writes what the append-only file recorded, once per round of the
+/// connections that were ready (woken by the first batch that recorded
+/// something, it runs after the others queued already), so that the file
+/// takes one write for all of them; replies waiting for it go then.
+async fn aof_flusher(shared: Rc<Shared>) {
+    loop {
+        shared.aof_flush.notified().await;
+        shared.engine.borrow_mut().state.aof_write();
     }
 }
 
