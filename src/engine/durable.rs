@@ -1,37 +1,33 @@
 //! Replies that wait for the append-only file: one write per round of
 //! connections, and group commit for `appendfsync always`.
 //!
-//! Redis writes its append-only file once per event-loop iteration,
-//! before it writes any reply of that iteration. keylock does the same:
-//! a batch's effects are recorded, and a task of the server thread (the
-//! flusher) writes everything recorded once the connections that were
-//! ready have run their batches; replies wait for that write, so a crash
-//! of the process never loses a write whose reply was sent, and the
-//! file takes one `write` per round instead of one per connection.
+//! Redis writes its append-only file once per event-loop iteration, before
+//! it writes any reply of that iteration, and with `always` syncs it there
+//! too: one `fsync` covers every client served in the iteration, and the
+//! loop waits for it. keylock keeps the promise without the wait:
 //!
-//! Redis writes and syncs its append-only file once per event-loop
-//! iteration, before it writes any reply of that iteration: the one
-//! `fsync` covers every client served in it, and the loop waits for it.
-//! keylock goes one better without giving up the promise: the engine
-//! writes a batch's effects to the file and goes on serving, while a
-//! thread of its own ([`Durability`]'s syncer) runs `fdatasync` over
-//! everything written so far; replies are held back until a sync covers
-//! the writes made before they were produced. Every write acknowledged is
-//! on disk, and one `fdatasync` covers all the batches of all the
-//! connections run while the previous one was in progress.
+//! - a batch's effects are recorded; a task of the server thread (the
+//!   flusher, woken by the first batch that recorded something) writes
+//!   everything recorded once the connections that were ready have run
+//!   their batches: one `write` per round instead of one per connection;
+//! - with `always`, a thread of its own ([`Syncer`]) then runs `fdatasync`
+//!   over everything written so far while the engine serves on: one sync
+//!   covers the writes of every connection made while the previous one ran.
 //!
 //! The rule a connection follows (see [`OutputBuffer::gate`]): output
 //! queued at a moment when the stream has recorded `n` bytes may be
-//! written once the file is synced to `n`. That holds for any output
-//! (a reply, a pub/sub message, a keyspace event, a served blocked
-//! client), since whatever it tells of was recorded before it was queued.
-//! Reads made while nothing is waiting for the disk pass at once.
+//! written once the file holds those `n` bytes (`everysec`, `no`) or once
+//! they are synced (`always`). That holds for any output (a reply, a
+//! pub/sub message, a keyspace event, a served blocked client), since
+//! whatever it tells of was recorded before it was queued; output queued
+//! while nothing is waiting passes at once. So no reply tells of a write
+//! that a crash of the process (or, with `always`, of the machine) can
+//! lose.
 //!
-//! `everysec` uses the same thread once a second; its replies never wait.
-//! A sync that fails with `always` is fatal, as in Redis (the replies that
-//! waited for it are never sent); with `everysec` it turns
-//! `aof_last_write_status` to `err` and writes are refused with MISCONF
-//! until a sync succeeds.
+//! `everysec` syncs on the same thread once a second. A write or sync that
+//! fails with `always` is fatal, as in Redis (the replies that waited for
+//! it are never sent); otherwise it turns `aof_last_write_status` to `err`
+//! and writes are refused with MISCONF until the file takes data again.
 //!
 //! [`OutputBuffer::gate`]: super::output::OutputBuffer::gate
 
