@@ -116,6 +116,19 @@ pub fn log(level: Level, message: fmt::Arguments) {
     write_line(line.as_bytes());
 }
 
+/// Writes `text` as it is, without the line prefix, at `level` (Redis's
+/// `LL_RAW`, used for its start-up banner).
+pub fn raw(level: Level, text: &str) {
+    if !INSTALLED.load(Ordering::Acquire) {
+        tracing::info!(target: "keylock::log", "{text}");
+        return;
+    }
+    if (level as u8) < VERBOSITY.load(Ordering::Relaxed) {
+        return;
+    }
+    write_line(text.as_bytes());
+}
+
 pub fn warning(message: fmt::Arguments) {
     log(Level::Warning, message);
 }

@@ -104,6 +104,18 @@ pub fn used_bytes() -> u64 {
     used as u64
 }
 
+/// The machine's memory (`MemTotal` of /proc/meminfo), 0 if unknown.
+pub fn total_system_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kb * 1024)
+        })
+        .unwrap_or(0)
+}
+
 pub fn peak_bytes() -> u64 {
     if installed() {
         PEAK.load(Ordering::Relaxed).max(USED.load(Ordering::Relaxed)) as u64

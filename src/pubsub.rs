@@ -108,4 +108,8 @@ impl PubSub {
     pub fn channel_count(&self) -> usize {
         self.channels.len()
     }
+
+    pub fn shard_channel_count(&self) -> usize {
+        self.shard_channels.len()
+    }
 }

@@ -102,7 +102,6 @@ fn restore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 if !(0..=255).contains(&v) {
                     return Err(CmdError::err("Invalid FREQ value, must be >= 0 and <= 255"));
                 }
-                // keylock tracks no LFU counters: the value is checked only.
                 freq = Some(v);
             }
             _ => return Err(CmdError::syntax()),
@@ -136,12 +135,18 @@ fn restore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
         return Ok(Reply::OK);
     }
+    let lfu = ctx.state.runtime.maxmemory_policy.is_lfu();
+    let db = ctx.db();
     let position = db.insert_absent(key, value);
     if ttl != 0 {
         db.set_expire_at_position(position, key, ttl as u64);
     }
-    if let Some(idle) = idle {
-        db.set_idle_secs_at(position, restored_idle_secs(now, idle));
+    // Redis's `objectSetLRUOrLFU`: FREQ under an LFU policy, IDLETIME
+    // under any other.
+    match (lfu, freq, idle) {
+        (true, Some(freq), _) => db.set_lfu_freq_at(position, freq as u32),
+        (false, _, Some(idle)) => db.set_idle_secs_at(position, restored_idle_secs(now, idle)),
+        _ => {}
     }
     db.notify(NOTIFY_GENERIC, "restore", key);
     if ttl != 0 && !absttl && ctx.propagating() {

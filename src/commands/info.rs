@@ -118,16 +118,30 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("clients_in_timeout_table:{}", in_timeout_table);
         }
         "memory" => {
-            let used = crate::memory::used_bytes();
-            let rss = crate::memory::rss_bytes();
+            let o = super::memory::Overhead::of(ctx);
+            let st = &*ctx.state;
+            let (used, rss, peak) = (o.total, o.rss, o.peak);
             let maxmemory = st.params.int("maxmemory").unwrap_or(0);
             line!("# Memory");
             line!("used_memory:{}", used);
             line!("used_memory_human:{}", human_bytes(used));
             line!("used_memory_rss:{}", rss);
             line!("used_memory_rss_human:{}", human_bytes(rss));
-            line!("used_memory_peak:{}", crate::memory::peak_bytes());
-            line!("used_memory_peak_human:{}", human_bytes(crate::memory::peak_bytes()));
+            line!("used_memory_peak:{}", peak);
+            line!("used_memory_peak_human:{}", human_bytes(peak));
+            line!("used_memory_peak_perc:{:.2}%", used as f64 * 100.0 / peak.max(1) as f64);
+            line!("used_memory_overhead:{}", o.overhead_total);
+            line!("used_memory_startup:{}", o.startup);
+            line!("used_memory_dataset:{}", o.dataset());
+            line!("used_memory_dataset_perc:{:.2}%", o.dataset() as f64 * 100.0 / o.net_usage() as f64);
+            // keylock's allocator counts what it hands out; what is
+            // active and resident is the process's RSS.
+            line!("allocator_allocated:{}", used);
+            line!("allocator_active:{}", rss);
+            line!("allocator_resident:{}", rss);
+            let system = crate::memory::total_system_memory();
+            line!("total_system_memory:{}", system);
+            line!("total_system_memory_human:{}", human_bytes(system));
             // Scripts: the EVAL VM and its cache, the functions' VM and libraries.
             let (vm, cache, cached) = ctx
                 .scripts
@@ -157,11 +171,34 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("maxmemory:{}", maxmemory);
             line!("maxmemory_human:{}", human_bytes(maxmemory.max(0) as u64));
             line!("maxmemory_policy:{}", st.params.value("maxmemory-policy").unwrap_or("noeviction"));
-            line!(
-                "mem_fragmentation_ratio:{:.2}",
-                if used > 0 { rss as f64 / used as f64 } else { 0.0 }
-            );
+            let ratio = rss as f64 / used.max(1) as f64;
+            line!("allocator_frag_ratio:1.00");
+            line!("allocator_frag_bytes:0");
+            line!("allocator_rss_ratio:{ratio:.2}");
+            line!("allocator_rss_bytes:{}", o.fragmentation_bytes());
+            line!("rss_overhead_ratio:1.00");
+            line!("rss_overhead_bytes:0");
+            line!("mem_fragmentation_ratio:{ratio:.2}");
+            line!("mem_fragmentation_bytes:{}", o.fragmentation_bytes());
+            let aof_buffer = st.aof.as_ref().map_or(0, |a| a.buffer_length()) as u64;
+            let replica_buffers: u64 = st
+                .replicas
+                .ids
+                .iter()
+                .filter_map(|id| st.clients.get(id))
+                .map(|c| c.outbox.obuf_bytes() as u64)
+                .sum();
+            line!("mem_not_counted_for_evict:{}", aof_buffer + replica_buffers);
+            line!("mem_replication_backlog:0");
+            line!("mem_total_replication_buffers:{}", replica_buffers);
+            line!("mem_clients_slaves:{}", replica_buffers);
+            line!("mem_clients_normal:{}", o.clients_normal.saturating_sub(replica_buffers));
+            line!("mem_cluster_links:0");
+            line!("mem_aof_buffer:{}", aof_buffer);
             line!("mem_allocator:libc");
+            line!("active_defrag_running:0");
+            line!("lazyfree_pending_objects:0");
+            line!("lazyfreed_objects:0");
         }
         "persistence" => {
             line!("# Persistence");
@@ -242,22 +279,57 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             let s = &st.stats;
             let expired: u64 = st.dbs.iter().map(|d| d.expired_keys).sum();
             line!("# Stats");
+            let (net_in, net_out, reads, writes) = st.net.totals();
             line!("total_connections_received:{}", s.total_connections_received);
             line!("total_commands_processed:{}", s.total_commands_processed);
             line!("instantaneous_ops_per_sec:0");
+            line!("total_net_input_bytes:{net_in}");
+            line!("total_net_output_bytes:{net_out}");
+            line!("total_net_repl_input_bytes:0");
+            line!("total_net_repl_output_bytes:0");
+            line!("instantaneous_input_kbps:0.00");
+            line!("instantaneous_output_kbps:0.00");
+            line!("instantaneous_input_repl_kbps:0.00");
+            line!("instantaneous_output_repl_kbps:0.00");
             line!("rejected_connections:{}", s.rejected_connections);
+            line!("sync_full:{}", st.replicas.full_syncs);
+            line!("sync_partial_ok:0");
+            line!("sync_partial_err:0");
             line!("expired_keys:{}", expired);
-            line!("evicted_keys:0");
+            line!("expired_stale_perc:0.00");
+            line!("expired_time_cap_reached_count:0");
+            line!("expire_cycle_cpu_milliseconds:0");
+            line!("evicted_keys:{}", st.eviction.evicted);
+            line!("evicted_clients:0");
+            line!("total_eviction_exceeded_time:0");
+            line!("current_eviction_exceeded_time:0");
             line!("keyspace_hits:{}", s.keyspace_hits);
             line!("keyspace_misses:{}", s.keyspace_misses);
             line!("pubsub_channels:{}", st.pubsub.channel_count());
             line!("pubsub_patterns:{}", st.pubsub.pattern_count());
+            line!("pubsubshard_channels:{}", st.pubsub.shard_channel_count());
+            line!("latest_fork_usec:{}", st.persistence.latest_fork_usec);
+            line!("total_forks:{}", st.persistence.forks);
             line!("migrate_cached_sockets:{}", st.migrate_sockets.len());
+            line!("slave_expires_tracked_keys:0");
+            line!("active_defrag_hits:0");
+            line!("active_defrag_misses:0");
+            line!("active_defrag_key_hits:0");
+            line!("active_defrag_key_misses:0");
+            line!("total_active_defrag_time:0");
+            line!("current_active_defrag_time:0");
             line!("tracking_total_keys:{}", st.tracking.total_keys());
             line!("tracking_total_items:{}", st.tracking.total_items());
             line!("tracking_total_prefixes:{}", st.tracking.total_prefixes());
+            line!("unexpected_error_replies:0");
             line!("total_error_replies:{}", s.total_error_replies);
-            line!("latest_fork_usec:{}", st.persistence.latest_fork_usec);
+            line!("dump_payload_sanitizations:0");
+            line!("total_reads_processed:{reads}");
+            line!("total_writes_processed:{writes}");
+            line!("io_threaded_reads_processed:0");
+            line!("io_threaded_writes_processed:0");
+            line!("reply_buffer_shrinks:0");
+            line!("reply_buffer_expands:0");
         }
         "replication" => {
             line!("# Replication");

@@ -545,6 +545,12 @@ fn object_freq(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if ctx.read_no_touch_unnotified(&argv[2]).is_none() {
         return Ok(Reply::Nil);
     }
+    let now = ctx.now_ms;
+    if ctx.state.runtime.maxmemory_policy.is_lfu()
+        && let Some(at) = ctx.db().live_position_no_touch(&argv[2], now)
+    {
+        return Ok(Reply::Int(i64::from(ctx.db().lfu_freq_at(at))));
+    }
     Err(CmdError::err(
         "An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
     ))
@@ -561,7 +567,7 @@ fn object_idletime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let Some(at) = ctx.db().live_position_no_touch(&argv[2], now) else {
         return Ok(Reply::Nil);
     };
-    if ctx.state.params.value("maxmemory-policy").is_some_and(|p| p.ends_with("-lfu")) {
+    if ctx.state.runtime.maxmemory_policy.is_lfu() {
         return Err(CmdError::err(
             "An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
         ));

@@ -56,22 +56,22 @@ fn usage(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 /// Redis's `redisMemOverhead`, from keylock's figures.
-struct Overhead {
-    peak: u64,
-    total: u64,
-    startup: u64,
-    clients_normal: u64,
+pub(crate) struct Overhead {
+    pub peak: u64,
+    pub total: u64,
+    pub startup: u64,
+    pub clients_normal: u64,
     lua_caches: u64,
     functions_caches: u64,
     /// Per database with keys: (index, main table, expires table).
     dbs: Vec<(usize, u64, u64)>,
-    overhead_total: u64,
+    pub overhead_total: u64,
     keys: u64,
-    rss: u64,
+    pub rss: u64,
 }
 
 impl Overhead {
-    fn of(ctx: &Ctx) -> Overhead {
+    pub fn of(ctx: &Ctx) -> Overhead {
         let st = &*ctx.state;
         let total = memory::used_bytes();
         let startup = st.startup_allocated.min(total);
@@ -117,11 +117,11 @@ impl Overhead {
         }
     }
 
-    fn net_usage(&self) -> u64 {
+    pub fn net_usage(&self) -> u64 {
         if self.total > self.startup { self.total - self.startup } else { 1 }
     }
 
-    fn dataset(&self) -> u64 {
+    pub fn dataset(&self) -> u64 {
         self.total.saturating_sub(self.overhead_total)
     }
 
@@ -130,7 +130,7 @@ impl Overhead {
         self.rss as f64 / self.total.max(1) as f64
     }
 
-    fn fragmentation_bytes(&self) -> i64 {
+    pub fn fragmentation_bytes(&self) -> i64 {
         self.rss as i64 - self.total as i64
     }
 }

@@ -344,10 +344,20 @@ fn bgrewriteaof(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    ctx.state.stats.reset();
-    for db in &mut ctx.state.dbs {
+    // Redis's `resetServerStats`.
+    let st = &mut *ctx.state;
+    st.stats.reset();
+    for db in &mut st.dbs {
         db.expired_keys = 0;
     }
+    st.eviction.evicted = 0;
+    st.net.reset();
+    st.persistence.latest_fork_usec = 0;
+    st.persistence.forks = 0;
+    st.persistence.saves = 0;
+    st.replicas.full_syncs = 0;
+    st.aof_rewrites.done = 0;
+    st.aof_rewrites.failures = 0;
     Ok(Reply::OK)
 }
 

@@ -96,7 +96,16 @@ pub struct AccessClock(std::sync::Arc<ClockCell>);
 struct ClockCell {
     second: std::sync::atomic::AtomicU32,
     keep_expired: std::sync::atomic::AtomicBool,
+    /// An LFU `maxmemory-policy` is in force: accesses count toward each
+    /// key's frequency instead of stamping its time.
+    lfu: std::sync::atomic::AtomicBool,
+    /// `lfu-log-factor` and `lfu-decay-time`.
+    lfu_log_factor: std::sync::atomic::AtomicU32,
+    lfu_decay_time: std::sync::atomic::AtomicU32,
 }
+
+/// A new key's frequency under LFU (Redis's LFU_INIT_VAL).
+pub const LFU_INIT_VAL: u32 = 5;
 
 impl AccessClock {
     pub fn set(&self, now_ms: u64) {
@@ -116,6 +125,67 @@ impl AccessClock {
 
     pub fn set_keep_expired(&self, keep: bool) {
         self.0.keep_expired.store(keep, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Keys count accesses as frequencies (an LFU policy, with its
+    /// `lfu-log-factor` and `lfu-decay-time`), or stamp their time (None).
+    pub fn set_lfu(&self, lfu: Option<(u32, u32)>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.0.lfu.store(lfu.is_some(), Relaxed);
+        if let Some((log_factor, decay_time)) = lfu {
+            self.0.lfu_log_factor.store(log_factor, Relaxed);
+            self.0.lfu_decay_time.store(decay_time, Relaxed);
+        }
+    }
+
+    pub fn lfu(&self) -> bool {
+        self.0.lfu.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The minutes clock of LFU stamps (Redis's `LFUGetTimeInMinutes`).
+    fn minutes(&self) -> u32 {
+        (self.now() / 60) & 0xffff
+    }
+
+    /// A frequency stamp (minutes, then the 8-bit counter), as Redis keeps
+    /// it in `robj.lru`.
+    fn lfu_stamp(&self, counter: u32) -> u32 {
+        (self.minutes() << 8) | counter
+    }
+
+    /// The counter of `stamp` after the decay since it was set (Redis's
+    /// `LFUDecrAndReturn`).
+    fn lfu_decayed(&self, stamp: u32) -> u32 {
+        let ldt = (stamp >> 8) & 0xffff;
+        let counter = stamp & 0xff;
+        let now = self.minutes();
+        let elapsed = if now >= ldt { now - ldt } else { 65535 - ldt + now };
+        let decay = self.0.lfu_decay_time.load(std::sync::atomic::Ordering::Relaxed);
+        let periods = elapsed.checked_div(decay).unwrap_or(0);
+        counter.saturating_sub(periods)
+    }
+
+    /// `stamp` after one more access (Redis's `updateLFU`: decay, then a
+    /// logarithmic increment).
+    fn lfu_accessed(&self, stamp: u32) -> u32 {
+        let mut counter = self.lfu_decayed(stamp);
+        if counter < 255 {
+            let base = counter.saturating_sub(LFU_INIT_VAL) as f64;
+            let factor = self.0.lfu_log_factor.load(std::sync::atomic::Ordering::Relaxed) as f64;
+            if fastrand::f64() < 1.0 / (base * factor + 1.0) {
+                counter += 1;
+            }
+        }
+        self.lfu_stamp(counter)
+    }
+
+    /// What a key created now is stamped with.
+    fn new_stamp(&self) -> u32 {
+        if self.lfu() {
+            self.lfu_stamp(LFU_INIT_VAL)
+        } else {
+            self.now() & ACCESS_TIME
+        }
     }
 }
 
@@ -204,7 +274,7 @@ impl Keyspace {
             key: Key::new(key),
             value,
             deadline_slot: NO_DEADLINE,
-            accessed: self.clock.now() & ACCESS_TIME,
+            accessed: self.clock.new_stamp(),
         });
         position
     }
@@ -212,7 +282,38 @@ impl Keyspace {
     /// Stamps the key at `position` as accessed now.
     pub fn touch(&mut self, position: usize) {
         let e = &mut self.entries[position];
-        e.accessed = (self.clock.now() & ACCESS_TIME) | (e.accessed & RAW);
+        let stamp = if self.clock.lfu() {
+            self.clock.lfu_accessed(e.accessed & ACCESS_TIME)
+        } else {
+            self.clock.now() & ACCESS_TIME
+        };
+        e.accessed = stamp | (e.accessed & RAW);
+    }
+
+    /// The access frequency of the key at `position` under an LFU policy
+    /// (OBJECT FREQ).
+    pub fn lfu_freq(&self, position: usize) -> u32 {
+        self.clock.lfu_decayed(self.entries[position].accessed & ACCESS_TIME)
+    }
+
+    /// Sets the frequency of the key at `position` (RESTORE … FREQ).
+    pub fn set_lfu_freq(&mut self, position: usize, freq: u32) {
+        let e = &mut self.entries[position];
+        e.accessed = self.clock.lfu_stamp(freq.min(255)) | (e.accessed & RAW);
+    }
+
+    /// A random position (None when empty).
+    pub fn random_position(&self) -> Option<usize> {
+        (!self.entries.is_empty()).then(|| fastrand::usize(..self.entries.len()))
+    }
+
+    /// A random key with a deadline: its position and deadline.
+    pub fn random_deadline(&self) -> Option<(usize, u64)> {
+        if self.deadlines.is_empty() {
+            return None;
+        }
+        let d = self.deadlines[fastrand::usize(..self.deadlines.len())];
+        Some((d.position as usize, d.at_ms))
     }
 
     /// Marks (or unmarks) the string at `position` as modified in place.
@@ -261,7 +362,29 @@ impl Keyspace {
             }
         }
         let entry = self.entries.swap_remove(position);
+        self.shrink_if_sparse();
         Some((entry.key, entry.value, at_ms))
+    }
+
+    /// Gives back the room of a table three quarters empty (halving it),
+    /// as Redis shrinks a dict under 10% full: the memory of removed keys
+    /// is freed, which `maxmemory` eviction counts on. Halving only past a
+    /// quarter keeps removals and insertions amortized O(1).
+    fn shrink_if_sparse(&mut self) {
+        const MIN: usize = 64;
+        let len = self.entries.len();
+        if self.entries.capacity() > MIN && len <= self.entries.capacity() / 4 {
+            self.entries.shrink_to((len * 2).max(MIN));
+        }
+        if self.index.capacity() > MIN && len <= self.index.capacity() / 4 {
+            let (entries, hasher) = (&self.entries, &self.hasher);
+            self.index
+                .shrink_to((len * 2).max(MIN), |&p| hasher.hash_one(&*entries[p as usize].key));
+        }
+        let volatile = self.deadlines.len();
+        if self.deadlines.capacity() > MIN && volatile <= self.deadlines.capacity() / 4 {
+            self.deadlines.shrink_to((volatile * 2).max(MIN));
+        }
     }
 
     /// The deadline of the key at `position`.

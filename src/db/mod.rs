@@ -661,6 +661,65 @@ impl Db {
         }
     }
 
+    /// Removes `key` to free memory (Redis's eviction in
+    /// `performEvictions`): WATCH and tracking told, an `evicted` event,
+    /// and replayed as a `DEL` as an expiry is. False if it was not there.
+    pub fn evict(&mut self, key: &[u8]) -> bool {
+        let Some((_, old, _)) = self.keys.remove(key) else { return false };
+        self.signal_if_stream(key, &old);
+        drop(old);
+        self.changes = self.changes.wrapping_add(1);
+        self.events.record_modified(self.index, key, false);
+        if let Some(list) = self.watchers.get(key) {
+            self.invalidated.extend(list.iter().map(|w| w.client));
+        }
+        self.notify(NOTIFY_EVICTED, "evicted", key);
+        self.events.record_expired(self.index, key);
+        true
+    }
+
+    /// The keys eviction chooses from: a random one, or a random one with
+    /// a deadline (`volatile`), with its position.
+    pub fn eviction_sample(&self, volatile: bool) -> Option<usize> {
+        if volatile {
+            self.keys.random_deadline().map(|(position, _)| position)
+        } else {
+            self.keys.random_position()
+        }
+    }
+
+    /// The key at `position`, its deadline, seconds idle and LFU
+    /// frequency, for eviction's choice.
+    pub fn eviction_facts(&self, position: usize) -> (Bytes, Option<u64>, u64, u32) {
+        let (key, _) = self.keys.at(position).expect("a sampled position");
+        (
+            Bytes::copy_from_slice(key),
+            self.keys.deadline_at(position),
+            self.keys.idle_secs(position),
+            self.keys.lfu_freq(position),
+        )
+    }
+
+    /// Whether `key` is stored (expired or not).
+    pub fn contains_key(&self, key: &[u8]) -> bool {
+        self.keys.position(key).is_some()
+    }
+
+    /// How many keys have a deadline.
+    pub fn deadlines_len(&self) -> usize {
+        self.keys.deadlines_len()
+    }
+
+    /// OBJECT FREQ: the key's access frequency under an LFU policy.
+    pub fn lfu_freq_at(&self, position: usize) -> u32 {
+        self.keys.lfu_freq(position)
+    }
+
+    /// RESTORE … FREQ.
+    pub fn set_lfu_freq_at(&mut self, position: usize, freq: u32) {
+        self.keys.set_lfu_freq(position, freq);
+    }
+
     /// Marks a key modified for WATCH without changing it (e.g. a watched
     /// key that has expired by the time EXEC runs).
     pub fn touch_watched(&mut self, key: &[u8]) {

@@ -665,6 +665,7 @@ impl State {
         // SAFETY: as BGSAVE's fork (see `persistence`): the child writes
         // the base from its copy of memory and leaves with `_exit`.
         let pid = unsafe { libc::fork() };
+        self.persistence.forks += u64::from(pid > 0);
         if pid == 0 {
             let status = match self.write_base_to(&base_path, codes) {
                 Ok(()) => 0,

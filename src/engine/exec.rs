@@ -177,7 +177,8 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
         let flags = state.command_flags(scripts, client, cmd, argv);
         // Memory is not judged while a script is busy (Redis skips it).
         if state.runtime.maxmemory > 0 && state.busy.is_none() {
-            let oom = state.out_of_memory();
+            // Keys are evicted first, as the policy allows.
+            let oom = !state.perform_evictions();
             state.pre_command_oom = oom;
             // Queuing in MULTI may grow memory without bound too.
             let queuing = client.multi.is_some() && !matches!(cmd.full_name.as_str(), "exec" | "discard" | "quit" | "reset");

@@ -17,6 +17,7 @@ pub mod blocking;
 pub mod client;
 pub mod durable;
 pub mod effects;
+pub mod evict;
 pub mod exec;
 pub mod faults;
 pub mod histogram;
@@ -172,6 +173,10 @@ pub struct State {
     pub aof_tap: Option<u64>,
     /// BGREWRITEAOF's child and statistics (see [`aof::Rewrites`]).
     pub aof_rewrites: aof::Rewrites,
+    /// `maxmemory` eviction's state (see [`evict`]).
+    pub eviction: evict::Eviction,
+    /// What the connections read and wrote.
+    pub net: std::sync::Arc<stats::NetStats>,
     /// How far the append-only file is on disk, for replies that wait for
     /// it (see [`durable`]).
     pub durability: std::sync::Arc<durable::Durability>,
@@ -301,9 +306,20 @@ pub struct RuntimeSettings {
     /// `loading-process-events-interval-bytes`: a load serves other
     /// clients each time this many more bytes were loaded.
     pub loading_interval: u64,
+    /// `maxmemory-policy` and `maxmemory-samples`.
+    pub maxmemory_policy: evict::Policy,
+    pub maxmemory_samples: usize,
+    /// `lfu-log-factor` and `lfu-decay-time`.
+    pub lfu_log_factor: u32,
+    pub lfu_decay_time: u32,
 }
 
 impl RuntimeSettings {
+    /// The LFU parameters, when an LFU policy is in force.
+    pub fn lfu(&self) -> Option<(u32, u32)> {
+        self.maxmemory_policy.is_lfu().then_some((self.lfu_log_factor, self.lfu_decay_time))
+    }
+
     pub fn from_params(p: &ConfigParams) -> RuntimeSettings {
         RuntimeSettings {
             proto_max_bulk_len: p.int("proto-max-bulk-len").unwrap_or(512 * 1024 * 1024),
@@ -333,6 +349,10 @@ impl RuntimeSettings {
             set_max_intset_entries: p.int("set-max-intset-entries").unwrap_or(512).max(0) as usize,
             key_load_delay: p.int("key-load-delay").unwrap_or(0),
             loading_interval: p.int("loading-process-events-interval-bytes").unwrap_or(2 << 20).max(0) as u64,
+            maxmemory_policy: evict::Policy::named(p.value("maxmemory-policy").unwrap_or("noeviction")),
+            maxmemory_samples: p.int("maxmemory-samples").unwrap_or(5).max(1) as usize,
+            lfu_log_factor: p.int("lfu-log-factor").unwrap_or(10).max(0) as u32,
+            lfu_decay_time: p.int("lfu-decay-time").unwrap_or(1).max(0) as u32,
         }
     }
 }
@@ -375,6 +395,7 @@ impl State {
         let key_events = crate::db::KeyEvents::default();
         key_events.set_flags(runtime.notify_keyspace_events);
         access_clock.set(config.clock.now_ms());
+        access_clock.set_lfu(runtime.lfu());
         if params.value("clock") == Some("frozen") && !config.clock.is_frozen() {
             let _ = config.clock.freeze(None);
         }
@@ -429,6 +450,8 @@ impl State {
             aof: None,
             aof_tap: None,
             aof_rewrites: aof::Rewrites::default(),
+            eviction: evict::Eviction::default(),
+            net: Default::default(),
             durability: durability.clone(),
             loading: None,
             replicas: replication::Replicas::default(),
@@ -603,6 +626,7 @@ impl State {
             self.slowlog.truncate(self.runtime.slowlog_max_len);
         }
         self.key_events.set_flags(flags);
+        self.access_clock.set_lfu(self.runtime.lfu());
     }
 
     /// Publishes the keyspace events recorded since the last call, each as

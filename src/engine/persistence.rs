@@ -43,6 +43,8 @@ pub struct Persistence {
     pub last_bgsave_secs: i64,
     /// Microseconds the last fork took.
     pub latest_fork_usec: u64,
+    /// Forks made since start (INFO `total_forks`).
+    pub forks: u64,
     /// What the last load found (INFO `rdb_last_load_keys_*`).
     pub last_load_keys_loaded: u64,
     pub last_load_keys_expired: u64,
@@ -68,6 +70,7 @@ impl Persistence {
             saves: 0,
             last_bgsave_secs: -1,
             latest_fork_usec: 0,
+            forks: 0,
             last_load_keys_loaded: 0,
             last_load_keys_expired: 0,
         }
@@ -334,6 +337,7 @@ impl State {
         // thread's memory and leaves with `_exit`, never returning into
         // the runtime; the engine's data is touched by this thread alone.
         let pid = unsafe { libc::fork() };
+        self.persistence.forks += u64::from(pid > 0);
         if pid == 0 {
             let status = match self.write_snapshot_to(&path, codes, false) {
                 Ok(()) => 0,

@@ -32,6 +32,8 @@ pub struct Replicas {
     /// Bytes of stream sent so far (INFO `master_repl_offset`).
     pub offset: u64,
     last_ping: Instant,
+    /// Full resynchronizations served (INFO `sync_full`).
+    pub full_syncs: u64,
 }
 
 impl Default for Replicas {
@@ -42,6 +44,7 @@ impl Default for Replicas {
             tap: None,
             offset: 0,
             last_ping: Instant::now(),
+            full_syncs: 0,
         }
     }
 }
@@ -53,6 +56,7 @@ impl State {
     pub fn add_replica(&mut self, client: &Client, codes: &[Bytes], psync: bool) -> std::io::Result<Bytes> {
         let mut rdb = Vec::new();
         self.write_snapshot(&mut rdb, codes, false)?;
+        self.replicas.full_syncs += 1;
         let mut reply = Vec::with_capacity(rdb.len() + 64);
         if psync {
             reply.extend_from_slice(format!("+FULLRESYNC {} {}\r\n", self.master_replid(), self.replicas.offset).as_bytes());

@@ -83,3 +83,48 @@ impl Stats {
         self.total_error_replies += 1;
     }
 }
+
+/// Bytes and calls on the network (INFO's `total_net_*_bytes`,
+/// `total_reads_processed`, `total_writes_processed`), counted by the
+/// connections and read by the engine.
+#[derive(Debug, Default)]
+pub struct NetStats {
+    input_bytes: std::sync::atomic::AtomicU64,
+    output_bytes: std::sync::atomic::AtomicU64,
+    reads: std::sync::atomic::AtomicU64,
+    writes: std::sync::atomic::AtomicU64,
+}
+
+impl NetStats {
+    /// A read that brought `n` bytes.
+    pub fn read(&self, n: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.input_bytes.fetch_add(n as u64, Relaxed);
+        self.reads.fetch_add(1, Relaxed);
+    }
+
+    /// A write that took `n` bytes.
+    pub fn wrote(&self, n: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.output_bytes.fetch_add(n as u64, Relaxed);
+        self.writes.fetch_add(1, Relaxed);
+    }
+
+    /// Input bytes, output bytes, reads, writes.
+    pub fn totals(&self) -> (u64, u64, u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.input_bytes.load(Relaxed),
+            self.output_bytes.load(Relaxed),
+            self.reads.load(Relaxed),
+            self.writes.load(Relaxed),
+        )
+    }
+
+    pub fn reset(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        for counter in [&self.input_bytes, &self.output_bytes, &self.reads, &self.writes] {
+            counter.store(0, Relaxed);
+        }
+    }
+}

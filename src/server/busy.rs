@@ -157,7 +157,7 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: Option<&BusyScript>, state: &
                     break;
                 }
                 reads += 1;
-                match read_once(io, &sock) {
+                match read_once(shared, io, &sock) {
                     Read::Data => {
                         io.note_read(shared);
                         if over_query_buffer_limit(io, &limits) {
@@ -239,7 +239,7 @@ fn touched(shared: &Shared, io: &ConnIo) {
 }
 
 /// Reads once from the socket into the connection's input.
-fn read_once(io: &ConnIo, sock: &SockRef) -> Read {
+fn read_once(shared: &Shared, io: &ConnIo, sock: &SockRef) -> Read {
     let mut input = io.input.borrow_mut();
     io.parser.borrow().make_room(&mut input);
     let len = input.len();
@@ -248,6 +248,7 @@ fn read_once(io: &ConnIo, sock: &SockRef) -> Read {
         Ok(n) => {
             // SAFETY: recv initialized the first n bytes of the spare capacity.
             unsafe { input.set_len(len + n) };
+            shared.net.read(n);
             Read::Data
         }
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Read::Empty,
@@ -278,6 +279,7 @@ fn send_output(shared: &Shared, io: &ConnIo, sock: &SockRef) -> Sent {
         }
         match sock.send(out.front()) {
             Ok(n) => {
+                shared.net.wrote(n);
                 out.advance(n);
                 io.last_io_secs.set(shared.unix_secs.get());
             }

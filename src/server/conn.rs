@@ -327,6 +327,11 @@ async fn run(mut accepted: Accepted, shared: Rc<Shared>) {
                     let room = if parser.big_arg_pending().is_some() { room } else { room.min(READ_CHUNK) };
                     (stream.try_read_buf(&mut bytes::BufMut::limit(&mut *input, room)), room)
                 };
+                if let Ok(n) = read
+                    && n > 0
+                {
+                    shared.net.read(n);
+                }
                 match read {
                     Ok(0) => {
                         if log::enabled(log::Level::Verbose) {
@@ -478,6 +483,7 @@ fn try_flush(io: &ConnIo, writer: &Stream, shared: &Shared) -> Result<bool, ()> 
         }
         match writer.try_write(output.front()) {
             Ok(n) => {
+                shared.net.wrote(n);
                 output.advance(n);
                 io.last_io_secs.set(shared.unix_secs.get());
             }

@@ -90,6 +90,8 @@ pub(crate) struct Shared {
     /// How far the append-only file is on disk: output waits for it with
     /// `appendfsync always` (see `engine::durable`).
     pub durability: Arc<crate::engine::durable::Durability>,
+    /// What connections read and wrote (INFO stats).
+    pub net: Arc<crate::engine::stats::NetStats>,
 }
 
 impl Shared {
@@ -274,7 +276,11 @@ impl BoundServer {
             .name("keylock".into())
             .stack_size(ENGINE_STACK_BYTES)
             .spawn(move || {
-                log::notice(format_args!("Running mode=standalone, port={port}."));
+                if show_banner(&thread_config) {
+                    log::raw(log::Level::Notice, &banner(port));
+                } else {
+                    log::notice(format_args!("Running mode=standalone, port={port}."));
+                }
                 log::warning(format_args!("Server initialized"));
                 let files = ServerFiles::of(&thread_config);
                 let ready = ReadyLines {
@@ -296,6 +302,33 @@ impl BoundServer {
             thread: Some(thread),
         })
     }
+}
+
+/// Whether the start shows keylock's banner instead of the `Running
+/// mode=` line: with `always-show-logo yes`, or logging to a terminal, as
+/// Redis decides for its logo.
+fn show_banner(config: &Config) -> bool {
+    use std::io::IsTerminal;
+    let always = config
+        .directives
+        .iter()
+        .rev()
+        .find(|(name, _)| name == "always-show-logo")
+        .is_some_and(|(_, values)| values.first().is_some_and(|v| v.eq_ignore_ascii_case("yes")));
+    always || (config.logfile.as_deref().is_none_or(str::is_empty) && std::io::stdout().is_terminal())
+}
+
+/// keylock's start-up banner. It carries what tools read from Redis's
+/// logo: the mode, `Port: N` and ` PID: N` (Redis's test suite finds its
+/// server's pid there).
+fn banner(port: u16) -> String {
+    format!(
+        "\n    keylock {} (Redis {} protocol) {} bit\n    Running in standalone mode\n    Port: {port}\n    PID: {}\n\n",
+        crate::VERSION,
+        crate::REDIS_VERSION,
+        usize::BITS,
+        std::process::id()
+    )
 }
 
 /// Redis's `createPidFile`: best effort, a warning if it cannot be written.
@@ -514,6 +547,7 @@ fn serve(
             unix_secs: Cell::new(engine.state.clock.now_ms() / 1000),
             clock: engine.state.clock.clone(),
             durability: engine.state.durability.clone(),
+            net: engine.state.net.clone(),
             listener_fds,
             busy_accepted: RefCell::new(Vec::new()),
             engine: RefCell::new(engine),
