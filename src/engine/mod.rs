@@ -785,6 +785,14 @@ impl State {
         Ok(())
     }
 
+    /// Redis's protected mode: with `protected-mode yes` and no password
+    /// for the default user, a connection that is not from this host
+    /// (127.0.0.1, ::1 or a Unix socket, as Redis's `islocalClient`) is
+    /// refused.
+    pub fn protected_from(&self, peer: &ClientAddr) -> bool {
+        !peer.is_local() && self.params.value("protected-mode") == Some("yes") && !self.acl.auth_required()
+    }
+
     /// Whether `enable-test-commands` lets `client` run the test controls
     /// (Redis's `allowProtectedAction`).
     pub fn allows_test_commands(&self, client: &Client) -> bool {

@@ -132,6 +132,14 @@ impl Accepted {
             return admitted;
         }
         let admitted = shared.connected.get() < state.runtime.maxclients;
+        if admitted && state.protected_from(&self.peer) {
+            // Redis's protected mode: no password, and not from this host.
+            shared.conns.borrow_mut().remove(&self.io.id);
+            state.stats.rejected_connections += 1;
+            self.io.output().borrow_mut().extend_from_slice(PROTECTED_MODE_DENIED);
+            self.admitted = Some(false);
+            return false;
+        }
         if admitted {
             shared.connected.set(shared.connected.get() + 1);
             self.io.authenticated.set(!state.runtime.auth_required);
@@ -152,6 +160,9 @@ impl Accepted {
         admitted
     }
 }
+
+/// What a client refused by protected mode is told, Redis's text.
+const PROTECTED_MODE_DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
 
 impl ConnIo {
     /// The request size limits for this connection now.
