@@ -69,7 +69,11 @@ fn crate_parse(input: &[u8]) -> Vec<Vec<Bytes>> {
 fn bench_parsers(c: &mut Criterion) {
     let big = vec![b'v'; 100 * 1024];
     let cases: Vec<(&str, Vec<u8>, usize)> = vec![
-        ("set x16", pipeline(&[b"SET", b"key:12345", b"some-value-of-32-bytes-000000000"], 16), 16),
+        (
+            "set x16",
+            pipeline(&[b"SET", b"key:12345", b"some-value-of-32-bytes-000000000"], 16),
+            16,
+        ),
         (
             "lock-acquire evalsha x16",
             pipeline(
