@@ -380,11 +380,7 @@ fn a_failing_write_refuses_writes_with_misconf_until_it_succeeds_and_loses_nothi
     let mut c = Raw::connect(keylock.addr);
     assert_eq!(c.call(&["SET", "before", "v"]), b"+OK\r\n");
     // The incremental file may not grow past what it holds now.
-    let incr = std::fs::read_dir(dir.path().join("appendonlydir"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().ends_with(".incr.aof"))
-        .unwrap();
+    let incr = common::aof_incr_file(dir.path());
     limit_file_size(keylock.pid(), std::fs::metadata(&incr).unwrap().len());
     let value = "x".repeat(100);
     // The write runs and is acknowledged (everysec: its record is pending);
@@ -421,11 +417,7 @@ fn with_appendfsync_always_a_failing_write_ends_the_process_and_is_never_acknowl
     let mut keylock = keylock_in(dir.path(), &["--appendonly", "yes", "--appendfsync", "always"]);
     let mut c = Raw::connect(keylock.addr);
     assert_eq!(c.call(&["SET", "before", "v"]), b"+OK\r\n");
-    let incr = std::fs::read_dir(dir.path().join("appendonlydir"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().ends_with(".incr.aof"))
-        .unwrap();
+    let incr = common::aof_incr_file(dir.path());
     limit_file_size(keylock.pid(), std::fs::metadata(&incr).unwrap().len() + 10);
     common::send_args(&mut c, &["SET", "unwritten", &"x".repeat(100)]);
     // No reply: the connection closes as the process exits (status 1).
@@ -492,11 +484,7 @@ fn aof_timestamp_enabled_annotates_each_second_and_the_file_still_loads_in_redis
     let digest = c.call(&["DEBUG", "DIGEST"]);
     keylock.signal(libc::SIGTERM);
     keylock.wait_exit(10);
-    let incr = std::fs::read_dir(dir.path().join("appendonlydir"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().ends_with(".incr.aof"))
-        .unwrap();
+    let incr = common::aof_incr_file(dir.path());
     let file = String::from_utf8(std::fs::read(incr).unwrap()).unwrap();
     let stamps: Vec<&str> = file.lines().filter(|l| l.starts_with("#TS:")).collect();
     assert_eq!(stamps, [format!("#TS:{}", now / 1000), format!("#TS:{}", now / 1000 + 1)]);

@@ -182,11 +182,7 @@ fn an_eviction_is_an_evicted_event_a_del_in_the_append_only_file_and_an_invalida
     assert!(invalidation.starts_with(">2\r\n$10\r\ninvalidate\r\n"), "{invalidation}");
     // Replayed as DELs.
     c.call(&["PING"]);
-    let incr = std::fs::read_dir(dir.path().join("appendonlydir"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().ends_with(".incr.aof"))
-        .unwrap();
+    let incr = common::aof_incr_file(dir.path());
     let file = String::from_utf8_lossy(&std::fs::read(incr).unwrap()).into_owned();
     assert!(file.contains("$3\r\nDEL\r\n"), "no DEL of an evicted key");
 }

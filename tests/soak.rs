@@ -26,9 +26,10 @@
 
 mod common;
 
+use common::Binary;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -44,31 +45,9 @@ const DROPPERS: usize = 4;
 const LOCKS: usize = 4;
 const LEASE_MS: u64 = 30_000;
 
-/// The server under test, killed on drop.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start() -> Server {
-    let bin = std::env::var("KEYLOCK_SOAK_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_keylock").to_string());
-    let mut child = Command::new(bin)
-        .args(["--port", "0", "--save", ""])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line.trim().strip_prefix("listening on ").expect("announce line").parse().unwrap();
-    Server { child, addr }
+fn start() -> Binary {
+    let program = std::env::var("KEYLOCK_SOAK_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_keylock").to_string());
+    Binary::start_program(&program, &["--save", ""])
 }
 
 /// A blocking RESP client that reports a closed connection as an error.
@@ -316,7 +295,7 @@ fn thirty_two_clients_for_ten_minutes_lose_nothing_and_keep_locks_exclusive() {
     let secs: u64 = std::env::var("KEYLOCK_SOAK_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(600);
     let server = start();
     let addr = server.addr;
-    let pid = server.child.id();
+    let pid = server.pid();
     let stop = Arc::new(AtomicBool::new(false));
     let totals = Arc::new(Totals {
         cycles: (0..LOCKS).map(|_| AtomicU64::new(0)).collect(),

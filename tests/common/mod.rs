@@ -314,7 +314,12 @@ pub struct Binary {
 
 impl Binary {
     pub fn start(extra: &[&str]) -> Binary {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_keylock"))
+        Binary::start_program(env!("CARGO_BIN_EXE_keylock"), extra)
+    }
+
+    /// [`Binary::start`] with another build of keylock (a release one).
+    pub fn start_program(program: &str, extra: &[&str]) -> Binary {
+        let mut child = Command::new(program)
             .args(["--port", "0"])
             .args(extra)
             .stdout(Stdio::piped())
@@ -383,6 +388,17 @@ pub fn keylock_in_dir(dir: &std::path::Path, extra: &[&str]) -> Binary {
     let mut args = vec!["--dir", dir.to_str().unwrap(), "--enable-debug-command", "yes"];
     args.extend_from_slice(extra);
     Binary::start(&args)
+}
+
+/// The incremental file of the append-only file kept in `dir` (the one
+/// writes go to, when a rewrite has not made another).
+#[allow(dead_code)]
+pub fn aof_incr_file(dir: &std::path::Path) -> std::path::PathBuf {
+    std::fs::read_dir(dir.join("appendonlydir"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".incr.aof"))
+        .expect("an incremental AOF file")
 }
 
 /// A raw reply as text.
