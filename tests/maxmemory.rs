@@ -231,3 +231,32 @@ fn object_freq_and_restore_freq_answer_as_redis_does() {
     assert_eq!(expected[3], b":5\r\n");
     assert_eq!(expected[11], b":100\r\n");
 }
+
+/// A client tracking a key that is evicted to make room for its own next
+/// command: the invalidation, then the reply.
+fn invalidation_before_reply(addr: std::net::SocketAddr) -> Vec<Vec<u8>> {
+    let mut c = Raw::connect(addr);
+    c.call(&["HELLO", "3"]);
+    c.call(&["CLIENT", "TRACKING", "ON"]);
+    let used = info_int(&mut c, "memory", "used_memory") - info_int(&mut c, "memory", "mem_not_counted_for_evict");
+    c.call(&["CONFIG", "SET", "maxmemory", &(used + 100 * 1024).to_string()]);
+    c.call(&["CONFIG", "SET", "maxmemory-policy", "volatile-random"]);
+    c.call(&["SETEX", "volatile-key", "10000", "x"]);
+    c.call(&["GET", "volatile-key"]);
+    // 200 KB at once, over the limit: the next command evicts first.
+    c.call(&["SETBIT", "big-key", "1600000", "0"]);
+    common::send_args(&mut c, &["GETBIT", "big-key", "0"]);
+    vec![c.reply(), c.reply()]
+}
+
+#[test]
+fn the_invalidation_of_an_evicted_key_comes_before_the_reply_as_redis_sends_it() {
+    let Some(redis) = common::real_redis() else { return };
+    let expected = invalidation_before_reply(redis.addr);
+    assert_eq!(
+        text(expected[0].clone()),
+        ">2\r\n$10\r\ninvalidate\r\n*1\r\n$12\r\nvolatile-key\r\n"
+    );
+    let (keylock, _c) = keylock();
+    assert_eq!(invalidation_before_reply(keylock.addr), expected);
+}

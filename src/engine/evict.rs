@@ -90,6 +90,9 @@ pub struct Eviction {
     next_db: usize,
     /// Keys evicted since start (INFO `evicted_keys`).
     pub evicted: u64,
+    /// Keys were evicted before the command about to run: their events
+    /// and invalidations go out ahead of its reply.
+    pub before_command: bool,
 }
 
 impl State {
@@ -140,6 +143,7 @@ impl State {
         if evicted_any {
             // The evictions are replayed (as DELs) before the command.
             self.flush_effects();
+            self.eviction.before_command = true;
         }
         ok
     }

@@ -287,6 +287,14 @@ fn checked_dispatch(state: &mut State, scripts: Option<&mut Scripts>, client: &m
                 return Reply::status("QUEUED");
             }
             to_run(state);
+            if std::mem::take(&mut state.eviction.before_command) {
+                // Redis tells of keys evicted to make room before the
+                // command runs: the client's own invalidations and events
+                // come ahead of its reply.
+                state.tracking.ahead_of_reply = true;
+                state.publish_key_events(client);
+                state.tracking.ahead_of_reply = false;
+            }
             state.call(scripts, client, cmd, &argv)
         }
         Err(refusal) if refusal.postpone => {

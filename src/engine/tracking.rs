@@ -90,6 +90,9 @@ pub struct Tracking {
     pending: Vec<(ClientId, Invalidation)>,
     /// Rounds in a row `tracking-table-max-keys` could not be met.
     eviction_rounds: u32,
+    /// Invalidations for the running client go ahead of its reply (keys
+    /// evicted before its command ran), not after it.
+    pub ahead_of_reply: bool,
 }
 
 /// Redis's radix tree orders ids by their native (little-endian) bytes.
@@ -238,7 +241,7 @@ impl State {
             if bcast || (noloop && is_current) {
                 continue;
             }
-            if is_current {
+            if is_current && !self.tracking.ahead_of_reply {
                 self.tracking.pending.push((id, Invalidation::Keys(vec![key.clone()])));
             } else {
                 self.send_invalidation(current.as_deref_mut(), id, Invalidation::Keys(vec![key.clone()]));
