@@ -234,3 +234,27 @@ fn monitor_hides_the_passwords() {
     assert!(line.contains("\"MIGRATE\""), "{line}");
     assert!(line.contains("\"AUTH2\" \"(redacted)\" \"(redacted)\""), "{line}");
 }
+
+#[test]
+fn a_migrate_is_replayed_as_a_del_of_the_keys_the_target_took() {
+    let stream = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let tap = stream.clone();
+    let a = start_with(move |c| {
+        c.effects.push(keylock::engine::effects::EffectsTap::replication(move |bytes| {
+            tap.lock().unwrap().extend_from_slice(bytes)
+        }))
+    });
+    let b = start();
+    let (mut ca, mut cb) = (conn(&a), conn(&b));
+    let (host, port) = host_port(b.addr());
+    q::<()>(&mut ca, &["MSET", "a", "1", "b", "2", "c", "3"]);
+    q::<()>(&mut cb, &["SET", "b", "taken"]);
+    q_err(&mut ca, &["MIGRATE", &host, &port, "", "0", "1000", "KEYS", "a", "b", "c"]);
+    // Nothing moved: nothing to replay.
+    q_err(&mut ca, &["MIGRATE", &host, &port, "", "0", "1000", "KEYS", "b"]);
+    q::<()>(&mut ca, &["SET", "after", "1"]);
+    let stream = String::from_utf8(stream.lock().unwrap().clone()).unwrap();
+    assert!(stream.contains("*3\r\n$3\r\nDEL\r\n$1\r\na\r\n$1\r\nc\r\n"), "{stream:?}");
+    assert!(!stream.to_ascii_uppercase().contains("MIGRATE"), "{stream:?}");
+    assert_eq!(stream.matches("DEL").count(), 1, "{stream:?}");
+}

@@ -406,11 +406,17 @@ fn attempt(ctx: &mut Ctx, req: &Request, host: &[u8], port: &[u8], present: &[&B
     if socket_error.is_some() {
         ctx.state.migrate_sockets.sockets.remove(&cache_name(host, port));
     }
-    if !req.copy {
+    if !req.copy && !acknowledged.is_empty() {
         let db = &mut ctx.state.dbs[ctx.client.db];
-        for key in acknowledged {
+        for key in &acknowledged {
             ops::del(db, key, now_ms);
         }
+        ctx.dirty(acknowledged.len() as u64);
+        // Replayed as what it did here, as Redis rewrites it: a DEL of the
+        // keys the target took.
+        let mut effect = vec![Bytes::from_static(b"DEL")];
+        effect.extend(acknowledged.iter().map(|k| (*k).clone()));
+        ctx.propagate_as(effect);
     }
     if let Some(e) = socket_error
         && target_error.is_none()
