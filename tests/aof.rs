@@ -373,15 +373,22 @@ fn limit_file_size(pid: u32, bytes: u64) {
     );
 }
 
+/// keylock appending to `dir` with `fsync`, holding `before`, whose
+/// incremental file may grow by `room` bytes more at most.
+fn with_a_full_file(dir: &std::path::Path, fsync: &str, room: u64) -> (Binary, Raw) {
+    let keylock = keylock_in(dir, &["--appendonly", "yes", "--appendfsync", fsync]);
+    let mut c = Raw::connect(keylock.addr);
+    assert_eq!(c.call(&["SET", "before", "v"]), b"+OK\r\n");
+    let incr = common::aof_incr_file(dir);
+    limit_file_size(keylock.pid(), std::fs::metadata(&incr).unwrap().len() + room);
+    (keylock, c)
+}
+
 #[test]
 fn a_failing_write_refuses_writes_with_misconf_until_it_succeeds_and_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let mut keylock = keylock_in(dir.path(), &["--appendonly", "yes", "--appendfsync", "everysec"]);
-    let mut c = Raw::connect(keylock.addr);
-    assert_eq!(c.call(&["SET", "before", "v"]), b"+OK\r\n");
     // The incremental file may not grow past what it holds now.
-    let incr = common::aof_incr_file(dir.path());
-    limit_file_size(keylock.pid(), std::fs::metadata(&incr).unwrap().len());
+    let (mut keylock, mut c) = with_a_full_file(dir.path(), "everysec", 0);
     let value = "x".repeat(100);
     // The write runs and is acknowledged (everysec: its record is pending);
     // writing it fails, and from then on writes are refused, reads are not.
@@ -414,11 +421,7 @@ fn a_failing_write_refuses_writes_with_misconf_until_it_succeeds_and_loses_nothi
 #[test]
 fn with_appendfsync_always_a_failing_write_ends_the_process_and_is_never_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
-    let mut keylock = keylock_in(dir.path(), &["--appendonly", "yes", "--appendfsync", "always"]);
-    let mut c = Raw::connect(keylock.addr);
-    assert_eq!(c.call(&["SET", "before", "v"]), b"+OK\r\n");
-    let incr = common::aof_incr_file(dir.path());
-    limit_file_size(keylock.pid(), std::fs::metadata(&incr).unwrap().len() + 10);
+    let (mut keylock, mut c) = with_a_full_file(dir.path(), "always", 10);
     common::send_args(&mut c, &["SET", "unwritten", &"x".repeat(100)]);
     // No reply: the connection closes as the process exits (status 1).
     assert!(c.is_closed());

@@ -540,12 +540,6 @@ impl State {
         }
     }
 
-    /// Used memory is past `maxmemory` (keylock does not evict: under any
-    /// policy this is Redis's "nothing left to evict").
-    pub fn out_of_memory(&self) -> bool {
-        self.runtime.maxmemory > 0 && crate::memory::used_bytes() > self.runtime.maxmemory
-    }
-
     /// Redis's `checkGoodReplicasStatus`: writes may go ahead unless
     /// `min-replicas-to-write` and `min-replicas-max-lag` ask for more good
     /// replicas than there are (keylock has none).
