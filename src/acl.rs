@@ -860,6 +860,12 @@ impl User {
         Ok(())
     }
 
+    /// The user as a config/ACL file line: `user <name> <rules>` (ACL
+    /// LIST, ACL SAVE, CONFIG REWRITE).
+    pub fn config_line(&self) -> Vec<u8> {
+        [b"user ".as_slice(), &self.name, b" ", &self.describe()].concat()
+    }
+
     /// Redis's `ACLDescribeUser`: flags, password hashes, selectors.
     pub fn describe(&self) -> Vec<u8> {
         let mut out = Vec::new();

@@ -71,6 +71,9 @@ pub struct Config {
     pub users: Vec<Vec<String>>,
     /// Every directive as given, in order, for the parameter table.
     pub directives: Vec<(String, Vec<String>)>,
+    /// The config file given on the command line, as an absolute path
+    /// (INFO's `config_file`, and what CONFIG REWRITE rewrites).
+    pub config_file: Option<std::path::PathBuf>,
 }
 
 impl Default for Config {
@@ -94,6 +97,7 @@ impl Default for Config {
             effects: Vec::new(),
             users: Vec::new(),
             directives: Vec::new(),
+            config_file: None,
         }
     }
 }
@@ -158,6 +162,7 @@ impl Config {
                 ))
             })?;
             text.push_str(&String::from_utf8_lossy(&bytes));
+            config.config_file = Some(path);
             rest = &args[1..];
         }
         let (options, from_stdin) = command_line_options(rest, args.len() - rest.len());

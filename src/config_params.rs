@@ -28,9 +28,12 @@
 //! Deliberate differences from Redis 7.0.15:
 //! - keylock parameters exist that Redis lacks: `native-scripts` (yes|no,
 //!   default yes), `lua-memory-limit` (memory, default 0 = no limit),
-//!   `enable-test-commands` (no|local|yes, default local; immutable) and
-//!   `clock` (real|frozen, default real; immutable);
-//! - `save` defaults to `""` because keylock never persists (see
+//!   `enable-test-commands` (no|local|yes, default local) and `clock`
+//!   (real|frozen, default real); these two are immutable and hidden (read
+//!   by exact name only), so that `CONFIG GET *` lists no immutable
+//!   parameter Redis lacks and clients that set back every value they read
+//!   (Redis's own test suite does) meet none;
+//! - `save` defaults to `""`: keylock snapshots only when told to (see
 //!   [`KEYLOCK_DEFAULTS`]);
 //! - CONFIG GET returns matches sorted by name: Redis returns them in the
 //!   iteration order of a dict whose hash seed is random per process, so its
@@ -67,6 +70,8 @@ const HIDDEN: u8 = 4;
 /// Takes several words: CONFIG SET splits its value on spaces, a config line
 /// passes all its arguments.
 const MULTI_ARG: u8 = 8;
+/// CONFIG SET refuses it with LOADING while the dataset loads.
+const DENY_LOADING: u8 = 16;
 
 // C limits that Redis uses as bounds. Unsigned upper bounds are kept as the
 // same 64 bits Redis stores in a `long long` (ULLONG_MAX is -1).
@@ -368,7 +373,7 @@ static PARAMS: &[Param] = &[
     param("activedefrag", None, MODIFIABLE, Kind::Bool(Some(no_active_defrag)), "no"),
     boolean("syslog-enabled", None, IMMUTABLE, "no"),
     boolean("cluster-enabled", None, IMMUTABLE, "no"),
-    boolean("appendonly", None, MODIFIABLE, "no"),
+    boolean("appendonly", None, DENY_LOADING, "no"),
     boolean("cluster-allow-reads-when-down", None, MODIFIABLE, "no"),
     boolean("cluster-allow-pubsubshard-when-down", None, MODIFIABLE, "yes"),
     boolean("crash-log-enabled", None, MODIFIABLE, "yes"),
@@ -413,7 +418,7 @@ static PARAMS: &[Param] = &[
     // Enums.
     choice("supervised", IMMUTABLE, SUPERVISED, "no"),
     choice("syslog-facility", IMMUTABLE, SYSLOG_FACILITY, "local0"),
-    choice("repl-diskless-load", MODIFIABLE, REPL_DISKLESS_LOAD, "disabled"),
+    choice("repl-diskless-load", DENY_LOADING, REPL_DISKLESS_LOAD, "disabled"),
     choice("loglevel", MODIFIABLE, LOGLEVEL, "notice"),
     choice("maxmemory-policy", MODIFIABLE, MAXMEMORY_POLICY, "noeviction"),
     choice("appendfsync", MODIFIABLE, APPENDFSYNC, "everysec"),
@@ -693,7 +698,7 @@ static PARAMS: &[Param] = &[
     text("tls-ciphersuites", None, MODIFIABLE, ""),
     // Special parameters, each with its own syntax. `dir` defaults to the
     // working directory, filled in by `ConfigParams::new`.
-    special("dir", None, PROTECTED, Kind::Dir, ""),
+    special("dir", None, PROTECTED | DENY_LOADING, Kind::Dir, ""),
     special("save", None, MULTI_ARG, Kind::Save, "3600 1 300 100 60 10000"),
     special(
         "client-output-buffer-limit",
@@ -717,16 +722,16 @@ static PARAMS: &[Param] = &[
     boolean("native-scripts", None, MODIFIABLE, "yes"),
     // Who may run the test controls (KEYLOCK CLOCK, FAULT, RESET): as
     // `enable-debug-command`, `local` meaning loopback and Unix-socket clients.
-    choice("enable-test-commands", IMMUTABLE, PROTECTED_ACTION, "local"),
+    choice("enable-test-commands", IMMUTABLE | HIDDEN, PROTECTED_ACTION, "local"),
     // How the clock starts: flowing in real time, or frozen at start-up
     // until KEYLOCK CLOCK moves it.
-    choice("clock", IMMUTABLE, CLOCK_START, "real"),
+    choice("clock", IMMUTABLE | HIDDEN, CLOCK_START, "real"),
     number("lua-memory-limit", None, MODIFIABLE, unsigned(0, ULLONG_MAX), Unit::Memory, "0"),
 ];
 
 /// Defaults keylock sets differently from Redis, applied by
-/// [`ConfigParams::new`]. `save`: keylock never persists, so it advertises no
-/// snapshot schedule.
+/// [`ConfigParams::new`]. `save`: a lock server or test double snapshots
+/// only when configured to, so there is no schedule by default.
 pub const KEYLOCK_DEFAULTS: &[(&str, &str)] = &[("save", "")];
 
 /// Config-file directives that Redis 7.0 accepts and ignores, with the
@@ -747,6 +752,9 @@ struct Entry {
 pub struct ConfigParams {
     /// Parallel to [`PARAMS`]: the text CONFIG GET shows.
     values: Vec<String>,
+    /// Parallel to [`PARAMS`]: each default, with keylock's overrides
+    /// (CONFIG REWRITE leaves out what equals it).
+    defaults: Vec<String>,
     /// Every name and alias, lowercase, in table order.
     entries: Vec<Entry>,
     /// Lowercase name or alias -> index into `entries`.
@@ -787,14 +795,16 @@ impl ConfigParams {
                 _ => p.default.to_string(),
             })
             .collect();
+        let defaults = PARAMS.iter().map(|p| p.default.to_string()).collect();
         let mut params = ConfigParams {
             values,
+            defaults,
             entries,
             by_name,
             save_directive_seen: false,
         };
         for (name, value) in KEYLOCK_DEFAULTS {
-            params.set_default(name, value);
+            params.set_keylock_default(name, value);
         }
         params
     }
@@ -847,20 +857,22 @@ impl ConfigParams {
     /// `enable-protected-configs local` would treat as local (keylock
     /// normally serves loopback clients). See [`ConfigParams::set_from`].
     pub fn set(&mut self, pairs: &[(&[u8], &[u8])]) -> Result<Vec<&'static str>, CmdError> {
-        self.set_from(pairs, true)
+        self.set_from(pairs, true, false)
     }
 
     /// CONFIG SET: validates every pair, then applies all of them or none,
     /// with Redis 7.0's error texts. `client_is_local` decides whether
     /// `enable-protected-configs local` lets this client set the protected
-    /// parameters (`dir`, `dbfilename`).
+    /// parameters (`dir`, `dbfilename`); while `loading`, the parameters
+    /// Redis marks DENY_LOADING (`dir`, `appendonly`, `repl-diskless-load`)
+    /// are refused with Redis's LOADING error.
     ///
     /// Returns the canonical names whose value changed, in argument order, so
     /// the server can react (to `requirepass`, `busy-reply-threshold`,
     /// `maxmemory`, …). Checks run in Redis's order: unknown names, immutable
     /// or protected parameters and duplicates first (the first such problem
     /// wins), then the values left to right.
-    pub fn set_from(&mut self, pairs: &[(&[u8], &[u8])], client_is_local: bool) -> Result<Vec<&'static str>, CmdError> {
+    pub fn set_from(&mut self, pairs: &[(&[u8], &[u8])], client_is_local: bool, loading: bool) -> Result<Vec<&'static str>, CmdError> {
         let protected_allowed = match self.value("enable-protected-configs") {
             Some("yes") => true,
             Some(PROTECTED_ACTION_LOCAL) => client_is_local,
@@ -884,6 +896,8 @@ impl ConfigParams {
                 Some("can't set immutable config")
             } else if param.flags & PROTECTED != 0 && !protected_allowed {
                 Some("can't set protected config")
+            } else if loading && param.flags & DENY_LOADING != 0 {
+                return Err(CmdError::new(crate::engine::exec::LOADING));
             } else if targets.iter().any(|&(earlier, _)| earlier == entry) {
                 // Redis compares config records, and an alias is a record of
                 // its own: `lua-time-limit 1 busy-reply-threshold 2` is allowed.
@@ -1056,9 +1070,147 @@ impl ConfigParams {
         }
     }
 
+    /// Like [`ConfigParams::set_default`], and the value becomes the
+    /// parameter's default for CONFIG REWRITE too: a default keylock
+    /// chooses differently from Redis, rather than a value found at start
+    /// (the port actually bound is not a default, and is written out).
+    pub fn set_keylock_default(&mut self, name: &str, value: &str) {
+        self.set_default(name, value);
+        if let Some(entry) = self.entry_for(name.as_bytes()) {
+            let param = self.entries[entry].param;
+            self.defaults[param] = self.values[param].clone();
+        }
+    }
+
+    /// The canonical name of a parameter given by name or alias (any
+    /// case), as CONFIG REWRITE files a config line under it.
+    pub fn canonical_name(&self, name: &str) -> Option<&'static str> {
+        self.entry_for(name.as_bytes()).map(|entry| PARAMS[self.entries[entry].param].name)
+    }
+
+    /// CONFIG REWRITE's view of every parameter, in table order: its
+    /// config lines, each with whether it must be written even where the
+    /// file does not mention the parameter (Redis's `force`: the value
+    /// differs from the default). No lines means the parameter is to be
+    /// absent from the file (an unset path, Redis's default `bind`, no
+    /// `replicaof`): lines for it in the old file are blanked. The lines
+    /// are those Redis 7.0.15's `rewriteConfig*Option` functions write.
+    pub fn rewrite_lines(&self) -> Vec<(&'static str, Vec<(String, bool)>)> {
+        PARAMS
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.name, rewrite_param(p, &self.values[i], &self.defaults[i])))
+            .collect()
+    }
+
     fn entry_for(&self, name: &[u8]) -> Option<usize> {
         let lower = std::str::from_utf8(name).ok()?.to_ascii_lowercase();
         self.by_name.get(lower.as_str()).copied()
+    }
+}
+
+/// Text parameters Redis keeps as NULL when empty (`EMPTY_STRING_IS_NULL`),
+/// which CONFIG REWRITE leaves out of the file rather than writing `""`.
+const EMPTY_IS_UNSET: &[&str] = &[
+    "unixsocket",
+    "pidfile",
+    "replica-announce-ip",
+    "masteruser",
+    "cluster-announce-ip",
+    "cluster-announce-hostname",
+    "server_cpulist",
+    "bio_cpulist",
+    "aof_rewrite_cpulist",
+    "bgsave_cpulist",
+    "bind-source-addr",
+    "masterauth",
+    "requirepass",
+    "tls-cert-file",
+    "tls-key-file",
+    "tls-key-file-pass",
+    "tls-client-cert-file",
+    "tls-client-key-file",
+    "tls-client-key-file-pass",
+    "tls-dh-params-file",
+    "tls-ca-cert-file",
+    "tls-ca-cert-dir",
+    "tls-protocols",
+    "tls-ciphers",
+    "tls-ciphersuites",
+];
+
+/// One parameter's CONFIG REWRITE lines (see [`ConfigParams::rewrite_lines`]).
+fn rewrite_param(p: &Param, value: &str, default: &str) -> Vec<(String, bool)> {
+    let name = p.name;
+    let differs = value != default;
+    let line = |text: String, force: bool| vec![(format!("{name} {text}"), force)];
+    match &p.kind {
+        Kind::Bool(_) | Kind::Enum(..) => line(value.to_string(), differs),
+        Kind::Text(_) | Kind::ProcTitleTemplate => {
+            if value.is_empty() && EMPTY_IS_UNSET.contains(&name) {
+                return Vec::new();
+            }
+            line(crate::engine::repr(value.as_bytes()), differs)
+        }
+        Kind::Number { unit, .. } => {
+            let shown = match unit {
+                Unit::MemoryOrPercent if value.ends_with('%') => value.to_string(),
+                Unit::Memory | Unit::MemoryOrPercent => rewrite_memory(value.parse().unwrap_or(0)),
+                Unit::Octal | Unit::Plain => value.to_string(),
+            };
+            line(shown, differs)
+        }
+        Kind::Dir => line(crate::engine::repr(value.as_bytes()), true),
+        Kind::Save => {
+            let words: Vec<&str> = value.split(' ').filter(|w| !w.is_empty()).collect();
+            if words.is_empty() {
+                return line("\"\"".to_string(), true);
+            }
+            words.chunks(2).map(|pair| (format!("{name} {}", pair.join(" ")), true)).collect()
+        }
+        Kind::ClientOutputBufferLimit => {
+            let groups: Vec<&str> = value.split(' ').collect();
+            let defaults: Vec<&str> = default.split(' ').collect();
+            groups
+                .chunks(4)
+                .zip(defaults.chunks(4))
+                .filter_map(|(group, default)| {
+                    let [class, hard, soft, seconds] = group else { return None };
+                    let class = if *class == "slave" { "replica" } else { class };
+                    let memory = |text: &str| rewrite_memory(text.parse().unwrap_or(0));
+                    let text = format!("{name} {class} {} {} {seconds}", memory(hard), memory(soft));
+                    Some((text, group[1..] != default[1..]))
+                })
+                .collect()
+        }
+        Kind::OomScoreAdjValues => line(value.to_string(), differs),
+        Kind::NotifyKeyspaceEvents => line(crate::engine::repr(value.as_bytes()), !value.is_empty()),
+        Kind::Bind => {
+            if value == p.default {
+                return Vec::new();
+            }
+            line(if value.is_empty() { "\"\"".to_string() } else { value.to_string() }, true)
+        }
+        Kind::ReplicaOf => {
+            if value.is_empty() {
+                return Vec::new();
+            }
+            line(value.to_string(), true)
+        }
+        Kind::LatencyTrackingPercentiles => line(if value.is_empty() { "\"\"".to_string() } else { value.to_string() }, true),
+    }
+}
+
+/// Redis's rewriteConfigFormatMemory: the largest of gb, mb and kb that
+/// divides the value exactly.
+fn rewrite_memory(bytes: u64) -> String {
+    const KB: u64 = 1024;
+    match bytes {
+        0 => "0".to_string(),
+        b if b % (KB * KB * KB) == 0 => format!("{}gb", b / (KB * KB * KB)),
+        b if b % (KB * KB) == 0 => format!("{}mb", b / (KB * KB)),
+        b if b % KB == 0 => format!("{}kb", b / KB),
+        b => b.to_string(),
     }
 }
 
@@ -2007,8 +2159,8 @@ mod tests {
         let mut params = ConfigParams::new();
         params.apply_directive("enable-protected-configs", &["local".to_string()]).unwrap();
         let pairs: [(&[u8], &[u8]); 1] = [(b"dbfilename", b"x.rdb")];
-        assert!(params.set_from(&pairs, false).is_err());
-        assert_eq!(params.set_from(&pairs, true), Ok(vec!["dbfilename"]));
+        assert!(params.set_from(&pairs, false, false).is_err());
+        assert_eq!(params.set_from(&pairs, true, false), Ok(vec!["dbfilename"]));
     }
 
     #[test]
@@ -2092,9 +2244,11 @@ mod tests {
             ]
         );
         let everything = get1(&params, "*");
-        // Redis 7.0.15 lists 192 names; keylock adds four of its own
-        // (native-scripts, lua-memory-limit, enable-test-commands, clock).
-        assert_eq!(everything.len(), 196);
+        // Redis 7.0.15 lists 192 names; keylock adds two of its own
+        // (native-scripts, lua-memory-limit); enable-test-commands and
+        // clock are hidden.
+        assert_eq!(everything.len(), 194);
+        assert!(!everything.iter().any(|(n, _)| n == "clock" || n == "enable-test-commands"));
         assert!(everything.iter().any(|(n, _)| n == "slave-priority"));
         assert!(everything.windows(2).all(|w| w[0].0 < w[1].0));
     }

@@ -39,6 +39,7 @@ pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod config_params;
+pub mod config_rewrite;
 pub mod csort;
 pub mod db;
 pub mod engine;

@@ -370,6 +370,9 @@ fn while_loading(start: &dyn Fn(&[&str]) -> SocketAddr) -> Vec<String> {
         text(c.call(&["CLIENT", "SETNAME", "loader"])),
         info_field(&mut c, "loading"),
         text(c.call(&["CONFIG", "GET", "key-load-delay"])),
+        text(c.call(&["CONFIG", "SET", "dir", "no-such-dir"])),
+        text(c.call(&["CONFIG", "SET", "maxmemory", "1gb", "appendonly", "yes"])),
+        text(c.call(&["CONFIG", "SET", "loglevel", "verbose"])),
     ];
     let info = text(c.call(&["INFO", "persistence"]));
     for field in [

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use super::server::help_reply;
 use super::table::{CommandSpec, cmd, container, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
-use crate::acl::{CATEGORIES, Catalog, Target, User};
+use crate::acl::{CATEGORIES, Catalog, Target};
 
 pub const COMMANDS: &[CommandSpec] = &[container("acl", ACL).flags(SENTINEL)];
 
@@ -99,12 +99,8 @@ fn getuser(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Map(map))
 }
 
-fn user_line(user: &User) -> Bytes {
-    Bytes::from([b"user ".as_slice(), &user.name, b" ", &user.describe()].concat())
-}
-
 fn list(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    Ok(Reply::bulks(ctx.state.acl.users().map(user_line)))
+    Ok(Reply::bulks(ctx.state.acl.users().map(|u| Bytes::from(u.config_line()))))
 }
 
 fn users(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {

@@ -43,6 +43,14 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             Ok(Reply::OK)
         }
         (b"leak", 3) => Ok(Reply::OK),
+        (b"config-rewrite-force-all", 2) => match super::server::rewrite_config_file(ctx, true) {
+            Ok(()) => Ok(Reply::OK),
+            Err(None) => Err(CmdError::err("The server is running without a config file")),
+            Err(Some(e)) => Err(CmdError::err(format!(
+                "CONFIG-REWRITE-FORCE-ALL failed: {}",
+                crate::error::os_error_text(&e)
+            ))),
+        },
         (b"reload", _) => reload(ctx, argv),
         (b"loadaof", _) => {
             ctx.prevent_propagation();

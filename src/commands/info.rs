@@ -96,7 +96,10 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
                 "executable:{}",
                 std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default()
             );
-            line!("config_file:");
+            line!(
+                "config_file:{}",
+                st.config.config_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default()
+            );
             line!("io_threads_active:0");
         }
         "clients" => {

@@ -275,7 +275,10 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let pairs: Vec<(&[u8], &[u8])> = argv[2..].chunks(2).map(|p| (p[0].as_ref(), p[1].as_ref())).collect();
     // `enable-protected-configs local` lets local clients (Unix socket,
     // loopback) set the protected parameters, as Redis's islocalClient.
-    let changed = ctx.state.params.set_from(&pairs, ctx.client.peer.is_local())?;
+    let changed = ctx
+        .state
+        .params
+        .set_from(&pairs, ctx.client.peer.is_local(), ctx.state.loading.is_some())?;
     if changed.contains(&"loglevel")
         && let Some(level) = ctx.state.params.value("loglevel").and_then(crate::log::Level::from_name)
     {
@@ -313,7 +316,10 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             let codes = library_codes(ctx);
             if let Err(e) = ctx.state.start_aof(&codes, true) {
                 crate::log::warning(format_args!("{e}"));
-                let _ = ctx.state.params.set_from(&[(b"appendonly".as_slice(), b"no".as_slice())], true);
+                let _ = ctx
+                    .state
+                    .params
+                    .set_from(&[(b"appendonly".as_slice(), b"no".as_slice())], true, false);
                 return Err(CmdError::err(
                     "CONFIG SET failed (possibly related to argument 'appendonly') - Unable to turn on AOF. Check server logs.",
                 ));
@@ -361,8 +367,36 @@ fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(Reply::OK)
 }
 
-fn config_rewrite(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    Err(CmdError::err("The server is running without a config file"))
+/// CONFIG REWRITE: the config file the server started from, rewritten
+/// with the running configuration (see `config_rewrite`).
+fn config_rewrite(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    match rewrite_config_file(ctx, false) {
+        Ok(()) => {
+            crate::log::warning(format_args!("CONFIG REWRITE executed with success."));
+            Ok(Reply::OK)
+        }
+        Err(None) => Err(CmdError::err("The server is running without a config file")),
+        Err(Some(e)) => {
+            let text = crate::error::os_error_text(&e);
+            crate::log::warning(format_args!("CONFIG REWRITE failed: {text}"));
+            Err(CmdError::err(format!("Rewriting config file: {text}")))
+        }
+    }
+}
+
+/// Rewrites the config file (CONFIG REWRITE, and DEBUG
+/// CONFIG-REWRITE-FORCE-ALL with `force_all`). `Err(None)`: the server
+/// started without one.
+pub(crate) fn rewrite_config_file(ctx: &mut Ctx, force_all: bool) -> Result<(), Option<std::io::Error>> {
+    let st = &*ctx.state;
+    let path = st.config.config_file.clone().ok_or(None)?;
+    let users = st.params.value("aclfile").is_none_or(str::is_empty).then(|| {
+        st.acl
+            .users()
+            .map(|u| String::from_utf8_lossy(&u.config_line()).into_owned())
+            .collect()
+    });
+    crate::config_rewrite::rewrite(&path, &st.params, users, force_all).map_err(Some)
 }
 
 fn config_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {

@@ -367,7 +367,7 @@ impl State {
     pub fn with_halt(config: Config, port: u16, halt: std::sync::Arc<std::sync::atomic::AtomicBool>) -> State {
         crate::clock::ticks::start();
         let mut params = ConfigParams::new();
-        params.set_default("save", "");
+        params.set_keylock_default("save", "");
         params.set_default("appendonly", "no");
         params.set_default("port", &port.to_string());
         for (name, values) in &config.directives {
@@ -379,7 +379,7 @@ impl State {
         params.set_default("port", &port.to_string());
         params.set_default("bind", &config.bind.join(" "));
         // A script that allocates without bound must fail, not take the server down.
-        params.set_default("lua-memory-limit", DEFAULT_LUA_MEMORY_LIMIT);
+        params.set_keylock_default("lua-memory-limit", DEFAULT_LUA_MEMORY_LIMIT);
         for (name, values) in &config.directives {
             if name == "lua-memory-limit" {
                 let _ = params.apply_directive(name, values);

@@ -159,6 +159,15 @@ pub fn real_redis() -> Option<RealRedis> {
 /// [`real_redis`] with extra command-line directives (e.g.
 /// `--enable-debug-command local`).
 pub fn real_redis_with(extra: &[&str]) -> Option<RealRedis> {
+    real_redis_from(None, extra)
+}
+
+/// [`real_redis_with`] reading the config file `conf` first.
+pub fn real_redis_from_file(conf: &std::path::Path, extra: &[&str]) -> Option<RealRedis> {
+    real_redis_from(Some(conf), extra)
+}
+
+fn real_redis_from(conf: Option<&std::path::Path>, extra: &[&str]) -> Option<RealRedis> {
     if !redis_server_found() {
         return None;
     }
@@ -166,17 +175,19 @@ pub fn real_redis_with(extra: &[&str]) -> Option<RealRedis> {
     // this test (an in-process keylock on port 0) may take it before
     // redis-server binds it: the server found there must be this child.
     for _ in 0..10 {
-        if let Some(redis) = try_real_redis(extra) {
+        if let Some(redis) = try_real_redis(conf, extra) {
             return Some(redis);
         }
     }
     panic!("redis-server did not start on a free port in 10 tries");
 }
 
-fn try_real_redis(extra: &[&str]) -> Option<RealRedis> {
+fn try_real_redis(conf: Option<&std::path::Path>, extra: &[&str]) -> Option<RealRedis> {
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new("redis-server")
+    let mut command = Command::new("redis-server");
+    command.args(conf);
+    let mut child = command
         .args([
             "--port",
             &port.to_string(),
@@ -319,7 +330,19 @@ impl Binary {
 
     /// [`Binary::start`] with another build of keylock (a release one).
     pub fn start_program(program: &str, extra: &[&str]) -> Binary {
-        let mut child = Command::new(program)
+        Binary::spawn(Command::new(program), extra)
+    }
+
+    /// [`Binary::start`] reading the config file `conf` first, as
+    /// `keylock conf --port 0 extra…`.
+    pub fn start_from_file(conf: &std::path::Path, extra: &[&str]) -> Binary {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_keylock"));
+        command.arg(conf);
+        Binary::spawn(command, extra)
+    }
+
+    fn spawn(mut command: Command, extra: &[&str]) -> Binary {
+        let mut child = command
             .args(["--port", "0"])
             .args(extra)
             .stdout(Stdio::piped())
