@@ -69,6 +69,9 @@ pub struct Config {
     pub effects: Vec<crate::engine::effects::EffectsTap>,
     /// `user` lines (name, then rules), in order, for the ACL.
     pub users: Vec<Vec<String>>,
+    /// `rename-command old new` lines, in order (`new` empty: the command
+    /// is removed).
+    pub renamed_commands: Vec<(String, String)>,
     /// Every directive as given, in order, for the parameter table.
     pub directives: Vec<(String, Vec<String>)>,
     /// The config file given on the command line, as an absolute path
@@ -98,6 +101,7 @@ impl Default for Config {
             users: Vec::new(),
             directives: Vec::new(),
             config_file: None,
+            renamed_commands: Vec::new(),
         }
     }
 }
@@ -209,6 +213,16 @@ impl Config {
                 }
                 crate::acl::validate_config_user(&argv).map_err(fail)?;
                 self.users.push(values);
+                continue;
+            }
+            if let ("rename-command", [old, new]) = (name.to_ascii_lowercase().as_str(), values.as_slice()) {
+                // Checked against the names renamed so far, as Redis renames
+                // in its command table line by line.
+                self.renamed_commands.push((old.clone(), new.clone()));
+                let mut renames = crate::commands::table::Renames::default();
+                for (old, new) in &self.renamed_commands {
+                    renames.rename(old.as_bytes(), new.as_bytes()).map_err(|e| fail(e.to_string()))?;
+                }
                 continue;
             }
             params.apply_directive(&name, &values).map_err(fail)?;

@@ -211,7 +211,7 @@ fn dryrun(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err(format!("User '{}' not found", text(&argv[2]))));
     };
     let line = &argv[3..];
-    let found = match crate::engine::exec::lookup(line) {
+    let found = match crate::engine::exec::lookup(&ctx.state.renames, line) {
         crate::engine::exec::Lookup::Found(cmd) if cmd.spec.handler.is_some() || line.len() < 2 => Some(Target::of(cmd)),
         // Rules may name what Redis defines and keylock does not serve.
         _ => Catalog::get().redis_only(line),

@@ -670,6 +670,57 @@ impl Registry {
     }
 }
 
+/// The command names of one server after its `rename-command` directives:
+/// a command renamed is found under its new name only, one renamed to `""`
+/// not at all (Redis re-keys its command dict the same way). Only running
+/// commands sees the new names; COMMAND and ACL rules keep the original
+/// ones, as Redis's do.
+#[derive(Clone, Default)]
+pub struct Renames {
+    /// Lowercase new name -> the command.
+    by_new_name: HashMap<Vec<u8>, &'static Command>,
+    /// Commands no longer found under their own name.
+    moved: Vec<&'static Command>,
+}
+
+impl Renames {
+    /// Redis's `rename-command old new` (`new` empty: the command is gone),
+    /// with its config-file error texts.
+    pub fn rename(&mut self, old: &[u8], new: &[u8]) -> Result<(), &'static str> {
+        let cmd = self.lookup(old).ok_or("No such command in rename-command")?;
+        if self.by_new_name.remove(&old.to_ascii_lowercase()).is_none() {
+            self.moved.push(cmd);
+        }
+        if !new.is_empty() {
+            if self.lookup(new).is_some() {
+                return Err("Target command name already exists");
+            }
+            self.by_new_name.insert(new.to_ascii_lowercase(), cmd);
+        }
+        Ok(())
+    }
+
+    /// Whether a command a script may call on data was renamed: native runs
+    /// call commands by their own names, so they give way to Lua, which
+    /// sees the new ones. Renaming administrative commands (FLUSHALL,
+    /// KEYS, CONFIG…, Redis's `@dangerous`) leaves them be.
+    pub fn moves_data_commands(&self) -> bool {
+        self.moved.iter().any(|cmd| !cmd.acl_categories().contains(&"@dangerous"))
+    }
+
+    /// Finds a command by the name this server knows it by, ignoring case.
+    pub fn lookup(&self, name: &[u8]) -> Option<&'static Command> {
+        let found = Registry::get().lookup(name);
+        if self.moved.is_empty() {
+            return found;
+        }
+        if let Some(&cmd) = self.by_new_name.get(&name.to_ascii_lowercase()) {
+            return Some(cmd);
+        }
+        found.filter(|cmd| !self.moved.iter().any(|moved| std::ptr::eq(*moved, *cmd)))
+    }
+}
+
 /// A name of at most 15 bytes, lowercased, packed with its length into one
 /// integer: found with one integer hash and compare, the path nearly every
 /// command takes (~40 -> ~10 ns a lookup).

@@ -1010,12 +1010,15 @@ pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec
     client.authenticated = true;
     // The users stay aside while the file runs: the AOF client is no user.
     let mut users = std::mem::take(&mut state.acl);
+    // The file holds commands under their own names, whatever
+    // `rename-command` calls them for clients.
+    let mut renames = std::mem::take(&mut state.renames);
     state.effects.suspend(true);
     let mut result = Ok(());
     // Bytes read so far, as the file holds them (for the load's progress).
     let mut read = 0;
     for argv in commands {
-        if let super::exec::Lookup::Unknown = super::exec::lookup(&argv) {
+        if let super::exec::Lookup::Unknown = super::exec::lookup(&state.renames, &argv) {
             result = Err(format!(
                 "Unknown command '{}' reading the append only file",
                 String::from_utf8_lossy(&argv[0])
@@ -1030,8 +1033,10 @@ pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec
         if state.loading.is_some() {
             // Other clients are served under their users' permissions.
             std::mem::swap(&mut state.acl, &mut users);
+            std::mem::swap(&mut state.renames, &mut renames);
             let go_on = state.loading_progress(read);
             std::mem::swap(&mut state.acl, &mut users);
+            std::mem::swap(&mut state.renames, &mut renames);
             if !go_on {
                 result = Err("Loading stopped".into());
                 break;
@@ -1040,6 +1045,7 @@ pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec
     }
     state.effects.suspend(false);
     state.acl = users;
+    state.renames = renames;
     result
 }
 

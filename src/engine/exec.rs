@@ -43,7 +43,7 @@ use super::faults::CommandFault;
 use super::{Client, NOREPLICAS, OOM, Scripts, State, slowlog};
 use crate::acl::{Context, Denial};
 use crate::commands::Ctx;
-use crate::commands::table::{Command, Registry, flag};
+use crate::commands::table::{Command, Registry, Renames, flag};
 use crate::error::CmdError;
 use crate::reply::Reply;
 use crate::scripting::call::ScriptLimits;
@@ -73,10 +73,11 @@ pub enum Lookup {
     UnknownSubcommand(&'static Command),
 }
 
-/// Finds the command `argv` names. The one place commands are looked up
+/// Finds the command `argv` names, under the names this server knows
+/// commands by (`rename-command`). The one place commands are looked up
 /// for running them.
-pub fn lookup(argv: &[Bytes]) -> Lookup {
-    let Some(cmd) = Registry::get().lookup(&argv[0]) else {
+pub fn lookup(names: &Renames, argv: &[Bytes]) -> Lookup {
+    let Some(cmd) = names.lookup(&argv[0]) else {
         return Lookup::Unknown;
     };
     if cmd.subcommands.is_empty() || argv.len() < 2 {
@@ -146,7 +147,7 @@ fn protection(cmd: &Command) -> (String, &'static str) {
 /// None while a script runs (its declared flags are then not needed: no
 /// script can start).
 pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client, argv: &[Bytes]) -> Result<&'static Command, Refusal> {
-    let cmd = resolve(argv)?;
+    let cmd = resolve(&state.renames, argv)?;
     if cmd.spec.has(flag::PROTECTED) {
         let (name, option) = protection(cmd);
         if !state.allows_protected(option, client) {
@@ -265,7 +266,7 @@ pub fn dispatch(state: &mut State, scripts: Option<&mut Scripts>, client: &mut C
     if let Some(t) = client.tracking.as_deref_mut()
         && t.caching
         && client.multi.is_none()
-        && !client_argv.is_some_and(|argv| matches!(lookup(&argv), Lookup::Found(_)))
+        && !client_argv.is_some_and(|argv| matches!(lookup(&state.renames, &argv), Lookup::Found(_)))
     {
         t.caching = false;
     }
@@ -367,7 +368,7 @@ pub fn for_script(
     wrote: &std::cell::Cell<bool>,
 ) -> Result<&'static Command, Refusal> {
     let refuse = |text: &'static str, cmd: Option<&Command>| Err(Refusal::of(CmdError::new(text), cmd));
-    let cmd = match lookup(argv) {
+    let cmd = match lookup(&state.renames, argv) {
         Lookup::Found(cmd) => cmd,
         Lookup::Unknown | Lookup::UnknownSubcommand(_) => return refuse(UNKNOWN_COMMAND, None),
     };
@@ -429,8 +430,8 @@ fn log_denial(state: &mut State, client: &Client, denial: Denial, context: Conte
 }
 
 /// The first checks of `processCommand`: lookup (and subcommand), arity.
-fn resolve(argv: &[Bytes]) -> Result<&'static Command, Refusal> {
-    let cmd = match lookup(argv) {
+fn resolve(names: &Renames, argv: &[Bytes]) -> Result<&'static Command, Refusal> {
+    let cmd = match lookup(names, argv) {
         Lookup::Found(cmd) => cmd,
         Lookup::Unknown => return Err(Refusal::of(CmdError::unknown_command(argv), None)),
         Lookup::UnknownSubcommand(container) => {
@@ -449,7 +450,7 @@ fn resolve(argv: &[Bytes]) -> Result<&'static Command, Refusal> {
 /// rules are checked again, as they may have changed since (Redis's
 /// `execCommand`).
 pub fn queued(state: &mut State, client: &Client, argv: &[Bytes]) -> Result<&'static Command, CmdError> {
-    let cmd = match lookup(argv) {
+    let cmd = match lookup(&state.renames, argv) {
         Lookup::Found(cmd) if cmd.spec.handler.is_some() => cmd,
         _ => return Err(CmdError::unknown_command(argv)),
     };

@@ -218,6 +218,11 @@ pub struct State {
     pub tracking: tracking::Tracking,
     /// Users and their permissions, and the ACL log (see `acl`).
     pub acl: crate::acl::Acl,
+    /// The names commands run under (`rename-command`).
+    pub renames: crate::commands::table::Renames,
+    /// Whether a data command was renamed: scripts then run through Lua
+    /// (see `Renames::moves_data_commands`).
+    pub renames_data_commands: bool,
 }
 
 /// A refusal for the ACL log.
@@ -387,6 +392,11 @@ impl State {
         }
         let mut runtime = RuntimeSettings::from_params(&params);
         let acl = startup_acl(&config, &params);
+        let mut renames = crate::commands::table::Renames::default();
+        for (old, new) in &config.renamed_commands {
+            // Checked when the configuration was read.
+            let _ = renames.rename(old.as_bytes(), new.as_bytes());
+        }
         runtime.auth_required = acl.auth_required();
         if let Some((_, values)) = config.directives.iter().rev().find(|(name, _)| name == "notify-keyspace-events") {
             runtime.notify_keyspace_events = crate::config_params::keyspace_event_flags(&values.join(" ")).unwrap_or(0);
@@ -473,6 +483,8 @@ impl State {
             cron_logged_ms: 0,
             tracking: tracking::Tracking::default(),
             acl,
+            renames_data_commands: renames.moves_data_commands(),
+            renames,
         }
     }
 
@@ -556,7 +568,7 @@ impl State {
                 multi
                     .queued
                     .iter()
-                    .fold(cmd.spec.flags, |flags, queued| match exec::lookup(queued) {
+                    .fold(cmd.spec.flags, |flags, queued| match exec::lookup(&self.renames, queued) {
                         exec::Lookup::Found(c) => flags | script_command_flags(scripts, c, queued),
                         _ => flags,
                     })

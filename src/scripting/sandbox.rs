@@ -554,7 +554,7 @@ unsafe extern "C-unwind" fn acl_check_cmd(state: *mut ffi::lua_State) -> c_int {
                 std::slice::from_raw_parts(p as *const u8, len)
             };
             let argv: Vec<Bytes> = (1..=argc).map(|i| Bytes::copy_from_slice(arg(i))).collect();
-            match crate::engine::exec::lookup(&argv) {
+            match crate::engine::exec::lookup(&cx.state.renames, &argv) {
                 crate::engine::exec::Lookup::Found(cmd) => {
                     Found::Command(cx.state.acl.check(cx.client.user.as_deref(), cmd, &argv).is_ok())
                 }
