@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Runs units of Redis 7.0.15's own test suite (its tests/ directory) twice:
+# with keylock as the server, then with redis-server in the same mode, and
+# prints the counts side by side. The suite starts each server itself (as
+# src/redis-server), so the units' `external:skip` tests run too.
+#
+#   tools/redis-suite.sh REDIS_SRC [unit ...]
+#
+# REDIS_SRC  a Redis 7.0.15 source tree (the tarball from download.redis.io
+#            or `git clone -b 7.0.15 https://github.com/redis/redis`); only
+#            its runtest and tests/ are used.
+# unit       e.g. unit/introspection; default: the units keylock's README
+#            reports.
+# KEYLOCK    the keylock binary (default target/release/keylock).
+# TAGS       runtest's --tags (default "-needs:repl": keylock is never a
+#            replica).
+# LOGS       where each run's log goes (default /tmp/keylock-redis-suite).
+#
+# Needs tclsh (Debian: tcl) and redis-server, redis-cli, redis-benchmark,
+# redis-check-aof and redis-check-rdb (Debian: redis-server, redis-tools).
+set -euo pipefail
+
+src=${1:?usage: tools/redis-suite.sh REDIS_SRC [unit ...]}
+shift
+units=("$@")
+if [ ${#units[@]} -eq 0 ]; then
+    units=(
+        unit/type/hash unit/type/list unit/type/set unit/type/zset
+        unit/type/string unit/type/incr unit/type/stream
+        unit/type/stream-cgroups unit/bitops unit/bitfield
+        unit/hyperloglog unit/geo unit/sort unit/dump unit/functions
+        unit/scripting unit/acl unit/acl-v2 unit/info-command
+        unit/introspection unit/introspection-2 unit/latency-monitor
+        unit/slowlog unit/other unit/keyspace unit/expire unit/pubsub
+        unit/pubsubshard unit/tracking unit/pause unit/multi
+        unit/maxmemory unit/limits unit/querybuf unit/obuf-limits
+        unit/protocol unit/auth unit/info unit/networking
+    )
+fi
+repo=$(cd "$(dirname "$0")/.." && pwd)
+keylock=$(realpath "${KEYLOCK:-$repo/target/release/keylock}")
+tags=${TAGS:--needs:repl}
+logs=${LOGS:-/tmp/keylock-redis-suite}
+mkdir -p "$logs"
+
+# One copy of the suite per server, with that server as src/redis-server.
+tree() {
+    local dir=$1 server=$2
+    rm -rf "$dir"
+    mkdir -p "$dir/src"
+    cp -r "$src/runtest" "$src/tests" "$dir/"
+    ln -s "$server" "$dir/src/redis-server"
+    for tool in redis-cli redis-benchmark redis-check-aof redis-check-rdb; do
+        ln -s "$(command -v $tool)" "$dir/src/$tool"
+    done
+}
+
+count() { sed 's/\x1b\[[0-9;]*m//g' "$1" | grep -c "^\[$2\]" || true; }
+
+run() {
+    local dir=$1 unit=$2 log=$3
+    (cd "$dir" && timeout 1800 ./runtest --single "$unit" --clients 1 --timeout 600 --tags "$tags" >"$log" 2>&1) || true
+    local stopped=""
+    [ "$(count "$log" exception)" -eq 0 ] || stopped=" (stopped)"
+    printf '%s/%s%s' "$(count "$log" ok)" "$(count "$log" err)" "$stopped"
+}
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+tree "$work/keylock" "$keylock"
+tree "$work/redis" "$(command -v redis-server)"
+printf '| unit | keylock ok/err | redis-server ok/err |\n|---|---|---|\n'
+for unit in "${units[@]}"; do
+    name=${unit//\//_}
+    ours=$(run "$work/keylock" "$unit" "$logs/keylock-$name.log")
+    theirs=$(run "$work/redis" "$unit" "$logs/redis-$name.log")
+    printf '| %s | %s | %s |\n' "$unit" "$ours" "$theirs"
+done
