@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Raw, RealRedis, ServerHandle, real_redis_with};
+use common::{Raw, RealRedis, ServerHandle, real_redis_with, text};
 
 fn keylock_with_debug(setting: &str) -> ServerHandle {
     let setting = setting.to_string();
@@ -441,4 +441,29 @@ fn disable_deny_scripts_lets_scripts_run_noscript_commands() {
         );
         assert_eq!(c.call(&["DEBUG", "SET-DISABLE-DENY-SCRIPTS", "0"]), b"+OK\r\n");
     }
+}
+
+#[test]
+fn htstats_show_the_tables_in_redis_format() {
+    let s = keylock_with_debug("yes");
+    let mut c = Raw::connect(s.addr());
+    for key in ["a", "b", "c"] {
+        c.call(&["SET", key, "v"]);
+    }
+    c.call(&["PEXPIRE", "a", "100000"]);
+    let stats = text(c.call(&["DEBUG", "HTSTATS", "0"]));
+    assert!(
+        stats.contains("[Dictionary HT]\nHash table 0 stats (main hash table):\n table size: 4\n number of elements: 3\n"),
+        "{stats}"
+    );
+    assert!(
+        stats.contains("[Expires HT]\nHash table 0 stats (main hash table):\n table size: 4\n number of elements: 1\n"),
+        "{stats}"
+    );
+    let members: Vec<String> = (0..600).map(|i| format!("m{i}")).collect();
+    let mut sadd = vec!["SADD", "big"];
+    sadd.extend(members.iter().map(String::as_str));
+    c.call(&sadd);
+    let stats = text(c.call(&["DEBUG", "HTSTATS-KEY", "big"]));
+    assert!(stats.contains(" table size: 1024\n number of elements: 600\n"), "{stats}");
 }

@@ -52,7 +52,7 @@ fn run(lua: &Lua, snippet: &str) -> Result<Vec<u8>, String> {
 }
 
 fn assert_matches_redis(snippet: &str, redis: &[u8]) {
-    let lua = new_redis_lua().expect("create the Lua state");
+    let lua = new_redis_lua(false).expect("create the Lua state");
     let got = run(&lua, snippet).unwrap_or_else(|e| panic!("snippet failed: {e}\n{snippet}"));
     assert_eq!(
         String::from_utf8_lossy(&got),
@@ -267,7 +267,7 @@ fn globals_are_redis_globals_before_the_redis_api_plus_debug() {
         "unpack",
         "xpcall",
     ];
-    let lua = new_redis_lua().unwrap();
+    let lua = new_redis_lua(false).unwrap();
     let mut names: Vec<String> = lua.globals().pairs::<String, Value>().map(|p| p.unwrap().0).collect();
     names.sort();
     assert_eq!(names, expected);
@@ -304,7 +304,7 @@ fn redisson_lock_acquire_runs_with_a_stubbed_redis_call() {
         eprintln!("skipping: shared/redisson-scripts/4.7.0/lock-acquire.lua not found");
         return;
     };
-    let lua = new_redis_lua().unwrap();
+    let lua = new_redis_lua(false).unwrap();
     let calls = std::rc::Rc::new(std::cell::RefCell::new(Vec::<String>::new()));
     let log = calls.clone();
     let call = lua
@@ -334,7 +334,7 @@ fn redisson_lock_acquire_runs_with_a_stubbed_redis_call() {
 fn every_case_matches_a_live_redis() {
     let Some(redis) = common::real_redis() else { return };
     let mut conn = common::Raw::connect(redis.addr);
-    let lua = new_redis_lua().unwrap();
+    let lua = new_redis_lua(false).unwrap();
     for (name, snippet, _) in CASES {
         let body = format!("{PRELUDE}{snippet}");
         let live = conn.call(&["EVAL", &body, "0"]);

@@ -161,3 +161,25 @@ fn the_sandbox_looks_like_redis_from_inside() {
         }
     }
 }
+
+#[test]
+fn deprecated_lua_api_is_there_only_when_enabled_as_in_redis() {
+    let scripts = [
+        "local f = function() return 1 end setfenv(f, {}) return 0",
+        "local f = function() return 1 end getfenv(f) return 0",
+        "local p = newproxy() return 0",
+    ];
+    for enabled in ["no", "yes"] {
+        let keylock = start_with(|c| c.directives.push(("lua-enable-deprecated-api".into(), vec![enabled.into()])));
+        let ours: Vec<Vec<u8>> = scripts.iter().map(|s| eval(keylock.addr(), s)).collect();
+        if enabled == "yes" {
+            assert!(ours.iter().all(|r| r == b":0\r\n"), "{ours:?}");
+        } else {
+            assert!(ours.iter().all(|r| r.starts_with(b"-ERR")), "{ours:?}");
+        }
+        if let Some(redis) = real_redis_with(&["--lua-enable-deprecated-api", enabled]) {
+            let theirs: Vec<Vec<u8>> = scripts.iter().map(|s| eval(redis.addr, s)).collect();
+            assert_eq!(ours, theirs, "lua-enable-deprecated-api {enabled}");
+        }
+    }
+}

@@ -403,14 +403,18 @@ fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         if ids.as_ref().is_some_and(|ids| !ids.contains(&c.id)) {
             continue;
         }
-        text.push_str(&c.info_line(now));
+        if c.id == ctx.client.id {
+            text.push_str(&c.info_line_running(now, argv));
+        } else {
+            text.push_str(&c.info_line(now));
+        }
         text.push('\n');
     }
     Ok(Reply::verbatim_txt(text))
 }
 
-fn client_info(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    let mut line = ctx.client.info_line(ctx.now_ms);
+fn client_info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let mut line = ctx.client.info_line_running(ctx.now_ms, argv);
     line.push('\n');
     Ok(Reply::verbatim_txt(line))
 }

@@ -69,6 +69,10 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             Ok(Reply::OK)
         }
         (b"object", 3) => object(ctx, &argv[2]),
+        (b"htstats", 3) => htstats(ctx, &argv[2]),
+        (b"htstats-key", 3) => htstats_key(ctx, &argv[2]),
+        (b"sdslen", 3) => sdslen(ctx, &argv[2]),
+        (b"structsize", 2) => Ok(Reply::Bulk(Bytes::from(structsize()))),
         (b"listpack", 3) => described(ctx, &argv[2], "listpack", "Not a listpack encoded object.", "Listpack"),
         (b"quicklist", 3 | 4) => described(ctx, &argv[2], "quicklist", "Not a quicklist encoded object.", "Quicklist"),
         (b"populate", 3..=5) => populate(ctx, argv),
@@ -123,6 +127,136 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         (b"replybuffer", 4) => replybuffer(argv),
         _ => Err(CmdError::subcommand_syntax(&argv[1], "debug")),
     }
+}
+
+/// Redis's `dictGetStats` text for a table of `len` entries. keylock's
+/// tables are open-addressed (no chains: every entry has a slot of its
+/// own); the table size shown is the one Redis's dict would have for
+/// that many entries (the next power of two, 4 at least, as its
+/// expansion rule gives).
+fn table_stats(len: usize) -> String {
+    if len == 0 {
+        return "Hash table 0 stats (main hash table):\nNo stats available for empty dictionaries\n".to_string();
+    }
+    let size = len.max(4).next_power_of_two();
+    let percent = |n: usize| n as f64 / size as f64 * 100.0;
+    let mut text = format!(
+        "Hash table 0 stats (main hash table):\n table size: {size}\n number of elements: {len}\n different slots: {len}\n max chain length: 1\n avg chain length (counted): 1.00\n avg chain length (computed): 1.00\n Chain length distribution:\n"
+    );
+    if size > len {
+        text.push_str(&format!("   0: {} ({:.2}%)\n", size - len, percent(size - len)));
+    }
+    text.push_str(&format!("   1: {len} ({:.2}%)\n", percent(len)));
+    text
+}
+
+/// DEBUG HTSTATS <dbid>: the key and expiry tables of a database.
+fn htstats(ctx: &mut Ctx, dbid: &[u8]) -> CmdResult {
+    let dbid = crate::numfmt::parse_i64(dbid).ok_or_else(CmdError::not_integer)?;
+    let db = usize::try_from(dbid)
+        .ok()
+        .and_then(|d| ctx.state.dbs.get(d))
+        .ok_or_else(|| CmdError::err("Out of range database"))?;
+    let text = format!(
+        "[Dictionary HT]\n{}[Expires HT]\n{}",
+        table_stats(db.len()),
+        table_stats(db.expires_len())
+    );
+    Ok(Reply::verbatim_txt(text))
+}
+
+/// DEBUG HTSTATS-KEY <key>: the table of a hash, set or sorted set Redis
+/// would hold as a hash table.
+fn htstats_key(ctx: &mut Ctx, key: &[u8]) -> CmdResult {
+    let db = ctx.db();
+    let Some(position) = db.stored_position(key) else {
+        return Err(CmdError::no_such_key());
+    };
+    let value = db.value_at(position);
+    let len = match (value, super::keys::encoding_name(value, false)) {
+        (Value::Hash(h), "hashtable") => h.len(),
+        (Value::Set(s), "hashtable") => s.len(),
+        (Value::ZSet(z), "skiplist") => z.len(),
+        _ => {
+            return Err(CmdError::err(
+                "The value stored at the specified key is not represented using an hash table",
+            ));
+        }
+    };
+    Ok(Reply::verbatim_txt(table_stats(len)))
+}
+
+/// DEBUG SDSLEN <key>: a string's key and value lengths, with the room
+/// and allocation Redis would give them (its sds headers, embstr objects
+/// and jemalloc's size classes).
+fn sdslen(ctx: &mut Ctx, key: &[u8]) -> CmdResult {
+    let db = ctx.db();
+    let Some(position) = db.stored_position(key) else {
+        return Err(CmdError::no_such_key());
+    };
+    let raw = db.is_raw_at(position);
+    let value = db.value_at(position);
+    let Value::Str(s) = value else {
+        return Err(CmdError::err("Not an sds encoded string."));
+    };
+    let allocation = |len: usize| jemalloc_size(sds_header(len) + len + 1);
+    // An embstr lives in its object's allocation, with no room to spare;
+    // a raw string has the rest of its allocation free.
+    const ROBJ: usize = 16;
+    let (value_avail, value_alloc) = match super::keys::encoding_name(value, raw) {
+        "int" => return Err(CmdError::err("Not an sds encoded string.")),
+        "embstr" => (0, jemalloc_size(ROBJ + sds_header(s.len()) + s.len() + 1) - ROBJ),
+        // Grown in place (APPEND, SETRANGE…): sdsMakeRoomFor's greedy
+        // growth, to twice the length (1 MB more past 1 MB).
+        _ if raw => {
+            const GREEDY_MAX: usize = 1024 * 1024;
+            let room = if s.len() < GREEDY_MAX { 2 * s.len() } else { s.len() + GREEDY_MAX };
+            let alloc = allocation(room);
+            (alloc - sds_header(room) - s.len() - 1, alloc)
+        }
+        // Stored from an argument: its allocation's room, trimmed away
+        // when over a tenth of the length (trimStringObjectIfNeeded).
+        _ => {
+            let alloc = allocation(s.len());
+            let avail = alloc - sds_header(s.len()) - s.len() - 1;
+            (if avail > s.len() / 10 { 0 } else { avail }, alloc)
+        }
+    };
+    Ok(Reply::Status(Bytes::from(format!(
+        "key_sds_len:{}, key_sds_avail:0, key_zmalloc: {}, val_sds_len:{}, val_sds_avail:{value_avail}, val_zmalloc: {value_alloc}",
+        key.len(),
+        allocation(key.len()),
+        s.len(),
+    ))))
+}
+
+/// The size jemalloc (Redis's allocator) gives a request of `n` bytes:
+/// 8, then multiples of 16 up to 128, then four classes per doubling.
+fn jemalloc_size(n: usize) -> usize {
+    match n {
+        0..=8 => 8,
+        9..=128 => n.next_multiple_of(16),
+        _ => {
+            let step = 1usize << ((n - 1).ilog2() - 2);
+            n.next_multiple_of(step)
+        }
+    }
+}
+
+/// The size of the sds header Redis gives a string of `len` bytes
+/// (`sdsReqType`: sdshdr8 below 256 bytes, then 16, 32 and 64 bits).
+fn sds_header(len: usize) -> usize {
+    match len {
+        0..256 => 3,
+        256..65536 => 5,
+        _ if len as u64 <= u64::from(u32::MAX) => 9,
+        _ => 17,
+    }
+}
+
+/// DEBUG STRUCTSIZE: the sizes of Redis's structures on a 64-bit build.
+fn structsize() -> String {
+    "bits:64 robj:16 dictentry:24 sdshdr5:1 sdshdr8:3 sdshdr16:5 sdshdr32:9 sdshdr64:17 ".to_string()
 }
 
 /// Redis's `stringmatchlen_fuzz_test`: ten million random patterns

@@ -303,7 +303,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("expired_time_cap_reached_count:0");
             line!("expire_cycle_cpu_milliseconds:0");
             line!("evicted_keys:{}", st.eviction.evicted);
-            line!("evicted_clients:0");
+            line!("evicted_clients:{}", st.client_memory.evicted);
             line!("total_eviction_exceeded_time:0");
             line!("current_eviction_exceeded_time:0");
             line!("keyspace_hits:{}", s.keyspace_hits);

@@ -305,6 +305,10 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         ctx.state.acl.set_default_password(pass.as_deref());
     }
     ctx.state.apply_runtime(notify);
+    if (changed.contains(&"maxmemory-clients") || changed.contains(&"maxmemory")) && ctx.state.client_eviction_limit() > 0 {
+        // Redis's applyClientMaxMemoryUsage: a lower limit evicts at once.
+        ctx.state.evict_clients(Some(&mut *ctx.client));
+    }
     ctx.state.watchdog.threshold_ms.set(ctx.state.runtime.busy_reply_threshold_ms);
     if let Some(scripts) = ctx.scripts.as_deref() {
         scripts.set_memory_limit(ctx.state.runtime.lua_memory_limit);
@@ -357,6 +361,7 @@ fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         db.expired_keys = 0;
     }
     st.eviction.evicted = 0;
+    st.client_memory.evicted = 0;
     st.net.reset();
     st.persistence.latest_fork_usec = 0;
     st.persistence.forks = 0;

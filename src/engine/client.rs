@@ -133,6 +133,9 @@ pub struct Client {
     /// The script pseudo-client, while a restricted user's script runs:
     /// the caller's CLIENT LIST line, which its ACL LOG entries show.
     pub caller_info: Option<String>,
+    /// The memory client eviction last counted for it (see
+    /// `client_evict`).
+    pub accounted_memory: usize,
 }
 
 impl Client {
@@ -175,6 +178,7 @@ impl Client {
             script_keys: Vec::new(),
             caller_protocol: None,
             caller_info: None,
+            accounted_memory: 0,
         }
     }
 
@@ -280,15 +284,31 @@ impl Client {
         }
     }
 
-    /// CLIENT LIST's `tot-mem`: what keylock holds for this client, its
-    /// state, its read buffer (`query_buffer` bytes), its output
-    /// (`output` bytes) and a transaction's queued arguments.
-    fn memory(&self, query_buffer: usize, output: usize) -> usize {
-        let queued = self
-            .multi
-            .as_ref()
-            .map_or(0, |m| m.queued.iter().flatten().map(Bytes::len).sum::<usize>());
-        std::mem::size_of::<Client>() + query_buffer + output + queued
+    /// CLIENT LIST's `tot-mem`, what client eviction counts: what keylock
+    /// holds for this client, as Redis's `getClientMemoryUsage` counts it:
+    /// its state, read buffer, unwritten output, a transaction's queued
+    /// arguments, and the entries of its watched keys, subscriptions and
+    /// tracking prefixes. Output counts as at least Redis's 16 KB reply
+    /// buffer, which every Redis client holds: what a client's idle
+    /// output buffer keeps between replies does not make its size move.
+    pub fn memory_usage(&self) -> usize {
+        const ENTRY: usize = 32;
+        const REPLY_BUFFER: usize = 16 * 1024;
+        let (qbuf, qbuf_free) = self.outbox.query_buffer();
+        let output = self.outbox.buffer().borrow().allocated().max(REPLY_BUFFER);
+        let queued = self.multi.as_ref().map_or(0, |m| {
+            m.queued
+                .iter()
+                .map(|argv| argv.iter().map(|a| a.len() + ENTRY).sum::<usize>())
+                .sum()
+        });
+        let watched: usize = self.watched.iter().map(|(_, key)| key.len() + 2 * ENTRY).sum();
+        let subscriptions = (self.channels.len() + self.patterns.len() + self.shard_channels.len()) * ENTRY;
+        let prefixes = self
+            .tracking
+            .as_deref()
+            .map_or(0, |t| t.prefixes.iter().map(|p| p.len() + ENTRY).sum());
+        std::mem::size_of::<Client>() + qbuf + qbuf_free + output + queued + watched + subscriptions + prefixes
     }
 
     /// CLIENT LIST / CLIENT INFO line for this client: `obl` is what Redis
@@ -296,6 +316,14 @@ impl Client {
     /// output limits count), `oll` how many of keylock's output chunks
     /// hold the latter (see `output`).
     pub fn info_line(&self, now_ms: u64) -> String {
+        self.info_line_running(now_ms, &[])
+    }
+
+    /// [`Client::info_line`] of the client running the command `argv`:
+    /// its arguments show in `argv-mem` and `tot-mem`, as Redis holds them
+    /// while the command runs.
+    pub fn info_line_running(&self, now_ms: u64, argv: &[Bytes]) -> String {
+        let argv_mem: usize = argv.iter().map(Bytes::len).sum();
         let mut flags = String::new();
         if self.monitor {
             flags.push('O');
@@ -342,7 +370,7 @@ impl Client {
         let output = self.outbox.buffer().borrow();
         let split = output.split();
         format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs=1024 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.peer,
             self.local,
@@ -358,10 +386,11 @@ impl Client {
             multi,
             qbuf,
             qbuf_free,
+            argv_mem,
             split.buffer_fill,
             output.list_chunks(),
             split.in_list,
-            self.memory(qbuf + qbuf_free, output.allocated()),
+            self.memory_usage() + argv_mem + argv.len() * std::mem::size_of::<usize>(),
             self.last_command,
             String::from_utf8_lossy(self.user_name()),
             self.tracking.as_deref().map_or(-1, |t| t.redirect as i64),

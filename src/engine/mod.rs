@@ -15,6 +15,7 @@ pub mod aof;
 pub mod aof_base;
 pub mod blocking;
 pub mod client;
+pub mod client_evict;
 pub mod durable;
 pub mod effects;
 pub mod evict;
@@ -218,6 +219,8 @@ pub struct State {
     pub tracking: tracking::Tracking,
     /// Users and their permissions, and the ACL log (see `acl`).
     pub acl: crate::acl::Acl,
+    /// Client eviction's running total (see `client_evict`).
+    pub client_memory: client_evict::ClientMemory,
     /// The names commands run under (`rename-command`).
     pub renames: crate::commands::table::Renames,
     /// Whether a data command was renamed: scripts then run through Lua
@@ -317,6 +320,9 @@ pub struct RuntimeSettings {
     /// `lfu-log-factor` and `lfu-decay-time`.
     pub lfu_log_factor: u32,
     pub lfu_decay_time: u32,
+    /// `maxmemory-clients`: bytes, or a percentage of `maxmemory` as its
+    /// negation (0: no client eviction; see `client_evict`).
+    pub maxmemory_clients: i64,
 }
 
 impl RuntimeSettings {
@@ -343,6 +349,7 @@ impl RuntimeSettings {
             notify_keyspace_events: crate::config_params::keyspace_event_flags(p.value("notify-keyspace-events").unwrap_or(""))
                 .unwrap_or(0),
             tracking_table_max_keys: p.int("tracking-table-max-keys").unwrap_or(1_000_000).max(0) as usize,
+            maxmemory_clients: p.int("maxmemory-clients").unwrap_or(0),
             hash_limits: crate::db::hash::PackLimits::new(
                 p.int("hash-max-listpack-entries").unwrap_or(128),
                 p.int("hash-max-listpack-value").unwrap_or(64),
@@ -419,6 +426,9 @@ impl State {
             key_events.record_expired_deletions();
         }
         let watchdog = std::rc::Rc::new(crate::scripting::Watchdog::with_halt(halt));
+        watchdog
+            .deprecated_api
+            .set(params.value("lua-enable-deprecated-api") == Some("yes"));
         watchdog.threshold_ms.set(runtime.busy_reply_threshold_ms);
         State {
             dbs: (0..params.int("databases").unwrap_or(16).max(1) as usize)
@@ -483,6 +493,7 @@ impl State {
             cron_logged_ms: 0,
             tracking: tracking::Tracking::default(),
             acl,
+            client_memory: Default::default(),
             renames_data_commands: renames.moves_data_commands(),
             renames,
         }
@@ -731,6 +742,9 @@ impl State {
     /// output is queued (`queued`), at once from the cron, with Redis's
     /// log line either way. True if it was closed.
     pub fn check_output_limits(&self, c: &Client, queued: bool) -> bool {
+        if queued {
+            self.note_output_sent(c);
+        }
         let obuf = c.outbox.obuf_bytes();
         if c.outbox.close_request() == CloseRequest::Now || (obuf == 0 && !c.outbox.was_cut()) {
             return false;
@@ -1152,6 +1166,7 @@ impl Engine {
     /// Forgets a connection that closed.
     pub fn disconnect(&mut self, id: ClientId) {
         if let Some(mut c) = self.state.clients.remove(&id) {
+            self.state.forget_client_memory(&c);
             self.forget_client(&mut c);
         }
     }
@@ -1281,8 +1296,10 @@ impl Engine {
             rest,
         };
         outbox.set_class(client.output_class());
+        self.state.account_client(&mut client);
         self.state.clients.insert(id, client);
         self.state.broadcast_invalidations();
+        self.state.account_touched_clients();
         for victim in std::mem::take(&mut self.state.kill_queue) {
             if let Some(c) = self.state.clients.get(&victim) {
                 c.outbox.close();
@@ -1377,6 +1394,9 @@ impl Engine {
         self.state.limit_tracking_table(None);
         self.state.broadcast_invalidations();
         self.clients_cron();
+        if self.state.client_eviction_limit() > 0 {
+            self.state.evict_clients(None);
+        }
         let idle_timeout = self.state.runtime.timeout;
         if idle_timeout > 0 {
             let limit = idle_timeout * 1000;

@@ -31,8 +31,8 @@
 //! (which decides `pairs(_G)` order): a fresh table with Redis's allow-list
 //! `__newindex` (a global outside [`REDIS_GLOBALS_ALLOW_LIST`] is silently
 //! not created, so `print`, `dofile` and `loadfile` never exist; neither do
-//! `getfenv`, `setfenv` and `newproxy`, which Debian's 7.0.15 took off the
-//! list for CVE-2025-46818), then base, `table`, `string`, `math`, `debug`,
+//! `getfenv`, `setfenv` and `newproxy`, which 7.0.15 took off the list for
+//! CVE-2025-46818, unless `lua-enable-deprecated-api` is on), then base, `table`, `string`, `math`, `debug`,
 //! `cjson`, `struct`, `cmsgpack`, `bit`, each opener called with its
 //! library name like `luaLoadLib`. `package`, `io` and `os` are never
 //! opened.
@@ -132,7 +132,7 @@ unsafe extern "C-unwind" fn new_index_allow_list(state: *mut ffi::lua_State) -> 
             );
         }
         let name = CStr::from_ptr(ffi::lua_tolstring(state, -2, std::ptr::null_mut())).to_bytes();
-        if REDIS_GLOBALS_ALLOW_LIST.iter().any(|a| a.as_bytes() == name) {
+        if REDIS_GLOBALS_ALLOW_LIST.iter().any(|a| a.as_bytes() == name) || (is_deprecated(name) && deprecated_api_enabled(state)) {
             ffi::lua_rawset(state, -3);
         } else if !REDIS_GLOBALS_DENY_LIST.iter().any(|d| d.as_bytes() == name) && !is_deprecated(name) {
             crate::log::warning(format_args!(
@@ -144,9 +144,28 @@ unsafe extern "C-unwind" fn new_index_allow_list(state: *mut ffi::lua_State) -> 
     }
 }
 
-/// `lua_builtins_deprecated`: refused quietly (`lua-enable-deprecated-api` is off).
+/// `lua_builtins_deprecated`: refused quietly unless
+/// `lua-enable-deprecated-api` is on.
 fn is_deprecated(name: &[u8]) -> bool {
     matches!(name, b"newproxy" | b"setfenv" | b"getfenv")
+}
+
+/// The registry field that records `lua-enable-deprecated-api` for the
+/// allow-list `__newindex`.
+const DEPRECATED_API_FIELD: &CStr = c"__keylock_deprecated_api";
+
+/// Whether the state was made with `lua-enable-deprecated-api` on.
+///
+/// # Safety
+/// A valid state with a free stack slot.
+unsafe fn deprecated_api_enabled(state: *mut ffi::lua_State) -> bool {
+    // SAFETY: as documented; the pushed value is popped.
+    unsafe {
+        ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, DEPRECATED_API_FIELD.as_ptr());
+        let on = ffi::lua_toboolean(state, -1) != 0;
+        ffi::lua_pop(state, 1);
+        on
+    }
 }
 
 /// Sets a one-field metatable `{field = f}` on the table on top of the stack.
@@ -190,8 +209,9 @@ pub fn open_redis_libs(lua: &Lua) -> mlua::Result<()> {
 /// A new Lua 5.1 state with exactly the globals Redis 7.0 scripts start from
 /// (before Redis adds `redis`, its `pcall`, `math.random` and the protection;
 /// see the module doc). Here `debug` is still present, and the globals still
-/// carry the allow-list `__newindex`.
-pub fn new_redis_lua() -> mlua::Result<Lua> {
+/// carry the allow-list `__newindex`. `deprecated_api`:
+/// `lua-enable-deprecated-api`.
+pub fn new_redis_lua(deprecated_api: bool) -> mlua::Result<Lua> {
     // SAFETY: `unsafe_new_with` only because the debug library is opened
     // below (mlua's safe constructor refuses it); package, io and os, which
     // could load native code or touch the host, are not opened.
@@ -205,6 +225,8 @@ pub fn new_redis_lua() -> mlua::Result<Lua> {
             ffi::lua_setfield(state, ffi::LUA_REGISTRYINDEX, c"_LOADED".as_ptr());
             ffi::lua_newtable(state);
             ffi::lua_replace(state, ffi::LUA_GLOBALSINDEX);
+            ffi::lua_pushboolean(state, c_int::from(deprecated_api));
+            ffi::lua_setfield(state, ffi::LUA_REGISTRYINDEX, DEPRECATED_API_FIELD.as_ptr());
         })?;
         lua.exec_raw::<()>((), |state| {
             ffi::lua_pushvalue(state, ffi::LUA_GLOBALSINDEX);

@@ -146,6 +146,9 @@ pub struct Watchdog {
     /// a `Stopper`, SIGTERM): a running script is ended, whatever it did,
     /// as SHUTDOWN NOSAVE would end it.
     pub halt: Arc<AtomicBool>,
+    /// `lua-enable-deprecated-api`: new VMs keep `getfenv`, `setfenv` and
+    /// `newproxy` in their globals.
+    pub deprecated_api: Cell<bool>,
 }
 
 impl Watchdog {
@@ -318,7 +321,7 @@ impl Vm {
     /// A VM made by `lua_libs::new_redis_lua`, with `install` run on its
     /// main thread in a protected call.
     pub(crate) fn new(runtime: Rc<Runtime>, install: unsafe fn(*mut ffi::lua_State)) -> mlua::Result<Vm> {
-        let lua = lua_libs::new_redis_lua()?;
+        let lua = lua_libs::new_redis_lua(runtime.watchdog.deprecated_api.get())?;
         let mut state: *mut ffi::lua_State = std::ptr::null_mut();
         // SAFETY: `install` runs in mlua's protected call on the VM's main
         // thread, which is the state every later run uses.

@@ -367,6 +367,15 @@ async fn run(mut accepted: Accepted, shared: Rc<Shared>) {
                 if over_query_buffer_limit(&io, &shared) {
                     break;
                 }
+                if shared.limits.get().evicts_clients {
+                    // Client eviction counts what arrived (Redis's
+                    // `updateClientMemUsage` after a read).
+                    io.report_input();
+                    shared.engine.borrow_mut().state.account_client_by_id(io.id);
+                    if io.outbox.close_request() == CloseRequest::Now {
+                        break;
+                    }
+                }
                 process_input(&io, &shared).await
             }
             _ = stop.changed() => break,

@@ -51,6 +51,9 @@ pub struct NetLimits {
     pub proto_max_bulk_len: i64,
     pub query_buffer_limit: usize,
     pub output: OutputLimits,
+    /// `maxmemory-clients` is set: each read is accounted (see
+    /// `engine::client_evict`).
+    pub evicts_clients: bool,
 }
 
 impl NetLimits {
@@ -90,6 +93,7 @@ mod tests {
             proto_max_bulk_len: 512 << 20,
             query_buffer_limit: 1 << 30,
             output: OutputLimits::parse(param),
+            evicts_clients: false,
         }
     }
 

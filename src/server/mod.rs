@@ -162,6 +162,7 @@ fn net_limits(engine: &Engine) -> limits::NetLimits {
         proto_max_bulk_len: runtime.proto_max_bulk_len,
         query_buffer_limit: runtime.client_query_buffer_limit,
         output: runtime.output_limits,
+        evicts_clients: engine.state.client_eviction_limit() > 0,
     }
 }
 

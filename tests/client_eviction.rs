@@ -1,0 +1,180 @@
+//! Client eviction (`maxmemory-clients`): once the clients' memory (their
+//! read buffers, unwritten output, queued transactions, watched keys,
+//! subscriptions) reaches the limit, the largest are closed until it is
+//! below it, CLIENT NO-EVICT clients excepted, counted in INFO's
+//! `evicted_clients`; the same scenarios give the same survivors on
+//! redis-server 7.0.15.
+
+mod common;
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use common::{Raw, text};
+
+const MB: usize = 1024 * 1024;
+
+fn info_field(c: &mut Raw, field: &str) -> String {
+    common::info_value(c, "stats", field)
+}
+
+/// A client's `tot-mem` in CLIENT LIST, by name.
+fn tot_mem(control: &mut Raw, name: &str) -> Option<usize> {
+    let list = text(control.call(&["CLIENT", "LIST"]));
+    let line = list.lines().find(|l| l.contains(&format!(" name={name} ")))?;
+    let field = line.split(' ').find_map(|f| f.strip_prefix("tot-mem="))?;
+    field.parse().ok()
+}
+
+/// A connection named `name` that has sent the start of a `size`-byte
+/// argument and nothing more: its read buffer holds `size` bytes.
+fn half_sent(addr: SocketAddr, name: &str, size: usize) -> TcpStream {
+    let mut c = Raw::connect(addr);
+    assert_eq!(c.call(&["CLIENT", "SETNAME", name]), b"+OK\r\n");
+    let mut s = c.writer;
+    let mut request = format!("*2\r\n${}\r\n", size + 1).into_bytes();
+    request.resize(request.len() + size, b'v');
+    s.write_all(&request).unwrap();
+    s
+}
+
+fn control(addr: SocketAddr) -> Raw {
+    let mut c = Raw::connect(addr);
+    assert_eq!(c.call(&["CLIENT", "SETNAME", "control"]), b"+OK\r\n");
+    assert_eq!(c.call(&["CLIENT", "NO-EVICT", "ON"]), b"+OK\r\n");
+    c
+}
+
+fn named_clients(control: &mut Raw, prefix: &str) -> usize {
+    text(control.call(&["CLIENT", "LIST"]))
+        .lines()
+        .filter(|l| l.contains(&format!(" name={prefix}")))
+        .count()
+}
+
+/// Ten clients holding 1 MB each, then a limit that holds half of them:
+/// how many are left, and how many were evicted.
+fn only_until_below_the_limit(addr: SocketAddr) -> (usize, String) {
+    let mut control = control(addr);
+    let streams: Vec<TcpStream> = (0..10).map(|i| half_sent(addr, &format!("client{i}"), MB)).collect();
+    let mut largest = 0;
+    for i in 0..10 {
+        let name = format!("client{i}");
+        common::wait_until(10, "the read buffer to fill", || {
+            tot_mem(&mut control, &name).is_some_and(|m| m >= MB)
+        });
+        largest = largest.max(tot_mem(&mut control, &name).unwrap());
+    }
+    // Room for five clients and the control client as CLIENT LIST shows
+    // it, running CLIENT LIST (its arguments, which it no longer holds
+    // once CONFIG SET runs, are counted).
+    let limit = largest * 10 / 2 + tot_mem(&mut control, "control").unwrap();
+    assert_eq!(
+        control.call(&["CONFIG", "SET", "maxmemory-clients", &limit.to_string()]),
+        b"+OK\r\n"
+    );
+    let left = named_clients(&mut control, "client");
+    drop(streams);
+    (left, info_field(&mut control, "evicted_clients"))
+}
+
+#[test]
+fn clients_are_evicted_only_until_below_the_limit_as_redis_does() {
+    let keylock = common::start();
+    let ours = only_until_below_the_limit(keylock.addr());
+    assert_eq!(ours, (5, "5".to_string()));
+    if let Some(redis) = common::real_redis() {
+        assert_eq!(only_until_below_the_limit(redis.addr), ours);
+    }
+}
+
+#[test]
+fn a_client_whose_read_buffer_reaches_the_limit_is_evicted() {
+    let server = common::start();
+    let mut control = control(server.addr());
+    assert_eq!(control.call(&["CONFIG", "SET", "maxmemory-clients", "3000000"]), b"+OK\r\n");
+    let mut s = half_sent(server.addr(), "big", 3_000_000);
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    // Closed without a reply.
+    assert!(matches!(std::io::Read::read(&mut s, &mut [0; 16]), Ok(0) | Err(_)));
+    assert_eq!(named_clients(&mut control, "big"), 0);
+    assert_eq!(info_field(&mut control, "evicted_clients"), "1");
+    assert_eq!(control.call(&["PING"]), b"+PONG\r\n");
+}
+
+#[test]
+fn a_client_whose_unread_replies_reach_the_limit_is_evicted() {
+    let server = common::start();
+    let mut control = control(server.addr());
+    assert_eq!(control.call(&["SET", "big", &"x".repeat(MB)]), b"+OK\r\n");
+    assert_eq!(control.call(&["CONFIG", "SET", "maxmemory-clients", "3000000"]), b"+OK\r\n");
+    let mut c = Raw::connect(server.addr());
+    assert_eq!(c.call(&["CLIENT", "SETNAME", "reader"]), b"+OK\r\n");
+    let mut s = c.writer;
+    // Five replies of 1 MB that it does not read.
+    s.write_all(&common::encode(&[b"GET", b"big"]).repeat(5)).unwrap();
+    common::wait_until(10, "the reader to be evicted", || named_clients(&mut control, "reader") == 0);
+    assert_eq!(info_field(&mut control, "evicted_clients"), "1");
+}
+
+#[test]
+fn no_evict_clients_count_but_stay_and_the_largest_other_goes() {
+    let server = common::start();
+    let mut control = control(server.addr());
+    let mut kept = Raw::connect(server.addr());
+    assert_eq!(kept.call(&["CLIENT", "NO-EVICT", "ON"]), b"+OK\r\n");
+    assert_eq!(kept.call(&["CLIENT", "SETNAME", "kept"]), b"+OK\r\n");
+    let kept = half_sent_on(kept, 2 * MB);
+    let small = half_sent(server.addr(), "small", 256 * 1024);
+    let large = half_sent(server.addr(), "large", MB);
+    for name in ["kept", "small", "large"] {
+        common::wait_until(10, "the read buffers to fill", || {
+            tot_mem(&mut control, name).is_some_and(|m| m > 200_000)
+        });
+    }
+    let total: usize = ["kept", "small", "large", "control"]
+        .iter()
+        .map(|n| tot_mem(&mut control, n).unwrap())
+        .sum();
+    // Under the limit once the large client goes, not before.
+    let limit = total - MB / 2;
+    assert_eq!(
+        control.call(&["CONFIG", "SET", "maxmemory-clients", &limit.to_string()]),
+        b"+OK\r\n"
+    );
+    assert_eq!(named_clients(&mut control, "kept"), 1);
+    assert_eq!(named_clients(&mut control, "small"), 1);
+    assert_eq!(named_clients(&mut control, "large"), 0);
+    drop((kept, small, large));
+}
+
+/// [`half_sent`] on a connection already set up.
+fn half_sent_on(c: Raw, size: usize) -> TcpStream {
+    let mut s = c.writer;
+    let mut request = format!("*2\r\n${}\r\n", size + 1).into_bytes();
+    request.resize(request.len() + size, b'v');
+    s.write_all(&request).unwrap();
+    s
+}
+
+#[test]
+fn a_percentage_of_maxmemory_is_a_limit_and_resetstat_clears_the_count() {
+    let server = common::start();
+    let mut control = control(server.addr());
+    assert_eq!(
+        control.call(&["CONFIG", "SET", "maxmemory", "60mb", "maxmemory-clients", "5%"]),
+        b"+OK\r\n"
+    );
+    let under = half_sent(server.addr(), "under", MB);
+    common::wait_until(10, "the read buffer to fill", || {
+        tot_mem(&mut control, "under").is_some_and(|m| m >= MB)
+    });
+    assert_eq!(named_clients(&mut control, "under"), 1);
+    let _over = half_sent(server.addr(), "over", 3 * MB);
+    common::wait_until(10, "a client to be evicted", || info_field(&mut control, "evicted_clients") == "1");
+    assert_eq!(named_clients(&mut control, "over"), 0);
+    assert_eq!(control.call(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
+    assert_eq!(info_field(&mut control, "evicted_clients"), "0");
+    drop(under);
+}
