@@ -67,11 +67,12 @@ impl NetLimits {
     /// The unwritten output at which a connection is no longer read until
     /// it drains: at once in the normal path, at [`BUSY_HOLD`] while a
     /// script is busy; never while a limit that closes the connection
-    /// applies (it is read on and the limit decides, as with Redis); with
-    /// only a soft limit, where that limit is reached so that it can fire.
+    /// applies, client eviction included (it is read on and the limit
+    /// decides, as with Redis); with only a soft limit, where that limit
+    /// is reached so that it can fire.
     pub fn hold_at(&self, class: ClientClass, authenticated: bool, busy: bool) -> usize {
         let limit = self.output.of(class);
-        if !authenticated || limit.hard > 0 {
+        if !authenticated || limit.hard > 0 || self.evicts_clients {
             return usize::MAX;
         }
         let base = if busy { BUSY_HOLD } else { 1 };
