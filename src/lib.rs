@@ -55,6 +55,7 @@ pub mod reply;
 pub mod request;
 pub mod scripting;
 pub mod server;
+pub mod tls;
 
 pub use clock::Clock;
 pub use config::Config;

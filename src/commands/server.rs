@@ -273,9 +273,22 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::syntax());
     }
     let pairs: Vec<(&[u8], &[u8])> = argv[2..].chunks(2).map(|p| (p[0].as_ref(), p[1].as_ref())).collect();
+    // The TLS parameters' values before, should the new ones not load.
+    let tls_before: Vec<(&[u8], String)> = pairs
+        .iter()
+        .filter(|(name, _)| name.len() > 4 && name[..4].eq_ignore_ascii_case(b"tls-"))
+        .filter_map(|&(name, _)| Some((name, ctx.state.params.value(&String::from_utf8_lossy(name))?.to_string())))
+        .collect();
     // `enable-protected-configs local` lets local clients (Unix socket,
     // loopback) set the protected parameters, as Redis's islocalClient.
     let changed = ctx.state.params.set_from(&pairs, ctx.client.peer.is_local())?;
+    if let Some(&name) = changed.iter().find(|name| name.starts_with("tls-"))
+        && let Err(problem) = apply_tls(ctx, &changed)
+    {
+        let old: Vec<(&[u8], &[u8])> = tls_before.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
+        let _ = ctx.state.params.set_from(&old, true);
+        return Err(crate::config_params::set_failed(name, problem));
+    }
     if changed.contains(&"loglevel")
         && let Some(level) = ctx.state.params.value("loglevel").and_then(crate::log::Level::from_name)
     {
@@ -324,6 +337,27 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     ctx.state.aof_settings_changed();
     Ok(Reply::OK)
+}
+
+/// Redis's `applyTlsCfg` and `applyTLSPort` after CONFIG SET changed a
+/// `tls-*` parameter: with TLS wanted, the context is rebuilt from the new
+/// values and connections accepted from now on use it. keylock does not
+/// move its TLS listener at run time, so a new `tls-port` fails as a port
+/// Redis cannot listen on does. Err is the reason CONFIG SET gives.
+fn apply_tls(ctx: &mut Ctx, changed: &[&str]) -> Result<(), &'static str> {
+    const UNABLE: &str = "Unable to update TLS configuration. Check server logs.";
+    if changed.contains(&"tls-port") {
+        crate::log::warning(format_args!(
+            "keylock does not change tls-port at run time; restart it with the new port."
+        ));
+        return Err("Unable to listen on this port. Check server logs.");
+    }
+    if !crate::tls::wanted(&ctx.state.params) {
+        return Ok(());
+    }
+    let context = crate::tls::TlsContext::configure(&ctx.state.params).ok_or(UNABLE)?;
+    ctx.state.tls = Some(std::sync::Arc::new(context));
+    Ok(())
 }
 
 /// BGREWRITEAOF: the append-only file rewritten from the dataset by a

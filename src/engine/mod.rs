@@ -97,6 +97,9 @@ pub struct State {
     pub clients: ClientMap,
     pub pubsub: PubSub,
     pub params: ConfigParams,
+    /// The TLS context connections accepted on `tls-port` are served with
+    /// (built at start, rebuilt by CONFIG SET of a `tls-*` parameter).
+    pub tls: Option<std::sync::Arc<crate::tls::TlsContext>>,
     pub config: Config,
     pub stats: Stats,
     pub clock: Clock,
@@ -439,6 +442,7 @@ impl State {
             runtime,
             script_time: None,
             watchdog,
+            tls: None,
             clients_cron_next: 0,
             blocked_clients: 0,
             dirty: 0,
