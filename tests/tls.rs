@@ -269,6 +269,31 @@ fn a_tls_client_is_answered_busy_while_a_script_runs() {
 }
 
 #[test]
+fn a_tls_client_past_maxclients_is_told_so_over_tls() {
+    let pki = Pki::new();
+    let server = start_tls(&pki, &[("maxclients", "1")]);
+    let _plain = common::Raw::connect(server.addr()).call(&["PING"]);
+    let mut first = common::Raw::connect(server.addr());
+    assert_eq!(first.call(&["PING"]), b"+PONG\r\n");
+    let mut over = raw_client(&pki, tls_addr(&server), true, &[&rustls::version::TLS13]);
+    let mut reply = Vec::new();
+    let _ = over.read_to_end(&mut reply);
+    assert_eq!(String::from_utf8_lossy(&reply), "-ERR max number of clients reached\r\n");
+}
+
+#[test]
+fn an_idle_tls_connection_that_never_shakes_hands_is_closed_by_timeout() {
+    let pki = Pki::new();
+    let server = start_tls(&pki, &[("timeout", "1")]);
+    let mut silent = TcpStream::connect(tls_addr(&server)).unwrap();
+    silent.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buf = [0u8; 16];
+    let started = std::time::Instant::now();
+    assert_eq!(silent.read(&mut buf).unwrap_or(0), 0, "closed, nothing sent");
+    assert!(started.elapsed() < Duration::from_secs(8));
+}
+
+#[test]
 fn auth_clients_yes_refuses_a_client_without_a_certificate() {
     let pki = Pki::new();
     let server = start_tls(&pki, &[]);

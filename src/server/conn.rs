@@ -259,11 +259,13 @@ pub(crate) async fn serve(stream: Stream, peer: ClientAddr, shared: Rc<Shared>) 
 
 /// Completes a TLS connection's handshake (at once for others). Err with
 /// the reason to log, or an empty one when the server is closing or the
-/// busy responder closed the connection.
+/// connection was closed from outside meanwhile.
 async fn handshake(io: &ConnIo, stream: &Stream, stop: &mut watch::Receiver<bool>) -> Result<(), String> {
     let Some(session) = stream.tls() else { return Ok(()) };
     while session.is_handshaking() {
-        if io.closing.get() == Closing::Now {
+        // Closed by the busy responder, or by the engine (CLIENT KILL,
+        // the idle `timeout`).
+        if io.closing.get() == Closing::Now || io.outbox.close_request() != CloseRequest::Open {
             return Err(String::new());
         }
         let wants_write = session.wants_write();
