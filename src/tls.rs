@@ -44,6 +44,8 @@
 //!   session cache; `tls-session-cache-timeout`, `tls-prefer-server-ciphers`
 //!   (rustls always prefers the server's order) and `tls-dh-params-file`
 //!   (rustls has no finite-field DH) are accepted and have no effect.
+//! - Certificates (the server's and clients') must be X.509 v3: webpki
+//!   refuses v1 ones (`UnsupportedCertVersion`), which OpenSSL accepts.
 
 use std::sync::Arc;
 

@@ -393,6 +393,7 @@ fn tls_only_with_port_zero() {
     }
     let server = Server::new(config).start().unwrap();
     assert_eq!(server.addr().port(), 0, "no plain port");
+    assert_eq!(server.url(), format!("rediss://{}/", tls_addr(&server)));
     let mut c = rediss(&pki, tls_addr(&server), true).unwrap();
     assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
 }

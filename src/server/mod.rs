@@ -743,8 +743,11 @@ impl ServerHandle {
     }
 
     /// `redis://ip:port/` for client libraries, or `unix:///path` for a
-    /// server on a Unix socket only.
+    /// server on a Unix socket only, `rediss://ip:port/` for one on TLS only.
     pub fn url(&self) -> String {
+        if let (None, None, Some(tls)) = (&self.addr, &self.unixsocket, self.tls_addr) {
+            return format!("rediss://{tls}/");
+        }
         match (&self.addr, &self.unixsocket) {
             (None, Some(path)) => format!("unix://{}", path.display()),
             _ => format!("redis://{}/", self.addr()),
