@@ -156,9 +156,11 @@ impl TlsContext {
                 Some(v) => builder.with_client_cert_verifier(v),
                 None => builder.with_no_client_auth(),
             };
-            let mut config = builder
-                .with_single_cert(certs.clone(), key.clone_key())
-                .map_err(|e| format!("Failed to load private key: {key_file}: {e}"))?;
+            let mut config = builder.with_single_cert(certs.clone(), key.clone_key()).map_err(|e| match e {
+                // OpenSSL's words, as Redis logs them.
+                rustls::Error::InconsistentKeys(_) => format!("Failed to load private key: {key_file}: key values mismatch"),
+                e => format!("Failed to load private key: {key_file}: {e}"),
+            })?;
             config.session_storage = sessions.clone();
             Ok::<_, String>(Arc::new(config))
         };

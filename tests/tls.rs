@@ -320,6 +320,59 @@ fn auth_clients_optional_serves_clients_with_and_without_certificates() {
 }
 
 #[test]
+fn a_ca_directory_verifies_client_certificates() {
+    let pki = Pki::new();
+    let cas = tempfile::tempdir().unwrap();
+    std::fs::write(cas.path().join("test-ca.pem"), &pki.ca_pem).unwrap();
+    let mut config = Config::ephemeral();
+    config.set("port", &[&free_port().to_string()]).unwrap();
+    config.set("tls-port", &[&free_port().to_string()]).unwrap();
+    config.set("tls-cert-file", &[&pki.file("server.crt")]).unwrap();
+    config.set("tls-key-file", &[&pki.file("server.key")]).unwrap();
+    config.set("tls-ca-cert-dir", &[cas.path().to_str().unwrap()]).unwrap();
+    let server = Server::new(config).start().unwrap();
+    let addr = tls_addr(&server);
+    assert_eq!(q::<String>(&mut rediss(&pki, addr, true).unwrap(), &["PING"]), "PONG");
+    let mut stream = raw_client(&pki, addr, false, &[&rustls::version::TLS12]);
+    assert!(raw_ping(&mut stream).is_err());
+}
+
+/// This machine's address on its outgoing interface, if it is not a
+/// loopback one (no packet is sent to find it).
+fn external_ip() -> Option<std::net::IpAddr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("10.255.255.255:1").ok()?;
+    let ip = socket.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+#[test]
+fn protected_mode_denies_another_host_over_tls_after_the_handshake() {
+    let Some(ip) = external_ip() else {
+        eprintln!("no non-loopback address: skipped");
+        return;
+    };
+    let pki = Pki::new();
+    let server = start_tls(&pki, &[("bind", "0.0.0.0")]);
+    let mut other_host = raw_client(
+        &pki,
+        SocketAddr::new(ip, tls_addr(&server).port()),
+        true,
+        &[&rustls::version::TLS13],
+    );
+    let _ = other_host.write_all(b"PING\r\n");
+    let mut reply = Vec::new();
+    let _ = other_host.read_to_end(&mut reply);
+    assert!(
+        reply.starts_with(b"-DENIED Redis is running in protected mode"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+    let mut local = raw_client(&pki, tls_addr(&server), true, &[&rustls::version::TLS13]);
+    assert_eq!(raw_ping(&mut local).unwrap(), b"+PONG\r\n");
+}
+
+#[test]
 fn auth_clients_no_needs_no_ca() {
     let pki = Pki::new();
     let mut config = Config::ephemeral();
@@ -529,7 +582,8 @@ fn a_key_that_does_not_match_the_certificate_fails_startup() {
         &pki.file("ca.crt"),
     ]);
     assert_eq!(status.code(), Some(1), "{out}");
-    assert!(out.contains("Failed to load private key"), "{out}");
+    assert!(out.contains("Failed to load private key: "), "{out}");
+    assert!(out.contains("server.key: key values mismatch"), "{out}");
 }
 
 #[test]
