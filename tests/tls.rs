@@ -449,6 +449,10 @@ fn tls_only_with_port_zero() {
     assert_eq!(server.url(), format!("rediss://{}/", tls_addr(&server)));
     let mut c = rediss(&pki, tls_addr(&server), true).unwrap();
     assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+    // INFO shows the TLS port as the server's, as Redis does without a plain one.
+    let info: String = q(&mut c, &["INFO", "server"]);
+    let shown = format!("tcp_port:{}", tls_addr(&server).port());
+    assert!(info.lines().any(|l| l == shown), "{info}");
 }
 
 #[test]
