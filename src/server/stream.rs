@@ -3,9 +3,9 @@
 //! code path (`server::conn`, the busy responder) serves all three.
 //!
 //! An enum rather than a generic connection task: the task is large and
-//! generic code would be compiled twice, while the cost of the enum is one
+//! generic code would be compiled once per kind, while the cost of the enum is one
 //! well-predicted branch next to each system call. Only what differs
-//! between the two lives here: binding (Redis's `anetUnixServer`: remove a
+//! between the kinds lives here: binding (Redis's `anetUnixServer`: remove a
 //! stale file, bind, listen, chmod to `unixsocketperm`), accepting, and the
 //! addresses CLIENT LIST shows (`/path:0` for both ends of a Unix socket
 //! connection, as Redis shows them). A TLS stream is a TCP stream with its
