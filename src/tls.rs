@@ -16,7 +16,9 @@
 //! is logged line by line with Redis's texts; at start the server then
 //! exits 1 after `Failed to configure TLS. Check logs for more info.`, and
 //! CONFIG SET fails with `Unable to update TLS configuration. Check server
-//! logs.` leaving the previous values and context in place.
+//! logs.` leaving the previous values and context in place. (CONFIG SET
+//! `tls-port` also binds the new port, and the network side moves to it;
+//! see `commands::server::apply_tls` and `Shared::move_tls_port`.)
 //!
 //! `tls-auth-clients` is read per connection as Redis reads it (no reload
 //! needed): the context holds one configuration per mode — client

@@ -390,6 +390,26 @@ fn auth_clients_no_needs_no_ca() {
 }
 
 #[test]
+fn auth_clients_can_be_set_without_a_ca_as_in_redis_and_then_refuses_everyone() {
+    let pki = Pki::new();
+    let mut config = Config::ephemeral();
+    config.set("port", &[&free_port().to_string()]).unwrap();
+    config.set("tls-port", &[&free_port().to_string()]).unwrap();
+    config.set("tls-cert-file", &[&pki.file("server.crt")]).unwrap();
+    config.set("tls-key-file", &[&pki.file("server.key")]).unwrap();
+    config.set("tls-auth-clients", &["no"]).unwrap();
+    let server = Server::new(config).start().unwrap();
+    let mut plain = common::conn(&server);
+    assert_eq!(q::<String>(&mut plain, &["CONFIG", "SET", "tls-auth-clients", "optional"]), "OK");
+    assert!(rediss(&pki, tls_addr(&server), true).is_err());
+    // Any other TLS parameter rebuilds the context, which needs a CA now.
+    let err = q_err(&mut plain, &["CONFIG", "SET", "tls-protocols", "TLSv1.3"]);
+    assert!(err.ends_with("Unable to update TLS configuration. Check server logs."), "{err}");
+    assert_eq!(q::<String>(&mut plain, &["CONFIG", "SET", "tls-auth-clients", "no"]), "OK");
+    assert_eq!(q::<String>(&mut rediss(&pki, tls_addr(&server), false).unwrap(), &["PING"]), "PONG");
+}
+
+#[test]
 fn auth_clients_set_at_run_time_applies_to_new_connections() {
     let pki = Pki::new();
     let server = start_tls(&pki, &[("tls-auth-clients", "no")]);
@@ -494,8 +514,42 @@ fn config_set_of_the_certificate_applies_to_new_connections() {
     assert_eq!(q::<String>(&mut rediss(&other, addr, true).unwrap(), &["PING"]), "PONG");
     // The connection made before keeps its session.
     assert_eq!(q::<String>(&mut old, &["PING"]), "PONG");
-    let err = q_err(&mut plain, &["CONFIG", "SET", "tls-port", &free_port().to_string()]);
-    assert!(err.ends_with("Unable to listen on this port. Check server logs."), "{err}");
+}
+
+#[test]
+fn config_set_tls_port_moves_the_tls_listener() {
+    let pki = Pki::new();
+    let server = start_tls(&pki, &[]);
+    let old = tls_addr(&server);
+    let mut before = rediss(&pki, old, true).unwrap();
+    let mut plain = common::conn(&server);
+    // A port that cannot be bound changes nothing.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let err = q_err(
+        &mut plain,
+        &["CONFIG", "SET", "tls-port", &taken.local_addr().unwrap().port().to_string()],
+    );
+    assert_eq!(
+        err,
+        "ERR CONFIG SET failed (possibly related to argument 'tls-port') - Unable to listen on this port. Check server logs."
+    );
+    let value: Vec<String> = q(&mut plain, &["CONFIG", "GET", "tls-port"]);
+    assert_eq!(value[1], old.port().to_string());
+    assert_eq!(q::<String>(&mut rediss(&pki, old, true).unwrap(), &["PING"]), "PONG");
+    // A free one: new connections go there, the old port closes, open
+    // connections stay.
+    let moved: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    assert_eq!(
+        q::<String>(&mut plain, &["CONFIG", "SET", "tls-port", &moved.port().to_string()]),
+        "OK"
+    );
+    assert_eq!(q::<String>(&mut rediss(&pki, moved, true).unwrap(), &["PING"]), "PONG");
+    common::wait_until(5, "the old TLS port closes", || TcpStream::connect(old).is_err());
+    assert_eq!(q::<String>(&mut before, &["PING"]), "PONG");
+    // 0 closes the TLS port.
+    assert_eq!(q::<String>(&mut plain, &["CONFIG", "SET", "tls-port", "0"]), "OK");
+    common::wait_until(5, "the TLS port closes", || TcpStream::connect(moved).is_err());
+    assert_eq!(q::<String>(&mut plain, &["PING"]), "PONG");
 }
 
 /// Runs the keylock binary with `args` and returns its exit status and output.

@@ -282,7 +282,9 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     // `enable-protected-configs local` lets local clients (Unix socket,
     // loopback) set the protected parameters, as Redis's islocalClient.
     let changed = ctx.state.params.set_from(&pairs, ctx.client.peer.is_local())?;
-    if let Some(&name) = changed.iter().find(|name| name.starts_with("tls-"))
+    // `tls-auth-clients` alone needs no new context: Redis reads it per
+    // connection (see `crate::tls`).
+    if let Some(&name) = changed.iter().find(|name| name.starts_with("tls-") && **name != "tls-auth-clients")
         && let Err(problem) = apply_tls(ctx, &changed)
     {
         let old: Vec<(&[u8], &[u8])> = tls_before.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
@@ -341,22 +343,34 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// Redis's `applyTlsCfg` and `applyTLSPort` after CONFIG SET changed a
 /// `tls-*` parameter: with TLS wanted, the context is rebuilt from the new
-/// values and connections accepted from now on use it. keylock does not
-/// move its TLS listener at run time, so a new `tls-port` fails as a port
-/// Redis cannot listen on does. Err is the reason CONFIG SET gives.
+/// values, and a new `tls-port` is bound on the `bind` addresses (0: none)
+/// for the network side to move to once this command is done; connections
+/// accepted from then on use them, open ones are kept. Err is the reason
+/// CONFIG SET gives; nothing has changed then.
 fn apply_tls(ctx: &mut Ctx, changed: &[&str]) -> Result<(), &'static str> {
     const UNABLE: &str = "Unable to update TLS configuration. Check server logs.";
+    let context = if crate::tls::wanted(&ctx.state.params) {
+        Some(std::sync::Arc::new(
+            crate::tls::TlsContext::configure(&ctx.state.params).ok_or(UNABLE)?,
+        ))
+    } else {
+        None
+    };
     if changed.contains(&"tls-port") {
-        crate::log::warning(format_args!(
-            "keylock does not change tls-port at run time; restart it with the new port."
-        ));
-        return Err("Unable to listen on this port. Check server logs.");
+        let port = ctx.state.params.int("tls-port").unwrap_or(0) as u16;
+        let listeners = if port == 0 {
+            Vec::new()
+        } else {
+            crate::server::bind_tls_port(&ctx.state.config, port).map_err(|e| {
+                crate::log::warning(format_args!("{e}"));
+                "Unable to listen on this port. Check server logs."
+            })?
+        };
+        ctx.state.tls_rebound = Some(listeners);
     }
-    if !crate::tls::wanted(&ctx.state.params) {
-        return Ok(());
+    if context.is_some() {
+        ctx.state.tls = context;
     }
-    let context = crate::tls::TlsContext::configure(&ctx.state.params).ok_or(UNABLE)?;
-    ctx.state.tls = Some(std::sync::Arc::new(context));
     Ok(())
 }
 

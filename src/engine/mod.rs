@@ -100,6 +100,9 @@ pub struct State {
     /// The TLS context connections accepted on `tls-port` are served with
     /// (built at start, rebuilt by CONFIG SET of a `tls-*` parameter).
     pub tls: Option<std::sync::Arc<crate::tls::TlsContext>>,
+    /// Listening sockets CONFIG SET tls-port bound, for the network side
+    /// to serve from in place of the TLS port's (none: `tls-port 0`).
+    pub tls_rebound: Option<Vec<std::net::TcpListener>>,
     pub config: Config,
     pub stats: Stats,
     pub clock: Clock,
@@ -443,6 +446,7 @@ impl State {
             script_time: None,
             watchdog,
             tls: None,
+            tls_rebound: None,
             clients_cron_next: 0,
             blocked_clients: 0,
             dirty: 0,

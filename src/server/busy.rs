@@ -74,7 +74,8 @@ pub(crate) fn respond(shared: &Weak<Shared>, script: Option<&BusyScript>, state:
 /// the engine now, are served like the others, and get their own task
 /// once the script is over.
 fn accept_waiting(shared: &Shared, state: &mut State) {
-    for listener in &shared.listener_fds {
+    let listeners = shared.listener_fds.borrow().clone();
+    for listener in &listeners {
         while let Some((stream, peer)) = listener.accept(state) {
             let mut accepted = super::conn::Accepted::new(shared, stream, peer);
             shared.conns.borrow_mut().insert(accepted.io.id, accepted.io.clone());

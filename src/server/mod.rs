@@ -75,7 +75,9 @@ pub(crate) struct Shared {
     /// The connection whose batch the engine is running.
     pub running_client: std::cell::Cell<Option<u64>>,
     /// Listening sockets, for the busy responder to accept from.
-    pub listener_fds: Vec<ListenerFd>,
+    pub listener_fds: RefCell<Vec<ListenerFd>>,
+    /// The TLS port's accept tasks, ended when CONFIG SET moves the port.
+    pub tls_accepts: RefCell<Vec<tokio::task::AbortHandle>>,
     /// Connections the busy responder accepted, waiting for their task.
     pub busy_accepted: RefCell<Vec<conn::Accepted>>,
     /// The engine's network limits, read by every connection task on
@@ -111,6 +113,10 @@ impl Shared {
             }
             self.limits.set(net_limits(&engine));
         }
+        let rebound = self.engine.borrow_mut().state.tls_rebound.take();
+        if let Some(listeners) = rebound {
+            self.move_tls_port(listeners);
+        }
         if !self.busy_accepted.borrow().is_empty() {
             conn::spawn_busy_accepted(self);
         }
@@ -122,6 +128,38 @@ impl Shared {
                     io.outbox.wake();
                 }
             }
+        }
+    }
+
+    /// Serves a listening socket: its accept task (a TLS port's is noted,
+    /// to be ended if the port moves).
+    fn listen(self: &Rc<Self>, listener: StdListener) {
+        match listener.into_tokio() {
+            Ok(l) => {
+                let tls = l.is_tls();
+                let task = tokio::task::spawn_local(accept_loop(l, self.clone()));
+                if tls {
+                    self.tls_accepts.borrow_mut().push(task.abort_handle());
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "listener"),
+        }
+    }
+
+    /// CONFIG SET tls-port bound new sockets (or none, for 0): the TLS
+    /// port's accept tasks end, closing the old sockets, and the new ones
+    /// are served. Open connections stay.
+    fn move_tls_port(self: &Rc<Self>, rebound: Vec<std::net::TcpListener>) {
+        for task in self.tls_accepts.borrow_mut().drain(..) {
+            task.abort();
+        }
+        let mut fds = self.listener_fds.borrow_mut();
+        fds.retain(|l| !l.tls);
+        let listeners: Vec<StdListener> = rebound.into_iter().map(StdListener::Tls).collect();
+        fds.extend(listeners.iter().map(StdListener::fd));
+        drop(fds);
+        for listener in listeners {
+            self.listen(listener);
         }
     }
 
@@ -449,6 +487,12 @@ impl ServerFiles {
     }
 }
 
+/// Binds the TLS port anew on every configured address (CONFIG SET
+/// tls-port); the error is the line to log.
+pub(crate) fn bind_tls_port(config: &Config, port: u16) -> Result<Vec<std::net::TcpListener>, String> {
+    bind_tcp(config, port, "TLS").map_err(|e| e.to_string())
+}
+
 /// Binds every configured TCP address on `port` (the plain port's or the
 /// TLS port's, named by `kind` in the error), as Redis's `listenToPort`;
 /// with port 0 the later ones share the first one's port. An address that
@@ -603,7 +647,8 @@ fn serve(
             clock: engine.state.clock.clone(),
             durability: engine.state.durability.clone(),
             net: engine.state.net.clone(),
-            listener_fds,
+            listener_fds: RefCell::new(listener_fds),
+            tls_accepts: RefCell::new(Vec::new()),
             busy_accepted: RefCell::new(Vec::new()),
             engine: RefCell::new(engine),
             next_client_id: std::cell::Cell::new(1),
@@ -631,12 +676,7 @@ fn serve(
         // Connections accepted while loading get their tasks.
         shared.after_batch();
         for listener in listeners {
-            match listener.into_tokio() {
-                Ok(l) => {
-                    tokio::task::spawn_local(accept_loop(l, shared.clone()));
-                }
-                Err(e) => tracing::error!(error = %e, "listener"),
-            }
+            shared.listen(listener);
         }
         tokio::task::spawn_local(cron_loop(shared.clone()));
         tokio::task::spawn_local(aof_flusher(shared.clone()));
@@ -732,7 +772,8 @@ impl ServerHandle {
         self.addr.unwrap_or_else(|| ([0, 0, 0, 0], 0).into())
     }
 
-    /// The TLS port's address, when the server listens on one.
+    /// The TLS port's address, when the server listened on one at start
+    /// (CONFIG SET tls-port may have moved it since).
     pub fn tls_addr(&self) -> Option<SocketAddr> {
         self.tls_addr
     }
