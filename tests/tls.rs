@@ -488,13 +488,18 @@ fn config_set_of_the_certificate_applies_to_new_connections() {
     let mut old = rediss(&pki, addr, true).unwrap();
     let mut plain = common::conn(&server);
     // A file that cannot be read leaves everything as it was.
-    let err = q_err(&mut plain, &["CONFIG", "SET", "tls-cert-file", "/nonexistent/server.crt"]);
+    let err = q_err(
+        &mut plain,
+        &["CONFIG", "SET", "maxmemory", "7mb", "tls-cert-file", "/nonexistent/server.crt"],
+    );
     assert_eq!(
         err,
         "ERR CONFIG SET failed (possibly related to argument 'tls-cert-file') - Unable to update TLS configuration. Check server logs."
     );
     let value: Vec<String> = q(&mut plain, &["CONFIG", "GET", "tls-cert-file"]);
     assert_eq!(value[1], pki.file("server.crt"));
+    let value: Vec<String> = q(&mut plain, &["CONFIG", "GET", "maxmemory"]);
+    assert_eq!(value[1], "0", "the whole command is undone, as in Redis");
     assert_eq!(q::<String>(&mut rediss(&pki, addr, true).unwrap(), &["PING"]), "PONG");
     // The other CA's certificates: new connections are served with them.
     q::<String>(

@@ -273,10 +273,14 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::syntax());
     }
     let pairs: Vec<(&[u8], &[u8])> = argv[2..].chunks(2).map(|p| (p[0].as_ref(), p[1].as_ref())).collect();
-    // The TLS parameters' values before, should the new ones not load.
-    let tls_before: Vec<(&[u8], String)> = pairs
+    // The values before, should a new TLS setting not load (Redis then
+    // restores every parameter of the command).
+    let touches_tls = pairs
         .iter()
-        .filter(|(name, _)| name.len() > 4 && name[..4].eq_ignore_ascii_case(b"tls-"))
+        .any(|(name, _)| name.len() > 4 && name[..4].eq_ignore_ascii_case(b"tls-"));
+    let before: Vec<(&[u8], String)> = pairs
+        .iter()
+        .filter(|_| touches_tls)
         .filter_map(|&(name, _)| Some((name, ctx.state.params.value(&String::from_utf8_lossy(name))?.to_string())))
         .collect();
     // `enable-protected-configs local` lets local clients (Unix socket,
@@ -287,7 +291,7 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if let Some(&name) = changed.iter().find(|name| name.starts_with("tls-") && **name != "tls-auth-clients")
         && let Err(problem) = apply_tls(ctx, &changed)
     {
-        let old: Vec<(&[u8], &[u8])> = tls_before.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
+        let old: Vec<(&[u8], &[u8])> = before.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
         let _ = ctx.state.params.set_from(&old, true);
         return Err(crate::config_params::set_failed(name, problem));
     }
