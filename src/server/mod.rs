@@ -102,6 +102,8 @@ impl Shared {
     /// Bookkeeping after every batch: settings the busy responder reads,
     /// and tasks for connections it accepted.
     pub fn after_batch(self: &Rc<Self>) {
+        // CONFIG SET tls-port bound new sockets.
+        let rebound;
         {
             let engine = self.engine.borrow();
             // The batch's writes reach the append-only file (and, with
@@ -112,9 +114,10 @@ impl Shared {
                 self.aof_flush.notify_one();
             }
             self.limits.set(net_limits(&engine));
+            rebound = engine.state.tls_rebound.is_some();
         }
-        let rebound = self.engine.borrow_mut().state.tls_rebound.take();
-        if let Some(listeners) = rebound {
+        if rebound {
+            let listeners = self.engine.borrow_mut().state.tls_rebound.take().unwrap_or_default();
             self.move_tls_port(listeners);
         }
         if !self.busy_accepted.borrow().is_empty() {
