@@ -33,6 +33,9 @@ pub struct Config {
     pub bind: Vec<String>,
     /// 0 binds a free port, or, with a `unixsocket`, no TCP port at all.
     pub port: u16,
+    /// Also serve TLS on this port (0: no TLS listener); with port 0, only
+    /// TLS, as redis-server's `--port 0 --tls-port N`.
+    pub tls_port: u16,
     /// Also (or, with port 0, only) serve on a Unix domain socket at this path.
     pub unixsocket: Option<String>,
     /// The socket file's mode (`unixsocketperm`, octal); 0 leaves it as created.
@@ -84,6 +87,7 @@ impl Default for Config {
         Config {
             bind: vec!["127.0.0.1".into()],
             port: 6379,
+            tls_port: 0,
             unixsocket: None,
             unixsocketperm: 0,
             tcp_backlog: 511,
@@ -264,6 +268,7 @@ impl Config {
         };
         match name.as_str() {
             "port" => self.port = one()?.parse().map_err(|_| "Invalid port".to_string())?,
+            "tls-port" => self.tls_port = one()?.parse().map_err(|_| "Invalid port".to_string())?,
             "bind" => self.bind = values.clone(),
             "unixsocket" => self.unixsocket = Some(one()?.clone()).filter(|p| !p.is_empty()),
             "unixsocketperm" => {
@@ -291,15 +296,22 @@ impl Config {
         Ok(())
     }
 
-    /// Whether the server listens on TCP: always, except for port 0 with a
-    /// Unix socket (Redis's `--port 0 --unixsocket PATH`: the socket only).
+    /// Whether the server listens on plain TCP: always, except for port 0
+    /// with a Unix socket or a TLS port (Redis's `--port 0 --unixsocket
+    /// PATH` or `--port 0 --tls-port N`: those only).
     pub fn serves_tcp(&self) -> bool {
-        self.port != 0 || self.unixsocket.is_none()
+        self.port != 0 || (self.unixsocket.is_none() && self.tls_port == 0)
     }
 
     /// Checks every directive against the parameter table, as redis-server
     /// does before it starts: an unknown name or a bad value is an error.
     pub fn validate(&self) -> Result<(), String> {
+        self.params()?;
+        self.validate_users()
+    }
+
+    /// The parameter table the directives make (the engine's starts so).
+    pub fn params(&self) -> Result<crate::config_params::ConfigParams, String> {
         let mut params = crate::config_params::ConfigParams::new();
         // `dir` was checked as it was read; the binary has changed to it
         // since, so a relative path would no longer be found.
@@ -308,7 +320,7 @@ impl Config {
                 .apply_directive(name, values)
                 .map_err(|e| format!("bad directive '{name} {}': {e}", values.join(" ")))?;
         }
-        self.validate_users()
+        Ok(params)
     }
 
     /// Redis's `ACLLoadUsersAtStartup`: `user` lines or an ACL file, not

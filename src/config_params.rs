@@ -157,8 +157,8 @@ enum OnSet {
     Nothing,
     /// Raise the value to this minimum (Redis's resizeReplicationBacklog).
     RaiseTo(i64),
-    /// Turning TLS on fails: keylock has no TLS, and Redis fails the same
-    /// way when no certificate is configured.
+    /// Turning TLS on for replication or the cluster bus fails: keylock
+    /// serves TLS to clients only (see `crate::tls`).
     NoTls,
 }
 
@@ -676,7 +676,7 @@ static PARAMS: &[Param] = &[
         "2097152",
     ),
     // TLS (the reference server is built with TLS, so it lists these).
-    int("tls-port", None, MODIFIABLE, 0, 65535, "0").on_set(OnSet::NoTls),
+    int("tls-port", None, MODIFIABLE, 0, 65535, "0"),
     int("tls-session-cache-size", None, MODIFIABLE, 0, INT_MAX, "20480"),
     int("tls-session-cache-timeout", None, MODIFIABLE, 0, INT_MAX, "300"),
     boolean("tls-cluster", None, MODIFIABLE, "no").on_set(OnSet::NoTls),
@@ -1214,7 +1214,7 @@ fn rewrite_memory(bytes: u64) -> String {
     }
 }
 
-fn set_failed(name: &str, problem: &str) -> CmdError {
+pub(crate) fn set_failed(name: &str, problem: &str) -> CmdError {
     CmdError::err(format!("CONFIG SET failed (possibly related to argument '{name}') - {problem}"))
 }
 

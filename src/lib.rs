@@ -56,6 +56,7 @@ pub mod reply;
 pub mod request;
 pub mod scripting;
 pub mod server;
+pub mod tls;
 
 pub use clock::Clock;
 pub use config::Config;

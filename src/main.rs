@@ -82,7 +82,7 @@ fn main() {
     }
     // `--port 0` alone binds a free port and prints it first; Redis's
     // banner then follows it. Otherwise the banner comes first, as Redis's.
-    config.announce = config.port == 0 && config.unixsocket.is_none();
+    config.announce = config.port == 0 && config.unixsocket.is_none() && config.tls_port == 0;
     let announce = config.announce;
     if !announce {
         banner(&args);

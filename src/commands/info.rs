@@ -85,7 +85,13 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("process_id:{}", std::process::id());
             line!("process_supervised:no");
             line!("run_id:{}", st.run_id);
-            line!("tcp_port:{}", st.port);
+            // Redis shows the TLS port when there is no plain one.
+            let tcp_port = if st.port != 0 {
+                i64::from(st.port)
+            } else {
+                st.params.int("tls-port").unwrap_or(0)
+            };
+            line!("tcp_port:{}", tcp_port);
             line!("server_time_usec:{}", now_us);
             line!("uptime_in_seconds:{}", uptime);
             line!("uptime_in_days:{}", uptime / 86400);

@@ -273,12 +273,31 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::syntax());
     }
     let pairs: Vec<(&[u8], &[u8])> = argv[2..].chunks(2).map(|p| (p[0].as_ref(), p[1].as_ref())).collect();
+    // The values before, should a new TLS setting not load (Redis then
+    // restores every parameter of the command).
+    let touches_tls = pairs
+        .iter()
+        .any(|(name, _)| name.len() > 4 && name[..4].eq_ignore_ascii_case(b"tls-"));
+    let before: Vec<(&[u8], String)> = pairs
+        .iter()
+        .filter(|_| touches_tls)
+        .filter_map(|&(name, _)| Some((name, ctx.state.params.value(&String::from_utf8_lossy(name))?.to_string())))
+        .collect();
     // `enable-protected-configs local` lets local clients (Unix socket,
     // loopback) set the protected parameters, as Redis's islocalClient.
     let changed = ctx
         .state
         .params
         .set_from(&pairs, ctx.client.peer.is_local(), ctx.state.loading.is_some())?;
+    // `tls-auth-clients` alone needs no new context: Redis reads it per
+    // connection (see `crate::tls`).
+    if let Some(&name) = changed.iter().find(|name| name.starts_with("tls-") && **name != "tls-auth-clients")
+        && let Err(problem) = apply_tls(ctx, &changed)
+    {
+        let old: Vec<(&[u8], &[u8])> = before.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
+        let _ = ctx.state.params.set_from(&old, true, false);
+        return Err(crate::config_params::set_failed(name, problem));
+    }
     if changed.contains(&"loglevel")
         && let Some(level) = ctx.state.params.value("loglevel").and_then(crate::log::Level::from_name)
     {
@@ -334,6 +353,39 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     ctx.state.aof_settings_changed();
     Ok(Reply::OK)
+}
+
+/// Redis's `applyTlsCfg` and `applyTLSPort` after CONFIG SET changed a
+/// `tls-*` parameter: with TLS wanted, the context is rebuilt from the new
+/// values, and a new `tls-port` is bound on the `bind` addresses (0: none)
+/// for the network side to move to once this command is done; connections
+/// accepted from then on use them, open ones are kept. Err is the reason
+/// CONFIG SET gives; nothing has changed then.
+fn apply_tls(ctx: &mut Ctx, changed: &[&str]) -> Result<(), &'static str> {
+    const UNABLE: &str = "Unable to update TLS configuration. Check server logs.";
+    let context = if crate::tls::wanted(&ctx.state.params) {
+        Some(std::sync::Arc::new(
+            crate::tls::TlsContext::configure(&ctx.state.params).ok_or(UNABLE)?,
+        ))
+    } else {
+        None
+    };
+    if changed.contains(&"tls-port") {
+        let port = ctx.state.params.int("tls-port").unwrap_or(0) as u16;
+        let listeners = if port == 0 {
+            Vec::new()
+        } else {
+            crate::server::bind_tls_port(&ctx.state.config, port).map_err(|e| {
+                crate::log::warning(format_args!("{e}"));
+                "Unable to listen on this port. Check server logs."
+            })?
+        };
+        ctx.state.tls_rebound = Some(listeners);
+    }
+    if context.is_some() {
+        ctx.state.tls = context;
+    }
+    Ok(())
 }
 
 /// BGREWRITEAOF: the append-only file rewritten from the dataset by a

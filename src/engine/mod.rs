@@ -98,6 +98,12 @@ pub struct State {
     pub clients: ClientMap,
     pub pubsub: PubSub,
     pub params: ConfigParams,
+    /// The TLS context connections accepted on `tls-port` are served with
+    /// (built at start, rebuilt by CONFIG SET of a `tls-*` parameter).
+    pub tls: Option<std::sync::Arc<crate::tls::TlsContext>>,
+    /// Listening sockets CONFIG SET tls-port bound, for the network side
+    /// to serve from in place of the TLS port's (none: `tls-port 0`).
+    pub tls_rebound: Option<Vec<std::net::TcpListener>>,
     pub config: Config,
     pub stats: Stats,
     pub clock: Clock,
@@ -459,6 +465,8 @@ impl State {
             runtime,
             script_time: None,
             watchdog,
+            tls: None,
+            tls_rebound: None,
             clients_cron_next: 0,
             blocked_clients: 0,
             dirty: 0,

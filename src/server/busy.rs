@@ -23,6 +23,11 @@
 //! its replies wait, unless a limit will close it first; the commands it
 //! sent stay in the kernel's buffers, and it resumes once it reads.
 //!
+//! A TLS connection is served the same way through its session (the one
+//! its task uses, `server::tls`): reads decrypt (and move a handshake on),
+//! writes encrypt, and encrypted bytes the socket did not take wait in the
+//! session for its task.
+//!
 //! Connections that arrive while a script is busy are accepted here too,
 //! registered with the engine, and answered the same way; their tasks
 //! start when the script ends, and the
@@ -69,8 +74,9 @@ pub(crate) fn respond(shared: &Weak<Shared>, script: Option<&BusyScript>, state:
 /// the engine now, are served like the others, and get their own task
 /// once the script is over.
 fn accept_waiting(shared: &Shared, state: &mut State) {
-    for listener in &shared.listener_fds {
-        while let Some((stream, peer)) = listener.accept() {
+    let listeners = shared.listener_fds.borrow().clone();
+    for listener in &listeners {
+        while let Some((stream, peer)) = listener.accept(state) {
             let mut accepted = super::conn::Accepted::new(shared, stream, peer);
             shared.conns.borrow_mut().insert(accepted.io.id, accepted.io.clone());
             accepted.admit(shared, state);
@@ -229,7 +235,9 @@ fn close_now(shared: &Shared, io: &ConnIo) {
 
 /// Its task must be woken when the script is over.
 fn touched(shared: &Shared, io: &ConnIo) {
-    let pending = !io.output().borrow().is_empty() || !io.input.borrow().is_empty();
+    let pending = !io.output().borrow().is_empty()
+        || !io.input.borrow().is_empty()
+        || io.tls.as_ref().is_some_and(|t| t.wants_write() || t.has_plaintext());
     if pending || io.closing.get() != Closing::Open {
         let mut touched = shared.busy_touched.borrow_mut();
         if !touched.contains(&io.id) {
@@ -242,6 +250,19 @@ fn touched(shared: &Shared, io: &ConnIo) {
 fn read_once(shared: &Shared, io: &ConnIo, sock: &SockRef) -> Read {
     let mut input = io.input.borrow_mut();
     io.parser.borrow().make_room(&mut input);
+    if let Some(tls) = &io.tls {
+        let room = input.capacity() - input.len();
+        return match tls.read(sock, &mut bytes::BufMut::limit(&mut *input, room)) {
+            Ok(0) => Read::Gone,
+            Ok(n) => {
+                shared.net.read(n);
+                Read::Data
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Read::Empty,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Read::Empty,
+            Err(_) => Read::Gone,
+        };
+    }
     let len = input.len();
     match sock.recv(input.spare_capacity_mut()) {
         Ok(0) => Read::Gone,
@@ -277,7 +298,11 @@ fn send_output(shared: &Shared, io: &ConnIo, sock: &SockRef) -> Sent {
             // Waiting for the disk: written once the sync is done.
             return Sent::Partly;
         }
-        match sock.send(out.front()) {
+        let sent = match &io.tls {
+            Some(tls) => tls.write(sock, out.front()),
+            None => sock.send(out.front()),
+        };
+        match sent {
             Ok(n) => {
                 shared.net.wrote(n);
                 out.advance(n);
@@ -288,5 +313,9 @@ fn send_output(shared: &Shared, io: &ConnIo, sock: &SockRef) -> Sent {
             Err(_) => return Sent::Failed,
         }
     }
-    Sent::All
+    match io.tls.as_ref().map(|tls| tls.flush(sock)) {
+        Some(Ok(false)) => Sent::Partly,
+        Some(Err(_)) => Sent::Failed,
+        _ => Sent::All,
+    }
 }

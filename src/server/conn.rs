@@ -27,17 +27,27 @@
 //! outbox for CLIENT LIST (`qbuf`, `qbuf-free`) before each batch (the
 //! whole input, as Redis holds the commands it runs) and after it. All of
 //! it is a few stores per batch.
+//!
+//! A TLS connection (`tls-port`) is registered and counted as a client
+//! when accepted, as Redis creates its client before the handshake; its
+//! task completes the handshake first (a failure is logged as Redis logs
+//! it, `Error accepting a client connection: …`, and closes it), then
+//! serves it as any other: its stream decrypts and encrypts (see
+//! `stream`, `tls`), and a session can hold input or output of its own,
+//! which the loop below asks for next to the socket's readiness.
 
 use std::cell::{Cell, RefCell};
 use std::os::fd::RawFd;
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
+use tokio::sync::watch;
 
 use super::Shared;
 use super::limits::NetLimits;
 use super::parser::{Limits, READ_CHUNK, RequestParser, resize_in_cron, rewind};
 use super::stream::{StdStream, Stream};
+use super::tls::TlsSession;
 use crate::engine::output::OutputBuffer;
 use crate::engine::{ClientAddr, CloseRequest, Outbox};
 use crate::log;
@@ -60,6 +70,9 @@ pub(crate) enum Closing {
 pub(crate) struct ConnIo {
     pub id: u64,
     pub fd: RawFd,
+    /// A TLS connection's session, which the busy responder reads and
+    /// writes through too.
+    pub tls: Option<Rc<TlsSession>>,
     pub input: RefCell<BytesMut>,
     pub parser: RefCell<RequestParser>,
     /// Commands the client sent after a blocking command that parked it,
@@ -103,6 +116,7 @@ impl Accepted {
         let io = Rc::new(ConnIo {
             id,
             fd: stream.fd(),
+            tls: stream.tls(),
             // Both buffers are allocated when first needed: an idle
             // connection holds none.
             input: RefCell::new(BytesMut::new()),
@@ -243,6 +257,43 @@ pub(crate) async fn serve(stream: Stream, peer: ClientAddr, shared: Rc<Shared>) 
     }
 }
 
+/// Completes a TLS connection's handshake (at once for others). Err with
+/// the reason to log, or an empty one when the server is closing or the
+/// connection was closed from outside meanwhile.
+async fn handshake(io: &ConnIo, stream: &Stream, stop: &mut watch::Receiver<bool>) -> Result<(), String> {
+    let Some(session) = stream.tls() else { return Ok(()) };
+    while session.is_handshaking() {
+        // Closed by the busy responder, or by the engine (CLIENT KILL,
+        // the idle `timeout`).
+        if io.closing.get() == Closing::Now || io.outbox.close_request() != CloseRequest::Open {
+            return Err(String::new());
+        }
+        let wants_write = session.wants_write();
+        tokio::select! {
+            ready = stream.writable(), if wants_write => {
+                ready.map_err(|e| e.to_string())?;
+                stream.flush_pending().map_err(|e| e.to_string())?;
+            }
+            ready = stream.readable(), if !wants_write => {
+                ready.map_err(|e| e.to_string())?;
+                match stream.receive_handshake() {
+                    Ok(0) => return Err("Connection closed by peer during TLS handshake".into()),
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+            // The busy responder moved it on, or closed it.
+            _ = io.outbox.woken() => {}
+            _ = stop.changed() => return Err(String::new()),
+        }
+    }
+    // A wake-up the loop above took may have been for input or output
+    // the busy responder left: the connection's loop sees to them.
+    io.outbox.wake();
+    Ok(())
+}
+
 /// What processing the input asks of the connection.
 enum Next {
     Continue,
@@ -264,12 +315,23 @@ async fn run(mut accepted: Accepted, shared: Rc<Shared>) {
         }
         return;
     };
+    let mut stop = shared.closing.subscribe();
+    if let Err(e) = handshake(&io, &stream, &mut stop).await {
+        if !e.is_empty() {
+            log::warning(format_args!("Error accepting a client connection: {e}"));
+        }
+        shared.conns.borrow_mut().remove(&id);
+        if admitted {
+            shared.engine.borrow_mut().disconnect(id);
+            shared.connected.set(shared.connected.get() - 1);
+        }
+        return;
+    }
     if !admitted {
         flush(&io, &stream, &shared).await;
         stream.shutdown_write();
         return;
     }
-    let mut stop = shared.closing.subscribe();
 
     loop {
         match io.closing.get() {
@@ -314,7 +376,7 @@ async fn run(mut accepted: Accepted, shared: Rc<Shared>) {
                 shared.engine.borrow_mut().time_out_blocked(io.id);
                 process_input(&io, &shared).await
             }
-            ready = stream.writable(), if unwritten > 0 && held.is_none() && disk_wait.is_none() => {
+            ready = stream.writable(), if (unwritten > 0 || stream.wants_write()) && held.is_none() && disk_wait.is_none() => {
                 if ready.is_err() {
                     break;
                 }
@@ -512,7 +574,8 @@ fn try_flush(io: &ConnIo, writer: &Stream, shared: &Shared) -> Result<bool, ()> 
         }
     }
     output.written(IDLE_OUTPUT_MAX);
-    Ok(true)
+    // What a TLS session holds encrypted.
+    writer.flush_pending().map_err(|_| ())
 }
 
 /// Waits until output waiting for `upto` bytes of the append-only file

@@ -1,5 +1,6 @@
-//! The network side: listeners (TCP, and a Unix domain socket with
-//! `unixsocket`; see `stream`), one task per connection, and the public
+//! The network side: listeners (TCP, TLS on `tls-port` — see `tls` —, and
+//! a Unix domain socket with `unixsocket`; see `stream`), one task per
+//! connection, and the public
 //! [`Server`] / [`ServerHandle`] API used by the binary and by tests that
 //! embed keylock.
 //!
@@ -20,6 +21,7 @@ pub mod control;
 pub mod limits;
 pub mod parser;
 mod stream;
+mod tls;
 
 pub use parser::SMALL_REQUEST;
 
@@ -73,7 +75,9 @@ pub(crate) struct Shared {
     /// The connection whose batch the engine is running.
     pub running_client: std::cell::Cell<Option<u64>>,
     /// Listening sockets, for the busy responder to accept from.
-    pub listener_fds: Vec<ListenerFd>,
+    pub listener_fds: RefCell<Vec<ListenerFd>>,
+    /// The TLS port's accept tasks, ended when CONFIG SET moves the port.
+    pub tls_accepts: RefCell<Vec<tokio::task::AbortHandle>>,
     /// Connections the busy responder accepted, waiting for their task.
     pub busy_accepted: RefCell<Vec<conn::Accepted>>,
     /// The engine's network limits, read by every connection task on
@@ -98,6 +102,8 @@ impl Shared {
     /// Bookkeeping after every batch: settings the busy responder reads,
     /// and tasks for connections it accepted.
     pub fn after_batch(self: &Rc<Self>) {
+        // CONFIG SET tls-port bound new sockets.
+        let rebound;
         {
             let engine = self.engine.borrow();
             // The batch's writes reach the append-only file (and, with
@@ -108,6 +114,11 @@ impl Shared {
                 self.aof_flush.notify_one();
             }
             self.limits.set(net_limits(&engine));
+            rebound = engine.state.tls_rebound.is_some();
+        }
+        if rebound {
+            let listeners = self.engine.borrow_mut().state.tls_rebound.take().unwrap_or_default();
+            self.move_tls_port(listeners);
         }
         if !self.busy_accepted.borrow().is_empty() {
             conn::spawn_busy_accepted(self);
@@ -120,6 +131,38 @@ impl Shared {
                     io.outbox.wake();
                 }
             }
+        }
+    }
+
+    /// Serves a listening socket: its accept task (a TLS port's is noted,
+    /// to be ended if the port moves).
+    fn listen(self: &Rc<Self>, listener: StdListener) {
+        match listener.into_tokio() {
+            Ok(l) => {
+                let tls = l.is_tls();
+                let task = tokio::task::spawn_local(accept_loop(l, self.clone()));
+                if tls {
+                    self.tls_accepts.borrow_mut().push(task.abort_handle());
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "listener"),
+        }
+    }
+
+    /// CONFIG SET tls-port bound new sockets (or none, for 0): the TLS
+    /// port's accept tasks end, closing the old sockets, and the new ones
+    /// are served. Open connections stay.
+    fn move_tls_port(self: &Rc<Self>, rebound: Vec<std::net::TcpListener>) {
+        for task in self.tls_accepts.borrow_mut().drain(..) {
+            task.abort();
+        }
+        let mut fds = self.listener_fds.borrow_mut();
+        fds.retain(|l| !l.tls);
+        let listeners: Vec<StdListener> = rebound.into_iter().map(StdListener::Tls).collect();
+        fds.extend(listeners.iter().map(StdListener::fd));
+        drop(fds);
+        for listener in listeners {
+            self.listen(listener);
         }
     }
 
@@ -178,11 +221,14 @@ pub struct BoundServer {
     config: Config,
     listeners: Vec<StdListener>,
     addr: Option<SocketAddr>,
+    tls_addr: Option<SocketAddr>,
+    tls: Option<Arc<crate::tls::TlsContext>>,
 }
 
 /// A running server: its address, its clock, and how to stop it.
 pub struct ServerHandle {
     addr: Option<SocketAddr>,
+    tls_addr: Option<SocketAddr>,
     unixsocket: Option<PathBuf>,
     clock: Clock,
     stop: Stopper,
@@ -214,11 +260,13 @@ impl Server {
     }
 
     /// Checks the configuration and binds the listening sockets, as Redis's
-    /// `initServer`: the TCP addresses (unless `--port 0` with a Unix
-    /// socket), then the Unix socket. On failure the error's text is the
-    /// line Redis logs before exiting (`Failed listening on port 6379
-    /// (TCP), aborting.`, `Failed opening Unix socket: …`); the warnings
-    /// before it are logged here. Prints `listening on ADDR` when the
+    /// `initServer`: the TLS context (with a `tls-port`), the TCP
+    /// addresses (unless `--port 0` with a Unix socket or a TLS port), the
+    /// TLS port's, then the Unix socket. On failure the error's text is the
+    /// line Redis logs before exiting (`Failed to configure TLS. Check logs
+    /// for more info.`, `Failed listening on port 6379 (TCP), aborting.`,
+    /// `Failed opening Unix socket: …`); the warnings before it are logged
+    /// here. Prints `listening on ADDR` when the
     /// configuration asks to announce the port.
     pub fn bind(self) -> std::io::Result<BoundServer> {
         // Redis's `initServer` sets `server.pid` first: its lines are `M`s.
@@ -227,11 +275,43 @@ impl Server {
         config
             .validate()
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-        let mut listeners = if config.serves_tcp() { bind_tcp(&config)? } else { Vec::new() };
+        let params = config
+            .params()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let tls = if crate::tls::wanted(&params) {
+            let context = crate::tls::TlsContext::configure(&params).ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "Failed to configure TLS. Check logs for more info.",
+                )
+            })?;
+            Some(Arc::new(context))
+        } else {
+            None
+        };
+        let mut listeners = if config.serves_tcp() {
+            bind_tcp(&config, config.port, "TCP")?.into_iter().map(StdListener::Tcp).collect()
+        } else {
+            Vec::new()
+        };
         let addr = match listeners.first() {
             Some(StdListener::Tcp(l)) => Some(l.local_addr()?),
             _ => None,
         };
+        let mut tls_addr = None;
+        if config.tls_port != 0 {
+            let tls_listeners = bind_tcp(&config, config.tls_port, "TLS")?;
+            if let Some(l) = tls_listeners.first() {
+                tls_addr = Some(l.local_addr()?);
+            }
+            listeners.extend(tls_listeners.into_iter().map(StdListener::Tls));
+        }
+        if listeners.is_empty() && config.unixsocket.is_none() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrNotAvailable,
+                "Configured to not listen anywhere, exiting.",
+            ));
+        }
         if let Some(path) = &config.unixsocket {
             let listener = stream::bind_unix(path, config.unixsocketperm, config.tcp_backlog)
                 .map_err(|e| std::io::Error::other(format!("Failed opening Unix socket: {e}")))?;
@@ -244,7 +324,13 @@ impl Server {
             println!("listening on {addr}");
             let _ = std::io::stdout().flush();
         }
-        Ok(BoundServer { config, listeners, addr })
+        Ok(BoundServer {
+            config,
+            listeners,
+            addr,
+            tls_addr,
+            tls,
+        })
     }
 }
 
@@ -255,13 +341,26 @@ impl BoundServer {
         self.addr
     }
 
+    /// The TLS port's address, when the server listens on one.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_addr
+    }
+
     /// Starts the server thread, writes the pid file, and logs Redis's
     /// `Server initialized` and ready lines.
     pub fn start(self) -> std::io::Result<ServerHandle> {
-        let BoundServer { config, listeners, addr } = self;
+        let BoundServer {
+            config,
+            listeners,
+            addr,
+            tls_addr,
+            tls,
+        } = self;
         let (stop_tx, _) = watch::channel(false);
         let stop = Arc::new(stop_tx);
         let port = addr.map_or(0, |a| a.port());
+        // Redis shows `server.port ? server.port : server.tls_port`.
+        let shown_port = if port != 0 { port } else { tls_addr.map_or(0, |a| a.port()) };
         if let Some(pidfile) = &config.pidfile {
             write_pidfile(pidfile);
         }
@@ -278,17 +377,18 @@ impl BoundServer {
             .stack_size(ENGINE_STACK_BYTES)
             .spawn(move || {
                 if show_banner(&thread_config) {
-                    log::raw(log::Level::Notice, &banner(port));
+                    log::raw(log::Level::Notice, &banner(shown_port));
                 } else {
-                    log::notice(format_args!("Running mode=standalone, port={port}."));
+                    log::notice(format_args!("Running mode=standalone, port={shown_port}."));
                 }
                 log::warning(format_args!("Server initialized"));
                 let files = ServerFiles::of(&thread_config);
                 let ready = ReadyLines {
-                    tcp: addr.is_some(),
+                    tcp: addr.is_some() || tls_addr.is_some(),
                     unixsocket: thread_config.unixsocket.clone(),
                 };
-                let state = State::with_halt(thread_config, port, thread_halt);
+                let mut state = State::with_halt(thread_config, port, thread_halt);
+                state.tls = tls;
                 serve(listeners, state, load_at_start, ready, thread_stop, thread_by_signal);
                 files.remove();
                 if let Some(dir) = private_dir {
@@ -297,6 +397,7 @@ impl BoundServer {
             })?;
         Ok(ServerHandle {
             addr,
+            tls_addr,
             unixsocket: config.unixsocket.as_ref().map(PathBuf::from),
             clock: config.clock.clone(),
             stop: Stopper { stop, halt, by_signal },
@@ -390,14 +491,21 @@ impl ServerFiles {
     }
 }
 
-/// Binds every configured TCP address, as Redis's `listenToPort`; with
-/// port 0 the later ones share the first one's port. An address that
+/// Binds the TLS port anew on every configured address (CONFIG SET
+/// tls-port); the error is the line to log.
+pub(crate) fn bind_tls_port(config: &Config, port: u16) -> Result<Vec<std::net::TcpListener>, String> {
+    bind_tcp(config, port, "TLS").map_err(|e| e.to_string())
+}
+
+/// Binds every configured TCP address on `port` (the plain port's or the
+/// TLS port's, named by `kind` in the error), as Redis's `listenToPort`;
+/// with port 0 the later ones share the first one's port. An address that
 /// cannot be bound is logged; the server gives up unless the address is
 /// not available or its protocol is not supported here (IPv6 on a host
 /// without it), as Redis does.
-fn bind_tcp(config: &Config) -> std::io::Result<Vec<StdListener>> {
+fn bind_tcp(config: &Config, first_port: u16, kind: &str) -> std::io::Result<Vec<std::net::TcpListener>> {
     let mut listeners = Vec::new();
-    let mut port = config.port;
+    let mut port = first_port;
     let fallback = ["127.0.0.1".to_string()];
     let hosts = if config.bind.is_empty() { &fallback[..] } else { &config.bind[..] };
     for host in hosts {
@@ -418,7 +526,7 @@ fn bind_tcp(config: &Config) -> std::io::Result<Vec<StdListener>> {
             Ok(listener) => {
                 port = listener.local_addr()?.port();
                 listener.set_nonblocking(true)?;
-                listeners.push(StdListener::Tcp(listener));
+                listeners.push(listener);
             }
             Err(e) => {
                 log::warning(format_args!(
@@ -439,17 +547,11 @@ fn bind_tcp(config: &Config) -> std::io::Result<Vec<StdListener>> {
                 if !skipped {
                     return Err(std::io::Error::new(
                         e.kind(),
-                        format!("Failed listening on port {} (TCP), aborting.", config.port),
+                        format!("Failed listening on port {first_port} ({kind}), aborting."),
                     ));
                 }
             }
         }
-    }
-    if listeners.is_empty() && config.unixsocket.is_none() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::AddrNotAvailable,
-            "Configured to not listen anywhere, exiting.",
-        ));
     }
     Ok(listeners)
 }
@@ -549,7 +651,8 @@ fn serve(
             clock: engine.state.clock.clone(),
             durability: engine.state.durability.clone(),
             net: engine.state.net.clone(),
-            listener_fds,
+            listener_fds: RefCell::new(listener_fds),
+            tls_accepts: RefCell::new(Vec::new()),
             busy_accepted: RefCell::new(Vec::new()),
             engine: RefCell::new(engine),
             next_client_id: std::cell::Cell::new(1),
@@ -577,12 +680,7 @@ fn serve(
         // Connections accepted while loading get their tasks.
         shared.after_batch();
         for listener in listeners {
-            match listener.into_tokio() {
-                Ok(l) => {
-                    tokio::task::spawn_local(accept_loop(l, shared.clone()));
-                }
-                Err(e) => tracing::error!(error = %e, "listener"),
-            }
+            shared.listen(listener);
         }
         tokio::task::spawn_local(cron_loop(shared.clone()));
         tokio::task::spawn_local(aof_flusher(shared.clone()));
@@ -630,6 +728,15 @@ async fn accept_loop(listener: Listener, shared: Rc<Shared>) {
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
+                let stream = if listener.is_tls() {
+                    // The context and `tls-auth-clients` in force now.
+                    let Some(session) = tls::TlsSession::accept(&shared.engine.borrow().state) else {
+                        continue;
+                    };
+                    stream.with_tls(session)
+                } else {
+                    stream
+                };
                 tokio::task::spawn_local(conn::serve(stream, peer, shared.clone()));
             }
             Err(e) => {
@@ -669,14 +776,23 @@ impl ServerHandle {
         self.addr.unwrap_or_else(|| ([0, 0, 0, 0], 0).into())
     }
 
+    /// The TLS port's address, when the server listened on one at start
+    /// (CONFIG SET tls-port may have moved it since).
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_addr
+    }
+
     /// The Unix socket's path, when the server listens on one.
     pub fn unix_socket(&self) -> Option<&Path> {
         self.unixsocket.as_deref()
     }
 
     /// `redis://ip:port/` for client libraries, or `unix:///path` for a
-    /// server on a Unix socket only.
+    /// server on a Unix socket only, `rediss://ip:port/` for one on TLS only.
     pub fn url(&self) -> String {
+        if let (None, None, Some(tls)) = (&self.addr, &self.unixsocket, self.tls_addr) {
+            return format!("rediss://{tls}/");
+        }
         match (&self.addr, &self.unixsocket) {
             (None, Some(path)) => format!("unix://{}", path.display()),
             _ => format!("redis://{}/", self.addr()),

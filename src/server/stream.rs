@@ -1,29 +1,36 @@
-//! The two kinds of socket a client connects through, TCP and Unix domain,
-//! behind one type, so that one connection code path (`server::conn`, the
-//! busy responder) serves both.
+//! The kinds of socket a client connects through, TCP, TLS over TCP (the
+//! `tls-port`) and Unix domain, behind one type, so that one connection
+//! code path (`server::conn`, the busy responder) serves all three.
 //!
 //! An enum rather than a generic connection task: the task is large and
-//! generic code would be compiled twice, while the cost of the enum is one
+//! generic code would be compiled once per kind, while the cost of the enum is one
 //! well-predicted branch next to each system call. Only what differs
-//! between the two lives here: binding (Redis's `anetUnixServer`: remove a
+//! between the kinds lives here: binding (Redis's `anetUnixServer`: remove a
 //! stale file, bind, listen, chmod to `unixsocketperm`), accepting, and the
 //! addresses CLIENT LIST shows (`/path:0` for both ends of a Unix socket
-//! connection, as Redis shows them).
+//! connection, as Redis shows them). A TLS stream is a TCP stream with its
+//! session (`server::tls`): reads and writes go through the session, and
+//! the readiness it may hold itself (decrypted input, encrypted output
+//! not yet sent) is asked for by the connection next to the socket's.
 
 use crate::error::os_error_text;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use tokio::io::Interest;
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
+use super::tls::TlsSession;
 use crate::engine::ClientAddr;
 
 /// A listening socket before the server thread's runtime takes it.
 pub(crate) enum StdListener {
     Tcp(std::net::TcpListener),
+    /// The `tls-port`'s.
+    Tls(std::net::TcpListener),
     /// With the socket's path, the address its clients are shown with.
     Unix(std::os::unix::net::UnixListener, Arc<str>),
 }
@@ -34,10 +41,17 @@ impl StdListener {
             StdListener::Tcp(l) => ListenerFd {
                 fd: l.as_raw_fd(),
                 unix_path: None,
+                tls: false,
+            },
+            StdListener::Tls(l) => ListenerFd {
+                fd: l.as_raw_fd(),
+                unix_path: None,
+                tls: true,
             },
             StdListener::Unix(l, path) => ListenerFd {
                 fd: l.as_raw_fd(),
                 unix_path: Some(path.clone()),
+                tls: false,
             },
         }
     }
@@ -45,7 +59,8 @@ impl StdListener {
     /// Registers the socket with the current runtime.
     pub fn into_tokio(self) -> io::Result<Listener> {
         Ok(match self {
-            StdListener::Tcp(l) => Listener::Tcp(TcpListener::from_std(l)?),
+            StdListener::Tcp(l) => Listener::Tcp(TcpListener::from_std(l)?, false),
+            StdListener::Tls(l) => Listener::Tcp(TcpListener::from_std(l)?, true),
             StdListener::Unix(l, path) => Listener::Unix(UnixListener::from_std(l)?, path),
         })
     }
@@ -57,15 +72,23 @@ impl StdListener {
 pub(crate) struct ListenerFd {
     pub fd: RawFd,
     pub unix_path: Option<Arc<str>>,
+    /// Connections accepted on it speak TLS.
+    pub tls: bool,
 }
 
 impl ListenerFd {
-    /// Accepts one waiting connection without blocking; None when none waits.
-    pub fn accept(&self) -> Option<(StdStream, ClientAddr)> {
+    /// Accepts one waiting connection without blocking; None when none
+    /// waits. A TLS listener's connection gets a session from `state`'s
+    /// context; one it cannot get is closed.
+    pub fn accept(&self, state: &crate::engine::State) -> Option<(StdStream, ClientAddr)> {
         // SAFETY: listener fds live as long as the server thread.
         let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) };
         let (socket, peer) = socket2::SockRef::from(&fd).accept().ok()?;
         let (stream, peer) = match &self.unix_path {
+            None if self.tls => (
+                StdStream::Tls(socket.into(), TlsSession::accept(state)?),
+                ClientAddr::Tcp(peer.as_socket()?),
+            ),
             None => (StdStream::Tcp(socket.into()), ClientAddr::Tcp(peer.as_socket()?)),
             Some(path) => (StdStream::Unix(OwnedFd::from(socket).into()), ClientAddr::Unix(path.clone())),
         };
@@ -76,14 +99,20 @@ impl ListenerFd {
 
 /// A listening socket on the server thread's runtime.
 pub(crate) enum Listener {
-    Tcp(TcpListener),
+    /// With whether it is the `tls-port`'s.
+    Tcp(TcpListener, bool),
     Unix(UnixListener, Arc<str>),
 }
 
 impl Listener {
+    /// Whether its connections speak TLS (see [`Stream::with_tls`]).
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Listener::Tcp(_, true))
+    }
+
     pub async fn accept(&self) -> io::Result<(Stream, ClientAddr)> {
         match self {
-            Listener::Tcp(l) => l.accept().await.map(|(s, peer)| (Stream::Tcp(s), ClientAddr::Tcp(peer))),
+            Listener::Tcp(l, _) => l.accept().await.map(|(s, peer)| (Stream::Tcp(s), ClientAddr::Tcp(peer))),
             Listener::Unix(l, path) => l.accept().await.map(|(s, _)| (Stream::Unix(s), ClientAddr::Unix(path.clone()))),
         }
     }
@@ -92,13 +121,14 @@ impl Listener {
 /// An accepted connection before its task registers it with the runtime.
 pub(crate) enum StdStream {
     Tcp(std::net::TcpStream),
+    Tls(std::net::TcpStream, Rc<TlsSession>),
     Unix(std::os::unix::net::UnixStream),
 }
 
 impl StdStream {
     pub fn fd(&self) -> RawFd {
         match self {
-            StdStream::Tcp(s) => s.as_raw_fd(),
+            StdStream::Tcp(s) | StdStream::Tls(s, _) => s.as_raw_fd(),
             StdStream::Unix(s) => s.as_raw_fd(),
         }
     }
@@ -107,14 +137,22 @@ impl StdStream {
     /// socket's is the socket's path, as its peer's).
     pub fn local_addr(&self, peer: &ClientAddr) -> ClientAddr {
         match self {
-            StdStream::Tcp(s) => s.local_addr().map_or_else(|_| peer.clone(), ClientAddr::Tcp),
+            StdStream::Tcp(s) | StdStream::Tls(s, _) => s.local_addr().map_or_else(|_| peer.clone(), ClientAddr::Tcp),
             StdStream::Unix(_) => peer.clone(),
+        }
+    }
+
+    /// The TLS session, for a TLS connection.
+    pub fn tls(&self) -> Option<Rc<TlsSession>> {
+        match self {
+            StdStream::Tls(_, session) => Some(session.clone()),
+            _ => None,
         }
     }
 
     fn set_nonblocking(&self) -> io::Result<()> {
         match self {
-            StdStream::Tcp(s) => s.set_nonblocking(true),
+            StdStream::Tcp(s) | StdStream::Tls(s, _) => s.set_nonblocking(true),
             StdStream::Unix(s) => s.set_nonblocking(true),
         }
     }
@@ -123,6 +161,7 @@ impl StdStream {
 /// A client's connected socket.
 pub(crate) enum Stream {
     Tcp(TcpStream),
+    Tls(TcpStream, Rc<TlsSession>),
     Unix(UnixStream),
 }
 
@@ -136,6 +175,11 @@ impl Stream {
                 let _ = s.set_nodelay(true);
                 Stream::Tcp(s)
             }
+            StdStream::Tls(s, session) => {
+                let s = TcpStream::from_std(s)?;
+                let _ = s.set_nodelay(true);
+                Stream::Tls(s, session)
+            }
             StdStream::Unix(s) => Stream::Unix(UnixStream::from_std(s)?),
         })
     }
@@ -144,22 +188,45 @@ impl Stream {
     pub fn into_std(self) -> io::Result<StdStream> {
         Ok(match self {
             Stream::Tcp(s) => StdStream::Tcp(s.into_std()?),
+            Stream::Tls(s, session) => StdStream::Tls(s.into_std()?, session),
             Stream::Unix(s) => StdStream::Unix(s.into_std()?),
         })
     }
 
-    /// The server's end of the connection: for a Unix socket, the socket's
-    /// path, the same as the client's (`peer`).
+    /// A TCP connection accepted on the TLS port becomes a TLS one.
+    pub fn with_tls(self, session: Rc<TlsSession>) -> Stream {
+        match self {
+            Stream::Tcp(s) => Stream::Tls(s, session),
+            other => other,
+        }
+    }
+
+    /// The TLS session, for a TLS connection.
+    pub fn tls(&self) -> Option<&TlsSession> {
+        match self {
+            Stream::Tls(_, session) => Some(session),
+            _ => None,
+        }
+    }
+
+    /// Input can be read: the socket's, or decrypted bytes a TLS session
+    /// holds already.
     pub async fn readable(&self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.readable().await,
+            Stream::Tls(s, session) => {
+                if session.has_plaintext() {
+                    return Ok(());
+                }
+                s.readable().await
+            }
             Stream::Unix(s) => s.readable().await,
         }
     }
 
     pub async fn writable(&self) -> io::Result<()> {
         match self {
-            Stream::Tcp(s) => s.writable().await,
+            Stream::Tcp(s) | Stream::Tls(s, _) => s.writable().await,
             Stream::Unix(s) => s.writable().await,
         }
     }
@@ -167,6 +234,7 @@ impl Stream {
     pub fn try_read_buf<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.try_read_buf(buf),
+            Stream::Tls(s, session) => session.read(s, buf),
             Stream::Unix(s) => s.try_read_buf(buf),
         }
     }
@@ -174,15 +242,44 @@ impl Stream {
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.try_write(buf),
+            Stream::Tls(s, session) => session.write(s, buf),
             Stream::Unix(s) => s.try_write(buf),
         }
     }
 
-    /// Sends the end of the stream (a FIN on TCP) before the socket is
-    /// closed, as dropping the write half of a split stream does.
+    /// Encrypted output a TLS session still holds for the socket.
+    pub fn wants_write(&self) -> bool {
+        matches!(self, Stream::Tls(_, session) if session.wants_write())
+    }
+
+    /// Sends what a TLS session holds encrypted: Ok(true) once nothing
+    /// waits (always, for a plain socket).
+    pub fn flush_pending(&self) -> io::Result<bool> {
+        match self {
+            Stream::Tls(s, session) => session.flush(s),
+            _ => Ok(true),
+        }
+    }
+
+    /// Moves a TLS handshake on with what the socket has (see
+    /// [`TlsSession::receive`]).
+    pub fn receive_handshake(&self) -> io::Result<usize> {
+        match self {
+            Stream::Tls(s, session) => session.receive(s),
+            _ => Ok(1),
+        }
+    }
+
+    /// Sends the end of the stream (a FIN on TCP, after TLS's
+    /// close_notify) before the socket is closed, as dropping the write
+    /// half of a split stream does.
     pub fn shutdown_write(&self) {
         let _ = match self {
             Stream::Tcp(s) => socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write),
+            Stream::Tls(s, session) => {
+                session.close(s);
+                socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write)
+            }
             Stream::Unix(s) => socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write),
         };
     }
@@ -193,6 +290,9 @@ impl Stream {
         let would_block = || Err::<(), _>(io::ErrorKind::WouldBlock.into());
         let _ = match self {
             Stream::Tcp(s) => s.try_io(Interest::READABLE, would_block),
+            // A session's read returns once it has bytes, not once the
+            // socket is empty: the socket may still hold records.
+            Stream::Tls(..) => Ok(()),
             Stream::Unix(s) => s.try_io(Interest::READABLE, would_block),
         };
     }
