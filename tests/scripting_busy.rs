@@ -63,8 +63,21 @@ fn a_script_that_wrote_is_unkillable_but_shutdown_nosave_stops_the_server() {
     );
     other.send_cmd(&[b"SHUTDOWN", b"NOSAVE"]);
     assert!(other.is_closed());
+    // Once SHUTDOWN's caller sees its connection close, the port is closed
+    // too, as redis-server has exited by then.
+    assert!(std::net::TcpStream::connect(addr).is_err(), "a connection was taken after SHUTDOWN");
     assert!(runner.is_closed());
     wait_until_closed(addr);
+}
+
+#[test]
+fn once_shutdown_closes_its_caller_the_port_refuses_connections() {
+    let s = start();
+    let addr = s.addr();
+    let mut c = Raw::connect(addr);
+    c.send_cmd(&[b"SHUTDOWN", b"NOSAVE"]);
+    assert!(c.is_closed());
+    assert!(std::net::TcpStream::connect(addr).is_err(), "a connection was taken after SHUTDOWN");
 }
 
 #[test]

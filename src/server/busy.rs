@@ -143,6 +143,11 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: Option<&BusyScript>, state: &
                 let served = state.serve_while_busy(io.id, argv, script);
                 io.authenticated.set(served.authenticated);
                 action = action.or(served.action);
+                if action == Some(BusyAction::Shutdown) {
+                    // Refused from now on, before this client sees its
+                    // connection close.
+                    shared.stop_listening();
+                }
                 if let Some(argv) = served.postponed {
                     // Held by CLIENT PAUSE: nothing more is read for it.
                     io.pending.borrow_mut().0.push(argv);

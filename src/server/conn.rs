@@ -501,6 +501,9 @@ async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
             io.authenticated.set(result.authenticated);
             shared.after_batch();
             if shared.engine.borrow().shutdown_requested() {
+                // Refused from now on, before this client sees its
+                // connection close.
+                shared.stop_listening();
                 shared.stop.send_replace(true);
             }
             if result.over_output_limit {

@@ -76,6 +76,9 @@ pub(crate) struct Shared {
     pub running_client: std::cell::Cell<Option<u64>>,
     /// Listening sockets, for the busy responder to accept from.
     pub listener_fds: RefCell<Vec<ListenerFd>>,
+    /// False once the server stops taking connections (see
+    /// [`Shared::stop_listening`]).
+    pub listening: Cell<bool>,
     /// The TLS port's accept tasks, ended when CONFIG SET moves the port.
     pub tls_accepts: RefCell<Vec<tokio::task::AbortHandle>>,
     /// Connections the busy responder accepted, waiting for their task.
@@ -163,6 +166,19 @@ impl Shared {
         drop(fds);
         for listener in listeners {
             self.listen(listener);
+        }
+    }
+
+    /// The server is stopping: its listening sockets refuse connections
+    /// from now on (a client that connects meets a closed port, as once
+    /// redis-server has exited), before any connection is closed. The
+    /// accept tasks end at their next wake-up.
+    pub fn stop_listening(&self) {
+        self.listening.set(false);
+        for listener in self.listener_fds.borrow().iter() {
+            // SAFETY: shuts down (does not close) a socket the server
+            // thread owns until it ends.
+            unsafe { libc::shutdown(listener.fd, libc::SHUT_RDWR) };
         }
     }
 
@@ -652,6 +668,7 @@ fn serve(
             durability: engine.state.durability.clone(),
             net: engine.state.net.clone(),
             listener_fds: RefCell::new(listener_fds),
+            listening: Cell::new(true),
             tls_accepts: RefCell::new(Vec::new()),
             busy_accepted: RefCell::new(Vec::new()),
             engine: RefCell::new(engine),
@@ -714,6 +731,7 @@ fn serve(
                 .store(false, std::sync::atomic::Ordering::Relaxed);
             stop.send_replace(false);
         }
+        shared.stop_listening();
         shared.closing.send_replace(true);
         crate::process::stopping();
         shared.engine.borrow_mut().close_all();
@@ -739,6 +757,7 @@ async fn accept_loop(listener: Listener, shared: Rc<Shared>) {
                 };
                 tokio::task::spawn_local(conn::serve(stream, peer, shared.clone()));
             }
+            Err(_) if !shared.listening.get() => return,
             Err(e) => {
                 // Out of file descriptors and the like: back off, keep serving.
                 log::warning(format_args!("Accepting client connection: accept: {}", os_error_text(&e)));
