@@ -541,3 +541,33 @@ fn bgrewriteaof_with_the_aof_off_leaves_a_manifest_naming_the_new_base_alone_as_
     assert_eq!(rewrite_while_off(keylock.addr, dir.path()), expected);
     assert_eq!(expected[7], "appendonly.aof.2.base.rdb appendonly.aof.manifest");
 }
+
+/// BGREWRITEAOF in a transaction: scheduled, then started by the cron.
+fn rewrite_scheduled_in_multi(addr: std::net::SocketAddr) -> Vec<String> {
+    let mut c = Raw::connect(addr);
+    let forks = |c: &mut Raw| common::info_value(c, "stats", "total_forks").parse::<u64>().unwrap();
+    let before = forks(&mut c);
+    let mut seen = vec![
+        text(c.call(&["MULTI"])),
+        text(c.call(&["SET", "foo", "bar"])),
+        text(c.call(&["BGREWRITEAOF"])),
+        text(c.call(&["EXEC"])),
+    ];
+    common::wait_until(10, "the scheduled rewrite to run", || {
+        forks(&mut c) > before && info_field(&mut c, "aof_rewrite_in_progress") == "0" && info_field(&mut c, "aof_rewrite_scheduled") == "0"
+    });
+    seen.push(info_field(&mut c, "aof_last_bgrewrite_status"));
+    seen
+}
+
+#[test]
+fn bgrewriteaof_in_a_transaction_is_scheduled_and_run_by_the_cron_as_redis_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = keylock_in(dir.path(), &["--appendonly", "yes"]);
+    let ours = rewrite_scheduled_in_multi(keylock.addr);
+    assert_eq!(ours[3], "*2\r\n+OK\r\n+Background append only file rewriting scheduled\r\n");
+    let redis_dir = tempfile::tempdir().unwrap();
+    if let Some(redis) = common::real_redis_with(&["--dir", redis_dir.path().to_str().unwrap(), "--appendonly", "yes"]) {
+        assert_eq!(rewrite_scheduled_in_multi(redis.addr), ours);
+    }
+}

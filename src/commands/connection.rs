@@ -133,6 +133,7 @@ fn client_unblock(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         state.clients.insert(target.id, target);
         return Ok(Reply::Int(0));
     };
+    state.log_unblocked(&mut target, crate::clock::ticks::now());
     state.unblock(&mut target);
     let reply = if error {
         let unblocked = CmdError::new("UNBLOCKED client unblocked via CLIENT UNBLOCK");

@@ -237,7 +237,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("aof_enabled:{}", u8::from(aof.is_some()));
             let rewrites = &st.aof_rewrites;
             line!("aof_rewrite_in_progress:{}", u8::from(rewrites.running.is_some()));
-            line!("aof_rewrite_scheduled:0");
+            line!("aof_rewrite_scheduled:{}", u8::from(st.aof_rewrites.scheduled));
             line!("aof_last_rewrite_time_sec:{}", rewrites.last_secs);
             line!(
                 "aof_current_rewrite_time_sec:{}",

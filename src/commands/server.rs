@@ -395,10 +395,14 @@ fn bgrewriteaof(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     if ctx.state.aof_rewrites.running.is_some() {
         return Err(CmdError::err("Background append only file rewriting already in progress"));
     }
-    let codes = library_codes(ctx);
-    if ctx.state.persistence.child.is_some() {
+    // Redis forks neither beside another child nor inside a transaction
+    // (where `deny_blocking` is set): the cron starts it later.
+    if ctx.state.persistence.child.is_some() || ctx.state.deny_blocking {
+        ctx.state.aof_rewrites.scheduled = true;
+        ctx.state.aof_rewrites.failures = 0;
         return Ok(Reply::status("Background append only file rewriting scheduled"));
     }
+    let codes = library_codes(ctx);
     ctx.state
         .bgrewriteaof(&codes)
         .map_err(|_| CmdError::err("Can't execute an AOF background rewriting. Please check the server logs for more information."))?;

@@ -150,6 +150,9 @@ pub struct Rewrite {
 #[derive(Debug)]
 pub struct Rewrites {
     pub running: Option<Rewrite>,
+    /// BGREWRITEAOF came while a snapshot's child ran, or in a
+    /// transaction: the cron starts it once no child runs.
+    pub scheduled: bool,
     /// Rewrites that succeeded.
     pub done: u64,
     /// Rewrites that failed since the last that succeeded.
@@ -163,6 +166,7 @@ impl Default for Rewrites {
     fn default() -> Rewrites {
         Rewrites {
             running: None,
+            scheduled: false,
             done: 0,
             failures: 0,
             last_ok: true,
@@ -444,6 +448,11 @@ impl State {
                 let ok = done == rewrite.pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
                 self.rewrite_done(ok);
             }
+            return;
+        }
+        if self.aof_rewrites.scheduled && self.persistence.child.is_none() {
+            self.aof_rewrites.scheduled = false;
+            let _ = self.bgrewriteaof(&codes());
             return;
         }
         let percentage = self.params.int("auto-aof-rewrite-percentage").unwrap_or(100);

@@ -100,6 +100,9 @@ pub struct Blocked {
     pub deadline: Option<Instant>,
     /// The blocking command's `commandstats` row (errors when served count there).
     pub stat_index: usize,
+    /// The blocking command as sent: the slow log records it when the wait
+    /// ends (Redis's `updateStatsOnUnblock`), not when it blocked.
+    pub argv: Vec<Bytes>,
 }
 
 impl State {
@@ -122,6 +125,7 @@ impl State {
             op,
             deadline,
             stat_index,
+            argv: Vec::new(),
         }));
         client.outbox.set_blocked(Some(deadline));
         self.blocked_clients += 1;
@@ -136,6 +140,7 @@ impl State {
             op: BlockOp::Postpone(argv),
             deadline: None,
             stat_index: 0,
+            argv: Vec::new(),
         }));
         client.outbox.set_blocked(Some(None));
         self.blocked_clients += 1;
@@ -245,6 +250,7 @@ impl State {
             }
             let blocked = receiver.blocked.as_ref().expect("checked above");
             let (op, stat_index) = (blocked.op.clone(), blocked.stat_index);
+            let started = crate::clock::ticks::now();
             let reply = match self.serve_one(&mut receiver, key, &op) {
                 Ok(reply) => reply,
                 Err(error) => {
@@ -256,6 +262,7 @@ impl State {
             };
             self.publish_key_events(&mut receiver);
             self.flush_effects();
+            self.log_unblocked(&mut receiver, started);
             self.unblock(&mut receiver);
             self.answer_unblocked(&receiver, reply);
             // Redis's afterCommand(receiver): what its move invalidated for
@@ -273,6 +280,7 @@ impl State {
         let Some(blocked) = receiver.blocked.as_ref() else { return };
         let (op, stat_index) = (blocked.op.clone(), blocked.stat_index);
         let now_ms = self.clock.now_ms();
+        let started = crate::clock::ticks::now();
         let outcome = {
             let mut ctx = crate::commands::Ctx {
                 state: self,
@@ -293,6 +301,7 @@ impl State {
         };
         self.publish_key_events(receiver);
         self.flush_effects();
+        self.log_unblocked(receiver, started);
         self.unblock(receiver);
         self.answer_unblocked(receiver, reply);
     }
@@ -333,6 +342,7 @@ impl State {
         let Some(mut client) = self.clients.remove(&id) else { return false };
         let due = client.blocked.as_ref().is_some_and(|b| b.deadline.is_some_and(|d| d <= now));
         if due {
+            // Redis's timeout path leaves the slow log alone.
             self.unblock(&mut client);
             self.answer_unblocked(&client, Reply::NilArray);
         }

@@ -572,6 +572,12 @@ impl State {
             )))
         });
         let elapsed = crate::clock::ticks::now().saturating_sub(started);
+        if let Some(blocked) = client.blocked.as_deref_mut()
+            && !matches!(blocked.op, super::blocking::BlockOp::Postpone(_))
+        {
+            // The slow log has it when the wait ends.
+            blocked.argv = argv.to_vec();
+        }
         self.record_changes(changes, client.db, cmd, argv);
         self.publish_key_events(client);
         self.collect_watch_invalidations(client);
@@ -624,9 +630,15 @@ impl State {
             self.add_latency_sample(event, duration_us / 1000);
         }
         let monitored = !self.monitors.is_empty() && !cmd.spec.has(flag::ADMIN | flag::MONITOR_BEFORE | flag::SKIP_MONITOR);
+        // A command that blocked is logged when its wait ends (see
+        // `State::log_unblocked`).
         let slow = self.runtime.slowlog_log_slower_than >= 0
             && duration_us >= self.runtime.slowlog_log_slower_than as u64
-            && !cmd.spec.has(flag::SKIP_SLOWLOG);
+            && !cmd.spec.has(flag::SKIP_SLOWLOG)
+            && client
+                .blocked
+                .as_ref()
+                .is_none_or(|b| matches!(b.op, super::blocking::BlockOp::Postpone(_)));
         if !monitored && !slow {
             // The common case: nothing needs the arguments.
             return;
@@ -739,6 +751,24 @@ impl State {
             self.effects.command = effects::CommandEffect::default();
             self.feed_replicas();
         }
+    }
+
+    /// A blocked client's wait ended (served, or by CLIENT UNBLOCK) after
+    /// its reply took since `started` (ticks): its blocking command goes
+    /// to the slow log now, as Redis's `updateStatsOnUnblock` logs it.
+    pub fn log_unblocked(&mut self, client: &mut Client, started: u64) {
+        let Some(argv) = client.blocked.as_deref_mut().map(|b| std::mem::take(&mut b.argv)) else {
+            return;
+        };
+        let slower_than = self.runtime.slowlog_log_slower_than;
+        if argv.is_empty() || slower_than < 0 {
+            return;
+        }
+        let duration_us = crate::clock::ticks::to_us(crate::clock::ticks::now().saturating_sub(started));
+        let (max_len, now_secs) = (self.runtime.slowlog_max_len, self.clock.now_ms() / 1000);
+        let caller = self.slowlog_caller(client);
+        self.slowlog
+            .push_if_slow(slower_than, max_len, duration_us, &argv, caller, now_secs);
     }
 
     /// How the slow log names `client` (Redis's `getClientPeerId`: the
