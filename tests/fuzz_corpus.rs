@@ -113,3 +113,13 @@ fn the_aof_seeds_parse_and_replay() {
         harness::aof(input);
     }
 }
+
+/// Found by the `aof` target: a command claiming 31,700,000,030,000
+/// arguments made the loader allocate for all of them and abort.
+#[test]
+fn an_aof_command_claiming_more_arguments_than_the_file_holds_is_not_believed() {
+    let file = b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*31700000030000\r\n$3\r\nSET\r\n$1\r\nk\r\n";
+    let parsed = keylock::engine::aof::commands(Path::new("found.incr.aof"), file, false, true);
+    assert!(parsed.is_err(), "a truncated command is an error when truncation is not allowed");
+    harness::aof(file);
+}

@@ -285,7 +285,9 @@ fn parse_command(buf: &[u8], mut at: usize) -> Parsed {
     if argc < 1 {
         return Parsed::Bad;
     }
-    let mut argv = Vec::with_capacity(argc as usize);
+    // Each argument takes at least `$0\r\n\r\n`: a count the rest of the
+    // file cannot hold is not believed for the allocation.
+    let mut argv = Vec::with_capacity((argc as usize).min((buf.len() - at) / 6));
     for _ in 0..argc {
         if at >= buf.len() {
             return Parsed::Truncated;
