@@ -557,10 +557,14 @@ fn config_set_tls_port_moves_the_tls_listener() {
     assert_eq!(q::<String>(&mut plain, &["PING"]), "PONG");
 }
 
-/// Runs the keylock binary with `args` and returns its exit status and output.
-fn run_binary(args: &[&str]) -> (std::process::ExitStatus, String) {
+/// Runs the keylock binary with no plain port, a TLS port and its own
+/// directory, then `tls_args`; returns its exit status and output.
+fn run_binary(tls_args: &[&str]) -> (std::process::ExitStatus, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let tls_port = free_port().to_string();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_keylock"))
-        .args(args)
+        .args(["--port", "0", "--dir", dir.path().to_str().unwrap(), "--tls-port", &tls_port])
+        .args(tls_args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -582,15 +586,7 @@ fn run_binary(args: &[&str]) -> (std::process::ExitStatus, String) {
 #[test]
 fn a_missing_certificate_file_fails_startup_with_exit_1() {
     let pki = Pki::new();
-    let dir = tempfile::tempdir().unwrap();
-    let tls_port = free_port().to_string();
     let (status, out) = run_binary(&[
-        "--port",
-        "0",
-        "--dir",
-        dir.path().to_str().unwrap(),
-        "--tls-port",
-        &tls_port,
         "--tls-cert-file",
         "/nonexistent/server.crt",
         "--tls-key-file",
@@ -609,14 +605,7 @@ fn a_missing_certificate_file_fails_startup_with_exit_1() {
 #[test]
 fn a_missing_ca_with_client_authentication_fails_startup_as_redis() {
     let pki = Pki::new();
-    let dir = tempfile::tempdir().unwrap();
     let (status, out) = run_binary(&[
-        "--port",
-        "0",
-        "--dir",
-        dir.path().to_str().unwrap(),
-        "--tls-port",
-        &free_port().to_string(),
         "--tls-cert-file",
         &pki.file("server.crt"),
         "--tls-key-file",
@@ -633,14 +622,7 @@ fn a_missing_ca_with_client_authentication_fails_startup_as_redis() {
 fn a_key_that_does_not_match_the_certificate_fails_startup() {
     let pki = Pki::new();
     let other = Pki::new();
-    let dir = tempfile::tempdir().unwrap();
     let (status, out) = run_binary(&[
-        "--port",
-        "0",
-        "--dir",
-        dir.path().to_str().unwrap(),
-        "--tls-port",
-        &free_port().to_string(),
         "--tls-cert-file",
         &pki.file("server.crt"),
         "--tls-key-file",
