@@ -447,3 +447,35 @@ fn sigterm_whose_snapshot_fails_leaves_the_server_running_as_redis_does() {
     let mut c = Raw::connect(keylock.addr);
     assert_eq!(c.call(&["MGET", "k", "k2"]), b"*2\r\n$1\r\nv\r\n$1\r\nv\r\n");
 }
+
+/// The children of process `pid`, from /proc.
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|stat| stat.rsplit(") ").next()?.split(' ').nth(1)?.parse::<u32>().ok())
+                == Some(pid)
+        })
+        .collect()
+}
+
+#[test]
+fn rdb_key_save_delay_slows_the_background_save_whose_child_can_be_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = keylock_in(dir.path(), &[]);
+    let mut c = Raw::connect(keylock.addr);
+    c.call(&["DEBUG", "POPULATE", "20"]);
+    assert_eq!(c.call(&["CONFIG", "SET", "rdb-key-save-delay", "1000000"]), b"+OK\r\n");
+    assert_eq!(c.call(&["BGSAVE"]), b"+Background saving started\r\n");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(info_field(&mut c, "rdb_bgsave_in_progress"), "1");
+    let children = children_of(keylock.pid());
+    assert_eq!(children.len(), 1, "{children:?}");
+    // SAFETY: kills the test's own grandchild, the save's child process.
+    unsafe { libc::kill(children[0] as i32, libc::SIGKILL) };
+    common::wait_until(10, "the save to end", || info_field(&mut c, "rdb_bgsave_in_progress") == "0");
+    assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "err");
+}

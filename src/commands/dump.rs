@@ -34,6 +34,7 @@ pub(super) fn encode_options(ctx: &Ctx) -> EncodeOptions {
         compression: ctx.state.params.value("rdbcompression") != Some("no"),
         list_max_listpack_size: ctx.state.params.int("list-max-listpack-size").unwrap_or(d.list_max_listpack_size),
         set_max_intset_entries: param_usize(ctx, "set-max-intset-entries", d.set_max_intset_entries),
+        key_save_delay: 0,
     }
 }
 

@@ -67,6 +67,7 @@ impl State {
             command(out, &[b"FUNCTION", b"LOAD", code])?;
         }
         let now = self.clock.now_ms();
+        let key_save_delay = self.params.int("rdb-key-save-delay").unwrap_or(0);
         for (index, db) in self.dbs.iter().enumerate() {
             if db.is_empty() {
                 continue;
@@ -82,6 +83,7 @@ impl State {
                 if let Some(at) = deadline {
                     command(out, &[b"PEXPIREAT", key, at.to_string().as_bytes()])?;
                 }
+                crate::rdb::debug_delay(key_save_delay);
             }
         }
         Ok(())

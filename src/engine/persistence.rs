@@ -122,15 +122,7 @@ impl State {
         let Some(l) = self.loading.as_mut() else { return true };
         // Read for each key: CONFIG SET applies in the middle of a load.
         let interval = self.runtime.loading_interval;
-        match self.runtime.key_load_delay {
-            0 => {}
-            n if n > 0 => std::thread::sleep(std::time::Duration::from_micros(n as u64)),
-            n => {
-                if fastrand::i64(0..-n) == 0 {
-                    std::thread::sleep(std::time::Duration::from_micros(1));
-                }
-            }
-        }
+        crate::rdb::debug_delay(self.runtime.key_load_delay);
         let loaded = l.file_start + offset as u64;
         let passed = interval > 0 && loaded / interval > l.loaded_bytes / interval;
         l.loaded_bytes = loaded;
@@ -241,6 +233,7 @@ impl State {
             compression: self.params.value("rdbcompression") != Some("no"),
             list_max_listpack_size: self.params.int("list-max-listpack-size").unwrap_or(-2),
             set_max_intset_entries: self.params.int("set-max-intset-entries").unwrap_or(512).max(0) as usize,
+            key_save_delay: self.params.int("rdb-key-save-delay").unwrap_or(0),
         }
     }
 

@@ -105,6 +105,7 @@ pub fn write<'a, W: Write, I: Iterator<Item = (&'a [u8], &'a Value, Option<u64>)
                 out.write_all(&buf)?;
                 buf.clear();
             }
+            super::debug_delay(options.key_save_delay);
         }
     }
     buf.push(OP_EOF);

@@ -65,6 +65,9 @@ pub struct EncodeOptions {
     pub list_max_listpack_size: i64,
     /// `set-max-intset-entries`.
     pub set_max_intset_entries: usize,
+    /// `rdb-key-save-delay`: microseconds a whole-dataset write waits
+    /// after each key, for tests (see [`debug_delay`]).
+    pub key_save_delay: i64,
 }
 
 impl Default for EncodeOptions {
@@ -73,6 +76,22 @@ impl Default for EncodeOptions {
             compression: true,
             list_max_listpack_size: -2,
             set_max_intset_entries: 512,
+            key_save_delay: 0,
+        }
+    }
+}
+
+/// Redis's `debugDelay` (`rdb-key-save-delay`, `key-load-delay`):
+/// sleeps `us` microseconds; a negative -n sleeps 1 µs once in n calls,
+/// at random.
+pub fn debug_delay(us: i64) {
+    match us {
+        0 => {}
+        n if n > 0 => std::thread::sleep(std::time::Duration::from_micros(n as u64)),
+        n => {
+            if fastrand::i64(0..-n) == 0 {
+                std::thread::sleep(std::time::Duration::from_micros(1));
+            }
         }
     }
 }
