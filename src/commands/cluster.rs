@@ -1,17 +1,21 @@
-//! CLUSTER and ASKING on a server without cluster support, answered as a
-//! redis-server started with `cluster-enabled no` answers them: every
-//! CLUSTER subcommand (HELP included), once its arity is right, and
-//! ASKING reply `ERR This instance has cluster support disabled`
-//! (cluster.c's `clusterCommand` and `askingCommand`). READONLY and
-//! READWRITE, which Redis refuses the same way, answer OK on purpose (see
-//! `connection`): cluster-aware clients send them to a single node.
+//! CLUSTER, ASKING, READONLY and READWRITE on a server without cluster
+//! support, answered as a redis-server started with `cluster-enabled no`
+//! answers them: every CLUSTER subcommand (HELP included), once its arity
+//! is right, ASKING, READONLY and READWRITE reply `ERR This instance has
+//! cluster support disabled` (cluster.c's `clusterCommand`, `askingCommand`
+//! and `readonlyCommand`; redis-py's own suite checks READONLY's error).
 
 use bytes::Bytes;
 
 use super::table::{CommandSpec, cmd, container, flag::*};
 use super::{CmdError, CmdResult, Ctx};
 
-pub const COMMANDS: &[CommandSpec] = &[container("cluster", CLUSTER), cmd("asking", 1, cluster_disabled).flags(FAST)];
+pub const COMMANDS: &[CommandSpec] = &[
+    container("cluster", CLUSTER),
+    cmd("asking", 1, cluster_disabled).flags(FAST),
+    cmd("readonly", 1, cluster_disabled).flags(LOADING | STALE | FAST),
+    cmd("readwrite", 1, cluster_disabled).flags(LOADING | STALE | FAST),
+];
 
 pub const CLUSTER_DISABLED: &str = "ERR This instance has cluster support disabled";
 

@@ -1,5 +1,5 @@
-//! Connection commands: PING, ECHO, QUIT, RESET, SELECT, AUTH, HELLO, the
-//! CLIENT family, READONLY / READWRITE.
+//! Connection commands: PING, ECHO, QUIT, RESET, SELECT, AUTH, HELLO and the
+//! CLIENT family. READONLY / READWRITE are cluster commands (see `cluster`).
 
 use bytes::Bytes;
 
@@ -19,8 +19,6 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("select", 2, select).flags(LOADING | STALE | FAST),
     cmd("auth", -2, auth).flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | SENTINEL),
     cmd("hello", -1, hello).flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | SENTINEL),
-    cmd("readonly", 1, readonly).flags(LOADING | STALE | FAST),
-    cmd("readwrite", 1, readonly).flags(LOADING | STALE | FAST),
     container("client", CLIENT),
 ];
 
@@ -292,11 +290,6 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         (Reply::bulk_static("role"), Reply::bulk_static("master")),
         (Reply::bulk_static("modules"), Reply::Array(vec![])),
     ]))
-}
-
-/// Accepted so cluster-aware clients can send them to a single node.
-fn readonly(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    Ok(Reply::OK)
 }
 
 fn client_id(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
