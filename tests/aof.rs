@@ -571,3 +571,39 @@ fn bgrewriteaof_in_a_transaction_is_scheduled_and_run_by_the_cron_as_redis_does(
         assert_eq!(rewrite_scheduled_in_multi(redis.addr), ours);
     }
 }
+
+/// An approximate trim with LIMIT is recorded as the exact trim it made
+/// (`MAXLEN = n LIMIT …`), which the file's replay obeys whatever the node
+/// size then.
+fn approximate_trim_replayed(addr: std::net::SocketAddr) -> Vec<String> {
+    let mut c = Raw::connect(addr);
+    for _ in 0..100 {
+        c.call(&["XADD", "mystream", "*", "xitem", "v"]);
+    }
+    c.call(&["XADD", "mystream", "MAXLEN", "~", "55", "LIMIT", "30", "*", "xitem", "v"]);
+    let mut seen = vec![text(c.call(&["XLEN", "mystream"]))];
+    c.call(&["CONFIG", "SET", "stream-node-max-entries", "1"]);
+    seen.push(text(c.call(&["DEBUG", "LOADAOF"])));
+    seen.push(text(c.call(&["XLEN", "mystream"])));
+    seen
+}
+
+#[test]
+fn an_approximate_stream_trim_replays_as_the_trim_it_made_as_redis_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = keylock_in(dir.path(), &["--appendonly", "yes", "--stream-node-max-entries", "10"]);
+    let ours = approximate_trim_replayed(keylock.addr);
+    assert_eq!(ours, [":71\r\n", "+OK\r\n", ":71\r\n"]);
+    let redis_dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--dir",
+        redis_dir.path().to_str().unwrap(),
+        "--appendonly",
+        "yes",
+        "--stream-node-max-entries",
+        "10",
+    ];
+    if let Some(redis) = common::real_redis_with(&[&flags[..], &["--enable-debug-command", "yes"]].concat()) {
+        assert_eq!(approximate_trim_replayed(redis.addr), ours);
+    }
+}

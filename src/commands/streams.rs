@@ -308,6 +308,9 @@ fn parse_add_trim(ctx: &Ctx, argv: &[Bytes], xadd: bool) -> CmdResult<(AddTrimAr
         return Err(CmdError::err("syntax error, XTRIM must be called with a trimming strategy"));
     }
     match limit {
+        // The file replays the trim it recorded, exact and whole (Redis's
+        // mustObeyClient: no limit).
+        _ if ctx.client.replaying => args.limit = 0,
         Some(_) if !args.approx => {
             return Err(CmdError::err("syntax error, LIMIT cannot be used without the special ~ option"));
         }

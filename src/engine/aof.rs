@@ -1019,6 +1019,7 @@ pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec
     let mut client = super::Client::script_client();
     client.is_script = false;
     client.authenticated = true;
+    client.replaying = true;
     // The users stay aside while the file runs: the AOF client is no user.
     let mut users = std::mem::take(&mut state.acl);
     // The file holds commands under their own names, whatever

@@ -136,6 +136,10 @@ pub struct Client {
     /// The memory client eviction last counted for it (see
     /// `client_evict`).
     pub accounted_memory: usize,
+    /// The client the append-only file is replayed as: what it sends is
+    /// obeyed as written (Redis's `mustObeyClient`), e.g. an exact stream
+    /// trim with the LIMIT its approximate original had.
+    pub replaying: bool,
 }
 
 impl Client {
@@ -179,6 +183,7 @@ impl Client {
             caller_protocol: None,
             caller_info: None,
             accounted_memory: 0,
+            replaying: false,
         }
     }
 
