@@ -487,3 +487,29 @@ fn dump_payloads_restore_on_either_server() {
         b"*4\r\n:1\r\n:1\r\n*1\r\n$1\r\nk\r\n*1\r\n$1\r\na\r\n"
     );
 }
+
+/// DEBUG RELOAD NOFLUSH over a loaded library: refused unless MERGE, as
+/// Redis's load refuses a library already there.
+fn reload_over_libraries(addr: SocketAddr) -> Vec<String> {
+    let mut c = Raw::connect(addr);
+    let code = "#!lua name=test\nredis.register_function('test', function() return 1 end)";
+    vec![
+        text(c.call(&["FUNCTION", "LOAD", code])),
+        text(c.call(&["DEBUG", "RELOAD", "NOFLUSH"])),
+        text(c.call(&["DEBUG", "RELOAD", "NOFLUSH", "MERGE"])),
+        text(c.call(&["FCALL", "test", "0"])),
+        text(c.call(&["DEBUG", "RELOAD"])),
+        text(c.call(&["FUNCTION", "LIST"])),
+    ]
+}
+
+#[test]
+fn debug_reload_noflush_refuses_a_library_already_loaded_unless_merge() {
+    let keylock = start_with(|c| c.directives.push(("enable-debug-command".into(), vec!["yes".into()])));
+    let ours = reload_over_libraries(keylock.addr());
+    assert_eq!(ours[1], "-ERR Error trying to load the RDB dump\r\n");
+    assert_eq!(ours[2], "+OK\r\n");
+    if let Some(redis) = real_redis_with(&["--enable-debug-command", "yes"]) {
+        assert_eq!(reload_over_libraries(redis.addr), ours);
+    }
+}

@@ -324,11 +324,15 @@ fn reload(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         let limit = ctx.state.runtime.lua_memory_limit;
         scripts.reset_functions(limit)?;
     }
-    let libraries = ctx.state.load_snapshot().map_err(|e| {
+    // As Redis's load: the libraries first (with NOFLUSH, one already
+    // loaded stops it unless MERGE), then the keys.
+    let failed = |e: String| {
         crate::log::warning(format_args!("Failed loading the RDB: {e}"));
-        CmdError::err("Error trying to load the RDB dump, check server logs.")
-    })?;
-    scripts.load_libraries(libraries);
+        CmdError::err("Error trying to load the RDB dump")
+    };
+    let loaded = ctx.state.read_snapshot().map_err(failed)?;
+    scripts.merge_libraries(&loaded.libraries, has("merge")).map_err(failed)?;
+    ctx.state.install(loaded);
     crate::log::warning(format_args!("DB reloaded by DEBUG RELOAD"));
     Ok(Reply::OK)
 }

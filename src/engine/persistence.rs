@@ -209,11 +209,16 @@ impl State {
     /// Loads the snapshot at `dir`/`dbfilename` over what is there (DEBUG
     /// RELOAD); the function libraries are returned for the scripting.
     pub fn load_snapshot(&mut self) -> Result<Vec<Bytes>, String> {
+        let loaded = self.read_snapshot()?;
+        Ok(self.install(loaded))
+    }
+
+    /// The snapshot at `dir`/`dbfilename`, read but not put in place.
+    pub fn read_snapshot(&self) -> Result<Loaded, String> {
         let path = rdb_path(&self.params);
         let bytes = std::fs::read(&path).map_err(|e| crate::error::os_error_text(&e))?;
         let databases = self.dbs.len();
-        let loaded = file::read(&bytes, databases, &decode_options(&self.params), self.clock.now_ms()).map_err(|e| e.0)?;
-        Ok(self.install(loaded))
+        file::read(&bytes, databases, &decode_options(&self.params), self.clock.now_ms()).map_err(|e| e.0)
     }
 
     /// Whether the `save` schedule has any point (SHUTDOWN then saves).

@@ -88,6 +88,24 @@ impl Scripts {
 
     /// Loads libraries from a snapshot (at start, DEBUG RELOAD); one that
     /// fails is logged and left out.
+    /// Loads a snapshot's libraries over those in place (DEBUG RELOAD
+    /// NOFLUSH): one already loaded is an error unless `replace` (MERGE),
+    /// and nothing is loaded then, as Redis's load stops at it.
+    pub fn merge_libraries(&mut self, codes: &[bytes::Bytes], replace: bool) -> Result<(), String> {
+        let Some(functions) = self.functions.as_deref_mut() else {
+            return Ok(());
+        };
+        if !replace && let Some(name) = codes.iter().find_map(|code| functions.loaded_name(code)) {
+            return Err(format!("Library '{}' already exists", String::from_utf8_lossy(&name)));
+        }
+        for code in codes {
+            if let Err(e) = functions.load(code, true, 0) {
+                crate::log::warning(format_args!("Failed loading library from the snapshot: {e:?}"));
+            }
+        }
+        Ok(())
+    }
+
     pub fn load_libraries(&mut self, codes: Vec<bytes::Bytes>) {
         let Some(functions) = self.functions.as_deref_mut() else { return };
         for code in codes {

@@ -267,6 +267,12 @@ impl Functions {
 
     /// FUNCTION LOAD: the library's name, or why it was not loaded (the
     /// libraries are then as they were).
+    /// The name `payload` declares, if a library of that name is loaded.
+    pub fn loaded_name(&self, payload: &Bytes) -> Option<Bytes> {
+        let name = Bytes::from(prepare(payload).ok()?.name);
+        self.libraries.contains_key(&name).then_some(name)
+    }
+
     pub fn load(&mut self, payload: &Bytes, replace: bool, timeout_ms: u64) -> CmdResult<Bytes> {
         let meta = prepare(payload)?;
         let name = Bytes::from(meta.name);
