@@ -35,7 +35,9 @@ fn half_sent(addr: SocketAddr, name: &str, size: usize) -> TcpStream {
     let mut s = c.writer;
     let mut request = format!("*2\r\n${}\r\n", size + 1).into_bytes();
     request.resize(request.len() + size, b'v');
-    s.write_all(&request).unwrap();
+    // A client evicted as soon as it announced the argument finds the
+    // connection closed.
+    let _ = s.write_all(&request);
     s
 }
 
@@ -177,4 +179,46 @@ fn a_percentage_of_maxmemory_is_a_limit_and_resetstat_clears_the_count() {
     assert_eq!(control.call(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
     assert_eq!(info_field(&mut control, "evicted_clients"), "0");
     drop(under);
+}
+
+/// The room a big argument needs counts as soon as it is announced, as
+/// Redis allocates it then: `tot-mem` is over the argument's size after
+/// 1,000 of its 220,200 bytes, and the client is evicted on that alone.
+fn announced_room(addr: SocketAddr) -> (String, bool, usize) {
+    let mut control = control(addr);
+    let mut c = Raw::connect(addr);
+    assert_eq!(c.call(&["CLIENT", "SETNAME", "announcer"]), b"+OK\r\n");
+    let mut s = c.writer;
+    let mut request = b"*1\r\n$220200\r\n".to_vec();
+    request.resize(request.len() + 1000, b'v');
+    s.write_all(&request).unwrap();
+    common::wait_until(10, "the bytes to arrive", || {
+        text(control.call(&["CLIENT", "LIST"]))
+            .lines()
+            .any(|l| l.contains("name=announcer") && l.contains(" qbuf=1000 "))
+    });
+    let memory = tot_mem(&mut control, "announcer").unwrap();
+    let qbuf = text(control.call(&["CLIENT", "LIST"]))
+        .lines()
+        .find(|l| l.contains("name=announcer"))
+        .and_then(|l| l.split(' ').find(|f| f.starts_with("qbuf=")).map(str::to_string))
+        .unwrap();
+    assert_eq!(control.call(&["CONFIG", "SET", "maxmemory-clients", "200000"]), b"+OK\r\n");
+    let evicted = named_clients(&mut control, "announcer") == 0;
+    drop(s);
+    (qbuf, evicted, memory)
+}
+
+#[test]
+fn a_big_arguments_announced_room_counts_at_once_as_in_redis() {
+    let server = common::start();
+    let (qbuf, evicted, memory) = announced_room(server.addr());
+    assert_eq!(qbuf, "qbuf=1000");
+    assert!(evicted);
+    assert!(memory >= 220_200, "{memory}");
+    if let Some(redis) = common::real_redis() {
+        let (theirs_qbuf, theirs_evicted, theirs_memory) = announced_room(redis.addr);
+        assert_eq!((theirs_qbuf, theirs_evicted), (qbuf, evicted));
+        assert!(theirs_memory >= 220_200, "{theirs_memory}");
+    }
 }

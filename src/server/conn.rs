@@ -200,10 +200,18 @@ impl ConnIo {
     }
 
     /// Tells the engine the read buffer's size now (CLIENT LIST's `qbuf`
-    /// and `qbuf-free`).
+    /// and `qbuf-free`). While a big argument arrives, the buffer counts
+    /// as holding room for all of it: Redis allocates that room when the
+    /// argument is announced (keylock grows the buffer as it arrives, so
+    /// announcing a big argument costs nothing), and its `tot-mem` and
+    /// client eviction count it.
     pub fn report_input(&self) {
         let input = self.input.borrow();
-        self.outbox.report_query_buffer(input.len(), input.capacity() - input.len());
+        let mut free = input.capacity() - input.len();
+        if let Some(len) = self.parser.borrow().big_arg_pending() {
+            free = free.max((len + 2).saturating_sub(input.len()));
+        }
+        self.outbox.report_query_buffer(input.len(), free);
     }
 
     /// The cron's pass over the read buffer (see `parser::resize_in_cron`).
