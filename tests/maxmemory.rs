@@ -260,3 +260,31 @@ fn the_invalidation_of_an_evicted_key_comes_before_the_reply_as_redis_sends_it()
     let (keylock, _c) = keylock();
     assert_eq!(invalidation_before_reply(keylock.addr), expected);
 }
+
+/// Lowering `maxmemory` under what is used evicts at once, without
+/// waiting for a write, as Redis's eviction timer does.
+fn evicted_by_config_set(addr: std::net::SocketAddr) -> Vec<u8> {
+    let mut c = Raw::connect(addr);
+    c.call(&["CONFIG", "SET", "notify-keyspace-events", "Ee"]);
+    c.call(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+    let mut subscriber = Raw::connect(addr);
+    subscriber.call(&["PSUBSCRIBE", "*"]);
+    c.call(&["SET", "foo", "bar"]);
+    c.call(&["CONFIG", "SET", "maxmemory", "1"]);
+    let message = subscriber.reply();
+    c.call(&["CONFIG", "SET", "maxmemory", "0"]);
+    message
+}
+
+#[test]
+fn lowering_maxmemory_evicts_at_once_as_redis_does() {
+    let keylock = common::start();
+    let ours = evicted_by_config_set(keylock.addr());
+    assert_eq!(
+        text(ours.clone()),
+        "*4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$22\r\n__keyevent@0__:evicted\r\n$3\r\nfoo\r\n"
+    );
+    if let Some(redis) = common::real_redis() {
+        assert_eq!(evicted_by_config_set(redis.addr), ours);
+    }
+}

@@ -324,6 +324,18 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         ctx.state.acl.set_default_password(pass.as_deref());
     }
     ctx.state.apply_runtime(notify);
+    if changed.contains(&"maxmemory") && ctx.state.runtime.maxmemory > 0 {
+        // Redis's updateMaxmemory: a limit under what is used evicts now
+        // (Redis's eviction timer starts at once), not at the next write.
+        let used = crate::memory::used_bytes();
+        if ctx.state.runtime.maxmemory < used {
+            crate::log::warning(format_args!(
+                "WARNING: the new maxmemory value set via CONFIG SET ({}) is smaller than the current memory usage ({used}). This will result in key eviction and/or the inability to accept new write commands depending on the maxmemory-policy.",
+                ctx.state.runtime.maxmemory
+            ));
+        }
+        ctx.state.perform_evictions();
+    }
     if (changed.contains(&"maxmemory-clients") || changed.contains(&"maxmemory")) && ctx.state.client_eviction_limit() > 0 {
         // Redis's applyClientMaxMemoryUsage: a lower limit evicts at once.
         ctx.state.evict_clients(Some(&mut *ctx.client));
