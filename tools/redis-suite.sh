@@ -61,7 +61,7 @@ run() {
     local dir=$1 unit=$2 log=$3
     (cd "$dir" && timeout 1800 ./runtest --single "$unit" --clients 1 --timeout 600 --tags "$tags" >"$log" 2>&1) || true
     local stopped=""
-    [ "$(count "$log" exception)" -eq 0 ] || stopped=" (stopped)"
+    [ "$(count "$log" exception)" -eq 0 ] && [ "$(count "$log" TIMEOUT)" -eq 0 ] || stopped=" (stopped)"
     printf '%s/%s%s' "$(count "$log" ok)" "$(count "$log" err)" "$stopped"
 }
 

@@ -169,13 +169,15 @@ impl Shared {
         }
     }
 
-    /// The server is stopping: its listening sockets refuse connections
-    /// from now on (a client that connects meets a closed port, as once
-    /// redis-server has exited), before any connection is closed. The
-    /// accept tasks end at their next wake-up.
+    /// The server is stopping: its TCP listening sockets refuse
+    /// connections from now on (a client that connects meets a closed
+    /// port, as once redis-server has exited), before any connection is
+    /// closed; their accept tasks end at their next wake-up. A Unix socket
+    /// is left to the removal of its file at the end: shut down, it would
+    /// stay readable with nothing to accept, and its accept task would spin.
     pub fn stop_listening(&self) {
         self.listening.set(false);
-        for listener in self.listener_fds.borrow().iter() {
+        for listener in self.listener_fds.borrow().iter().filter(|l| l.unix_path.is_none()) {
             // SAFETY: shuts down (does not close) a socket the server
             // thread owns until it ends.
             unsafe { libc::shutdown(listener.fd, libc::SHUT_RDWR) };
