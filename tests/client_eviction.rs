@@ -32,13 +32,7 @@ fn tot_mem(control: &mut Raw, name: &str) -> Option<usize> {
 fn half_sent(addr: SocketAddr, name: &str, size: usize) -> TcpStream {
     let mut c = Raw::connect(addr);
     assert_eq!(c.call(&["CLIENT", "SETNAME", name]), b"+OK\r\n");
-    let mut s = c.writer;
-    let mut request = format!("*2\r\n${}\r\n", size + 1).into_bytes();
-    request.resize(request.len() + size, b'v');
-    // A client evicted as soon as it announced the argument finds the
-    // connection closed.
-    let _ = s.write_all(&request);
-    s
+    half_sent_on(c, size)
 }
 
 fn control(addr: SocketAddr) -> Raw {
@@ -156,7 +150,9 @@ fn half_sent_on(c: Raw, size: usize) -> TcpStream {
     let mut s = c.writer;
     let mut request = format!("*2\r\n${}\r\n", size + 1).into_bytes();
     request.resize(request.len() + size, b'v');
-    s.write_all(&request).unwrap();
+    // A client evicted as soon as it announced the argument finds the
+    // connection closed.
+    let _ = s.write_all(&request);
     s
 }
 
