@@ -72,7 +72,7 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         (b"htstats", 3) => htstats(ctx, &argv[2]),
         (b"htstats-key", 3) => htstats_key(ctx, &argv[2]),
         (b"sdslen", 3) => sdslen(ctx, &argv[2]),
-        (b"structsize", 2) => Ok(Reply::Bulk(Bytes::from(structsize()))),
+        (b"structsize", 2) => Ok(Reply::Bulk(Bytes::from_static(STRUCT_SIZES.as_bytes()))),
         (b"listpack", 3) => described(ctx, &argv[2], "listpack", "Not a listpack encoded object.", "Listpack"),
         (b"quicklist", 3 | 4) => described(ctx, &argv[2], "quicklist", "Not a quicklist encoded object.", "Quicklist"),
         (b"populate", 3..=5) => populate(ctx, argv),
@@ -255,9 +255,7 @@ fn sds_header(len: usize) -> usize {
 }
 
 /// DEBUG STRUCTSIZE: the sizes of Redis's structures on a 64-bit build.
-fn structsize() -> String {
-    "bits:64 robj:16 dictentry:24 sdshdr5:1 sdshdr8:3 sdshdr16:5 sdshdr32:9 sdshdr64:17 ".to_string()
-}
+const STRUCT_SIZES: &str = "bits:64 robj:16 dictentry:24 sdshdr5:1 sdshdr8:3 sdshdr16:5 sdshdr32:9 sdshdr64:17 ";
 
 /// Redis's `stringmatchlen_fuzz_test`: ten million random patterns
 /// matched against random strings (ASCII, up to 31 bytes), which must not

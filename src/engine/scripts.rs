@@ -107,12 +107,8 @@ impl Scripts {
     }
 
     pub fn load_libraries(&mut self, codes: Vec<bytes::Bytes>) {
-        let Some(functions) = self.functions.as_deref_mut() else { return };
-        for code in codes {
-            if let Err(e) = functions.load(&code, true, 0) {
-                crate::log::warning(format_args!("Failed loading library from the snapshot: {e:?}"));
-            }
-        }
+        // Replacing, nothing is refused.
+        let _ = self.merge_libraries(&codes, true);
     }
 
     /// The functions' engine and the pseudo-client, lent together to one run.
