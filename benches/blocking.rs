@@ -9,11 +9,11 @@
 //!   them, messages per second end to end.
 //!
 //! Each workload runs on keylock (the release binary, `--native-scripts`
-//! untouched) and on redis-server 7.0.15 (Debian's, from PATH), one after
-//! the other, and the table gives both rates and their ratio. Without
+//! untouched) and on redis-server 7.0.15 (Debian's, from PATH), five times
+//! each, alternating, and the table gives the medians of both rates and of
+//! each server's CPU time per operation, with their ratios. Without
 //! redis-server the bench says so and measures keylock alone. Figures go
-//! in the README's benchmark section; they are ratios from one run, not
-//! assertions.
+//! in the README's benchmark section; they are ratios, not assertions.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -133,8 +133,9 @@ impl Client {
     }
 }
 
-/// Round trips per second of two clients blocking on each other's list.
-fn ping_pong(port: u16) -> f64 {
+/// Round trips per second of two clients blocking on each other's list,
+/// and how many.
+fn ping_pong(port: u16) -> (f64, usize) {
     let mut setup = Client::connect(port).expect("connect");
     setup.call(&["DEL", "ping", "pong"]);
     let mut a = Client::connect(port).expect("connect");
@@ -156,11 +157,12 @@ fn ping_pong(port: u16) -> f64 {
     // The other side's last BLPOP waits for one more push.
     a.call(&["LPUSH", "ping", "x"]);
     other.join().expect("the other client");
-    PING_PONGS as f64 / started.elapsed().as_secs_f64()
+    (PING_PONGS as f64 / started.elapsed().as_secs_f64(), PING_PONGS)
 }
 
-/// Messages per second from XADD to XACK through a consumer group.
-fn stream_group(port: u16) -> f64 {
+/// Messages per second from XADD to XACK through a consumer group, and
+/// how many.
+fn stream_group(port: u16) -> (f64, usize) {
     let mut setup = Client::connect(port).expect("connect");
     setup.call(&["DEL", "s"]);
     setup.call(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
@@ -208,7 +210,40 @@ fn stream_group(port: u16) -> f64 {
         }
     }
     reader.join().expect("the consumer");
-    MESSAGES as f64 / started.elapsed().as_secs_f64()
+    (MESSAGES as f64 / started.elapsed().as_secs_f64(), MESSAGES)
+}
+
+/// CPU time the server process has used, all its threads (nanoseconds,
+/// from `/proc/<pid>/task/*/schedstat`).
+fn cpu_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
+        .sum()
+}
+
+/// One run on `server`: its rate, and the server's CPU time per operation
+/// (microseconds), which the machine's scheduling noise moves far less
+/// than a latency-bound rate.
+fn measure(server: &Server, run: fn(u16) -> (f64, usize)) -> (f64, f64) {
+    let before = cpu_ns(server.child.id());
+    let (rate, ops) = run(server.port);
+    let used = cpu_ns(server.child.id()) - before;
+    (rate, used as f64 / 1000.0 / ops as f64)
+}
+
+/// Runs of each workload per server, alternating between the two so that
+/// drift in the machine's load or clock falls on both; the table gives
+/// the median of each.
+const ROUNDS: usize = 5;
+
+fn median(mut rates: Vec<f64>) -> f64 {
+    rates.sort_by(f64::total_cmp);
+    rates[rates.len() / 2]
 }
 
 fn main() {
@@ -218,18 +253,36 @@ fn main() {
     if redis.is_none() {
         eprintln!("redis-server not found on PATH: measuring keylock alone (apt-get install redis-server)");
     }
-    println!("{:<28} {:>14} {:>14} {:>8}", "workload", "keylock /s", "redis /s", "ratio");
+    println!("medians of {ROUNDS} alternating runs; server CPU in microseconds per operation");
+    println!(
+        "{:<26} {:>11} {:>11} {:>7} {:>10} {:>10} {:>7}",
+        "workload", "keylock /s", "redis /s", "ratio", "keylock us", "redis us", "ratio"
+    );
     for (name, run) in [
-        ("BLPOP/LPUSH ping-pong", ping_pong as fn(u16) -> f64),
+        ("BLPOP/LPUSH ping-pong", ping_pong as fn(u16) -> (f64, usize)),
         ("XADD -> XREADGROUP+XACK", stream_group),
     ] {
-        let ours = run(keylock.port);
-        match &redis {
-            Some(r) => {
-                let theirs = run(r.port);
-                println!("{name:<28} {ours:>14.0} {theirs:>14.0} {:>7.2}x", ours / theirs);
+        let (mut ours, mut theirs) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+        for _ in 0..ROUNDS {
+            let (rate, cpu) = measure(&keylock, run);
+            ours.0.push(rate);
+            ours.1.push(cpu);
+            if let Some(r) = &redis {
+                let (rate, cpu) = measure(r, run);
+                theirs.0.push(rate);
+                theirs.1.push(cpu);
             }
-            None => println!("{name:<28} {ours:>14.0} {:>14} {:>8}", "-", "-"),
+        }
+        let (rate, cpu) = (median(ours.0), median(ours.1));
+        if theirs.0.is_empty() {
+            println!("{name:<26} {rate:>11.0} {:>11} {:>7} {cpu:>10.2} {:>10} {:>7}", "-", "-", "-", "-");
+        } else {
+            let (their_rate, their_cpu) = (median(theirs.0), median(theirs.1));
+            println!(
+                "{name:<26} {rate:>11.0} {their_rate:>11.0} {:>6.2}x {cpu:>10.2} {their_cpu:>10.2} {:>6.2}x",
+                rate / their_rate,
+                their_cpu / cpu
+            );
         }
     }
 }

@@ -31,6 +31,12 @@ pub const COMMANDS: &[CommandSpec] = &[
 /// past what a `long long` holds becomes negative in Redis's cast, and is
 /// refused as negative.
 fn parse_timeout(raw: &[u8]) -> CmdResult<u64> {
+    // Whole seconds (the usual `0`) need no long double.
+    if let Some(secs) = crate::numfmt::parse_i64(raw)
+        && (0..=i64::MAX / 1000).contains(&secs)
+    {
+        return Ok(secs as u64 * 1000);
+    }
     let seconds = LongDouble::parse(raw).ok_or_else(|| CmdError::err("timeout is not a float or out of range"))?;
     match seconds.millis_ceil() {
         Some(ms) if ms >= 0 => Ok(ms as u64),

@@ -323,7 +323,8 @@ impl State {
 
     /// Queues the reply of a client whose wait ended and wakes its
     /// connection to send it and run what it sent next.
-    pub fn answer_unblocked(&self, client: &Client, reply: Reply) {
+    pub fn answer_unblocked(&mut self, client: &Client, reply: Reply) {
+        self.woken.push(client.id);
         if let Some(mut out) = client.outbox.writable() {
             out.place(false);
             if !client.replies_silenced() {

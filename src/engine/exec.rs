@@ -766,6 +766,11 @@ impl State {
         }
         let duration_us = crate::clock::ticks::to_us(crate::clock::ticks::now().saturating_sub(started));
         let (max_len, now_secs) = (self.runtime.slowlog_max_len, self.clock.now_ms() / 1000);
+        if duration_us < slower_than as u64 {
+            // Not slow: only the length is kept (no peer name formatted).
+            self.slowlog.truncate(max_len);
+            return;
+        }
         let caller = self.slowlog_caller(client);
         self.slowlog
             .push_if_slow(slower_than, max_len, duration_us, &argv, caller, now_secs);

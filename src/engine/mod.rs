@@ -158,6 +158,9 @@ pub struct State {
     pub access_clock: crate::db::keyspace::AccessClock,
     /// Clients waiting in a blocking command (INFO `blocked_clients`).
     pub blocked_clients: usize,
+    /// Clients whose wait ended with a reply since the last batch or cron
+    /// (see [`BatchOutput::woken`]).
+    pub woken: Vec<ClientId>,
     /// Changes to the dataset since start (Redis's `server.dirty`):
     /// handlers add what Redis's add; a command that changed a key and
     /// said nothing counts one.
@@ -469,6 +472,7 @@ impl State {
             tls_rebound: None,
             clients_cron_next: 0,
             blocked_clients: 0,
+            woken: Vec::new(),
             dirty: 0,
             dirty_at_save: 0,
             dirty_counted: false,
@@ -1138,6 +1142,10 @@ pub struct BatchOutput {
     /// The client blocked (BLPOP…): the commands of the batch after the
     /// blocking one, to run once it is unblocked.
     pub rest: Vec<Vec<Bytes>>,
+    /// The clients whose waits the batch ended: their replies are queued
+    /// on their connections, for the network side to write before this
+    /// client's, as Redis writes the client whose output came last first.
+    pub woken: Vec<ClientId>,
 }
 
 impl BatchOutput {
@@ -1148,6 +1156,7 @@ impl BatchOutput {
         authenticated: false,
         now_ms: 0,
         rest: Vec::new(),
+        woken: Vec::new(),
     };
 }
 
@@ -1248,6 +1257,7 @@ impl Engine {
             return BatchOutput::CLOSED;
         };
         let outbox = client.outbox.clone();
+        self.state.woken.clear();
         let mut rest = Vec::new();
         let mut commands = commands.into_iter();
         while let Some(argv) = commands.next() {
@@ -1302,6 +1312,7 @@ impl Engine {
             authenticated: client.authenticated,
             now_ms: client.last_interaction_ms,
             rest,
+            woken: std::mem::take(&mut self.state.woken),
         };
         outbox.set_class(client.output_class());
         self.state.account_client(&mut client);
@@ -1399,6 +1410,8 @@ impl Engine {
             // beforeSleep serves the keys expiry made ready.
             self.state.serve_blocked();
         }
+        // Their connections write what the cron's serving queued.
+        self.state.woken.clear();
         self.state.limit_tracking_table(None);
         self.state.broadcast_invalidations();
         self.clients_cron();

@@ -284,14 +284,14 @@ fn read_once(shared: &Shared, io: &ConnIo, sock: &SockRef) -> Read {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Sent {
+pub(crate) enum Sent {
     All,
     Partly,
     Failed,
 }
 
 /// Writes what the socket takes from the front of the output.
-fn send_output(shared: &Shared, io: &ConnIo, sock: &SockRef) -> Sent {
+pub(crate) fn send_output(shared: &Shared, io: &ConnIo, sock: &SockRef) -> Sent {
     let mut out = io.output().borrow_mut();
     while !out.is_empty() {
         if out.held_until().is_some() {
@@ -305,7 +305,7 @@ fn send_output(shared: &Shared, io: &ConnIo, sock: &SockRef) -> Sent {
         }
         let sent = match &io.tls {
             Some(tls) => tls.write(sock, out.front()),
-            None => sock.send(out.front()),
+            None => sock.send_with_flags(out.front(), libc::MSG_NOSIGNAL),
         };
         match sent {
             Ok(n) => {

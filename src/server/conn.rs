@@ -520,6 +520,7 @@ async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
             if result.close {
                 next = Next::CloseAfterReply;
             }
+            write_woken(shared, &result.woken);
             if io.outbox.blocked().is_some() && matches!(next, Next::Continue) {
                 *io.pending.borrow_mut() = (result.rest, protocol_error);
                 return Next::Continue;
@@ -538,6 +539,34 @@ async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
         }
         // Let the other connections run between the parts of a long input.
         tokio::task::yield_now().await;
+    }
+}
+
+/// Writes the replies of the clients a batch woke (served by its writes
+/// or CLIENT UNBLOCKed) before the batch's own client is written, as Redis
+/// writes the client whose output came last first: a woken client's reply
+/// is what the other side of a queue waits for, and writing it here saves
+/// the hop to its connection's task. A client with commands waiting after
+/// its blocking one is left to its task, which runs them and writes all
+/// the replies together; so is what a socket does not take (every woken
+/// client's task was woken too).
+fn write_woken(shared: &Shared, woken: &[u64]) {
+    for id in woken {
+        let Some(io) = shared.conns.borrow().get(id).cloned() else {
+            continue;
+        };
+        if io.closing.get() != Closing::Open || io.outbox.close_request() != CloseRequest::Open {
+            continue;
+        }
+        if !io.pending.borrow().0.is_empty() || !io.input.borrow().is_empty() {
+            // It has more to run: its task writes the replies together.
+            continue;
+        }
+        // SAFETY: the descriptor is the connection's socket, open while it
+        // is registered in `conns` (its task closes it after removing it).
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(io.fd) };
+        // A failure is its task's to find and act on.
+        let _ = super::busy::send_output(shared, &io, &socket2::SockRef::from(&fd));
     }
 }
 

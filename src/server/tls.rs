@@ -57,7 +57,9 @@ impl Transport for socket2::SockRef<'_> {
     }
 
     fn send(&self, buf: &[u8]) -> io::Result<usize> {
-        (&**self).write(buf)
+        // No SIGPIPE for a peer gone, whatever the embedding process's
+        // signal disposition.
+        self.send_with_flags(buf, libc::MSG_NOSIGNAL)
     }
 }
 
