@@ -218,3 +218,50 @@ fn a_big_arguments_announced_room_counts_at_once_as_in_redis() {
         assert!(theirs_memory >= 220_200, "{theirs_memory}");
     }
 }
+
+/// A client that sent 249 of its request's 250 arguments (Redis's "input
+/// buffer of a dead client"): the arguments read so far show in CLIENT
+/// LIST's `argv-mem`, count in its `tot-mem`, and make it the client
+/// eviction evicts once the limit is below them.
+fn partial_request(addr: SocketAddr) -> (String, String, bool, usize) {
+    let mut control = control(addr);
+    let mut c = Raw::connect(addr);
+    assert_eq!(c.call(&["CLIENT", "SETNAME", "partial"]), b"+OK\r\n");
+    let mut s = c.writer;
+    let mut request = b"*250\r\n".to_vec();
+    for _ in 0..249 {
+        request.extend_from_slice(b"$1000\r\n");
+        request.resize(request.len() + 1000, b'x');
+        request.extend_from_slice(b"\r\n");
+    }
+    s.write_all(&request).unwrap();
+    let field = |control: &mut Raw, name: &str| {
+        text(control.call(&["CLIENT", "LIST"]))
+            .lines()
+            .find(|l| l.contains("name=partial"))
+            .and_then(|l| l.split(' ').find(|f| f.starts_with(&format!("{name}="))).map(str::to_string))
+            .unwrap_or_default()
+    };
+    common::wait_until(10, "the arguments to arrive", || {
+        field(&mut control, "argv-mem") == "argv-mem=249000"
+    });
+    let (qbuf, argv_mem) = (field(&mut control, "qbuf"), field(&mut control, "argv-mem"));
+    let memory = tot_mem(&mut control, "partial").unwrap();
+    assert_eq!(control.call(&["CONFIG", "SET", "maxmemory-clients", "200000"]), b"+OK\r\n");
+    let evicted = named_clients(&mut control, "partial") == 0;
+    drop(s);
+    (qbuf, argv_mem, evicted, memory)
+}
+
+#[test]
+fn the_arguments_of_a_request_still_arriving_count_as_in_redis() {
+    let server = common::start();
+    let (qbuf, argv_mem, evicted, memory) = partial_request(server.addr());
+    assert_eq!((qbuf.as_str(), argv_mem.as_str(), evicted), ("qbuf=0", "argv-mem=249000", true));
+    assert!(memory >= 249_000, "{memory}");
+    if let Some(redis) = common::real_redis() {
+        let (theirs_qbuf, theirs_argv, theirs_evicted, theirs_memory) = partial_request(redis.addr);
+        assert_eq!((theirs_qbuf, theirs_argv, theirs_evicted), (qbuf, argv_mem, evicted));
+        assert!(theirs_memory >= 249_000, "{theirs_memory}");
+    }
+}

@@ -288,3 +288,36 @@ fn lowering_maxmemory_evicts_at_once_as_redis_does() {
         assert_eq!(evicted_by_config_set(redis.addr), ours);
     }
 }
+
+/// Redis's "is the memory limit honoured?": with 100 KB of room, small
+/// keys are added one at a time until used memory is within 4 KB of the
+/// limit, which it reaches a key at a time rather than in jumps (the key
+/// table grows and shrinks a few kilobytes at a time); as many again keep
+/// it under the limit, and eviction removes about as many keys as are
+/// added, not a large part of the table at once.
+#[test]
+fn small_keys_fill_the_memory_up_to_the_limit_and_evictions_follow_insertions() {
+    for policy in ["allkeys-lru", "allkeys-random", "volatile-ttl"] {
+        let (_keylock, mut c) = keylock();
+        let limit = limit_to_used_plus(&mut c, 100 * 1024);
+        c.call(&["CONFIG", "SET", "maxmemory-policy", policy]);
+        let mut added = 0;
+        loop {
+            c.call(&["SETEX", &format!("k{added}"), "10000", "x"]);
+            added += 1;
+            if info_int(&mut c, "memory", "used_memory") + 4096 > limit {
+                break;
+            }
+            assert!(added < 20_000, "{policy}: used memory never came near the limit");
+        }
+        assert!(added > 10, "{policy}: {added}");
+        assert_eq!(info_int(&mut c, "stats", "evicted_keys"), 0, "{policy}");
+        for i in 0..added {
+            c.call(&["SETEX", &format!("more{i}"), "10000", "x"]);
+        }
+        let used = info_int(&mut c, "memory", "used_memory");
+        assert!(used < limit + 4096, "{policy}: {used} used, limit {limit}");
+        let dbsize: usize = text(c.call(&["DBSIZE"])).trim_start_matches(':').trim().parse().unwrap();
+        assert!(dbsize * 10 >= added * 8, "{policy}: {dbsize} keys left of {added} that fit");
+    }
+}

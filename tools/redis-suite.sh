@@ -15,6 +15,10 @@
 # TAGS       runtest's --tags (default "-needs:repl": keylock is never a
 #            replica).
 # LOGS       where each run's log goes (default /tmp/keylock-redis-suite).
+# EXTERNAL   1: run each unit against servers this script starts (fresh for
+#            every unit, `--enable-debug-command yes`), as external servers
+#            (`runtest --host --port`): the `external:skip` tests are left
+#            out, as the suite does for any external server.
 #
 # Needs tclsh (Debian: tcl) and redis-server, redis-cli, redis-benchmark,
 # redis-check-aof and redis-check-rdb (Debian: redis-server, redis-tools).
@@ -57,9 +61,22 @@ tree() {
 
 count() { sed 's/\x1b\[[0-9;]*m//g' "$1" | grep -c "^\[$2\]" || true; }
 
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
 run() {
     local dir=$1 unit=$2 log=$3
-    (cd "$dir" && timeout 1800 ./runtest --single "$unit" --clients 1 --timeout 600 --tags "$tags" >"$log" 2>&1) || true
+    if [ "${EXTERNAL:-0}" = 1 ]; then
+        local port pid
+        port=$(free_port)
+        "$dir/src/redis-server" --port "$port" --save "" --enable-debug-command yes >"$log.server" 2>&1 &
+        pid=$!
+        for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+        (cd "$dir" && timeout 1800 ./runtest --host 127.0.0.1 --port "$port" --single "$unit" --clients 1 --timeout 600 --tags "$tags" >"$log" 2>&1) || true
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    else
+        (cd "$dir" && timeout 1800 ./runtest --single "$unit" --clients 1 --timeout 600 --tags "$tags" >"$log" 2>&1) || true
+    fi
     local stopped=""
     [ "$(count "$log" exception)" -eq 0 ] && [ "$(count "$log" TIMEOUT)" -eq 0 ] || stopped=" (stopped)"
     printf '%s/%s%s' "$(count "$log" ok)" "$(count "$log" err)" "$stopped"

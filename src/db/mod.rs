@@ -19,6 +19,7 @@
 //! ones Redis's `db.c` raises itself (`new` when a key is created,
 //! `expired` when expiry removes one); handlers record their own.
 
+pub mod chunked;
 pub mod events;
 pub mod footprint;
 pub mod hash;

@@ -293,7 +293,8 @@ impl Client {
     /// holds for this client, as Redis's `getClientMemoryUsage` counts it:
     /// its state, read buffer, unwritten output, a transaction's queued
     /// arguments, and the entries of its watched keys, subscriptions and
-    /// tracking prefixes. Output counts as at least Redis's 16 KB reply
+    /// tracking prefixes, and the arguments of a request still arriving.
+    /// Output counts as at least Redis's 16 KB reply
     /// buffer, which every Redis client holds: what a client's idle
     /// output buffer keeps between replies does not make its size move.
     pub fn memory_usage(&self) -> usize {
@@ -313,7 +314,9 @@ impl Client {
             .tracking
             .as_deref()
             .map_or(0, |t| t.prefixes.iter().map(|p| p.len() + ENTRY).sum());
-        std::mem::size_of::<Client>() + qbuf + qbuf_free + output + queued + watched + subscriptions + prefixes
+        let (partial_args, partial_bytes) = self.outbox.partial_request();
+        let partial = partial_bytes + partial_args * std::mem::size_of::<usize>();
+        std::mem::size_of::<Client>() + qbuf + qbuf_free + output + queued + watched + subscriptions + prefixes + partial
     }
 
     /// CLIENT LIST / CLIENT INFO line for this client: `obl` is what Redis
@@ -328,7 +331,10 @@ impl Client {
     /// its arguments show in `argv-mem` and `tot-mem`, as Redis holds them
     /// while the command runs.
     pub fn info_line_running(&self, now_ms: u64, argv: &[Bytes]) -> String {
-        let argv_mem: usize = argv.iter().map(Bytes::len).sum();
+        // The running command's arguments, or those of a request still
+        // arriving (counted in `memory_usage`).
+        let running: usize = argv.iter().map(Bytes::len).sum();
+        let argv_mem = running + self.outbox.partial_request().1;
         let mut flags = String::new();
         if self.monitor {
             flags.push('O');
@@ -395,7 +401,7 @@ impl Client {
             split.buffer_fill,
             output.list_chunks(),
             split.in_list,
-            self.memory_usage() + argv_mem + argv.len() * std::mem::size_of::<usize>(),
+            self.memory_usage() + running + argv.len() * std::mem::size_of::<usize>(),
             self.last_command,
             String::from_utf8_lossy(self.user_name()),
             self.tracking.as_deref().map_or(-1, |t| t.redirect as i64),

@@ -537,6 +537,9 @@ struct Inner {
     /// The connection's read buffer as last reported: bytes in it, and
     /// free room.
     query_buffer: Cell<(usize, usize)>,
+    /// The arguments parsed so far of a request not complete yet: how
+    /// many, and their bytes.
+    partial_request: Cell<(usize, usize)>,
     /// Blocked by a blocking command: until when (None inside: no
     /// timeout). Its connection runs nothing meanwhile.
     blocked: Cell<Option<Option<Instant>>>,
@@ -560,6 +563,7 @@ impl Outbox {
                 class: Cell::new(ClientClass::Normal),
                 cut: Cell::new(false),
                 query_buffer: Cell::new((0, 0)),
+                partial_request: Cell::new((0, 0)),
                 blocked: Cell::new(None),
             }),
         }
@@ -614,6 +618,17 @@ impl Outbox {
     /// parsed, `free` bytes of room after them.
     pub fn report_query_buffer(&self, len: usize, free: usize) {
         self.inner.query_buffer.set((len, free));
+    }
+
+    /// The connection reports the arguments it has parsed of a request
+    /// not complete yet: how many, and their bytes.
+    pub fn report_partial_request(&self, count: usize, bytes: usize) {
+        self.inner.partial_request.set((count, bytes));
+    }
+
+    /// The partial request as last reported: (arguments, bytes).
+    pub fn partial_request(&self) -> (usize, usize) {
+        self.inner.partial_request.get()
     }
 
     /// The read buffer as last reported: (bytes in it, free room).

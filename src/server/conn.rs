@@ -212,6 +212,8 @@ impl ConnIo {
             free = free.max((len + 2).saturating_sub(input.len()));
         }
         self.outbox.report_query_buffer(input.len(), free);
+        let (count, bytes) = self.parser.borrow().pending_args();
+        self.outbox.report_partial_request(count, bytes);
     }
 
     /// The cron's pass over the read buffer (see `parser::resize_in_cron`).

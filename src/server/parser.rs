@@ -91,6 +91,8 @@ pub struct RequestParser {
 
 struct Multibulk {
     args: Vec<Bytes>,
+    /// The bytes of `args`.
+    arg_bytes: usize,
     remaining: usize,
     /// The declared length of the bulk being read, once its header is consumed.
     bulk_len: Option<usize>,
@@ -136,6 +138,7 @@ impl RequestParser {
                 self.pending = Some(Multibulk {
                     // Grows with the arguments that arrive, not with the count.
                     args: Vec::with_capacity(count.min(16)),
+                    arg_bytes: 0,
                     remaining: count,
                     bulk_len: None,
                 });
@@ -196,6 +199,7 @@ impl RequestParser {
                     buf.advance(len + 2);
                     arg
                 };
+                mb.arg_bytes += arg.len();
                 mb.args.push(arg);
                 mb.bulk_len = None;
                 mb.remaining -= 1;
@@ -213,6 +217,13 @@ impl RequestParser {
     pub fn big_arg_pending(&self) -> Option<usize> {
         let len = self.pending.as_ref()?.bulk_len?;
         (len >= BIG_ARG).then_some(len)
+    }
+
+    /// The arguments read so far of a request not complete yet: how many,
+    /// and their bytes (what Redis holds in `argv` while it reads a
+    /// multibulk, and counts as the client's `argv-mem`).
+    pub fn pending_args(&self) -> (usize, usize) {
+        self.pending.as_ref().map_or((0, 0), |mb| (mb.args.len(), mb.arg_bytes))
     }
 
     /// The declared length of the argument being read, once its header
