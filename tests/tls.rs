@@ -699,3 +699,29 @@ fn has_tls_redis_cli() -> bool {
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("--tls") || String::from_utf8_lossy(&o.stderr).contains("--tls"))
 }
+
+/// A client speaking plain RESP to the TLS port is reset, not answered
+/// and not closed cleanly: Redis's suite ("Not accepting non-TLS
+/// connections on a TLS port") expects an I/O error, as the reset OpenSSL
+/// leaves behind gives; the server carries on.
+#[test]
+fn a_plain_client_on_the_tls_port_is_reset() {
+    let pki = Pki::new();
+    let server = start_tls(&pki, &[]);
+    let mut s = TcpStream::connect(tls_addr(&server)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
+    let mut buf = [0u8; 64];
+    let mut got = Vec::new();
+    let end = loop {
+        match s.read(&mut buf) {
+            Ok(0) => break None,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => break Some(e.kind()),
+        }
+    };
+    assert_eq!(end, Some(std::io::ErrorKind::ConnectionReset), "{got:?} read");
+    assert!(got.is_empty(), "{got:?} read before the reset");
+    let mut plain = common::conn(&server);
+    assert_eq!(q::<String>(&mut plain, &["PING"]), "PONG");
+}

@@ -68,7 +68,8 @@ run() {
     if [ "${EXTERNAL:-0}" = 1 ]; then
         local port pid
         port=$(free_port)
-        "$dir/src/redis-server" --port "$port" --save "" --enable-debug-command yes >"$log.server" 2>&1 &
+        # In the suite's copy, so that what the tests make it save stays there.
+        (cd "$dir" && exec ./src/redis-server --port "$port" --save "" --enable-debug-command yes) >"$log.server" 2>&1 &
         pid=$!
         for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
         (cd "$dir" && timeout 1800 ./runtest --host 127.0.0.1 --port "$port" --single "$unit" --clients 1 --timeout 600 --tags "$tags" >"$log" 2>&1) || true

@@ -329,6 +329,13 @@ async fn run(mut accepted: Accepted, shared: Rc<Shared>) {
     if let Err(e) = handshake(&io, &stream, &mut stop).await {
         if !e.is_empty() {
             log::warning(format_args!("Error accepting a client connection: {e}"));
+            // Reset rather than closed, as the peer of Redis's sees it:
+            // OpenSSL stops reading at the first bad record and the close
+            // of a socket with unread input resets it, so a plain client
+            // on the TLS port gets an I/O error, not an empty reply.
+            // SAFETY: the descriptor is this connection's open socket.
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(io.fd) };
+            let _ = socket2::SockRef::from(&fd).set_linger(Some(std::time::Duration::ZERO));
         }
         shared.conns.borrow_mut().remove(&id);
         if admitted {

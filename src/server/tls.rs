@@ -143,7 +143,13 @@ impl TlsSession {
             match conn.process_new_packets() {
                 Ok(state) => self.plaintext.set(state.plaintext_bytes_to_read() > 0 || state.peer_has_closed()),
                 Err(e) => {
-                    let _ = conn.write_tls(&mut Io(socket));
+                    // A peer whose bytes are not TLS records at all (a
+                    // plain client on the TLS port) gets no alert, as from
+                    // OpenSSL: the connection is reset (see `conn`).
+                    let not_tls = conn.is_handshaking() && matches!(e, rustls::Error::InvalidMessage(_));
+                    if !not_tls {
+                        let _ = conn.write_tls(&mut Io(socket));
+                    }
                     return Err(io::Error::new(io::ErrorKind::InvalidData, e));
                 }
             }
