@@ -34,7 +34,6 @@
 //! tasks of connections served here are woken then to write what they are
 //! owed and run what they sent that was not answered.
 
-use std::os::fd::BorrowedFd;
 use std::rc::Weak;
 
 use socket2::SockRef;
@@ -95,10 +94,7 @@ enum Read {
 }
 
 fn serve_one(shared: &Shared, io: &ConnIo, script: Option<&BusyScript>, state: &mut State) -> Option<BusyAction> {
-    // SAFETY: the fd belongs to a connection still registered in `conns`;
-    // its task removes it from the registry before the socket closes, and
-    // that task cannot run while we are here (same thread).
-    let fd = unsafe { BorrowedFd::borrow_raw(io.fd) };
+    let fd = io.socket();
     let sock = SockRef::from(&fd);
     match io.closing.get() {
         Closing::Open => {}

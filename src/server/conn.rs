@@ -240,11 +240,17 @@ impl ConnIo {
     /// cron): the client sees it closed at once, and the task, wherever it
     /// waits, wakes to a socket that is shut and finishes.
     pub fn shut_down(&self) {
+        let _ = socket2::SockRef::from(&self.socket()).shutdown(std::net::Shutdown::Both);
+    }
+
+    /// The connection's socket, for use outside its task (the busy
+    /// responder, the cron, a batch writing the clients it woke).
+    pub fn socket(&self) -> std::os::fd::BorrowedFd<'_> {
         // SAFETY: the fd belongs to a connection still registered in
-        // `Shared::conns`; its task removes it from there before the
-        // socket closes, and cannot run while we are here (same thread).
-        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) };
-        let _ = socket2::SockRef::from(&fd).shutdown(std::net::Shutdown::Both);
+        // `Shared::conns` (callers reach the `ConnIo` through it); its task
+        // removes it from there before the socket closes, and cannot run
+        // while the caller does (same thread).
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) }
     }
 }
 
@@ -329,13 +335,6 @@ async fn run(mut accepted: Accepted, shared: Rc<Shared>) {
     if let Err(e) = handshake(&io, &stream, &mut stop).await {
         if !e.is_empty() {
             log::warning(format_args!("Error accepting a client connection: {e}"));
-            // Reset rather than closed, as the peer of Redis's sees it:
-            // OpenSSL stops reading at the first bad record and the close
-            // of a socket with unread input resets it, so a plain client
-            // on the TLS port gets an I/O error, not an empty reply.
-            // SAFETY: the descriptor is this connection's open socket.
-            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(io.fd) };
-            let _ = socket2::SockRef::from(&fd).set_linger(Some(std::time::Duration::ZERO));
         }
         shared.conns.borrow_mut().remove(&id);
         if admitted {
@@ -571,11 +570,8 @@ fn write_woken(shared: &Shared, woken: &[u64]) {
             // It has more to run: its task writes the replies together.
             continue;
         }
-        // SAFETY: the descriptor is the connection's socket, open while it
-        // is registered in `conns` (its task closes it after removing it).
-        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(io.fd) };
         // A failure is its task's to find and act on.
-        let _ = super::busy::send_output(shared, &io, &socket2::SockRef::from(&fd));
+        let _ = super::busy::send_output(shared, &io, &socket2::SockRef::from(&io.socket()));
     }
 }
 

@@ -36,6 +36,9 @@ const WRITE_CHUNK: usize = 64 * 1024;
 pub(crate) trait Transport {
     fn recv(&self, buf: &mut [u8]) -> io::Result<usize>;
     fn send(&self, buf: &[u8]) -> io::Result<usize>;
+    /// Makes closing the socket reset the connection (`SO_LINGER` 0), as
+    /// closing one with unread input does.
+    fn reset_on_close(&self);
 }
 
 /// The connection's task: through the runtime, which notes that the
@@ -47,6 +50,10 @@ impl Transport for tokio::net::TcpStream {
 
     fn send(&self, buf: &[u8]) -> io::Result<usize> {
         self.try_write(buf)
+    }
+
+    fn reset_on_close(&self) {
+        socket2::SockRef::from(self).reset_on_close();
     }
 }
 
@@ -60,6 +67,10 @@ impl Transport for socket2::SockRef<'_> {
         // No SIGPIPE for a peer gone, whatever the embedding process's
         // signal disposition.
         self.send_with_flags(buf, libc::MSG_NOSIGNAL)
+    }
+
+    fn reset_on_close(&self) {
+        let _ = self.set_linger(Some(std::time::Duration::ZERO));
     }
 }
 
@@ -143,11 +154,15 @@ impl TlsSession {
             match conn.process_new_packets() {
                 Ok(state) => self.plaintext.set(state.plaintext_bytes_to_read() > 0 || state.peer_has_closed()),
                 Err(e) => {
-                    // A peer whose bytes are not TLS records at all (a
-                    // plain client on the TLS port) gets no alert, as from
-                    // OpenSSL: the connection is reset (see `conn`).
-                    let not_tls = conn.is_handshaking() && matches!(e, rustls::Error::InvalidMessage(_));
-                    if !not_tls {
+                    if conn.is_handshaking() && matches!(e, rustls::Error::InvalidMessage(_)) {
+                        // A peer whose bytes are not TLS records at all (a
+                        // plain client on the TLS port) is reset without an
+                        // alert, as OpenSSL leaves it: it stops reading at
+                        // the first bad record, and the close of a socket
+                        // with unread input resets it. The client gets an
+                        // I/O error rather than an empty reply.
+                        socket.reset_on_close();
+                    } else {
                         let _ = conn.write_tls(&mut Io(socket));
                     }
                     return Err(io::Error::new(io::ErrorKind::InvalidData, e));
