@@ -22,6 +22,7 @@
 //!   Redisson lock scripts run natively (`scripting::native`).
 //! - [`config`], [`config_params`]: start-up flags and the CONFIG parameter table.
 //! - [`clock`]: real or test-controlled time.
+//! - [`cluster`]: Redis Cluster mode: hash slots, the nodes, the bus.
 //! - [`geohash`]: Redis's geohash cells, search areas and distances.
 //! - [`csort`]: glibc's `qsort` and Redis's `pqsort`, step for step.
 //! - [`log`]: Redis's server log (stdout or `logfile`, `loglevel`).
@@ -36,6 +37,7 @@ pub mod acl;
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod clock;
+pub mod cluster;
 pub mod commands;
 pub mod config;
 pub mod config_params;

@@ -189,6 +189,9 @@ fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 fn select(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if ctx.state.cluster_enabled() && super::args::parse_int(&argv[1])? != 0 {
+        return Err(CmdError::err("SELECT is not allowed in cluster mode"));
+    }
     ctx.client.db = super::keys::parse_db(ctx, &argv[1])?;
     Ok(Reply::OK)
 }

@@ -78,7 +78,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("redis_git_sha1:00000000");
             line!("redis_git_dirty:0");
             line!("redis_build_id:0");
-            line!("redis_mode:standalone");
+            line!("redis_mode:{}", if st.cluster_enabled() { "cluster" } else { "standalone" });
             line!("os:{} {}", std::env::consts::OS, std::env::consts::ARCH);
             line!("arch_bits:64");
             line!("multiplexing_api:epoll");
@@ -380,7 +380,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
         }
         "cluster" => {
             line!("# Cluster");
-            line!("cluster_enabled:0");
+            line!("cluster_enabled:{}", u8::from(st.cluster_enabled()));
         }
         "keyspace" => {
             line!("# Keyspace");

@@ -413,6 +413,9 @@ pub(super) fn parse_db(ctx: &Ctx, raw: &[u8]) -> CmdResult<usize> {
 }
 
 fn move_(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if ctx.state.cluster_enabled() {
+        return Err(CmdError::err("MOVE is not allowed in cluster mode"));
+    }
     let target = parse_db_index(ctx, &argv[2])?;
     let src = ctx.client.db;
     if target == src {
@@ -449,6 +452,9 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     let (src_key, dst_key) = (&argv[1], &argv[2]);
     let src = ctx.client.db;
+    if ctx.state.cluster_enabled() && (src != 0 || target != 0) {
+        return Err(CmdError::err("Copying to another database is not allowed in cluster mode"));
+    }
     if src == target && src_key == dst_key {
         return Err(CmdError::err("source and destination objects are the same"));
     }

@@ -325,6 +325,7 @@ fn attempt(ctx: &mut Ctx, req: &Request, host: &[u8], port: &[u8], present: &[&B
         push_command(&mut batch, &[b"SELECT".as_slice(), req.dbid.to_string().as_bytes()]);
     }
     let now_ms = ctx.now_ms;
+    let cluster = ctx.state.cluster_enabled();
     let db = &mut ctx.state.dbs[ctx.client.db];
     let mut sent: Vec<&Bytes> = Vec::with_capacity(present.len());
     for key in present {
@@ -339,7 +340,10 @@ fn attempt(ctx: &mut Ctx, req: &Request, host: &[u8], port: &[u8], present: &[&B
         }
         let payload = crate::rdb::dump(db.value_at(position), &options);
         let ttl = ttl.to_string();
-        let mut args: Vec<&[u8]> = vec![b"RESTORE", key, ttl.as_bytes(), &payload];
+        // A cluster node's target may be importing the slot: RESTORE-ASKING
+        // is served there without an ASKING first.
+        let restore: &[u8] = if cluster { b"RESTORE-ASKING" } else { b"RESTORE" };
+        let mut args: Vec<&[u8]> = vec![restore, key, ttl.as_bytes(), &payload];
         if req.replace {
             args.push(b"REPLACE");
         }

@@ -156,14 +156,22 @@ pub fn unsubscribe_everything(ctx: &mut Ctx) {
 
 fn publish(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let n = ctx.state.publish(ctx.client, Kind::Channel, &argv[1], &argv[2]);
-    // Replicas get every message; an append-only file none.
-    ctx.force_propagation(crate::engine::effects::REPL);
+    match ctx.state.cluster.as_deref_mut() {
+        // Every other node's subscribers get it too, over the bus.
+        Some(c) => c.propagate_publish(&argv[1], &argv[2]),
+        // Replicas get every message; an append-only file none.
+        None => ctx.force_propagation(crate::engine::effects::REPL),
+    }
     Ok(Reply::Int(n as i64))
 }
 
 fn spublish(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let n = ctx.state.publish(ctx.client, Kind::Shard, &argv[1], &argv[2]);
-    ctx.force_propagation(crate::engine::effects::REPL);
+    // In cluster mode a shard's message goes to the shard's replicas
+    // (keylock nodes have none).
+    if !ctx.state.cluster_enabled() {
+        ctx.force_propagation(crate::engine::effects::REPL);
+    }
     Ok(Reply::Int(n as i64))
 }
 

@@ -29,7 +29,10 @@ pub const NO_REPLICATION: &str =
     "ERR Replicating from a master is not supported by this server (keylock): it serves replicas (SYNC, PSYNC) only";
 
 /// REPLICAOF / SLAVEOF host port | NO ONE.
-fn replicaof(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+fn replicaof(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if ctx.state.cluster_enabled() {
+        return Err(CmdError::err("REPLICAOF not allowed in cluster mode."));
+    }
     if argv[1].eq_ignore_ascii_case(b"no") && argv[2].eq_ignore_ascii_case(b"one") {
         return Ok(Reply::OK);
     }

@@ -127,6 +127,9 @@ fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn swapdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if ctx.state.cluster_enabled() {
+        return Err(CmdError::err("SWAPDB is not allowed in cluster mode"));
+    }
     // getIntFromObjectOrReply with a message: it covers both a bad integer
     // and one outside C's int.
     let index = |raw: &[u8], which: &'static str| {

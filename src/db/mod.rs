@@ -701,6 +701,21 @@ impl Db {
         )
     }
 
+    /// Up to `limit` stored keys (expired or not) of hash slot `slot`,
+    /// newest first as Redis's slot-to-keys lists give them (exactly so
+    /// while no key was deleted), and how many it holds in all. Found by
+    /// a walk of the keys: keylock keeps no per-slot index.
+    pub fn keys_in_slot(&self, slot: u16, limit: usize) -> (Vec<Bytes>, usize) {
+        let mut keys: Vec<&[u8]> = Vec::new();
+        for (k, _, _) in self.keys.iter() {
+            if crate::cluster::key_hash_slot(k) == slot {
+                keys.push(k);
+            }
+        }
+        let count = keys.len();
+        (keys.into_iter().rev().take(limit).map(Bytes::copy_from_slice).collect(), count)
+    }
+
     /// Whether `key` is stored (expired or not).
     pub fn contains_key(&self, key: &[u8]) -> bool {
         self.keys.position(key).is_some()

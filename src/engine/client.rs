@@ -140,6 +140,11 @@ pub struct Client {
     /// obeyed as written (Redis's `mustObeyClient`), e.g. an exact stream
     /// trim with the LIMIT its approximate original had.
     pub replaying: bool,
+    /// Cluster mode: ASKING was sent; the next command may use a slot
+    /// being imported (Redis's CLIENT_ASKING).
+    pub cluster_asking: bool,
+    /// Cluster mode: READONLY (Redis's CLIENT_READONLY).
+    pub cluster_readonly: bool,
 }
 
 impl Client {
@@ -184,6 +189,8 @@ impl Client {
             caller_info: None,
             accounted_memory: 0,
             replaying: false,
+            cluster_asking: false,
+            cluster_readonly: false,
         }
     }
 

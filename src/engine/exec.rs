@@ -102,6 +102,9 @@ pub struct Refusal {
     pub disconnect: bool,
     /// Not an error: CLIENT PAUSE holds the command until it ends.
     pub postpone: bool,
+    /// EXEC redirected in cluster mode: the transaction is discarded and
+    /// the error is the redirection itself.
+    pub discards_multi: bool,
 }
 
 impl Refusal {
@@ -112,6 +115,7 @@ impl Refusal {
             aborts_multi: true,
             disconnect: false,
             postpone: false,
+            discards_multi: false,
         }
     }
 
@@ -173,6 +177,17 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
         };
         log_denial(state, client, denial, context, cmd, argv);
         return Err(Refusal::of(CmdError::new(denial.error(cmd)), Some(cmd)));
+    }
+    if state.cluster_enabled()
+        && !client.replaying
+        && let Err(redirect) = state.cluster_route(client, cmd, argv)
+    {
+        // A redirected EXEC discards the transaction and says where to
+        // go, without EXECABORT (Redis's `discardTransaction`).
+        return Err(Refusal {
+            discards_multi: cmd.full_name == "exec",
+            ..Refusal::of(CmdError::new_bytes(redirect.client_error().into_bytes()), Some(cmd))
+        });
     }
     if state.runtime.maxmemory > 0 || !state.enough_good_replicas() {
         let flags = state.command_flags(scripts, client, cmd, argv);
@@ -260,7 +275,13 @@ pub fn dispatch(state: &mut State, scripts: Option<&mut Scripts>, client: &mut C
     // CACHING is in force (rare): the name check is all others pay.
     let named_client = argv[0].eq_ignore_ascii_case(b"client");
     let client_argv = named_client.then(|| argv.clone());
+    let asking = argv[0].eq_ignore_ascii_case(b"asking");
     let reply = checked_dispatch(state, scripts, client, argv);
+    // Redis's `resetClient`: ASKING holds for the next command only
+    // (or the transaction it opens).
+    if client.cluster_asking && !asking && client.multi.is_none() {
+        client.cluster_asking = false;
+    }
     // Redis's `resetClient`: CLIENT CACHING holds for the next command (or
     // transaction) only; CLIENT commands leave it.
     if let Some(t) = client.tracking.as_deref_mut()
@@ -306,6 +327,12 @@ fn checked_dispatch(state: &mut State, scripts: Option<&mut Scripts>, client: &m
         Err(refusal) if refusal.disconnect => {
             state.disconnect_after = true;
             Reply::Nil
+        }
+        Err(refusal) if refusal.discards_multi => {
+            client.multi = None;
+            crate::commands::transactions::unwatch_all(state, client);
+            refusal.book(&mut state.stats);
+            Reply::from(refusal.error)
         }
         Err(refusal) => {
             if refusal.aborts_multi && argv[0].eq_ignore_ascii_case(b"exec") {
@@ -403,6 +430,13 @@ pub fn for_script(
     }
     if cmd.spec.has(flag::WRITE) {
         wrote.set(true);
+    }
+    if state.cluster_enabled() {
+        let mut slot = limits.cluster_slot.get();
+        state
+            .cluster_route_script(client, cmd, argv, &mut slot, limits.allow_cross_slot)
+            .map_err(|text| Refusal::of(CmdError::new(text), Some(cmd)))?;
+        limits.cluster_slot.set(slot);
     }
     state.stats.resolutions += 1;
     Ok(cmd)

@@ -16,6 +16,7 @@ pub mod aof_base;
 pub mod blocking;
 pub mod client;
 pub mod client_evict;
+pub mod cluster;
 pub mod durable;
 pub mod effects;
 pub mod evict;
@@ -232,6 +233,9 @@ pub struct State {
     pub client_memory: client_evict::ClientMemory,
     /// The names commands run under (`rename-command`).
     pub renames: crate::commands::table::Renames,
+    /// Cluster mode (`cluster-enabled yes`): this node's view of the
+    /// cluster (see `crate::cluster`); None on a standalone server.
+    pub cluster: Option<Box<crate::cluster::Cluster>>,
     /// Whether a data command was renamed: scripts then run through Lua
     /// (see `Renames::moves_data_commands`).
     pub renames_data_commands: bool,
@@ -508,6 +512,7 @@ impl State {
             client_memory: Default::default(),
             renames_data_commands: renames.moves_data_commands(),
             renames,
+            cluster: None,
         }
     }
 
@@ -1405,6 +1410,9 @@ impl Engine {
         self.state.persistence_cron(|| scripts.library_codes());
         self.state.aof_cron(|| scripts.library_codes());
         self.state.ping_replicas();
+        if self.state.cluster_enabled() {
+            self.state.cluster_cron();
+        }
         if self.state.blocked_clients > 0 {
             // An expired stream tells its XREADGROUP waiters, as Redis's
             // beforeSleep serves the keys expiry made ready.

@@ -28,7 +28,7 @@ pub const BAD_ARGUMENT: &str = "ERR Lua redis lib command arguments must be stri
 
 /// The server state a script's commands are checked against, taken when
 /// the run starts (Redis's run context flags and `pre_command_oom_state`).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ScriptLimits {
     /// EVAL_RO, EVALSHA_RO or a `no-writes` script.
     pub read_only: bool,
@@ -37,6 +37,11 @@ pub struct ScriptLimits {
     pub deny_oom: bool,
     /// Writes may go ahead as far as `min-replicas-to-write` is concerned.
     pub replicas_ok: bool,
+    /// In cluster mode: the slot the run's keys are in so far (first the
+    /// declared keys', Redis's `c->slot`), unless the script declared
+    /// `allow-cross-slot-keys` (then None throughout).
+    pub cluster_slot: Cell<Option<u16>>,
+    pub allow_cross_slot: bool,
 }
 
 impl ScriptLimits {
@@ -45,7 +50,18 @@ impl ScriptLimits {
             read_only,
             deny_oom: state.runtime.maxmemory > 0 && state.pre_command_oom && !allow_oom,
             replicas_ok: state.enough_good_replicas(),
+            cluster_slot: Cell::new(None),
+            allow_cross_slot: false,
         }
+    }
+
+    /// In cluster mode, the run starts in the slot of its declared keys.
+    pub fn in_cluster(mut self, state: &State, keys: &[bytes::Bytes], allow_cross_slot: bool) -> ScriptLimits {
+        if state.cluster_enabled() {
+            self.allow_cross_slot = allow_cross_slot;
+            self.cluster_slot.set(keys.first().map(|k| crate::cluster::key_hash_slot(k)));
+        }
+        self
     }
 }
 

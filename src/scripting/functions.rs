@@ -116,6 +116,8 @@ impl FunctionFlags {
             no_writes: self.0 & Self::NO_WRITES != 0,
             allow_oom: self.0 & Self::ALLOW_OOM != 0,
             allow_stale: self.0 & Self::ALLOW_STALE != 0,
+            no_cluster: self.0 & Self::NO_CLUSTER != 0,
+            allow_cross_slot: self.0 & Self::ALLOW_CROSS_SLOT != 0,
         }
     }
 }
@@ -487,7 +489,8 @@ impl Functions {
         if let Err(refused) = super::prepare_declared(state, flags, read_only) {
             return Some(refused);
         }
-        let limits = call::ScriptLimits::of(state, read_only || flags.no_writes, flags.allow_oom);
+        let limits =
+            call::ScriptLimits::of(state, read_only || flags.no_writes, flags.allow_oom).in_cluster(state, keys, flags.allow_cross_slot);
         let runtime = self.vm.runtime.clone();
         runtime.wrote.set(false);
         *runtime.function.borrow_mut() = Some(Rc::new(RunningFunction {

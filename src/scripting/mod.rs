@@ -242,6 +242,8 @@ pub struct Shebang {
     pub no_writes: bool,
     pub allow_oom: bool,
     pub allow_stale: bool,
+    pub no_cluster: bool,
+    pub allow_cross_slot: bool,
 }
 
 /// The flags a body's `#!lua` line declares (None: no shebang, or one
@@ -285,7 +287,8 @@ fn parse_shebang(body: &[u8]) -> CmdResult<(Option<Shebang>, usize)> {
                 b"no-writes" => shebang.no_writes = true,
                 b"allow-oom" => shebang.allow_oom = true,
                 b"allow-stale" => shebang.allow_stale = true,
-                b"no-cluster" | b"allow-cross-slot-keys" => {}
+                b"no-cluster" => shebang.no_cluster = true,
+                b"allow-cross-slot-keys" => shebang.allow_cross_slot = true,
                 other => {
                     return Err(CmdError::new_bytes(
                         [b"ERR Unexpected flag in script shebang: ", crate::error::quoted(other)].concat(),
@@ -612,14 +615,17 @@ impl Scripting {
             native: flags.native,
         };
         let mut allow_oom = false;
+        // A script without a shebang may touch keys of any slot here.
+        let mut allow_cross_slot = true;
         if let Some(shebang) = cached.shebang {
             if let Err(refused) = prepare_declared(state, shebang, flags.read_only) {
                 return Some(refused);
             }
             flags.read_only |= shebang.no_writes;
             allow_oom = shebang.allow_oom;
+            allow_cross_slot = shebang.allow_cross_slot;
         }
-        let limits = call::ScriptLimits::of(state, flags.read_only, allow_oom);
+        let limits = call::ScriptLimits::of(state, flags.read_only, allow_oom).in_cluster(state, keys, allow_cross_slot);
         let flags = &flags;
         let rt = &self.vm.runtime;
         rt.wrote.set(false);
@@ -635,7 +641,7 @@ impl Scripting {
                     id,
                     keys,
                     args,
-                    limits,
+                    limits.clone(),
                     &rt.wrote,
                 )
             {
@@ -660,6 +666,11 @@ impl Scripting {
 /// Redis's `scriptPrepareForRun` checks for a script that declared its
 /// flags (a shebang, or a function): the refusal the client gets, if any.
 pub(crate) fn prepare_declared(state: &State, shebang: Shebang, read_only: bool) -> Result<(), Reply> {
+    if shebang.no_cluster && state.cluster_enabled() {
+        return Err(Reply::Error(Bytes::from_static(
+            b"ERR Can not run script on cluster, 'no-cluster' flag is set.",
+        )));
+    }
     if !shebang.no_writes {
         if read_only {
             return Err(Reply::Error(Bytes::from_static(

@@ -165,10 +165,12 @@ impl Accepted {
             );
         } else {
             shared.conns.borrow_mut().remove(&self.io.id);
-            self.io
-                .output()
-                .borrow_mut()
-                .extend_from_slice(b"-ERR max number of clients reached\r\n");
+            let refusal: &[u8] = if state.cluster_enabled() {
+                b"-ERR max number of clients + cluster connections reached\r\n"
+            } else {
+                b"-ERR max number of clients reached\r\n"
+            };
+            self.io.output().borrow_mut().extend_from_slice(refusal);
         }
         self.admitted = Some(admitted);
         admitted

@@ -99,6 +99,11 @@ pub(crate) struct Shared {
     pub durability: Arc<crate::engine::durable::Durability>,
     /// What connections read and wrote (INFO stats).
     pub net: Arc<crate::engine::stats::NetStats>,
+    /// Wakes the cluster bus links: the configuration changed, or there
+    /// are messages to publish (see `cluster::bus`).
+    pub cluster_wake: Rc<tokio::sync::Notify>,
+    /// The cluster configuration version the links were last woken for.
+    pub cluster_told: Cell<u64>,
 }
 
 impl Shared {
@@ -126,6 +131,9 @@ impl Shared {
         if !self.busy_accepted.borrow().is_empty() {
             conn::spawn_busy_accepted(self);
         }
+        if self.engine.borrow().state.cluster_enabled() {
+            self.after_bus_message();
+        }
         if !self.busy_touched.borrow().is_empty() {
             let touched = std::mem::take(&mut *self.busy_touched.borrow_mut());
             let conns = self.conns.borrow();
@@ -134,6 +142,24 @@ impl Shared {
                     io.outbox.wake();
                 }
             }
+        }
+    }
+
+    /// Cluster mode, after anything that may have changed the cluster:
+    /// the configuration written, links started for new nodes, and every
+    /// link woken to tell the change (or publish) at once.
+    pub fn after_bus_message(self: &Rc<Self>) {
+        let wake = {
+            let mut engine = self.engine.borrow_mut();
+            engine.state.cluster_save_if_changed();
+            let Some(c) = engine.state.cluster.as_deref() else { return };
+            let wake = c.version != self.cluster_told.get() || c.has_publishes();
+            self.cluster_told.set(c.version);
+            wake
+        };
+        crate::cluster::bus::start_links(self);
+        if wake {
+            self.cluster_wake.notify_waiters();
         }
     }
 
@@ -241,6 +267,76 @@ pub struct BoundServer {
     addr: Option<SocketAddr>,
     tls_addr: Option<SocketAddr>,
     tls: Option<Arc<crate::tls::TlsContext>>,
+    cluster: Option<ClusterStart>,
+}
+
+/// Cluster mode at start: this node's view (from `nodes.conf`), its bus
+/// listeners, and the locked configuration file.
+struct ClusterStart {
+    cluster: Box<crate::cluster::Cluster>,
+    bus: Vec<std::net::TcpListener>,
+    _lock: std::fs::File,
+}
+
+/// Cluster mode (`cluster-enabled yes`): `nodes.conf` locked and loaded
+/// (or this node created), the bus port bound (Redis's `clusterInit`).
+fn start_cluster(config: &Config, params: &crate::config_params::ConfigParams, port: u16) -> std::io::Result<ClusterStart> {
+    let fail = |text: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, text);
+    let dir = params.value("dir").unwrap_or(".");
+    let file = params.value("cluster-config-file").unwrap_or("nodes.conf");
+    let path = std::path::Path::new(dir).join(file).to_string_lossy().into_owned();
+    let lock = crate::cluster::config_file::lock(&path).map_err(fail)?;
+    let now = config.clock.now_ms();
+    let mut cluster = match crate::cluster::config_file::load(&path, now).map_err(fail)? {
+        Some(c) => {
+            log::notice(format_args!("Node configuration loaded, I'm {:.40}", c.my_id()));
+            c
+        }
+        None => {
+            let c = crate::cluster::Cluster::new(path.clone(), now);
+            log::notice(format_args!("No cluster configuration found, I'm {:.40}", c.my_id()));
+            c
+        }
+    };
+    let configured = params.int("cluster-port").unwrap_or(0) as u16;
+    let bus_port = if configured != 0 {
+        configured
+    } else if port > 55535 {
+        return Err(fail(
+            "Redis port number too high. Cluster communication port is 10,000 port numbers higher than your Redis port. Your Redis port number must be 55535 or less.".into(),
+        ));
+    } else {
+        port + 10000
+    };
+    let bus = bind_tcp(config, bus_port, "cluster bus")?;
+    let bound = bus.first().map_or(bus_port, |l| l.local_addr().map_or(bus_port, |a| a.port()));
+    let announced = |name: &str| params.int(name).unwrap_or(0) as u16;
+    let me = cluster.myself_mut();
+    me.port = if announced("cluster-announce-port") != 0 {
+        announced("cluster-announce-port")
+    } else {
+        port
+    };
+    me.cport = if announced("cluster-announce-bus-port") != 0 {
+        announced("cluster-announce-bus-port")
+    } else {
+        bound
+    };
+    if let Some(ip) = params.value("cluster-announce-ip").filter(|ip| !ip.is_empty()) {
+        me.ip = ip.to_string();
+    }
+    me.hostname = params.value("cluster-announce-hostname").unwrap_or("").to_string();
+    cluster.changed();
+    if let Err(e) = crate::cluster::config_file::save(&mut cluster, &path, true) {
+        return Err(fail(format!("Fatal: can't update cluster config file. ({})", os_error_text(&e))));
+    }
+    cluster.save_pending = false;
+    cluster.fsync_pending = false;
+    Ok(ClusterStart {
+        cluster: Box::new(cluster),
+        bus,
+        _lock: lock,
+    })
 }
 
 /// A running server: its address, its clock, and how to stop it.
@@ -342,12 +438,20 @@ impl Server {
             println!("listening on {addr}");
             let _ = std::io::stdout().flush();
         }
+        // After the announce line, which a parent reads first: cluster
+        // mode logs its node id.
+        let cluster = if params.int("cluster-enabled") == Some(1) {
+            Some(start_cluster(&config, &params, addr.map_or(0, |a| a.port()))?)
+        } else {
+            None
+        };
         Ok(BoundServer {
             config,
             listeners,
             addr,
             tls_addr,
             tls,
+            cluster,
         })
     }
 }
@@ -373,6 +477,7 @@ impl BoundServer {
             addr,
             tls_addr,
             tls,
+            cluster,
         } = self;
         let (stop_tx, _) = watch::channel(false);
         let stop = Arc::new(stop_tx);
@@ -397,7 +502,8 @@ impl BoundServer {
                 if show_banner(&thread_config) {
                     log::raw(log::Level::Notice, &banner(shown_port));
                 } else {
-                    log::notice(format_args!("Running mode=standalone, port={shown_port}."));
+                    let mode = if cluster.is_some() { "cluster" } else { "standalone" };
+                    log::notice(format_args!("Running mode={mode}, port={shown_port}."));
                 }
                 log::warning(format_args!("Server initialized"));
                 let files = ServerFiles::of(&thread_config);
@@ -407,7 +513,15 @@ impl BoundServer {
                 };
                 let mut state = State::with_halt(thread_config, port, thread_halt);
                 state.tls = tls;
-                serve(listeners, state, load_at_start, ready, thread_stop, thread_by_signal);
+                let mut bus = Vec::new();
+                let mut lock = None;
+                if let Some(start) = cluster {
+                    state.cluster = Some(start.cluster);
+                    bus = start.bus;
+                    lock = Some(start._lock);
+                }
+                serve(listeners, bus, state, load_at_start, ready, thread_stop, thread_by_signal);
+                drop(lock);
                 files.remove();
                 if let Some(dir) = private_dir {
                     let _ = std::fs::remove_dir_all(dir);
@@ -644,6 +758,7 @@ fn load_dataset(shared: &Shared, load_at_start: bool) {
 /// The server thread: runtime, listeners, cron, until stopped.
 fn serve(
     listeners: Vec<StdListener>,
+    bus: Vec<std::net::TcpListener>,
     state: State,
     load_at_start: bool,
     ready: ReadyLines,
@@ -682,6 +797,8 @@ fn serve(
             conns: RefCell::new(BTreeMap::new()),
             cron_cursor: Cell::new(0),
             running_client: std::cell::Cell::new(None),
+            cluster_wake: Rc::new(tokio::sync::Notify::new()),
+            cluster_told: Cell::new(u64::MAX),
         });
         let weak = Rc::downgrade(&shared);
         shared
@@ -701,6 +818,15 @@ fn serve(
         for listener in listeners {
             shared.listen(listener);
         }
+        for listener in bus {
+            match tokio::net::TcpListener::from_std(listener) {
+                Ok(l) => {
+                    tokio::task::spawn_local(crate::cluster::bus::accept_loop(l, shared.clone()));
+                }
+                Err(e) => tracing::error!(error = %e, "cluster bus listener"),
+            }
+        }
+        shared.after_bus_message();
         tokio::task::spawn_local(cron_loop(shared.clone()));
         tokio::task::spawn_local(aof_flusher(shared.clone()));
         let mut stopped = stop.subscribe();
@@ -787,6 +913,9 @@ async fn cron_loop(shared: Rc<Shared>) {
         tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
         shared.engine.borrow_mut().cron();
         shared.cron(hz as u64);
+        if shared.engine.borrow().state.cluster_enabled() {
+            shared.after_bus_message();
+        }
     }
 }
 

@@ -1,0 +1,796 @@
+//! The cluster bus: how keylock nodes learn each other and the slot map.
+//! Each node listens on its bus port (`cluster-port`, or the client port
+//! plus 10000, as Redis) and keeps one outbound link to every node it knows,
+//! run as a task on the server thread. Over it, every 100 ms or at once
+//! after a change, it sends a PING carrying its whole claim — id,
+//! address, flags, epochs, the slots it serves — and what it knows of the
+//! other nodes (the gossip); the receiver answers with a PONG of its own
+//! claim. MEET is a PING that asks an unknown receiver to add its sender
+//! (CLUSTER MEET); PUBLISH carries a message published on one node to the
+//! subscribers of every other, as Redis's bus does.
+//!
+//! The messages are keylock's own framing (a length, then the fields
+//! below), not Redis's binary `clusterMsg`: a keylock cluster is made of
+//! keylock nodes; what clients and `redis-cli --cluster` see (CLUSTER
+//! NODES, SLOTS, SHARDS, redirections) is Redis's.
+
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::{Cluster, Node, flag, valid_node_id};
+use crate::engine::Engine;
+use crate::server::Shared;
+
+/// Message types by Redis's numbering, with the names CLUSTER INFO's
+/// `cluster_stats_messages_*` use.
+pub const MESSAGE_TYPES: &[&str] = &[
+    "ping",
+    "pong",
+    "meet",
+    "fail",
+    "publish",
+    "auth-req",
+    "auth-ack",
+    "update",
+    "mfstart",
+    "module",
+    "publishshard",
+];
+
+const PING: u8 = 0;
+const PONG: u8 = 1;
+const MEET: u8 = 2;
+const PUBLISH: u8 = 4;
+
+const MAGIC: &[u8; 4] = b"KLB1";
+/// A frame larger than this closes the link.
+const MAX_FRAME: usize = 64 << 20;
+/// How often a link pings when nothing changed.
+const PING_INTERVAL: Duration = Duration::from_millis(100);
+
+/// What a node says of another in a message's gossip section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gossip {
+    pub id: String,
+    pub ip: String,
+    pub port: u16,
+    pub cport: u16,
+    pub flags: u16,
+}
+
+/// One bus message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub kind: u8,
+    pub sender: String,
+    pub current_epoch: u64,
+    pub config_epoch: u64,
+    pub flags: u16,
+    pub port: u16,
+    pub cport: u16,
+    /// The announced address (`cluster-announce-ip`); empty: the address
+    /// the connection comes from.
+    pub ip: String,
+    pub hostname: String,
+    pub slots: Vec<(u16, u16)>,
+    pub gossip: Vec<Gossip>,
+    /// PUBLISH: channel and message.
+    pub publish: Option<(Bytes, Bytes)>,
+}
+
+fn put_str8(out: &mut BytesMut, s: &str) {
+    let s = &s.as_bytes()[..s.len().min(255)];
+    out.put_u8(s.len() as u8);
+    out.put_slice(s);
+}
+
+fn get_str8(buf: &mut &[u8]) -> Option<String> {
+    let len = *buf.first()? as usize;
+    buf.advance(1);
+    let s = buf.get(..len)?;
+    let s = String::from_utf8(s.to_vec()).ok()?;
+    buf.advance(len);
+    Some(s)
+}
+
+fn get_id(buf: &mut &[u8]) -> Option<String> {
+    let id = buf.get(..40)?;
+    if !valid_node_id(id) {
+        return None;
+    }
+    let id = String::from_utf8(id.to_vec()).ok()?;
+    buf.advance(40);
+    Some(id)
+}
+
+fn get_blob(buf: &mut &[u8]) -> Option<Bytes> {
+    if buf.len() < 4 {
+        return None;
+    }
+    let len = buf.get_u32() as usize;
+    let blob = Bytes::copy_from_slice(buf.get(..len)?);
+    buf.advance(len);
+    Some(blob)
+}
+
+impl Message {
+    /// The frame: its length (4 bytes), then the message.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = BytesMut::with_capacity(128 + self.slots.len() * 4 + self.gossip.len() * 64);
+        out.put_u32(0);
+        out.put_slice(MAGIC);
+        out.put_u8(self.kind);
+        out.put_slice(self.sender.as_bytes());
+        out.put_u64(self.current_epoch);
+        out.put_u64(self.config_epoch);
+        out.put_u16(self.flags);
+        out.put_u16(self.port);
+        out.put_u16(self.cport);
+        put_str8(&mut out, &self.ip);
+        put_str8(&mut out, &self.hostname);
+        out.put_u16(self.slots.len() as u16);
+        for &(start, end) in &self.slots {
+            out.put_u16(start);
+            out.put_u16(end);
+        }
+        out.put_u16(self.gossip.len() as u16);
+        for g in &self.gossip {
+            out.put_slice(g.id.as_bytes());
+            put_str8(&mut out, &g.ip);
+            out.put_u16(g.port);
+            out.put_u16(g.cport);
+            out.put_u16(g.flags);
+        }
+        if let Some((channel, message)) = &self.publish {
+            out.put_u32(channel.len() as u32);
+            out.put_slice(channel);
+            out.put_u32(message.len() as u32);
+            out.put_slice(message);
+        }
+        let len = (out.len() - 4) as u32;
+        out[..4].copy_from_slice(&len.to_be_bytes());
+        out.to_vec()
+    }
+
+    /// A message from a frame's body (without its length); None for
+    /// anything malformed.
+    pub fn decode(mut buf: &[u8]) -> Option<Message> {
+        let buf = &mut buf;
+        if buf.get(..4)? != MAGIC {
+            return None;
+        }
+        buf.advance(4);
+        let kind = *buf.first()?;
+        buf.advance(1);
+        let sender = get_id(buf)?;
+        if buf.len() < 22 {
+            return None;
+        }
+        let current_epoch = buf.get_u64();
+        let config_epoch = buf.get_u64();
+        let flags = buf.get_u16();
+        let port = buf.get_u16();
+        let cport = buf.get_u16();
+        let ip = get_str8(buf)?;
+        let hostname = get_str8(buf)?;
+        if buf.len() < 2 {
+            return None;
+        }
+        let nslots = buf.get_u16() as usize;
+        if buf.len() < nslots * 4 {
+            return None;
+        }
+        let slots = (0..nslots).map(|_| (buf.get_u16(), buf.get_u16())).collect();
+        if buf.len() < 2 {
+            return None;
+        }
+        let ngossip = buf.get_u16() as usize;
+        let mut gossip = Vec::with_capacity(ngossip.min(1024));
+        for _ in 0..ngossip {
+            let id = get_id(buf)?;
+            let ip = get_str8(buf)?;
+            if buf.len() < 6 {
+                return None;
+            }
+            gossip.push(Gossip {
+                id,
+                ip,
+                port: buf.get_u16(),
+                cport: buf.get_u16(),
+                flags: buf.get_u16(),
+            });
+        }
+        let publish = if kind == PUBLISH {
+            Some((get_blob(buf)?, get_blob(buf)?))
+        } else {
+            None
+        };
+        Some(Message {
+            kind,
+            sender,
+            current_epoch,
+            config_epoch,
+            flags,
+            port,
+            cport,
+            ip,
+            hostname,
+            slots,
+            gossip,
+            publish,
+        })
+    }
+}
+
+/// What this node announces: address overrides from the configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Announce {
+    pub ip: String,
+    pub hostname: String,
+}
+
+impl Cluster {
+    /// This node's PING / PONG / MEET: its claim and the gossip about
+    /// every other node it knows (handshakes excepted).
+    pub fn message(&self, kind: u8, announce: &Announce) -> Message {
+        let me = self.myself();
+        Message {
+            kind,
+            sender: me.id.clone(),
+            current_epoch: self.current_epoch,
+            config_epoch: me.config_epoch,
+            flags: me.flags & !(flag::MYSELF | flag::PFAIL | flag::FAIL),
+            port: me.port,
+            cport: me.cport,
+            ip: announce.ip.clone(),
+            hostname: announce.hostname.clone(),
+            slots: self.ranges_of(0),
+            gossip: self.nodes[1..]
+                .iter()
+                .filter(|n| !n.has(flag::HANDSHAKE | flag::NOADDR))
+                .map(|n| Gossip {
+                    id: n.id.clone(),
+                    ip: n.ip.clone(),
+                    port: n.port,
+                    cport: n.cport,
+                    flags: n.flags,
+                })
+                .collect(),
+            publish: None,
+        }
+    }
+
+    fn count(&mut self, sent: bool, kind: u8) {
+        let name = MESSAGE_TYPES.get(kind as usize).copied().unwrap_or("unknown");
+        let counts = if sent { &mut self.sent } else { &mut self.received };
+        *counts.entry(name).or_default() += 1;
+    }
+
+    /// The node whose outbound link has this token.
+    pub fn by_token(&self, token: u64) -> Option<usize> {
+        self.nodes.iter().position(|n| n.link_token == token && token != 0)
+    }
+}
+
+/// Where a message came from.
+pub enum Via {
+    /// An outbound link's answer: the link's token.
+    Link(u64),
+    /// An inbound connection, with its peer and local addresses.
+    Inbound { peer: IpAddr, local: IpAddr },
+}
+
+/// Outcome of a message for the engine: keys to drop (slots this node
+/// lost while holding keys in them) and a message to publish.
+struct Effects {
+    dirty_slots: Vec<u16>,
+    publish: Option<(Bytes, Bytes)>,
+}
+
+fn ip_text(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => v6.to_string(),
+        },
+        IpAddr::V4(v4) => v4.to_string(),
+    }
+}
+
+impl Cluster {
+    /// Redis's `clusterProcessPacket`, for keylock's messages. Returns the
+    /// index of the sender when it is a known node.
+    fn process(&mut self, msg: &Message, via: &Via, now_ms: u64, node_timeout_ms: u64, announced: bool) -> (Option<usize>, Vec<u16>) {
+        self.count(false, msg.kind);
+        if msg.sender == self.my_id() {
+            return (None, Vec::new());
+        }
+        let peer_ip = match via {
+            Via::Inbound { peer, local } => {
+                if (msg.kind == MEET || self.myself().ip.is_empty()) && !announced {
+                    // This node learns its own address from how others
+                    // reach it.
+                    let me = ip_text(*local);
+                    if self.myself().ip != me {
+                        self.myself_mut().ip = me;
+                        self.changed();
+                    }
+                }
+                Some(ip_text(*peer))
+            }
+            Via::Link(_) => None,
+        };
+        let mut sender = self
+            .index_of(msg.sender.as_bytes())
+            .filter(|&i| !self.nodes[i].has(flag::HANDSHAKE));
+        if let Via::Link(token) = via
+            && let Some(link) = self.by_token(*token)
+        {
+            if self.nodes[link].has(flag::HANDSHAKE) {
+                // The handshake completes: the node's real id is known.
+                if let Some(known) = sender {
+                    self.del_node(link);
+                    sender = Some(if known > link { known - 1 } else { known });
+                } else {
+                    let n = &mut self.nodes[link];
+                    crate::log::verbose(format_args!("Handshake with node {} completed.", msg.sender));
+                    n.id = msg.sender.clone();
+                    n.flags &= !(flag::HANDSHAKE | flag::MEET);
+                    n.flags |= msg.flags & (flag::MASTER | flag::SLAVE);
+                    self.changed();
+                    sender = Some(link);
+                }
+            } else if self.nodes[link].id != msg.sender {
+                // The node at that address is another one now.
+                let n = &mut self.nodes[link];
+                crate::log::verbose(format_args!(
+                    "PONG contains mismatching sender ID. About node {} added {} ms ago, having flags {}",
+                    n.id,
+                    now_ms.saturating_sub(n.ctime),
+                    n.flags
+                ));
+                n.flags |= flag::NOADDR;
+                n.ip.clear();
+                n.port = 0;
+                n.cport = 0;
+                self.changed();
+                return (None, Vec::new());
+            } else {
+                self.nodes[link].flags &= !flag::MEET;
+            }
+        }
+        if sender.is_none() && msg.kind == MEET && !self.blacklisted(&msg.sender, now_ms) {
+            let mut node = Node::new(msg.sender.clone(), msg.flags & (flag::MASTER | flag::SLAVE), now_ms);
+            node.ip = if msg.ip.is_empty() {
+                peer_ip.clone().unwrap_or_default()
+            } else {
+                msg.ip.clone()
+            };
+            node.port = msg.port;
+            node.cport = msg.cport;
+            node.hostname = msg.hostname.clone();
+            sender = Some(self.add_node(node));
+        }
+        let Some(s) = sender else {
+            return (None, Vec::new());
+        };
+        if msg.current_epoch > self.current_epoch {
+            self.current_epoch = msg.current_epoch;
+            self.changed();
+        }
+        {
+            let n = &mut self.nodes[s];
+            let ip = if msg.ip.is_empty() {
+                peer_ip.unwrap_or_else(|| n.ip.clone())
+            } else {
+                msg.ip.clone()
+            };
+            let role = msg.flags & (flag::MASTER | flag::SLAVE);
+            if n.ip != ip
+                || n.port != msg.port
+                || n.cport != msg.cport
+                || n.hostname != msg.hostname
+                || n.flags & (flag::MASTER | flag::SLAVE) != role
+                || n.config_epoch != msg.config_epoch
+            {
+                n.ip = ip;
+                n.port = msg.port;
+                n.cport = msg.cport;
+                n.hostname = msg.hostname.clone();
+                n.flags = (n.flags & !(flag::MASTER | flag::SLAVE | flag::NOADDR)) | role;
+                n.config_epoch = msg.config_epoch;
+                self.changed();
+            }
+        }
+        if matches!(via, Via::Link(_)) || msg.kind != PUBLISH {
+            self.answered(s, now_ms, node_timeout_ms);
+        }
+        let mut dirty = Vec::new();
+        if msg.kind != PUBLISH && msg.flags & flag::MASTER != 0 {
+            dirty = self.take_claim(s, msg.config_epoch, &msg.slots);
+            // A master that claims what another holds with the same
+            // epoch: the one with the lesser id takes a new epoch
+            // (`clusterHandleConfigEpochCollision`).
+            if self.myself().is_master() && msg.config_epoch == self.myself().config_epoch && msg.sender.as_str() > self.my_id() {
+                self.current_epoch += 1;
+                self.nodes[0].config_epoch = self.current_epoch;
+                self.changed();
+                self.fsync_pending = true;
+                crate::log::verbose(format_args!(
+                    "WARNING: configEpoch collision with node {}. configEpoch set to {}",
+                    msg.sender, self.current_epoch
+                ));
+            }
+        }
+        if msg.kind != PUBLISH {
+            self.gossip(s, &msg.gossip, now_ms, node_timeout_ms);
+        }
+        (Some(s), dirty)
+    }
+
+    /// The gossip section: failure reports from a master, and handshakes
+    /// with nodes this one did not know.
+    fn gossip(&mut self, sender: usize, gossip: &[Gossip], now_ms: u64, node_timeout_ms: u64) {
+        let reporter = self.nodes[sender].id.clone();
+        let reporter_master = self.nodes[sender].is_master();
+        for g in gossip {
+            match self.index_of(g.id.as_bytes()) {
+                Some(0) => {}
+                Some(i) => {
+                    if !reporter_master {
+                        continue;
+                    }
+                    if g.flags & (flag::PFAIL | flag::FAIL) != 0 {
+                        self.nodes[i].fail_reports.insert(reporter.clone(), now_ms);
+                        self.mark_failing_if_needed(i, now_ms, node_timeout_ms);
+                    } else {
+                        self.nodes[i].fail_reports.remove(&reporter);
+                    }
+                }
+                None => {
+                    if g.ip.is_empty() || g.flags & flag::NOADDR != 0 || self.blacklisted(&g.id, now_ms) {
+                        continue;
+                    }
+                    if self.nodes.iter().any(|n| n.ip == g.ip && n.port == g.port && n.cport == g.cport) {
+                        continue;
+                    }
+                    self.start_handshake(&g.ip, g.port, g.cport, false, now_ms);
+                }
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// A message arrived: the cluster takes it in; keys of slots this node
+    /// lost are dropped; a PUBLISH reaches the subscribers here. Returns
+    /// the answer to send back (a PONG for a PING or MEET).
+    pub fn cluster_message(&mut self, msg: &Message, via: &Via) -> Option<Vec<u8>> {
+        let now = self.state.clock.now_ms();
+        let timeout = self.state.cluster_node_timeout();
+        let announce = self.state.cluster_announce();
+        let cluster = self.state.cluster.as_deref_mut()?;
+        let (sender, dirty) = cluster.process(msg, via, now, timeout, !announce.ip.is_empty());
+        let answer = (sender.is_some() || msg.kind != PUBLISH) && matches!(msg.kind, PING | MEET) && matches!(via, Via::Inbound { .. });
+        let reply = answer.then(|| {
+            cluster.count(true, PONG);
+            cluster.message(PONG, &announce).encode()
+        });
+        let effects = Effects {
+            dirty_slots: dirty,
+            publish: msg.publish.clone().filter(|_| sender.is_some()),
+        };
+        self.apply_bus_effects(effects);
+        self.state.cluster_update_state();
+        reply
+    }
+
+    fn apply_bus_effects(&mut self, effects: Effects) {
+        for slot in effects.dirty_slots {
+            let deleted = self.state.delete_keys_in_slot(slot);
+            if deleted > 0 {
+                crate::log::warning(format_args!(
+                    "I lost the ownership of slot {slot} while holding {deleted} keys in it: deleted."
+                ));
+            }
+        }
+        if let Some((channel, message)) = effects.publish {
+            let client = &mut self.scripts.client;
+            self.state.publish(client, crate::pubsub::Kind::Channel, &channel, &message);
+        }
+    }
+}
+
+/// Accepts bus connections on the bus port.
+pub(crate) async fn accept_loop(listener: tokio::net::TcpListener, shared: Rc<Shared>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                tokio::task::spawn_local(serve_inbound(stream, peer, shared.clone()));
+            }
+            Err(_) if !shared.listening.get() => return,
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+async fn read_frame(stream: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).await.ok()?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return None;
+    }
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body).await.ok()?;
+    Some(body)
+}
+
+/// An inbound connection: messages in, PONGs back.
+async fn serve_inbound(mut stream: TcpStream, peer: SocketAddr, shared: Rc<Shared>) {
+    let _ = stream.set_nodelay(true);
+    let local = match stream.local_addr() {
+        Ok(a) => a.ip(),
+        Err(_) => return,
+    };
+    let mut closing = shared.closing.subscribe();
+    let mut from: Option<String> = None;
+    loop {
+        let frame = tokio::select! {
+            f = read_frame(&mut stream) => f,
+            _ = closing.wait_for(|c| *c) => None,
+        };
+        let Some(frame) = frame else { break };
+        let Some(msg) = Message::decode(&frame) else {
+            crate::log::warning(format_args!(
+                "Bad message received on the cluster bus from {peer}: closing the connection"
+            ));
+            break;
+        };
+        let reply = {
+            let mut engine = shared.engine.borrow_mut();
+            let reply = engine.cluster_message(&msg, &Via::Inbound { peer: peer.ip(), local });
+            if from.as_deref() != Some(msg.sender.as_str())
+                && let Some(c) = engine.state.cluster.as_deref_mut()
+                && let Some(i) = c.index_of(msg.sender.as_bytes())
+            {
+                c.nodes[i].inbound_links += 1;
+                from = Some(msg.sender.clone());
+            }
+            reply
+        };
+        shared.after_bus_message();
+        if let Some(reply) = reply
+            && stream.write_all(&reply).await.is_err()
+        {
+            break;
+        }
+    }
+    if let Some(id) = from
+        && let Some(c) = shared.engine.borrow_mut().state.cluster.as_deref_mut()
+        && let Some(i) = c.index_of(id.as_bytes())
+    {
+        c.nodes[i].inbound_links = c.nodes[i].inbound_links.saturating_sub(1);
+    }
+}
+
+/// Starts the links the cluster asks for.
+pub(crate) fn start_links(shared: &Rc<Shared>) {
+    let tokens = match shared.engine.borrow_mut().state.cluster.as_deref_mut() {
+        Some(c) if !c.links_to_start.is_empty() => std::mem::take(&mut c.links_to_start),
+        _ => return,
+    };
+    for token in tokens {
+        tokio::task::spawn_local(link(token, shared.clone()));
+    }
+}
+
+/// What a link needs to know of its node before each attempt.
+fn link_target(shared: &Shared, token: u64) -> Option<Option<SocketAddr>> {
+    let engine = shared.engine.borrow();
+    let c = engine.state.cluster.as_deref()?;
+    let i = c.by_token(token)?;
+    let n = &c.nodes[i];
+    if n.has(flag::NOADDR) || n.ip.is_empty() {
+        return Some(None);
+    }
+    let ip: IpAddr = n.ip.parse().ok()?;
+    Some(Some(SocketAddr::new(ip, n.cport)))
+}
+
+/// The outbound link to one node, for as long as the node is known.
+async fn link(token: u64, shared: Rc<Shared>) {
+    let mut closing = shared.closing.subscribe();
+    loop {
+        if *closing.borrow() {
+            return;
+        }
+        let addr = match link_target(&shared, token) {
+            None => return,
+            Some(None) => {
+                tokio::time::sleep(PING_INTERVAL).await;
+                continue;
+            }
+            Some(Some(addr)) => addr,
+        };
+        let timeout = Duration::from_millis(shared.engine.borrow().state.cluster_node_timeout().max(100));
+        let stream = tokio::select! {
+            s = tokio::time::timeout(timeout, TcpStream::connect(addr)) => s.ok().and_then(Result::ok),
+            _ = closing.wait_for(|c| *c) => return,
+        };
+        let Some(mut stream) = stream else {
+            link_down(&shared, token, true);
+            tokio::time::sleep(PING_INTERVAL).await;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        {
+            let mut engine = shared.engine.borrow_mut();
+            let now = engine.state.clock.now_ms();
+            if let Some(c) = engine.state.cluster.as_deref_mut()
+                && let Some(i) = c.by_token(token)
+            {
+                c.nodes[i].link_up = true;
+                c.nodes[i].link_ctime = now;
+            }
+        }
+        loop {
+            // What to send: a PING (a MEET while the node has not
+            // answered one), and the messages to publish.
+            let frames = {
+                let mut engine = shared.engine.borrow_mut();
+                let now = engine.state.clock.now_ms();
+                let announce = engine.state.cluster_announce();
+                let Some(c) = engine.state.cluster.as_deref_mut() else { return };
+                let Some(i) = c.by_token(token) else { return };
+                let kind = if c.nodes[i].has(flag::MEET) { MEET } else { PING };
+                let mut frames = Vec::new();
+                for (channel, message) in c.take_publishes(token) {
+                    let mut m = c.message(PUBLISH, &announce);
+                    m.slots.clear();
+                    m.gossip.clear();
+                    m.publish = Some((channel, message));
+                    c.count(true, PUBLISH);
+                    frames.extend_from_slice(&m.encode());
+                }
+                c.count(true, kind);
+                frames.extend_from_slice(&c.message(kind, &announce).encode());
+                if c.nodes[i].ping_sent == 0 {
+                    c.nodes[i].ping_sent = now;
+                }
+                frames
+            };
+            if stream.write_all(&frames).await.is_err() {
+                break;
+            }
+            let answer = tokio::select! {
+                f = tokio::time::timeout(timeout, read_frame(&mut stream)) => f.ok().flatten(),
+                _ = closing.wait_for(|c| *c) => return,
+            };
+            let Some(frame) = answer else { break };
+            let Some(msg) = Message::decode(&frame) else { break };
+            shared.engine.borrow_mut().cluster_message(&msg, &Via::Link(token));
+            shared.after_bus_message();
+            let wake = shared.cluster_wake.clone();
+            tokio::select! {
+                _ = tokio::time::sleep(PING_INTERVAL) => {}
+                _ = wake.notified() => {}
+                _ = closing.wait_for(|c| *c) => return,
+            }
+        }
+        link_down(&shared, token, false);
+        tokio::time::sleep(PING_INTERVAL).await;
+    }
+}
+
+/// The link to a node is down; a node that cannot be reached counts as
+/// pinged, so that it turns PFAIL after the node timeout.
+fn link_down(shared: &Shared, token: u64, unreachable: bool) {
+    let mut engine = shared.engine.borrow_mut();
+    let now = engine.state.clock.now_ms();
+    if let Some(c) = engine.state.cluster.as_deref_mut()
+        && let Some(i) = c.by_token(token)
+    {
+        let n = &mut c.nodes[i];
+        n.link_up = false;
+        if unreachable && n.ping_sent == 0 {
+            n.ping_sent = now;
+        }
+    }
+}
+
+impl Cluster {
+    /// Queues a PUBLISH for every other node (Redis's
+    /// `clusterPropagatePublish`).
+    pub fn propagate_publish(&mut self, channel: &Bytes, message: &Bytes) {
+        for n in &self.nodes[1..] {
+            if n.has(flag::HANDSHAKE | flag::NOADDR) {
+                continue;
+            }
+            self.outbox.push((n.link_token, channel.clone(), message.clone()));
+        }
+    }
+
+    pub fn has_publishes(&self) -> bool {
+        !self.outbox.is_empty()
+    }
+
+    fn take_publishes(&mut self, token: u64) -> Vec<(Bytes, Bytes)> {
+        let mut mine = Vec::new();
+        self.outbox.retain(|(t, c, m)| {
+            if *t == token {
+                mine.push((c.clone(), m.clone()));
+                false
+            } else {
+                true
+            }
+        });
+        mine
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_decode_as_encoded() {
+        let msg = Message {
+            kind: MEET,
+            sender: "a".repeat(40),
+            current_epoch: 7,
+            config_epoch: 3,
+            flags: flag::MASTER,
+            port: 30001,
+            cport: 40001,
+            ip: "10.0.0.1".into(),
+            hostname: "host-a".into(),
+            slots: vec![(0, 5460), (7000, 7000)],
+            gossip: vec![Gossip {
+                id: "b".repeat(40),
+                ip: "10.0.0.2".into(),
+                port: 30002,
+                cport: 40002,
+                flags: flag::MASTER | flag::PFAIL,
+            }],
+            publish: None,
+        };
+        let frame = msg.encode();
+        assert_eq!(u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize, frame.len() - 4);
+        assert_eq!(Message::decode(&frame[4..]), Some(msg.clone()));
+        let publish = Message {
+            kind: PUBLISH,
+            publish: Some((Bytes::from_static(b"ch"), Bytes::from_static(b"hello"))),
+            ..msg
+        };
+        assert_eq!(Message::decode(&publish.encode()[4..]), Some(publish));
+    }
+
+    #[test]
+    fn malformed_frames_are_refused() {
+        assert_eq!(Message::decode(b""), None);
+        assert_eq!(Message::decode(b"KLB1\x00short"), None);
+        let mut frame = Message {
+            kind: PING,
+            sender: "c".repeat(40),
+            current_epoch: 0,
+            config_epoch: 0,
+            flags: 0,
+            port: 1,
+            cport: 2,
+            ip: String::new(),
+            hostname: String::new(),
+            slots: vec![(1, 2)],
+            gossip: vec![],
+            publish: None,
+        }
+        .encode();
+        frame.truncate(frame.len() - 3);
+        assert_eq!(Message::decode(&frame[4..]), None);
+    }
+}

@@ -1,0 +1,866 @@
+//! Redis Cluster, as `cluster-enabled yes` makes a redis-server 7.0 a
+//! cluster node: the 16384 hash slots ([`slot`]) and which node serves
+//! each, the nodes this one knows with their addresses, flags and
+//! configuration epochs, the slots being migrated, the cluster's state,
+//! and `nodes.conf` ([`config_file`]). The CLUSTER commands
+//! (`commands::cluster`) read and change it; the command pipeline asks
+//! [`Cluster::route`] where a command's keys live and answers `MOVED`,
+//! `ASK`, `CROSSSLOT`, `TRYAGAIN` or `CLUSTERDOWN` as Redis's
+//! `getNodeByQuery` / `clusterRedirectClient` do; nodes learn each other
+//! and the slot map over the cluster bus ([`bus`]).
+//!
+//! Every node talks to every other directly over the bus, each message
+//! carrying its sender's whole claim (slots and epoch) and what it knows
+//! of the others, so a 3- to 10-node cluster converges within a few
+//! hundred milliseconds. Slot ownership follows Redis's rule: a claim
+//! with a greater configuration epoch wins. Failure detection is Redis's
+//! PFAIL (a node that has not answered within `cluster-node-timeout`) and
+//! FAIL (a majority of masters saw it PFAIL); failover is not done here:
+//! the Raft-replicated shards decide leadership.
+
+pub mod bus;
+pub mod config_file;
+pub mod slot;
+
+use std::collections::{BTreeMap, HashMap};
+
+pub use slot::{SLOTS, key_hash_slot};
+
+/// A node's flags (cluster.h's `CLUSTER_NODE_*`), in the order CLUSTER
+/// NODES prints them.
+pub mod flag {
+    pub const MYSELF: u16 = 1;
+    pub const MASTER: u16 = 2;
+    pub const SLAVE: u16 = 4;
+    pub const PFAIL: u16 = 8;
+    pub const FAIL: u16 = 16;
+    pub const HANDSHAKE: u16 = 32;
+    pub const NOADDR: u16 = 64;
+    pub const MEET: u16 = 128;
+    pub const NOFAILOVER: u16 = 512;
+
+    /// Names as CLUSTER NODES shows them.
+    pub const NAMES: &[(u16, &str)] = &[
+        (MYSELF, "myself"),
+        (MASTER, "master"),
+        (SLAVE, "slave"),
+        (PFAIL, "fail?"),
+        (FAIL, "fail"),
+        (HANDSHAKE, "handshake"),
+        (NOADDR, "noaddr"),
+        (NOFAILOVER, "nofailover"),
+    ];
+}
+
+/// No node serves the slot.
+const UNASSIGNED: u16 = u16::MAX;
+
+/// How long a forgotten node is not added back from what others say
+/// (cluster.c's `CLUSTER_BLACKLIST_TTL`), in ms.
+const BLACKLIST_TTL_MS: u64 = 60_000;
+/// How long a master waits after start before serving (Redis's
+/// `CLUSTER_WRITABLE_DELAY`), in ms.
+const WRITABLE_DELAY_MS: u64 = 2000;
+/// Bounds of the wait of a master that was in a minority partition.
+const MIN_REJOIN_DELAY_MS: u64 = 500;
+const MAX_REJOIN_DELAY_MS: u64 = 5000;
+/// How many node timeouts a master with slots stays FAIL once reachable
+/// again (Redis's `CLUSTER_FAIL_UNDO_TIME_MULT`).
+const FAIL_UNDO_TIME_MULT: u64 = 2;
+/// How many node timeouts a failure report is valid for.
+const FAIL_REPORT_VALIDITY_MULT: u64 = 2;
+
+/// One node of the cluster, this one included.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// 40 lowercase hex characters.
+    pub id: String,
+    /// Empty until known (this node's own address is learned from the
+    /// first MEET it receives, as Redis learns it).
+    pub ip: String,
+    pub port: u16,
+    pub cport: u16,
+    pub hostname: String,
+    pub flags: u16,
+    pub master: Option<String>,
+    pub config_epoch: u64,
+    /// When the outstanding ping was sent (0: none), ms.
+    pub ping_sent: u64,
+    /// When the last answer came, ms.
+    pub pong_received: u64,
+    /// When the node was created (a handshake times out), ms.
+    pub ctime: u64,
+    /// When it was flagged FAIL, ms.
+    pub fail_time: u64,
+    /// The outbound bus link is up.
+    pub link_up: bool,
+    /// When the outbound link was created, ms.
+    pub link_ctime: u64,
+    /// An inbound bus connection from this node is open.
+    pub inbound_links: u32,
+    /// The outbound link task serving this node (see [`bus`]).
+    pub link_token: u64,
+    /// Masters that reported this node PFAIL or FAIL, with when, ms.
+    pub fail_reports: HashMap<String, u64>,
+    pub numslots: u32,
+}
+
+impl Node {
+    fn new(id: String, flags: u16, now_ms: u64) -> Node {
+        Node {
+            id,
+            ip: String::new(),
+            port: 0,
+            cport: 0,
+            hostname: String::new(),
+            flags,
+            master: None,
+            config_epoch: 0,
+            ping_sent: 0,
+            pong_received: 0,
+            ctime: now_ms,
+            fail_time: 0,
+            link_up: false,
+            link_ctime: 0,
+            inbound_links: 0,
+            link_token: 0,
+            fail_reports: HashMap::new(),
+            numslots: 0,
+        }
+    }
+
+    pub fn is_master(&self) -> bool {
+        self.flags & flag::MASTER != 0
+    }
+
+    pub fn has(&self, f: u16) -> bool {
+        self.flags & f != 0
+    }
+
+    pub fn failed(&self) -> bool {
+        self.flags & flag::FAIL != 0
+    }
+
+    /// The flags as CLUSTER NODES prints them.
+    pub fn flag_names(&self) -> String {
+        let names: Vec<&str> = flag::NAMES.iter().filter(|(f, _)| self.flags & f != 0).map(|(_, n)| *n).collect();
+        if names.is_empty() { "noflags".to_string() } else { names.join(",") }
+    }
+}
+
+/// Why a command cannot be served here (cluster.c's `CLUSTER_REDIR_*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Redirect {
+    CrossSlot,
+    Unstable,
+    DownState,
+    DownReadOnlyState,
+    DownUnbound,
+    Moved(u16, String),
+    Ask(u16, String),
+}
+
+impl Redirect {
+    /// The error a client gets (`clusterRedirectClient`).
+    pub fn client_error(&self) -> String {
+        match self {
+            Redirect::CrossSlot => "CROSSSLOT Keys in request don't hash to the same slot".into(),
+            Redirect::Unstable => "TRYAGAIN Multiple keys request during rehashing of slot".into(),
+            Redirect::DownState => "CLUSTERDOWN The cluster is down".into(),
+            Redirect::DownReadOnlyState => "CLUSTERDOWN The cluster is down and only accepts read commands".into(),
+            Redirect::DownUnbound => "CLUSTERDOWN Hash slot not served".into(),
+            Redirect::Moved(slot, addr) => format!("MOVED {slot} {addr}"),
+            Redirect::Ask(slot, addr) => format!("ASK {slot} {addr}"),
+        }
+    }
+
+    /// The error a script's command gets (`scriptVerifyClusterState`).
+    pub fn script_error(&self) -> &'static str {
+        match self {
+            Redirect::DownReadOnlyState => "ERR Script attempted to execute a write command while the cluster is down and readonly",
+            Redirect::DownState => "ERR Script attempted to execute a command while the cluster is down",
+            _ => "ERR Script attempted to access a non local key in a cluster node",
+        }
+    }
+}
+
+/// What a command asks of the slot map: its keys (with whether each is
+/// present in the database, asked only for a slot being migrated), and
+/// the client's and command's flags.
+pub struct Query<'a> {
+    pub keys: &'a [&'a [u8]],
+    pub write: bool,
+    /// The client sent ASKING (or the command is flagged `asking`).
+    pub asking: bool,
+    pub readonly_client: bool,
+    /// SSUBSCRIBE / SUNSUBSCRIBE / SPUBLISH: channels, not keys.
+    pub pubsubshard: bool,
+    pub migrate: bool,
+}
+
+/// What is served while the cluster is down
+/// (`cluster-allow-reads-when-down`, `cluster-allow-pubsubshard-when-down`).
+#[derive(Debug, Clone, Copy)]
+pub struct DownPolicy {
+    pub reads: bool,
+    pub pubsubshard: bool,
+}
+
+/// This node's view of the cluster.
+#[derive(Debug)]
+pub struct Cluster {
+    /// Every known node; this one is `nodes[0]` and is never removed.
+    pub nodes: Vec<Node>,
+    /// The index in `nodes` of each slot's master, or [`UNASSIGNED`].
+    slots: Vec<u16>,
+    pub migrating: BTreeMap<u16, String>,
+    pub importing: BTreeMap<u16, String>,
+    pub current_epoch: u64,
+    pub last_vote_epoch: u64,
+    pub ok: bool,
+    /// Masters serving at least one slot.
+    pub size: usize,
+    /// Forgotten nodes, until when they stay forgotten (ms).
+    blacklist: HashMap<String, u64>,
+    /// `nodes.conf`, relative to `dir`.
+    pub config_file: String,
+    /// The configuration changed since it was last written.
+    pub save_pending: bool,
+    /// The change is one to sync to disk before anything else is said
+    /// (an epoch: Redis's CLUSTER_TODO_FSYNC_CONFIG).
+    pub fsync_pending: bool,
+    /// What the file holds, as last written.
+    pub saved_text: String,
+    /// Bus messages sent and received, by type name (CLUSTER INFO).
+    pub sent: BTreeMap<&'static str, u64>,
+    pub received: BTreeMap<&'static str, u64>,
+    /// When [`Cluster::update_state`] first ran, ms.
+    first_update_ms: u64,
+    among_minority_ms: u64,
+    /// Links to start: tokens of nodes that have none yet.
+    pub links_to_start: Vec<u64>,
+    next_link_token: u64,
+    /// Bumped on every change of the slot map or the nodes, so that the
+    /// bus knows when to tell the others at once.
+    pub version: u64,
+    /// Messages to publish on other nodes: (link token, channel, message).
+    pub outbox: Vec<(u64, bytes::Bytes, bytes::Bytes)>,
+}
+
+/// A fresh node id: 40 random lowercase hex characters.
+pub fn new_node_id() -> String {
+    const HEX: &[u8] = b"0123456789abcdef";
+    (0..40).map(|_| HEX[fastrand::usize(..16)] as char).collect()
+}
+
+/// Whether `id` is a well-formed node id (40 hex characters).
+pub fn valid_node_id(id: &[u8]) -> bool {
+    id.len() == 40 && id.iter().all(|b| b.is_ascii_hexdigit())
+}
+
+impl Cluster {
+    /// A node that knows only itself, serving no slot.
+    pub fn new(config_file: String, now_ms: u64) -> Cluster {
+        let myself = Node::new(new_node_id(), flag::MYSELF | flag::MASTER, now_ms);
+        Cluster {
+            nodes: vec![myself],
+            slots: vec![UNASSIGNED; SLOTS],
+            migrating: BTreeMap::new(),
+            importing: BTreeMap::new(),
+            current_epoch: 0,
+            last_vote_epoch: 0,
+            ok: false,
+            // Redis's `clusterInit` starts it at 1; the first state
+            // update after the writable delay counts it.
+            size: 1,
+            blacklist: HashMap::new(),
+            config_file,
+            save_pending: true,
+            fsync_pending: true,
+            saved_text: String::new(),
+            sent: BTreeMap::new(),
+            received: BTreeMap::new(),
+            first_update_ms: 0,
+            among_minority_ms: 0,
+            links_to_start: Vec::new(),
+            next_link_token: 1,
+            version: 0,
+            outbox: Vec::new(),
+        }
+    }
+
+    pub fn myself(&self) -> &Node {
+        &self.nodes[0]
+    }
+
+    pub fn myself_mut(&mut self) -> &mut Node {
+        &mut self.nodes[0]
+    }
+
+    pub fn my_id(&self) -> &str {
+        &self.nodes[0].id
+    }
+
+    /// The node with this id (case-insensitively, as Redis's lookup of a
+    /// 40-byte name in its dict is exact: ids are lowercase).
+    pub fn index_of(&self, id: &[u8]) -> Option<usize> {
+        self.nodes.iter().position(|n| n.id.as_bytes() == id)
+    }
+
+    pub fn node(&self, id: &[u8]) -> Option<&Node> {
+        self.index_of(id).map(|i| &self.nodes[i])
+    }
+
+    /// The index of the node serving `slot`.
+    pub fn owner_index(&self, slot: u16) -> Option<usize> {
+        let owner = self.slots[slot as usize];
+        (owner != UNASSIGNED).then_some(owner as usize)
+    }
+
+    pub fn owner(&self, slot: u16) -> Option<&Node> {
+        self.owner_index(slot).map(|i| &self.nodes[i])
+    }
+
+    /// Whether this node serves `slot`.
+    pub fn serves(&self, slot: u16) -> bool {
+        self.slots[slot as usize] == 0
+    }
+
+    /// The slots `index` serves, as (start, end) runs.
+    pub fn ranges_of(&self, index: usize) -> Vec<(u16, u16)> {
+        let mut ranges = Vec::new();
+        let mut start: Option<u16> = None;
+        for s in 0..=SLOTS {
+            let mine = s < SLOTS && self.slots[s] == index as u16;
+            match (mine, start) {
+                (true, None) => start = Some(s as u16),
+                (false, Some(st)) => {
+                    ranges.push((st, s as u16 - 1));
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        ranges
+    }
+
+    /// Every run of consecutive slots with one owner, in slot order:
+    /// (start, end, owner index) (Redis's `clusterGenNodesSlotsInfo`).
+    pub fn slot_runs(&self) -> Vec<(u16, u16, usize)> {
+        let mut runs = Vec::new();
+        let mut s = 0;
+        while s < SLOTS {
+            let owner = self.slots[s];
+            let start = s;
+            while s < SLOTS && self.slots[s] == owner {
+                s += 1;
+            }
+            if owner != UNASSIGNED {
+                runs.push((start as u16, (s - 1) as u16, owner as usize));
+            }
+        }
+        runs
+    }
+
+    pub fn assigned_slots(&self) -> usize {
+        self.slots.iter().filter(|&&o| o != UNASSIGNED).count()
+    }
+
+    /// Gives `slot` to node `index` (Redis's `clusterAddSlot`); false when
+    /// it is served already.
+    pub fn add_slot(&mut self, index: usize, slot: u16) -> bool {
+        if self.slots[slot as usize] != UNASSIGNED {
+            return false;
+        }
+        self.slots[slot as usize] = index as u16;
+        self.nodes[index].numslots += 1;
+        self.slots_changed(index);
+        true
+    }
+
+    /// Frees `slot` (Redis's `clusterDelSlot`); false when no node served it.
+    pub fn del_slot(&mut self, slot: u16) -> bool {
+        let owner = self.slots[slot as usize];
+        if owner == UNASSIGNED {
+            return false;
+        }
+        self.nodes[owner as usize].numslots -= 1;
+        self.slots[slot as usize] = UNASSIGNED;
+        self.slots_changed(owner as usize);
+        true
+    }
+
+    /// Frees every slot node `index` serves.
+    pub fn del_node_slots(&mut self, index: usize) -> usize {
+        let mut freed = 0;
+        for s in 0..SLOTS as u16 {
+            if self.slots[s as usize] == index as u16 {
+                self.del_slot(s);
+                freed += 1;
+            }
+        }
+        freed
+    }
+
+    /// The configuration changed: it is to be saved, and told.
+    pub fn changed(&mut self) {
+        self.save_pending = true;
+        self.version += 1;
+    }
+
+    /// A slot changed hands: saved; told at once only when this node's
+    /// own claim changed (another node's is its own to tell).
+    fn slots_changed(&mut self, index: usize) {
+        self.save_pending = true;
+        if index == 0 {
+            self.version += 1;
+        }
+    }
+
+    /// Adds a node; its bus link is to be started.
+    pub fn add_node(&mut self, mut node: Node) -> usize {
+        node.link_token = self.next_link_token;
+        self.next_link_token += 1;
+        self.links_to_start.push(node.link_token);
+        self.nodes.push(node);
+        self.changed();
+        self.nodes.len() - 1
+    }
+
+    /// Removes a node (never this one): its slots become unassigned, its
+    /// failure reports and migrations go with it (Redis's `clusterDelNode`).
+    pub fn del_node(&mut self, index: usize) {
+        if index == 0 || index >= self.nodes.len() {
+            return;
+        }
+        let id = self.nodes[index].id.clone();
+        for s in 0..SLOTS {
+            let owner = self.slots[s];
+            if owner == index as u16 {
+                self.slots[s] = UNASSIGNED;
+            } else if owner != UNASSIGNED && owner > index as u16 {
+                self.slots[s] = owner - 1;
+            }
+        }
+        self.migrating.retain(|_, n| *n != id);
+        self.importing.retain(|_, n| *n != id);
+        for n in &mut self.nodes {
+            n.fail_reports.remove(&id);
+            if n.master.as_deref() == Some(id.as_str()) {
+                n.master = None;
+            }
+        }
+        self.nodes.remove(index);
+        self.changed();
+    }
+
+    /// CLUSTER FORGET: removed, and not added back from what the others
+    /// say for a minute.
+    pub fn forget(&mut self, index: usize, now_ms: u64) {
+        self.blacklist.insert(self.nodes[index].id.clone(), now_ms + BLACKLIST_TTL_MS);
+        self.del_node(index);
+    }
+
+    pub fn blacklisted(&mut self, id: &str, now_ms: u64) -> bool {
+        self.blacklist.retain(|_, until| *until > now_ms);
+        self.blacklist.contains_key(id)
+    }
+
+    /// The highest configuration epoch known (`clusterGetMaxEpoch`).
+    pub fn max_epoch(&self) -> u64 {
+        self.nodes.iter().map(|n| n.config_epoch).max().unwrap_or(0).max(self.current_epoch)
+    }
+
+    /// `clusterBumpConfigEpochWithoutConsensus`: a new epoch for this node
+    /// unless it has the greatest already. True when it bumped.
+    pub fn bump_epoch(&mut self) -> bool {
+        let max = self.max_epoch();
+        let mine = self.nodes[0].config_epoch;
+        if mine == 0 || mine != max {
+            self.current_epoch += 1;
+            self.nodes[0].config_epoch = self.current_epoch;
+            self.changed();
+            self.fsync_pending = true;
+            crate::log::warning(format_args!("New configEpoch set to {}", self.current_epoch));
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Starts a handshake with the node at `ip:port` (CLUSTER MEET, or a
+    /// node the others know and this one does not): a node with a random
+    /// id in the HANDSHAKE state until it answers with its own. False
+    /// when one is under way already.
+    pub fn start_handshake(&mut self, ip: &str, port: u16, cport: u16, meet: bool, now_ms: u64) -> bool {
+        if self
+            .nodes
+            .iter()
+            .any(|n| n.has(flag::HANDSHAKE) && n.ip == ip && n.port == port && n.cport == cport)
+        {
+            return false;
+        }
+        let mut node = Node::new(new_node_id(), flag::HANDSHAKE | if meet { flag::MEET } else { 0 }, now_ms);
+        node.ip = ip.to_string();
+        node.port = port;
+        node.cport = cport;
+        self.add_node(node);
+        true
+    }
+
+    /// Redis's `clusterUpdateState`, run by the cron and after changes.
+    pub fn update_state(&mut self, now_ms: u64, require_full_coverage: bool, node_timeout_ms: u64) {
+        if self.first_update_ms == 0 {
+            self.first_update_ms = now_ms;
+        }
+        if self.myself().is_master() && !self.ok && now_ms.saturating_sub(self.first_update_ms) < WRITABLE_DELAY_MS {
+            return;
+        }
+        let mut ok = true;
+        if require_full_coverage && self.slots.iter().any(|&o| o == UNASSIGNED || self.nodes[o as usize].failed()) {
+            ok = false;
+        }
+        let mut size = 0;
+        let mut reachable = 0;
+        for n in &self.nodes {
+            if n.is_master() && n.numslots > 0 {
+                size += 1;
+                if n.flags & (flag::FAIL | flag::PFAIL) == 0 {
+                    reachable += 1;
+                }
+            }
+        }
+        self.size = size;
+        if reachable < size / 2 + 1 {
+            ok = false;
+            self.among_minority_ms = now_ms;
+        }
+        if ok != self.ok {
+            let rejoin_delay = node_timeout_ms.clamp(MIN_REJOIN_DELAY_MS, MAX_REJOIN_DELAY_MS);
+            if ok && self.myself().is_master() && now_ms.saturating_sub(self.among_minority_ms) < rejoin_delay {
+                return;
+            }
+            crate::log::warning(format_args!("Cluster state changed: {}", if ok { "ok" } else { "fail" }));
+            self.ok = ok;
+        }
+    }
+
+    /// Failure detection, once per cron: a node whose ping has waited
+    /// longer than the node timeout is PFAIL (and FAIL once a majority
+    /// of masters say so); a handshake that did not complete in time is
+    /// dropped.
+    pub fn detect_failures(&mut self, now_ms: u64, node_timeout_ms: u64) {
+        let handshake_timeout = node_timeout_ms.max(1000);
+        let mut i = 1;
+        while i < self.nodes.len() {
+            let n = &self.nodes[i];
+            if n.has(flag::HANDSHAKE) && now_ms.saturating_sub(n.ctime) > handshake_timeout {
+                crate::log::verbose(format_args!("Handshake with node {} failed, removing it.", n.id));
+                self.del_node(i);
+                continue;
+            }
+            i += 1;
+        }
+        for i in 1..self.nodes.len() {
+            let n = &mut self.nodes[i];
+            if n.has(flag::HANDSHAKE) || n.ping_sent == 0 {
+                continue;
+            }
+            if now_ms.saturating_sub(n.ping_sent) > node_timeout_ms && !n.has(flag::PFAIL | flag::FAIL) {
+                crate::log::debug(format_args!("*** NODE {} possibly failing", n.id));
+                n.flags |= flag::PFAIL;
+                self.version += 1;
+            }
+            if self.nodes[i].has(flag::PFAIL) {
+                self.mark_failing_if_needed(i, now_ms, node_timeout_ms);
+            }
+        }
+    }
+
+    /// A node answered: it is not PFAIL any more, and a FAIL is cleared
+    /// as Redis's `clearNodeFailureIfNeeded` clears it (at once for a
+    /// node serving no slot, after twice the node timeout for a master
+    /// that serves some).
+    pub fn answered(&mut self, index: usize, now_ms: u64, node_timeout_ms: u64) {
+        let n = &mut self.nodes[index];
+        n.pong_received = now_ms;
+        n.ping_sent = 0;
+        if n.has(flag::PFAIL) {
+            n.flags &= !flag::PFAIL;
+            self.version += 1;
+        }
+        let n = &mut self.nodes[index];
+        if n.failed() {
+            let undo = !n.is_master() || n.numslots == 0 || now_ms.saturating_sub(n.fail_time) > node_timeout_ms * FAIL_UNDO_TIME_MULT;
+            if undo {
+                crate::log::notice(format_args!("Clear FAIL state for node {}: is reachable again.", n.id));
+                n.flags &= !flag::FAIL;
+                self.changed();
+            }
+        }
+    }
+
+    /// `markNodeAsFailingIfNeeded`: PFAIL becomes FAIL once a majority of
+    /// the masters serving slots report it.
+    pub fn mark_failing_if_needed(&mut self, index: usize, now_ms: u64, node_timeout_ms: u64) {
+        let quorum = self.size / 2 + 1;
+        let validity = node_timeout_ms * FAIL_REPORT_VALIDITY_MULT;
+        let n = &mut self.nodes[index];
+        if !n.has(flag::PFAIL) || n.has(flag::FAIL) {
+            return;
+        }
+        n.fail_reports.retain(|_, at| now_ms.saturating_sub(*at) <= validity);
+        let mut failures = n.fail_reports.len();
+        if self.nodes[0].is_master() {
+            failures += 1;
+        }
+        if failures < quorum {
+            return;
+        }
+        let n = &mut self.nodes[index];
+        crate::log::notice(format_args!("Marking node {} as failing (quorum reached).", n.id));
+        n.flags &= !flag::PFAIL;
+        n.flags |= flag::FAIL;
+        n.fail_time = now_ms;
+        self.changed();
+    }
+
+    /// `clusterUpdateSlotsConfigWith`: the slots `sender` claims with its
+    /// configuration epoch become its own where no node serves them or
+    /// their master's epoch is older, except slots this node imports.
+    /// Returns the slots taken from this node that still hold keys.
+    pub fn take_claim(&mut self, sender: usize, sender_epoch: u64, claimed: &[(u16, u16)]) -> Vec<u16> {
+        let mut dirty = Vec::new();
+        for &(start, end) in claimed {
+            for s in start..=end.min(SLOTS as u16 - 1) {
+                let owner = self.slots[s as usize];
+                if owner == sender as u16 || self.importing.contains_key(&s) {
+                    continue;
+                }
+                if owner == UNASSIGNED || self.nodes[owner as usize].config_epoch < sender_epoch {
+                    if owner == 0 {
+                        dirty.push(s);
+                        self.migrating.remove(&s);
+                    }
+                    self.del_slot(s);
+                    self.add_slot(sender, s);
+                }
+            }
+        }
+        dirty
+    }
+
+    /// CLUSTER RESET: slots and other nodes forgotten; HARD also draws a
+    /// new id and zeroes the epochs (Redis's `clusterReset`).
+    pub fn reset(&mut self, hard: bool) {
+        self.migrating.clear();
+        self.importing.clear();
+        self.del_node_slots(0);
+        while self.nodes.len() > 1 {
+            self.del_node(self.nodes.len() - 1);
+        }
+        if hard {
+            self.current_epoch = 0;
+            self.last_vote_epoch = 0;
+            self.nodes[0].config_epoch = 0;
+            let old = std::mem::replace(&mut self.nodes[0].id, new_node_id());
+            crate::log::notice(format_args!("Node hard reset, now I'm {} (was {old})", self.nodes[0].id));
+        }
+        self.changed();
+    }
+
+    /// Where a command with these keys is to be served: None here, or the
+    /// redirection (`getNodeByQuery`). `present` says whether a key is in
+    /// the database; it is asked only for a slot being migrated or
+    /// imported.
+    pub fn route(
+        &self,
+        query: &Query,
+        when_down: impl FnOnce() -> DownPolicy,
+        mut present: impl FnMut(&[u8]) -> bool,
+    ) -> Result<Option<u16>, Redirect> {
+        let mut first: Option<&[u8]> = None;
+        let mut slot = 0u16;
+        let mut owner = UNASSIGNED;
+        let (mut migrating, mut importing, mut multiple) = (false, false, false);
+        let (mut missing, mut existing) = (0, 0);
+        for &key in query.keys {
+            let this = key_hash_slot(key);
+            match first {
+                None => {
+                    first = Some(key);
+                    slot = this;
+                    owner = self.slots[slot as usize];
+                    if owner == UNASSIGNED {
+                        return Err(Redirect::DownUnbound);
+                    }
+                    if owner == 0 && self.migrating.contains_key(&slot) {
+                        migrating = true;
+                    } else if self.importing.contains_key(&slot) {
+                        importing = true;
+                    }
+                }
+                Some(f) if f != key => {
+                    if this != slot {
+                        return Err(Redirect::CrossSlot);
+                    }
+                    multiple = true;
+                }
+                Some(_) => {}
+            }
+            if (migrating || importing) && !query.pubsubshard {
+                if present(key) {
+                    existing += 1;
+                } else {
+                    missing += 1;
+                }
+            }
+        }
+        if first.is_none() {
+            return Ok(None);
+        }
+        if !self.ok {
+            let policy = when_down();
+            if query.pubsubshard {
+                if !policy.pubsubshard {
+                    return Err(Redirect::DownState);
+                }
+            } else if !policy.reads {
+                return Err(Redirect::DownState);
+            } else if query.write {
+                return Err(Redirect::DownReadOnlyState);
+            }
+        }
+        if (migrating || importing) && query.migrate {
+            return Ok(Some(slot));
+        }
+        if migrating && missing > 0 {
+            if existing > 0 {
+                return Err(Redirect::Unstable);
+            }
+            let target = &self.migrating[&slot];
+            return match self.node(target.as_bytes()) {
+                Some(n) => Err(Redirect::Ask(slot, self.endpoint(n))),
+                None => Ok(Some(slot)),
+            };
+        }
+        if importing && query.asking {
+            if multiple && missing > 0 {
+                return Err(Redirect::Unstable);
+            }
+            return Ok(Some(slot));
+        }
+        if owner != 0 {
+            let n = &self.nodes[owner as usize];
+            let replica_of_owner = (query.readonly_client || query.pubsubshard)
+                && !query.write
+                && self.nodes[0].has(flag::SLAVE)
+                && self.nodes[0].master.as_deref() == Some(n.id.as_str());
+            if !replica_of_owner {
+                return Err(Redirect::Moved(slot, self.endpoint(n)));
+            }
+        }
+        Ok(Some(slot))
+    }
+
+    /// `ip:port` as redirections name a node.
+    pub fn endpoint(&self, n: &Node) -> String {
+        format!("{}:{}", n.ip, n.port)
+    }
+
+    /// One node's CLUSTER NODES line (`clusterGenNodeDescription`),
+    /// without the newline.
+    pub fn describe(&self, index: usize) -> String {
+        use std::fmt::Write;
+        let n = &self.nodes[index];
+        let mut line = format!("{} {}:{}@{}", n.id, n.ip, n.port, n.cport);
+        if !n.hostname.is_empty() {
+            let _ = write!(line, ",{}", n.hostname);
+        }
+        let _ = write!(line, " {} {}", n.flag_names(), n.master.as_deref().unwrap_or("-"));
+        let epoch = match n.master.as_deref().and_then(|m| self.node(m.as_bytes())) {
+            Some(m) if n.has(flag::SLAVE) => m.config_epoch,
+            _ => n.config_epoch,
+        };
+        let link = if n.link_up || n.has(flag::MYSELF) {
+            "connected"
+        } else {
+            "disconnected"
+        };
+        let _ = write!(line, " {} {} {} {}", n.ping_sent, n.pong_received, epoch, link);
+        for (start, end) in self.ranges_of(index) {
+            if start == end {
+                let _ = write!(line, " {start}");
+            } else {
+                let _ = write!(line, " {start}-{end}");
+            }
+        }
+        if index == 0 {
+            for s in 0..SLOTS as u16 {
+                if let Some(to) = self.migrating.get(&s) {
+                    let _ = write!(line, " [{s}->-{to}]");
+                } else if let Some(from) = self.importing.get(&s) {
+                    let _ = write!(line, " [{s}-<-{from}]");
+                }
+            }
+        }
+        line
+    }
+
+    /// CLUSTER NODES (and nodes.conf without HANDSHAKE nodes).
+    pub fn describe_all(&self, skip_handshake: bool) -> String {
+        let mut out = String::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if skip_handshake && n.has(flag::HANDSHAKE) {
+                continue;
+            }
+            out.push_str(&self.describe(i));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// CLUSTER INFO.
+    pub fn info(&self, links_buffer_exceeded: u64) -> String {
+        let (mut assigned, mut ok, mut pfail, mut fail) = (0, 0, 0, 0);
+        for &o in &self.slots {
+            if o == UNASSIGNED {
+                continue;
+            }
+            assigned += 1;
+            let n = &self.nodes[o as usize];
+            if n.failed() {
+                fail += 1;
+            } else if n.has(flag::PFAIL) {
+                pfail += 1;
+            } else {
+                ok += 1;
+            }
+        }
+        let my_epoch = match self.myself().master.as_deref().and_then(|m| self.node(m.as_bytes())) {
+            Some(m) if self.myself().has(flag::SLAVE) => m.config_epoch,
+            _ => self.myself().config_epoch,
+        };
+        let mut info = format!(
+            "cluster_state:{}\r\ncluster_slots_assigned:{assigned}\r\ncluster_slots_ok:{ok}\r\ncluster_slots_pfail:{pfail}\r\ncluster_slots_fail:{fail}\r\ncluster_known_nodes:{}\r\ncluster_size:{}\r\ncluster_current_epoch:{}\r\ncluster_my_epoch:{my_epoch}\r\n",
+            if self.ok { "ok" } else { "fail" },
+            self.nodes.len(),
+            self.size,
+            self.current_epoch,
+        );
+        for (counts, dir) in [(&self.sent, "sent"), (&self.received, "received")] {
+            let mut total = 0;
+            for kind in bus::MESSAGE_TYPES {
+                if let Some(&c) = counts.get(kind)
+                    && c > 0
+                {
+                    total += c;
+                    info.push_str(&format!("cluster_stats_messages_{kind}_{dir}:{c}\r\n"));
+                }
+            }
+            info.push_str(&format!("cluster_stats_messages_{dir}:{total}\r\n"));
+        }
+        info.push_str(&format!("total_cluster_links_buffer_limit_exceeded:{links_buffer_exceeded}\r\n"));
+        info
+    }
+}

@@ -1,0 +1,269 @@
+//! The engine's side of cluster mode (`crate::cluster`): where a client's
+//! or a script's command is to be served (the redirection check of
+//! Redis's `processCommand` and `scriptVerifyClusterState`), the keys of
+//! a slot, and the configuration file written when the cluster changed.
+
+use bytes::Bytes;
+
+use super::{Client, State};
+use crate::cluster::bus::Announce;
+use crate::cluster::{DownPolicy, Query, Redirect};
+use crate::commands::table::{BeginSearch, Command, FindKeys, flag, key_flag};
+
+/// The keys of a command line, by Redis's key specs (commands keylock
+/// alone defines declare none).
+fn keys_of<'a>(cmd: &Command, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
+    if let Some(key) = single_key(cmd, argv) {
+        return vec![key];
+    }
+    match cmd.def {
+        Some(def) => def
+            .keys_in(argv)
+            .into_iter()
+            .filter_map(|(i, _)| argv.get(i).map(|k| k.as_ref()))
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
+/// The key of a command whose one key spec is one argument at a fixed
+/// place (GET, SET, HSET, EVALSHA's… no: most commands), found without
+/// walking the specs.
+fn single_key<'a>(cmd: &Command, argv: &'a [Bytes]) -> Option<&'a [u8]> {
+    let def = cmd.def?;
+    let [spec] = def.key_specs else { return None };
+    if def.getkeys_proc || spec.flags & (key_flag::NOT_KEY | key_flag::VARIABLE_FLAGS | key_flag::INCOMPLETE) != 0 {
+        return None;
+    }
+    match (spec.begin_search, spec.find_keys) {
+        (BeginSearch::Index(at), FindKeys::Range { lastkey: 0, .. }) => argv.get(at as usize).map(|k| k.as_ref()),
+        _ => None,
+    }
+}
+
+/// Whether Redis asks the slot map about this command at all: it has
+/// keys by its specs (or finds them by its own function), or is EXEC.
+fn routed(cmd: &Command) -> bool {
+    cmd.def.is_some_and(|d| d.has_keys()) || cmd.full_name == "exec"
+}
+
+fn down_policy(params: &crate::config_params::ConfigParams) -> DownPolicy {
+    DownPolicy {
+        reads: params.int("cluster-allow-reads-when-down") == Some(1),
+        pubsubshard: params.int("cluster-allow-pubsubshard-when-down") != Some(0),
+    }
+}
+
+fn pubsubshard(cmd: &Command) -> bool {
+    matches!(cmd.full_name.as_str(), "ssubscribe" | "sunsubscribe" | "spublish")
+}
+
+impl State {
+    pub fn cluster_enabled(&self) -> bool {
+        self.cluster.is_some()
+    }
+
+    pub fn cluster_node_timeout(&self) -> u64 {
+        self.params.int("cluster-node-timeout").unwrap_or(15000).max(0) as u64
+    }
+
+    /// The address overrides this node announces.
+    pub fn cluster_announce(&self) -> Announce {
+        Announce {
+            ip: self.params.value("cluster-announce-ip").unwrap_or("").to_string(),
+            hostname: self.params.value("cluster-announce-hostname").unwrap_or("").to_string(),
+        }
+    }
+
+    /// Redis's `clusterUpdateState` with this server's settings.
+    pub fn cluster_update_state(&mut self) {
+        let now = self.clock.now_ms();
+        let full = self.params.int("cluster-require-full-coverage") != Some(0);
+        let timeout = self.cluster_node_timeout();
+        if let Some(c) = self.cluster.as_deref_mut() {
+            c.update_state(now, full, timeout);
+        }
+    }
+
+    /// Once per cron: failure detection and the state; clients blocked
+    /// on keys this node no longer serves are sent where to go.
+    pub fn cluster_cron(&mut self) {
+        let now = self.clock.now_ms();
+        let timeout = self.cluster_node_timeout();
+        if let Some(c) = self.cluster.as_deref_mut() {
+            c.detect_failures(now, timeout);
+        }
+        self.cluster_update_state();
+        self.cluster_save_if_changed();
+        if self.blocked_clients > 0 {
+            self.cluster_redirect_blocked();
+        }
+    }
+
+    /// Redis's `clusterRedirectBlockedClientIfNeeded`: a client blocked on
+    /// keys (a list, sorted set or stream wait) is answered CLUSTERDOWN
+    /// while the cluster is down, or MOVED once the keys' slot is served
+    /// elsewhere (and not being imported here); its wait ends.
+    pub fn cluster_redirect_blocked(&mut self) {
+        let Some(cluster) = self.cluster.as_deref() else { return };
+        let mut redirected = Vec::new();
+        for client in self.clients.values() {
+            let Some(blocked) = client.blocked.as_deref() else { continue };
+            if matches!(blocked.op, super::blocking::BlockOp::Postpone(_)) {
+                continue;
+            }
+            if !cluster.ok {
+                redirected.push((client.id, Redirect::DownState));
+                continue;
+            }
+            let Some(key) = blocked.keys.first() else { continue };
+            let slot = crate::cluster::key_hash_slot(key);
+            if cluster.serves(slot) || cluster.importing.contains_key(&slot) {
+                continue;
+            }
+            let redirect = match cluster.owner(slot) {
+                None => Redirect::DownUnbound,
+                Some(n) => Redirect::Moved(slot, cluster.endpoint(n)),
+            };
+            redirected.push((client.id, redirect));
+        }
+        for (id, redirect) in redirected {
+            let Some(mut client) = self.clients.remove(&id) else { continue };
+            self.unblock(&mut client);
+            let error = crate::error::CmdError::new(redirect.client_error());
+            self.stats.count_error(&error);
+            self.answer_unblocked(&client, super::Reply::from(error));
+            self.clients.insert(id, client);
+        }
+    }
+
+    /// Writes `nodes.conf` when the configuration changed; a node that
+    /// cannot keep its configuration stops, as Redis's does.
+    pub fn cluster_save_if_changed(&mut self) {
+        let Some(c) = self.cluster.as_deref_mut() else { return };
+        if !c.save_pending {
+            return;
+        }
+        c.save_pending = false;
+        let sync = std::mem::take(&mut c.fsync_pending);
+        if let Err(e) = self.cluster_save(sync) {
+            crate::log::warning(format_args!("Fatal: can't update cluster config file. ({e})"));
+            std::process::exit(1);
+        }
+    }
+
+    /// CLUSTER SAVECONFIG, and every change.
+    pub fn cluster_save(&mut self, sync: bool) -> std::io::Result<()> {
+        let path = self.cluster_config_path();
+        let Some(c) = self.cluster.as_deref_mut() else { return Ok(()) };
+        crate::cluster::config_file::save(c, &path, sync)
+    }
+
+    /// `cluster-config-file`, in `dir`.
+    pub fn cluster_config_path(&self) -> String {
+        let dir = self.params.value("dir").unwrap_or(".");
+        let file = self.params.value("cluster-config-file").unwrap_or("nodes.conf");
+        std::path::Path::new(dir).join(file).to_string_lossy().into_owned()
+    }
+
+    /// How many keys (expired or not) hash slot `slot` holds here.
+    pub fn count_keys_in_slot(&self, slot: u16) -> usize {
+        self.dbs[0].keys_in_slot(slot, 0).1
+    }
+
+    /// Deletes every key of `slot` (a slot this node lost to another's
+    /// newer claim): as DELs, for the append-only file and replicas.
+    pub fn delete_keys_in_slot(&mut self, slot: u16) -> usize {
+        let (keys, _) = self.dbs[0].keys_in_slot(slot, usize::MAX);
+        for key in &keys {
+            if self.dbs[0].remove(key).is_some() {
+                self.key_events.record(crate::db::events::NOTIFY_GENERIC, "del", 0, key);
+                self.effects.push(0, &[b"DEL".as_slice(), key], super::effects::ALL);
+            }
+        }
+        keys.len()
+    }
+
+    /// Where a client's command is to be served (Redis's
+    /// `processCommand` cluster check): Ok here, or the redirection.
+    /// EXEC asks about every queued command.
+    pub fn cluster_route(&mut self, client: &Client, cmd: &Command, argv: &[Bytes]) -> Result<(), Redirect> {
+        let Some(cluster) = self.cluster.as_deref() else { return Ok(()) };
+        if !routed(cmd) {
+            return Ok(());
+        }
+        let mut write = cmd.spec.has(flag::WRITE);
+        let mut shard = pubsubshard(cmd);
+        let mut is_migrate = cmd.full_name == "migrate";
+        let (one, mut many): ([&[u8]; 1], Vec<&[u8]>);
+        let keys: &[&[u8]] = if cmd.full_name == "exec" {
+            let Some(multi) = client.multi.as_ref() else { return Ok(()) };
+            many = Vec::new();
+            for line in &multi.queued {
+                if let super::exec::Lookup::Found(c) = super::exec::lookup(&self.renames, line) {
+                    many.extend(keys_of(c, line));
+                    write |= c.spec.has(flag::WRITE);
+                    shard |= pubsubshard(c);
+                    is_migrate |= c.full_name == "migrate";
+                }
+            }
+            &many
+        } else if let Some(key) = single_key(cmd, argv) {
+            one = [key];
+            &one
+        } else {
+            many = keys_of(cmd, argv);
+            &many
+        };
+        let query = Query {
+            keys,
+            write,
+            asking: client.cluster_asking || cmd.spec.has(flag::ASKING),
+            readonly_client: client.cluster_readonly,
+            pubsubshard: shard,
+            migrate: is_migrate,
+        };
+        let db = &self.dbs[0];
+        let params = &self.params;
+        cluster.route(&query, || down_policy(params), |k| db.contains_key(k)).map(|_| ())
+    }
+
+    /// A script's command (`scriptVerifyClusterState`): the error when
+    /// its keys are not served here, or in another slot than the
+    /// script's earlier commands used (unless the script allows
+    /// cross-slot keys). `slot` is the run's slot so far.
+    pub fn cluster_route_script(
+        &self,
+        client: &Client,
+        cmd: &Command,
+        argv: &[Bytes],
+        slot: &mut Option<u16>,
+        allow_cross_slot: bool,
+    ) -> Result<(), &'static str> {
+        let Some(cluster) = self.cluster.as_deref() else { return Ok(()) };
+        let keys = keys_of(cmd, argv);
+        let query = Query {
+            keys: &keys,
+            write: cmd.spec.has(flag::WRITE),
+            asking: client.cluster_asking,
+            readonly_client: client.cluster_readonly,
+            pubsubshard: pubsubshard(cmd),
+            migrate: cmd.full_name == "migrate",
+        };
+        let db = &self.dbs[0];
+        let params = &self.params;
+        let here = cluster
+            .route(&query, || down_policy(params), |k| db.contains_key(k))
+            .map_err(|r| r.script_error())?;
+        if let Some(this) = here
+            && !allow_cross_slot
+        {
+            match *slot {
+                None => *slot = Some(this),
+                Some(s) if s != this => return Err("ERR Script attempted to access keys that do not hash to the same slot"),
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,822 @@
+//! Cluster mode (`cluster-enabled yes`) over TCP.
+//!
+//! - Two keylock nodes and two redis-server 7.0.15 nodes are each made a
+//!   cluster the same way (slots 0-8191 on A, 8192-16383 on B, MEET);
+//!   then the same command lines go to both A nodes, and the replies —
+//!   redirections, CROSSSLOT, TRYAGAIN, scripts touching keys of another
+//!   node, transactions, slots being migrated, CLUSTER SLOTS / NODES /
+//!   INFO — are compared byte for byte, node ids and ports replaced by
+//!   names.
+//! - Three keylock nodes are made a cluster by `redis-cli --cluster
+//!   create`, checked by `redis-cli --cluster check`, resharded with keys
+//!   in the slots by `redis-cli --cluster reshard`, and used by the
+//!   `redis` crate's cluster client; a message published on one node
+//!   reaches subscribers of another; a node killed is flagged failed by
+//!   the others and the cluster goes down until it is back; a node
+//!   restarted keeps its id, epoch and slots from `nodes.conf`.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::process::Command;
+
+use common::*;
+
+/// One cluster node: its client address and bus port, and what keeps
+/// the process alive.
+struct Node {
+    addr: SocketAddr,
+    cport: u16,
+    _process: Box<dyn std::any::Any>,
+}
+
+impl Node {
+    fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    fn call(&self, args: &[&str]) -> Vec<u8> {
+        Raw::connect(self.addr).call(args)
+    }
+
+    fn text(&self, args: &[&str]) -> String {
+        text(self.call(args))
+    }
+
+    fn id(&self) -> String {
+        let reply = self.text(&["CLUSTER", "MYID"]);
+        reply.lines().nth(1).unwrap().to_string()
+    }
+}
+
+/// Whether the server at `addr` answers PING (it is up, its bus port
+/// bound too).
+fn answers(addr: SocketAddr) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+    let mut buf = [0u8; 7];
+    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}
+
+/// A keylock cluster node in `dir`. The bus port is picked free; a
+/// server started meanwhile may take it first, and the node then stops:
+/// it is started again on another.
+fn keylock_node(dir: &std::path::Path, extra: &[&str]) -> Node {
+    for _ in 0..10 {
+        let node = try_keylock_node(dir, extra);
+        if answers(node.addr) {
+            return node;
+        }
+    }
+    panic!("keylock did not start with a free bus port in 10 tries");
+}
+
+fn try_keylock_node(dir: &std::path::Path, extra: &[&str]) -> Node {
+    let cport = free_port();
+    let cport_text = cport.to_string();
+    let mut args = vec![
+        "--cluster-enabled",
+        "yes",
+        "--cluster-port",
+        &cport_text,
+        "--dir",
+        dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let bin = Binary::start(&args);
+    Node {
+        addr: bin.addr,
+        cport,
+        _process: Box::new(bin),
+    }
+}
+
+fn redis_node(extra: &[&str]) -> Option<Node> {
+    let cport = free_port();
+    let cport_text = cport.to_string();
+    let mut args = vec!["--cluster-enabled", "yes", "--cluster-port", &cport_text];
+    args.extend_from_slice(extra);
+    let redis = real_redis_with(&args)?;
+    Some(Node {
+        addr: redis.addr,
+        cport,
+        _process: Box::new(redis),
+    })
+}
+
+fn info_field(node: &Node, field: &str) -> String {
+    let info = node.text(&["CLUSTER", "INFO"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// Waits until every node says the cluster is ok and knows `n` nodes,
+/// none in a handshake.
+fn wait_for_cluster(nodes: &[&Node], n: usize) {
+    wait_until(30, "the cluster to form", || {
+        nodes.iter().all(|node| {
+            let listing = node.text(&["CLUSTER", "NODES"]);
+            info_field(node, "cluster_state") == "ok"
+                && info_field(node, "cluster_known_nodes") == n.to_string()
+                && !listing.contains("handshake")
+                && !listing.contains("disconnected")
+        })
+    });
+}
+
+/// Makes `a` and `b` one cluster: slots 0-8191 on `a`, the rest on `b`.
+fn form_pair(a: &Node, b: &Node) {
+    assert_eq!(a.call(&["CLUSTER", "ADDSLOTSRANGE", "0", "8191"]), b"+OK\r\n");
+    assert_eq!(b.call(&["CLUSTER", "ADDSLOTSRANGE", "8192", "16383"]), b"+OK\r\n");
+    assert_eq!(a.call(&["CLUSTER", "SET-CONFIG-EPOCH", "1"]), b"+OK\r\n");
+    assert_eq!(b.call(&["CLUSTER", "SET-CONFIG-EPOCH", "2"]), b"+OK\r\n");
+    let meet = a.call(&["CLUSTER", "MEET", "127.0.0.1", &b.port().to_string(), &b.cport.to_string()]);
+    assert_eq!(meet, b"+OK\r\n");
+    wait_for_cluster(&[a, b], 2);
+}
+
+/// The lines sent to node A of each pair. `<ID-A>` and `<ID-B>` are
+/// replaced by the pair's node ids before sending.
+const LINES: &[&[&str]] = &[
+    &["INFO", "cluster"],
+    &["SET", "bar", "1"],
+    &["GET", "bar"],
+    &["SET", "foo", "1"],
+    &["GET", "foo"],
+    &["EXISTS", "foo"],
+    &["MSET", "{bar}1", "a", "{bar}2", "b"],
+    &["MSET", "bar", "1", "foo", "2"],
+    &["MSET", "bar", "1", "b", "2"],
+    &["MGET", "bar", "{bar}1", "{bar}2"],
+    &["DEL", "foo", "bar"],
+    &["DBSIZE"],
+    &["KEYS", "b*"],
+    &["PING"],
+    &["CLUSTER", "COUNTKEYSINSLOT", "5061"],
+    &["CLUSTER", "GETKEYSINSLOT", "5061", "10"],
+    &["CLUSTER", "GETKEYSINSLOT", "5061", "2"],
+    &["CLUSTER", "COUNTKEYSINSLOT", "12182"],
+    &["CLUSTER", "KEYSLOT", "foo"],
+    &["CLUSTER", "SLOTS"],
+    &["SELECT", "0"],
+    &["SELECT", "1"],
+    &["MOVE", "bar", "1"],
+    &["COPY", "bar", "{bar}3"],
+    &["COPY", "bar", "{bar}3", "DB", "1"],
+    &["SWAPDB", "0", "1"],
+    &["REPLICAOF", "127.0.0.1", "1"],
+    // Transactions: a queued command redirected aborts the EXEC.
+    &["MULTI"],
+    &["SET", "bar", "2"],
+    &["SET", "foo", "2"],
+    &["EXEC"],
+    &["MULTI"],
+    &["SET", "bar", "3"],
+    &["INCR", "{bar}counter"],
+    &["EXEC"],
+    &["GET", "bar"],
+    // Scripts: declared keys are routed as the command's; undeclared
+    // keys of another node, or (with a shebang) of another slot, fail.
+    &["EVAL", "return redis.call('get', KEYS[1])", "1", "foo"],
+    &["EVAL", "return redis.call('get', KEYS[1])", "1", "bar"],
+    &["EVAL", "return redis.call('get', KEYS[1])", "2", "bar", "b"],
+    &["EVAL", "return redis.call('get', 'foo')", "0"],
+    &["EVAL", "return redis.pcall('get', 'foo')", "0"],
+    &["EVAL", "return redis.call('get', 'bar')", "0"],
+    &["EVAL", "return redis.call('get', 'b')", "1", "bar"],
+    &["EVAL", "#!lua\nreturn redis.call('get', 'b')", "1", "bar"],
+    &["EVAL", "#!lua\nreturn redis.call('get', '{bar}1')", "1", "bar"],
+    &[
+        "EVAL",
+        "#!lua flags=allow-cross-slot-keys\nreturn redis.call('get', 'b')",
+        "1",
+        "bar",
+    ],
+    &["EVAL", "#!lua flags=no-cluster\nreturn 1", "0"],
+    &["EVAL", "#!lua\nredis.call('get', 'b'); return redis.call('get', 'bar')", "0"],
+    &["FCALL", "nope", "1", "foo"],
+    // A slot being migrated from A: keys A still has are served there,
+    // others are asked for at B; several keys, some missing: TRYAGAIN.
+    &["CLUSTER", "SETSLOT", "5061", "MIGRATING", "<ID-B>"],
+    &["GET", "bar"],
+    &["GET", "{bar}missing"],
+    &["MGET", "bar", "{bar}missing"],
+    &["MGET", "{bar}m1", "{bar}m2"],
+    &["SET", "{bar}new", "1"],
+    &["EVAL", "return redis.call('get', 'bar')", "0"],
+    &["EVAL", "return redis.call('get', '{bar}missing')", "0"],
+    &["CLUSTER", "SETSLOT", "5061", "STABLE"],
+    &["GET", "{bar}missing"],
+    // A slot being imported by A: served only after ASKING, for one
+    // command.
+    &["CLUSTER", "SETSLOT", "12182", "IMPORTING", "<ID-B>"],
+    &["GET", "foo"],
+    &["ASKING"],
+    &["GET", "foo"],
+    &["GET", "foo"],
+    &["ASKING"],
+    &["MGET", "foo", "{foo}2"],
+    &["ASKING"],
+    &["SET", "foo", "here"],
+    &["ASKING"],
+    &["MGET", "foo", "{foo}2"],
+    &["ASKING"],
+    &["PING"],
+    &["GET", "foo"],
+    &["CLUSTER", "SETSLOT", "12182", "STABLE"],
+    &["READONLY"],
+    &["GET", "foo"],
+    &["READWRITE"],
+    // Slot assignment errors once the cluster is formed.
+    &["CLUSTER", "ADDSLOTS", "8192"],
+    &["CLUSTER", "SETSLOT", "8192", "MIGRATING", "<ID-B>"],
+    &["CLUSTER", "SETSLOT", "100", "IMPORTING", "<ID-B>"],
+    &["CLUSTER", "SETSLOT", "100", "NODE", "<ID-B>"],
+    &["CLUSTER", "SETSLOT", "100", "NODE", "0000000000000000000000000000000000000000"],
+    &["CLUSTER", "SET-CONFIG-EPOCH", "9"],
+    &["CLUSTER", "FORGET", "<ID-A>"],
+    &["CLUSTER", "COUNT-FAILURE-REPORTS", "<ID-B>"],
+    &["CLUSTER", "REPLICAS", "<ID-B>"],
+    &["CLUSTER", "REPLICATE", "<ID-A>"],
+    &["CLUSTER", "REPLICATE", "<ID-B>"],
+    &["CLUSTER", "RESET"],
+    &["CLUSTER", "FLUSHSLOTS"],
+    &["CLUSTER", "SAVECONFIG"],
+    &["CLUSTER", "MEET", "127.0.0.1", "abc"],
+    &["CLUSTER", "MEET", "nohost", "7000"],
+];
+
+/// A reply with the pair's ids and B's address replaced by names.
+fn normalized(reply: &[u8], a: &Node, b: &Node, ids: &(String, String)) -> String {
+    text(reply.to_vec())
+        .replace(&ids.0, "<ID-A>")
+        .replace(&ids.1, "<ID-B>")
+        .replace(&format!("127.0.0.1:{}", b.port()), "<ADDR-B>")
+        .replace(&format!("127.0.0.1:{}", a.port()), "<ADDR-A>")
+        .replace(&format!(":{}\r\n", b.port()), ":<PORT-B>\r\n")
+        .replace(&format!(":{}\r\n", a.port()), ":<PORT-A>\r\n")
+        .replace(&format!("@{}", b.cport), "@<CPORT-B>")
+        .replace(&format!("@{}", a.cport), "@<CPORT-A>")
+}
+
+/// CLUSTER NODES with its lines sorted and the ping / pong times (which
+/// differ from run to run) blanked.
+fn nodes_listing(node: &Node, a: &Node, b: &Node, ids: &(String, String)) -> Vec<String> {
+    let listing = text(node.call(&["CLUSTER", "NODES"]));
+    let body = listing.split_once("\r\n").map_or("", |(_, rest)| rest);
+    let mut lines: Vec<String> = body
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let mut fields: Vec<String> = l.split(' ').map(str::to_string).collect();
+            if fields.len() > 5 {
+                fields[4] = "<PING>".into();
+                fields[5] = "<PONG>".into();
+            }
+            normalized(fields.join(" ").as_bytes(), a, b, ids)
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+fn replies(a: &Node, b: &Node, resp3: bool) -> Vec<String> {
+    let ids = (a.id(), b.id());
+    let mut c = Raw::connect(a.addr);
+    if resp3 {
+        c.call(&["HELLO", "3"]);
+    }
+    let mut out = Vec::new();
+    for line in LINES {
+        let words: Vec<String> = line.iter().map(|w| w.replace("<ID-A>", &ids.0).replace("<ID-B>", &ids.1)).collect();
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        out.push(format!("{line:?} -> {}", normalized(&c.call(&words), a, b, &ids)));
+    }
+    // CLUSTER INFO up to the message counts, which are the bus's own.
+    let info = text(c.call(&["CLUSTER", "INFO"]));
+    out.push(info.lines().skip(1).take(9).collect::<Vec<_>>().join("\n"));
+    out.extend(nodes_listing(a, a, b, &ids));
+    out.extend(nodes_listing(b, a, b, &ids));
+    out
+}
+
+#[test]
+fn a_two_node_cluster_answers_as_redis_cluster_does() {
+    let Some(ra) = redis_node(&[]) else { return };
+    let Some(rb) = redis_node(&[]) else { return };
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let ka = keylock_node(da.path(), &[]);
+    let kb = keylock_node(db.path(), &[]);
+    form_pair(&ra, &rb);
+    form_pair(&ka, &kb);
+    for resp3 in [false, true] {
+        if resp3 {
+            for n in [&ra, &ka] {
+                n.call(&["FLUSHALL"]);
+            }
+        }
+        let want = replies(&ra, &rb, resp3);
+        let got = replies(&ka, &kb, resp3);
+        let differ: Vec<String> = want
+            .iter()
+            .zip(&got)
+            .filter(|(w, g)| w != g)
+            .map(|(w, g)| format!("redis:   {w}\nkeylock: {g}"))
+            .collect();
+        assert!(differ.is_empty(), "RESP{}:\n{}", if resp3 { 3 } else { 2 }, differ.join("\n\n"));
+    }
+}
+
+#[test]
+fn a_standalone_node_answers_cluster_commands_as_redis_does() {
+    let Some(r) = redis_node(&[]) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let k = keylock_node(dir.path(), &[]);
+    let lines: &[&[&str]] = &[
+        &["CLUSTER", "INFO"],
+        &["SET", "foo", "bar"],
+        &["CLUSTER", "SLOTS"],
+        &["CLUSTER", "SHARDS"],
+        &["CLUSTER", "ADDSLOTS", "0", "1", "2"],
+        &["CLUSTER", "ADDSLOTS", "2"],
+        &["CLUSTER", "ADDSLOTS", "5", "5"],
+        &["CLUSTER", "ADDSLOTS", "16384"],
+        &["CLUSTER", "ADDSLOTS", "abc"],
+        &["CLUSTER", "ADDSLOTSRANGE", "10", "5"],
+        &["CLUSTER", "ADDSLOTSRANGE", "10", "20", "15", "30"],
+        &["CLUSTER", "ADDSLOTSRANGE", "100", "200", "300"],
+        &["CLUSTER", "ADDSLOTSRANGE", "100", "200"],
+        &["CLUSTER", "DELSLOTS", "7"],
+        &["CLUSTER", "DELSLOTS", "100"],
+        &["CLUSTER", "DELSLOTSRANGE", "150", "160"],
+        &["CLUSTER", "DELSLOTSRANGE", "150", "160"],
+        &["CLUSTER", "SLOTS"],
+        &["CLUSTER", "SHARDS"],
+        &["CLUSTER", "COUNTKEYSINSLOT", "0"],
+        &["CLUSTER", "COUNTKEYSINSLOT", "16384"],
+        &["CLUSTER", "COUNTKEYSINSLOT", "x"],
+        &["CLUSTER", "GETKEYSINSLOT", "0", "-1"],
+        &["CLUSTER", "GETKEYSINSLOT", "16384", "1"],
+        &["CLUSTER", "SETSLOT", "0", "NODE", "0123456789012345678901234567890123456789"],
+        &["CLUSTER", "SETSLOT", "0", "MIGRATING", "0123456789012345678901234567890123456789"],
+        &[
+            "CLUSTER",
+            "SETSLOT",
+            "5000",
+            "MIGRATING",
+            "0123456789012345678901234567890123456789",
+        ],
+        &[
+            "CLUSTER",
+            "SETSLOT",
+            "5000",
+            "IMPORTING",
+            "0123456789012345678901234567890123456789",
+        ],
+        &["CLUSTER", "SETSLOT", "0", "IMPORTING", "0123456789012345678901234567890123456789"],
+        &["CLUSTER", "SETSLOT", "0", "BOGUS"],
+        &["CLUSTER", "SETSLOT", "0", "STABLE", "extra"],
+        &["CLUSTER", "SETSLOT", "99999", "STABLE"],
+        &["CLUSTER", "FORGET", "0123456789012345678901234567890123456789"],
+        &["CLUSTER", "COUNT-FAILURE-REPORTS", "0123456789012345678901234567890123456789"],
+        &["CLUSTER", "REPLICAS", "0123456789012345678901234567890123456789"],
+        &["CLUSTER", "SLAVES", "0123456789012345678901234567890123456789"],
+        &["CLUSTER", "REPLICATE", "0123456789012345678901234567890123456789"],
+        &["CLUSTER", "FAILOVER"],
+        &["CLUSTER", "FAILOVER", "FORCE"],
+        &["CLUSTER", "FAILOVER", "BOGUS"],
+        &["CLUSTER", "FAILOVER", "A", "B"],
+        &["CLUSTER", "MEET", "127.0.0.1", "7000", "abc"],
+        &["CLUSTER", "MEET", "127.0.0.1", "0"],
+        &["CLUSTER", "MEET", "127.0.0.1", "7000", "1", "2"],
+        &["CLUSTER", "SET-CONFIG-EPOCH", "-1"],
+        &["CLUSTER", "SET-CONFIG-EPOCH", "x"],
+        &["CLUSTER", "RESET", "BOGUS"],
+        &["CLUSTER", "RESET", "SOFT", "extra"],
+        &["CLUSTER", "BOGUS"],
+        &["CLUSTER", "LINKS"],
+        &["CLUSTER", "BUMPEPOCH"],
+        &["CLUSTER", "BUMPEPOCH"],
+        &["CLUSTER", "SET-CONFIG-EPOCH", "5"],
+        &["CLUSTER", "HELP"],
+        &["FLUSHALL"],
+        &["CLUSTER", "FLUSHSLOTS"],
+        &["CLUSTER", "SLOTS"],
+        &["ASKING"],
+        &["READONLY"],
+        &["READWRITE"],
+        &["READONLY", "extra"],
+        &["SELECT", "x"],
+        &["SET", "foo", "bar"],
+    ];
+    let (rid, kid) = (r.id(), k.id());
+    let mut differ = Vec::new();
+    for line in lines {
+        let want = text(r.call(line)).replace(&rid, "<ID>").replace(&r.port().to_string(), "<PORT>");
+        let got = text(k.call(line)).replace(&kid, "<ID>").replace(&k.port().to_string(), "<PORT>");
+        if want != got {
+            differ.push(format!("{line:?}\n  redis:   {want:?}\n  keylock: {got:?}"));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
+
+fn redis_cli_found() -> bool {
+    Command::new("redis-cli").arg("--version").output().is_ok()
+}
+
+fn redis_cli(args: &[String]) -> String {
+    let out = Command::new("redis-cli").args(args).output().expect("redis-cli runs");
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// Three keylock nodes made a cluster by `redis-cli --cluster create`.
+fn created_cluster(dirs: &[tempfile::TempDir], extra: &[&str]) -> Vec<Node> {
+    let nodes: Vec<Node> = dirs.iter().map(|d| keylock_node(d.path(), extra)).collect();
+    let mut args = vec!["--cluster".to_string(), "create".into()];
+    args.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())));
+    args.extend(["--cluster-replicas".into(), "0".into(), "--cluster-yes".into()]);
+    let out = redis_cli(&args);
+    assert!(out.contains("[OK] All 16384 slots covered."), "{out}");
+    wait_for_cluster(&nodes.iter().collect::<Vec<_>>(), 3);
+    nodes
+}
+
+#[test]
+fn redis_cli_creates_checks_and_reshards_a_keylock_cluster() {
+    if !redis_server_found() || !redis_cli_found() {
+        return;
+    }
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let nodes = created_cluster(&dirs, &[]);
+    // Every node sees the same three masters and slot ranges.
+    let ids: Vec<String> = nodes.iter().map(Node::id).collect();
+    for n in &nodes {
+        let listing = n.text(&["CLUSTER", "NODES"]);
+        for (id, range) in ids.iter().zip(["0-5460", "5461-10922", "10923-16383"]) {
+            let line = listing
+                .lines()
+                .find(|l| l.starts_with(id.as_str()))
+                .unwrap_or_else(|| panic!("{listing}"));
+            assert!(line.ends_with(range), "{line}");
+            assert!(line.contains(" master ") || line.contains("myself,master"), "{line}");
+        }
+    }
+    // Keys written through the redis crate's cluster client land on the
+    // node serving their slot.
+    let urls: Vec<String> = nodes.iter().map(|n| format!("redis://127.0.0.1:{}", n.port())).collect();
+    let client = redis::cluster::ClusterClient::new(urls).unwrap();
+    let mut cc = client.get_connection().unwrap();
+    for i in 0..300 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("key:{i}"))
+            .arg(format!("v{i}"))
+            .query(&mut cc)
+            .unwrap();
+    }
+    let total: usize = nodes
+        .iter()
+        .map(|n| text(n.call(&["DBSIZE"])).trim_start_matches(':').trim().parse::<usize>().unwrap())
+        .sum();
+    assert_eq!(total, 300);
+    for n in &nodes {
+        let count = text(n.call(&["DBSIZE"])).trim_start_matches(':').trim().parse::<usize>().unwrap();
+        assert!(count > 50, "keys spread over the nodes: {count}");
+    }
+    // 3000 slots, with their keys, move from the first node to the third.
+    let out = redis_cli(&[
+        "--cluster".into(),
+        "reshard".into(),
+        format!("127.0.0.1:{}", nodes[0].port()),
+        "--cluster-from".into(),
+        ids[0].clone(),
+        "--cluster-to".into(),
+        ids[2].clone(),
+        "--cluster-slots".into(),
+        "3000".into(),
+        "--cluster-yes".into(),
+    ]);
+    assert!(!out.contains("ERR") && !out.contains("failed"), "{out}");
+    wait_until(10, "every node to see the new owner", || {
+        nodes.iter().all(|n| {
+            let listing = n.text(&["CLUSTER", "NODES"]);
+            listing.lines().any(|l| l.starts_with(ids[2].as_str()) && l.contains(" 0-2999 "))
+        })
+    });
+    let check = redis_cli(&["--cluster".into(), "check".into(), format!("127.0.0.1:{}", nodes[1].port())]);
+    assert!(check.contains("[OK] All nodes agree about slots configuration."), "{check}");
+    assert!(check.contains("[OK] All 16384 slots covered."), "{check}");
+    assert!(!check.contains("[WARNING]"), "{check}");
+    // Nothing was lost: every key reads back through the cluster client
+    // (following the new slot map).
+    let client = redis::cluster::ClusterClient::new(vec![format!("redis://127.0.0.1:{}", nodes[1].port())]).unwrap();
+    let mut cc = client.get_connection().unwrap();
+    for i in 0..300 {
+        let v: String = redis::cmd("GET").arg(format!("key:{i}")).query(&mut cc).unwrap();
+        assert_eq!(v, format!("v{i}"));
+    }
+    let first: usize = text(nodes[0].call(&["DBSIZE"])).trim_start_matches(':').trim().parse().unwrap();
+    let total: usize = nodes
+        .iter()
+        .map(|n| text(n.call(&["DBSIZE"])).trim_start_matches(':').trim().parse::<usize>().unwrap())
+        .sum();
+    assert_eq!(total, 300, "no key lost or duplicated by the reshard");
+    assert!(first < 100, "the first node gave keys away: {first}");
+}
+
+#[test]
+fn messages_published_on_one_node_reach_subscribers_of_another() {
+    if !redis_server_found() || !redis_cli_found() {
+        return;
+    }
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let nodes = created_cluster(&dirs, &[]);
+    let mut sub = Raw::connect(nodes[2].addr);
+    sub.call(&["SUBSCRIBE", "news"]);
+    let mut psub = Raw::connect(nodes[1].addr);
+    psub.call(&["PSUBSCRIBE", "n*"]);
+    // Receivers on the publishing node only.
+    assert_eq!(nodes[0].call(&["PUBLISH", "news", "hello"]), b":0\r\n");
+    assert_eq!(sub.reply(), b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$5\r\nhello\r\n");
+    assert_eq!(psub.reply(), b"*4\r\n$8\r\npmessage\r\n$2\r\nn*\r\n$4\r\nnews\r\n$5\r\nhello\r\n");
+}
+
+#[test]
+fn a_dead_node_is_flagged_failed_and_the_cluster_recovers_when_it_is_back() {
+    if !redis_server_found() || !redis_cli_found() {
+        return;
+    }
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut nodes = created_cluster(&dirs, &["--cluster-node-timeout", "1000"]);
+    let dead_id = nodes[2].id();
+    let (port, cport) = (nodes[2].port(), nodes[2].cport);
+    drop(nodes.pop());
+    wait_until(15, "the others to flag the dead node failed", || {
+        nodes.iter().all(|n| {
+            let listing = n.text(&["CLUSTER", "NODES"]);
+            let line = listing.lines().find(|l| l.starts_with(dead_id.as_str())).unwrap_or("");
+            line.contains("master,fail ") && info_field(n, "cluster_state") == "fail"
+        })
+    });
+    assert_eq!(info_field(&nodes[0], "cluster_slots_fail"), "5461");
+    let moved = text(nodes[0].call(&["GET", "foo"]));
+    assert_eq!(moved, "-CLUSTERDOWN The cluster is down\r\n");
+    // The node comes back on its address, with its nodes.conf.
+    let cport_text = cport.to_string();
+    let port_text = port.to_string();
+    let child = Command::new(env!("CARGO_BIN_EXE_keylock"))
+        .args(["--port", &port_text, "--cluster-enabled", "yes", "--cluster-port", &cport_text])
+        .args(["--cluster-node-timeout", "1000", "--dir", dirs[2].path().to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let back = Node {
+        addr: format!("127.0.0.1:{port}").parse().unwrap(),
+        cport,
+        _process: Box::new(Killed(child)),
+    };
+    wait_until(10, "the node to listen again", || std::net::TcpStream::connect(back.addr).is_ok());
+    assert_eq!(back.id(), dead_id, "the node keeps its id");
+    nodes.push(back);
+    wait_until(20, "the cluster to be ok again", || {
+        nodes.iter().all(|n| info_field(n, "cluster_state") == "ok")
+    });
+    let listing = nodes[2].text(&["CLUSTER", "NODES"]);
+    assert!(
+        listing.lines().any(|l| l.contains("myself,master") && l.ends_with("10923-16383")),
+        "{listing}"
+    );
+}
+
+#[test]
+fn a_second_node_on_the_same_nodes_conf_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let _first = keylock_node(dir.path(), &[]);
+    let out = Command::new(env!("CARGO_BIN_EXE_keylock"))
+        .args([
+            "--port",
+            "0",
+            "--cluster-enabled",
+            "yes",
+            "--cluster-port",
+            &free_port().to_string(),
+        ])
+        .arg("--dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        log.contains("Sorry, the cluster configuration file") && log.contains("is already used by a different Redis Cluster node"),
+        "{log}"
+    );
+}
+
+#[test]
+fn slots_taken_by_a_newer_claim_lose_their_keys_here() {
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = keylock_node(da.path(), &[]);
+    let b = keylock_node(db.path(), &[]);
+    form_pair(&a, &b);
+    assert_eq!(b.call(&["SET", "foo", "1"]), b"+OK\r\n");
+    assert_eq!(b.call(&["SET", "a", "1"]), b"+OK\r\n");
+    // A (epoch 1) takes slot 12182 (foo's) from B (epoch 2), as at the
+    // end of a manual migration: SETSLOT NODE on the importing node
+    // gives it a new epoch, greater than every other, so its claim wins
+    // everywhere.
+    assert_eq!(a.call(&["CLUSTER", "SETSLOT", "12182", "IMPORTING", &b.id()]), b"+OK\r\n");
+    assert_eq!(a.call(&["CLUSTER", "SETSLOT", "12182", "NODE", &a.id()]), b"+OK\r\n");
+    assert_eq!(info_field(&a, "cluster_my_epoch"), "3");
+    wait_until(10, "B to see A's claim", || {
+        text(b.call(&["GET", "foo"])).starts_with(&format!("-MOVED 12182 127.0.0.1:{}", a.port()))
+    });
+    // B dropped the keys it held in the slot it lost, and only those.
+    assert_eq!(b.call(&["CLUSTER", "COUNTKEYSINSLOT", "12182"]), b":0\r\n");
+    assert_eq!(b.call(&["GET", "a"]), b"$1\r\n1\r\n");
+    assert_eq!(info_field(&b, "cluster_current_epoch"), "3");
+}
+
+#[test]
+fn the_config_file_keeps_the_node_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (id, path);
+    {
+        let n = keylock_node(dir.path(), &[]);
+        id = n.id();
+        assert_eq!(n.call(&["CLUSTER", "ADDSLOTSRANGE", "0", "99", "200", "200"]), b"+OK\r\n");
+        assert_eq!(n.call(&["CLUSTER", "SET-CONFIG-EPOCH", "7"]), b"+OK\r\n");
+        path = dir.path().join("nodes.conf");
+        let conf = std::fs::read_to_string(&path).unwrap();
+        assert!(conf.starts_with(&format!("{id} ")), "{conf}");
+        assert!(conf.contains(" myself,master - 0 0 7 connected 0-99 200\n"), "{conf}");
+        assert!(conf.ends_with("vars currentEpoch 7 lastVoteEpoch 0\n"), "{conf}");
+    }
+    let n = keylock_node(dir.path(), &[]);
+    assert_eq!(n.id(), id);
+    let listing = n.text(&["CLUSTER", "NODES"]);
+    assert!(listing.contains(" myself,master - 0 0 7 connected 0-99 200\n"), "{listing}");
+    assert_eq!(info_field(&n, "cluster_current_epoch"), "7");
+    assert_eq!(info_field(&n, "cluster_slots_assigned"), "101");
+}
+
+/// A child process killed on drop.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Three nodes made a cluster by `redis-cli --cluster create`.
+fn create_with_redis_cli(nodes: &[&Node]) {
+    let mut args = vec!["--cluster".to_string(), "create".into()];
+    args.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())));
+    args.extend(["--cluster-replicas".into(), "0".into(), "--cluster-yes".into()]);
+    let out = redis_cli(&args);
+    assert!(out.contains("[OK] All 16384 slots covered."), "{out}");
+    wait_for_cluster(nodes, nodes.len());
+}
+
+/// A reply with the trio's ids, addresses and ports replaced by names.
+fn trio_normalized(reply: &str, nodes: &[&Node], ids: &[String]) -> String {
+    let mut out = reply.to_string();
+    for (i, (n, id)) in nodes.iter().zip(ids).enumerate() {
+        out = out
+            .replace(id.as_str(), &format!("<ID-{i}>"))
+            .replace(&format!("127.0.0.1:{}", n.port()), &format!("<ADDR-{i}>"))
+            .replace(&format!(":{}\r\n", n.port()), &format!(":<PORT-{i}>\r\n"))
+            .replace(&format!("int({})", n.port()), &format!("int(<PORT-{i}>)"))
+            .replace(&format!("@{}", n.cport), &format!("@<CPORT-{i}>"));
+    }
+    out
+}
+
+/// CLUSTER SHARDS as a sorted list of its shards (Redis lists them in
+/// its node table's hash order).
+fn shards(node: &Node) -> Vec<String> {
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{}", node.port()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let value: redis::Value = redis::cmd("CLUSTER").arg("SHARDS").query(&mut c).unwrap();
+    let redis::Value::Array(shards) = value else { panic!("{value:?}") };
+    let mut shards: Vec<String> = shards.iter().map(|s| format!("{s:?}")).collect();
+    shards.sort();
+    shards
+}
+
+#[test]
+fn a_cluster_redis_cli_created_answers_as_redis_cluster_does() {
+    if !redis_cli_found() {
+        return;
+    }
+    let redis: Vec<Node> = match (0..3).map(|_| redis_node(&[])).collect::<Option<Vec<_>>>() {
+        Some(nodes) => nodes,
+        None => return,
+    };
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let keylock: Vec<Node> = dirs.iter().map(|d| keylock_node(d.path(), &[])).collect();
+    let lines: &[&[&str]] = &[
+        &["SET", "bar", "1"],
+        &["SET", "key1", "1"],
+        &["SET", "foo", "1"],
+        &["GET", "{key1}x"],
+        &["MGET", "bar", "key1"],
+        &["EVAL", "return redis.call('get', KEYS[1])", "1", "key1"],
+        &["EVAL", "return redis.call('get', 'foo')", "0"],
+        &["CLUSTER", "KEYSLOT", "key1"],
+        &["CLUSTER", "SLOTS"],
+        &["CLUSTER", "COUNTKEYSINSLOT", "5061"],
+        &["CLUSTER", "SETSLOT", "5061", "MIGRATING", "<ID-1>"],
+        &["GET", "{bar}missing"],
+        &["CLUSTER", "SETSLOT", "5061", "STABLE"],
+        &["CLUSTER", "COUNT-FAILURE-REPORTS", "<ID-2>"],
+        &["CLUSTER", "REPLICAS", "<ID-1>"],
+    ];
+    let run = |nodes: &[&Node]| -> Vec<String> {
+        create_with_redis_cli(nodes);
+        let ids: Vec<String> = nodes.iter().map(|n| n.id()).collect();
+        let mut out = Vec::new();
+        for line in lines {
+            let words: Vec<String> = line
+                .iter()
+                .map(|w| {
+                    let mut w = w.to_string();
+                    for (i, id) in ids.iter().enumerate() {
+                        w = w.replace(&format!("<ID-{i}>"), id);
+                    }
+                    w
+                })
+                .collect();
+            let words: Vec<&str> = words.iter().map(String::as_str).collect();
+            out.push(format!("{line:?} -> {}", trio_normalized(&nodes[0].text(&words), nodes, &ids)));
+        }
+        for n in nodes {
+            let info = n.text(&["CLUSTER", "INFO"]);
+            out.push(info.lines().skip(1).take(9).collect::<Vec<_>>().join("\n"));
+            let listing = n.text(&["CLUSTER", "NODES"]);
+            let mut lines: Vec<String> = listing
+                .lines()
+                .skip(1)
+                .filter(|l| !l.is_empty())
+                .map(|l| {
+                    let mut f: Vec<&str> = l.split(' ').collect();
+                    f[4] = "<PING>";
+                    f[5] = "<PONG>";
+                    trio_normalized(&f.join(" "), nodes, &ids)
+                })
+                .collect();
+            lines.sort();
+            out.extend(lines);
+            out.extend(shards(n).into_iter().map(|s| trio_normalized(&s, nodes, &ids)));
+        }
+        out
+    };
+    let want = run(&redis.iter().collect::<Vec<_>>());
+    let got = run(&keylock.iter().collect::<Vec<_>>());
+    let differ: Vec<String> = want
+        .iter()
+        .zip(&got)
+        .filter(|(w, g)| w != g)
+        .map(|(w, g)| format!("redis:   {w}\nkeylock: {g}"))
+        .collect();
+    assert!(differ.is_empty() && want.len() == got.len(), "{}", differ.join("\n\n"));
+}
+
+#[test]
+fn a_client_blocked_on_a_slot_that_moves_away_is_redirected() {
+    let Some(ra) = redis_node(&[]) else { return };
+    let Some(rb) = redis_node(&[]) else { return };
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let ka = keylock_node(da.path(), &[]);
+    let kb = keylock_node(db.path(), &[]);
+    let mut seen = Vec::new();
+    for (a, b) in [(&ra, &rb), (&ka, &kb)] {
+        form_pair(a, b);
+        let mut blocked = Raw::connect(a.addr);
+        blocked.send_cmd(&[b"BLPOP", b"bar", b"0"]);
+        let mut zblocked = Raw::connect(a.addr);
+        zblocked.send_cmd(&[b"BZPOPMIN", b"{bar}z", b"0"]);
+        wait_until(5, "the clients to block", || {
+            text(a.call(&["INFO", "clients"])).contains("blocked_clients:2")
+        });
+        // Slot 5061 (bar's) is given to B: A's blocked clients are sent
+        // there.
+        assert_eq!(a.call(&["CLUSTER", "SETSLOT", "5061", "NODE", &b.id()]), b"+OK\r\n");
+        let moved = format!("-MOVED 5061 127.0.0.1:{}\r\n", b.port());
+        assert_eq!(text(blocked.reply()), moved);
+        assert_eq!(text(zblocked.reply()), moved);
+        assert!(text(a.call(&["INFO", "clients"])).contains("blocked_clients:0"));
+        seen.push(text(a.call(&["INFO", "errorstats"])).replace(&b.port().to_string(), "<PORT>"));
+    }
+    assert_eq!(seen[0], seen[1], "the redirections are counted as Redis counts them");
+}
