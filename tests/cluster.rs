@@ -427,8 +427,14 @@ fn a_standalone_node_answers_cluster_commands_as_redis_does() {
     assert!(differ.is_empty(), "{}", differ.join("\n"));
 }
 
+/// Whether redis-cli (Debian's redis-tools, which redis-server brings)
+/// is there; with KEYLOCK_REQUIRE_REDIS=1 its absence fails the test.
 fn redis_cli_found() -> bool {
-    Command::new("redis-cli").arg("--version").output().is_ok()
+    let found = Command::new("redis-cli").arg("--version").output().is_ok();
+    if !found && std::env::var("KEYLOCK_REQUIRE_REDIS").is_ok_and(|v| v == "1") {
+        panic!("redis-cli is required (KEYLOCK_REQUIRE_REDIS=1) but not on PATH");
+    }
+    found
 }
 
 fn redis_cli(args: &[String]) -> String {
@@ -741,6 +747,27 @@ fn a_cluster_redis_cli_created_answers_as_redis_cluster_does() {
         &["CLUSTER", "SETSLOT", "5061", "STABLE"],
         &["CLUSTER", "COUNT-FAILURE-REPORTS", "<ID-2>"],
         &["CLUSTER", "REPLICAS", "<ID-1>"],
+        &["SPUBLISH", "foo", "hello"],
+        &["SPUBLISH", "bar", "hello"],
+        &["PUBLISH", "foo", "hello"],
+        &["PUBSUB", "SHARDNUMSUB", "foo"],
+        &["SSUBSCRIBE", "foo"],
+        &["SSUBSCRIBE", "bar", "{bar}2"],
+        &["SSUBSCRIBE", "bar", "foo"],
+        &["SUNSUBSCRIBE", "foo"],
+        &["XREAD", "STREAMS", "bar", "foo", "0", "0"],
+        &["XREAD", "STREAMS", "foo", "0"],
+        &["SORT", "bar", "BY", "nosort", "STORE", "foo"],
+        &["ZUNIONSTORE", "foo", "1", "bar"],
+        &["MIGRATE", "127.0.0.1", "1", "", "0", "10", "KEYS", "foo"],
+        &["EVAL", "return 1", "2", "bar", "foo"],
+        &["FCALL", "f", "1", "foo"],
+        &["LMPOP", "2", "bar", "{bar}x", "LEFT"],
+        &["GEORADIUS", "bar", "0", "0", "1", "km", "STORE", "foo"],
+        &["OBJECT", "ENCODING", "foo"],
+        &["MEMORY", "USAGE", "foo"],
+        &["DEBUG", "OBJECT", "foo"],
+        &["TYPE", "foo"],
     ];
     let run = |nodes: &[&Node]| -> Vec<String> {
         create_with_redis_cli(nodes);
@@ -819,4 +846,53 @@ fn a_client_blocked_on_a_slot_that_moves_away_is_redirected() {
         seen.push(text(a.call(&["INFO", "errorstats"])).replace(&b.port().to_string(), "<PORT>"));
     }
     assert_eq!(seen[0], seen[1], "the redirections are counted as Redis counts them");
+}
+
+#[test]
+fn a_node_loading_keys_takes_their_unassigned_slots_and_refuses_other_databases() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    {
+        let standalone = Binary::start(&["--dir", d]);
+        let mut c = Raw::connect(standalone.addr);
+        c.call(&["SET", "bar", "1"]);
+        c.call(&["SET", "foo", "2"]);
+        assert_eq!(c.call(&["SAVE"]), b"+OK\r\n");
+    }
+    {
+        let node = keylock_node(dir.path(), &[]);
+        let listing = node.text(&["CLUSTER", "NODES"]);
+        assert!(listing.contains(" myself,master - 0 0 0 connected 5061 12182\n"), "{listing}");
+        assert_eq!(node.call(&["CLUSTER", "COUNTKEYSINSLOT", "5061"]), b":1\r\n");
+        let conf = std::fs::read_to_string(dir.path().join("nodes.conf")).unwrap();
+        assert!(conf.contains(" connected 5061 12182\n"), "{conf}");
+    }
+    // Keys in database 1: a cluster node cannot hold them.
+    std::fs::remove_file(dir.path().join("nodes.conf")).unwrap();
+    {
+        let standalone = Binary::start(&["--dir", d]);
+        let mut c = Raw::connect(standalone.addr);
+        c.call(&["SELECT", "1"]);
+        c.call(&["SET", "other", "1"]);
+        assert_eq!(c.call(&["SAVE"]), b"+OK\r\n");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_keylock"))
+        .args([
+            "--port",
+            "0",
+            "--cluster-enabled",
+            "yes",
+            "--cluster-port",
+            &free_port().to_string(),
+            "--dir",
+            d,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        log.contains("You can't have keys in a DB different than DB 0 when in Cluster mode. Exiting."),
+        "{log}"
+    );
 }

@@ -159,7 +159,7 @@ impl CommandDef {
 /// The command-specific key finders of Redis (`*GetKeys` in db.c) for
 /// the commands whose key specs cannot always tell, with the flags each
 /// gives its keys.
-fn getkeys_proc(name: &str, argv: &[Bytes]) -> Vec<(usize, u16)> {
+pub(crate) fn getkeys_proc(name: &str, argv: &[Bytes]) -> Vec<(usize, u16)> {
     use key_flag::{ACCESS, OW, RO, RW, UPDATE};
     // genericGetKeys(store, count, first, step): the key count at `count`
     // read with atoi, the keys from `first`, the stored-to key last.

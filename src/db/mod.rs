@@ -701,6 +701,11 @@ impl Db {
         )
     }
 
+    /// Every stored key, expired or not.
+    pub fn stored_keys(&self) -> impl Iterator<Item = &[u8]> {
+        self.keys.iter().map(|(k, _, _)| k)
+    }
+
     /// Up to `limit` stored keys (expired or not) of hash slot `slot`,
     /// newest first as Redis's slot-to-keys lists give them (exactly so
     /// while no key was deleted), and how many it holds in all. Found by

@@ -8,43 +8,56 @@ use bytes::Bytes;
 use super::{Client, State};
 use crate::cluster::bus::Announce;
 use crate::cluster::{DownPolicy, Query, Redirect};
-use crate::commands::table::{BeginSearch, Command, FindKeys, flag, key_flag};
+use crate::commands::table::{Command, flag};
 
-/// The keys of a command line, by Redis's key specs (commands keylock
-/// alone defines declare none).
+/// The keys a command line is routed by, found as Redis 7.0's
+/// `getKeysFromCommand` finds them for `getNodeByQuery`: by the
+/// command's own key finder when Redis has one, else by its legacy
+/// (first, last, step) range — which, unlike the key specs, counts the
+/// shard channels of SPUBLISH and SSUBSCRIBE as keys. Commands keylock
+/// alone defines have none.
 fn keys_of<'a>(cmd: &Command, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
-    if let Some(key) = single_key(cmd, argv) {
-        return vec![key];
-    }
-    match cmd.def {
-        Some(def) => def
-            .keys_in(argv)
+    let Some(def) = cmd.def else { return Vec::new() };
+    if def.getkeys_proc {
+        return crate::commands::defs::getkeys_proc(def.name, argv)
             .into_iter()
             .filter_map(|(i, _)| argv.get(i).map(|k| k.as_ref()))
-            .collect(),
-        None => Vec::new(),
+            .collect();
     }
+    let (first, last, step) = def.legacy_keys;
+    if first <= 0 {
+        return Vec::new();
+    }
+    let argc = argv.len() as i32;
+    let last = if last < 0 { argc + last } else { last };
+    let mut keys = Vec::new();
+    let mut j = first;
+    while j <= last {
+        if j >= argc {
+            // A variadic command given too few arguments: its own
+            // handler reports the error.
+            return Vec::new();
+        }
+        keys.push(argv[j as usize].as_ref());
+        j += step.max(1);
+    }
+    keys
 }
 
-/// The key of a command whose one key spec is one argument at a fixed
-/// place (GET, SET, HSET, EVALSHA's… no: most commands), found without
-/// walking the specs.
+/// The key of a command routed by one argument at a fixed place (GET,
+/// SET, HSET…), found without building a list.
 fn single_key<'a>(cmd: &Command, argv: &'a [Bytes]) -> Option<&'a [u8]> {
     let def = cmd.def?;
-    let [spec] = def.key_specs else { return None };
-    if def.getkeys_proc || spec.flags & (key_flag::NOT_KEY | key_flag::VARIABLE_FLAGS | key_flag::INCOMPLETE) != 0 {
-        return None;
-    }
-    match (spec.begin_search, spec.find_keys) {
-        (BeginSearch::Index(at), FindKeys::Range { lastkey: 0, .. }) => argv.get(at as usize).map(|k| k.as_ref()),
+    match def.legacy_keys {
+        (first, last, _) if first > 0 && first == last && !def.getkeys_proc => argv.get(first as usize).map(|k| k.as_ref()),
         _ => None,
     }
 }
 
 /// Whether Redis asks the slot map about this command at all: it has
-/// keys by its specs (or finds them by its own function), or is EXEC.
+/// key specs (shard channels count), or is EXEC.
 fn routed(cmd: &Command) -> bool {
-    cmd.def.is_some_and(|d| d.has_keys()) || cmd.full_name == "exec"
+    cmd.def.is_some_and(|d| !d.key_specs.is_empty() || d.getkeys_proc) || cmd.full_name == "exec"
 }
 
 fn down_policy(params: &crate::config_params::ConfigParams) -> DownPolicy {
@@ -164,6 +177,49 @@ impl State {
         let dir = self.params.value("dir").unwrap_or(".");
         let file = self.params.value("cluster-config-file").unwrap_or("nodes.conf");
         std::path::Path::new(dir).join(file).to_string_lossy().into_owned()
+    }
+
+    /// Redis's `verifyClusterConfigWithData`, after the dataset loaded:
+    /// keys only in database 0 (false otherwise: the server stops); a
+    /// slot holding keys that no node serves becomes this node's, one
+    /// that another node serves is marked as being imported.
+    pub fn cluster_verify_with_data(&mut self) -> bool {
+        if self.dbs.iter().skip(1).any(|db| !db.is_empty()) {
+            return false;
+        }
+        let mut populated = vec![false; crate::cluster::SLOTS];
+        for key in self.dbs[0].stored_keys() {
+            populated[crate::cluster::key_hash_slot(key) as usize] = true;
+        }
+        let Some(c) = self.cluster.as_deref_mut() else { return true };
+        let mut updated = false;
+        for (slot, _) in populated.iter().enumerate().filter(|(_, p)| **p) {
+            let slot = slot as u16;
+            if c.serves(slot) || c.importing.contains_key(&slot) {
+                continue;
+            }
+            updated = true;
+            match c.owner(slot).map(|n| n.id.clone()) {
+                None => {
+                    crate::log::warning(format_args!(
+                        "I have keys for unassigned slot {slot}. Taking responsibility for it."
+                    ));
+                    c.add_slot(0, slot);
+                }
+                Some(owner) => {
+                    crate::log::warning(format_args!(
+                        "I have keys for slot {slot}, but the slot is assigned to another node. Setting it to importing state."
+                    ));
+                    c.importing.insert(slot, owner);
+                }
+            }
+        }
+        if updated {
+            c.save_pending = true;
+            c.fsync_pending = true;
+            self.cluster_save_if_changed();
+        }
+        true
     }
 
     /// How many keys (expired or not) hash slot `slot` holds here.

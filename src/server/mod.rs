@@ -753,6 +753,12 @@ fn load_dataset(shared: &Shared, load_at_start: bool) {
         }
         std::process::exit(1);
     }
+    if engine.state.cluster_enabled() && !engine.state.cluster_verify_with_data() {
+        log::warning(format_args!(
+            "You can't have keys in a DB different than DB 0 when in Cluster mode. Exiting."
+        ));
+        std::process::exit(1);
+    }
 }
 
 /// The server thread: runtime, listeners, cron, until stopped.
