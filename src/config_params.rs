@@ -252,6 +252,7 @@ const OOM_SCORE_ADJ: EnumOptions = &[("no", 0), ("yes", 1), ("relative", 1), ("a
 const ACL_PUBSUB_DEFAULT: EnumOptions = &[("allchannels", 1), ("resetchannels", 0)];
 const SANITIZE_DUMP_PAYLOAD: EnumOptions = &[("no", 0), ("yes", 1), ("clients", 2)];
 const CLOCK_START: EnumOptions = &[("real", 0), ("frozen", 1)];
+const REPLICATION_MODE: EnumOptions = &[("standalone", 0), ("raft", 1)];
 const PROTECTED_ACTION: EnumOptions = &[("no", 0), ("yes", 1), ("local", 2)];
 const CLUSTER_ENDPOINT_TYPE: EnumOptions = &[("ip", 0), ("hostname", 1), ("unknown-endpoint", 2)];
 const PROPAGATION_ERROR_BEHAVIOR: EnumOptions = &[("ignore", 0), ("panic", 1), ("panic-on-replicas", 2)];
@@ -726,6 +727,13 @@ static PARAMS: &[Param] = &[
     // How the clock starts: flowing in real time, or frozen at start-up
     // until KEYLOCK CLOCK moves it.
     choice("clock", IMMUTABLE | HIDDEN, CLOCK_START, "real"),
+    // keylock's Raft-replicated shards (see `raft`): the mode, this
+    // member's id, the port its Raft messages come in on, and every
+    // member as `ID=HOST:PORT:RAFTPORT`.
+    choice("replication", IMMUTABLE | HIDDEN, REPLICATION_MODE, "standalone"),
+    int("raft-id", None, IMMUTABLE | HIDDEN, 0, i64::MAX, "0"),
+    int("raft-port", None, IMMUTABLE | HIDDEN, 0, 65535, "0"),
+    text("raft-members", None, IMMUTABLE | HIDDEN, ""),
     number("lua-memory-limit", None, MODIFIABLE, unsigned(0, ULLONG_MAX), Unit::Memory, "0"),
 ];
 

@@ -53,6 +53,8 @@ pub mod memory;
 pub mod numfmt;
 pub mod process;
 pub mod pubsub;
+#[cfg(feature = "raft")]
+pub mod raft;
 pub mod rdb;
 pub mod reply;
 pub mod request;

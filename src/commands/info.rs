@@ -342,7 +342,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
         }
         "replication" => {
             line!("# Replication");
-            line!("role:master");
+            line!("role:{}", if st.raft_accepts_writes() { "master" } else { "slave" });
             line!("connected_slaves:{}", st.replicas.ids.len());
             for (i, id) in st.replicas.ids.iter().enumerate() {
                 if let Some(replica) = st.clients.get(id) {
@@ -362,6 +362,8 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("repl_backlog_size:{}", st.params.int("repl-backlog-size").unwrap_or(1 << 20));
             line!("repl_backlog_first_byte_offset:0");
             line!("repl_backlog_histlen:0");
+            #[cfg(feature = "raft")]
+            st.raft_info(out);
         }
         "cpu" => {
             let (user, sys) = crate::memory::cpu_times();

@@ -306,6 +306,24 @@ fn parse_command(buf: &[u8], mut at: usize) -> Parsed {
     Parsed::Command(argv, at)
 }
 
+/// The commands of a stream of RESP arrays (an AOF's, or the effects of a
+/// Raft entry).
+pub fn parse_commands(buf: &[u8]) -> Result<Vec<Vec<Bytes>>, String> {
+    let mut commands = Vec::new();
+    let mut at = 0;
+    loop {
+        match parse_command(buf, at) {
+            Parsed::Command(argv, next) => {
+                commands.push(argv);
+                at = next;
+            }
+            Parsed::End => return Ok(commands),
+            Parsed::Truncated => return Err("a command is cut short".into()),
+            Parsed::Bad => return Err("not a RESP array of bulk strings".into()),
+        }
+    }
+}
+
 impl State {
     /// Whether the append-only file is on.
     pub fn aof_on(&self) -> bool {

@@ -183,7 +183,7 @@ impl State {
             return;
         }
         for db in &self.dbs {
-            db.keep_expired_keys(false);
+            db.keep_expired_keys(self.raft_follower);
         }
         let held: Vec<ClientId> = self
             .clients

@@ -193,6 +193,12 @@ impl Durability {
         });
     }
 
+    /// What was recorded up to `upto` is held by a majority of a Raft
+    /// shard (its "sync").
+    pub fn committed_to(&self, upto: u64) {
+        self.advance_to(upto);
+    }
+
     /// The file holds everything recorded up to `upto`.
     pub fn written_to(&self, upto: u64) {
         self.progress.send_if_modified(|p| {

@@ -52,6 +52,8 @@ use crate::scripting::call::ScriptLimits;
 pub const UNKNOWN_COMMAND: &str = "ERR Unknown Redis command called from script";
 pub const WRONG_ARITY: &str = "ERR Wrong number of args calling Redis command from script";
 pub const NOT_ALLOWED: &str = "ERR This Redis command is not allowed from script";
+/// A write on a Raft shard member that does not lead (Redis's replica error).
+pub const RAFT_READONLY: &str = "READONLY You can't write against a read only replica.";
 pub const WRITE_IN_READ_ONLY: &str = "ERR Write commands are not allowed from read-only scripts.";
 /// Redis's `slowevalerr`: a client's command while an EVAL is busy.
 /// What commands not flagged `loading` get while the dataset loads.
@@ -213,6 +215,10 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
     }
     if !state.enough_good_replicas() && state.command_flags(scripts, client, cmd, argv) & flag::WRITE != 0 {
         return Err(Refusal::of(CmdError::new(NOREPLICAS), Some(cmd)));
+    }
+    // A shard member that does not lead is a read-only replica.
+    if !state.raft_accepts_writes() && !client.replaying && state.command_flags(scripts, client, cmd, argv) & flag::WRITE != 0 {
+        return Err(Refusal::of(CmdError::new(RAFT_READONLY), Some(cmd)));
     }
     if client.monitor && cmd.spec.has(flag::WRITE | flag::READONLY | flag::MAY_REPLICATE) {
         // Redis treats a MONITOR connection like a replica.
@@ -409,6 +415,11 @@ pub fn for_script(
     if let Some(denial) = acl_denial(state, client, cmd, argv) {
         log_denial(state, client, denial, Context::Lua, cmd, argv);
         return refuse(denial.script_error(), Some(cmd));
+    }
+    // A script's write on a shard member that does not lead (Redis's
+    // `scriptVerifyWriteCommandAllow` on a read-only replica).
+    if cmd.spec.has(flag::WRITE) && !state.raft_accepts_writes() && !client.replaying {
+        return refuse(RAFT_READONLY, Some(cmd));
     }
     // Redis refuses anything that could propagate (PUBLISH too) in a read-only script.
     if limits.read_only && cmd.spec.has(flag::WRITE | flag::MAY_REPLICATE) {

@@ -26,6 +26,8 @@ pub mod histogram;
 pub mod latency;
 pub mod output;
 pub mod persistence;
+#[cfg(feature = "raft")]
+pub mod raft;
 pub mod replication;
 pub mod scripts;
 pub mod slowlog;
@@ -236,6 +238,13 @@ pub struct State {
     /// Cluster mode (`cluster-enabled yes`): this node's view of the
     /// cluster (see `crate::cluster`); None on a standalone server.
     pub cluster: Option<Box<crate::cluster::Cluster>>,
+    /// A Raft-replicated shard's member (`--replication raft`): its role
+    /// and what it proposed (see [`raft`]).
+    #[cfg(feature = "raft")]
+    pub raft: Option<Box<raft::RaftState>>,
+    /// This member of a shard is not its leader: keys past their deadline
+    /// stay (the leader's DELs remove them) and no expiry cycle runs.
+    pub raft_follower: bool,
     /// Whether a data command was renamed: scripts then run through Lua
     /// (see `Renames::moves_data_commands`).
     pub renames_data_commands: bool,
@@ -513,6 +522,9 @@ impl State {
             renames_data_commands: renames.moves_data_commands(),
             renames,
             cluster: None,
+            #[cfg(feature = "raft")]
+            raft: None,
+            raft_follower: false,
         }
     }
 
@@ -1172,6 +1184,14 @@ pub struct Engine {
     pub scripts: Scripts,
 }
 
+#[cfg(not(feature = "raft"))]
+impl State {
+    /// Whether this server takes writes (always, without Raft).
+    pub fn raft_accepts_writes(&self) -> bool {
+        true
+    }
+}
+
 impl Engine {
     pub fn new(state: State) -> Engine {
         let scripts = Scripts::new(state.watchdog.clone(), state.runtime.lua_memory_limit);
@@ -1389,7 +1409,7 @@ impl Engine {
         let now = self.state.clock.now_ms();
         let deadline = Instant::now() + Duration::from_millis(25);
         // A pause whose time is up ends; while one holds, nothing expires.
-        let paused = self.state.paused().is_some() || !self.state.debug.active_expire;
+        let paused = self.state.paused().is_some() || !self.state.debug.active_expire || self.state.raft_follower;
         let cycle_started = Instant::now();
         for db in &mut self.state.dbs {
             // Redis's rule: keep sampling while more than a quarter of a

@@ -20,6 +20,8 @@ pub mod conn;
 pub mod control;
 pub mod limits;
 pub mod parser;
+#[cfg(feature = "raft")]
+mod raft;
 mod stream;
 mod tls;
 
@@ -134,6 +136,8 @@ impl Shared {
         if self.engine.borrow().state.cluster_enabled() {
             self.after_bus_message();
         }
+        #[cfg(feature = "raft")]
+        raft::propose(self);
         if !self.busy_touched.borrow().is_empty() {
             let touched = std::mem::take(&mut *self.busy_touched.borrow_mut());
             let conns = self.conns.borrow();
@@ -268,6 +272,8 @@ pub struct BoundServer {
     tls_addr: Option<SocketAddr>,
     tls: Option<Arc<crate::tls::TlsContext>>,
     cluster: Option<ClusterStart>,
+    #[cfg(feature = "raft")]
+    shard: Option<crate::raft::shard::Shard>,
 }
 
 /// Cluster mode at start: this node's view (from `nodes.conf`), its bus
@@ -445,6 +451,12 @@ impl Server {
         } else {
             None
         };
+        #[cfg(feature = "raft")]
+        let shard = if params.value("replication") == Some("raft") {
+            Some(raft::start_shard(&config, &params).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?)
+        } else {
+            None
+        };
         Ok(BoundServer {
             config,
             listeners,
@@ -452,6 +464,8 @@ impl Server {
             tls_addr,
             tls,
             cluster,
+            #[cfg(feature = "raft")]
+            shard,
         })
     }
 }
@@ -478,6 +492,8 @@ impl BoundServer {
             tls_addr,
             tls,
             cluster,
+            #[cfg(feature = "raft")]
+            shard,
         } = self;
         let (stop_tx, _) = watch::channel(false);
         let stop = Arc::new(stop_tx);
@@ -520,7 +536,18 @@ impl BoundServer {
                     bus = start.bus;
                     lock = Some(start._lock);
                 }
-                serve(listeners, bus, state, load_at_start, ready, thread_stop, thread_by_signal);
+                #[cfg(feature = "raft")]
+                let (shard, load_at_start) = match shard {
+                    Some(shard) => {
+                        state.attach_raft(shard.id);
+                        // The dataset comes from the Raft log.
+                        (Some(shard), false)
+                    }
+                    None => (None, load_at_start),
+                };
+                #[cfg(not(feature = "raft"))]
+                let shard: Option<()> = None;
+                serve(listeners, bus, shard, state, load_at_start, ready, thread_stop, thread_by_signal);
                 drop(lock);
                 files.remove();
                 if let Some(dir) = private_dir {
@@ -762,9 +789,16 @@ fn load_dataset(shared: &Shared, load_at_start: bool) {
 }
 
 /// The server thread: runtime, listeners, cron, until stopped.
+#[cfg(feature = "raft")]
+type ShardStart = crate::raft::shard::Shard;
+#[cfg(not(feature = "raft"))]
+type ShardStart = ();
+
+#[allow(clippy::too_many_arguments)]
 fn serve(
     listeners: Vec<StdListener>,
     bus: Vec<std::net::TcpListener>,
+    shard: Option<ShardStart>,
     state: State,
     load_at_start: bool,
     ready: ReadyLines,
@@ -833,6 +867,12 @@ fn serve(
             }
         }
         shared.after_bus_message();
+        #[cfg(feature = "raft")]
+        if let Some(shard) = shard {
+            raft::serve_shard(&shared, shard);
+        }
+        #[cfg(not(feature = "raft"))]
+        let _ = shard;
         tokio::task::spawn_local(cron_loop(shared.clone()));
         tokio::task::spawn_local(aof_flusher(shared.clone()));
         let mut stopped = stop.subscribe();
@@ -922,6 +962,8 @@ async fn cron_loop(shared: Rc<Shared>) {
         if shared.engine.borrow().state.cluster_enabled() {
             shared.after_bus_message();
         }
+        #[cfg(feature = "raft")]
+        raft::propose(&shared);
     }
 }
 

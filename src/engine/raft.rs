@@ -1,0 +1,246 @@
+//! The engine's side of a Raft-replicated shard (`crate::raft`).
+//!
+//! - The leader runs commands as a standalone server does; the effect
+//!   stream's commands of each batch (SELECT first, so each entry stands
+//!   alone) become one proposal, and the output queued since waits until
+//!   the entry is committed: the gate of `durable`, where "synced" means
+//!   "held by a majority" (see `server::raft`).
+//! - A member that is not the leader refuses writes with Redis's replica
+//!   error (`READONLY`), runs scripts through Lua so that their writes are
+//!   refused too, never expires keys itself (the leader's DELs do, as a
+//!   Redis replica waits for its master's), and applies committed entries
+//!   by replaying their effects.
+//! - The leader skips its own entries when they are applied: it ran them.
+//!   A leader that loses its leadership with entries not yet committed
+//!   rebuilds its dataset from the log's committed entries.
+
+use std::sync::{Arc, Mutex};
+
+use super::State;
+use super::effects::EffectsTap;
+use crate::raft::{LogId, Member, NodeId, Proposal, Raft};
+
+/// A member's role, as its Raft instance last said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Leader,
+    Follower,
+    Candidate,
+}
+
+/// The engine's view of its shard.
+pub struct RaftState {
+    pub id: NodeId,
+    /// None until the Raft instance is made.
+    pub raft: Option<Raft>,
+    pub role: Role,
+    pub term: u64,
+    pub leader: Option<(NodeId, Member)>,
+    /// Changes with every rebuild of the dataset: entries this member ran
+    /// as leader in this incarnation are not replayed.
+    pub incarnation: u64,
+    /// The effects recorded since the last proposal.
+    pending: Arc<Mutex<Vec<u8>>>,
+    tap: u64,
+    /// Proposals sent and not yet committed.
+    pub in_flight: u64,
+    /// Entries applied, and the last one's log id.
+    pub applied: u64,
+    pub last_applied: Option<LogId>,
+    /// Proposals committed, since start.
+    pub committed: u64,
+    /// Rebuilds of the dataset from the log.
+    pub rebuilds: u64,
+}
+
+impl std::fmt::Debug for RaftState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftState")
+            .field("id", &self.id)
+            .field("role", &self.role)
+            .field("term", &self.term)
+            .field("in_flight", &self.in_flight)
+            .finish()
+    }
+}
+
+impl RaftState {
+    pub fn is_leader(&self) -> bool {
+        self.role == Role::Leader
+    }
+}
+
+impl State {
+    /// Joins the engine to its shard: effects are gathered for proposals,
+    /// output waits for commits, and the member starts as a follower.
+    pub fn attach_raft(&mut self, id: NodeId) {
+        let pending = Arc::new(Mutex::new(Vec::new()));
+        let sink = pending.clone();
+        self.key_events.record_expired_deletions();
+        let tap = self.effects.attach(EffectsTap::aof(move |bytes| {
+            sink.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(bytes)
+        }));
+        self.durability.set_wait(super::durable::Wait::Synced);
+        self.raft = Some(Box::new(RaftState {
+            id,
+            raft: None,
+            role: Role::Follower,
+            term: 0,
+            leader: None,
+            incarnation: fastrand::u64(..),
+            pending,
+            tap,
+            in_flight: 0,
+            applied: 0,
+            last_applied: None,
+            committed: 0,
+            rebuilds: 0,
+        }));
+        self.set_raft_follower(true);
+    }
+
+    /// Whether this member takes writes: it is the leader (or the server
+    /// is not a shard member).
+    pub fn raft_accepts_writes(&self) -> bool {
+        self.raft.as_ref().is_none_or(|r| r.is_leader())
+    }
+
+    /// Followers keep keys past their deadline (reads do not see them)
+    /// and run no expiry cycle: the leader's DELs remove them.
+    fn set_raft_follower(&mut self, follower: bool) {
+        self.raft_follower = follower;
+        let keep = follower || self.pause.is_some();
+        for db in &self.dbs {
+            db.keep_expired_keys(keep);
+        }
+    }
+
+    /// The effects recorded since the last call, as a proposal, with the
+    /// durability count output queued until now waits for; None when
+    /// there are none. A member that is not the leader drops them (a
+    /// replayed entry records none; nothing else writes there).
+    pub fn take_raft_proposal(&mut self) -> Option<(Proposal, u64)> {
+        let r = self.raft.as_deref_mut()?;
+        let effects = std::mem::take(&mut *r.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        if effects.is_empty() {
+            return None;
+        }
+        if !r.is_leader() {
+            return None;
+        }
+        // The next proposal starts with its SELECT.
+        self.effects.reselect(r.tap);
+        r.in_flight += 1;
+        let upto = self.durability.record(effects.len());
+        let proposal = Proposal {
+            author: r.id,
+            incarnation: r.incarnation,
+            effects,
+        };
+        Some((proposal, upto))
+    }
+
+    /// A proposal was committed: output waiting for it goes.
+    pub fn raft_committed(&mut self, upto: u64) {
+        if let Some(r) = self.raft.as_deref_mut() {
+            r.in_flight = r.in_flight.saturating_sub(1);
+            r.committed += 1;
+        }
+        self.durability.committed_to(upto);
+    }
+
+    /// The Raft instance says who leads now. Returns true when this
+    /// member must rebuild its dataset: it stopped leading with proposals
+    /// that may never be committed.
+    pub fn raft_role_changed(&mut self, role: Role, term: u64, leader: Option<(NodeId, Member)>) -> bool {
+        let Some(r) = self.raft.as_deref_mut() else { return false };
+        let was_leader = r.is_leader();
+        r.role = role;
+        r.term = term;
+        r.leader = leader;
+        let lost_writes = was_leader && role != Role::Leader && r.in_flight > 0;
+        let leader_now = role == Role::Leader;
+        if leader_now && !was_leader {
+            crate::log::notice(format_args!("Raft: leading the shard (term {term})"));
+            let tap = r.tap;
+            self.effects.reselect(tap);
+        } else if was_leader && !leader_now {
+            crate::log::notice(format_args!("Raft: no longer leading the shard (term {term})"));
+        }
+        self.set_raft_follower(!leader_now);
+        lost_writes
+    }
+
+    /// Applies committed entries: each one's effects are replayed, except
+    /// those this member ran itself as leader in this incarnation.
+    pub fn raft_apply(&mut self, scripts: &mut super::Scripts, entries: Vec<(LogId, Proposal)>) {
+        let Some(r) = self.raft.as_deref_mut() else { return };
+        let (me, incarnation) = (r.id, r.incarnation);
+        for (log_id, proposal) in entries {
+            if let Some(r) = self.raft.as_deref_mut() {
+                r.applied += 1;
+                r.last_applied = Some(log_id);
+            }
+            if proposal.author == me && proposal.incarnation == incarnation {
+                continue;
+            }
+            match super::aof::parse_commands(&proposal.effects) {
+                Ok(commands) => {
+                    if let Err(e) = super::aof::replay(self, scripts, commands) {
+                        crate::log::warning(format_args!("Raft: entry {log_id} did not apply cleanly: {e}"));
+                    }
+                }
+                Err(e) => crate::log::warning(format_args!("Raft: entry {log_id} is damaged: {e}")),
+            }
+        }
+        self.flush_effects();
+    }
+
+    /// Before a rebuild: the dataset and functions emptied, every client
+    /// disconnected (their waiting replies would tell of writes that may
+    /// be lost), a new incarnation so that every entry is replayed.
+    pub fn raft_reset_dataset(&mut self, scripts: &mut super::Scripts) {
+        crate::log::warning(format_args!(
+            "Raft: stopped leading with writes not yet committed: rebuilding the dataset from the log"
+        ));
+        for db in &mut self.dbs {
+            db.clear();
+        }
+        let limit = self.runtime.lua_memory_limit;
+        let _ = scripts.reset_functions(limit);
+        for c in self.clients.values() {
+            c.outbox.close();
+        }
+        if let Some(r) = self.raft.as_deref_mut() {
+            r.incarnation = fastrand::u64(..);
+            r.in_flight = 0;
+            r.rebuilds += 1;
+            r.applied = 0;
+            r.last_applied = None;
+            r.pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        }
+        // Nothing recorded before may hold output any more.
+        self.durability.committed_to(self.durability.recorded());
+    }
+
+    /// INFO replication's lines for a shard member.
+    pub fn raft_info(&self, out: &mut String) {
+        use std::fmt::Write;
+        let Some(r) = self.raft.as_deref() else { return };
+        let _ = write!(
+            out,
+            "raft_id:{}\r\nraft_role:{}\r\nraft_term:{}\r\nraft_leader:{}\r\nraft_applied:{}\r\nraft_in_flight:{}\r\nraft_rebuilds:{}\r\n",
+            r.id,
+            match r.role {
+                Role::Leader => "leader",
+                Role::Follower => "follower",
+                Role::Candidate => "candidate",
+            },
+            r.term,
+            r.leader.as_ref().map_or(String::new(), |(id, m)| format!("{id}@{}", m.client_addr)),
+            r.last_applied.map_or(0, |l| l.index),
+            r.in_flight,
+            r.rebuilds,
+        );
+    }
+}

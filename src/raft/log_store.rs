@@ -1,0 +1,260 @@
+//! The Raft log and vote of one member, on disk in `dir/raft/`:
+//!
+//! - `log`: the entries, appended as records `[u32 length][u32 CRC32C]
+//!   [bincode entry]`; a record cut short or damaged at the end (a crash
+//!   mid-write) is cut off at start;
+//! - `vote`: the vote, replaced atomically (temporary file, sync, rename);
+//! - `committed`: the last committed log id, a hint that lets a restarted
+//!   member rebuild its dataset from its own log at once.
+//!
+//! Appends are synced (`fdatasync`) before openraft is told they are
+//! stored, so this member counts towards a commit only with the entry on
+//! its disk; the vote is synced before it is used. The entries are also
+//! kept in memory for the replication streams.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::ops::RangeBounds;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use openraft::storage::{LogFlushed, RaftLogStorage};
+use openraft::{AnyError, ErrorSubject, ErrorVerb, LogState, OptionalSend, RaftLogReader, StorageIOError, Vote};
+
+use super::{Entry, LogId, NodeId, StorageError, TypeConfig};
+
+const CRC32C: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    file: File,
+    /// index -> (entry, offset of its record in `log`).
+    log: BTreeMap<u64, (Entry, u64)>,
+    /// Where the next record goes.
+    end: u64,
+    last_purged: Option<LogId>,
+    committed: Option<LogId>,
+    vote: Option<Vote<NodeId>>,
+}
+
+/// A handle to the member's log (clones share it).
+#[derive(Debug, Clone)]
+pub struct LogStore {
+    inner: Arc<Mutex<Inner>>,
+}
+
+fn io_error(subject: ErrorSubject<NodeId>, verb: ErrorVerb, e: impl std::error::Error + 'static) -> StorageError {
+    StorageIOError::new(subject, verb, AnyError::new(&e)).into()
+}
+
+fn write_atomically(dir: &Path, name: &str, bytes: &[u8], sync: bool) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut f = File::create(&tmp)?;
+    f.write_all(bytes)?;
+    if sync {
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, dir.join(name))?;
+    if sync {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+fn read_optional(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+impl LogStore {
+    /// Opens (or creates) the log in `dir`.
+    pub fn open(dir: &Path) -> std::io::Result<LogStore> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join("log");
+        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        let mut log = BTreeMap::new();
+        let mut at = 0usize;
+        while at + 8 <= bytes.len() {
+            let len = u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
+            let crc = u32::from_be_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
+            let Some(body) = bytes.get(at + 8..at + 8 + len) else { break };
+            if CRC32C.checksum(body) != crc {
+                break;
+            }
+            let Ok(entry) = bincode::deserialize::<Entry>(body) else { break };
+            // A record that rewrote an index (after a truncation) replaces
+            // what followed it.
+            let index = entry.log_id.index;
+            let _ = log.split_off(&index);
+            log.insert(index, (entry, at as u64));
+            at += 8 + len;
+        }
+        if at < bytes.len() {
+            crate::log::warning(format_args!(
+                "Raft log {}: {} bytes at the end are not a whole entry: cut off",
+                path.display(),
+                bytes.len() - at
+            ));
+            file.set_len(at as u64)?;
+            file.sync_all()?;
+        }
+        let vote = match read_optional(&dir.join("vote"))? {
+            Some(b) => Some(bincode::deserialize(&b).map_err(std::io::Error::other)?),
+            None => None,
+        };
+        let committed = match read_optional(&dir.join("committed"))? {
+            Some(b) => bincode::deserialize(&b).ok().flatten(),
+            None => None,
+        };
+        let last_purged: Option<LogId> = match read_optional(&dir.join("purged"))? {
+            Some(b) => bincode::deserialize(&b).ok().flatten(),
+            None => None,
+        };
+        if let Some(purged) = last_purged {
+            log = log.split_off(&(purged.index + 1));
+        }
+        Ok(LogStore {
+            inner: Arc::new(Mutex::new(Inner {
+                dir: dir.to_path_buf(),
+                file,
+                log,
+                end: at as u64,
+                last_purged,
+                committed,
+                vote,
+            })),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether nothing was ever stored (a new member).
+    pub fn is_new(&self) -> bool {
+        let inner = self.lock();
+        inner.vote.is_none() && inner.log.is_empty() && inner.last_purged.is_none()
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        Ok(self.lock().log.range(range).map(|(_, (e, _))| e.clone()).collect())
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+        let inner = self.lock();
+        let last = inner.log.last_key_value().map(|(_, (e, _))| e.log_id);
+        Ok(LogState {
+            last_purged_log_id: inner.last_purged,
+            last_log_id: last.or(inner.last_purged),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError> {
+        let mut inner = self.lock();
+        let bytes = bincode::serialize(vote).map_err(|e| io_error(ErrorSubject::Vote, ErrorVerb::Write, e))?;
+        write_atomically(&inner.dir, "vote", &bytes, true).map_err(|e| io_error(ErrorSubject::Vote, ErrorVerb::Write, e))?;
+        inner.vote = Some(*vote);
+        Ok(())
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError> {
+        Ok(self.lock().vote)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
+        let mut inner = self.lock();
+        inner.committed = committed;
+        // A hint: not synced (a member that lost it waits for the leader).
+        if let Ok(bytes) = bincode::serialize(&committed) {
+            let _ = write_atomically(&inner.dir, "committed", &bytes, false);
+        }
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
+        Ok(self.lock().committed)
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut inner = self.lock();
+        let mut records = Vec::new();
+        let mut placed = Vec::new();
+        let mut at = inner.end;
+        for entry in entries {
+            let body = bincode::serialize(&entry).map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Write, e))?;
+            records.extend_from_slice(&(body.len() as u32).to_be_bytes());
+            records.extend_from_slice(&CRC32C.checksum(&body).to_be_bytes());
+            records.extend_from_slice(&body);
+            placed.push((entry, at));
+            at = inner.end + records.len() as u64;
+        }
+        let end = inner.end;
+        let written = inner
+            .file
+            .seek(SeekFrom::Start(end))
+            .and_then(|_| inner.file.write_all(&records))
+            .and_then(|_| inner.file.sync_data());
+        if let Err(e) = written {
+            let err = std::io::Error::new(e.kind(), e.to_string());
+            callback.log_io_completed(Err(err));
+            return Err(io_error(ErrorSubject::Logs, ErrorVerb::Write, e));
+        }
+        inner.end = end + records.len() as u64;
+        for (entry, offset) in placed {
+            inner.log.insert(entry.log_id.index, (entry, offset));
+        }
+        drop(inner);
+        callback.log_io_completed(Ok(()));
+        Ok(())
+    }
+
+    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        let mut inner = self.lock();
+        let removed = inner.log.split_off(&log_id.index);
+        if let Some((_, offset)) = removed.values().next() {
+            let offset = *offset;
+            inner
+                .file
+                .set_len(offset)
+                .and_then(|_| inner.file.sync_all())
+                .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
+            inner.end = offset;
+        }
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        let mut inner = self.lock();
+        let keep = inner.log.split_off(&(log_id.index + 1));
+        inner.log = keep;
+        inner.last_purged = Some(log_id);
+        let bytes = bincode::serialize(&Some(log_id)).map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
+        write_atomically(&inner.dir, "purged", &bytes, true).map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
+        Ok(())
+    }
+}

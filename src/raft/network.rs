@@ -1,0 +1,203 @@
+//! Raft messages between members, over TCP on each member's `raft-port`:
+//! frames of `[u32 length][bincode message]`, one request then its
+//! response at a time on a connection. The sending side is openraft's
+//! network factory (a connection per peer, made when first used and
+//! again after an error); the receiving side hands each request to the
+//! local Raft instance.
+
+use std::io;
+use std::time::Duration;
+
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
+use openraft::network::{Backoff, RPCOption};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft::{RaftNetwork, RaftNetworkFactory};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::{Member, NodeId, Raft, TypeConfig};
+
+/// A frame larger than this closes the connection.
+const MAX_FRAME: usize = 256 << 20;
+
+#[derive(Serialize, Deserialize)]
+enum Request {
+    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<NodeId>),
+    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+}
+
+#[derive(Serialize, Deserialize)]
+enum Response {
+    AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
+    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    InstallSnapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+}
+
+async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> io::Result<()> {
+    let body = bincode::serialize(msg).map_err(io::Error::other)?;
+    let mut buf = Vec::with_capacity(4 + body.len());
+    buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    buf.extend_from_slice(&body);
+    s.write_all(&buf).await
+}
+
+async fn read_frame<T: DeserializeOwned>(s: &mut TcpStream) -> io::Result<T> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).await?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "Raft frame too large"));
+    }
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).await?;
+    bincode::deserialize(&body).map_err(io::Error::other)
+}
+
+/// openraft's network factory: a connection per peer.
+pub struct Network;
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = Connection;
+
+    async fn new_client(&mut self, target: NodeId, node: &Member) -> Connection {
+        Connection {
+            target,
+            addr: node.raft_addr.clone(),
+            stream: None,
+        }
+    }
+}
+
+pub struct Connection {
+    target: NodeId,
+    addr: String,
+    stream: Option<TcpStream>,
+}
+
+enum CallError {
+    /// No connection could be made: openraft waits [`Connection::backoff`].
+    Unreachable(io::Error),
+    /// The connection broke or timed out: it may be tried again at once.
+    Network(io::Error),
+}
+
+impl Connection {
+    async fn call(&mut self, req: Request, ttl: Duration) -> Result<Response, CallError> {
+        if self.stream.is_none() {
+            let s = tokio::time::timeout(ttl, TcpStream::connect(&self.addr))
+                .await
+                .map_err(|e| CallError::Unreachable(io::Error::new(io::ErrorKind::TimedOut, e)))?
+                .map_err(CallError::Unreachable)?;
+            s.set_nodelay(true).map_err(CallError::Network)?;
+            self.stream = Some(s);
+        }
+        let Some(s) = self.stream.as_mut() else {
+            return Err(CallError::Network(io::Error::other("no connection")));
+        };
+        let res = tokio::time::timeout(ttl, async {
+            write_frame(s, &req).await?;
+            read_frame::<Response>(s).await
+        })
+        .await;
+        match res {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(e)) => {
+                self.stream = None;
+                Err(CallError::Network(e))
+            }
+            Err(elapsed) => {
+                self.stream = None;
+                Err(CallError::Network(io::Error::new(io::ErrorKind::TimedOut, elapsed)))
+            }
+        }
+    }
+
+    fn rpc_err<E: std::error::Error>(&self, e: CallError) -> RPCError<NodeId, Member, E> {
+        match e {
+            CallError::Unreachable(e) => RPCError::Unreachable(Unreachable::new(&e)),
+            CallError::Network(e) => RPCError::Network(NetworkError::new(&e)),
+        }
+    }
+
+    fn remote<E: std::error::Error>(&self, e: E) -> RPCError<NodeId, Member, E> {
+        RPCError::RemoteError(RemoteError::new(self.target, e))
+    }
+}
+
+fn mismatch() -> CallError {
+    CallError::Network(io::Error::new(io::ErrorKind::InvalidData, "Raft response of another kind"))
+}
+
+impl RaftNetwork<TypeConfig> for Connection {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, Member, RaftError<NodeId>>> {
+        match self.call(Request::AppendEntries(rpc), option.hard_ttl()).await {
+            Ok(Response::AppendEntries(r)) => r.map_err(|e| self.remote(e)),
+            Ok(_) => Err(self.rpc_err(mismatch())),
+            Err(e) => Err(self.rpc_err(e)),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, Member, RaftError<NodeId, InstallSnapshotError>>> {
+        match self.call(Request::InstallSnapshot(rpc), option.hard_ttl()).await {
+            Ok(Response::InstallSnapshot(r)) => r.map_err(|e| self.remote(e)),
+            Ok(_) => Err(self.rpc_err(mismatch())),
+            Err(e) => Err(self.rpc_err(e)),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, Member, RaftError<NodeId>>> {
+        match self.call(Request::Vote(rpc), option.hard_ttl()).await {
+            Ok(Response::Vote(r)) => r.map_err(|e| self.remote(e)),
+            Ok(_) => Err(self.rpc_err(mismatch())),
+            Err(e) => Err(self.rpc_err(e)),
+        }
+    }
+
+    /// A peer that cannot be reached is tried again after 100 ms, so that
+    /// a restarted member catches up soon.
+    fn backoff(&self) -> Backoff {
+        Backoff::new(std::iter::repeat(Duration::from_millis(100)))
+    }
+}
+
+/// Serves the Raft messages that come in on `listener`.
+pub async fn serve(listener: &TcpListener, raft: Raft) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(serve_connection(stream, raft.clone()));
+    }
+}
+
+async fn serve_connection(mut s: TcpStream, raft: Raft) {
+    while let Ok(req) = read_frame::<Request>(&mut s).await {
+        let resp = match req {
+            Request::AppendEntries(rpc) => Response::AppendEntries(raft.append_entries(rpc).await),
+            Request::Vote(rpc) => Response::Vote(raft.vote(rpc).await),
+            Request::InstallSnapshot(rpc) => Response::InstallSnapshot(raft.install_snapshot(rpc).await),
+        };
+        if write_frame(&mut s, &resp).await.is_err() {
+            return;
+        }
+    }
+}

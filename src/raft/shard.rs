@@ -1,0 +1,162 @@
+//! A member's Raft instance, on a thread and runtime of its own: the log
+//! opened, the Raft messages served on `raft-port`, the shard formed on
+//! first start (every member proposes the same membership; openraft keeps
+//! one), and the instance made again from its log when the engine
+//! rebuilds its dataset.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::log_store::LogStore;
+use super::network::{Network, serve};
+use super::state_machine::{EngineCmd, StateMachine};
+use super::{Member, NodeId, Raft};
+
+/// What a member is started with.
+#[derive(Debug, Clone)]
+pub struct ShardConfig {
+    pub id: NodeId,
+    pub members: BTreeMap<NodeId, Member>,
+    /// Where the log and vote are kept.
+    pub dir: PathBuf,
+    /// The address Raft messages are served on.
+    pub listen: String,
+    pub heartbeat_ms: u64,
+    pub election_timeout_ms: (u64, u64),
+}
+
+/// Requests to the Raft thread.
+enum Control {
+    /// Shut the instance down and make it again from the log, with a new
+    /// state machine (the engine emptied its dataset first).
+    Rebuild(oneshot::Sender<Raft>),
+}
+
+/// The running member, as the engine sees it.
+pub struct Shard {
+    pub id: NodeId,
+    /// The Raft instance, once made (a member that restarts applies its
+    /// log's committed entries first, which needs the engine running).
+    pub ready: Option<oneshot::Receiver<Result<Raft, String>>>,
+    /// Committed entries for the engine to apply.
+    pub applies: Option<mpsc::UnboundedReceiver<EngineCmd>>,
+    control: mpsc::UnboundedSender<Control>,
+}
+
+impl std::fmt::Debug for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shard").field("id", &self.id).finish()
+    }
+}
+
+fn raft_config(cfg: &ShardConfig) -> Result<Arc<openraft::Config>, String> {
+    let config = openraft::Config {
+        cluster_name: "keylock".into(),
+        heartbeat_interval: cfg.heartbeat_ms,
+        election_timeout_min: cfg.election_timeout_ms.0,
+        election_timeout_max: cfg.election_timeout_ms.1,
+        install_snapshot_timeout: 1000,
+        snapshot_policy: openraft::SnapshotPolicy::Never,
+        ..Default::default()
+    };
+    config.validate().map(Arc::new).map_err(|e| e.to_string())
+}
+
+async fn new_raft(
+    cfg: &ShardConfig,
+    config: Arc<openraft::Config>,
+    log: LogStore,
+    engine: mpsc::UnboundedSender<EngineCmd>,
+) -> Result<Raft, String> {
+    Raft::new(cfg.id, config, Network, log, StateMachine::new(engine))
+        .await
+        .map_err(|e| e.to_string())
+}
+
+impl Shard {
+    /// Starts the member: binds its Raft port, opens its log, and makes
+    /// the Raft instance on a thread of its own.
+    pub fn start(cfg: ShardConfig) -> Result<Shard, String> {
+        let config = raft_config(&cfg)?;
+        let listener =
+            std::net::TcpListener::bind(&cfg.listen).map_err(|e| format!("Could not listen for Raft messages on {}: {e}", cfg.listen))?;
+        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let log = LogStore::open(&cfg.dir).map_err(|e| format!("Could not open the Raft log in {}: {e}", cfg.dir.display()))?;
+        let fresh = log.is_new();
+        let (engine_tx, engine_rx) = mpsc::unbounded_channel();
+        let (control_tx, mut control_rx) = mpsc::unbounded_channel();
+        let (ready_tx, ready_rx) = oneshot::channel::<Result<Raft, String>>();
+        let id = cfg.id;
+        std::thread::Builder::new()
+            .name("keylock-raft".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e.to_string()));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    let mut raft = match new_raft(&cfg, config.clone(), log.clone(), engine_tx.clone()).await {
+                        Ok(r) => r,
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                        return;
+                    };
+                    let (current_tx, current_rx) = watch::channel(raft.clone());
+                    tokio::spawn(serve_current(listener, current_rx));
+                    if fresh && let Err(e) = raft.initialize(cfg.members.clone()).await {
+                        tracing::debug!(error = %e, "the shard was formed already");
+                    }
+                    let _ = ready_tx.send(Ok(raft.clone()));
+                    while let Some(Control::Rebuild(reply)) = control_rx.recv().await {
+                        let _ = raft.shutdown().await;
+                        match new_raft(&cfg, config.clone(), log.clone(), engine_tx.clone()).await {
+                            Ok(r) => raft = r,
+                            Err(e) => {
+                                crate::log::warning(format_args!("Raft: the member could not start again: {e}"));
+                                std::process::exit(1);
+                            }
+                        }
+                        let _ = current_tx.send(raft.clone());
+                        let _ = reply.send(raft.clone());
+                    }
+                    let _ = raft.shutdown().await;
+                });
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(Shard {
+            id,
+            ready: Some(ready_rx),
+            applies: Some(engine_rx),
+            control: control_tx,
+        })
+    }
+
+    /// Asks for the instance to be made again from the log; the new
+    /// handle comes on the returned channel.
+    pub fn rebuild(&self) -> oneshot::Receiver<Raft> {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.control.send(Control::Rebuild(tx));
+        rx
+    }
+}
+
+/// Serves Raft messages to whichever instance is current.
+async fn serve_current(listener: tokio::net::TcpListener, mut current: watch::Receiver<Raft>) {
+    loop {
+        let raft = current.borrow_and_update().clone();
+        tokio::select! {
+            _ = serve(&listener, raft) => {}
+            changed = current.changed() => if changed.is_err() { return },
+        }
+    }
+}
