@@ -10,7 +10,7 @@ use keylock::{Config, Server};
 
 fn main() {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("KEYLOCK_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("KEYLOCK_LOG").unwrap_or_else(|_| "warn,openraft=error".into()))
         .with_writer(std::io::stderr)
         .init();
     let args: Vec<String> = std::env::args_os().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
@@ -227,6 +227,9 @@ Every redis.conf directive is accepted as a flag, as with redis-server:
   --daemonize yes          run in the background (--pidfile FILE for its pid)
   --logfile FILE           Redis's log there instead of stdout
   --loglevel LEVEL         debug, verbose, notice (default) or warning
+  --cluster-enabled yes    a Redis Cluster node (--cluster-port, nodes.conf)
+  --replication raft       a member of a Raft-replicated shard: --raft-id N
+                           --raft-members \"1=HOST:PORT:RAFTPORT 2=... 3=...\"
 
 Redis's log lines go to stdout (or --logfile); keylock's own diagnostics go
 to stderr: KEYLOCK_LOG=info (tracing filter syntax).

@@ -126,6 +126,17 @@ fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::OK)
 }
 
+/// Whether this server is a member of a Raft shard.
+fn raft_member(ctx: &Ctx) -> bool {
+    #[cfg(feature = "raft")]
+    return ctx.state.raft.is_some();
+    #[cfg(not(feature = "raft"))]
+    {
+        let _ = ctx;
+        false
+    }
+}
+
 fn swapdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if ctx.state.cluster_enabled() {
         return Err(CmdError::err("SWAPDB is not allowed in cluster mode"));
@@ -351,8 +362,14 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         let on = ctx.state.params.value("appendonly") == Some("yes");
         if on && !ctx.state.aof_on() {
             // Redis's startAppendOnly: the dataset becomes the new base.
+            // A Raft shard member's record is its Raft log.
             let codes = library_codes(ctx);
-            if let Err(e) = ctx.state.start_aof(&codes, true) {
+            let started = if raft_member(ctx) {
+                Err("The append-only file cannot be turned on for a member of a Raft shard: its Raft log is its record".to_string())
+            } else {
+                ctx.state.start_aof(&codes, true)
+            };
+            if let Err(e) = started {
                 crate::log::warning(format_args!("{e}"));
                 let _ = ctx
                     .state
