@@ -20,6 +20,11 @@ use super::State;
 use super::effects::EffectsTap;
 use crate::raft::{LogId, Member, NodeId, Proposal, Raft};
 
+/// How many entries a leader has in flight at most: each commit round
+/// carries what the batches of the one before it wrote, and a few rounds
+/// overlap.
+pub const WRITERS: u32 = 4;
+
 /// A member's role, as its Raft instance last said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -42,8 +47,16 @@ pub struct RaftState {
     /// The effects recorded since the last proposal.
     pending: Arc<Mutex<Vec<u8>>>,
     tap: u64,
-    /// Proposals sent and not yet committed.
+    /// Batches whose effects are queued or proposed and not yet committed.
     pub in_flight: u64,
+    /// Effects waiting for the proposal in flight to be committed (group
+    /// commit: they go together as the next entry), and the durability
+    /// count output queued until then waits for.
+    queued: Vec<u8>,
+    queued_upto: u64,
+    queued_batches: u64,
+    /// Writer tasks running, each with a proposal in flight.
+    writers: u32,
     /// Entries applied, and the last one's log id.
     pub applied: u64,
     pub last_applied: Option<LogId>,
@@ -91,6 +104,10 @@ impl State {
             pending,
             tap,
             in_flight: 0,
+            queued: Vec::new(),
+            queued_upto: 0,
+            queued_batches: 0,
+            writers: 0,
             applied: 0,
             last_applied: None,
             committed: 0,
@@ -115,35 +132,61 @@ impl State {
         }
     }
 
-    /// The effects recorded since the last call, as a proposal, with the
-    /// durability count output queued until now waits for; None when
-    /// there are none. A member that is not the leader drops them (a
-    /// replayed entry records none; nothing else writes there).
-    pub fn take_raft_proposal(&mut self) -> Option<(Proposal, u64)> {
-        let r = self.raft.as_deref_mut()?;
+    /// Moves the effects recorded since the last call to the queue of the
+    /// next proposal, and says whether a writer must be started (fewer
+    /// than [`WRITERS`] have a proposal in flight; the caller starts it). A member that is not the leader drops them (a replayed
+    /// entry records none; nothing else writes there).
+    pub fn queue_raft_effects(&mut self) -> bool {
+        let Some(r) = self.raft.as_deref_mut() else { return false };
         let effects = std::mem::take(&mut *r.pending.lock().unwrap_or_else(|e| e.into_inner()));
-        if effects.is_empty() {
-            return None;
+        if effects.is_empty() || !r.is_leader() {
+            return false;
         }
-        if !r.is_leader() {
-            return None;
-        }
-        // The next proposal starts with its SELECT.
+        // The next batch's effects start with their SELECT, so that each
+        // entry stands alone.
         self.effects.reselect(r.tap);
         r.in_flight += 1;
-        let upto = self.durability.record(effects.len());
+        r.queued_batches += 1;
+        r.queued.extend_from_slice(&effects);
+        r.queued_upto = self.durability.record(effects.len());
+        if r.writers < WRITERS {
+            r.writers += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The next entry to propose: every batch queued since the last one
+    /// (one commit for all of them), with the durability count its
+    /// commit releases; None when nothing is queued (the writer stops).
+    pub fn next_raft_proposal(&mut self) -> Option<(Proposal, u64, u64)> {
+        let r = self.raft.as_deref_mut()?;
+        if r.queued.is_empty() {
+            r.writers = r.writers.saturating_sub(1);
+            return None;
+        }
         let proposal = Proposal {
             author: r.id,
             incarnation: r.incarnation,
-            effects,
+            effects: std::mem::take(&mut r.queued),
         };
-        Some((proposal, upto))
+        let batches = std::mem::take(&mut r.queued_batches);
+        Some((proposal, r.queued_upto, batches))
     }
 
-    /// A proposal was committed: output waiting for it goes.
-    pub fn raft_committed(&mut self, upto: u64) {
+    /// The writer met an error (the member no longer leads): the next
+    /// batch starts another, if this member leads again first.
+    pub fn raft_writer_stopped(&mut self) {
         if let Some(r) = self.raft.as_deref_mut() {
-            r.in_flight = r.in_flight.saturating_sub(1);
+            r.writers = r.writers.saturating_sub(1);
+        }
+    }
+
+    /// An entry was committed: output waiting for it goes.
+    pub fn raft_committed(&mut self, upto: u64, batches: u64) {
+        if let Some(r) = self.raft.as_deref_mut() {
+            r.in_flight = r.in_flight.saturating_sub(batches);
             r.committed += 1;
         }
         self.durability.committed_to(upto);
@@ -214,6 +257,8 @@ impl State {
         if let Some(r) = self.raft.as_deref_mut() {
             r.incarnation = fastrand::u64(..);
             r.in_flight = 0;
+            r.queued.clear();
+            r.queued_batches = 0;
             r.rebuilds += 1;
             r.applied = 0;
             r.last_applied = None;

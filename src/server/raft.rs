@@ -140,27 +140,33 @@ async fn role_loop(shared: Rc<Shared>, shard: Shard, raft: Raft) {
     }
 }
 
-/// After a batch: its effects are proposed; the output queued meanwhile
-/// goes once the entry is committed.
+/// After a batch: its effects are queued for the next entry; the output
+/// queued meanwhile goes once that entry is committed. One entry is in
+/// flight at a time and the batches that come meanwhile go together as
+/// the next one: a commit round serves every client that wrote during the
+/// previous one.
 pub fn propose(shared: &Rc<Shared>) {
-    let (proposal, raft) = {
-        let mut engine = shared.engine.borrow_mut();
-        let Some((proposal, upto)) = engine.state.take_raft_proposal() else {
-            return;
-        };
-        let Some(raft) = engine.state.raft.as_deref().and_then(|r| r.raft.clone()) else {
-            return;
-        };
-        ((proposal, upto), raft)
-    };
+    if !shared.engine.borrow_mut().state.queue_raft_effects() {
+        return;
+    }
     let shared = shared.clone();
-    let (proposal, upto) = proposal;
     tokio::task::spawn_local(async move {
-        match raft.client_write(proposal).await {
-            Ok(_) => {
-                shared.engine.borrow_mut().state.raft_committed(upto);
+        loop {
+            let (next, raft) = {
+                let mut engine = shared.engine.borrow_mut();
+                let raft = engine.state.raft.as_deref().and_then(|r| r.raft.clone());
+                (engine.state.next_raft_proposal(), raft)
+            };
+            let (Some((proposal, upto, batches)), Some(raft)) = (next, raft) else { return };
+            match raft.client_write(proposal).await {
+                Ok(_) => shared.engine.borrow_mut().state.raft_committed(upto, batches),
+                Err(e) => {
+                    // Not the leader any more: the role watcher rebuilds.
+                    tracing::debug!(error = %e, "a proposal was not committed");
+                    shared.engine.borrow_mut().state.raft_writer_stopped();
+                    return;
+                }
             }
-            Err(e) => tracing::debug!(error = %e, "a proposal was not committed"),
         }
     });
 }
