@@ -734,6 +734,11 @@ static PARAMS: &[Param] = &[
     int("raft-id", None, IMMUTABLE | HIDDEN, 0, i64::MAX, "0"),
     int("raft-port", None, IMMUTABLE | HIDDEN, 0, 65535, "0"),
     text("raft-members", None, IMMUTABLE | HIDDEN, ""),
+    // The master name members answer SENTINEL for.
+    text("raft-shard-name", None, IMMUTABLE | HIDDEN, "mymaster"),
+    // A port where the member is also seen as a sentinel (ROLE says
+    // `sentinel` there): for clients that check it, as Redis's own do.
+    int("raft-sentinel-port", None, IMMUTABLE | HIDDEN, 0, 65535, "0"),
     number("lua-memory-limit", None, MODIFIABLE, unsigned(0, ULLONG_MAX), Unit::Memory, "0"),
 ];
 

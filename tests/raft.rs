@@ -17,6 +17,8 @@ use common::*;
 struct Member {
     id: u64,
     port: u16,
+    /// Where the member is also a sentinel of the shard.
+    sentinel_port: u16,
     dir: std::path::PathBuf,
     members: String,
     child: Option<Child>,
@@ -31,6 +33,7 @@ impl Member {
         let child = Command::new(env!("CARGO_BIN_EXE_keylock"))
             .args(["--port", &self.port.to_string(), "--replication", "raft"])
             .args(["--raft-id", &self.id.to_string(), "--raft-members", &self.members])
+            .args(["--raft-sentinel-port", &self.sentinel_port.to_string()])
             .arg("--dir")
             .arg(&self.dir)
             .args(["--logfile", "keylock.log"])
@@ -97,6 +100,7 @@ impl Shard {
             .map(|i| Member {
                 id: i as u64 + 1,
                 port: ports[i].0,
+                sentinel_port: free_port(),
                 dir: dirs[i].path().to_path_buf(),
                 members: list.clone(),
                 child: None,
@@ -236,4 +240,183 @@ fn a_new_leader_has_every_acknowledged_write_and_a_killed_member_catches_up() {
     });
     assert_eq!(back.call(&["HGET", "myLock", "uuid:1"]), "$1\r\n1\r\n");
     assert_eq!(back.info("raft_role"), "follower");
+}
+
+#[test]
+fn sentinel_clients_find_the_leader_and_follow_a_failover() {
+    let mut shard = Shard::start();
+    let l = shard.leader();
+    let leader_addr = format!("127.0.0.1:{}", shard.members[l].port);
+    // Every member answers as a sentinel of the shard `mymaster`.
+    for m in &shard.members {
+        let port = leader_addr.rsplit_once(':').unwrap().1;
+        assert_eq!(
+            m.call(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"]),
+            format!("*2\r\n$9\r\n127.0.0.1\r\n${}\r\n{port}\r\n", port.len())
+        );
+        assert_eq!(m.call(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", "other"]), "*-1\r\n");
+        assert_eq!(m.call(&["SENTINEL", "MASTER", "other"]), "-ERR No such master with that name\r\n");
+        let replicas = m.call(&["SENTINEL", "REPLICAS", "mymaster"]);
+        assert!(replicas.starts_with("*2\r\n"), "{replicas}");
+        assert!(replicas.contains("master-link-status\r\n$2\r\nok\r\n"), "{replicas}");
+        assert!(m.call(&["SENTINEL", "SENTINELS", "mymaster"]).starts_with("*2\r\n"));
+    }
+    // ROLE, as a client of Sentinel checks it on the master it was given.
+    assert!(shard.members[l].call(&["ROLE"]).starts_with("*3\r\n$6\r\nmaster\r\n"));
+    let f = (l + 1) % 3;
+    assert!(shard.members[f].call(&["ROLE"]).starts_with("*5\r\n$5\r\nslave\r\n"));
+    // The redis crate's Sentinel client finds the master and writes.
+    let sentinels: Vec<String> = shard
+        .members
+        .iter()
+        .map(|m| format!("redis://127.0.0.1:{}", m.sentinel_port))
+        .collect();
+    // On its sentinel port a member says it is a sentinel.
+    let mut on_sentinel_port = Raw::connect(format!("127.0.0.1:{}", shard.members[f].sentinel_port).parse().unwrap());
+    assert_eq!(
+        text(on_sentinel_port.call(&["ROLE"])),
+        "*2\r\n$8\r\nsentinel\r\n*1\r\n$8\r\nmymaster\r\n"
+    );
+    let mut client = redis::sentinel::SentinelClient::build(
+        sentinels.clone(),
+        "mymaster",
+        None,
+        redis::sentinel::SentinelServerType::Master,
+    )
+    .unwrap();
+    let mut c = client.get_connection().unwrap();
+    let _: () = redis::cmd("SET").arg("k").arg("v1").query(&mut c).unwrap();
+    // A subscriber on a member that stays is told of the failover.
+    let survivor = (l + 1) % 3;
+    let mut sub = Raw::connect(shard.members[survivor].addr());
+    sub.call(&["SUBSCRIBE", "+switch-master"]);
+    shard.members[l].kill();
+    let n = shard.leader();
+    let new_addr = format!("127.0.0.1:{}", shard.members[n].port);
+    let _ = sub.writer.set_read_timeout(Some(Duration::from_secs(10)));
+    let message = text(sub.reply());
+    let (old_ip, old_port) = leader_addr.rsplit_once(':').unwrap();
+    let (new_ip, new_port) = new_addr.rsplit_once(':').unwrap();
+    let body = format!("mymaster {old_ip} {old_port} {new_ip} {new_port}");
+    assert_eq!(
+        message,
+        format!("*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n${}\r\n{body}\r\n", body.len())
+    );
+    // The Sentinel client, asked again, reaches the new leader, which has
+    // the write.
+    let started = Instant::now();
+    let mut c = loop {
+        let mut client = redis::sentinel::SentinelClient::build(
+            sentinels.clone(),
+            "mymaster",
+            None,
+            redis::sentinel::SentinelServerType::Master,
+        )
+        .unwrap();
+        if let Ok(c) = client.get_connection() {
+            break c;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let v: String = redis::cmd("GET").arg("k").query(&mut c).unwrap();
+    assert_eq!(v, "v1");
+    let _: () = redis::cmd("SET").arg("k").arg("v2").query(&mut c).unwrap();
+}
+
+/// The field names of each instance in a SENTINEL reply (RESP2: flat
+/// name/value arrays).
+fn field_names(value: &redis::Value) -> Vec<Vec<String>> {
+    let instance = |v: &redis::Value| -> Vec<String> {
+        match v {
+            redis::Value::Array(items) => items
+                .iter()
+                .step_by(2)
+                .map(|k| match k {
+                    redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                    other => format!("{other:?}"),
+                })
+                .collect(),
+            other => vec![format!("{other:?}")],
+        }
+    };
+    match value {
+        redis::Value::Array(items) if matches!(items.first(), Some(redis::Value::Array(_))) => items.iter().map(instance).collect(),
+        redis::Value::Array(items) if items.is_empty() => Vec::new(),
+        other => vec![instance(other)],
+    }
+}
+
+#[test]
+fn sentinel_replies_have_redis_sentinels_fields() {
+    if !redis_server_found() {
+        return;
+    }
+    // A Redis master, a replica, and two sentinels monitoring them.
+    let master = real_redis().unwrap();
+    let replica = real_redis_with(&["--replicaof", "127.0.0.1", &master.addr.port().to_string()]).unwrap();
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut sentinels = Vec::new();
+    for d in &dirs {
+        let port = free_port();
+        let conf = d.path().join("sentinel.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "port {port}\nsentinel monitor mymaster 127.0.0.1 {} 1\nsentinel down-after-milliseconds mymaster 5000\n",
+                master.addr.port()
+            ),
+        )
+        .unwrap();
+        let child = Command::new("redis-server")
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        sentinels.push((port, Killed(child)));
+    }
+    let sentinel_addr: SocketAddr = format!("127.0.0.1:{}", sentinels[0].0).parse().unwrap();
+    wait_until(20, "the sentinel to know the replica and the other sentinel", || {
+        std::net::TcpStream::connect(sentinel_addr).is_ok()
+            && text(Raw::connect(sentinel_addr).call(&["SENTINEL", "REPLICAS", "mymaster"])).starts_with("*1\r\n")
+            && text(Raw::connect(sentinel_addr).call(&["SENTINEL", "SENTINELS", "mymaster"])).starts_with("*1\r\n")
+    });
+    let _ = &replica;
+    let mut theirs = redis::Client::open(format!("redis://{sentinel_addr}"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let shard = Shard::start();
+    let l = shard.leader();
+    let mut ours = redis::Client::open(format!("redis://{}", shard.members[l].addr()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    for sub in ["MASTER", "REPLICAS", "SENTINELS"] {
+        let want: redis::Value = redis::cmd("SENTINEL").arg(sub).arg("mymaster").query(&mut theirs).unwrap();
+        let got: redis::Value = redis::cmd("SENTINEL").arg(sub).arg("mymaster").query(&mut ours).unwrap();
+        let (want, got) = (field_names(&want), field_names(&got));
+        assert_eq!(got.first(), want.first(), "SENTINEL {sub}");
+    }
+    for args in [
+        &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", "nope"][..],
+        &["SENTINEL", "MASTER", "nope"],
+        &["SENTINEL", "MASTER"],
+    ] {
+        let want = text(Raw::connect(sentinel_addr).call(args));
+        let got = shard.members[l].call(args);
+        assert_eq!(got, want, "{args:?}");
+    }
+}
+
+/// A child process killed on drop.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

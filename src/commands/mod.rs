@@ -32,6 +32,8 @@ pub mod replication;
 #[rustfmt::skip]
 pub mod redis_defs;
 pub mod scripting;
+#[cfg(feature = "raft")]
+pub mod sentinel;
 pub mod server;
 pub mod sets;
 pub mod sort;

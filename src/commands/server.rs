@@ -969,7 +969,64 @@ fn slowlog_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 
 /// ROLE: keylock is a master with no replicas (replication offset 0, as
 /// INFO replication says).
-fn role(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+fn role(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    #[cfg(feature = "raft")]
+    if let Some(r) = ctx.state.raft.as_deref() {
+        // On its sentinel port, a shard member is a sentinel of its shard.
+        let sentinel_port = ctx.state.params.int("raft-sentinel-port").unwrap_or(0);
+        if sentinel_port != 0
+            && let crate::engine::ClientAddr::Tcp(local) = &ctx.client.local
+            && i64::from(local.port()) == sentinel_port
+        {
+            let name = crate::commands::sentinel::shard_name(ctx.state).to_string();
+            return Ok(Reply::Array(vec![
+                Reply::bulk_static("sentinel"),
+                Reply::Array(vec![Reply::Bulk(Bytes::from(name))]),
+            ]));
+        }
+        // A shard member answers as a Redis master or replica would: the
+        // leader is the master, the others its replicas.
+        let offset = r.last_applied.map_or(0, |l| l.index) as i64;
+        let split = |addr: &str| -> (String, String) {
+            addr.rsplit_once(':')
+                .map_or((addr.to_string(), "0".into()), |(h, p)| (h.to_string(), p.to_string()))
+        };
+        if r.is_leader() {
+            let replicas = r
+                .members
+                .iter()
+                .filter(|(id, _)| **id != r.id)
+                .map(|(_, m)| {
+                    let (ip, port) = split(&m.client_addr);
+                    Reply::Array(vec![
+                        Reply::Bulk(Bytes::from(ip)),
+                        Reply::Bulk(Bytes::from(port)),
+                        Reply::Bulk(Bytes::from(offset.to_string())),
+                    ])
+                })
+                .collect();
+            return Ok(Reply::Array(vec![
+                Reply::bulk_static("master"),
+                Reply::Int(offset),
+                Reply::Array(replicas),
+            ]));
+        }
+        let (ip, port, state) = match &r.leader {
+            Some((_, m)) => {
+                let (ip, port) = split(&m.client_addr);
+                (ip, port.parse::<i64>().unwrap_or(0), "connected")
+            }
+            None => ("?".to_string(), 0, "connect"),
+        };
+        return Ok(Reply::Array(vec![
+            Reply::bulk_static("slave"),
+            Reply::Bulk(Bytes::from(ip)),
+            Reply::Int(port),
+            Reply::bulk_static(state),
+            Reply::Int(offset),
+        ]));
+    }
+    let _ = ctx;
     Ok(Reply::Array(vec![
         Reply::bulk_static("master"),
         Reply::Int(0),

@@ -277,6 +277,14 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
 
 /// Everything Redis's `processCommand` checks before running a command.
 pub fn dispatch(state: &mut State, scripts: Option<&mut Scripts>, client: &mut Client, argv: Vec<Bytes>) -> Reply {
+    // A Raft shard member also answers as a sentinel of its shard.
+    #[cfg(feature = "raft")]
+    if state.raft.is_some()
+        && argv[0].eq_ignore_ascii_case(b"sentinel")
+        && let Some(reply) = crate::commands::sentinel::sentinel(state, &argv)
+    {
+        return reply;
+    }
     // The lookup is made only for CLIENT commands, and only once CLIENT
     // CACHING is in force (rare): the name check is all others pay.
     let named_client = argv[0].eq_ignore_ascii_case(b"client");

@@ -41,6 +41,10 @@ pub struct RaftState {
     pub role: Role,
     pub term: u64,
     pub leader: Option<(NodeId, Member)>,
+    /// The client address of the last leader known (kept while none is).
+    pub last_leader: Option<String>,
+    /// The shard's members, as configured and then as Raft knows them.
+    pub members: std::collections::BTreeMap<NodeId, Member>,
     /// Changes with every rebuild of the dataset: entries this member ran
     /// as leader in this incarnation are not replayed.
     pub incarnation: u64,
@@ -86,7 +90,7 @@ impl RaftState {
 impl State {
     /// Joins the engine to its shard: effects are gathered for proposals,
     /// output waits for commits, and the member starts as a follower.
-    pub fn attach_raft(&mut self, id: NodeId) {
+    pub fn attach_raft(&mut self, id: NodeId, members: std::collections::BTreeMap<NodeId, Member>) {
         let pending = Arc::new(Mutex::new(Vec::new()));
         let sink = pending.clone();
         self.key_events.record_expired_deletions();
@@ -100,6 +104,8 @@ impl State {
             role: Role::Follower,
             term: 0,
             leader: None,
+            last_leader: None,
+            members,
             incarnation: fastrand::u64(..),
             pending,
             tap,
@@ -114,6 +120,11 @@ impl State {
             rebuilds: 0,
         }));
         self.set_raft_follower(true);
+    }
+
+    /// The shard's members (none on a standalone server).
+    pub fn raft_members(&self) -> std::collections::BTreeMap<NodeId, Member> {
+        self.raft.as_deref().map(|r| r.members.clone()).unwrap_or_default()
     }
 
     /// Whether this member takes writes: it is the leader (or the server

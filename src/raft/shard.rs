@@ -38,6 +38,7 @@ enum Control {
 /// The running member, as the engine sees it.
 pub struct Shard {
     pub id: NodeId,
+    pub members: BTreeMap<NodeId, Member>,
     /// The Raft instance, once made (a member that restarts applies its
     /// log's committed entries first, which needs the engine running).
     pub ready: Option<oneshot::Receiver<Result<Raft, String>>>,
@@ -90,6 +91,7 @@ impl Shard {
         let (control_tx, mut control_rx) = mpsc::unbounded_channel();
         let (ready_tx, ready_rx) = oneshot::channel::<Result<Raft, String>>();
         let id = cfg.id;
+        let members = cfg.members.clone();
         std::thread::Builder::new()
             .name("keylock-raft".into())
             .spawn(move || {
@@ -135,6 +137,7 @@ impl Shard {
             .map_err(|e| e.to_string())?;
         Ok(Shard {
             id,
+            members,
             ready: Some(ready_rx),
             applies: Some(engine_rx),
             control: control_tx,

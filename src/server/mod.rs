@@ -452,6 +452,12 @@ impl Server {
             None
         };
         #[cfg(feature = "raft")]
+        let sentinel_port = params.int("raft-sentinel-port").unwrap_or(0) as u16;
+        #[cfg(feature = "raft")]
+        if params.value("replication") == Some("raft") && sentinel_port != 0 {
+            listeners.extend(bind_tcp(&config, sentinel_port, "sentinel")?.into_iter().map(StdListener::Tcp));
+        }
+        #[cfg(feature = "raft")]
         let shard = if params.value("replication") == Some("raft") {
             Some(raft::start_shard(&config, &params).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?)
         } else {
@@ -539,7 +545,7 @@ impl BoundServer {
                 #[cfg(feature = "raft")]
                 let (shard, load_at_start) = match shard {
                     Some(shard) => {
-                        state.attach_raft(shard.id);
+                        state.attach_raft(shard.id, shard.members.clone());
                         // The dataset comes from the Raft log.
                         (Some(shard), false)
                     }

@@ -112,6 +112,7 @@ async fn role_loop(shared: Rc<Shared>, shard: Shard, raft: Raft) {
         };
         if seen != Some((role, term, leader.as_ref().map(|l| l.0))) {
             seen = Some((role, term, leader.as_ref().map(|l| l.0)));
+            switch_master(&shared, leader.as_ref().map(|(_, m)| m.client_addr.clone()));
             let rebuild = shared.engine.borrow_mut().state.raft_role_changed(role, term, leader);
             if rebuild {
                 {
@@ -140,6 +141,25 @@ async fn role_loop(shared: Rc<Shared>, shard: Shard, raft: Raft) {
     }
 }
 
+/// Redis Sentinel's `+switch-master` when the leader is another member
+/// than the last one this member knew (see `commands::sentinel`).
+fn switch_master(shared: &Rc<Shared>, new: Option<String>) {
+    let mut engine = shared.engine.borrow_mut();
+    let engine = &mut *engine;
+    let Some(r) = engine.state.raft.as_deref_mut() else { return };
+    let Some(new) = new else { return };
+    let Some(old) = r.last_leader.replace(new.clone()) else { return };
+    if old == new {
+        return;
+    }
+    let name = crate::commands::sentinel::shard_name(&engine.state).to_string();
+    let message = crate::commands::sentinel::switch_master_message(&name, &old, &new);
+    let channel = bytes::Bytes::from_static(b"+switch-master");
+    engine
+        .state
+        .publish(&mut engine.scripts.client, crate::pubsub::Kind::Channel, &channel, &message);
+}
+
 /// After a batch: its effects are queued for the next entry; the output
 /// queued meanwhile goes once that entry is committed. One entry is in
 /// flight at a time and the batches that come meanwhile go together as
@@ -157,7 +177,9 @@ pub fn propose(shared: &Rc<Shared>) {
                 let raft = engine.state.raft.as_deref().and_then(|r| r.raft.clone());
                 (engine.state.next_raft_proposal(), raft)
             };
-            let (Some((proposal, upto, batches)), Some(raft)) = (next, raft) else { return };
+            let (Some((proposal, upto, batches)), Some(raft)) = (next, raft) else {
+                return;
+            };
             match raft.client_write(proposal).await {
                 Ok(_) => shared.engine.borrow_mut().state.raft_committed(upto, batches),
                 Err(e) => {
