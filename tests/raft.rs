@@ -146,6 +146,13 @@ fn writes_reach_every_member_and_followers_are_read_only_replicas() {
     assert_eq!(leader.call(&["SET", "k", "v"]), "+OK\r\n");
     assert_eq!(leader.call(&["INCRBY", "n", "5"]), ":5\r\n");
     assert_eq!(leader.call(&["SET", "lease", "x", "PX", "60000"]), "+OK\r\n");
+    // WAIT, as Redisson's `checkLockSyncedSlaves` sends it after a lock
+    // write: at least the majority's other member holds it.
+    let mut c = Raw::connect(leader.addr());
+    c.send(&[encode(&[b"SET", b"w", b"1"]), encode(&[b"WAIT", b"1", b"1000"])].concat());
+    assert_eq!(c.reply(), b"+OK\r\n");
+    let acked: i64 = text(c.reply()).trim_start_matches(':').trim().parse().unwrap();
+    assert!((1..=2).contains(&acked), "{acked}");
     for (i, m) in shard.members.iter().enumerate() {
         wait_until(5, "the member to apply the writes", || m.call(&["GET", "n"]) == "$1\r\n5\r\n");
         assert_eq!(m.call(&["GET", "k"]), "$1\r\nv\r\n");
@@ -156,6 +163,10 @@ fn writes_reach_every_member_and_followers_are_read_only_replicas() {
             assert_eq!(
                 m.call(&["SET", "k", "w"]),
                 "-READONLY You can't write against a read only replica.\r\n"
+            );
+            assert!(
+                m.call(&["WAIT", "1", "0"])
+                    .starts_with("-ERR WAIT cannot be used with replica instances.")
             );
             // A script's write is refused where it is made.
             let reply = m.call(&["EVAL", "return redis.call('set', KEYS[1], 'w')", "1", "k"]);
@@ -277,13 +288,8 @@ fn sentinel_clients_find_the_leader_and_follow_a_failover() {
         text(on_sentinel_port.call(&["ROLE"])),
         "*2\r\n$8\r\nsentinel\r\n*1\r\n$8\r\nmymaster\r\n"
     );
-    let mut client = redis::sentinel::SentinelClient::build(
-        sentinels.clone(),
-        "mymaster",
-        None,
-        redis::sentinel::SentinelServerType::Master,
-    )
-    .unwrap();
+    let mut client =
+        redis::sentinel::SentinelClient::build(sentinels.clone(), "mymaster", None, redis::sentinel::SentinelServerType::Master).unwrap();
     let mut c = client.get_connection().unwrap();
     let _: () = redis::cmd("SET").arg("k").arg("v1").query(&mut c).unwrap();
     // A subscriber on a member that stays is told of the failover.
@@ -306,13 +312,9 @@ fn sentinel_clients_find_the_leader_and_follow_a_failover() {
     // the write.
     let started = Instant::now();
     let mut c = loop {
-        let mut client = redis::sentinel::SentinelClient::build(
-            sentinels.clone(),
-            "mymaster",
-            None,
-            redis::sentinel::SentinelServerType::Master,
-        )
-        .unwrap();
+        let mut client =
+            redis::sentinel::SentinelClient::build(sentinels.clone(), "mymaster", None, redis::sentinel::SentinelServerType::Master)
+                .unwrap();
         if let Ok(c) = client.get_connection() {
             break c;
         }

@@ -491,10 +491,25 @@ fn parse_timeout(raw: &[u8]) -> CmdResult<i64> {
     Ok(t)
 }
 
-/// keylock has no replicas: WAIT is satisfied at once by zero of them.
-fn wait(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+/// WAIT: a standalone keylock's replicas do not acknowledge, so it is
+/// satisfied at once by zero of them. A Raft shard's leader answers how
+/// many other members hold the writes made before it: its reply waits
+/// for their commit like any output, so at least a majority less itself
+/// do, and more when the replication already says so.
+fn wait(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    #[cfg(feature = "raft")]
+    if ctx.state.raft.is_some() && !ctx.state.raft_accepts_writes() {
+        return Err(CmdError::err(
+            "WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.",
+        ));
+    }
     parse_i64(&argv[1])?;
     parse_timeout(&argv[2])?;
+    #[cfg(feature = "raft")]
+    if ctx.state.raft.is_some() {
+        return Ok(Reply::Int(ctx.state.raft_replicas_holding_writes() as i64));
+    }
+    let _ = ctx;
     Ok(Reply::Int(0))
 }
 

@@ -122,6 +122,28 @@ impl State {
         self.set_raft_follower(true);
     }
 
+    /// How many other members hold every write made so far, once the
+    /// output queued now is released (after the commit of those writes):
+    /// a majority less the leader at least, more when the leader's
+    /// replication streams have them already.
+    pub fn raft_replicas_holding_writes(&self) -> usize {
+        let Some(r) = self.raft.as_deref() else { return 0 };
+        let quorum_others = r.members.len() / 2;
+        let Some(raft) = r.raft.as_ref() else { return quorum_others };
+        let metrics = raft.metrics().borrow().clone();
+        let last = metrics.last_log_index.unwrap_or(0);
+        // Entries queued and not yet proposed come after `last`.
+        if r.queued_batches > 0 {
+            return quorum_others;
+        }
+        let matched = metrics.replication.as_ref().map_or(0, |rep| {
+            rep.iter()
+                .filter(|(id, m)| **id != r.id && m.is_some_and(|m| m.index >= last))
+                .count()
+        });
+        matched.max(quorum_others)
+    }
+
     /// The shard's members (none on a standalone server).
     pub fn raft_members(&self) -> std::collections::BTreeMap<NodeId, Member> {
         self.raft.as_deref().map(|r| r.members.clone()).unwrap_or_default()
