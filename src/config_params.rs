@@ -739,6 +739,8 @@ static PARAMS: &[Param] = &[
     // A port where the member is also seen as a sentinel (ROLE says
     // `sentinel` there): for clients that check it, as Redis's own do.
     int("raft-sentinel-port", None, IMMUTABLE | HIDDEN, 0, 65535, "0"),
+    // Entries between a member's snapshots.
+    int("raft-snapshot-entries", None, IMMUTABLE | HIDDEN, 1, i64::MAX, "10000"),
     number("lua-memory-limit", None, MODIFIABLE, unsigned(0, ULLONG_MAX), Unit::Memory, "0"),
 ];
 

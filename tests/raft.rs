@@ -21,6 +21,7 @@ struct Member {
     sentinel_port: u16,
     dir: std::path::PathBuf,
     members: String,
+    extra: Vec<String>,
     child: Option<Child>,
 }
 
@@ -34,6 +35,7 @@ impl Member {
             .args(["--port", &self.port.to_string(), "--replication", "raft"])
             .args(["--raft-id", &self.id.to_string(), "--raft-members", &self.members])
             .args(["--raft-sentinel-port", &self.sentinel_port.to_string()])
+            .args(&self.extra)
             .arg("--dir")
             .arg(&self.dir)
             .args(["--logfile", "keylock.log"])
@@ -88,6 +90,10 @@ struct Shard {
 
 impl Shard {
     fn start() -> Shard {
+        Shard::start_with(&[])
+    }
+
+    fn start_with(extra: &[&str]) -> Shard {
         let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
         let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
         let list: Vec<String> = ports
@@ -103,6 +109,7 @@ impl Shard {
                 sentinel_port: free_port(),
                 dir: dirs[i].path().to_path_buf(),
                 members: list.clone(),
+                extra: extra.iter().map(|s| s.to_string()).collect(),
                 child: None,
             })
             .collect();
@@ -174,6 +181,13 @@ fn writes_reach_every_member_and_followers_are_read_only_replicas() {
                 reply.starts_with("-READONLY You can't write against a read only replica."),
                 "{reply}"
             );
+            // A script declaring it may write is refused before it runs,
+            // as a Redis replica refuses it (checked with redis-server).
+            assert_eq!(
+                m.call(&["EVAL", "#!lua\nreturn 1", "0"]),
+                "-READONLY You can't write against a read only replica.\r\n"
+            );
+            assert_eq!(m.call(&["EVAL", "#!lua flags=no-writes\nreturn 1", "0"]), ":1\r\n");
             // Reads are served.
             assert_eq!(m.call(&["EVAL", "return redis.call('get', KEYS[1])", "1", "k"]), "$1\r\nv\r\n");
         }
@@ -421,4 +435,52 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+#[test]
+fn snapshots_cut_the_log_and_bring_a_member_far_behind_back() {
+    let mut shard = Shard::start_with(&["--raft-snapshot-entries", "50"]);
+    let l = shard.leader();
+    let mut c = Raw::connect(shard.members[l].addr());
+    c.call(&["HSET", "h", "f", "v"]);
+    c.call(&["SET", "lease", "x", "PX", "600000"]);
+    c.call(&[
+        "FUNCTION",
+        "LOAD",
+        "#!lua name=lib\nredis.register_function{function_name='f', callback=function() return 1 end, flags={'no-writes'}}",
+    ]);
+    for _ in 0..400 {
+        c.call(&["INCR", "n"]);
+    }
+    for m in &shard.members {
+        wait_until(10, "every member to apply and snapshot", || {
+            m.call(&["GET", "n"]) == "$3\r\n400\r\n" && m.info("raft_snapshots").parse::<u64>().unwrap_or(0) > 0
+        });
+        // The log keeps what came after the last snapshot (and at most
+        // the 50 entries before it), not the 400 writes.
+        let log = std::fs::metadata(m.dir.join("raft/log")).unwrap().len();
+        assert!(log < 100 * 120, "log of {log} bytes");
+    }
+    // A follower misses more entries than any log keeps.
+    let f = (l + 1) % 3;
+    shard.members[f].kill();
+    for _ in 0..300 {
+        c.call(&["INCR", "n"]);
+    }
+    shard.members[f].start();
+    let back = &shard.members[f];
+    wait_until(10, "the member to catch up", || back.call(&["GET", "n"]) == "$3\r\n700\r\n");
+    assert!(back.info("raft_snapshots_installed").parse::<u64>().unwrap() >= 1);
+    assert_eq!(back.call(&["HGET", "h", "f"]), "$1\r\nv\r\n");
+    let ttl: i64 = back.call(&["PTTL", "lease"]).trim_start_matches(':').trim().parse().unwrap();
+    assert!(ttl > 500_000, "{ttl}");
+    assert_eq!(back.call(&["FCALL_RO", "f", "0"]), ":1\r\n");
+    // The leader, restarted, starts from its own snapshot and log.
+    shard.members[l].kill();
+    let n = shard.leader();
+    assert_eq!(shard.members[n].call(&["INCR", "n"]), ":701\r\n");
+    shard.members[l].start();
+    let old = &shard.members[l];
+    wait_until(10, "the old leader to catch up", || old.call(&["GET", "n"]) == "$3\r\n701\r\n");
+    assert_eq!(old.call(&["HGET", "h", "f"]), "$1\r\nv\r\n");
 }

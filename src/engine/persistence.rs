@@ -246,13 +246,19 @@ impl State {
     /// libraries' `codes`; `aof_base` marks it as an append-only file's
     /// base.
     pub fn write_snapshot(&self, out: impl Write, codes: &[Bytes], aof_base: bool) -> std::io::Result<()> {
+        self.write_snapshot_upto(out, codes, aof_base, self.clock.now_ms())
+    }
+
+    /// [`State::write_snapshot`] with the keys whose deadline is at or
+    /// before `now` left out (0: every key kept, as in a Raft member's
+    /// snapshot, which must hold exactly what the log made).
+    pub fn write_snapshot_upto(&self, out: impl Write, codes: &[Bytes], aof_base: bool, now: u64) -> std::io::Result<()> {
         let aux = Aux {
             ctime: self.clock.now_ms() / 1000,
             used_mem: crate::memory::used_bytes(),
             aof_base,
         };
         let libraries: Vec<&[u8]> = codes.iter().map(|c| c.as_ref()).collect();
-        let now = self.clock.now_ms();
         let dbs = self.dbs.iter().enumerate().map(|(index, db)| DbSource {
             index,
             keys: db.len(),

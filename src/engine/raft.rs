@@ -68,6 +68,12 @@ pub struct RaftState {
     pub committed: u64,
     /// Rebuilds of the dataset from the log.
     pub rebuilds: u64,
+    /// Snapshots asked for while the leader had writes not yet applied:
+    /// made once every write it ran is applied (writes wait meanwhile).
+    pending_dumps: Vec<tokio::sync::oneshot::Sender<(Vec<u8>, Option<LogId>)>>,
+    /// Snapshots made, and installed from the leader.
+    pub snapshots: u64,
+    pub installs: u64,
 }
 
 impl std::fmt::Debug for RaftState {
@@ -118,6 +124,9 @@ impl State {
             last_applied: None,
             committed: 0,
             rebuilds: 0,
+            pending_dumps: Vec::new(),
+            snapshots: 0,
+            installs: 0,
         }));
         self.set_raft_follower(true);
     }
@@ -272,6 +281,61 @@ impl State {
         self.flush_effects();
     }
 
+    /// openraft asks for a snapshot: the dataset as an RDB file (every
+    /// key, deadlines included) and the last entry applied to it. A
+    /// leader whose engine holds writes not yet applied (it ran them
+    /// before their commit) makes it once they are, holding new writes
+    /// back meanwhile, so that the file holds exactly the log up to that
+    /// entry.
+    pub fn raft_dump(&mut self, scripts: &super::Scripts, reply: tokio::sync::oneshot::Sender<(Vec<u8>, Option<LogId>)>) {
+        let Some(r) = self.raft.as_deref_mut() else { return };
+        if r.in_flight > 0 {
+            r.pending_dumps.push(reply);
+            self.pause_clients(false, std::time::Instant::now() + std::time::Duration::from_secs(10));
+            return;
+        }
+        let last = r.last_applied;
+        r.snapshots += 1;
+        let mut data = Vec::new();
+        if let Err(e) = self.write_snapshot_upto(&mut data, &scripts.library_codes(), false, 0) {
+            crate::log::warning(format_args!("Raft: the snapshot could not be made: {e}"));
+        }
+        let _ = reply.send((data, last));
+    }
+
+    /// After a commit: snapshots that waited for every write to be
+    /// applied are made, and writes go on.
+    pub fn raft_dumps_due(&mut self, scripts: &super::Scripts) {
+        let Some(r) = self.raft.as_deref_mut() else { return };
+        if r.pending_dumps.is_empty() || r.in_flight > 0 {
+            return;
+        }
+        let pending = std::mem::take(&mut r.pending_dumps);
+        for reply in pending {
+            self.raft_dump(scripts, reply);
+        }
+        self.unpause();
+    }
+
+    /// A snapshot replaces the dataset (a member starting from its own,
+    /// or one too far behind sent the leader's).
+    pub fn raft_restore(&mut self, scripts: &mut super::Scripts, data: &[u8], last: Option<LogId>) -> Result<(), String> {
+        let loaded =
+            crate::rdb::file::read(&data, self.dbs.len(), &super::persistence::decode_options(&self.params), 0).map_err(|e| e.0)?;
+        for db in &mut self.dbs {
+            db.clear();
+        }
+        let limit = self.runtime.lua_memory_limit;
+        let _ = scripts.reset_functions(limit);
+        let libraries = self.install(loaded);
+        scripts.load_libraries(libraries);
+        if let Some(r) = self.raft.as_deref_mut() {
+            r.last_applied = last;
+            r.installs += 1;
+        }
+        Ok(())
+    }
+
     /// Before a rebuild: the dataset and functions emptied, every client
     /// disconnected (their waiting replies would tell of writes that may
     /// be lost), a new incarnation so that every entry is replayed.
@@ -296,6 +360,7 @@ impl State {
             r.applied = 0;
             r.last_applied = None;
             r.pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            r.pending_dumps.clear();
         }
         // Nothing recorded before may hold output any more.
         self.durability.committed_to(self.durability.recorded());
@@ -307,7 +372,7 @@ impl State {
         let Some(r) = self.raft.as_deref() else { return };
         let _ = write!(
             out,
-            "raft_id:{}\r\nraft_role:{}\r\nraft_term:{}\r\nraft_leader:{}\r\nraft_applied:{}\r\nraft_in_flight:{}\r\nraft_rebuilds:{}\r\n",
+            "raft_id:{}\r\nraft_role:{}\r\nraft_term:{}\r\nraft_leader:{}\r\nraft_applied:{}\r\nraft_in_flight:{}\r\nraft_rebuilds:{}\r\nraft_snapshots:{}\r\nraft_snapshots_installed:{}\r\n",
             r.id,
             match r.role {
                 Role::Leader => "leader",
@@ -319,6 +384,8 @@ impl State {
             r.last_applied.map_or(0, |l| l.index),
             r.in_flight,
             r.rebuilds,
+            r.snapshots,
+            r.installs,
         );
     }
 }

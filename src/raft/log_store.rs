@@ -40,6 +40,35 @@ struct Inner {
     vote: Option<Vote<NodeId>>,
 }
 
+impl Inner {
+    /// Writes the log file again with the entries kept in memory.
+    fn compact(&mut self) -> std::io::Result<()> {
+        let mut records = Vec::new();
+        let mut offsets = Vec::with_capacity(self.log.len());
+        for (index, (entry, _)) in &self.log {
+            let body = bincode::serialize(entry).map_err(std::io::Error::other)?;
+            offsets.push((*index, records.len() as u64));
+            records.extend_from_slice(&(body.len() as u32).to_be_bytes());
+            records.extend_from_slice(&CRC32C.checksum(&body).to_be_bytes());
+            records.extend_from_slice(&body);
+        }
+        let tmp = self.dir.join("log.tmp");
+        let mut f = File::create(&tmp)?;
+        f.write_all(&records)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, self.dir.join("log"))?;
+        File::open(&self.dir)?.sync_all()?;
+        self.file = OpenOptions::new().read(true).write(true).open(self.dir.join("log"))?;
+        self.end = records.len() as u64;
+        for (index, offset) in offsets {
+            if let Some((_, at)) = self.log.get_mut(&index) {
+                *at = offset;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A handle to the member's log (clones share it).
 #[derive(Debug, Clone)]
 pub struct LogStore {
@@ -248,6 +277,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         Ok(())
     }
 
+    /// Drops the entries a snapshot holds: the point is recorded first,
+    /// then the file is written again with the entries after it.
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
         let mut inner = self.lock();
         let keep = inner.log.split_off(&(log_id.index + 1));
@@ -255,6 +286,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         inner.last_purged = Some(log_id);
         let bytes = bincode::serialize(&Some(log_id)).map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
         write_atomically(&inner.dir, "purged", &bytes, true).map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
-        Ok(())
+        inner.compact().map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))
     }
 }

@@ -25,6 +25,9 @@ pub struct ShardConfig {
     /// The address Raft messages are served on.
     pub listen: String,
     pub heartbeat_ms: u64,
+    /// A snapshot is made every this many entries; the log before it
+    /// (but the last thousand) is dropped.
+    pub snapshot_entries: u64,
     pub election_timeout_ms: (u64, u64),
 }
 
@@ -60,7 +63,8 @@ fn raft_config(cfg: &ShardConfig) -> Result<Arc<openraft::Config>, String> {
         election_timeout_min: cfg.election_timeout_ms.0,
         election_timeout_max: cfg.election_timeout_ms.1,
         install_snapshot_timeout: 1000,
-        snapshot_policy: openraft::SnapshotPolicy::Never,
+        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(cfg.snapshot_entries),
+        max_in_snapshot_log_to_keep: cfg.snapshot_entries.min(1000),
         ..Default::default()
     };
     config.validate().map(Arc::new).map_err(|e| e.to_string())
@@ -72,7 +76,7 @@ async fn new_raft(
     log: LogStore,
     engine: mpsc::UnboundedSender<EngineCmd>,
 ) -> Result<Raft, String> {
-    Raft::new(cfg.id, config, Network, log, StateMachine::new(engine))
+    Raft::new(cfg.id, config, Network, log, StateMachine::new(engine, cfg.dir.clone()))
         .await
         .map_err(|e| e.to_string())
 }

@@ -672,6 +672,11 @@ pub(crate) fn prepare_declared(state: &State, shebang: Shebang, read_only: bool)
         )));
     }
     if !shebang.no_writes {
+        if !state.raft_accepts_writes() {
+            return Err(Reply::Error(Bytes::from_static(
+                b"READONLY Can not run script with write flag on readonly replica",
+            )));
+        }
         if read_only {
             return Err(Reply::Error(Bytes::from_static(
                 b"ERR Can not execute a script with write flag using *_ro command.",

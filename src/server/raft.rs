@@ -43,6 +43,7 @@ pub fn start_shard(config: &Config, params: &ConfigParams) -> Result<Shard, Stri
         dir,
         listen: format!("{host}:{raft_port}"),
         heartbeat_ms: 50,
+        snapshot_entries: params.int("raft-snapshot-entries").unwrap_or(10_000).max(1) as u64,
         election_timeout_ms: (300, 600),
     })?;
     crate::log::notice(format_args!("Raft: member {id} of its shard, Raft messages on {host}:{raft_port}"));
@@ -84,6 +85,20 @@ async fn apply_loop(shared: Rc<Shared>, mut applies: tokio::sync::mpsc::Unbounde
                 }
                 shared.after_batch();
                 let _ = done.send(());
+            }
+            EngineCmd::Dump { reply } => {
+                let mut engine = shared.engine.borrow_mut();
+                let engine = &mut *engine;
+                engine.state.raft_dump(&engine.scripts, reply);
+            }
+            EngineCmd::Restore { data, last, done } => {
+                let result = {
+                    let mut engine = shared.engine.borrow_mut();
+                    let engine = &mut *engine;
+                    engine.state.raft_restore(&mut engine.scripts, &data, last)
+                };
+                shared.after_batch();
+                let _ = done.send(result);
             }
         }
     }
@@ -181,7 +196,12 @@ pub fn propose(shared: &Rc<Shared>) {
                 return;
             };
             match raft.client_write(proposal).await {
-                Ok(_) => shared.engine.borrow_mut().state.raft_committed(upto, batches),
+                Ok(_) => {
+                    let mut engine = shared.engine.borrow_mut();
+                    let engine = &mut *engine;
+                    engine.state.raft_committed(upto, batches);
+                    engine.state.raft_dumps_due(&engine.scripts);
+                }
                 Err(e) => {
                     // Not the leader any more: the role watcher rebuilds.
                     tracing::debug!(error = %e, "a proposal was not committed");
