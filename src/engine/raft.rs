@@ -100,8 +100,13 @@ impl State {
         let pending = Arc::new(Mutex::new(Vec::new()));
         let sink = pending.clone();
         self.key_events.record_expired_deletions();
+        // Counted as recorded the moment the effect stream hands them over
+        // (after each command, before its reply is queued), so that the
+        // reply waits for the entry that carries them.
+        let durability = self.durability.clone();
         let tap = self.effects.attach(EffectsTap::aof(move |bytes| {
-            sink.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(bytes)
+            sink.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(bytes);
+            durability.record(bytes.len());
         }));
         self.durability.set_wait(super::durable::Wait::Synced);
         self.raft = Some(Box::new(RaftState {
@@ -181,7 +186,12 @@ impl State {
     pub fn queue_raft_effects(&mut self) -> bool {
         let Some(r) = self.raft.as_deref_mut() else { return false };
         let effects = std::mem::take(&mut *r.pending.lock().unwrap_or_else(|e| e.into_inner()));
-        if effects.is_empty() || !r.is_leader() {
+        if effects.is_empty() {
+            return false;
+        }
+        if !r.is_leader() {
+            // Nothing to wait for: no entry will carry them.
+            self.durability.committed_to(self.durability.recorded());
             return false;
         }
         // The next batch's effects start with their SELECT, so that each
@@ -190,7 +200,7 @@ impl State {
         r.in_flight += 1;
         r.queued_batches += 1;
         r.queued.extend_from_slice(&effects);
-        r.queued_upto = self.durability.record(effects.len());
+        r.queued_upto = self.durability.recorded();
         if r.writers < WRITERS {
             r.writers += 1;
             true
@@ -243,7 +253,8 @@ impl State {
         r.role = role;
         r.term = term;
         r.leader = leader;
-        let lost_writes = was_leader && role != Role::Leader && r.in_flight > 0;
+        let unproposed = !r.pending.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
+        let lost_writes = was_leader && role != Role::Leader && (r.in_flight > 0 || unproposed);
         let leader_now = role == Role::Leader;
         if leader_now && !was_leader {
             crate::log::notice(format_args!("Raft: leading the shard (term {term})"));

@@ -1,0 +1,480 @@
+//! Lock safety of a Raft-replicated shard under faults: three members on
+//! loopback, 16 clients running Redisson lock cycles (the 4.7.0 acquire
+//! and unlock scripts) and, under the lock, a read-modify-write of a
+//! fencing counter (GET then SET, which loses updates unless the lock
+//! excludes), while a nemesis SIGKILLs and restarts the leader, stops a
+//! member (SIGSTOP / SIGCONT) and cuts one off the others (a proxy in
+//! front of its Raft port that drops every connection), every few seconds.
+//!
+//! Afterwards: no two clients held the lock at once (each hold runs from
+//! the acquire's acknowledgement — or, when that was lost, from when the
+//! acquire was sent — to when the unlock was sent), the counter holds
+//! every acknowledged increment and no more than were tried, and every
+//! member has the same counter. The run lasts `KEYLOCK_NEMESIS_SECS`
+//! seconds (default 40; the README's figures are from 300).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+// ---------------------------------------------------------------- a fallible RESP client
+
+/// A reply, as much as the test needs of it.
+#[derive(Debug, Clone, PartialEq)]
+enum Value {
+    Status(String),
+    Error(String),
+    Int(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Option<Vec<Value>>),
+}
+
+fn read_value(r: &mut BufReader<TcpStream>) -> std::io::Result<Value> {
+    let mut line = String::new();
+    if r.read_line(&mut line)? == 0 {
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "closed"));
+    }
+    let line = line.trim_end_matches("\r\n");
+    let (kind, rest) = line.split_at(1);
+    let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, "bad reply");
+    Ok(match kind {
+        "+" => Value::Status(rest.to_string()),
+        "-" => Value::Error(rest.to_string()),
+        ":" => Value::Int(rest.parse().map_err(|_| bad())?),
+        "$" => {
+            let n: i64 = rest.parse().map_err(|_| bad())?;
+            if n < 0 {
+                Value::Bulk(None)
+            } else {
+                let mut buf = vec![0u8; n as usize + 2];
+                r.read_exact(&mut buf)?;
+                buf.truncate(n as usize);
+                Value::Bulk(Some(buf))
+            }
+        }
+        "*" => {
+            let n: i64 = rest.parse().map_err(|_| bad())?;
+            if n < 0 {
+                Value::Array(None)
+            } else {
+                let mut items = Vec::new();
+                for _ in 0..n {
+                    items.push(read_value(r)?);
+                }
+                Value::Array(Some(items))
+            }
+        }
+        _ => return Err(bad()),
+    })
+}
+
+struct Conn {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Conn {
+    fn open(addr: SocketAddr) -> std::io::Result<Conn> {
+        let s = TcpStream::connect_timeout(&addr, Duration::from_millis(500))?;
+        s.set_read_timeout(Some(Duration::from_secs(2)))?;
+        s.set_nodelay(true)?;
+        Ok(Conn {
+            reader: BufReader::new(s.try_clone()?),
+            writer: s,
+        })
+    }
+
+    fn call(&mut self, args: &[&[u8]]) -> std::io::Result<Value> {
+        self.writer.write_all(&encode(args))?;
+        read_value(&mut self.reader)
+    }
+}
+
+// ---------------------------------------------------------------- the partition proxy
+
+/// A TCP proxy in front of a member's Raft port; `cut` drops every
+/// connection through it and refuses new ones until it is healed.
+struct Proxy {
+    port: u16,
+    cut: Arc<AtomicBool>,
+    live: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(target: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let live: Arc<Mutex<Vec<TcpStream>>> = Arc::new(Mutex::new(Vec::new()));
+        let (c, l) = (cut.clone(), live.clone());
+        std::thread::spawn(move || {
+            for inbound in listener.incoming() {
+                let Ok(inbound) = inbound else { continue };
+                if c.load(Ordering::SeqCst) {
+                    drop(inbound);
+                    continue;
+                }
+                let Ok(outbound) = TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                let _ = inbound.set_nodelay(true);
+                let _ = outbound.set_nodelay(true);
+                {
+                    let mut live = l.lock().unwrap();
+                    live.push(inbound.try_clone().unwrap());
+                    live.push(outbound.try_clone().unwrap());
+                }
+                for (mut from, mut to) in [(inbound.try_clone().unwrap(), outbound.try_clone().unwrap()), (outbound, inbound)] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Proxy { port, cut, live }
+    }
+
+    fn set_cut(&self, cut: bool) {
+        self.cut.store(cut, Ordering::SeqCst);
+        if cut {
+            for s in self.live.lock().unwrap().drain(..) {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- the shard
+
+struct Member {
+    id: u64,
+    port: u16,
+    raft_port: u16,
+    dir: tempfile::TempDir,
+    members: String,
+    child: Option<Child>,
+}
+
+impl Member {
+    fn start(&mut self) {
+        let child = Command::new(env!("CARGO_BIN_EXE_keylock"))
+            .args(["--port", &self.port.to_string(), "--replication", "raft"])
+            .args(["--raft-id", &self.id.to_string(), "--raft-members", &self.members])
+            .args(["--raft-port", &self.raft_port.to_string()])
+            .args(["--raft-snapshot-entries", "2000"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let addr = self.addr();
+        wait_until(10, "the member to listen", || TcpStream::connect(addr).is_ok());
+    }
+
+    fn addr(&self) -> SocketAddr {
+        format!("127.0.0.1:{}", self.port).parse().unwrap()
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn signal(&self, signal: i32) {
+        if let Some(c) = &self.child {
+            // SAFETY: signals the child this member owns.
+            unsafe { libc::kill(c.id() as i32, signal) };
+        }
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.signal(libc::SIGCONT);
+        self.kill();
+    }
+}
+
+/// The member that says it leads, if one answers.
+fn find_leader(addrs: &[SocketAddr]) -> Option<usize> {
+    addrs.iter().position(|a| {
+        Conn::open(*a)
+            .and_then(|mut c| c.call(&[b"ROLE"]))
+            .is_ok_and(|v| matches!(v, Value::Array(Some(ref items)) if items.first() == Some(&Value::Bulk(Some(b"master".to_vec())))))
+    })
+}
+
+// ---------------------------------------------------------------- the clients
+
+#[derive(Debug, Clone, Copy)]
+struct Hold {
+    client: usize,
+    from: Instant,
+    to: Instant,
+}
+
+#[derive(Default)]
+struct Outcome {
+    holds: Vec<Hold>,
+    /// Fencing increments acknowledged, and tried.
+    acked: u64,
+    tried: u64,
+    /// When writes were acknowledged (for the unavailability windows).
+    acks: Vec<Instant>,
+}
+
+const LEASE_MS: &str = "10000";
+
+fn client(index: usize, addrs: Vec<SocketAddr>, until: Instant, acquire: String, unlock: String) -> Outcome {
+    let owner = format!("6f0c-nemesis:{index}");
+    let mut out = Outcome::default();
+    let mut conn: Option<Conn> = None;
+    let mut cycle = 0u64;
+    let connect = |conn: &mut Option<Conn>| -> bool {
+        if conn.is_some() {
+            return true;
+        }
+        if let Some(l) = find_leader(&addrs) {
+            *conn = Conn::open(addrs[l]).ok();
+        }
+        if conn.is_none() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        conn.is_some()
+    };
+    'cycles: while Instant::now() < until {
+        cycle += 1;
+        // Acquire, until granted; a lost reply is settled by asking
+        // whether this owner holds the lock.
+        let (held_since, mut uncertain_since) = loop {
+            if Instant::now() >= until {
+                break 'cycles;
+            }
+            if !connect(&mut conn) {
+                continue;
+            }
+            let c = conn.as_mut().unwrap();
+            let sent = Instant::now();
+            match c.call(&[
+                b"EVAL",
+                acquire.as_bytes(),
+                b"1",
+                b"nemesis-lock",
+                LEASE_MS.as_bytes(),
+                owner.as_bytes(),
+            ]) {
+                Ok(Value::Bulk(None)) => {
+                    out.acks.push(Instant::now());
+                    break (Instant::now(), None);
+                }
+                Ok(Value::Int(_)) => std::thread::sleep(Duration::from_millis(2)),
+                Ok(_) | Err(_) => {
+                    conn = None;
+                    // Did it go through? Ask the (new) leader until one answers.
+                    loop {
+                        if Instant::now() >= until + Duration::from_secs(20) {
+                            break 'cycles;
+                        }
+                        if !connect(&mut conn) {
+                            continue;
+                        }
+                        match conn.as_mut().unwrap().call(&[b"HEXISTS", b"nemesis-lock", owner.as_bytes()]) {
+                            Ok(Value::Int(1)) => break,
+                            Ok(Value::Int(0)) => continue 'cycles,
+                            _ => conn = None,
+                        }
+                    }
+                    break (sent, Some(sent));
+                }
+            }
+        };
+        // The critical section: read the counter, write it plus one.
+        out.tried += 1;
+        let mut fenced = false;
+        if let Some(c) = conn.as_mut() {
+            if let Ok(Value::Bulk(v)) = c.call(&[b"GET", b"fence"]) {
+                let n: u64 = v.map_or(0, |b| String::from_utf8_lossy(&b).parse().unwrap_or(0));
+                match c.call(&[b"SET", b"fence", (n + 1).to_string().as_bytes()]) {
+                    Ok(Value::Status(_)) => {
+                        out.acked += 1;
+                        out.acks.push(Instant::now());
+                        fenced = true;
+                    }
+                    _ => conn = None,
+                }
+            } else {
+                conn = None;
+            }
+        }
+        let _ = fenced;
+        // Unlock, until acknowledged (the latch key makes a retry safe).
+        let released = Instant::now();
+        out.holds.push(Hold {
+            client: index,
+            from: uncertain_since.take().unwrap_or(held_since),
+            to: released,
+        });
+        let latch = format!("redisson_unlock_latch:{{nemesis-lock}}:{index}-{cycle}");
+        loop {
+            if Instant::now() >= until + Duration::from_secs(20) {
+                break 'cycles;
+            }
+            if !connect(&mut conn) {
+                continue;
+            }
+            let c = conn.as_mut().unwrap();
+            match c.call(&[
+                b"EVAL",
+                unlock.as_bytes(),
+                b"3",
+                b"nemesis-lock",
+                b"redisson_lock__channel:{nemesis-lock}",
+                latch.as_bytes(),
+                b"0",
+                LEASE_MS.as_bytes(),
+                owner.as_bytes(),
+                b"PUBLISH",
+                b"8600",
+            ]) {
+                Ok(Value::Int(_)) | Ok(Value::Bulk(None)) => break,
+                _ => conn = None,
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn locks_stay_exclusive_and_acknowledged_writes_stay_under_a_nemesis() {
+    let secs: u64 = std::env::var("KEYLOCK_NEMESIS_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40);
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+    let proxies: Vec<Proxy> = ports.iter().map(|(_, raft)| Proxy::start(*raft)).collect();
+    let list = (0..3)
+        .map(|i| format!("{}=127.0.0.1:{}:{}", i + 1, ports[i].0, proxies[i].port))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut members: Vec<Member> = dirs
+        .into_iter()
+        .enumerate()
+        .map(|(i, dir)| Member {
+            id: i as u64 + 1,
+            port: ports[i].0,
+            raft_port: ports[i].1,
+            dir,
+            members: list.clone(),
+            child: None,
+        })
+        .collect();
+    for m in &mut members {
+        m.start();
+    }
+    let addrs: Vec<SocketAddr> = members.iter().map(Member::addr).collect();
+    wait_until(15, "a leader", || find_leader(&addrs).is_some());
+    let root = env!("CARGO_MANIFEST_DIR");
+    let acquire = std::fs::read_to_string(format!("{root}/lua/redisson/4.7.0/lock-acquire.lua")).unwrap();
+    let unlock = std::fs::read_to_string(format!("{root}/lua/redisson/4.7.0/lock-unlock.lua")).unwrap();
+    let until = Instant::now() + Duration::from_secs(secs);
+    let clients: Vec<_> = (0..16)
+        .map(|i| {
+            let (addrs, acquire, unlock) = (addrs.clone(), acquire.clone(), unlock.clone());
+            std::thread::spawn(move || client(i, addrs, until, acquire, unlock))
+        })
+        .collect();
+    // The nemesis.
+    let mut kills = Vec::new();
+    let mut faults = Vec::new();
+    let mut round = 0;
+    while Instant::now() + Duration::from_secs(5) < until {
+        std::thread::sleep(Duration::from_secs(2));
+        round += 1;
+        match round % 3 {
+            1 => {
+                if let Some(l) = find_leader(&addrs) {
+                    faults.push(format!("kill {}", l + 1));
+                    kills.push(Instant::now());
+                    members[l].kill();
+                    std::thread::sleep(Duration::from_secs(1));
+                    members[l].start();
+                }
+            }
+            2 => {
+                let victim = (round / 3) % members.len();
+                faults.push(format!("stop {}", victim + 1));
+                members[victim].signal(libc::SIGSTOP);
+                std::thread::sleep(Duration::from_millis(1500));
+                members[victim].signal(libc::SIGCONT);
+            }
+            _ => {
+                let victim = (round / 3 + 1) % members.len();
+                faults.push(format!("partition {}", victim + 1));
+                proxies[victim].set_cut(true);
+                std::thread::sleep(Duration::from_millis(2000));
+                proxies[victim].set_cut(false);
+            }
+        }
+    }
+    let outcomes: Vec<Outcome> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    // Mutual exclusion.
+    let mut holds: Vec<Hold> = outcomes.iter().flat_map(|o| o.holds.iter().copied()).collect();
+    holds.sort_by_key(|h| h.from);
+    for pair in holds.windows(2) {
+        assert!(
+            pair[1].from >= pair[0].to,
+            "client {} held the lock from {:?} while client {} held it until {:?}",
+            pair[1].client,
+            pair[1].from,
+            pair[0].client,
+            pair[0].to
+        );
+    }
+    // The counter: every acknowledged increment, no more than tried.
+    let acked: u64 = outcomes.iter().map(|o| o.acked).sum();
+    let tried: u64 = outcomes.iter().map(|o| o.tried).sum();
+    wait_until(20, "a leader after the run", || find_leader(&addrs).is_some());
+    let l = find_leader(&addrs).unwrap();
+    let fence = |i: usize| -> Option<u64> {
+        match Conn::open(addrs[i]).ok()?.call(&[b"GET", b"fence"]).ok()? {
+            Value::Bulk(Some(b)) => String::from_utf8_lossy(&b).parse().ok(),
+            Value::Bulk(None) => Some(0),
+            _ => None,
+        }
+    };
+    let counter = fence(l).unwrap();
+    assert!(
+        counter >= acked && counter <= tried,
+        "counter {counter}, acknowledged {acked}, tried {tried}"
+    );
+    // Every member holds every acknowledged write.
+    for i in 0..3 {
+        wait_until(20, "every member to have the counter", || fence(i) == Some(counter));
+    }
+    // The unavailability after each leader kill: until the next
+    // acknowledged write.
+    let mut acks: Vec<Instant> = outcomes.iter().flat_map(|o| o.acks.iter().copied()).collect();
+    acks.sort();
+    let windows: Vec<u128> = kills
+        .iter()
+        .filter_map(|k| acks.iter().find(|a| *a > k).map(|a| a.duration_since(*k).as_millis()))
+        .collect();
+    eprintln!(
+        "nemesis {secs} s: faults {faults:?}; {} holds, {acked} increments acknowledged of {tried} tried, counter {counter}; unavailable after leader kills (ms): {windows:?}",
+        holds.len()
+    );
+    assert!(holds.len() > 50, "the clients made progress: {} holds", holds.len());
+}
