@@ -672,16 +672,6 @@ fn the_config_file_keeps_the_node_across_a_restart() {
     assert_eq!(info_field(&n, "cluster_slots_assigned"), "101");
 }
 
-/// A child process killed on drop.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Three nodes made a cluster by `redis-cli --cluster create`.
 fn create_with_redis_cli(nodes: &[&Node]) {
     let mut args = vec!["--cluster".to_string(), "create".into()];

@@ -9,7 +9,7 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -22,7 +22,7 @@ struct Member {
     dir: std::path::PathBuf,
     members: String,
     extra: Vec<String>,
-    child: Option<Child>,
+    child: Option<Killed>,
 }
 
 impl Member {
@@ -44,22 +44,18 @@ impl Member {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        self.child = Some(child);
+        self.child = Some(Killed(child));
         let addr = self.addr();
         wait_until(10, "the member to listen", || std::net::TcpStream::connect(addr).is_ok());
     }
 
     fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.child = None;
     }
 
     fn signal(&self, signal: i32) {
         if let Some(c) = &self.child {
-            // SAFETY: signals the child this member owns.
-            unsafe { libc::kill(c.id() as i32, signal) };
+            c.signal(signal);
         }
     }
 
@@ -74,12 +70,6 @@ impl Member {
             .unwrap_or("")
             .trim()
             .to_string()
-    }
-}
-
-impl Drop for Member {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 
@@ -424,16 +414,6 @@ fn sentinel_replies_have_redis_sentinels_fields() {
         let want = text(Raw::connect(sentinel_addr).call(args));
         let got = shard.members[l].call(args);
         assert_eq!(got, want, "{args:?}");
-    }
-}
-
-/// A child process killed on drop.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

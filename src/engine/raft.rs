@@ -39,6 +39,12 @@ pub struct RaftState {
     /// None until the Raft instance is made.
     pub raft: Option<Raft>,
     pub role: Role,
+    /// The leader takes writes: it has applied every entry its log held
+    /// when it was elected (the committed writes of earlier leaders among
+    /// them), so that what it runs sees all of them.
+    pub writable: bool,
+    /// The log index it must have applied first.
+    writable_from: u64,
     pub term: u64,
     pub leader: Option<(NodeId, Member)>,
     /// The client address of the last leader known (kept while none is).
@@ -113,6 +119,8 @@ impl State {
             id,
             raft: None,
             role: Role::Follower,
+            writable: false,
+            writable_from: 0,
             term: 0,
             leader: None,
             last_leader: None,
@@ -166,7 +174,7 @@ impl State {
     /// Whether this member takes writes: it is the leader (or the server
     /// is not a shard member).
     pub fn raft_accepts_writes(&self) -> bool {
-        self.raft.as_ref().is_none_or(|r| r.is_leader())
+        self.raft.as_ref().is_none_or(|r| r.writable)
     }
 
     /// Followers keep keys past their deadline (reads do not see them)
@@ -247,7 +255,7 @@ impl State {
     /// The Raft instance says who leads now. Returns true when this
     /// member must rebuild its dataset: it stopped leading with proposals
     /// that may never be committed.
-    pub fn raft_role_changed(&mut self, role: Role, term: u64, leader: Option<(NodeId, Member)>) -> bool {
+    pub fn raft_role_changed(&mut self, role: Role, term: u64, leader: Option<(NodeId, Member)>, last_log_index: u64) -> bool {
         let Some(r) = self.raft.as_deref_mut() else { return false };
         let was_leader = r.is_leader();
         r.role = role;
@@ -260,11 +268,27 @@ impl State {
             crate::log::notice(format_args!("Raft: leading the shard (term {term})"));
             let tap = r.tap;
             self.effects.reselect(tap);
+            r.writable_from = last_log_index;
         } else if was_leader && !leader_now {
             crate::log::notice(format_args!("Raft: no longer leading the shard (term {term})"));
         }
-        self.set_raft_follower(!leader_now);
+        if !leader_now {
+            r.writable = false;
+            self.set_raft_follower(true);
+        }
+        self.raft_check_writable();
         lost_writes
+    }
+
+    /// A new leader becomes writable (expiry runs, writes are taken) once
+    /// it applied every entry its log held when it was elected.
+    fn raft_check_writable(&mut self) {
+        let Some(r) = self.raft.as_deref_mut() else { return };
+        if r.writable || !r.is_leader() || r.last_applied.map_or(0, |l| l.index) < r.writable_from {
+            return;
+        }
+        r.writable = true;
+        self.set_raft_follower(false);
     }
 
     /// Applies committed entries: each one's effects are replayed, except
@@ -290,6 +314,7 @@ impl State {
             }
         }
         self.flush_effects();
+        self.raft_check_writable();
     }
 
     /// openraft asks for a snapshot: the dataset as an RDB file (every

@@ -24,6 +24,11 @@ pub fn start_shard(config: &Config, params: &ConfigParams) -> Result<Shard, Stri
             "replication raft needs raft-id to be one of the ids in raft-members (raft-id {id})"
         ));
     };
+    if params.int("cluster-enabled") == Some(1) {
+        return Err(
+            "cluster-enabled cannot be used with replication raft yet: a replicated shard is one Redis master to its clients".into(),
+        );
+    }
     if params.int("appendonly") == Some(1) {
         return Err("appendonly cannot be used with replication raft: the Raft log is the member's record".into());
     }
@@ -118,17 +123,21 @@ async fn role_loop(shared: Rc<Shared>, shard: Shard, raft: Raft) {
     let mut metrics = raft.metrics();
     let mut seen = None;
     loop {
-        let (role, term, leader) = {
+        let (role, term, leader, last_log_index) = {
             let m = metrics.borrow_and_update();
             let leader = m
                 .current_leader
                 .and_then(|id| m.membership_config.membership().get_node(&id).map(|n| (id, n.clone())));
-            (role_of(&m), m.current_term, leader)
+            (role_of(&m), m.current_term, leader, m.last_log_index.unwrap_or(0))
         };
         if seen != Some((role, term, leader.as_ref().map(|l| l.0))) {
             seen = Some((role, term, leader.as_ref().map(|l| l.0)));
             switch_master(&shared, leader.as_ref().map(|(_, m)| m.client_addr.clone()));
-            let rebuild = shared.engine.borrow_mut().state.raft_role_changed(role, term, leader);
+            let rebuild = shared
+                .engine
+                .borrow_mut()
+                .state
+                .raft_role_changed(role, term, leader, last_log_index);
             if rebuild {
                 {
                     let mut engine = shared.engine.borrow_mut();

@@ -495,3 +495,25 @@ pub fn same_on_both_servers(scenario: fn(SocketAddr) -> Vec<Vec<u8>>) {
     let show = |r: &Vec<Vec<u8>>| r.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect::<Vec<_>>();
     assert_eq!(show(&ours), show(&theirs), "keylock (left) and redis-server (right) differ");
 }
+
+/// A child process, killed (and reaped) on drop; a stopped one is
+/// continued first, so that it dies.
+#[allow(dead_code)]
+pub struct Killed(pub Child);
+
+#[allow(dead_code)]
+impl Killed {
+    /// Sends the process a signal (`libc::SIGSTOP` …).
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: signals the child this handle owns.
+        unsafe { libc::kill(self.0.id() as i32, signal) };
+    }
+}
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        self.signal(libc::SIGCONT);
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
