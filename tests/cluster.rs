@@ -647,6 +647,10 @@ fn slots_taken_by_a_newer_claim_lose_their_keys_here() {
     assert_eq!(b.call(&["CLUSTER", "COUNTKEYSINSLOT", "12182"]), b":0\r\n");
     assert_eq!(b.call(&["GET", "a"]), b"$1\r\n1\r\n");
     assert_eq!(info_field(&b, "cluster_current_epoch"), "3");
+    // KEYLOCK CLUSTER shows the node's view.
+    let view = b.text(&["KEYLOCK", "CLUSTER"]);
+    assert!(view.starts_with("*10\r\n$4\r\nmode\r\n$7\r\ncluster\r\n"), "{view}");
+    assert!(view.contains("$5\r\nnodes\r\n*2\r\n"), "{view}");
 }
 
 #[test]

@@ -352,6 +352,7 @@ fn command_list_is_redis_servers_plus_keylocks_own() {
     let own: BTreeSet<&str> = [
         "keylock",
         "keylock|clock",
+        "keylock|cluster",
         "keylock|fault",
         "keylock|help",
         "keylock|lock",

@@ -143,6 +143,15 @@ fn writes_reach_every_member_and_followers_are_read_only_replicas() {
     assert_eq!(leader.call(&["SET", "k", "v"]), "+OK\r\n");
     assert_eq!(leader.call(&["INCRBY", "n", "5"]), ":5\r\n");
     assert_eq!(leader.call(&["SET", "lease", "x", "PX", "60000"]), "+OK\r\n");
+    // KEYLOCK CLUSTER and INFO show the shard as the leader sees it.
+    let view = leader.call(&["KEYLOCK", "CLUSTER"]);
+    assert!(view.starts_with("*22\r\n$4\r\nmode\r\n$4\r\nraft\r\n"), "{view}");
+    assert!(view.contains("$4\r\nrole\r\n$6\r\nleader\r\n"), "{view}");
+    assert!(view.contains("$7\r\nmembers\r\n*3\r\n"), "{view}");
+    wait_until(5, "every member's lag to be known", || {
+        let info = leader.call(&["INFO", "replication"]);
+        info.matches("raft_member").count() == 3
+    });
     // WAIT, as Redisson's `checkLockSyncedSlaves` sends it after a lock
     // write: at least the majority's other member holds it.
     let mut c = Raw::connect(leader.addr());

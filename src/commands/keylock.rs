@@ -105,6 +105,11 @@ const KEYLOCK: &[CommandSpec] = &[
         "0.2.0",
         "Simulates a crash and restart: every connection dropped, all data lost (test control).",
     ),
+    cmd("cluster", 2, cluster).flags(READONLY | LOADING | STALE).doc(
+        G,
+        "0.3.0",
+        "Shows the cluster or Raft shard this server is a member of: members, leader, term, applied entries, lag.",
+    ),
     cmd("help", 2, help)
         .flags(LOADING | STALE)
         .doc(G, "0.2.0", "Returns helpful text about the different subcommands."),
@@ -315,6 +320,54 @@ fn lock(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(describe(ctx, &argv[2]).unwrap_or(Reply::Nil))
 }
 
+fn pair(name: &'static str, value: Reply) -> (Reply, Reply) {
+    (Reply::bulk_static(name), value)
+}
+
+fn owned(value: impl Into<String>) -> Reply {
+    Reply::Bulk(Bytes::from(value.into()))
+}
+
+/// KEYLOCK CLUSTER: what this server knows of the servers it is one of.
+fn cluster(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    #[cfg(feature = "raft")]
+    if let Some(shard) = ctx.state.raft_view() {
+        return Ok(shard);
+    }
+    if let Some(c) = ctx.state.cluster.as_deref() {
+        let nodes = c
+            .nodes
+            .iter()
+            .map(|n| {
+                Reply::Map(vec![
+                    pair("id", owned(n.id.clone())),
+                    pair("address", owned(format!("{}:{}", n.ip, n.port))),
+                    pair("bus-port", Reply::Int(i64::from(n.cport))),
+                    pair("flags", owned(n.flag_names())),
+                    pair("config-epoch", Reply::Int(n.config_epoch as i64)),
+                    pair("slots", Reply::Int(i64::from(n.numslots))),
+                    pair(
+                        "link",
+                        owned(if n.link_up || n.has(crate::cluster::flag::MYSELF) {
+                            "connected"
+                        } else {
+                            "disconnected"
+                        }),
+                    ),
+                ])
+            })
+            .collect();
+        return Ok(Reply::Map(vec![
+            pair("mode", Reply::bulk_static("cluster")),
+            pair("myself", owned(c.my_id().to_string())),
+            pair("state", Reply::bulk_static(if c.ok { "ok" } else { "fail" })),
+            pair("current-epoch", Reply::Int(c.current_epoch as i64)),
+            pair("nodes", Reply::Array(nodes)),
+        ]));
+    }
+    Ok(Reply::Map(vec![pair("mode", Reply::bulk_static("standalone"))]))
+}
+
 fn help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(super::server::help_reply(
         "KEYLOCK",
@@ -326,6 +379,10 @@ fn help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             "    (semaphore) or redisson_countdownlatch__channel__{name} (latch).",
             "LOCK <name>",
             "    Show one: holders, hold counts, mode, TTL, queue, permits or count, waiters.",
+            "CLUSTER",
+            "    The cluster or Raft shard this server is a member of: its mode, and for a",
+            "    shard the role, term, leader, applied entries and each member's lag; for a",
+            "    cluster node the state, epochs and each node's address, flags and slots.",
             "CLOCK GET",
             "    The server's time, in milliseconds since the Unix epoch.",
             "CLOCK FREEZE [<unix-ms>]",

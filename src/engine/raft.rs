@@ -401,6 +401,81 @@ impl State {
         self.durability.committed_to(self.durability.recorded());
     }
 
+    /// How far each member's log is known to be, as the leader's
+    /// replication streams say: (id, member, matched index, lag in
+    /// entries); None on a member that does not lead.
+    pub fn raft_progress(&self) -> Vec<(NodeId, Member, Option<u64>, Option<u64>)> {
+        let Some(r) = self.raft.as_deref() else { return Vec::new() };
+        let metrics = r.raft.as_ref().map(|raft| raft.metrics().borrow().clone());
+        let last = metrics.as_ref().and_then(|m| m.last_log_index).unwrap_or(0);
+        let replication = metrics.as_ref().and_then(|m| m.replication.clone());
+        r.members
+            .iter()
+            .map(|(id, m)| {
+                let matched = if *id == r.id && r.is_leader() {
+                    Some(last)
+                } else {
+                    replication.as_ref().and_then(|rep| rep.get(id).map(|l| l.map_or(0, |l| l.index)))
+                };
+                (*id, m.clone(), matched, matched.map(|x| last.saturating_sub(x)))
+            })
+            .collect()
+    }
+
+    /// KEYLOCK CLUSTER's reply for a shard member.
+    pub fn raft_view(&self) -> Option<crate::reply::Reply> {
+        use crate::reply::Reply;
+        let r = self.raft.as_deref()?;
+        let text = |s: String| Reply::Bulk(bytes::Bytes::from(s));
+        let members = self
+            .raft_progress()
+            .into_iter()
+            .map(|(id, m, matched, lag)| {
+                Reply::Map(vec![
+                    (Reply::bulk_static("id"), Reply::Int(id as i64)),
+                    (Reply::bulk_static("address"), text(m.client_addr)),
+                    (Reply::bulk_static("raft-address"), text(m.raft_addr)),
+                    (
+                        Reply::bulk_static("role"),
+                        Reply::bulk_static(if r.leader.as_ref().is_some_and(|(l, _)| *l == id) {
+                            "leader"
+                        } else {
+                            "follower"
+                        }),
+                    ),
+                    (Reply::bulk_static("matched"), matched.map_or(Reply::Nil, |m| Reply::Int(m as i64))),
+                    (Reply::bulk_static("lag"), lag.map_or(Reply::Nil, |l| Reply::Int(l as i64))),
+                ])
+            })
+            .collect();
+        Some(Reply::Map(vec![
+            (Reply::bulk_static("mode"), Reply::bulk_static("raft")),
+            (Reply::bulk_static("id"), Reply::Int(r.id as i64)),
+            (
+                Reply::bulk_static("role"),
+                Reply::bulk_static(match r.role {
+                    Role::Leader => "leader",
+                    Role::Follower => "follower",
+                    Role::Candidate => "candidate",
+                }),
+            ),
+            (Reply::bulk_static("writable"), Reply::Bool(r.writable)),
+            (Reply::bulk_static("term"), Reply::Int(r.term as i64)),
+            (
+                Reply::bulk_static("leader"),
+                r.leader.as_ref().map_or(Reply::Nil, |(id, _)| Reply::Int(*id as i64)),
+            ),
+            (
+                Reply::bulk_static("applied"),
+                Reply::Int(r.last_applied.map_or(0, |l| l.index) as i64),
+            ),
+            (Reply::bulk_static("in-flight"), Reply::Int(r.in_flight as i64)),
+            (Reply::bulk_static("rebuilds"), Reply::Int(r.rebuilds as i64)),
+            (Reply::bulk_static("snapshots"), Reply::Int(r.snapshots as i64)),
+            (Reply::bulk_static("members"), Reply::Array(members)),
+        ]))
+    }
+
     /// INFO replication's lines for a shard member.
     pub fn raft_info(&self, out: &mut String) {
         use std::fmt::Write;
@@ -422,5 +497,10 @@ impl State {
             r.snapshots,
             r.installs,
         );
+        for (id, m, matched, lag) in self.raft_progress() {
+            if let (Some(matched), Some(lag)) = (matched, lag) {
+                let _ = write!(out, "raft_member{id}:addr={},matched={matched},lag={lag}\r\n", m.client_addr);
+            }
+        }
     }
 }
