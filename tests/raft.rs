@@ -63,8 +63,36 @@ impl Member {
         text(Raw::connect(self.addr()).call(args))
     }
 
+    /// INFO replication, or empty when the connection breaks (a member
+    /// that rebuilds closes its clients).
+    fn info_text(&self) -> String {
+        use std::io::{Read, Write};
+        let Ok(mut s) = std::net::TcpStream::connect(self.addr()) else {
+            return String::new();
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        if s.write_all(&encode(&[b"INFO", b"replication"])).is_err() {
+            return String::new();
+        }
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return String::new(),
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+            let text = String::from_utf8_lossy(&out).into_owned();
+            if let Some((head, body)) = text.split_once("\r\n")
+                && let Ok(len) = head.trim_start_matches('$').parse::<usize>()
+                && body.len() >= len + 2
+            {
+                return body[..len].to_string();
+            }
+        }
+    }
+
     fn info(&self, field: &str) -> String {
-        let info = self.call(&["INFO", "replication"]);
+        let info = self.info_text();
         info.lines()
             .find_map(|l| l.strip_prefix(&format!("{field}:")))
             .unwrap_or("")
@@ -472,4 +500,41 @@ fn snapshots_cut_the_log_and_bring_a_member_far_behind_back() {
     let old = &shard.members[l];
     wait_until(10, "the old leader to catch up", || old.call(&["GET", "n"]) == "$3\r\n701\r\n");
     assert_eq!(old.call(&["HGET", "h", "f"]), "$1\r\nv\r\n");
+}
+
+#[test]
+fn a_leader_deposed_with_writes_in_flight_drops_their_replies_and_rebuilds() {
+    let shard = Shard::start();
+    let l = shard.leader();
+    assert_eq!(shard.members[l].call(&["SET", "before", "1"]), "+OK\r\n");
+    let followers: Vec<usize> = (0..3).filter(|&i| i != l).collect();
+    for &f in &followers {
+        shard.members[f].signal(libc::SIGSTOP);
+    }
+    // A write the followers cannot take yet: its reply waits.
+    let mut c = Raw::connect(shard.members[l].addr());
+    c.send_cmd(&[b"SET", b"inflight", b"1"]);
+    std::thread::sleep(Duration::from_millis(300));
+    // The leader stops; the followers, back, elect one of them.
+    shard.members[l].signal(libc::SIGSTOP);
+    for &f in &followers {
+        shard.members[f].signal(libc::SIGCONT);
+    }
+    wait_until(15, "a new leader among the followers", || {
+        followers.iter().any(|&f| shard.members[f].info("raft_role") == "leader")
+    });
+    // The old leader learns it was deposed with the write not known to be
+    // committed: it rebuilds, and the client gets no reply (it may or may
+    // not have been committed: the outcome is unknown to it).
+    shard.members[l].signal(libc::SIGCONT);
+    wait_until(15, "the old leader to rebuild", || shard.members[l].info("raft_rebuilds") == "1");
+    let _ = c.writer.set_read_timeout(Some(Duration::from_secs(5)));
+    assert!(c.is_closed(), "the connection closes without the reply");
+    // Every member ends with the same data.
+    let n = shard.leader();
+    let value = shard.members[n].call(&["GET", "inflight"]);
+    for m in &shard.members {
+        wait_until(10, "the member to agree", || m.call(&["GET", "inflight"]) == value);
+        assert_eq!(m.call(&["GET", "before"]), "$1\r\n1\r\n");
+    }
 }

@@ -372,8 +372,9 @@ impl State {
     }
 
     /// Before a rebuild: the dataset and functions emptied, every client
-    /// disconnected (their waiting replies would tell of writes that may
-    /// be lost), a new incarnation so that every entry is replayed.
+    /// disconnected with its waiting output dropped (it would tell of
+    /// writes that may be lost), a new incarnation so that every entry is
+    /// replayed.
     pub fn raft_reset_dataset(&mut self, scripts: &mut super::Scripts) {
         crate::log::warning(format_args!(
             "Raft: stopped leading with writes not yet committed: rebuilding the dataset from the log"
@@ -383,8 +384,10 @@ impl State {
         }
         let limit = self.runtime.lua_memory_limit;
         let _ = scripts.reset_functions(limit);
+        // Their waiting output is dropped, not sent: it may tell of writes
+        // the shard never committed.
         for c in self.clients.values() {
-            c.outbox.close();
+            c.outbox.close_now();
         }
         if let Some(r) = self.raft.as_deref_mut() {
             r.incarnation = fastrand::u64(..);
