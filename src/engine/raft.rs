@@ -67,11 +67,8 @@ pub struct RaftState {
     queued_batches: u64,
     /// Writer tasks running, each with a proposal in flight.
     writers: u32,
-    /// Entries applied, and the last one's log id.
-    pub applied: u64,
+    /// The last entry applied.
     pub last_applied: Option<LogId>,
-    /// Proposals committed, since start.
-    pub committed: u64,
     /// Rebuilds of the dataset from the log.
     pub rebuilds: u64,
     /// Snapshots asked for while the leader had writes not yet applied:
@@ -133,9 +130,7 @@ impl State {
             queued_upto: 0,
             queued_batches: 0,
             writers: 0,
-            applied: 0,
             last_applied: None,
-            committed: 0,
             rebuilds: 0,
             pending_dumps: Vec::new(),
             snapshots: 0,
@@ -247,7 +242,6 @@ impl State {
     pub fn raft_committed(&mut self, upto: u64, batches: u64) {
         if let Some(r) = self.raft.as_deref_mut() {
             r.in_flight = r.in_flight.saturating_sub(batches);
-            r.committed += 1;
         }
         self.durability.committed_to(upto);
     }
@@ -298,7 +292,6 @@ impl State {
         let (me, incarnation) = (r.id, r.incarnation);
         for (log_id, proposal) in entries {
             if let Some(r) = self.raft.as_deref_mut() {
-                r.applied += 1;
                 r.last_applied = Some(log_id);
             }
             if proposal.author == me && proposal.incarnation == incarnation {
@@ -395,7 +388,6 @@ impl State {
             r.queued.clear();
             r.queued_batches = 0;
             r.rebuilds += 1;
-            r.applied = 0;
             r.last_applied = None;
             r.pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
             r.pending_dumps.clear();
