@@ -275,6 +275,26 @@ fn script_fills_key_and_argument_templates() {
 }
 
 #[test]
+fn wait_follows_every_command_of_an_operation() {
+    let s = start();
+    let summary = summary(&s, &["lock-cycle", "-n", "200", "-c", "4", "-P", "2", "--keys", "5", "--wait", "0"]);
+    assert_clean(&summary, 200);
+    assert_eq!(summary.settings.wait, Some(0));
+    // Acquire + WAIT per operation; unlock + WAIT + latch DEL per cycle.
+    let cycles = summary.ops - summary.contended;
+    assert_eq!(summary.commands, 2 * summary.ops + 3 * cycles, "{summary:?}");
+    let mut c = Raw::connect(s.addr());
+    assert_eq!(keys(&mut c, "*"), Vec::<String>::new());
+    // A standalone keylock has no replica to acknowledge: WAIT 1 answers
+    // 0, which the run reports.
+    let out = bench(&s, &["set", "-n", "3", "-c", "1", "--wait", "1", "--wait-timeout", "10", "--json"]);
+    assert!(!out.status.success());
+    let summary: Summary = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((summary.ops, summary.unexpected, summary.commands), (3, 3, 6), "{summary:?}");
+    assert!(summary.first_unexpected.unwrap().starts_with("reply to WAIT 1: "));
+}
+
+#[test]
 fn script_error_replies_are_counted_and_the_first_reported() {
     let s = start();
     let dir = tempfile::tempdir().unwrap();

@@ -173,6 +173,9 @@ pub struct RunSpec {
     pub key_order: KeyOrder,
     pub evalsha: bool,
     pub seed: u64,
+    /// `--wait`: the replicas WAIT must report, and the WAIT command sent
+    /// after every step.
+    pub wait: Option<(u64, Vec<u8>)>,
 }
 
 /// A client's own state outside its slots.
@@ -287,6 +290,9 @@ struct Slot {
     reloaded: bool,
     /// A fire-and-forget step to send first, with its operation's variables.
     after: Option<(usize, Vars)>,
+    /// The operation ended (contended or not) and its time is taken when
+    /// the WAIT sent after its last step answers.
+    finish: Option<bool>,
     /// The run's budget is spent: no more operations here.
     done: bool,
 }
@@ -301,6 +307,7 @@ impl Slot {
             reload: None,
             reloaded: false,
             after: None,
+            finish: None,
             done: false,
         }
     }
@@ -333,10 +340,10 @@ impl Slot {
                 return false;
             }
             Verdict::Done => {
-                stats.finished(self.started, now, false);
+                self.end(false, now, spec, stats);
                 self.after = step.after.map(|after| (after, self.vars));
             }
-            Verdict::Contended => stats.finished(self.started, now, true),
+            Verdict::Contended => self.end(true, now, spec, stats),
             Verdict::Unexpected => {
                 let what = step.script.map_or("command", |s| plan.scripts[s].name.as_str());
                 stats.unexpected(|| format!("reply to {what}: {}", describe(reply)));
@@ -347,12 +354,46 @@ impl Slot {
     }
 }
 
+impl Slot {
+    /// The operation ended: its time is taken now, or with `--wait` when
+    /// the WAIT after this reply answers.
+    fn end(&mut self, contended: bool, now: Instant, spec: &RunSpec, stats: &mut Stats) {
+        if spec.wait.is_some() {
+            self.finish = Some(contended);
+        } else {
+            stats.finished(self.started, now, contended);
+        }
+    }
+
+    /// The reply to the WAIT sent after this slot's step.
+    fn synced(&mut self, reply: &Reply<'_>, now: Instant, spec: &RunSpec, stats: &mut Stats) {
+        let wanted = spec.wait.as_ref().map_or(0, |(n, _)| *n);
+        match *reply {
+            Reply::Integer(n) if n >= 0 && n as u64 >= wanted => {}
+            Reply::Error(text) => stats.error(text),
+            _ => stats.unexpected(|| format!("reply to WAIT {wanted}: {}", describe(reply))),
+        }
+        if let Some(contended) = self.finish.take() {
+            stats.finished(self.started, now, contended);
+        }
+    }
+}
+
 /// Whose reply is which, in a round's order.
 #[derive(Debug, Clone, Copy)]
 struct Role {
     slot: u32,
+    kind: ReplyTo,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReplyTo {
+    /// The operation's step.
+    Step,
     /// A SCRIPT LOAD or fire-and-forget command: only errors count.
-    ack: bool,
+    Ack,
+    /// The `--wait` WAIT after the step.
+    Wait,
 }
 
 async fn run_pipelined(
@@ -374,10 +415,10 @@ async fn run_pipelined(
         out.clear();
         roles.clear();
         for (i, slot) in slots.iter_mut().enumerate() {
-            let role = |ack| Role { slot: i as u32, ack };
+            let role = |kind| Role { slot: i as u32, kind };
             if let Some((step, vars)) = slot.after.take() {
                 plan.steps[step].command.render(&vars, &mut env.rng, &mut env.scratch, &mut out);
-                roles.push(role(true));
+                roles.push(role(ReplyTo::Ack));
             }
             let step = match slot.step {
                 Some(step) => step,
@@ -395,12 +436,16 @@ async fn run_pipelined(
             };
             if let Some(script) = slot.reload.take() {
                 out.extend_from_slice(&plan.scripts[script].load);
-                roles.push(role(true));
+                roles.push(role(ReplyTo::Ack));
             }
             plan.steps[step]
                 .command
                 .render(&slot.vars, &mut env.rng, &mut env.scratch, &mut out);
-            roles.push(role(false));
+            roles.push(role(ReplyTo::Step));
+            if let Some((_, wait)) = &spec.wait {
+                out.extend_from_slice(wait);
+                roles.push(role(ReplyTo::Wait));
+            }
         }
         if roles.is_empty() {
             return Ok(());
@@ -421,13 +466,16 @@ async fn run_pipelined(
             let role = roles[answered];
             answered += 1;
             let mut stats = stats.borrow_mut();
-            if role.ack {
-                if let Reply::Error(text) = reply {
-                    stats.error(text);
+            let slot = &mut slots[role.slot as usize];
+            match role.kind {
+                ReplyTo::Ack => {
+                    if let Reply::Error(text) = reply {
+                        stats.error(text);
+                    }
                 }
-                continue;
+                ReplyTo::Step => ended += u64::from(slot.answer(&reply, received, spec, &mut stats)),
+                ReplyTo::Wait => slot.synced(&reply, received, spec, &mut stats),
             }
-            ended += u64::from(slots[role.slot as usize].answer(&reply, received, spec, &mut stats));
         }
         stats.borrow_mut().commands += roles.len() as u64;
         shared.completed.fetch_add(ended, Ordering::Relaxed);

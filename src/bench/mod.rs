@@ -146,6 +146,15 @@ pub struct BenchArgs {
     /// How each operation picks its key.
     #[arg(long, value_enum, default_value = "rand")]
     pub key_order: KeyOrder,
+    /// After every command of an operation, `WAIT REPLICAS TIMEOUT` in the
+    /// same round trip, as Redisson sends it when its locks check that
+    /// replicas have their writes (`checkLockSyncedSlaves`); an operation
+    /// ends with WAIT's reply, and one below REPLICAS counts as unexpected.
+    #[arg(long, value_name = "REPLICAS")]
+    pub wait: Option<u64>,
+    /// WAIT's timeout, in milliseconds.
+    #[arg(long, default_value_t = 1000, requires = "wait")]
+    pub wait_timeout: u64,
     /// Threads generating load (each runs a share of the clients).
     #[arg(long, default_value_t = 1)]
     pub threads: u64,
@@ -245,6 +254,9 @@ pub fn run(args: &BenchArgs) -> Result<Summary, BenchError> {
         return Err(BenchError("--requests must be at least 1".into()));
     }
     let plan = workload::plan(args).map_err(BenchError)?;
+    if plan.wait.is_some() && args.wait.is_some() {
+        return Err(BenchError("--wait is not supported by lock-contended".into()));
+    }
     if plan.wait.is_some() && args.pipeline != 1 {
         return Err(BenchError(
             "lock-contended waits as Redisson's lock() does, one command at a time: it takes no --pipeline".into(),
@@ -277,6 +289,10 @@ pub fn run(args: &BenchArgs) -> Result<Summary, BenchError> {
         key_order: args.key_order,
         evalsha: args.script_mode == ScriptMode::Evalsha,
         seed: fastrand::u64(..),
+        wait: args.wait.map(|replicas| {
+            let (n, timeout) = (replicas.to_string(), args.wait_timeout.to_string());
+            (replicas, template::encode_command(&[b"WAIT", n.as_bytes(), timeout.as_bytes()]))
+        }),
     });
     let progress = report::Progress::start(Arc::clone(&shared), workload_label(args.workload), args.quiet);
     let barrier = Arc::new(Barrier::new(threads as usize));
@@ -320,6 +336,7 @@ pub fn run(args: &BenchArgs) -> Result<Summary, BenchError> {
         keys,
         key_order: format!("{:?}", args.key_order).to_lowercase(),
         requested: args.requests,
+        wait: args.wait,
     };
     Ok(Summary::new(settings, stats, elapsed))
 }

@@ -75,6 +75,9 @@ pub struct Settings {
     pub key_order: String,
     /// `--requests`, when given.
     pub requested: Option<u64>,
+    /// `--wait`: the replicas WAIT asked for after every command.
+    #[serde(default)]
+    pub wait: Option<u64>,
 }
 
 impl Summary {
