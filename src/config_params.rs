@@ -739,6 +739,13 @@ static PARAMS: &[Param] = &[
     // A port where the member is also seen as a sentinel (ROLE says
     // `sentinel` there): for clients that check it, as Redis's own do.
     int("raft-sentinel-port", None, IMMUTABLE | HIDDEN, 0, 65535, "0"),
+    // A new member started to be added to a running shard (KEYLOCK
+    // ADDMEMBER on its leader): it does not form a shard of its own, and
+    // waits for the leader to send it the log.
+    boolean("raft-join", None, IMMUTABLE | HIDDEN, "no"),
+    // How long a member goes unanswered before the others hold it down
+    // (Sentinel's `s_down`, `+sdown`); it is probed five times as often.
+    int("raft-down-after-milliseconds", None, IMMUTABLE | HIDDEN, 100, i64::MAX, "5000"),
     // Entries between a member's snapshots.
     int("raft-snapshot-entries", None, IMMUTABLE | HIDDEN, 1, i64::MAX, "10000"),
     number("lua-memory-limit", None, MODIFIABLE, unsigned(0, ULLONG_MAX), Unit::Memory, "0"),

@@ -351,8 +351,10 @@ fn command_list_is_redis_servers_plus_keylocks_own() {
     let extra: BTreeSet<&str> = ours.difference(&theirs).map(String::as_str).collect();
     let own: BTreeSet<&str> = [
         "keylock",
+        "keylock|addmember",
         "keylock|clock",
         "keylock|cluster",
+        "keylock|delmember",
         "keylock|fault",
         "keylock|help",
         "keylock|lock",

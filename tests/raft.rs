@@ -548,3 +548,189 @@ fn a_leader_deposed_with_writes_in_flight_drops_their_replies_and_rebuilds() {
         assert_eq!(m.call(&["GET", "before"]), "$1\r\n1\r\n");
     }
 }
+
+#[test]
+fn members_are_added_and_removed_through_the_leader_while_writes_go_on() {
+    let mut shard = Shard::start();
+    let l = shard.leader();
+    let leader_id = shard.members[l].id;
+    let f = (l + 1) % 3;
+    assert_eq!(shard.members[l].call(&["SET", "k", "v"]), "+OK\r\n");
+    assert_eq!(shard.members[l].call(&["SET", "lease", "x", "PX", "60000"]), "+OK\r\n");
+
+    // What is refused, and why.
+    let reply = shard.members[f].call(&["KEYLOCK", "ADDMEMBER", "4", "127.0.0.1:1:2"]);
+    assert!(
+        reply.starts_with(&format!(
+            "-ERR only the shard's leader changes its members: member {leader_id} at 127.0.0.1:"
+        )),
+        "{reply}"
+    );
+    let leader = &shard.members[l];
+    assert_eq!(
+        leader.call(&["KEYLOCK", "ADDMEMBER", "0", "127.0.0.1:1:2"]),
+        "-ERR Invalid member id '0': a positive integer\r\n"
+    );
+    assert_eq!(
+        leader.call(&["KEYLOCK", "ADDMEMBER", "4", "nonsense"]),
+        "-ERR Invalid member address 'nonsense': expected HOST:PORT:RAFTPORT\r\n"
+    );
+    assert_eq!(
+        leader.call(&["KEYLOCK", "ADDMEMBER", &leader_id.to_string(), "127.0.0.1:1:2"]),
+        format!("-ERR member {leader_id} is a voter of the shard already\r\n")
+    );
+    let taken = format!("127.0.0.1:{}:1", leader.port);
+    assert_eq!(
+        leader.call(&["KEYLOCK", "ADDMEMBER", "4", &taken]),
+        format!("-ERR member {leader_id} has that address already\r\n")
+    );
+    assert_eq!(leader.call(&["KEYLOCK", "DELMEMBER", "9"]), "-ERR no member 9 in the shard\r\n");
+    let mut c = Raw::connect(leader.addr());
+    assert_eq!(c.call(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(
+        text(c.call(&["KEYLOCK", "DELMEMBER", "1"])),
+        "-ERR Command not allowed inside a transaction\r\n"
+    );
+    assert_eq!(c.call(&["DISCARD"]), b"+OK\r\n");
+
+    // A fourth member, started to join: it forms no shard of its own.
+    let dir = tempfile::tempdir().unwrap();
+    let (port, raft_port) = (free_port(), free_port());
+    let mut new = Member {
+        id: 4,
+        port,
+        sentinel_port: free_port(),
+        dir: dir.path().to_path_buf(),
+        members: format!("4=127.0.0.1:{port}:{raft_port}"),
+        extra: vec!["--raft-join".into(), "yes".into()],
+        child: None,
+    };
+    new.start();
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(new.info("raft_role"), "joining");
+    assert_eq!(
+        new.call(&["SET", "k", "w"]),
+        "-READONLY You can't write against a read only replica.\r\n"
+    );
+
+    // Writes go on while it is added; the reply comes once it votes.
+    let writer_addr = leader.addr();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut c = Raw::connect(writer_addr);
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                assert_eq!(c.call(&["INCR", "n"]), format!(":{}\r\n", n + 1).into_bytes());
+                n += 1;
+            }
+            n
+        })
+    };
+    let added = leader.call(&["KEYLOCK", "ADDMEMBER", "4", &format!("127.0.0.1:{port}:{raft_port}")]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    assert_eq!(added, "+OK\r\n");
+    assert!(written > 0);
+    let view = leader.call(&["KEYLOCK", "CLUSTER"]);
+    assert!(view.contains("$7\r\nmembers\r\n*4\r\n"), "{view}");
+    assert_eq!(new.info("raft_role"), "follower");
+    wait_until(5, "the new member to hold every write", || {
+        new.call(&["GET", "n"]) == format!("${}\r\n{written}\r\n", written.to_string().len())
+    });
+    assert_eq!(new.call(&["GET", "k"]), "$1\r\nv\r\n");
+    let ttl: i64 = new.call(&["PTTL", "lease"]).trim_start_matches(':').trim().parse().unwrap();
+    assert!((40_000..=60_000).contains(&ttl), "{ttl}");
+    // Sentinel clients see it as a replica; the quorum is of four voters.
+    let master = text(Raw::connect(leader.addr()).call(&["SENTINEL", "MASTER", "mymaster"]));
+    assert!(master.contains("$10\r\nnum-slaves\r\n$1\r\n3\r\n"), "{master}");
+    assert!(master.contains("$6\r\nquorum\r\n$1\r\n3\r\n"), "{master}");
+    shard.members.push(new);
+    let _dir = dir;
+
+    // The leader removes itself: another member leads the three left, and
+    // they have everything.
+    assert_eq!(shard.members[l].call(&["KEYLOCK", "DELMEMBER", &leader_id.to_string()]), "+OK\r\n");
+    wait_until(10, "the removed member to know it", || {
+        shard.members[l].info("raft_role") == "removed"
+    });
+    shard.members[l].kill();
+    let l2 = shard.leader();
+    assert_ne!(l2, l);
+    let next = &shard.members[l2];
+    assert_eq!(next.call(&["INCR", "n"]), format!(":{}\r\n", written + 1));
+    let view = next.call(&["KEYLOCK", "CLUSTER"]);
+    assert!(view.contains("$7\r\nmembers\r\n*3\r\n"), "{view}");
+    for m in shard.members.iter().filter(|m| m.child.is_some()) {
+        wait_until(5, "every member left to hold the write", || {
+            m.call(&["GET", "n"]) == format!("${}\r\n{}\r\n", (written + 1).to_string().len(), written + 1)
+        });
+    }
+}
+
+/// A published message as a RESP2 subscriber reads it.
+fn message(channel: &str, body: &str) -> String {
+    format!(
+        "*3\r\n$7\r\nmessage\r\n${}\r\n{channel}\r\n${}\r\n{body}\r\n",
+        channel.len(),
+        body.len()
+    )
+}
+
+#[test]
+fn a_member_that_stops_answering_is_held_down_as_a_sentinel_holds_it() {
+    let shard = Shard::start_with(&["--raft-down-after-milliseconds", "1000"]);
+    let l = shard.leader();
+    let (f, watcher) = ((l + 1) % 3, (l + 2) % 3);
+    let (leader_port, port) = (shard.members[l].port, shard.members[f].port);
+    let watcher = &shard.members[watcher];
+    let mut sub = Raw::connect(watcher.addr());
+    sub.call(&["SUBSCRIBE", "+sdown"]);
+    sub.call(&["SUBSCRIBE", "-sdown"]);
+    assert_eq!(
+        watcher.call(&["SENTINEL", "CKQUORUM", "mymaster"]),
+        "+OK 3 usable Sentinels. Quorum and failover authorization can be reached\r\n"
+    );
+    let replicas = watcher.call(&["SENTINEL", "REPLICAS", "mymaster"]);
+    assert!(!replicas.contains("s_down"), "{replicas}");
+    assert!(replicas.contains("down-after-milliseconds\r\n$4\r\n1000\r\n"), "{replicas}");
+
+    // Paused: after a second unanswered, it is down, as a replica and as
+    // a sentinel, in Redis Sentinel's event format.
+    let runid = shard.members[f].call(&["SENTINEL", "MYID"]);
+    let runid = runid.trim_end().rsplit("\r\n").next().unwrap().to_string();
+    assert_eq!(runid.len(), 40);
+    shard.members[f].signal(libc::SIGSTOP);
+    let at = format!("@ mymaster 127.0.0.1 {leader_port}");
+    assert_eq!(
+        text(sub.reply()),
+        message("+sdown", &format!("slave 127.0.0.1:{port} 127.0.0.1 {port} {at}"))
+    );
+    assert_eq!(
+        text(sub.reply()),
+        message("+sdown", &format!("sentinel {runid} 127.0.0.1 {port} {at}"))
+    );
+    let replicas = watcher.call(&["SENTINEL", "REPLICAS", "mymaster"]);
+    assert_eq!(replicas.matches("$12\r\nslave,s_down\r\n").count(), 1, "{replicas}");
+    assert_eq!(replicas.matches("master-link-status\r\n$3\r\nerr\r\n").count(), 1, "{replicas}");
+    let sentinels = watcher.call(&["SENTINEL", "SENTINELS", "mymaster"]);
+    assert_eq!(sentinels.matches("$15\r\nsentinel,s_down\r\n").count(), 1, "{sentinels}");
+    assert_eq!(
+        watcher.call(&["SENTINEL", "CKQUORUM", "mymaster"]),
+        "+OK 2 usable Sentinels. Quorum and failover authorization can be reached\r\n"
+    );
+
+    // Resumed: up again.
+    shard.members[f].signal(libc::SIGCONT);
+    assert_eq!(
+        text(sub.reply()),
+        message("-sdown", &format!("slave 127.0.0.1:{port} 127.0.0.1 {port} {at}"))
+    );
+    assert_eq!(
+        text(sub.reply()),
+        message("-sdown", &format!("sentinel {runid} 127.0.0.1 {port} {at}"))
+    );
+    let replicas = watcher.call(&["SENTINEL", "REPLICAS", "mymaster"]);
+    assert!(!replicas.contains("s_down"), "{replicas}");
+}

@@ -127,7 +127,12 @@ fn client_unblock(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let Some(mut target) = u64::try_from(id).ok().and_then(|id| state.clients.remove(&id)) else {
         return Ok(Reply::Int(0));
     };
-    let Some(stat_index) = target.blocked.as_ref().map(|b| b.stat_index) else {
+    let Some(stat_index) = target
+        .blocked
+        .as_ref()
+        .filter(|b| !matches!(b.op, crate::engine::blocking::BlockOp::Admin))
+        .map(|b| b.stat_index)
+    else {
         state.clients.insert(target.id, target);
         return Ok(Reply::Int(0));
     };

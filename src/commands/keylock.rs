@@ -110,6 +110,16 @@ const KEYLOCK: &[CommandSpec] = &[
         "0.3.0",
         "Shows the cluster or Raft shard this server is a member of: members, leader, term, applied entries, lag.",
     ),
+    cmd("addmember", 4, addmember).flags(ADMIN | NOSCRIPT | NO_MULTI | STALE).doc(
+        G,
+        "0.4.0",
+        "Adds a member to the Raft shard (sent to its leader): a learner first, a voter once it has caught up.",
+    ),
+    cmd("delmember", 3, delmember).flags(ADMIN | NOSCRIPT | NO_MULTI | STALE).doc(
+        G,
+        "0.4.0",
+        "Removes a member from the Raft shard (sent to its leader).",
+    ),
     cmd("help", 2, help)
         .flags(LOADING | STALE)
         .doc(G, "0.2.0", "Returns helpful text about the different subcommands."),
@@ -368,6 +378,68 @@ fn cluster(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Map(vec![pair("mode", Reply::bulk_static("standalone"))]))
 }
 
+/// A Raft member id: a positive integer.
+fn member_id(raw: &[u8]) -> CmdResult<u64> {
+    match crate::numfmt::parse_i64(raw) {
+        Some(n) if n > 0 => Ok(n as u64),
+        _ => Err(CmdError::err(format!(
+            "Invalid member id '{}': a positive integer",
+            String::from_utf8_lossy(raw)
+        ))),
+    }
+}
+
+/// KEYLOCK ADDMEMBER <id> <host:port:raft-port> and KEYLOCK DELMEMBER
+/// <id>: the shard's leader makes the change through openraft's joint
+/// consensus, and the client waits until it is made.
+#[cfg(feature = "raft")]
+fn change_members(ctx: &mut Ctx, change: crate::raft::MembershipChange) -> CmdResult {
+    if ctx.client.is_script || ctx.state.deny_blocking {
+        return Err(CmdError::err(
+            "KEYLOCK ADDMEMBER and DELMEMBER wait for the change and cannot run here",
+        ));
+    }
+    ctx.state.raft_request_change(ctx.client.id, change).map_err(CmdError::err)?;
+    super::blocking::block(ctx, &[], crate::engine::blocking::BlockOp::Admin, 0)
+}
+
+#[cfg(not(feature = "raft"))]
+fn not_a_shard() -> CmdResult {
+    Err(CmdError::err(
+        "this server is not a member of a Raft shard (built without the raft feature)",
+    ))
+}
+
+fn addmember(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let id = member_id(&argv[2])?;
+    #[cfg(feature = "raft")]
+    {
+        let addr = String::from_utf8_lossy(&argv[3]);
+        let members = crate::raft::parse_members(&format!("{id}={addr}"))
+            .map_err(|_| CmdError::err(format!("Invalid member address '{addr}': expected HOST:PORT:RAFTPORT")))?;
+        let member = members.into_values().next().ok_or_else(CmdError::syntax)?;
+        change_members(ctx, crate::raft::MembershipChange::Add(id, member))
+    }
+    #[cfg(not(feature = "raft"))]
+    {
+        let _ = (ctx, id);
+        not_a_shard()
+    }
+}
+
+fn delmember(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let id = member_id(&argv[2])?;
+    #[cfg(feature = "raft")]
+    {
+        change_members(ctx, crate::raft::MembershipChange::Remove(id))
+    }
+    #[cfg(not(feature = "raft"))]
+    {
+        let _ = (ctx, id);
+        not_a_shard()
+    }
+}
+
 fn help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(super::server::help_reply(
         "KEYLOCK",
@@ -383,6 +455,12 @@ fn help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             "    The cluster or Raft shard this server is a member of: its mode, and for a",
             "    shard the role, term, leader, applied entries and each member's lag; for a",
             "    cluster node the state, epochs and each node's address, flags and slots.",
+            "ADDMEMBER <id> <host>:<port>:<raft-port>",
+            "    Add a member to this Raft shard (on its leader; the new member is started",
+            "    with --raft-join yes). It is sent the log as a learner and becomes a voter",
+            "    once it has caught up; the reply comes when the change is made.",
+            "DELMEMBER <id>",
+            "    Remove a voter or learner from this Raft shard (on its leader).",
             "CLOCK GET",
             "    The server's time, in milliseconds since the Unix epoch.",
             "CLOCK FREEZE [<unix-ms>]",

@@ -7,6 +7,10 @@
 //! when the leader changes, each member publishes Redis Sentinel's
 //! `+switch-master <name> <old-ip> <old-port> <new-ip> <new-port>`, so
 //! that subscribers follow a failover without a Redis Sentinel process.
+//! Each member probes the others (`server::raft::probe_loop`); one that
+//! goes unanswered for `raft-down-after-milliseconds` is subjectively down
+//! to it, as to a sentinel: `s_down` in its flags, and `+sdown` (then
+//! `-sdown`) published, so that clients stop reading from a dead replica.
 //!
 //! SENTINEL is served only by shard members (a standalone keylock, like a
 //! standalone redis-server, does not know it), before the command table:
@@ -38,20 +42,53 @@ fn instance(fields: Vec<(&'static str, String)>) -> Reply {
     Reply::Map(fields.into_iter().map(|(k, v)| (Reply::bulk_static(k), bulk(v))).collect())
 }
 
-fn common(name: String, addr: &str, runid: &str, flags: &str) -> Vec<(&'static str, String)> {
+/// The fields every instance has. `seen`: whether this member holds the
+/// instance down (Sentinel's `s_down` flag), and how long ago it last
+/// answered a probe (ms).
+fn common(state: &State, name: String, addr: &str, runid: &str, flags: &str, (down, since_ok): (bool, u64)) -> Vec<(&'static str, String)> {
     let (ip, port) = split_addr(addr);
+    let flags = if down { format!("{flags},s_down") } else { flags.to_string() };
     vec![
         ("name", name),
         ("ip", ip),
         ("port", port),
         ("runid", runid.to_string()),
-        ("flags", flags.to_string()),
+        ("flags", flags),
         ("link-pending-commands", "0".into()),
         ("link-refcount", "1".into()),
-        ("last-ping-sent", "0".into()),
-        ("last-ok-ping-reply", "0".into()),
-        ("last-ping-reply", "0".into()),
-        ("down-after-milliseconds", "30000".into()),
+        ("last-ping-sent", if down { since_ok.to_string() } else { "0".into() }),
+        ("last-ok-ping-reply", since_ok.to_string()),
+        ("last-ping-reply", since_ok.to_string()),
+        ("down-after-milliseconds", down_after_ms(state).to_string()),
+    ]
+}
+
+/// How long a member goes unanswered before the others hold it down.
+pub fn down_after_ms(state: &State) -> u64 {
+    state.params.int("raft-down-after-milliseconds").unwrap_or(5000).max(1) as u64
+}
+
+/// Sentinel's `+sdown` / `-sdown` message for member `id` at `addr`, as
+/// Redis's `sentinelEvent` formats it (`%@`): `master <name> <ip> <port>`
+/// for the leader; for another member, as a replica and as a sentinel,
+/// `<type> <name> <ip> <port> @ <master-name> <master-ip> <master-port>`.
+pub fn sdown_messages(state: &State, id: u64, addr: &str) -> Vec<Bytes> {
+    let Some(r) = state.raft.as_deref() else { return Vec::new() };
+    let name = shard_name(state);
+    let (ip, port) = split_addr(addr);
+    let leader = r.leader.as_ref().map(|(l, m)| (*l, m.client_addr.clone()));
+    if leader.as_ref().is_some_and(|(l, _)| *l == id) {
+        return vec![Bytes::from(format!("master {name} {ip} {port}"))];
+    }
+    let master_addr = leader
+        .map(|(_, a)| a)
+        .or_else(|| r.last_leader.clone())
+        .unwrap_or_else(|| "?:0".into());
+    let (mip, mport) = split_addr(&master_addr);
+    let at = format!("@ {name} {mip} {mport}");
+    vec![
+        Bytes::from(format!("slave {addr} {ip} {port} {at}")),
+        Bytes::from(format!("sentinel {} {ip} {port} {at}", sentinel_id(id))),
     ]
 }
 
@@ -75,7 +112,8 @@ pub fn sentinel(state: &State, argv: &[Bytes]) -> Option<Reply> {
         .collect();
     let master = |name: &str| -> Reply {
         let addr = leader.as_ref().map_or("?:0".to_string(), |(_, a)| a.clone());
-        let mut f = common(name.to_string(), &addr, "", "master");
+        let seen = leader.as_ref().map_or((false, 0), |(id, _)| state.raft_liveness(*id));
+        let mut f = common(state, name.to_string(), &addr, "", "master", seen);
         f.extend([
             ("info-refresh", "0".to_string()),
             ("role-reported", "master".into()),
@@ -83,7 +121,7 @@ pub fn sentinel(state: &State, argv: &[Bytes]) -> Option<Reply> {
             ("config-epoch", r.term.to_string()),
             ("num-slaves", others.len().to_string()),
             ("num-other-sentinels", members.len().saturating_sub(1).to_string()),
-            ("quorum", (members.len() / 2 + 1).to_string()),
+            ("quorum", (state.raft_voters() / 2 + 1).to_string()),
             ("failover-timeout", "180000".into()),
             ("parallel-syncs", "1".into()),
         ]);
@@ -128,14 +166,15 @@ pub fn sentinel(state: &State, argv: &[Bytes]) -> Option<Reply> {
             Reply::Array(
                 others
                     .iter()
-                    .map(|(_, addr)| {
-                        let mut f = common(addr.clone(), addr, "", "slave");
+                    .map(|(id, addr)| {
+                        let seen = state.raft_liveness(*id);
+                        let mut f = common(state, addr.clone(), addr, "", "slave", seen);
                         f.extend([
                             ("info-refresh", "0".to_string()),
                             ("role-reported", "slave".into()),
                             ("role-reported-time", "0".into()),
                             ("master-link-down-time", "0".into()),
-                            ("master-link-status", if leader.is_some() { "ok" } else { "err" }.into()),
+                            ("master-link-status", if leader.is_some() && !seen.0 { "ok" } else { "err" }.into()),
                             ("master-host", mhost.clone()),
                             ("master-port", mport.clone()),
                             ("slave-priority", "100".into()),
@@ -160,7 +199,8 @@ pub fn sentinel(state: &State, argv: &[Bytes]) -> Option<Reply> {
                     .filter(|(id, _)| **id != r.id)
                     .map(|(id, m)| {
                         let runid = sentinel_id(*id);
-                        let mut f = common(runid.clone(), &m.client_addr, &runid, "sentinel");
+                        let seen = state.raft_liveness(*id);
+                        let mut f = common(state, runid.clone(), &m.client_addr, &runid, "sentinel", seen);
                         f.extend([
                             ("last-hello-message", "0".to_string()),
                             ("voted-leader", "?".into()),
@@ -179,10 +219,19 @@ pub fn sentinel(state: &State, argv: &[Bytes]) -> Option<Reply> {
             if !known(&argv[2]) {
                 return Some(no_such());
             }
-            let usable = members.len();
-            Reply::Status(Bytes::from(format!(
-                "OK {usable} usable Sentinels. Quorum and failover authorization can be reached"
-            )))
+            // The voters this member does not hold down, itself among
+            // them (Redis's `sentinelIsQuorumReachable`); the quorum is the
+            // voters' majority, as the failover's authorization is.
+            let usable = r.voters.iter().filter(|id| !r.down.contains(id)).count();
+            if usable > r.voters.len() / 2 {
+                Reply::Status(Bytes::from(format!(
+                    "OK {usable} usable Sentinels. Quorum and failover authorization can be reached"
+                )))
+            } else {
+                Reply::Error(Bytes::from(format!(
+                    "NOQUORUM {usable} usable Sentinels. Not enough available Sentinels to reach the specified quorum for this master. Not enough available Sentinels to reach the majority and authorize a failover"
+                )))
+            }
         }
         _ => {
             let sub = argv.get(1).cloned().unwrap_or_default();

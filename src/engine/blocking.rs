@@ -75,6 +75,10 @@ pub enum BlockOp {
     /// Held by CLIENT PAUSE (Redis's BLOCKED_POSTPONE): the command runs
     /// again, from the start, once the pause ends.
     Postpone(Vec<Bytes>),
+    /// KEYLOCK ADDMEMBER / DELMEMBER: waits for the shard's membership
+    /// change to be made; answered by [`State::finish_admin`]. It has no
+    /// timeout and CLIENT UNBLOCK leaves it (the change goes on anyway).
+    Admin,
 }
 
 impl BlockOp {
@@ -83,7 +87,7 @@ impl BlockOp {
         match self {
             BlockOp::Pop { .. } | BlockOp::Move { .. } => matches!(value, Value::List(_)),
             BlockOp::ZPop { .. } => matches!(value, Value::ZSet(_)),
-            BlockOp::Postpone(_) | BlockOp::Stream { .. } => false,
+            BlockOp::Postpone(_) | BlockOp::Stream { .. } | BlockOp::Admin => false,
         }
     }
 }
@@ -334,6 +338,28 @@ impl State {
         }
         client.outbox.wake();
         self.check_output_limits(client, true);
+    }
+
+    /// The administrative change client `id` waits for is made (or
+    /// failed): it gets its outcome.
+    pub fn finish_admin(&mut self, id: ClientId, outcome: Result<Reply, crate::commands::CmdError>) {
+        let Some(mut client) = self.clients.remove(&id) else { return };
+        if let Some(stat_index) = client
+            .blocked
+            .as_ref()
+            .filter(|b| matches!(b.op, BlockOp::Admin))
+            .map(|b| b.stat_index)
+        {
+            let reply = outcome.unwrap_or_else(|error| {
+                self.stats.count_error(&error);
+                self.stats.cmd[stat_index].failed_calls += 1;
+                Reply::from(error)
+            });
+            self.log_unblocked(&mut client, crate::clock::ticks::now());
+            self.unblock(&mut client);
+            self.answer_unblocked(&client, reply);
+        }
+        self.clients.insert(id, client);
     }
 
     /// The wait of client `id` ran out: it gets a null array (Redis's

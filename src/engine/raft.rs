@@ -18,7 +18,9 @@ use std::sync::{Arc, Mutex};
 
 use super::State;
 use super::effects::EffectsTap;
-use crate::raft::{LogId, Member, NodeId, Proposal, Raft};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::raft::{AdminRequest, LogId, Member, MembershipChange, NodeId, Proposal, Raft};
 
 /// How many entries a leader has in flight at most: each commit round
 /// carries what the batches of the one before it wrote, and a few rounds
@@ -49,8 +51,23 @@ pub struct RaftState {
     pub leader: Option<(NodeId, Member)>,
     /// The client address of the last leader known (kept while none is).
     pub last_leader: Option<String>,
-    /// The shard's members, as configured and then as Raft knows them.
-    pub members: std::collections::BTreeMap<NodeId, Member>,
+    /// The shard's members, voters and learners, as configured and then
+    /// as the Raft log's membership says.
+    pub members: BTreeMap<NodeId, Member>,
+    /// Those of them that vote (both configurations' while a change is
+    /// half made).
+    pub voters: BTreeSet<NodeId>,
+    /// Where KEYLOCK ADDMEMBER / DELMEMBER hand their change (see
+    /// `server::raft`); None until the Raft instance is made.
+    pub admin: Option<tokio::sync::mpsc::UnboundedSender<AdminRequest>>,
+    /// When each other member last answered a probe (see
+    /// `server::raft::probe_loop`), and those this member holds down
+    /// (Sentinel's `s_down`: none for `raft-down-after-milliseconds`).
+    pub last_seen: BTreeMap<NodeId, std::time::Instant>,
+    pub down: BTreeSet<NodeId>,
+    /// Members whose probe task runs.
+    pub probing: BTreeSet<NodeId>,
+    started: std::time::Instant,
     /// Changes with every rebuild of the dataset: entries this member ran
     /// as leader in this incarnation are not replayed.
     pub incarnation: u64,
@@ -94,12 +111,27 @@ impl RaftState {
     pub fn is_leader(&self) -> bool {
         self.role == Role::Leader
     }
+
+    /// The role KEYLOCK CLUSTER and INFO name: a member that does not
+    /// vote is a learner (being added), or removed once the shard's
+    /// membership no longer has it.
+    pub fn role_name(&self) -> &'static str {
+        match self.role {
+            Role::Leader => "leader",
+            Role::Candidate => "candidate",
+            Role::Follower if self.voters.contains(&self.id) => "follower",
+            Role::Follower if self.members.contains_key(&self.id) => "learner",
+            // Started with `raft-join`, and not added yet.
+            Role::Follower if self.members.is_empty() => "joining",
+            Role::Follower => "removed",
+        }
+    }
 }
 
 impl State {
     /// Joins the engine to its shard: effects are gathered for proposals,
     /// output waits for commits, and the member starts as a follower.
-    pub fn attach_raft(&mut self, id: NodeId, members: std::collections::BTreeMap<NodeId, Member>) {
+    pub fn attach_raft(&mut self, id: NodeId, members: BTreeMap<NodeId, Member>) {
         let pending = Arc::new(Mutex::new(Vec::new()));
         let sink = pending.clone();
         self.key_events.record_expired_deletions();
@@ -121,7 +153,13 @@ impl State {
             term: 0,
             leader: None,
             last_leader: None,
+            voters: members.keys().copied().collect(),
             members,
+            admin: None,
+            last_seen: BTreeMap::new(),
+            down: BTreeSet::new(),
+            probing: BTreeSet::new(),
+            started: std::time::Instant::now(),
             incarnation: fastrand::u64(..),
             pending,
             tap,
@@ -145,7 +183,7 @@ impl State {
     /// replication streams have them already.
     pub fn raft_replicas_holding_writes(&self) -> usize {
         let Some(r) = self.raft.as_deref() else { return 0 };
-        let quorum_others = r.members.len() / 2;
+        let quorum_others = r.voters.len() / 2;
         let Some(raft) = r.raft.as_ref() else { return quorum_others };
         let metrics = raft.metrics().borrow().clone();
         let last = metrics.last_log_index.unwrap_or(0);
@@ -161,9 +199,111 @@ impl State {
         matched.max(quorum_others)
     }
 
-    /// The shard's members (none on a standalone server).
-    pub fn raft_members(&self) -> std::collections::BTreeMap<NodeId, Member> {
+    /// The shard's members, voters and learners (none on a standalone
+    /// server).
+    pub fn raft_members(&self) -> BTreeMap<NodeId, Member> {
         self.raft.as_deref().map(|r| r.members.clone()).unwrap_or_default()
+    }
+
+    /// How many of the shard's members vote.
+    pub fn raft_voters(&self) -> usize {
+        self.raft.as_deref().map_or(0, |r| r.voters.len())
+    }
+
+    /// The membership the Raft log holds now (after a change, or as a
+    /// restarted member's log says).
+    pub fn raft_membership(&mut self, voters: BTreeSet<NodeId>, members: BTreeMap<NodeId, Member>) {
+        let Some(r) = self.raft.as_deref_mut() else { return };
+        if r.voters == voters && r.members == members {
+            return;
+        }
+        let list = |ids: &mut dyn Iterator<Item = NodeId>| ids.map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+        crate::log::notice(format_args!(
+            "Raft: the shard's voters are now {{{}}}, learners {{{}}}",
+            list(&mut voters.iter().copied()),
+            list(&mut members.keys().copied().filter(|id| !voters.contains(id))),
+        ));
+        r.voters = voters;
+        r.members = members;
+    }
+
+    /// A probe of member `id` was answered (`ok`) or not. Returns whether
+    /// the member is now down where it was not (`Some(true)`), or up
+    /// again (`Some(false)`): Sentinel's `+sdown` / `-sdown`.
+    pub fn raft_probed(&mut self, id: NodeId, ok: bool, now: std::time::Instant, down_after: std::time::Duration) -> Option<bool> {
+        let r = self.raft.as_deref_mut()?;
+        if ok {
+            r.last_seen.insert(id, now);
+        }
+        if !r.members.contains_key(&id) {
+            r.down.remove(&id);
+            return None;
+        }
+        let seen = r.last_seen.get(&id).copied().unwrap_or(r.started);
+        let down = now.saturating_duration_since(seen) > down_after;
+        if down == r.down.contains(&id) {
+            return None;
+        }
+        if down {
+            r.down.insert(id);
+        } else {
+            r.down.remove(&id);
+        }
+        Some(down)
+    }
+
+    /// Whether this member holds member `id` down, and how long ago it
+    /// last answered (ms).
+    pub fn raft_liveness(&self, id: NodeId) -> (bool, u64) {
+        let Some(r) = self.raft.as_deref() else { return (false, 0) };
+        if id == r.id {
+            return (false, 0);
+        }
+        let seen = r.last_seen.get(&id).copied().unwrap_or(r.started);
+        (r.down.contains(&id), seen.elapsed().as_millis() as u64)
+    }
+
+    /// KEYLOCK ADDMEMBER / DELMEMBER: checks the change against the
+    /// membership this leader knows, and hands it to the Raft thread; the
+    /// client's reply comes when it is made (or fails).
+    pub fn raft_request_change(&mut self, client: crate::db::ClientId, change: MembershipChange) -> Result<(), String> {
+        let Some(r) = self.raft.as_deref() else {
+            return Err("this server is not a member of a Raft shard (replication raft)".into());
+        };
+        if !r.is_leader() {
+            return Err(match &r.leader {
+                Some((id, m)) => format!("only the shard's leader changes its members: member {id} at {}", m.client_addr),
+                None => "only the shard's leader changes its members, and it has none now".into(),
+            });
+        }
+        match &change {
+            MembershipChange::Add(id, member) => {
+                if r.voters.contains(id) {
+                    return Err(format!("member {id} is a voter of the shard already"));
+                }
+                if let Some((other, _)) = r
+                    .members
+                    .iter()
+                    .find(|(other, m)| *other != id && (m.client_addr == member.client_addr || m.raft_addr == member.raft_addr))
+                {
+                    return Err(format!("member {other} has that address already"));
+                }
+            }
+            MembershipChange::Remove(id) => {
+                if !r.members.contains_key(id) {
+                    return Err(format!("no member {id} in the shard"));
+                }
+                if r.voters.len() == 1 && r.voters.contains(id) {
+                    return Err(format!("member {id} is the shard's only voter"));
+                }
+            }
+        }
+        let Some(admin) = r.admin.as_ref() else {
+            return Err("the shard is not running yet".into());
+        };
+        admin
+            .send(AdminRequest { client, change })
+            .map_err(|_| "the shard is not running".to_string())
     }
 
     /// Whether this member takes writes: it is the leader (or the server
@@ -434,8 +574,10 @@ impl State {
                         Reply::bulk_static("role"),
                         Reply::bulk_static(if r.leader.as_ref().is_some_and(|(l, _)| *l == id) {
                             "leader"
-                        } else {
+                        } else if r.voters.contains(&id) {
                             "follower"
+                        } else {
+                            "learner"
                         }),
                     ),
                     (Reply::bulk_static("matched"), matched.map_or(Reply::Nil, |m| Reply::Int(m as i64))),
@@ -446,14 +588,7 @@ impl State {
         Some(Reply::Map(vec![
             (Reply::bulk_static("mode"), Reply::bulk_static("raft")),
             (Reply::bulk_static("id"), Reply::Int(r.id as i64)),
-            (
-                Reply::bulk_static("role"),
-                Reply::bulk_static(match r.role {
-                    Role::Leader => "leader",
-                    Role::Follower => "follower",
-                    Role::Candidate => "candidate",
-                }),
-            ),
+            (Reply::bulk_static("role"), Reply::bulk_static(r.role_name())),
             (Reply::bulk_static("writable"), Reply::Bool(r.writable)),
             (Reply::bulk_static("term"), Reply::Int(r.term as i64)),
             (
@@ -479,11 +614,7 @@ impl State {
             out,
             "raft_id:{}\r\nraft_role:{}\r\nraft_term:{}\r\nraft_leader:{}\r\nraft_applied:{}\r\nraft_in_flight:{}\r\nraft_rebuilds:{}\r\nraft_snapshots:{}\r\nraft_snapshots_installed:{}\r\n",
             r.id,
-            match r.role {
-                Role::Leader => "leader",
-                Role::Follower => "follower",
-                Role::Candidate => "candidate",
-            },
+            r.role_name(),
             r.term,
             r.leader.as_ref().map_or(String::new(), |(id, m)| format!("{id}@{}", m.client_addr)),
             r.last_applied.map_or(0, |l| l.index),

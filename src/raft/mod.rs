@@ -60,6 +60,24 @@ pub struct Proposal {
     pub effects: Vec<u8>,
 }
 
+/// A change of the shard's members, asked for with KEYLOCK ADDMEMBER or
+/// DELMEMBER on the leader; made through openraft's joint consensus.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MembershipChange {
+    /// A new member: first a learner that is sent the log, then a voter
+    /// once it has caught up.
+    Add(NodeId, Member),
+    /// A voter or learner leaves the shard.
+    Remove(NodeId),
+}
+
+/// A membership change and the client waiting for its outcome.
+#[derive(Debug)]
+pub struct AdminRequest {
+    pub client: crate::db::ClientId,
+    pub change: MembershipChange,
+}
+
 openraft::declare_raft_types!(
     /// Type configuration of a keylock shard.
     pub TypeConfig:

@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 
 use super::{Member, NodeId, Raft, TypeConfig};
 
@@ -29,6 +30,9 @@ enum Request {
     AppendEntries(AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<NodeId>),
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    /// A member's liveness probe (see [`probe`]), answered by the network
+    /// layer itself.
+    Ping,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -36,6 +40,7 @@ enum Response {
     AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     InstallSnapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+    Pong,
 }
 
 async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> io::Result<()> {
@@ -177,27 +182,58 @@ impl RaftNetwork<TypeConfig> for Connection {
     }
 }
 
-/// Serves the Raft messages that come in on `listener`.
-pub async fn serve(listener: &TcpListener, raft: Raft) {
+/// Serves the Raft messages that come in on `listener`, each to the
+/// instance current when it comes (a rebuild makes a new one, and
+/// connections made before it go on).
+pub async fn serve(listener: TcpListener, current: watch::Receiver<Raft>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
         let _ = stream.set_nodelay(true);
-        tokio::spawn(serve_connection(stream, raft.clone()));
+        tokio::spawn(serve_connection(stream, current.clone()));
     }
 }
 
-async fn serve_connection(mut s: TcpStream, raft: Raft) {
+async fn serve_connection(mut s: TcpStream, current: watch::Receiver<Raft>) {
     while let Ok(req) = read_frame::<Request>(&mut s).await {
+        let raft = current.borrow().clone();
         let resp = match req {
             Request::AppendEntries(rpc) => Response::AppendEntries(raft.append_entries(rpc).await),
             Request::Vote(rpc) => Response::Vote(raft.vote(rpc).await),
             Request::InstallSnapshot(rpc) => Response::InstallSnapshot(raft.install_snapshot(rpc).await),
+            Request::Ping => Response::Pong,
         };
         if write_frame(&mut s, &resp).await.is_err() {
             return;
         }
     }
+}
+
+/// Whether the member whose Raft messages go to `addr` answers a probe
+/// within `ttl`, on the connection kept in `stream` (made again when
+/// broken). The Sentinel view of a shard (`+sdown`) is built on it.
+pub async fn probe(stream: &mut Option<TcpStream>, addr: &str, ttl: Duration) -> bool {
+    let answered = tokio::time::timeout(ttl, async {
+        if stream.is_none() {
+            let s = TcpStream::connect(addr).await?;
+            s.set_nodelay(true)?;
+            *stream = Some(s);
+        }
+        let Some(s) = stream.as_mut() else {
+            return Err(io::Error::other("no connection"));
+        };
+        write_frame(s, &Request::Ping).await?;
+        match read_frame::<Response>(s).await? {
+            Response::Pong => Ok(()),
+            _ => Err(io::Error::new(io::ErrorKind::InvalidData, "Raft response of another kind")),
+        }
+    })
+    .await;
+    let ok = matches!(answered, Ok(Ok(())));
+    if !ok {
+        *stream = None;
+    }
+    ok
 }

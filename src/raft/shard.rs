@@ -1,7 +1,8 @@
 //! A member's Raft instance, on a thread and runtime of its own: the log
 //! opened, the Raft messages served on `raft-port`, the shard formed on
 //! first start (every member proposes the same membership; openraft keeps
-//! one), and the instance made again from its log when the engine
+//! one; a member started with `raft-join` proposes none and waits to be
+//! added), and the instance made again from its log when the engine
 //! rebuilds its dataset.
 
 use std::collections::BTreeMap;
@@ -29,6 +30,9 @@ pub struct ShardConfig {
     /// (but the last thousand) is dropped.
     pub snapshot_entries: u64,
     pub election_timeout_ms: (u64, u64),
+    /// A member joining a running shard: on a new log it forms nothing
+    /// and waits for the leader to add it.
+    pub join: bool,
 }
 
 /// Requests to the Raft thread.
@@ -118,8 +122,11 @@ impl Shard {
                         return;
                     };
                     let (current_tx, current_rx) = watch::channel(raft.clone());
-                    tokio::spawn(serve_current(listener, current_rx));
-                    if fresh && let Err(e) = raft.initialize(cfg.members.clone()).await {
+                    tokio::spawn(serve(listener, current_rx));
+                    if fresh
+                        && !cfg.join
+                        && let Err(e) = raft.initialize(cfg.members.clone()).await
+                    {
                         tracing::debug!(error = %e, "the shard was formed already");
                     }
                     let _ = ready_tx.send(Ok(raft.clone()));
@@ -154,16 +161,5 @@ impl Shard {
         let (tx, rx) = oneshot::channel();
         let _ = self.control.send(Control::Rebuild(tx));
         rx
-    }
-}
-
-/// Serves Raft messages to whichever instance is current.
-async fn serve_current(listener: tokio::net::TcpListener, mut current: watch::Receiver<Raft>) {
-    loop {
-        let raft = current.borrow_and_update().clone();
-        tokio::select! {
-            _ = serve(&listener, raft) => {}
-            changed = current.changed() => if changed.is_err() { return },
-        }
     }
 }

@@ -12,7 +12,7 @@ use crate::config_params::ConfigParams;
 use crate::engine::raft::Role;
 use crate::raft::shard::{Shard, ShardConfig};
 use crate::raft::state_machine::EngineCmd;
-use crate::raft::{Metrics, Raft};
+use crate::raft::{AdminRequest, MembershipChange, Metrics, NodeId, Raft};
 
 /// Starts the member `raft-id` of the shard `raft-members`, its log in
 /// `dir/raft`.
@@ -50,6 +50,7 @@ pub fn start_shard(config: &Config, params: &ConfigParams) -> Result<Shard, Stri
         heartbeat_ms: 50,
         snapshot_entries: params.int("raft-snapshot-entries").unwrap_or(10_000).max(1) as u64,
         election_timeout_ms: (300, 600),
+        join: params.int("raft-join") == Some(1),
     })?;
     crate::log::notice(format_args!("Raft: member {id} of its shard, Raft messages on {host}:{raft_port}"));
     Ok(shard)
@@ -71,9 +72,12 @@ pub fn serve_shard(shared: &Rc<Shared>, mut shard: Shard) {
             }
             Err(_) => return,
         };
+        let (admin_tx, admin_rx) = tokio::sync::mpsc::unbounded_channel();
         if let Some(r) = shared.engine.borrow_mut().state.raft.as_deref_mut() {
             r.raft = Some(raft.clone());
+            r.admin = Some(admin_tx);
         }
+        tokio::task::spawn_local(admin_loop(shared.clone(), admin_rx));
         role_loop(shared, shard, raft).await;
     });
 }
@@ -125,9 +129,13 @@ async fn role_loop(shared: Rc<Shared>, shard: Shard, raft: Raft) {
     loop {
         let (role, term, leader, last_log_index) = {
             let m = metrics.borrow_and_update();
-            let leader = m
-                .current_leader
-                .and_then(|id| m.membership_config.membership().get_node(&id).map(|n| (id, n.clone())));
+            let membership = m.membership_config.membership();
+            let leader = m.current_leader.and_then(|id| membership.get_node(&id).map(|n| (id, n.clone())));
+            shared.engine.borrow_mut().state.raft_membership(
+                membership.voter_ids().collect(),
+                membership.nodes().map(|(id, n)| (*id, n.clone())).collect(),
+            );
+            start_probes(&shared);
             (role_of(&m), m.current_term, leader, m.last_log_index.unwrap_or(0))
         };
         if seen != Some((role, term, leader.as_ref().map(|l| l.0))) {
@@ -162,6 +170,170 @@ async fn role_loop(shared: Rc<Shared>, shard: Shard, raft: Raft) {
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
+    }
+}
+
+/// How long a new member has to catch up with the log, as a learner,
+/// before it is made a voter: one that cannot is left a learner, so that
+/// an unreachable or slow machine never becomes a voter the shard's
+/// majorities must wait for.
+const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Makes the membership changes KEYLOCK ADDMEMBER / DELMEMBER ask for,
+/// one at a time, and answers the client that waits for each.
+async fn admin_loop(shared: Rc<Shared>, mut requests: tokio::sync::mpsc::UnboundedReceiver<AdminRequest>) {
+    while let Some(request) = requests.recv().await {
+        let raft: Option<Raft> = shared.engine.borrow().state.raft.as_deref().and_then(|r| r.raft.clone());
+        let outcome = match raft {
+            Some(raft) => change_membership(&raft, request.change.clone()).await,
+            None => Err("the shard is not running".to_string()),
+        };
+        match &outcome {
+            Ok(()) => crate::log::notice(format_args!("Raft: membership change made: {:?}", request.change)),
+            Err(e) => crate::log::warning(format_args!("Raft: membership change {:?} failed: {e}", request.change)),
+        }
+        let outcome = outcome.map(|()| crate::reply::Reply::OK).map_err(crate::commands::CmdError::err);
+        shared.engine.borrow_mut().state.finish_admin(request.client, outcome);
+        shared.after_batch();
+    }
+}
+
+/// What a failed change tells its client.
+fn change_error(e: openraft::error::RaftError<NodeId, openraft::error::ClientWriteError<NodeId, crate::raft::Member>>) -> String {
+    use openraft::error::{ClientWriteError, RaftError};
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => {
+            "this member stopped leading the shard before the change was made; ask the new leader".into()
+        }
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => e.to_string(),
+        RaftError::Fatal(e) => format!("the Raft instance stopped: {e}"),
+    }
+}
+
+/// One membership change, through openraft's joint consensus. A new
+/// member is a learner until its log matches the leader's as it was when
+/// it was added, then a voter.
+async fn change_membership(raft: &Raft, change: MembershipChange) -> Result<(), String> {
+    use openraft::ChangeMembers;
+    match change {
+        MembershipChange::Add(id, member) => {
+            let added = raft.add_learner(id, member, false).await.map_err(change_error)?;
+            let target = raft.metrics().borrow().last_log_index.unwrap_or(added.log_id.index);
+            let caught_up = raft
+                .wait(Some(CATCH_UP))
+                .metrics(
+                    |m| {
+                        m.replication
+                            .as_ref()
+                            .and_then(|r| r.get(&id))
+                            .is_some_and(|matched| matched.is_some_and(|l| l.index >= target))
+                    },
+                    "the new member to catch up",
+                )
+                .await;
+            if caught_up.is_err() {
+                return Err(format!(
+                    "member {id} did not catch up with the log within {} s: it stays a learner (KEYLOCK DELMEMBER {id} removes it)",
+                    CATCH_UP.as_secs()
+                ));
+            }
+            raft.change_membership(ChangeMembers::AddVoterIds([id].into()), false)
+                .await
+                .map_err(change_error)?;
+        }
+        MembershipChange::Remove(id) => {
+            let voter = raft.metrics().borrow().membership_config.membership().voter_ids().any(|v| v == id);
+            let change = if voter {
+                ChangeMembers::RemoveVoters([id].into())
+            } else {
+                ChangeMembers::RemoveNodes([id].into())
+            };
+            raft.change_membership(change, false).await.map_err(change_error)?;
+        }
+    }
+    Ok(())
+}
+
+/// Starts a probe task for each member that has none (see
+/// [`probe_loop`]).
+fn start_probes(shared: &Rc<Shared>) {
+    let new: Vec<NodeId> = {
+        let mut engine = shared.engine.borrow_mut();
+        let Some(r) = engine.state.raft.as_deref_mut() else { return };
+        let me = r.id;
+        let new: Vec<NodeId> = r
+            .members
+            .keys()
+            .copied()
+            .filter(|id| *id != me && !r.probing.contains(id))
+            .collect();
+        r.probing.extend(new.iter().copied());
+        new
+    };
+    for id in new {
+        tokio::task::spawn_local(probe_loop(shared.clone(), id));
+    }
+}
+
+/// Probes member `id` five times per `raft-down-after-milliseconds`, as a
+/// sentinel pings the instances it monitors: when it has not answered for
+/// that long it is down to this member (`s_down` in SENTINEL's replies)
+/// and `+sdown` is published; `-sdown` when it answers again. Ends when
+/// the member leaves the shard.
+async fn probe_loop(shared: Rc<Shared>, id: NodeId) {
+    let mut stream = None;
+    loop {
+        let (addr, down_after) = {
+            let mut engine = shared.engine.borrow_mut();
+            let down_after = crate::commands::sentinel::down_after_ms(&engine.state);
+            let Some(r) = engine.state.raft.as_deref_mut() else { return };
+            match r.members.get(&id) {
+                Some(m) => (m.raft_addr.clone(), down_after),
+                None => {
+                    r.probing.remove(&id);
+                    r.down.remove(&id);
+                    return;
+                }
+            }
+        };
+        let every = std::time::Duration::from_millis((down_after / 5).clamp(20, 1000));
+        let started = tokio::time::Instant::now();
+        let ok = crate::raft::network::probe(&mut stream, &addr, every).await;
+        let changed =
+            shared
+                .engine
+                .borrow_mut()
+                .state
+                .raft_probed(id, ok, std::time::Instant::now(), std::time::Duration::from_millis(down_after));
+        if let Some(down) = changed {
+            sdown(&shared, id, down);
+        }
+        tokio::time::sleep_until(started + every).await;
+    }
+}
+
+/// Publishes Sentinel's `+sdown` (or `-sdown`) for member `id`.
+fn sdown(shared: &Rc<Shared>, id: NodeId, down: bool) {
+    let mut engine = shared.engine.borrow_mut();
+    let engine = &mut *engine;
+    let Some(addr) = engine
+        .state
+        .raft
+        .as_deref()
+        .and_then(|r| r.members.get(&id))
+        .map(|m| m.client_addr.clone())
+    else {
+        return;
+    };
+    crate::log::notice(format_args!(
+        "Raft: member {id} at {addr} is {}",
+        if down { "down (unanswered probes)" } else { "up again" }
+    ));
+    let channel = bytes::Bytes::from_static(if down { b"+sdown" } else { b"-sdown" });
+    for message in crate::commands::sentinel::sdown_messages(&engine.state, id, &addr) {
+        engine
+            .state
+            .publish(&mut engine.scripts.client, crate::pubsub::Kind::Channel, &channel, &message);
     }
 }
 
