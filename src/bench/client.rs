@@ -352,9 +352,7 @@ impl Slot {
         self.step = None;
         true
     }
-}
 
-impl Slot {
     /// The operation ended: its time is taken now, or with `--wait` when
     /// the WAIT after this reply answers.
     fn end(&mut self, contended: bool, now: Instant, spec: &RunSpec, stats: &mut Stats) {

@@ -391,14 +391,11 @@ fn member_id(raw: &[u8]) -> CmdResult<u64> {
 
 /// KEYLOCK ADDMEMBER <id> <host:port:raft-port> and KEYLOCK DELMEMBER
 /// <id>: the shard's leader makes the change through openraft's joint
-/// consensus, and the client waits until it is made.
+/// consensus, and the client waits until it is made. NOSCRIPT and
+/// NO_MULTI keep them out of scripts and transactions, where nothing may
+/// block.
 #[cfg(feature = "raft")]
 fn change_members(ctx: &mut Ctx, change: crate::raft::MembershipChange) -> CmdResult {
-    if ctx.client.is_script || ctx.state.deny_blocking {
-        return Err(CmdError::err(
-            "KEYLOCK ADDMEMBER and DELMEMBER wait for the change and cannot run here",
-        ));
-    }
     ctx.state.raft_request_change(ctx.client.id, change).map_err(CmdError::err)?;
     super::blocking::block(ctx, &[], crate::engine::blocking::BlockOp::Admin, 0)
 }
