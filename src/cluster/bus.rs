@@ -78,6 +78,11 @@ pub struct Message {
     pub ip: String,
     pub hostname: String,
     pub slots: Vec<(u16, u16)>,
+    /// The sender's master when it is a replica (a Raft shard's
+    /// follower), else empty.
+    pub master: String,
+    /// The sender's replication offset.
+    pub offset: u64,
     pub gossip: Vec<Gossip>,
     /// PUBLISH: channel and message.
     pub publish: Option<(Bytes, Bytes)>,
@@ -138,6 +143,8 @@ impl Message {
             out.put_u16(start);
             out.put_u16(end);
         }
+        put_str8(&mut out, &self.master);
+        out.put_u64(self.offset);
         out.put_u16(self.gossip.len() as u16);
         for g in &self.gossip {
             out.put_slice(g.id.as_bytes());
@@ -186,9 +193,14 @@ impl Message {
             return None;
         }
         let slots = (0..nslots).map(|_| (buf.get_u16(), buf.get_u16())).collect();
-        if buf.len() < 2 {
+        let master = get_str8(buf)?;
+        if !master.is_empty() && !valid_node_id(master.as_bytes()) {
             return None;
         }
+        if buf.len() < 10 {
+            return None;
+        }
+        let offset = buf.get_u64();
         let ngossip = buf.get_u16() as usize;
         let mut gossip = Vec::with_capacity(ngossip.min(1024));
         for _ in 0..ngossip {
@@ -221,6 +233,8 @@ impl Message {
             ip,
             hostname,
             slots,
+            master,
+            offset,
             gossip,
             publish,
         })
@@ -239,6 +253,10 @@ impl Cluster {
     /// every other node it knows (handshakes excepted).
     pub fn message(&self, kind: u8, announce: &Announce) -> Message {
         let me = self.myself();
+        let master = match &me.master {
+            Some(m) if me.has(flag::SLAVE) => m.clone(),
+            _ => String::new(),
+        };
         Message {
             kind,
             sender: me.id.clone(),
@@ -250,6 +268,8 @@ impl Cluster {
             ip: announce.ip.clone(),
             hostname: announce.hostname.clone(),
             slots: self.ranges_of(0),
+            master,
+            offset: me.repl_offset,
             gossip: self.nodes[1..]
                 .iter()
                 .filter(|n| !n.has(flag::HANDSHAKE | flag::NOADDR))
@@ -391,19 +411,29 @@ impl Cluster {
                 msg.ip.clone()
             };
             let role = msg.flags & (flag::MASTER | flag::SLAVE);
+            let master = (role & flag::SLAVE != 0 && !msg.master.is_empty()).then(|| msg.master.clone());
+            n.repl_offset = msg.offset;
             if n.ip != ip
                 || n.port != msg.port
                 || n.cport != msg.cport
                 || n.hostname != msg.hostname
                 || n.flags & (flag::MASTER | flag::SLAVE) != role
+                || n.master != master
                 || n.config_epoch != msg.config_epoch
             {
+                let became_replica = role & flag::SLAVE != 0 && n.is_master();
                 n.ip = ip;
                 n.port = msg.port;
                 n.cport = msg.cport;
                 n.hostname = msg.hostname.clone();
                 n.flags = (n.flags & !(flag::MASTER | flag::SLAVE | flag::NOADDR)) | role;
+                n.master = master;
                 n.config_epoch = msg.config_epoch;
+                if became_replica {
+                    // A master that turned replica serves no slot any
+                    // more (Redis's `clusterSetNodeAsMaster` undone).
+                    self.del_node_slots(s);
+                }
                 self.changed();
             }
         }
@@ -482,7 +512,7 @@ impl Engine {
             cluster.message(PONG, &announce).encode()
         });
         let effects = Effects {
-            dirty_slots: dirty,
+            dirty_slots: if self.state.keeps_keys_of_lost_slots() { Vec::new() } else { dirty },
             publish: msg.publish.clone().filter(|_| sender.is_some()),
         };
         self.apply_bus_effects(effects);
@@ -751,6 +781,8 @@ mod tests {
             ip: "10.0.0.1".into(),
             hostname: "host-a".into(),
             slots: vec![(0, 5460), (7000, 7000)],
+            master: String::new(),
+            offset: 12,
             gossip: vec![Gossip {
                 id: "b".repeat(40),
                 ip: "10.0.0.2".into(),
@@ -768,7 +800,16 @@ mod tests {
             publish: Some((Bytes::from_static(b"ch"), Bytes::from_static(b"hello"))),
             ..msg
         };
-        assert_eq!(Message::decode(&publish.encode()[4..]), Some(publish));
+        assert_eq!(Message::decode(&publish.encode()[4..]), Some(publish.clone()));
+        let replica = Message {
+            kind: PONG,
+            flags: flag::SLAVE,
+            slots: vec![],
+            master: "d".repeat(40),
+            publish: None,
+            ..publish
+        };
+        assert_eq!(Message::decode(&replica.encode()[4..]), Some(replica));
     }
 
     #[test]
@@ -786,6 +827,8 @@ mod tests {
             ip: String::new(),
             hostname: String::new(),
             slots: vec![(1, 2)],
+            master: String::new(),
+            offset: 0,
             gossip: vec![],
             publish: None,
         }

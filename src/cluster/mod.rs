@@ -103,6 +103,9 @@ pub struct Node {
     /// Masters that reported this node PFAIL or FAIL, with when, ms.
     pub fail_reports: HashMap<String, u64>,
     pub numslots: u32,
+    /// The replication offset the node last told (a Raft shard member's
+    /// applied log index).
+    pub repl_offset: u64,
 }
 
 impl Node {
@@ -126,6 +129,7 @@ impl Node {
             link_token: 0,
             fail_reports: HashMap::new(),
             numslots: 0,
+            repl_offset: 0,
         }
     }
 
@@ -204,6 +208,15 @@ pub struct Query<'a> {
 pub struct DownPolicy {
     pub reads: bool,
     pub pubsubshard: bool,
+}
+
+/// A fellow member of this node's Raft shard, as a cluster node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardMate {
+    pub id: String,
+    pub ip: String,
+    pub port: u16,
+    pub cport: u16,
 }
 
 /// This node's view of the cluster.
@@ -650,6 +663,78 @@ impl Cluster {
         dirty
     }
 
+    /// A Raft shard member's place in the cluster (`replication raft`):
+    /// the shard's leader is the master of every slot the shard's members
+    /// serve, the other members are its replicas. `mates` are the other
+    /// members as their probes told them; `leader` the node id of the
+    /// member that leads when it is another one. A new leader takes the
+    /// slots its fellow members serve with a configuration epoch greater
+    /// than any known, as Redis's failover does, so that its claim wins
+    /// everywhere; once the cluster has slots it meets the members the
+    /// cluster does not know yet. A follower that serves no slot is the
+    /// replica of the leader. Returns the slots it took.
+    pub fn follow_shard(&mut self, leading: bool, leader: Option<&str>, mates: &[ShardMate], now_ms: u64) -> usize {
+        if leading {
+            if self.nodes[0].has(flag::SLAVE) {
+                let me = &mut self.nodes[0];
+                me.flags = (me.flags & !flag::SLAVE) | flag::MASTER;
+                me.master = None;
+                crate::log::notice(format_args!("Raft: leading the shard, this node is the master of its slots"));
+                self.changed();
+            }
+            let mut taken = 0;
+            for mate in mates {
+                let Some(i) = self.index_of(mate.id.as_bytes()).filter(|&i| i != 0) else {
+                    continue;
+                };
+                for slot in 0..SLOTS as u16 {
+                    if self.slots[slot as usize] == i as u16 {
+                        self.del_slot(slot);
+                        self.add_slot(0, slot);
+                        self.importing.remove(&slot);
+                        taken += 1;
+                    }
+                }
+            }
+            if taken > 0 {
+                let epoch = self.max_epoch() + 1;
+                self.current_epoch = epoch;
+                self.nodes[0].config_epoch = epoch;
+                self.fsync_pending = true;
+                self.changed();
+                crate::log::notice(format_args!(
+                    "Raft: took {taken} slots of the shard's former leader, configEpoch set to {epoch}"
+                ));
+            }
+            if self.assigned_slots() > 0 {
+                for mate in mates {
+                    let known = self
+                        .nodes
+                        .iter()
+                        .any(|n| n.id == mate.id || (n.ip == mate.ip && n.port == mate.port && n.cport == mate.cport));
+                    if !known && !self.blacklisted(&mate.id, now_ms) {
+                        self.start_handshake(&mate.ip, mate.port, mate.cport, true, now_ms);
+                    }
+                }
+            }
+            return taken;
+        }
+        let Some(leader) = leader else { return 0 };
+        if self.nodes[0].numslots > 0 || self.nodes[0].master.as_deref() == Some(leader) || self.index_of(leader.as_bytes()).is_none() {
+            return 0;
+        }
+        self.migrating.clear();
+        self.importing.clear();
+        let me = &mut self.nodes[0];
+        me.flags = (me.flags & !flag::MASTER) | flag::SLAVE;
+        me.master = Some(leader.to_string());
+        crate::log::notice(format_args!(
+            "Raft: following the shard's leader, this node is a replica of {leader}"
+        ));
+        self.changed();
+        0
+    }
+
     /// CLUSTER RESET: slots and other nodes forgotten; HARD also draws a
     /// new id and zeroes the epochs (Redis's `clusterReset`).
     pub fn reset(&mut self, hard: bool) {
@@ -862,5 +947,90 @@ impl Cluster {
         }
         info.push_str(&format!("total_cluster_links_buffer_limit_exceeded:{links_buffer_exceeded}\r\n"));
         info
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: char, port: u16, flags: u16) -> Node {
+        let mut n = Node::new(id.to_string().repeat(40), flags, 0);
+        n.ip = "127.0.0.1".into();
+        n.port = port;
+        n.cport = port + 10000;
+        n
+    }
+
+    fn mate(n: &Node) -> ShardMate {
+        ShardMate {
+            id: n.id.clone(),
+            ip: n.ip.clone(),
+            port: n.port,
+            cport: n.cport,
+        }
+    }
+
+    #[test]
+    fn a_new_leader_takes_its_shards_slots_with_a_newer_epoch() {
+        let mut c = Cluster::new("nodes.conf".into(), 0);
+        let old = node('a', 7001, flag::MASTER);
+        let other = node('b', 7002, flag::MASTER);
+        let (old_mate, other_id) = (mate(&old), other.id.clone());
+        let a = c.add_node(old);
+        let b = c.add_node(other);
+        c.nodes[a].config_epoch = 5;
+        c.nodes[b].config_epoch = 7;
+        c.add_slot(a, 0);
+        c.add_slot(a, 1);
+        c.add_slot(b, 2);
+        // Followers do not take slots; the leader takes its mates' only.
+        assert_eq!(c.follow_shard(false, None, std::slice::from_ref(&old_mate), 0), 0);
+        assert_eq!(c.follow_shard(true, None, std::slice::from_ref(&old_mate), 0), 2);
+        assert!(c.serves(0) && c.serves(1));
+        assert_eq!(c.owner(2).map(|n| n.id.clone()), Some(other_id));
+        assert_eq!(c.myself().config_epoch, 8);
+        assert_eq!(c.current_epoch, 8);
+        // Taken once: nothing more to take, no new epoch.
+        assert_eq!(c.follow_shard(true, None, &[old_mate], 0), 0);
+        assert_eq!(c.myself().config_epoch, 8);
+    }
+
+    #[test]
+    fn a_follower_serving_no_slot_replicates_the_leader() {
+        let mut c = Cluster::new("nodes.conf".into(), 0);
+        let leader = node('c', 7003, flag::MASTER);
+        let leader_id = leader.id.clone();
+        c.add_node(leader);
+        c.add_slot(0, 9);
+        // It serves a slot still: it waits for the leader's claim.
+        c.follow_shard(false, Some(&leader_id), &[], 0);
+        assert!(c.myself().is_master());
+        c.del_slot(9);
+        c.follow_shard(false, Some(&leader_id), &[], 0);
+        assert!(c.myself().has(flag::SLAVE) && !c.myself().is_master());
+        assert_eq!(c.myself().master.as_deref(), Some(leader_id.as_str()));
+        // A leader unknown to the cluster yet is not followed.
+        let mut d = Cluster::new("nodes.conf".into(), 0);
+        d.follow_shard(false, Some(&leader_id), &[], 0);
+        assert!(d.myself().is_master());
+        // Leading again, it is a master.
+        c.follow_shard(true, None, &[], 0);
+        assert!(c.myself().is_master() && c.myself().master.is_none());
+    }
+
+    #[test]
+    fn a_leader_meets_its_mates_once_the_cluster_has_slots() {
+        let mut c = Cluster::new("nodes.conf".into(), 0);
+        let m = mate(&node('e', 7005, flag::MASTER));
+        c.follow_shard(true, None, std::slice::from_ref(&m), 0);
+        assert_eq!(c.nodes.len(), 1, "no cluster yet: redis-cli --cluster create wants empty nodes");
+        c.add_slot(0, 1);
+        c.follow_shard(true, None, std::slice::from_ref(&m), 0);
+        assert_eq!(c.nodes.len(), 2);
+        assert!(c.nodes[1].has(flag::HANDSHAKE | flag::MEET));
+        assert_eq!((c.nodes[1].port, c.nodes[1].cport), (7005, 17005));
+        c.follow_shard(true, None, &[m], 0);
+        assert_eq!(c.nodes.len(), 2, "one handshake at a time");
     }
 }

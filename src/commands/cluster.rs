@@ -417,9 +417,23 @@ fn replicate(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if c.nodes[i].has(node_flag::SLAVE) {
         return Err(CmdError::err("I can only replicate a master, not a replica."));
     }
+    let target = c.nodes[i].id.clone();
+    let following = c.myself().has(node_flag::SLAVE) && c.myself().master.as_deref() == Some(target.as_str());
+    #[cfg(feature = "raft")]
+    if ctx.state.raft.is_some() {
+        // A shard member replicates whichever member the shard elected.
+        if following {
+            return Ok(Reply::OK);
+        }
+        return Err(CmdError::err(
+            "This node is a member of a Raft shard (replication raft): it replicates the leader its shard elects, no other node",
+        ));
+    }
+    let c = cluster(ctx)?;
     if c.myself().is_master() && (c.myself().numslots != 0 || !db_empty) {
         return Err(CmdError::err("To set a master the node must be empty and without assigned slots."));
     }
+    let _ = following;
     Err(CmdError::new(NO_CLUSTER_REPLICAS))
 }
 
@@ -579,17 +593,74 @@ fn slots(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     let out = c
         .slot_runs()
         .into_iter()
-        .map(|(start, end, owner)| Reply::Array(vec![Reply::Int(start as i64), Reply::Int(end as i64), node_reply(ctx, c, owner)]))
+        .map(|(start, end, owner)| {
+            let mut run = vec![Reply::Int(start as i64), Reply::Int(end as i64), node_reply(ctx, c, owner)];
+            // Its replicas that are not failed and have replicated
+            // something (`isReplicaAvailable`).
+            run.extend(
+                replicas_of(c, owner)
+                    .filter(|&j| !c.nodes[j].failed() && c.nodes[j].repl_offset != 0)
+                    .map(|j| node_reply(ctx, c, j)),
+            );
+            Reply::Array(run)
+        })
         .collect();
     Ok(Reply::Array(out))
+}
+
+/// The nodes that replicate master `index` (a Raft shard's followers).
+fn replicas_of(c: &Cluster, index: usize) -> impl Iterator<Item = usize> + '_ {
+    let id = c.nodes[index].id.as_str();
+    (0..c.nodes.len()).filter(move |&j| c.nodes[j].has(node_flag::SLAVE) && c.nodes[j].master.as_deref() == Some(id))
+}
+
+/// `addNodeDetailsToShardReply`: one node of a shard.
+fn shard_node(ctx: &Ctx, c: &Cluster, index: usize) -> Reply {
+    let n = &c.nodes[index];
+    let endpoint_type = ctx.state.params.value("cluster-preferred-endpoint-type").unwrap_or("ip");
+    let mut details = vec![(Reply::bulk_static("id"), Reply::Bulk(Bytes::from(n.id.clone())))];
+    if n.port != 0 {
+        details.push((Reply::bulk_static("port"), Reply::Int(n.port as i64)));
+    }
+    details.push((Reply::bulk_static("ip"), Reply::Bulk(Bytes::from(n.ip.clone()))));
+    details.push((
+        Reply::bulk_static("endpoint"),
+        Reply::Bulk(Bytes::from(match endpoint_type {
+            "hostname" if n.hostname.is_empty() => "?".to_string(),
+            "hostname" => n.hostname.clone(),
+            "unknown-endpoint" => String::new(),
+            _ => n.ip.clone(),
+        })),
+    ));
+    if !n.hostname.is_empty() {
+        details.push((Reply::bulk_static("hostname"), Reply::Bulk(Bytes::from(n.hostname.clone()))));
+    }
+    let replica = n.has(node_flag::SLAVE);
+    let offset = if index == 0 {
+        ctx.state.cluster_repl_offset()
+    } else {
+        n.repl_offset
+    };
+    details.push((
+        Reply::bulk_static("role"),
+        Reply::bulk_static(if replica { "replica" } else { "master" }),
+    ));
+    details.push((Reply::bulk_static("replication-offset"), Reply::Int(offset as i64)));
+    let health = if n.failed() {
+        "fail"
+    } else if replica && offset == 0 {
+        "loading"
+    } else {
+        "online"
+    };
+    details.push((Reply::bulk_static("health"), Reply::bulk_static(health)));
+    Reply::Map(details)
 }
 
 /// SHARDS: each master with its slot ranges and its nodes.
 fn shards(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     cluster(ctx)?;
     let c = ctx.state.cluster.as_deref().expect("checked");
-    let endpoint_type = ctx.state.params.value("cluster-preferred-endpoint-type").unwrap_or("ip");
-    let my_offset = ctx.state.replicas.offset;
     let mut out = Vec::new();
     for (i, n) in c.nodes.iter().enumerate() {
         if !n.is_master() {
@@ -600,38 +671,10 @@ fn shards(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             .into_iter()
             .flat_map(|(s, e)| [Reply::Int(s as i64), Reply::Int(e as i64)])
             .collect();
-        let mut details = vec![
-            (Reply::bulk_static("id"), Reply::Bulk(Bytes::from(n.id.clone()))),
-            (Reply::bulk_static("port"), Reply::Int(n.port as i64)),
-            (Reply::bulk_static("ip"), Reply::Bulk(Bytes::from(n.ip.clone()))),
-            (
-                Reply::bulk_static("endpoint"),
-                Reply::Bulk(Bytes::from(match endpoint_type {
-                    "hostname" if n.hostname.is_empty() => "?".to_string(),
-                    "hostname" => n.hostname.clone(),
-                    "unknown-endpoint" => String::new(),
-                    _ => n.ip.clone(),
-                })),
-            ),
-        ];
-        if n.port == 0 {
-            details.remove(1);
-        }
-        if !n.hostname.is_empty() {
-            details.push((Reply::bulk_static("hostname"), Reply::Bulk(Bytes::from(n.hostname.clone()))));
-        }
-        details.push((Reply::bulk_static("role"), Reply::bulk_static("master")));
-        details.push((
-            Reply::bulk_static("replication-offset"),
-            Reply::Int(if i == 0 { my_offset as i64 } else { 0 }),
-        ));
-        details.push((
-            Reply::bulk_static("health"),
-            Reply::bulk_static(if n.failed() { "fail" } else { "online" }),
-        ));
+        let nodes = std::iter::once(i).chain(replicas_of(c, i)).map(|j| shard_node(ctx, c, j)).collect();
         out.push(Reply::Map(vec![
             (Reply::bulk_static("slots"), Reply::Array(ranges)),
-            (Reply::bulk_static("nodes"), Reply::Array(vec![Reply::Map(details)])),
+            (Reply::bulk_static("nodes"), Reply::Array(nodes)),
         ]));
     }
     Ok(Reply::Array(out))

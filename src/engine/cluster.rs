@@ -76,6 +76,16 @@ impl State {
         self.cluster.is_some()
     }
 
+    /// This node's replication offset as the cluster is told it: a Raft
+    /// shard member's applied log index, else the master offset.
+    pub fn cluster_repl_offset(&self) -> u64 {
+        #[cfg(feature = "raft")]
+        if let Some(r) = self.raft.as_deref() {
+            return r.last_applied.map_or(0, |l| l.index);
+        }
+        self.replicas.offset
+    }
+
     pub fn cluster_node_timeout(&self) -> u64 {
         self.params.int("cluster-node-timeout").unwrap_or(15000).max(0) as u64
     }
@@ -106,6 +116,8 @@ impl State {
         if let Some(c) = self.cluster.as_deref_mut() {
             c.detect_failures(now, timeout);
         }
+        #[cfg(feature = "raft")]
+        self.raft_cluster_sync();
         self.cluster_update_state();
         self.cluster_save_if_changed();
         if self.blocked_clients > 0 {
@@ -227,6 +239,21 @@ impl State {
         self.dbs[0].keys_in_slot(slot, 0).1
     }
 
+    /// Whether the keys of slots this node lost to another node's claim
+    /// stay: on a Raft shard member. Its dataset changes through the
+    /// shard's log alone, and the claimant is most often a fellow member
+    /// elected leader (the keys are the shard's own), which a member that
+    /// just restarted, or leads a stale term for a moment, cannot tell
+    /// yet. Slots move to another shard by MIGRATE, which takes the keys
+    /// with them.
+    pub fn keeps_keys_of_lost_slots(&self) -> bool {
+        #[cfg(feature = "raft")]
+        if self.raft.is_some() {
+            return true;
+        }
+        false
+    }
+
     /// Deletes every key of `slot` (a slot this node lost to another's
     /// newer claim): as DELs, for the append-only file and replicas.
     pub fn delete_keys_in_slot(&mut self, slot: u16) -> usize {
@@ -281,7 +308,36 @@ impl State {
         };
         let db = &self.dbs[0];
         let params = &self.params;
-        cluster.route(&query, || down_policy(params), |k| db.contains_key(k)).map(|_| ())
+        let here = cluster.route(&query, || down_policy(params), |k| db.contains_key(k))?;
+        #[cfg(feature = "raft")]
+        if let Some(slot) = here
+            && (write || cmd.spec.has(flag::MAY_REPLICATE))
+            && !shard
+            && !self.raft_accepts_writes()
+        {
+            return Err(self.raft_redirect(slot));
+        }
+        let _ = here;
+        Ok(())
+    }
+
+    /// Where a write goes that this shard member serves the slot of but
+    /// cannot take (it stopped leading, or leads and has not applied its
+    /// log yet): to the member that leads now, before the slot map says
+    /// so; while no other member is known to lead, the shard is down.
+    #[cfg(feature = "raft")]
+    fn raft_redirect(&self, slot: u16) -> Redirect {
+        let leader = self.raft.as_deref().and_then(|r| {
+            let (id, _) = r.leader.as_ref().filter(|(id, _)| *id != r.id)?;
+            r.cluster_ids.get(id)
+        });
+        let Some(cluster) = self.cluster.as_deref() else {
+            return Redirect::DownState;
+        };
+        match leader.and_then(|card| cluster.node(card.node_id.as_bytes())) {
+            Some(n) if n.port != 0 && !n.ip.is_empty() => Redirect::Moved(slot, cluster.endpoint(n)),
+            _ => Redirect::DownState,
+        }
     }
 
     /// A script's command (`scriptVerifyClusterState`): the error when

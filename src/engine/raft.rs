@@ -20,7 +20,8 @@ use super::State;
 use super::effects::EffectsTap;
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::raft::{AdminRequest, LogId, Member, MembershipChange, NodeId, Proposal, Raft};
+use crate::raft::network::SharedCard;
+use crate::raft::{AdminRequest, ClusterCard, LogId, Member, MembershipChange, NodeId, Proposal, Raft};
 
 /// How many entries a leader has in flight at most: each commit round
 /// carries what the batches of the one before it wrote, and a few rounds
@@ -47,6 +48,11 @@ pub struct RaftState {
     pub writable: bool,
     /// The log index it must have applied first.
     writable_from: u64,
+    /// A majority has acknowledged this member as the leader of its
+    /// term. A member restarted after it led comes back as the leader of
+    /// its old term until it hears of a newer one, unconfirmed: it takes
+    /// no write and claims no slot meanwhile.
+    pub confirmed: bool,
     pub term: u64,
     pub leader: Option<(NodeId, Member)>,
     /// The client address of the last leader known (kept while none is).
@@ -67,6 +73,10 @@ pub struct RaftState {
     pub down: BTreeSet<NodeId>,
     /// Members whose probe task runs.
     pub probing: BTreeSet<NodeId>,
+    /// This member's cluster identity as the others' probes are told it.
+    pub card: SharedCard,
+    /// The other members' cluster identities, as their probes told them.
+    pub cluster_ids: BTreeMap<NodeId, ClusterCard>,
     started: std::time::Instant,
     /// Changes with every rebuild of the dataset: entries this member ran
     /// as leader in this incarnation are not replayed.
@@ -131,7 +141,7 @@ impl RaftState {
 impl State {
     /// Joins the engine to its shard: effects are gathered for proposals,
     /// output waits for commits, and the member starts as a follower.
-    pub fn attach_raft(&mut self, id: NodeId, members: BTreeMap<NodeId, Member>) {
+    pub fn attach_raft(&mut self, id: NodeId, members: BTreeMap<NodeId, Member>, card: SharedCard) {
         let pending = Arc::new(Mutex::new(Vec::new()));
         let sink = pending.clone();
         self.key_events.record_expired_deletions();
@@ -150,6 +160,7 @@ impl State {
             role: Role::Follower,
             writable: false,
             writable_from: 0,
+            confirmed: false,
             term: 0,
             leader: None,
             last_leader: None,
@@ -159,6 +170,8 @@ impl State {
             last_seen: BTreeMap::new(),
             down: BTreeSet::new(),
             probing: BTreeSet::new(),
+            card,
+            cluster_ids: BTreeMap::new(),
             started: std::time::Instant::now(),
             incarnation: fastrand::u64(..),
             pending,
@@ -250,6 +263,59 @@ impl State {
             r.down.remove(&id);
         }
         Some(down)
+    }
+
+    /// A member's probe told its cluster identity.
+    pub fn raft_learn_card(&mut self, id: NodeId, card: ClusterCard) {
+        let Some(r) = self.raft.as_deref_mut() else { return };
+        if r.members.contains_key(&id) && r.cluster_ids.get(&id) != Some(&card) {
+            r.cluster_ids.insert(id, card);
+            self.raft_cluster_sync();
+        }
+    }
+
+    /// In cluster mode, the node's role and slots follow the shard's
+    /// (see `Cluster::follow_shard`); this member's own identity is kept
+    /// for the others' probes.
+    pub fn raft_cluster_sync(&mut self) {
+        let now = self.clock.now_ms();
+        let (Some(c), Some(r)) = (self.cluster.as_deref_mut(), self.raft.as_deref()) else {
+            return;
+        };
+        let card = ClusterCard {
+            node_id: c.myself().id.clone(),
+            cport: c.myself().cport,
+        };
+        {
+            let mut told = r.card.lock().unwrap_or_else(|e| e.into_inner());
+            if told.as_ref() != Some(&card) {
+                *told = Some(card);
+            }
+        }
+        c.nodes[0].repl_offset = r.last_applied.map_or(0, |l| l.index);
+        let mates: Vec<crate::cluster::ShardMate> = r
+            .cluster_ids
+            .iter()
+            .filter(|(id, _)| **id != r.id)
+            .filter_map(|(id, card)| {
+                let (ip, port) = r.members.get(id)?.client_addr.rsplit_once(':')?;
+                Some(crate::cluster::ShardMate {
+                    id: card.node_id.clone(),
+                    ip: ip.to_string(),
+                    port: port.parse().ok()?,
+                    cport: card.cport,
+                })
+            })
+            .collect();
+        let leader = r
+            .leader
+            .as_ref()
+            .filter(|(id, _)| *id != r.id)
+            .and_then(|(id, _)| r.cluster_ids.get(id))
+            .map(|card| card.node_id.clone());
+        if c.follow_shard(r.is_leader() && r.confirmed, leader.as_deref(), &mates, now) > 0 {
+            self.cluster_update_state();
+        }
     }
 
     /// Whether this member holds member `id` down, and how long ago it
@@ -408,17 +474,33 @@ impl State {
         }
         if !leader_now {
             r.writable = false;
+            r.confirmed = false;
             self.set_raft_follower(true);
         }
         self.raft_check_writable();
+        self.raft_cluster_sync();
         lost_writes
     }
 
+    /// Whether a majority acknowledged this leader recently, as the
+    /// Raft instance reports it.
+    pub fn raft_quorum_acked(&mut self, acked: bool) {
+        let Some(r) = self.raft.as_deref_mut() else { return };
+        let confirmed = acked && r.is_leader();
+        if confirmed == r.confirmed || !confirmed {
+            return;
+        }
+        r.confirmed = true;
+        self.raft_check_writable();
+        self.raft_cluster_sync();
+    }
+
     /// A new leader becomes writable (expiry runs, writes are taken) once
-    /// it applied every entry its log held when it was elected.
+    /// a majority acknowledged it and it applied every entry its log held
+    /// when it was elected.
     fn raft_check_writable(&mut self) {
         let Some(r) = self.raft.as_deref_mut() else { return };
-        if r.writable || !r.is_leader() || r.last_applied.map_or(0, |l| l.index) < r.writable_from {
+        if r.writable || !r.is_leader() || !r.confirmed || r.last_applied.map_or(0, |l| l.index) < r.writable_from {
             return;
         }
         r.writable = true;

@@ -50,6 +50,16 @@ impl std::fmt::Display for Member {
     }
 }
 
+/// A member's identity as a cluster node (`cluster-enabled yes`): the
+/// shard's leader is the master of the shard's slots, the other members
+/// its replicas, and each member finds which cluster nodes its fellow
+/// members are by asking them (the Raft probe's answer carries it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterCard {
+    pub node_id: String,
+    pub cport: u16,
+}
+
 /// What a leader appends: the effects of the writes of one batch, and
 /// who ran them (the author skips its own entries when they are applied,
 /// unless it rebuilt its dataset since: a new incarnation).

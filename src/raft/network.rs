@@ -20,7 +20,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use super::{Member, NodeId, Raft, TypeConfig};
+use super::{ClusterCard, Member, NodeId, Raft, TypeConfig};
+
+/// This member's cluster identity, as probes are told it (set by the
+/// server thread, read by the Raft thread).
+pub type SharedCard = std::sync::Arc<std::sync::Mutex<Option<ClusterCard>>>;
 
 /// A frame larger than this closes the connection.
 const MAX_FRAME: usize = 256 << 20;
@@ -40,7 +44,8 @@ enum Response {
     AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     InstallSnapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
-    Pong,
+    /// The member's cluster identity, when it is a cluster node.
+    Pong(Option<ClusterCard>),
 }
 
 async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> io::Result<()> {
@@ -185,25 +190,25 @@ impl RaftNetwork<TypeConfig> for Connection {
 /// Serves the Raft messages that come in on `listener`, each to the
 /// instance current when it comes (a rebuild makes a new one, and
 /// connections made before it go on).
-pub async fn serve(listener: TcpListener, current: watch::Receiver<Raft>) {
+pub async fn serve(listener: TcpListener, current: watch::Receiver<Raft>, card: SharedCard) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
         let _ = stream.set_nodelay(true);
-        tokio::spawn(serve_connection(stream, current.clone()));
+        tokio::spawn(serve_connection(stream, current.clone(), card.clone()));
     }
 }
 
-async fn serve_connection(mut s: TcpStream, current: watch::Receiver<Raft>) {
+async fn serve_connection(mut s: TcpStream, current: watch::Receiver<Raft>, card: SharedCard) {
     while let Ok(req) = read_frame::<Request>(&mut s).await {
         let raft = current.borrow().clone();
         let resp = match req {
             Request::AppendEntries(rpc) => Response::AppendEntries(raft.append_entries(rpc).await),
             Request::Vote(rpc) => Response::Vote(raft.vote(rpc).await),
             Request::InstallSnapshot(rpc) => Response::InstallSnapshot(raft.install_snapshot(rpc).await),
-            Request::Ping => Response::Pong,
+            Request::Ping => Response::Pong(card.lock().unwrap_or_else(|e| e.into_inner()).clone()),
         };
         if write_frame(&mut s, &resp).await.is_err() {
             return;
@@ -213,8 +218,10 @@ async fn serve_connection(mut s: TcpStream, current: watch::Receiver<Raft>) {
 
 /// Whether the member whose Raft messages go to `addr` answers a probe
 /// within `ttl`, on the connection kept in `stream` (made again when
-/// broken). The Sentinel view of a shard (`+sdown`) is built on it.
-pub async fn probe(stream: &mut Option<TcpStream>, addr: &str, ttl: Duration) -> bool {
+/// broken), and its cluster identity when it has one. The Sentinel view
+/// of a shard (`+sdown`) and, in cluster mode, which cluster nodes are
+/// the shard's members are built on it.
+pub async fn probe(stream: &mut Option<TcpStream>, addr: &str, ttl: Duration) -> Option<Option<ClusterCard>> {
     let answered = tokio::time::timeout(ttl, async {
         if stream.is_none() {
             let s = TcpStream::connect(addr).await?;
@@ -226,14 +233,16 @@ pub async fn probe(stream: &mut Option<TcpStream>, addr: &str, ttl: Duration) ->
         };
         write_frame(s, &Request::Ping).await?;
         match read_frame::<Response>(s).await? {
-            Response::Pong => Ok(()),
+            Response::Pong(card) => Ok(card),
             _ => Err(io::Error::new(io::ErrorKind::InvalidData, "Raft response of another kind")),
         }
     })
     .await;
-    let ok = matches!(answered, Ok(Ok(())));
-    if !ok {
-        *stream = None;
+    match answered {
+        Ok(Ok(card)) => Some(card),
+        _ => {
+            *stream = None;
+            None
+        }
     }
-    ok
 }

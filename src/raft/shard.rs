@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::log_store::LogStore;
-use super::network::{Network, serve};
+use super::network::{Network, SharedCard, serve};
 use super::state_machine::{EngineCmd, StateMachine};
 use super::{Member, NodeId, Raft};
 
@@ -33,6 +33,8 @@ pub struct ShardConfig {
     /// A member joining a running shard: on a new log it forms nothing
     /// and waits for the leader to add it.
     pub join: bool,
+    /// This member's cluster identity, told to the others' probes.
+    pub card: SharedCard,
 }
 
 /// Requests to the Raft thread.
@@ -51,6 +53,8 @@ pub struct Shard {
     pub ready: Option<oneshot::Receiver<Result<Raft, String>>>,
     /// Committed entries for the engine to apply.
     pub applies: Option<mpsc::UnboundedReceiver<EngineCmd>>,
+    /// This member's cluster identity, as told to the others.
+    pub card: SharedCard,
     control: mpsc::UnboundedSender<Control>,
 }
 
@@ -100,6 +104,7 @@ impl Shard {
         let (ready_tx, ready_rx) = oneshot::channel::<Result<Raft, String>>();
         let id = cfg.id;
         let members = cfg.members.clone();
+        let card = cfg.card.clone();
         std::thread::Builder::new()
             .name("keylock-raft".into())
             .spawn(move || {
@@ -122,7 +127,7 @@ impl Shard {
                         return;
                     };
                     let (current_tx, current_rx) = watch::channel(raft.clone());
-                    tokio::spawn(serve(listener, current_rx));
+                    tokio::spawn(serve(listener, current_rx, cfg.card.clone()));
                     if fresh
                         && !cfg.join
                         && let Err(e) = raft.initialize(cfg.members.clone()).await
@@ -151,6 +156,7 @@ impl Shard {
             members,
             ready: Some(ready_rx),
             applies: Some(engine_rx),
+            card,
             control: control_tx,
         })
     }

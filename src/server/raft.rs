@@ -24,11 +24,6 @@ pub fn start_shard(config: &Config, params: &ConfigParams) -> Result<Shard, Stri
             "replication raft needs raft-id to be one of the ids in raft-members (raft-id {id})"
         ));
     };
-    if params.int("cluster-enabled") == Some(1) {
-        return Err(
-            "cluster-enabled cannot be used with replication raft yet: a replicated shard is one Redis master to its clients".into(),
-        );
-    }
     if params.int("appendonly") == Some(1) {
         return Err("appendonly cannot be used with replication raft: the Raft log is the member's record".into());
     }
@@ -51,6 +46,7 @@ pub fn start_shard(config: &Config, params: &ConfigParams) -> Result<Shard, Stri
         snapshot_entries: params.int("raft-snapshot-entries").unwrap_or(10_000).max(1) as u64,
         election_timeout_ms: (300, 600),
         join: params.int("raft-join") == Some(1),
+        card: Default::default(),
     })?;
     crate::log::notice(format_args!("Raft: member {id} of its shard, Raft messages on {host}:{raft_port}"));
     Ok(shard)
@@ -127,7 +123,7 @@ async fn role_loop(shared: Rc<Shared>, shard: Shard, raft: Raft) {
     let mut metrics = raft.metrics();
     let mut seen = None;
     loop {
-        let (role, term, leader, last_log_index) = {
+        let (role, term, leader, last_log_index, acked) = {
             let m = metrics.borrow_and_update();
             let membership = m.membership_config.membership();
             let leader = m.current_leader.and_then(|id| membership.get_node(&id).map(|n| (id, n.clone())));
@@ -136,7 +132,13 @@ async fn role_loop(shared: Rc<Shared>, shard: Shard, raft: Raft) {
                 membership.nodes().map(|(id, n)| (*id, n.clone())).collect(),
             );
             start_probes(&shared);
-            (role_of(&m), m.current_term, leader, m.last_log_index.unwrap_or(0))
+            (
+                role_of(&m),
+                m.current_term,
+                leader,
+                m.last_log_index.unwrap_or(0),
+                m.millis_since_quorum_ack.is_some(),
+            )
         };
         if seen != Some((role, term, leader.as_ref().map(|l| l.0))) {
             seen = Some((role, term, leader.as_ref().map(|l| l.0)));
@@ -161,6 +163,7 @@ async fn role_loop(shared: Rc<Shared>, shard: Shard, raft: Raft) {
                 continue;
             }
         }
+        shared.engine.borrow_mut().state.raft_quorum_acked(acked);
         if metrics.changed().await.is_err() {
             // The instance shut down (a rebuild makes a new one).
             let raft: Option<Raft> = shared.engine.borrow().state.raft.as_deref().and_then(|r| r.raft.clone());
@@ -298,13 +301,17 @@ async fn probe_loop(shared: Rc<Shared>, id: NodeId) {
         };
         let every = std::time::Duration::from_millis((down_after / 5).clamp(20, 1000));
         let started = tokio::time::Instant::now();
-        let ok = crate::raft::network::probe(&mut stream, &addr, every).await;
-        let changed =
-            shared
-                .engine
-                .borrow_mut()
+        let answer = crate::raft::network::probe(&mut stream, &addr, every).await;
+        let changed = {
+            let mut engine = shared.engine.borrow_mut();
+            let ok = answer.is_some();
+            if let Some(Some(card)) = answer {
+                engine.state.raft_learn_card(id, card);
+            }
+            engine
                 .state
-                .raft_probed(id, ok, std::time::Instant::now(), std::time::Duration::from_millis(down_after));
+                .raft_probed(id, ok, std::time::Instant::now(), std::time::Duration::from_millis(down_after))
+        };
         if let Some(down) = changed {
             sdown(&shared, id, down);
         }
