@@ -255,6 +255,41 @@ fn a_reply_waits_until_a_majority_holds_the_write() {
     followers[1].signal(libc::SIGCONT);
 }
 
+#[test]
+fn a_leader_cut_off_from_its_majority_stops_answering_reads() {
+    let shard = Shard::start();
+    let l = shard.leader();
+    let leader = &shard.members[l];
+    assert_eq!(leader.call(&["SET", "seen", "1"]), "+OK\r\n");
+    assert_eq!(leader.call(&["GET", "seen"]), "$1\r\n1\r\n");
+    let followers: Vec<&Member> = (0..3).filter(|&i| i != l).map(|i| &shard.members[i]).collect();
+    for f in &followers {
+        f.signal(libc::SIGSTOP);
+    }
+    // Once its read lease lapses, another member may lead (the others
+    // would elect one were they not stopped): reads, read-only
+    // transactions and scripts are refused; PING and INFO are answered.
+    let lapsed = "-MASTERDOWN The shard's leader has not heard from a majority of its members lately: its data may be stale\r\n";
+    wait_until(5, "the read lease to lapse", || leader.call(&["GET", "seen"]) == lapsed);
+    assert_eq!(leader.call(&["EXISTS", "seen"]), lapsed);
+    assert_eq!(leader.call(&["EVAL", "return redis.call('get', KEYS[1])", "1", "seen"]), lapsed);
+    assert_eq!(leader.call(&["PING"]), "+PONG\r\n");
+    assert_eq!(leader.info("raft_role"), "leader");
+    {
+        let mut c = Raw::connect(leader.addr());
+        assert_eq!(c.call(&["MULTI"]), b"+OK\r\n");
+        assert_eq!(text(c.call(&["GET", "seen"])), lapsed);
+        assert_eq!(
+            c.call(&["EXEC"]),
+            b"-EXECABORT Transaction discarded because of previous errors.\r\n"
+        );
+    }
+    // A majority back: reads are answered again.
+    followers[0].signal(libc::SIGCONT);
+    wait_until(10, "reads to be answered again", || leader.call(&["GET", "seen"]) == "$1\r\n1\r\n");
+    followers[1].signal(libc::SIGCONT);
+}
+
 /// Redisson 4.7.0's lock acquire script (`RedissonLock.tryLockInnerAsync`).
 const LOCK_SCRIPT: &str = "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
 

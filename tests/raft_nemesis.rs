@@ -256,8 +256,8 @@ fn client(index: usize, addrs: Vec<SocketAddr>, until: Instant, acquire: String)
         // Acquire, until granted. A reply that is lost leaves the outcome
         // open: the acquire is sent again (it is reentrant, so it answers
         // nil if the first one took the lock), and the hold counts from
-        // the first sending. Reads do not settle it: a deposed leader
-        // still answers them from what it had.
+        // the first sending. Reads do not settle it: the member reached
+        // next may be a follower that has not applied the write yet.
         let mut first_unanswered: Option<Instant> = None;
         let (held_since, known) = loop {
             if Instant::now() >= until && first_unanswered.is_none() {

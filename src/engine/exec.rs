@@ -54,6 +54,11 @@ pub const WRONG_ARITY: &str = "ERR Wrong number of args calling Redis command fr
 pub const NOT_ALLOWED: &str = "ERR This Redis command is not allowed from script";
 /// A write on a Raft shard member that does not lead (Redis's replica error).
 pub const RAFT_READONLY: &str = "READONLY You can't write against a read only replica.";
+/// A shard's leader that has not heard from a majority within its read
+/// lease (the text of Redis's replica that lost its master, for the
+/// leader that may have lost its shard).
+pub const RAFT_LEASE_LAPSED: &str =
+    "MASTERDOWN The shard's leader has not heard from a majority of its members lately: its data may be stale";
 pub const WRITE_IN_READ_ONLY: &str = "ERR Write commands are not allowed from read-only scripts.";
 /// Redis's `slowevalerr`: a client's command while an EVAL is busy.
 /// What commands not flagged `loading` get while the dataset loads.
@@ -219,6 +224,18 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
     // A shard member that does not lead is a read-only replica.
     if !state.raft_accepts_writes() && !client.replaying && state.command_flags(scripts, client, cmd, argv) & flag::WRITE != 0 {
         return Err(Refusal::of(CmdError::new(RAFT_READONLY), Some(cmd)));
+    }
+    // A leader answers reads only while no other member can have been
+    // elected (its writes wait for their commit anyway).
+    if state.raft_lease_lapsed() && !client.replaying {
+        let flags = state.command_flags(scripts, client, cmd, argv);
+        let script = matches!(
+            cmd.full_name.as_str(),
+            "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+        );
+        if (flags & flag::READONLY != 0 || script) && flags & flag::WRITE == 0 {
+            return Err(Refusal::of(CmdError::new(RAFT_LEASE_LAPSED), Some(cmd)));
+        }
     }
     if client.monitor && cmd.spec.has(flag::WRITE | flag::READONLY | flag::MAY_REPLICATE) {
         // Redis treats a MONITOR connection like a replica.

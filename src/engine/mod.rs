@@ -1190,6 +1190,11 @@ impl State {
     pub fn raft_accepts_writes(&self) -> bool {
         true
     }
+
+    /// Whether a leader's read lease lapsed (never, without Raft).
+    pub fn raft_lease_lapsed(&self) -> bool {
+        false
+    }
 }
 
 impl Engine {

@@ -37,6 +37,14 @@ pub enum Role {
 }
 
 /// The engine's view of its shard.
+/// How long after a majority acknowledged it (the sending time of what
+/// they answered) a leader answers reads. A member that hears from the
+/// leader votes for no one else for the election timeout's maximum
+/// (openraft's leader lease, 600 ms), so no other leader can be elected
+/// within it; half of it leaves room for clock rates and for the
+/// metrics' delay.
+pub const READ_LEASE: std::time::Duration = std::time::Duration::from_millis(300);
+
 pub struct RaftState {
     pub id: NodeId,
     /// None until the Raft instance is made.
@@ -53,6 +61,9 @@ pub struct RaftState {
     /// its old term until it hears of a newer one, unconfirmed: it takes
     /// no write and claims no slot meanwhile.
     pub confirmed: bool,
+    /// Until when this leader may answer reads from its dataset: no other
+    /// member can have been elected before (see [`READ_LEASE`]).
+    pub lease_until: Option<std::time::Instant>,
     pub term: u64,
     pub leader: Option<(NodeId, Member)>,
     /// The client address of the last leader known (kept while none is).
@@ -161,6 +172,7 @@ impl State {
             writable: false,
             writable_from: 0,
             confirmed: false,
+            lease_until: None,
             term: 0,
             leader: None,
             last_leader: None,
@@ -372,6 +384,15 @@ impl State {
             .map_err(|_| "the shard is not running".to_string())
     }
 
+    /// Whether this member leads and its read lease has lapsed: it has not
+    /// heard from a majority for long enough that another member may
+    /// have been elected, so what its dataset says may be stale.
+    pub fn raft_lease_lapsed(&self) -> bool {
+        self.raft
+            .as_deref()
+            .is_some_and(|r| r.is_leader() && r.lease_until.is_none_or(|u| std::time::Instant::now() >= u))
+    }
+
     /// Whether this member takes writes: it is the leader (or the server
     /// is not a shard member).
     pub fn raft_accepts_writes(&self) -> bool {
@@ -475,6 +496,7 @@ impl State {
         if !leader_now {
             r.writable = false;
             r.confirmed = false;
+            r.lease_until = None;
             self.set_raft_follower(true);
         }
         self.raft_check_writable();
@@ -482,10 +504,22 @@ impl State {
         lost_writes
     }
 
-    /// Whether a majority acknowledged this leader recently, as the
-    /// Raft instance reports it.
-    pub fn raft_quorum_acked(&mut self, acked: bool) {
+    /// How long ago a majority last acknowledged this leader (the sending
+    /// time of the requests they answered), as the Raft instance reports
+    /// it: the read lease is renewed from it.
+    pub fn raft_quorum_acked(&mut self, millis_since: Option<u64>) {
         let Some(r) = self.raft.as_deref_mut() else { return };
+        let acked = millis_since.is_some();
+        if let Some(ms) = millis_since
+            && r.is_leader()
+        {
+            let now = std::time::Instant::now();
+            let acked_at = now.checked_sub(std::time::Duration::from_millis(ms)).unwrap_or(now);
+            let until = acked_at + READ_LEASE;
+            if r.lease_until.is_none_or(|u| u < until) {
+                r.lease_until = Some(until);
+            }
+        }
         let confirmed = acked && r.is_leader();
         if confirmed == r.confirmed || !confirmed {
             return;
