@@ -238,10 +238,12 @@ fn a_reply_waits_until_a_majority_holds_the_write() {
     let leader = &shard.members[l];
     assert_eq!(leader.call(&["SET", "warm", "1"]), "+OK\r\n");
     let followers: Vec<&Member> = (0..3).filter(|&i| i != l).map(|i| &shard.members[i]).collect();
+    // Sent within the leader's read lease (300 ms from the followers'
+    // last acknowledgement), so that it runs and waits for its commit.
+    let mut c = Raw::connect(leader.addr());
     for f in &followers {
         f.signal(libc::SIGSTOP);
     }
-    let mut c = Raw::connect(leader.addr());
     c.send_cmd(&[b"SET", b"held", b"1"]);
     let _ = c.writer.set_read_timeout(Some(Duration::from_millis(700)));
     let mut byte = [0u8; 1];
@@ -272,6 +274,9 @@ fn a_leader_cut_off_from_its_majority_stops_answering_reads() {
     let lapsed = "-MASTERDOWN The shard's leader has not heard from a majority of its members lately: its data may be stale\r\n";
     wait_until(5, "the read lease to lapse", || leader.call(&["GET", "seen"]) == lapsed);
     assert_eq!(leader.call(&["EXISTS", "seen"]), lapsed);
+    // A write that would find nothing to do would answer from stale data
+    // too.
+    assert_eq!(leader.call(&["SET", "seen", "2", "NX"]), lapsed);
     assert_eq!(leader.call(&["EVAL", "return redis.call('get', KEYS[1])", "1", "seen"]), lapsed);
     assert_eq!(leader.call(&["PING"]), "+PONG\r\n");
     assert_eq!(leader.info("raft_role"), "leader");
@@ -288,6 +293,42 @@ fn a_leader_cut_off_from_its_majority_stops_answering_reads() {
     followers[0].signal(libc::SIGCONT);
     wait_until(10, "reads to be answered again", || leader.call(&["GET", "seen"]) == "$1\r\n1\r\n");
     followers[1].signal(libc::SIGCONT);
+}
+
+#[test]
+fn a_leader_paused_until_deposed_does_not_answer_from_stale_data() {
+    let mut shard = Shard::start();
+    let l = shard.leader();
+    assert_eq!(shard.members[l].call(&["SET", "k", "old"]), "+OK\r\n");
+    // The leader pauses (as in a long GC pause); the others elect one of
+    // themselves, which takes a write.
+    shard.members[l].signal(libc::SIGSTOP);
+    let others: Vec<usize> = (0..3).filter(|&i| i != l).collect();
+    let mut new = None;
+    wait_until(20, "another leader", || {
+        new = others.iter().copied().find(|&i| shard.members[i].info("raft_role") == "leader");
+        new.is_some()
+    });
+    let new = new.unwrap();
+    wait_until(10, "the new leader to take writes", || {
+        shard.members[new].call(&["SET", "k", "new"]) == "+OK\r\n"
+    });
+    // Reads sent to the paused member after that write was
+    // acknowledged: when it wakes, it must not answer "old" as a leader.
+    // (Once it knows it does not lead, it is a replica, and a GET there
+    // answers from what it has applied, as on a Redis replica; these
+    // two are refused by a member that does not lead.)
+    let mut c = Raw::connect(shard.members[l].addr());
+    c.send_cmd(&[b"EVAL", b"#!lua\nreturn redis.call('get', KEYS[1])", b"1", b"k"]);
+    c.send_cmd(&[b"SET", b"k", b"other", b"NX", b"GET"]);
+    shard.members[l].signal(libc::SIGCONT);
+    let _ = c.writer.set_read_timeout(Some(Duration::from_secs(10)));
+    let replies: Vec<String> = (0..2).map(|_| text(c.reply())).collect();
+    if replies.iter().any(|r| r.contains("old")) {
+        let log = std::fs::read_to_string(shard.members[l].dir.join("keylock.log")).unwrap_or_default();
+        panic!("a stale read: {replies:?}\nthe member's log:\n{log}");
+    }
+    shard.members[l].kill();
 }
 
 /// Redisson 4.7.0's lock acquire script (`RedissonLock.tryLockInnerAsync`).

@@ -1,18 +1,21 @@
-//! Lock safety of a Raft-replicated shard under faults: three members on
-//! loopback, 16 clients running lock cycles (Redisson 4.7.0's acquire
-//! script, retried when its reply is lost, and a release of the owner's
-//! hold) and, under the lock, a read-modify-write of a
-//! fencing counter (GET then SET, which loses updates unless the lock
-//! excludes), while a nemesis SIGKILLs and restarts the leader, stops a
-//! member (SIGSTOP / SIGCONT) and cuts one off the others (a proxy in
-//! front of its Raft port that drops every connection), every few seconds.
+//! Lock safety and linearizability of a Raft-replicated shard under
+//! faults: three members on loopback, 16 clients running lock cycles
+//! (Redisson 4.7.0's acquire script, retried when its reply is lost, and
+//! a release of the owner's hold) and, under the lock, a read-modify-write
+//! of a fencing counter (GET then SET, which loses updates unless the lock
+//! excludes); beside them, four clients writing and reading registers.
+//! Meanwhile a nemesis, every few seconds, SIGKILLs and restarts the
+//! leader, stops a member, every other time the leader (SIGSTOP /
+//! SIGCONT), and cuts one off the others (a proxy in front of its Raft
+//! port that drops every connection).
 //!
 //! Afterwards: no two clients held the lock at once (each hold runs from
 //! the acquire's acknowledgement to when the release was sent; a hold
 //! taken by an acquire whose reply was lost has no known start and is
 //! left to the counter), the counter holds every acknowledged increment
-//! (a lost update would show) and no more than were tried, and every
-//! member has the same counter. The run lasts `KEYLOCK_NEMESIS_SECS`
+//! (a lost update would show) and no more than were tried, every member
+//! has the same counter, and each register's history is linearizable
+//! (todc-utils' WGL checker). The run lasts `KEYLOCK_NEMESIS_SECS`
 //! seconds (default 40; the README's figures are from 300).
 
 mod common;
@@ -202,7 +205,11 @@ impl Member {
 fn find_leader(addrs: &[SocketAddr]) -> Option<usize> {
     addrs.iter().position(|a| {
         Conn::open(*a)
-            .and_then(|mut c| c.call(&[b"ROLE"]))
+            .and_then(|mut c| {
+                // A paused member does not hold the search up.
+                c.writer.set_read_timeout(Some(Duration::from_millis(300)))?;
+                c.call(&[b"ROLE"])
+            })
             .is_ok_and(|v| matches!(v, Value::Array(Some(ref items)) if items.first() == Some(&Value::Bulk(Some(b"master".to_vec())))))
     })
 }
@@ -341,6 +348,219 @@ fn client(index: usize, addrs: Vec<SocketAddr>, until: Instant, acquire: String)
     out
 }
 
+// ---------------------------------------------------------------- registers, for the linearizability check
+
+/// Registers the register clients write and read.
+const REGISTERS: usize = 8;
+
+/// A read that only a writable leader runs: a script without `no-writes`
+/// is refused by a member that does not lead (READONLY), and by a
+/// leader whose read lease lapsed (MASTERDOWN).
+const LEADER_READ: &str = "#!lua\nreturn redis.call('get', KEYS[1])";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum RegisterOp {
+    /// What the read returned (None: no such key).
+    Read(Option<u64>),
+    Write(u64),
+}
+
+/// A register's sequential behaviour, for the WGL checker.
+struct RegisterSpec;
+
+impl todc_utils::Specification for RegisterSpec {
+    type State = Option<u64>;
+    type Operation = RegisterOp;
+
+    fn init() -> Option<u64> {
+        None
+    }
+
+    fn apply(op: &RegisterOp, state: &Option<u64>) -> (bool, Option<u64>) {
+        match op {
+            RegisterOp::Read(v) => (v == state, *state),
+            RegisterOp::Write(v) => (true, Some(*v)),
+        }
+    }
+}
+
+/// One register operation as a client saw it.
+#[derive(Debug, Clone, Copy)]
+struct Recorded {
+    client: usize,
+    register: usize,
+    called: Instant,
+    op: RegisterOp,
+    /// When the reply came; None: the outcome is unknown (a write whose
+    /// reply was lost may or may not have been made).
+    returned: Option<Instant>,
+}
+
+/// Writes unique values to and reads the registers, one operation at a
+/// time, recording each with its call and reply times. A read or a write
+/// refused (READONLY, MASTERDOWN…) had no effect and is not recorded; a
+/// write whose reply was lost is recorded with an unknown outcome.
+///
+/// Each waits 300 ms for a reply. A sticky client (`sticky`), as one
+/// configured with one server's address, then connects to the same
+/// member again, and leaves it only when told it does not lead (or it
+/// does not accept): a paused leader that wakes up deposed has its
+/// requests waiting, sent after writes the new leader acknowledged.
+fn register_client(index: usize, addrs: Vec<SocketAddr>, until: Instant, sticky: bool) -> Vec<Recorded> {
+    let mut out = Vec::new();
+    let mut conn: Option<Conn> = None;
+    let mut member: Option<usize> = None;
+    let mut seq = 0u64;
+    let mut rng = fastrand::Rng::with_seed(index as u64);
+    while Instant::now() < until {
+        if conn.is_none() {
+            if !sticky || member.is_none() {
+                member = find_leader(&addrs);
+            }
+            conn = member.and_then(|m| Conn::open(addrs[m]).ok());
+            match conn.as_ref() {
+                Some(c) => c.writer.set_read_timeout(Some(Duration::from_millis(300))).unwrap(),
+                None => {
+                    member = None;
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+            }
+        }
+        let c = conn.as_mut().unwrap();
+        let register = rng.usize(..REGISTERS);
+        let key = format!("reg:{register}");
+        let called = Instant::now();
+        if rng.bool() {
+            seq += 1;
+            let value = (index as u64 + 1) * 1_000_000 + seq;
+            let reply = c.call(&[b"SET", key.as_bytes(), value.to_string().as_bytes()]);
+            let returned = Instant::now();
+            let returned = match reply {
+                Ok(Value::Status(_)) => Some(returned),
+                // Refused before it ran.
+                Ok(Value::Error(e)) if e.starts_with("READONLY") || e.starts_with("MASTERDOWN") => {
+                    conn = None;
+                    member = None;
+                    continue;
+                }
+                _ => {
+                    conn = None;
+                    None
+                }
+            };
+            out.push(Recorded {
+                client: index,
+                register,
+                called,
+                op: RegisterOp::Write(value),
+                returned,
+            });
+        } else {
+            let reply = c.call(&[b"EVAL", LEADER_READ.as_bytes(), b"1", key.as_bytes()]);
+            let returned = Instant::now();
+            let value = match reply {
+                Ok(Value::Bulk(None)) => None,
+                Ok(Value::Bulk(Some(b))) => Some(String::from_utf8_lossy(&b).parse().unwrap()),
+                Ok(Value::Error(e)) if e.starts_with("READONLY") || e.starts_with("MASTERDOWN") => {
+                    conn = None;
+                    member = None;
+                    continue;
+                }
+                _ => {
+                    conn = None;
+                    continue;
+                }
+            };
+            out.push(Recorded {
+                client: index,
+                register,
+                called,
+                op: RegisterOp::Read(value),
+                returned: Some(returned),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(4));
+    }
+    out
+}
+
+/// Whether one register's history is linearizable. A client whose
+/// operation's outcome is unknown goes on as a new process (its
+/// operation's reply is placed after everything: it may take effect at
+/// any point after its call, or never be seen).
+fn register_linearizable(ops: &[Recorded]) -> bool {
+    use todc_utils::Action::{Call, Response};
+    let mut ops: Vec<Recorded> = ops.to_vec();
+    ops.sort_by_key(|r| r.called);
+    let mut process_of: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+    let mut next_process = 0;
+    let end = ops
+        .iter()
+        .filter_map(|r| r.returned)
+        .chain(ops.iter().map(|r| r.called))
+        .max()
+        .unwrap()
+        + Duration::from_secs(1);
+    // (time, calls before replies at the same instant, process, action)
+    let mut events: Vec<(Instant, u8, usize, todc_utils::Action<RegisterOp>)> = Vec::new();
+    for r in &ops {
+        let process = *process_of.entry(r.client).or_insert_with(|| {
+            next_process += 1;
+            next_process - 1
+        });
+        let call = match r.op {
+            RegisterOp::Read(_) => RegisterOp::Read(None),
+            w => w,
+        };
+        events.push((r.called, 0, process, Call(call)));
+        events.push((r.returned.unwrap_or(end), 1, process, Response(r.op)));
+        if r.returned.is_none() {
+            process_of.remove(&r.client);
+        }
+    }
+    events.sort_by_key(|e| (e.0, e.1));
+    let history = todc_utils::History::from_actions(events.into_iter().map(|(_, _, p, a)| (p, a)).collect());
+    todc_utils::WGLChecker::<RegisterSpec>::is_linearizable(history)
+}
+
+#[test]
+fn the_register_check_finds_a_stale_read() {
+    let t = Instant::now();
+    let at = |ms: u64| t + Duration::from_millis(ms);
+    let op = |client, called, returned: Option<u64>, op| Recorded {
+        client,
+        register: 0,
+        called: at(called),
+        op,
+        returned: returned.map(at),
+    };
+    // A write acknowledged, then a read that misses it: not linearizable.
+    let stale = [
+        op(0, 0, Some(10), RegisterOp::Write(1)),
+        op(1, 20, Some(30), RegisterOp::Read(None)),
+    ];
+    assert!(!register_linearizable(&stale));
+    // Overlapping, the read may come first.
+    let overlapping = [op(0, 0, Some(10), RegisterOp::Write(1)), op(1, 5, Some(30), RegisterOp::Read(None))];
+    assert!(register_linearizable(&overlapping));
+    // A write whose reply was lost may have been made, or not; the
+    // client goes on.
+    let lost = [
+        op(0, 0, None, RegisterOp::Write(1)),
+        op(0, 20, Some(30), RegisterOp::Write(2)),
+        op(1, 40, Some(50), RegisterOp::Read(Some(2))),
+        op(1, 60, Some(70), RegisterOp::Read(Some(1))),
+    ];
+    assert!(register_linearizable(&lost));
+    let lost_then_read_back = [
+        op(0, 0, None, RegisterOp::Write(1)),
+        op(1, 40, Some(50), RegisterOp::Read(Some(1))),
+        op(1, 60, Some(70), RegisterOp::Read(None)),
+    ];
+    assert!(!register_linearizable(&lost_then_read_back));
+}
+
 #[test]
 fn locks_stay_exclusive_and_acknowledged_writes_stay_under_a_nemesis() {
     let secs: u64 = std::env::var("KEYLOCK_NEMESIS_SECS")
@@ -380,6 +600,12 @@ fn locks_stay_exclusive_and_acknowledged_writes_stay_under_a_nemesis() {
             std::thread::spawn(move || client(i, addrs, until, acquire))
         })
         .collect();
+    let register_clients: Vec<_> = (0..4)
+        .map(|i| {
+            let addrs = addrs.clone();
+            std::thread::spawn(move || register_client(i, addrs, until, i % 2 == 0))
+        })
+        .collect();
     // The nemesis.
     let mut kills = Vec::new();
     let mut faults = Vec::new();
@@ -398,7 +624,13 @@ fn locks_stay_exclusive_and_acknowledged_writes_stay_under_a_nemesis() {
                 }
             }
             2 => {
-                let victim = (round / 3) % members.len();
+                // Every other time the leader: a leader paused (as by a
+                // long GC pause) wakes up deposed, with clients' reads
+                // waiting for it.
+                let victim = match find_leader(&addrs) {
+                    Some(l) if (round / 3) % 2 == 0 => l,
+                    _ => (round / 3) % members.len(),
+                };
                 faults.push(format!("stop {}", victim + 1));
                 members[victim].signal(libc::SIGSTOP);
                 std::thread::sleep(Duration::from_millis(1500));
@@ -462,4 +694,22 @@ fn locks_stay_exclusive_and_acknowledged_writes_stay_under_a_nemesis() {
         holds.len()
     );
     assert!(holds.len() > 50, "the clients made progress: {} holds", holds.len());
+    // Every register's history, writes and leader reads, is linearizable.
+    let recorded: Vec<Recorded> = register_clients.into_iter().flat_map(|c| c.join().unwrap()).collect();
+    let unknown = recorded.iter().filter(|r| r.returned.is_none()).count();
+    let checked = Instant::now();
+    for register in 0..REGISTERS {
+        let ops: Vec<Recorded> = recorded.iter().filter(|r| r.register == register).copied().collect();
+        assert!(!ops.is_empty());
+        assert!(
+            register_linearizable(&ops),
+            "register {register}'s history is not linearizable: {ops:?}"
+        );
+    }
+    eprintln!(
+        "registers: {} operations ({unknown} with an unknown outcome) linearizable, checked in {:?}",
+        recorded.len(),
+        checked.elapsed()
+    );
+    assert!(recorded.len() > 500, "the register clients made progress: {}", recorded.len());
 }

@@ -225,15 +225,17 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
     if !state.raft_accepts_writes() && !client.replaying && state.command_flags(scripts, client, cmd, argv) & flag::WRITE != 0 {
         return Err(Refusal::of(CmdError::new(RAFT_READONLY), Some(cmd)));
     }
-    // A leader answers reads only while no other member can have been
-    // elected (its writes wait for their commit anyway).
+    // A leader answers from its dataset only while no other member can
+    // have been elected: a write that writes waits for its commit, but
+    // one that finds nothing to do (SET NX on a key it holds, a script
+    // that returns early) answers from what the leader has.
     if state.raft_lease_lapsed() && !client.replaying {
         let flags = state.command_flags(scripts, client, cmd, argv);
         let script = matches!(
             cmd.full_name.as_str(),
             "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
         );
-        if (flags & flag::READONLY != 0 || script) && flags & flag::WRITE == 0 {
+        if flags & (flag::READONLY | flag::WRITE) != 0 || script {
             return Err(Refusal::of(CmdError::new(RAFT_LEASE_LAPSED), Some(cmd)));
         }
     }

@@ -61,9 +61,10 @@ pub struct RaftState {
     /// its old term until it hears of a newer one, unconfirmed: it takes
     /// no write and claims no slot meanwhile.
     pub confirmed: bool,
-    /// Until when this leader may answer reads from its dataset: no other
-    /// member can have been elected before (see [`READ_LEASE`]).
-    pub lease_until: Option<std::time::Instant>,
+    /// When a majority last acknowledged this member as leader, kept by
+    /// the Raft thread: it may answer from its dataset until
+    /// [`READ_LEASE`] after it.
+    pub quorum_acked_at: crate::raft::shard::QuorumAckedAt,
     pub term: u64,
     pub leader: Option<(NodeId, Member)>,
     /// The client address of the last leader known (kept while none is).
@@ -152,7 +153,13 @@ impl RaftState {
 impl State {
     /// Joins the engine to its shard: effects are gathered for proposals,
     /// output waits for commits, and the member starts as a follower.
-    pub fn attach_raft(&mut self, id: NodeId, members: BTreeMap<NodeId, Member>, card: SharedCard) {
+    pub fn attach_raft(
+        &mut self,
+        id: NodeId,
+        members: BTreeMap<NodeId, Member>,
+        card: SharedCard,
+        quorum_acked_at: crate::raft::shard::QuorumAckedAt,
+    ) {
         let pending = Arc::new(Mutex::new(Vec::new()));
         let sink = pending.clone();
         self.key_events.record_expired_deletions();
@@ -172,7 +179,7 @@ impl State {
             writable: false,
             writable_from: 0,
             confirmed: false,
-            lease_until: None,
+            quorum_acked_at,
             term: 0,
             leader: None,
             last_leader: None,
@@ -388,9 +395,11 @@ impl State {
     /// heard from a majority for long enough that another member may
     /// have been elected, so what its dataset says may be stale.
     pub fn raft_lease_lapsed(&self) -> bool {
-        self.raft
-            .as_deref()
-            .is_some_and(|r| r.is_leader() && r.lease_until.is_none_or(|u| std::time::Instant::now() >= u))
+        self.raft.as_deref().is_some_and(|r| {
+            let acked_at = *r.quorum_acked_at.lock().unwrap_or_else(|e| e.into_inner());
+            // A single voter is its own majority: no one else can lead.
+            r.is_leader() && r.voters.len() > 1 && acked_at.is_none_or(|at| std::time::Instant::now() >= at + READ_LEASE)
+        })
     }
 
     /// Whether this member takes writes: it is the leader (or the server
@@ -496,7 +505,6 @@ impl State {
         if !leader_now {
             r.writable = false;
             r.confirmed = false;
-            r.lease_until = None;
             self.set_raft_follower(true);
         }
         self.raft_check_writable();
@@ -504,22 +512,10 @@ impl State {
         lost_writes
     }
 
-    /// How long ago a majority last acknowledged this leader (the sending
-    /// time of the requests they answered), as the Raft instance reports
-    /// it: the read lease is renewed from it.
-    pub fn raft_quorum_acked(&mut self, millis_since: Option<u64>) {
+    /// Whether a majority has acknowledged this leader, as the Raft
+    /// instance reports it.
+    pub fn raft_quorum_acked(&mut self, acked: bool) {
         let Some(r) = self.raft.as_deref_mut() else { return };
-        let acked = millis_since.is_some();
-        if let Some(ms) = millis_since
-            && r.is_leader()
-        {
-            let now = std::time::Instant::now();
-            let acked_at = now.checked_sub(std::time::Duration::from_millis(ms)).unwrap_or(now);
-            let until = acked_at + READ_LEASE;
-            if r.lease_until.is_none_or(|u| u < until) {
-                r.lease_until = Some(until);
-            }
-        }
         let confirmed = acked && r.is_leader();
         if confirmed == r.confirmed || !confirmed {
             return;

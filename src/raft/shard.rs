@@ -37,6 +37,70 @@ pub struct ShardConfig {
     pub card: SharedCard,
 }
 
+/// When a majority last acknowledged this member as leader (the sending
+/// time of the requests they answered); None when it does not lead.
+pub type QuorumAckedAt = Arc<std::sync::Mutex<Option<std::time::Instant>>>;
+
+/// Keeps `acked_at` from the instance's metrics, on the Raft thread as
+/// soon as they are reported. The metrics say how long ago the last
+/// acknowledgement was as of their report, so the instant is reckoned
+/// when they are read, and a pause between the report and the reading
+/// would stretch a lease by the pause. The task therefore wakes every
+/// [`STAMP_TICK`] as well: after a wake that came more than
+/// [`STAMP_GAP`] after the previous one (the process or thread was
+/// paused, or starved), it drops the instant and trusts only metrics
+/// reported after that wake.
+async fn stamp_quorum_acks(mut current: watch::Receiver<Raft>, acked_at: QuorumAckedAt) {
+    let set = |v: Option<std::time::Instant>| *acked_at.lock().unwrap_or_else(|e| e.into_inner()) = v;
+    loop {
+        let raft = current.borrow_and_update().clone();
+        let mut metrics = raft.metrics();
+        let mut last_wake = std::time::Instant::now();
+        // Woken by a report (which `changed` marks seen).
+        let mut reported = false;
+        loop {
+            let now = std::time::Instant::now();
+            if now.duration_since(last_wake) > STAMP_GAP {
+                // What the metrics say now may have been reported before
+                // the gap: seen, not used.
+                metrics.borrow_and_update();
+                set(None);
+            } else if reported || metrics.has_changed().unwrap_or(false) {
+                // Reported since the last wake, less than STAMP_GAP ago.
+                let m = metrics.borrow_and_update();
+                let since = (m.state == openraft::ServerState::Leader)
+                    .then_some(m.millis_since_quorum_ack)
+                    .flatten();
+                set(since.map(|ms| now.checked_sub(std::time::Duration::from_millis(ms)).unwrap_or(now)));
+            }
+            last_wake = now;
+            reported = false;
+            let replaced = tokio::select! {
+                changed = metrics.changed() => match changed {
+                    Ok(()) => {
+                        reported = true;
+                        continue;
+                    }
+                    // Shut down: a rebuilt instance is coming.
+                    Err(_) => current.changed().await,
+                },
+                () = tokio::time::sleep(STAMP_TICK) => continue,
+                replaced = current.changed() => replaced,
+            };
+            set(None);
+            if replaced.is_err() {
+                return;
+            }
+            break;
+        }
+    }
+}
+
+/// How often the stamping task wakes when no metrics come.
+const STAMP_TICK: std::time::Duration = std::time::Duration::from_millis(20);
+/// A wake this long after the previous one means a pause.
+const STAMP_GAP: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Requests to the Raft thread.
 enum Control {
     /// Shut the instance down and make it again from the log, with a new
@@ -55,6 +119,9 @@ pub struct Shard {
     pub applies: Option<mpsc::UnboundedReceiver<EngineCmd>>,
     /// This member's cluster identity, as told to the others.
     pub card: SharedCard,
+    /// While it leads: when a majority last acknowledged it (see
+    /// [`stamp_quorum_acks`]).
+    pub quorum_acked_at: QuorumAckedAt,
     control: mpsc::UnboundedSender<Control>,
 }
 
@@ -105,6 +172,8 @@ impl Shard {
         let id = cfg.id;
         let members = cfg.members.clone();
         let card = cfg.card.clone();
+        let quorum_acked_at: QuorumAckedAt = Default::default();
+        let acked_at = quorum_acked_at.clone();
         std::thread::Builder::new()
             .name("keylock-raft".into())
             .spawn(move || {
@@ -127,6 +196,7 @@ impl Shard {
                         return;
                     };
                     let (current_tx, current_rx) = watch::channel(raft.clone());
+                    tokio::spawn(stamp_quorum_acks(current_rx.clone(), acked_at.clone()));
                     tokio::spawn(serve(listener, current_rx, cfg.card.clone()));
                     if fresh
                         && !cfg.join
@@ -157,6 +227,7 @@ impl Shard {
             ready: Some(ready_rx),
             applies: Some(engine_rx),
             card,
+            quorum_acked_at,
             control: control_tx,
         })
     }

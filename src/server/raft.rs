@@ -137,7 +137,7 @@ async fn role_loop(shared: Rc<Shared>, shard: Shard, raft: Raft) {
                 m.current_term,
                 leader,
                 m.last_log_index.unwrap_or(0),
-                m.millis_since_quorum_ack,
+                m.millis_since_quorum_ack.is_some(),
             )
         };
         if seen != Some((role, term, leader.as_ref().map(|l| l.0))) {
