@@ -431,55 +431,46 @@ fn register_client(index: usize, addrs: Vec<SocketAddr>, until: Instant, sticky:
         let register = rng.usize(..REGISTERS);
         let key = format!("reg:{register}");
         let called = Instant::now();
-        if rng.bool() {
+        let write = rng.bool().then(|| {
             seq += 1;
-            let value = (index as u64 + 1) * 1_000_000 + seq;
-            let reply = c.call(&[b"SET", key.as_bytes(), value.to_string().as_bytes()]);
-            let returned = Instant::now();
-            let returned = match reply {
-                Ok(Value::Status(_)) => Some(returned),
-                // Refused before it ran.
-                Ok(Value::Error(e)) if e.starts_with("READONLY") || e.starts_with("MASTERDOWN") => {
-                    conn = None;
-                    member = None;
-                    continue;
-                }
-                _ => {
-                    conn = None;
-                    None
-                }
-            };
-            out.push(Recorded {
-                client: index,
-                register,
-                called,
-                op: RegisterOp::Write(value),
-                returned,
-            });
-        } else {
-            let reply = c.call(&[b"EVAL", LEADER_READ.as_bytes(), b"1", key.as_bytes()]);
-            let returned = Instant::now();
-            let value = match reply {
-                Ok(Value::Bulk(None)) => None,
-                Ok(Value::Bulk(Some(b))) => Some(String::from_utf8_lossy(&b).parse().unwrap()),
-                Ok(Value::Error(e)) if e.starts_with("READONLY") || e.starts_with("MASTERDOWN") => {
-                    conn = None;
-                    member = None;
-                    continue;
-                }
-                _ => {
-                    conn = None;
-                    continue;
-                }
-            };
-            out.push(Recorded {
-                client: index,
-                register,
-                called,
-                op: RegisterOp::Read(value),
-                returned: Some(returned),
-            });
-        }
+            (index as u64 + 1) * 1_000_000 + seq
+        });
+        let reply = match write {
+            Some(value) => c.call(&[b"SET", key.as_bytes(), value.to_string().as_bytes()]),
+            None => c.call(&[b"EVAL", LEADER_READ.as_bytes(), b"1", key.as_bytes()]),
+        };
+        let returned = Instant::now();
+        let (op, returned) = match (write, reply) {
+            // Refused before it ran: by a member that does not lead, or
+            // a leader whose lease lapsed.
+            (_, Ok(Value::Error(e))) if e.starts_with("READONLY") || e.starts_with("MASTERDOWN") => {
+                conn = None;
+                member = None;
+                continue;
+            }
+            (Some(value), Ok(Value::Status(_))) => (RegisterOp::Write(value), Some(returned)),
+            // Lost: it may have been made.
+            (Some(value), _) => {
+                conn = None;
+                (RegisterOp::Write(value), None)
+            }
+            (None, Ok(Value::Bulk(v))) => {
+                let v = v.map(|b| String::from_utf8_lossy(&b).parse().unwrap());
+                (RegisterOp::Read(v), Some(returned))
+            }
+            // A read lost has no effect.
+            (None, _) => {
+                conn = None;
+                continue;
+            }
+        };
+        out.push(Recorded {
+            client: index,
+            register,
+            called,
+            op,
+            returned,
+        });
         std::thread::sleep(Duration::from_millis(4));
     }
     out
