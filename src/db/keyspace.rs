@@ -211,6 +211,46 @@ pub struct Keyspace {
     deadlines: Chunked<Deadline, DEADLINE_CHUNK>,
     hasher: RandomState,
     pub clock: AccessClock,
+    /// In cluster mode, the keys of each hash slot.
+    slots: Option<Box<SlotIndex>>,
+}
+
+/// The positions of each hash slot's keys, in the order they were added
+/// (Redis's `slots_to_keys`), so that CLUSTER COUNTKEYSINSLOT and
+/// GETKEYSINSLOT, which resharding calls for every slot, cost what the
+/// slot holds rather than a walk of every key. Kept in cluster mode only:
+/// four bytes a key, and a CRC16 of the key on each insertion and
+/// removal. A removal finds the key's position in its slot's list, which
+/// holds one key in 16384 of the database.
+struct SlotIndex {
+    slots: Vec<Vec<u32>>,
+}
+
+impl SlotIndex {
+    fn new() -> SlotIndex {
+        SlotIndex {
+            slots: vec![Vec::new(); crate::cluster::SLOTS],
+        }
+    }
+
+    fn add(&mut self, key: &[u8], position: u32) {
+        self.slots[crate::cluster::key_hash_slot(key) as usize].push(position);
+    }
+
+    fn remove(&mut self, key: &[u8], position: u32) {
+        let list = &mut self.slots[crate::cluster::key_hash_slot(key) as usize];
+        if let Some(i) = list.iter().position(|&p| p == position) {
+            // Order kept: GETKEYSINSLOT lists the newest first, as Redis.
+            list.remove(i);
+        }
+    }
+
+    fn moved(&mut self, key: &[u8], from: u32, to: u32) {
+        let list = &mut self.slots[crate::cluster::key_hash_slot(key) as usize];
+        if let Some(p) = list.iter_mut().find(|p| **p == from) {
+            *p = to;
+        }
+    }
 }
 
 impl Default for Keyspace {
@@ -221,6 +261,7 @@ impl Default for Keyspace {
             deadlines: Chunked::default(),
             hasher: RandomState::new(),
             clock: AccessClock::default(),
+            slots: None,
         }
     }
 }
@@ -286,7 +327,31 @@ impl Keyspace {
             deadline_slot: NO_DEADLINE,
             accessed: self.clock.new_stamp(),
         });
+        if let Some(slots) = self.slots.as_deref_mut() {
+            slots.add(key, position as u32);
+        }
         position
+    }
+
+    /// Keeps the keys of each hash slot from now on (cluster mode).
+    pub fn index_slots(&mut self) {
+        let mut slots = SlotIndex::new();
+        for (position, e) in self.entries.iter().enumerate() {
+            slots.add(&e.key, position as u32);
+        }
+        self.slots = Some(Box::new(slots));
+    }
+
+    /// How many keys hash slot `slot` holds, when the slots are indexed.
+    pub fn slot_len(&self, slot: u16) -> Option<usize> {
+        self.slots.as_deref().map(|s| s.slots[slot as usize].len())
+    }
+
+    /// The keys of hash slot `slot`, newest first, when the slots are
+    /// indexed.
+    pub fn slot_keys(&self, slot: u16) -> Option<impl Iterator<Item = &[u8]>> {
+        let slots = self.slots.as_deref()?;
+        Some(slots.slots[slot as usize].iter().rev().map(|&p| &*self.entries[p as usize].key))
     }
 
     /// Stamps the key at `position` as accessed now.
@@ -359,6 +424,12 @@ impl Keyspace {
         let position = position as usize;
         let at_ms = self.drop_deadline(position);
         let last = self.entries.len() - 1;
+        if let Some(slots) = self.slots.as_deref_mut() {
+            slots.remove(key, position as u32);
+            if position != last {
+                slots.moved(&self.entries[last].key, last as u32, position as u32);
+            }
+        }
         if position != last {
             // The last entry moves into the hole: repoint its index slot
             // and its deadline.
@@ -441,6 +512,7 @@ impl Keyspace {
         *self = Keyspace {
             hasher: self.hasher.clone(),
             clock: self.clock.clone(),
+            slots: self.slots.as_ref().map(|_| Box::new(SlotIndex::new())),
             ..Keyspace::default()
         };
     }
@@ -464,6 +536,52 @@ mod tests {
 
     fn s(v: &str) -> Value {
         Value::Str(Bytes::copy_from_slice(v.as_bytes()))
+    }
+
+    #[test]
+    fn the_slot_index_follows_insertions_and_removals() {
+        let mut ks = Keyspace::default();
+        // Some keys before the index, more after; hash tags put many in
+        // one slot.
+        for i in 0..50 {
+            ks.insert_new(format!("early:{i}").as_bytes(), s("v"));
+        }
+        ks.index_slots();
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut order: Vec<String> = (0..50).map(|i| format!("early:{i}")).collect();
+        for round in 0..3000 {
+            if rng.u8(..3) > 0 || order.is_empty() {
+                let key = if rng.bool() {
+                    format!("{{tag}}:{round}")
+                } else {
+                    format!("k:{round}")
+                };
+                ks.insert_new(key.as_bytes(), s("v"));
+                order.push(key);
+            } else {
+                let key = order.remove(rng.usize(..order.len()));
+                assert!(ks.remove(key.as_bytes()).is_some());
+            }
+        }
+        check(&ks);
+        let slots: std::collections::BTreeSet<u16> = order.iter().map(|k| crate::cluster::key_hash_slot(k.as_bytes())).collect();
+        for slot in slots.iter().copied().chain([0, 16383]) {
+            // Newest first, as the keys were added.
+            let expected: Vec<&[u8]> = order
+                .iter()
+                .rev()
+                .map(|k| k.as_bytes())
+                .filter(|k| crate::cluster::key_hash_slot(k) == slot)
+                .collect();
+            assert_eq!(ks.slot_len(slot), Some(expected.len()));
+            assert_eq!(ks.slot_keys(slot).unwrap().collect::<Vec<_>>(), expected, "slot {slot}");
+        }
+        assert!(ks.slot_len(crate::cluster::key_hash_slot(b"{tag}")).unwrap() > 100);
+        ks.clear();
+        assert_eq!(ks.slot_len(crate::cluster::key_hash_slot(b"{tag}")), Some(0));
+        ks.insert_new(b"{tag}:after", s("v"));
+        assert_eq!(ks.slot_len(crate::cluster::key_hash_slot(b"{tag}")), Some(1));
+        assert_eq!(Keyspace::default().slot_len(0), None);
     }
 
     fn check(ks: &Keyspace) {

@@ -706,11 +706,20 @@ impl Db {
         self.keys.iter().map(|(k, _, _)| k)
     }
 
+    /// Keeps the keys of each hash slot from now on (cluster mode).
+    pub fn index_slots(&mut self) {
+        self.keys.index_slots();
+    }
+
     /// Up to `limit` stored keys (expired or not) of hash slot `slot`,
-    /// newest first as Redis's slot-to-keys lists give them (exactly so
-    /// while no key was deleted), and how many it holds in all. Found by
-    /// a walk of the keys: keylock keeps no per-slot index.
+    /// newest first as Redis's slot-to-keys lists give them, and how many
+    /// it holds in all: from the slot's list in cluster mode, else (a
+    /// standalone server's CLUSTER errors aside, for tools) by a walk of
+    /// the keys.
     pub fn keys_in_slot(&self, slot: u16, limit: usize) -> (Vec<Bytes>, usize) {
+        if let (Some(count), Some(keys)) = (self.keys.slot_len(slot), self.keys.slot_keys(slot)) {
+            return (keys.take(limit).map(Bytes::copy_from_slice).collect(), count);
+        }
         let mut keys: Vec<&[u8]> = Vec::new();
         for (k, _, _) in self.keys.iter() {
             if crate::cluster::key_hash_slot(k) == slot {

@@ -539,6 +539,7 @@ impl BoundServer {
                 let mut lock = None;
                 if let Some(start) = cluster {
                     state.cluster = Some(start.cluster);
+                    state.dbs[0].index_slots();
                     bus = start.bus;
                     lock = Some(start._lock);
                 }
