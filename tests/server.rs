@@ -261,3 +261,54 @@ fn binary_reads_a_config_file_then_flags() {
     raw.send_cmd(&[b"SHUTDOWN"]);
     assert!(child.wait().unwrap().success());
 }
+
+/// Whether a TCP connection to 127.0.0.1:`port` is accepted and answers
+/// PING.
+fn answers_on(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+    let mut buf = [0u8; 7];
+    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}
+
+#[test]
+fn config_set_port_moves_the_listening_port_and_keeps_open_connections() {
+    let server = start();
+    let first = server.addr().port();
+    let mut c = conn(&server);
+    // To a free port: served there, no longer on the first one.
+    let moved = free_port();
+    let _: () = q(&mut c, &["CONFIG", "SET", "port", &moved.to_string()]);
+    assert!(answers_on(moved));
+    assert!(!answers_on(first));
+    let _: String = q(&mut c, &["PING"]);
+    let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "port"]);
+    assert_eq!(got, ["port".to_string(), moved.to_string()]);
+    let info: String = q(&mut c, &["INFO", "server"]);
+    assert!(info.contains(&format!("tcp_port:{moved}\r\n")), "{info}");
+    // To a port in use: refused with Redis's text, every parameter of the
+    // command as it was, the port still served.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_port = taken.local_addr().unwrap().port();
+    let maxmemory: Vec<String> = q(&mut c, &["CONFIG", "GET", "maxmemory"]);
+    assert_eq!(
+        q_err(&mut c, &["CONFIG", "SET", "maxmemory", "10000001", "port", &taken_port.to_string()]),
+        "ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs."
+    );
+    let after: Vec<String> = q(&mut c, &["CONFIG", "GET", "maxmemory"]);
+    assert_eq!(after, maxmemory);
+    let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "port"]);
+    assert_eq!(got[1], moved.to_string());
+    assert!(answers_on(moved));
+    // Port 0: no TCP port at all, connections kept; then one again.
+    let _: () = q(&mut c, &["CONFIG", "SET", "port", "0"]);
+    assert!(!answers_on(moved));
+    let _: String = q(&mut c, &["PING"]);
+    let again = free_port();
+    let _: () = q(&mut c, &["CONFIG", "SET", "port", &again.to_string()]);
+    assert!(answers_on(again));
+    drop(taken);
+}

@@ -287,16 +287,17 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::syntax());
     }
     let pairs: Vec<(&[u8], &[u8])> = argv[2..].chunks(2).map(|p| (p[0].as_ref(), p[1].as_ref())).collect();
-    // The values before, should a new TLS setting not load (Redis then
-    // restores every parameter of the command).
-    let touches_tls = pairs
+    // The values before, should a new TLS setting not load or a new port
+    // not bind (Redis then restores every parameter of the command).
+    let touches_network = pairs
         .iter()
-        .any(|(name, _)| name.len() > 4 && name[..4].eq_ignore_ascii_case(b"tls-"));
+        .any(|(name, _)| (name.len() > 4 && name[..4].eq_ignore_ascii_case(b"tls-")) || name.eq_ignore_ascii_case(b"port"));
     let before: Vec<(&[u8], String)> = pairs
         .iter()
-        .filter(|_| touches_tls)
+        .filter(|_| touches_network)
         .filter_map(|&(name, _)| Some((name, ctx.state.params.value(&String::from_utf8_lossy(name))?.to_string())))
         .collect();
+    let port_before = ctx.state.params.int("port");
     // `enable-protected-configs local` lets local clients (Unix socket,
     // loopback) set the protected parameters, as Redis's islocalClient.
     let changed = ctx
@@ -305,12 +306,34 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         .set_from(&pairs, ctx.client.peer.is_local(), ctx.state.loading.is_some())?;
     // `tls-auth-clients` alone needs no new context: Redis reads it per
     // connection (see `crate::tls`).
+    let restore = |ctx: &mut Ctx| {
+        let old: Vec<(&[u8], &[u8])> = before.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
+        let _ = ctx.state.params.set_from(&old, true, false);
+    };
+    // A move an earlier command of the batch asked for, from the port
+    // still served.
+    let prior = ctx.state.port_rebound.take();
+    let from = prior.as_ref().map_or(port_before.unwrap_or(0) as u16, |(from, _)| *from);
+    if changed.contains(&"port")
+        && ctx.state.params.int("port") != port_before
+        && let Err(problem) = apply_port(ctx, from)
+    {
+        ctx.state.port_rebound = prior;
+        restore(ctx);
+        return Err(crate::config_params::set_failed("port", problem));
+    }
     if let Some(&name) = changed.iter().find(|name| name.starts_with("tls-") && **name != "tls-auth-clients")
         && let Err(problem) = apply_tls(ctx, &changed)
     {
-        let old: Vec<(&[u8], &[u8])> = before.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
-        let _ = ctx.state.params.set_from(&old, true, false);
+        ctx.state.port_rebound = prior;
+        restore(ctx);
         return Err(crate::config_params::set_failed(name, problem));
+    }
+    if ctx.state.port_rebound.is_none() {
+        ctx.state.port_rebound = prior;
+    } else {
+        // INFO's tcp_port.
+        ctx.state.port = ctx.state.params.int("port").unwrap_or(0) as u16;
     }
     if changed.contains(&"loglevel")
         && let Some(level) = ctx.state.params.value("loglevel").and_then(crate::log::Level::from_name)
@@ -387,6 +410,24 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::OK)
 }
 
+/// Redis's `updatePort`: the plain port is bound anew on the `bind`
+/// addresses (0: none) for the network side to move to from `old_port`
+/// once this command is done; open connections stay. Err is the reason CONFIG SET
+/// gives; nothing has changed then.
+fn apply_port(ctx: &mut Ctx, old_port: u16) -> Result<(), &'static str> {
+    let port = ctx.state.params.int("port").unwrap_or(0) as u16;
+    let listeners = if port == 0 {
+        Vec::new()
+    } else {
+        crate::server::bind_port(&ctx.state.config, port, false).map_err(|e| {
+            crate::log::warning(format_args!("{e}"));
+            "Unable to listen on this port. Check server logs."
+        })?
+    };
+    ctx.state.port_rebound = Some((old_port, listeners));
+    Ok(())
+}
+
 /// Redis's `applyTlsCfg` and `applyTLSPort` after CONFIG SET changed a
 /// `tls-*` parameter: with TLS wanted, the context is rebuilt from the new
 /// values, and a new `tls-port` is bound on the `bind` addresses (0: none)
@@ -407,7 +448,7 @@ fn apply_tls(ctx: &mut Ctx, changed: &[&str]) -> Result<(), &'static str> {
         let listeners = if port == 0 {
             Vec::new()
         } else {
-            crate::server::bind_tls_port(&ctx.state.config, port).map_err(|e| {
+            crate::server::bind_port(&ctx.state.config, port, true).map_err(|e| {
                 crate::log::warning(format_args!("{e}"));
                 "Unable to listen on this port. Check server logs."
             })?

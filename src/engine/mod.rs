@@ -107,6 +107,9 @@ pub struct State {
     /// Listening sockets CONFIG SET tls-port bound, for the network side
     /// to serve from in place of the TLS port's (none: `tls-port 0`).
     pub tls_rebound: Option<Vec<std::net::TcpListener>>,
+    /// CONFIG SET port bound these (none for port 0) in place of the
+    /// port given first: the network side moves to them after the batch.
+    pub port_rebound: Option<(u16, Vec<std::net::TcpListener>)>,
     pub config: Config,
     pub stats: Stats,
     pub clock: Clock,
@@ -483,6 +486,7 @@ impl State {
             watchdog,
             tls: None,
             tls_rebound: None,
+            port_rebound: None,
             clients_cron_next: 0,
             blocked_clients: 0,
             woken: Vec::new(),

@@ -81,8 +81,9 @@ pub(crate) struct Shared {
     /// False once the server stops taking connections (see
     /// [`Shared::stop_listening`]).
     pub listening: Cell<bool>,
-    /// The TLS port's accept tasks, ended when CONFIG SET moves the port.
-    pub tls_accepts: RefCell<Vec<tokio::task::AbortHandle>>,
+    /// The TCP ports' accept tasks, with whether each is the TLS port's
+    /// and its port: ended when CONFIG SET moves that port.
+    pub port_accepts: RefCell<Vec<(bool, u16, tokio::task::AbortHandle)>>,
     /// Connections the busy responder accepted, waiting for their task.
     pub busy_accepted: RefCell<Vec<conn::Accepted>>,
     /// The engine's network limits, read by every connection task on
@@ -112,7 +113,7 @@ impl Shared {
     /// Bookkeeping after every batch: settings the busy responder reads,
     /// and tasks for connections it accepted.
     pub fn after_batch(self: &Rc<Self>) {
-        // CONFIG SET tls-port bound new sockets.
+        // CONFIG SET port or tls-port bound new sockets.
         let rebound;
         {
             let engine = self.engine.borrow();
@@ -124,11 +125,19 @@ impl Shared {
                 self.aof_flush.notify_one();
             }
             self.limits.set(net_limits(&engine));
-            rebound = engine.state.tls_rebound.is_some();
+            rebound = engine.state.tls_rebound.is_some() || engine.state.port_rebound.is_some();
         }
         if rebound {
-            let listeners = self.engine.borrow_mut().state.tls_rebound.take().unwrap_or_default();
-            self.move_tls_port(listeners);
+            let (plain, tls) = {
+                let mut engine = self.engine.borrow_mut();
+                (engine.state.port_rebound.take(), engine.state.tls_rebound.take())
+            };
+            if let Some((old_port, listeners)) = plain {
+                self.move_port(false, old_port, listeners);
+            }
+            if let Some(listeners) = tls {
+                self.move_port(true, 0, listeners);
+            }
         }
         if !self.busy_accepted.borrow().is_empty() {
             conn::spawn_busy_accepted(self);
@@ -167,31 +176,50 @@ impl Shared {
         }
     }
 
-    /// Serves a listening socket: its accept task (a TLS port's is noted,
+    /// Serves a listening socket: its accept task (a TCP port's is noted,
     /// to be ended if the port moves).
     fn listen(self: &Rc<Self>, listener: StdListener) {
+        let ListenerFd { port, .. } = listener.fd();
         match listener.into_tokio() {
             Ok(l) => {
                 let tls = l.is_tls();
                 let task = tokio::task::spawn_local(accept_loop(l, self.clone()));
-                if tls {
-                    self.tls_accepts.borrow_mut().push(task.abort_handle());
+                if port != 0 {
+                    self.port_accepts.borrow_mut().push((tls, port, task.abort_handle()));
                 }
             }
             Err(e) => tracing::error!(error = %e, "listener"),
         }
     }
 
-    /// CONFIG SET tls-port bound new sockets (or none, for 0): the TLS
-    /// port's accept tasks end, closing the old sockets, and the new ones
-    /// are served. Open connections stay.
-    fn move_tls_port(self: &Rc<Self>, rebound: Vec<std::net::TcpListener>) {
-        for task in self.tls_accepts.borrow_mut().drain(..) {
-            task.abort();
-        }
+    /// CONFIG SET port (or tls-port, `tls`) bound new sockets (or none,
+    /// for 0): that port's accept tasks end, closing the old sockets, and
+    /// the new ones are served, as Redis's `changeListenPort`. Open
+    /// connections stay.
+    fn move_port(self: &Rc<Self>, tls: bool, old_port: u16, rebound: Vec<std::net::TcpListener>) {
+        // The TLS port's sockets, or the plain port's (not the sentinel
+        // port's, which is plain too).
+        let moves = |is_tls: bool, port: u16| is_tls == tls && (tls || port == old_port);
+        self.port_accepts.borrow_mut().retain(|(is_tls, port, task)| {
+            if moves(*is_tls, *port) {
+                task.abort();
+            }
+            !moves(*is_tls, *port)
+        });
         let mut fds = self.listener_fds.borrow_mut();
-        fds.retain(|l| !l.tls);
-        let listeners: Vec<StdListener> = rebound.into_iter().map(StdListener::Tls).collect();
+        for l in fds.iter().filter(|l| l.unix_path.is_none() && moves(l.tls, l.port)) {
+            // Out of the listening state now (the aborted task closes it
+            // at its next turn), so that the next command may bind the
+            // port again, as Redis closes its sockets at once.
+            // SAFETY: shuts down (does not close) a socket its accept
+            // task owns until it is dropped.
+            unsafe { libc::shutdown(l.fd, libc::SHUT_RDWR) };
+        }
+        fds.retain(|l| l.unix_path.is_some() || !moves(l.tls, l.port));
+        let listeners: Vec<StdListener> = rebound
+            .into_iter()
+            .map(|l| if tls { StdListener::Tls(l) } else { StdListener::Tcp(l) })
+            .collect();
         fds.extend(listeners.iter().map(StdListener::fd));
         drop(fds);
         for listener in listeners {
@@ -657,10 +685,10 @@ impl ServerFiles {
     }
 }
 
-/// Binds the TLS port anew on every configured address (CONFIG SET
-/// tls-port); the error is the line to log.
-pub(crate) fn bind_tls_port(config: &Config, port: u16) -> Result<Vec<std::net::TcpListener>, String> {
-    bind_tcp(config, port, "TLS").map_err(|e| e.to_string())
+/// Binds the TLS port (`tls`) or the plain port anew on every configured
+/// address (CONFIG SET tls-port / port); the error is the line to log.
+pub(crate) fn bind_port(config: &Config, port: u16, tls: bool) -> Result<Vec<std::net::TcpListener>, String> {
+    bind_tcp(config, port, if tls { "TLS" } else { "TCP" }).map_err(|e| e.to_string())
 }
 
 /// Binds every configured TCP address on `port` (the plain port's or the
@@ -833,7 +861,7 @@ fn serve(
             net: engine.state.net.clone(),
             listener_fds: RefCell::new(listener_fds),
             listening: Cell::new(true),
-            tls_accepts: RefCell::new(Vec::new()),
+            port_accepts: RefCell::new(Vec::new()),
             busy_accepted: RefCell::new(Vec::new()),
             engine: RefCell::new(engine),
             next_client_id: std::cell::Cell::new(1),

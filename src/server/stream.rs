@@ -42,16 +42,19 @@ impl StdListener {
                 fd: l.as_raw_fd(),
                 unix_path: None,
                 tls: false,
+                port: l.local_addr().map_or(0, |a| a.port()),
             },
             StdListener::Tls(l) => ListenerFd {
                 fd: l.as_raw_fd(),
                 unix_path: None,
                 tls: true,
+                port: l.local_addr().map_or(0, |a| a.port()),
             },
             StdListener::Unix(l, path) => ListenerFd {
                 fd: l.as_raw_fd(),
                 unix_path: Some(path.clone()),
                 tls: false,
+                port: 0,
             },
         }
     }
@@ -74,6 +77,8 @@ pub(crate) struct ListenerFd {
     pub unix_path: Option<Arc<str>>,
     /// Connections accepted on it speak TLS.
     pub tls: bool,
+    /// The TCP port it listens on (0 for a Unix socket).
+    pub port: u16,
 }
 
 impl ListenerFd {
