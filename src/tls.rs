@@ -18,7 +18,7 @@
 //! CONFIG SET fails with `Unable to update TLS configuration. Check server
 //! logs.` leaving the previous values and context in place. (CONFIG SET
 //! `tls-port` also binds the new port, and the network side moves to it;
-//! see `commands::server::apply_tls` and `Shared::move_tls_port`.)
+//! see `commands::server::apply_tls` and `Shared::move_port`.)
 //!
 //! `tls-auth-clients` is read per connection as Redis reads it (no reload
 //! needed): the context holds one configuration per mode — client
@@ -40,8 +40,11 @@
 //!   `ECDHE-RSA-CHACHA20-POLY1305`, …) and the others (keywords such as
 //!   `HIGH`, `!aNULL`, or ciphers rustls lacks) are ignored with a log
 //!   line; a list with none of the six keeps rustls's TLSv1.2 defaults.
-//! - `tls-key-file-pass`: rustls reads no encrypted keys; an encrypted key
-//!   fails with a log line saying so.
+//! - `tls-key-file-pass`: an encrypted PKCS#8 key (what OpenSSL 3 writes,
+//!   PBES2 with PBKDF2 or scrypt and AES) is decrypted with it (the
+//!   `pkcs8` crate, as rustls reads no encrypted keys); a key in OpenSSL's
+//!   traditional encrypted PEM fails with a log line saying how to convert
+//!   it.
 //! - `tls-session-caching` / `tls-session-cache-size` set the server's
 //!   session cache; `tls-session-cache-timeout`, `tls-prefer-server-ciphers`
 //!   (rustls always prefers the server's order) and `tls-dh-params-file`
@@ -134,8 +137,7 @@ impl TlsContext {
         let versions = protocols(get("tls-protocols"))?;
         let provider = Arc::new(provider(get("tls-ciphers"), get("tls-ciphersuites"))?);
         let certs = load_certs(cert_file).map_err(|e| format!("Failed to load certificate: {cert_file}: {e}"))?;
-        let key =
-            load_key(key_file, get("tls-key-file-pass").is_some()).map_err(|e| format!("Failed to load private key: {key_file}: {e}"))?;
+        let key = load_key(key_file, get("tls-key-file-pass")).map_err(|e| format!("Failed to load private key: {key_file}: {e}"))?;
         let roots = match (ca_file, ca_dir) {
             (None, None) => None,
             _ => Some(Arc::new(
@@ -331,14 +333,30 @@ fn load_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     Ok(certs)
 }
 
-/// The private key from a PEM file (PKCS#8, PKCS#1 or SEC1).
-fn load_key(path: &str, pass_given: bool) -> Result<PrivateKeyDer<'static>, String> {
+/// The private key from a PEM file (PKCS#8, PKCS#1 or SEC1), or an
+/// encrypted PKCS#8 one (`ENCRYPTED PRIVATE KEY`, as OpenSSL 3 writes
+/// with `openssl rsa|pkey -aes256`) decrypted with `pass`
+/// (`tls-key-file-pass`).
+fn load_key(path: &str, pass: Option<&str>) -> Result<PrivateKeyDer<'static>, String> {
     let pem = std::fs::read(path).map_err(|e| io_text(&e))?;
+    if memchr::memmem::find(&pem, b"-----BEGIN ENCRYPTED PRIVATE KEY-----").is_some() {
+        let Some(pass) = pass else {
+            return Err("the key is encrypted and no tls-key-file-pass is set".into());
+        };
+        let start = memchr::memmem::find(&pem, b"-----BEGIN ENCRYPTED PRIVATE KEY-----").unwrap_or(0);
+        let (_, der) = pkcs8::der::pem::decode_vec(&pem[start..]).map_err(|e| e.to_string())?;
+        let encrypted = pkcs8::EncryptedPrivateKeyInfo::try_from(der.as_slice()).map_err(|e| e.to_string())?;
+        let plain = encrypted
+            .decrypt(pass)
+            .map_err(|e| format!("could not decrypt the key with tls-key-file-pass ({e})"))?;
+        return Ok(PrivateKeyDer::Pkcs8(plain.as_bytes().to_vec().into()));
+    }
     if memchr::memmem::find(&pem, b"ENCRYPTED").is_some() {
-        return Err(format!(
-            "encrypted private keys are not supported{}; decrypt it (openssl pkey -in KEY -out PLAIN)",
-            if pass_given { " (tls-key-file-pass is not used)" } else { "" }
-        ));
+        // OpenSSL's older PEM encryption (`Proc-Type: 4,ENCRYPTED`).
+        return Err(
+            "keys encrypted in OpenSSL's traditional PEM format are not supported; convert it to PKCS#8 (openssl pkcs8 -topk8 -v2 aes256 -in KEY -out NEW)"
+                .into(),
+        );
     }
     PrivateKeyDer::from_pem_slice(&pem).map_err(|e| match e {
         rustls_pki_types::pem::Error::NoItemsFound => "no private key found in the file".into(),

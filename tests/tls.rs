@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Config, Server, ServerHandle, free_port, q, q_err};
+use common::{Config, Server, ServerHandle, conn, free_port, q, q_err};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::pem::PemObject;
 
@@ -724,4 +724,45 @@ fn a_plain_client_on_the_tls_port_is_reset() {
     assert!(got.is_empty(), "{got:?} read before the reset");
     let mut plain = common::conn(&server);
     assert_eq!(q::<String>(&mut plain, &["PING"]), "PONG");
+}
+
+/// `key_pem` (PKCS#8) encrypted as `openssl pkey -aes256` writes it:
+/// PBES2, PBKDF2-HMAC-SHA256 and AES-256-CBC, as `ENCRYPTED PRIVATE KEY`.
+fn encrypted_pem(key_pem: &str, password: &str) -> String {
+    use pkcs8::der::Decode;
+    let (_, der) = pkcs8::der::pem::decode_vec(key_pem.as_bytes()).unwrap();
+    let info = pkcs8::PrivateKeyInfo::from_der(&der).unwrap();
+    let params = pkcs8::pkcs5::pbes2::Parameters::pbkdf2_sha256_aes256cbc(2048, b"keylock-salt", &[7u8; 16]).unwrap();
+    let encrypted = info.encrypt_with_params(params, password).unwrap();
+    pkcs8::der::pem::encode_string("ENCRYPTED PRIVATE KEY", pkcs8::der::pem::LineEnding::LF, encrypted.as_bytes()).unwrap()
+}
+
+#[test]
+fn an_encrypted_key_file_is_read_with_tls_key_file_pass() {
+    let pki = Pki::new();
+    let key = std::fs::read_to_string(pki.path("server.key")).unwrap();
+    std::fs::write(pki.path("server.key.encrypted"), encrypted_pem(&key, "1234")).unwrap();
+    let encrypted = pki.file("server.key.encrypted");
+    let server = start_tls(&pki, &[]);
+    let mut c = conn(&server);
+    let unable =
+        "ERR CONFIG SET failed (possibly related to argument 'tls-key-file') - Unable to update TLS configuration. Check server logs.";
+    // Without the password, or with a wrong one, it does not load (and
+    // the key in use stays).
+    assert_eq!(q_err(&mut c, &["CONFIG", "SET", "tls-key-file", &encrypted]), unable);
+    let _: () = q(&mut c, &["CONFIG", "SET", "tls-key-file-pass", "4321"]);
+    assert_eq!(q_err(&mut c, &["CONFIG", "SET", "tls-key-file", &encrypted]), unable);
+    let file: Vec<String> = q(&mut c, &["CONFIG", "GET", "tls-key-file"]);
+    assert_eq!(file[1], pki.file("server.key"));
+    // With it, it does, and new TLS connections are served with it.
+    let _: () = q(&mut c, &["CONFIG", "SET", "tls-key-file-pass", "1234"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "tls-key-file", &encrypted]);
+    let mut t = rediss(&pki, tls_addr(&server), true).unwrap();
+    let pong: String = redis::cmd("PING").query(&mut t).unwrap();
+    assert_eq!(pong, "PONG");
+    // At start too.
+    let started = start_tls(&pki, &[("tls-key-file", &encrypted), ("tls-key-file-pass", "1234")]);
+    let mut t = rediss(&pki, tls_addr(&started), true).unwrap();
+    let pong: String = redis::cmd("PING").query(&mut t).unwrap();
+    assert_eq!(pong, "PONG");
 }
