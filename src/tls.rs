@@ -343,8 +343,11 @@ fn load_key(path: &str, pass: Option<&str>) -> Result<PrivateKeyDer<'static>, St
         let Some(pass) = pass else {
             return Err("the key is encrypted and no tls-key-file-pass is set".into());
         };
+        // The key's own block, whatever else the file holds.
+        const END: &[u8] = b"-----END ENCRYPTED PRIVATE KEY-----";
         let start = memchr::memmem::find(&pem, b"-----BEGIN ENCRYPTED PRIVATE KEY-----").unwrap_or(0);
-        let (_, der) = pkcs8::der::pem::decode_vec(&pem[start..]).map_err(|e| e.to_string())?;
+        let end = memchr::memmem::find(&pem[start..], END).map_or(pem.len(), |e| start + e + END.len());
+        let (_, der) = pkcs8::der::pem::decode_vec(&pem[start..end]).map_err(|e| e.to_string())?;
         let encrypted = pkcs8::EncryptedPrivateKeyInfo::try_from(der.as_slice()).map_err(|e| e.to_string())?;
         let plain = encrypted
             .decrypt(pass)

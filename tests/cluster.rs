@@ -890,3 +890,15 @@ fn a_node_loading_keys_takes_their_unassigned_slots_and_refuses_other_databases(
         "{log}"
     );
 }
+
+#[test]
+fn a_node_whose_port_config_set_moves_announces_the_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = keylock_node(dir.path(), &[]);
+    let moved = free_port();
+    assert_eq!(node.text(&["CONFIG", "SET", "port", &moved.to_string()]), "+OK\r\n");
+    let addr: SocketAddr = format!("127.0.0.1:{moved}").parse().unwrap();
+    assert!(answers(addr));
+    let nodes = text(Raw::connect(addr).call(&["CLUSTER", "NODES"]));
+    assert!(nodes.contains(&format!(":{moved}@{} myself,master", node.cport)), "{nodes}");
+}

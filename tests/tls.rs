@@ -760,6 +760,11 @@ fn an_encrypted_key_file_is_read_with_tls_key_file_pass() {
     let mut t = rediss(&pki, tls_addr(&server), true).unwrap();
     let pong: String = redis::cmd("PING").query(&mut t).unwrap();
     assert_eq!(pong, "PONG");
+    // In a file that holds the certificate too, after the key.
+    let cert = std::fs::read_to_string(pki.path("server.crt")).unwrap();
+    let combined = format!("{}\n{cert}", std::fs::read_to_string(&encrypted).unwrap());
+    std::fs::write(pki.path("server.pem"), combined).unwrap();
+    let _: () = q(&mut c, &["CONFIG", "SET", "tls-key-file", &pki.file("server.pem")]);
     // At start too.
     let started = start_tls(&pki, &[("tls-key-file", &encrypted), ("tls-key-file-pass", "1234")]);
     let mut t = rediss(&pki, tls_addr(&started), true).unwrap();

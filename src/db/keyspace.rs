@@ -219,37 +219,69 @@ pub struct Keyspace {
 /// (Redis's `slots_to_keys`), so that CLUSTER COUNTKEYSINSLOT and
 /// GETKEYSINSLOT, which resharding calls for every slot, cost what the
 /// slot holds rather than a walk of every key. Kept in cluster mode only:
-/// four bytes a key, and a CRC16 of the key on each insertion and
-/// removal. A removal finds the key's position in its slot's list, which
-/// holds one key in 16384 of the database.
+/// eight bytes a key, and a CRC16 of the key on each insertion and
+/// removal. `at` gives each key's place in its slot's list, so that a
+/// removal is O(1): it leaves a tombstone there, and a list more than
+/// half tombstones is compacted (amortized O(1), the order kept).
 struct SlotIndex {
     slots: Vec<Vec<u32>>,
+    /// Tombstones per slot list.
+    dead: Vec<u32>,
+    /// By key position: its index in its slot's list.
+    at: Vec<u32>,
 }
+
+/// A removed key's place in its slot's list.
+const TOMBSTONE: u32 = u32::MAX;
 
 impl SlotIndex {
     fn new() -> SlotIndex {
         SlotIndex {
             slots: vec![Vec::new(); crate::cluster::SLOTS],
+            dead: vec![0; crate::cluster::SLOTS],
+            at: Vec::new(),
         }
     }
 
+    /// The key at `position`, the next one of the table, was added.
     fn add(&mut self, key: &[u8], position: u32) {
-        self.slots[crate::cluster::key_hash_slot(key) as usize].push(position);
+        debug_assert_eq!(position as usize, self.at.len());
+        let list = &mut self.slots[crate::cluster::key_hash_slot(key) as usize];
+        self.at.push(list.len() as u32);
+        list.push(position);
     }
 
-    fn remove(&mut self, key: &[u8], position: u32) {
-        let list = &mut self.slots[crate::cluster::key_hash_slot(key) as usize];
-        if let Some(i) = list.iter().position(|&p| p == position) {
-            // Order kept: GETKEYSINSLOT lists the newest first, as Redis.
-            list.remove(i);
+    /// The key at `position` was removed and the table's last one, at
+    /// `last` (`moved_key`), took its place.
+    fn remove(&mut self, key: &[u8], position: u32, last: u32, moved_key: &[u8]) {
+        let slot = crate::cluster::key_hash_slot(key) as usize;
+        self.slots[slot][self.at[position as usize] as usize] = TOMBSTONE;
+        self.dead[slot] += 1;
+        if position != last {
+            let moved_slot = crate::cluster::key_hash_slot(moved_key) as usize;
+            let j = self.at[last as usize];
+            self.slots[moved_slot][j as usize] = position;
+            self.at[position as usize] = j;
+        }
+        self.at.pop();
+        let list = &self.slots[slot];
+        if self.dead[slot] as usize * 2 > list.len() {
+            let live: Vec<u32> = list.iter().copied().filter(|&p| p != TOMBSTONE).collect();
+            for (k, &p) in live.iter().enumerate() {
+                self.at[p as usize] = k as u32;
+            }
+            self.slots[slot] = live;
+            self.dead[slot] = 0;
         }
     }
 
-    fn moved(&mut self, key: &[u8], from: u32, to: u32) {
-        let list = &mut self.slots[crate::cluster::key_hash_slot(key) as usize];
-        if let Some(p) = list.iter_mut().find(|p| **p == from) {
-            *p = to;
-        }
+    fn len(&self, slot: u16) -> usize {
+        self.slots[slot as usize].len() - self.dead[slot as usize] as usize
+    }
+
+    /// The slot's key positions, newest first.
+    fn newest_first(&self, slot: u16) -> impl Iterator<Item = u32> + '_ {
+        self.slots[slot as usize].iter().rev().copied().filter(|&p| p != TOMBSTONE)
     }
 }
 
@@ -344,14 +376,14 @@ impl Keyspace {
 
     /// How many keys hash slot `slot` holds, when the slots are indexed.
     pub fn slot_len(&self, slot: u16) -> Option<usize> {
-        self.slots.as_deref().map(|s| s.slots[slot as usize].len())
+        self.slots.as_deref().map(|s| s.len(slot))
     }
 
     /// The keys of hash slot `slot`, newest first, when the slots are
     /// indexed.
     pub fn slot_keys(&self, slot: u16) -> Option<impl Iterator<Item = &[u8]>> {
         let slots = self.slots.as_deref()?;
-        Some(slots.slots[slot as usize].iter().rev().map(|&p| &*self.entries[p as usize].key))
+        Some(slots.newest_first(slot).map(|p| &*self.entries[p as usize].key))
     }
 
     /// Stamps the key at `position` as accessed now.
@@ -425,10 +457,7 @@ impl Keyspace {
         let at_ms = self.drop_deadline(position);
         let last = self.entries.len() - 1;
         if let Some(slots) = self.slots.as_deref_mut() {
-            slots.remove(key, position as u32);
-            if position != last {
-                slots.moved(&self.entries[last].key, last as u32, position as u32);
-            }
+            slots.remove(key, position as u32, last as u32, &self.entries[last].key);
         }
         if position != last {
             // The last entry moves into the hole: repoint its index slot
@@ -549,8 +578,10 @@ mod tests {
         ks.index_slots();
         let mut rng = fastrand::Rng::with_seed(7);
         let mut order: Vec<String> = (0..50).map(|i| format!("early:{i}")).collect();
-        for round in 0..3000 {
-            if rng.u8(..3) > 0 || order.is_empty() {
+        for round in 0..6000 {
+            // Mostly inserts, then mostly removals (compactions).
+            let insert = if round < 3000 { rng.u8(..3) > 0 } else { rng.u8(..5) < 2 };
+            if insert || order.is_empty() {
                 let key = if rng.bool() {
                     format!("{{tag}}:{round}")
                 } else {
@@ -564,6 +595,13 @@ mod tests {
             }
         }
         check(&ks);
+        // Every key knows its place in its slot's list.
+        let index = ks.slots.as_deref().unwrap();
+        assert_eq!(index.at.len(), ks.len());
+        for (p, e) in ks.entries.iter().enumerate() {
+            let slot = crate::cluster::key_hash_slot(&e.key) as usize;
+            assert_eq!(index.slots[slot][index.at[p] as usize], p as u32);
+        }
         let slots: std::collections::BTreeSet<u16> = order.iter().map(|k| crate::cluster::key_hash_slot(k.as_bytes())).collect();
         for slot in slots.iter().copied().chain([0, 16383]) {
             // Newest first, as the keys were added.
@@ -576,7 +614,7 @@ mod tests {
             assert_eq!(ks.slot_len(slot), Some(expected.len()));
             assert_eq!(ks.slot_keys(slot).unwrap().collect::<Vec<_>>(), expected, "slot {slot}");
         }
-        assert!(ks.slot_len(crate::cluster::key_hash_slot(b"{tag}")).unwrap() > 100);
+        assert!(ks.slot_len(crate::cluster::key_hash_slot(b"{tag}")).unwrap() > 50);
         ks.clear();
         assert_eq!(ks.slot_len(crate::cluster::key_hash_slot(b"{tag}")), Some(0));
         ks.insert_new(b"{tag}:after", s("v"));

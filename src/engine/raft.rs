@@ -298,6 +298,10 @@ impl State {
     /// for the others' probes.
     pub fn raft_cluster_sync(&mut self) {
         let now = self.clock.now_ms();
+        // A leader cut off from its shard (openraft's does not step down
+        // by itself) must not take back the slots the member elected in
+        // its place claimed: it leads only while its lease runs.
+        let lapsed = self.raft_lease_lapsed();
         let (Some(c), Some(r)) = (self.cluster.as_deref_mut(), self.raft.as_deref()) else {
             return;
         };
@@ -332,7 +336,7 @@ impl State {
             .filter(|(id, _)| *id != r.id)
             .and_then(|(id, _)| r.cluster_ids.get(id))
             .map(|card| card.node_id.clone());
-        if c.follow_shard(r.is_leader() && r.confirmed, leader.as_deref(), &mates, now) > 0 {
+        if c.follow_shard(r.is_leader() && r.confirmed && !lapsed, leader.as_deref(), &mates, now) > 0 {
             self.cluster_update_state();
         }
     }

@@ -891,7 +891,11 @@ fn serve(
         // Connections accepted while loading get their tasks.
         shared.after_batch();
         for listener in listeners {
-            shared.listen(listener);
+            // Unless CONFIG SET moved its port while the dataset loaded.
+            let fd = listener.fd().fd;
+            if shared.listener_fds.borrow().iter().any(|l| l.fd == fd) {
+                shared.listen(listener);
+            }
         }
         for listener in bus {
             match tokio::net::TcpListener::from_std(listener) {
