@@ -47,7 +47,7 @@ const PONG: u8 = 1;
 const MEET: u8 = 2;
 const PUBLISH: u8 = 4;
 
-const MAGIC: &[u8; 4] = b"KLB1";
+const MAGIC: &[u8; 4] = b"KLB2";
 /// A frame larger than this closes the link.
 const MAX_FRAME: usize = 64 << 20;
 /// How often a link pings when nothing changed.
@@ -815,7 +815,7 @@ mod tests {
     #[test]
     fn malformed_frames_are_refused() {
         assert_eq!(Message::decode(b""), None);
-        assert_eq!(Message::decode(b"KLB1\x00short"), None);
+        assert_eq!(Message::decode(b"KLB2\x00short"), None);
         let mut frame = Message {
             kind: PING,
             sender: "c".repeat(40),
