@@ -36,9 +36,7 @@ Usage: benches/compare.py [--duration 3s] [--rounds 3] [--no-build]
 """
 import argparse, json, os, platform, shutil, socket, statistics, subprocess, sys, tempfile, time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TARGET_DIR = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-KEYLOCK = os.path.join(TARGET_DIR, "release", "keylock")
+from benchlib import KEYLOCK, ROOT, free_port
 
 # (label, bench arguments). Clients and pipeline are read back from the summary.
 WORKLOADS = [
@@ -61,14 +59,6 @@ PERSIST_POLICIES = ["everysec", "always"]
 PERSIST_PIPELINES = [16, 1]
 PERSIST_SERVERS = ["redis", "keylock-native"]
 HELD_LOCKS = 1000000
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def connects(port):

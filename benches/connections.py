@@ -20,15 +20,7 @@ Usage: benches/connections.py [--idle 10000] [--burst 5000] [--big-mb 512]
 """
 import argparse, os, resource, select, socket, subprocess, sys, time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from benchlib import KEYLOCK, free_port
 
 
 def rss_kb(pid):
@@ -153,7 +145,7 @@ def main():
     ap.add_argument("--idle", type=int, default=10000)
     ap.add_argument("--burst", type=int, default=5000)
     ap.add_argument("--big-mb", type=int, default=512)
-    ap.add_argument("--keylock", default=os.path.join(ROOT, "target", "release", "keylock"))
+    ap.add_argument("--keylock", default=KEYLOCK)
     args = ap.parse_args()
     need = max(args.idle, args.burst) + 1000
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -12,15 +12,7 @@ Usage: benches/redis_benchmark.py [-n 100000] [--rounds 3] [--pipeline 1 16]
 import argparse, os, re, socket, statistics, subprocess, sys, tempfile, time
 
 TESTS = "ping,set,get,incr,lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,zpopmin,lrange,mset"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from benchlib import KEYLOCK, free_port
 
 
 def wait_port(port):
@@ -53,7 +45,7 @@ def main():
     ap.add_argument("--tests", default=TESTS)
     args = ap.parse_args()
 
-    keylock_bin = os.path.join(ROOT, "target", "release", "keylock")
+    keylock_bin = KEYLOCK
     if not os.path.exists(keylock_bin):
         sys.exit("build keylock first: cargo build --release")
     kport, rport = free_port(), free_port()

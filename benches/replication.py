@@ -28,9 +28,7 @@ Needs cargo and redis-server on PATH.
 """
 import argparse, json, os, shutil, socket, statistics, subprocess, sys, tempfile, time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TARGET_DIR = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-KEYLOCK = os.path.join(TARGET_DIR, "release", "keylock")
+from benchlib import KEYLOCK, ROOT, free_port
 
 WORKLOADS = [
     ("lock-acquire", ["lock-acquire", "-c", "50", "-P", "1"]),
@@ -47,14 +45,6 @@ COLUMNS = [
     ("redis + replica, WAIT 1", "redis", ["--wait", "1"]),
     ("redis + replica, AOF always, WAIT 1", "redis-aof", ["--wait", "1"]),
 ]
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def call(port, *args):
