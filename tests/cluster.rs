@@ -49,25 +49,13 @@ impl Node {
     }
 }
 
-/// Whether the server at `addr` answers PING (it is up, its bus port
-/// bound too).
-fn answers(addr: SocketAddr) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(2)));
-    let mut buf = [0u8; 7];
-    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
-}
-
 /// A keylock cluster node in `dir`. The bus port is picked free; a
 /// server started meanwhile may take it first, and the node then stops:
 /// it is started again on another.
 fn keylock_node(dir: &std::path::Path, extra: &[&str]) -> Node {
     for _ in 0..10 {
         let node = try_keylock_node(dir, extra);
-        if answers(node.addr) {
+        if answers_ping(node.addr) {
             return node;
         }
     }
@@ -898,7 +886,7 @@ fn a_node_whose_port_config_set_moves_announces_the_new_one() {
     let moved = free_port();
     assert_eq!(node.text(&["CONFIG", "SET", "port", &moved.to_string()]), "+OK\r\n");
     let addr: SocketAddr = format!("127.0.0.1:{moved}").parse().unwrap();
-    assert!(answers(addr));
+    assert!(answers_ping(addr));
     let nodes = text(Raw::connect(addr).call(&["CLUSTER", "NODES"]));
     assert!(nodes.contains(&format!(":{moved}@{} myself,master", node.cport)), "{nodes}");
 }

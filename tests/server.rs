@@ -262,18 +262,6 @@ fn binary_reads_a_config_file_then_flags() {
     assert!(child.wait().unwrap().success());
 }
 
-/// Whether a TCP connection to 127.0.0.1:`port` is accepted and answers
-/// PING.
-fn answers_on(port: u16) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(2)));
-    let mut buf = [0u8; 7];
-    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
-}
-
 #[test]
 fn config_set_port_moves_the_listening_port_and_keeps_open_connections() {
     let server = start();
@@ -282,8 +270,8 @@ fn config_set_port_moves_the_listening_port_and_keeps_open_connections() {
     // To a free port: served there, no longer on the first one.
     let moved = free_port();
     let _: () = q(&mut c, &["CONFIG", "SET", "port", &moved.to_string()]);
-    assert!(answers_on(moved));
-    assert!(!answers_on(first));
+    assert!(answers_ping(([127, 0, 0, 1], moved).into()));
+    assert!(!answers_ping(([127, 0, 0, 1], first).into()));
     let _: String = q(&mut c, &["PING"]);
     let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "port"]);
     assert_eq!(got, ["port".to_string(), moved.to_string()]);
@@ -302,13 +290,13 @@ fn config_set_port_moves_the_listening_port_and_keeps_open_connections() {
     assert_eq!(after, maxmemory);
     let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "port"]);
     assert_eq!(got[1], moved.to_string());
-    assert!(answers_on(moved));
+    assert!(answers_ping(([127, 0, 0, 1], moved).into()));
     // Port 0: no TCP port at all, connections kept; then one again.
     let _: () = q(&mut c, &["CONFIG", "SET", "port", "0"]);
-    assert!(!answers_on(moved));
+    assert!(!answers_ping(([127, 0, 0, 1], moved).into()));
     let _: String = q(&mut c, &["PING"]);
     let again = free_port();
     let _: () = q(&mut c, &["CONFIG", "SET", "port", &again.to_string()]);
-    assert!(answers_on(again));
+    assert!(answers_ping(([127, 0, 0, 1], again).into()));
     drop(taken);
 }

@@ -425,17 +425,23 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// once this command is done; open connections stay. Err is the reason CONFIG SET
 /// gives; nothing has changed then.
 fn apply_port(ctx: &mut Ctx, old_port: u16) -> Result<(), &'static str> {
-    let port = ctx.state.params.int("port").unwrap_or(0) as u16;
-    let listeners = if port == 0 {
-        Vec::new()
-    } else {
-        crate::server::bind_port(&ctx.state.config, port, false).map_err(|e| {
-            crate::log::warning(format_args!("{e}"));
-            "Unable to listen on this port. Check server logs."
-        })?
-    };
+    let listeners = bind_param_port(ctx, "port")?;
     ctx.state.port_rebound = Some((old_port, listeners));
     Ok(())
+}
+
+/// Binds the port parameter `name` (`port` or `tls-port`) holds now on
+/// the `bind` addresses; none for 0. Err is CONFIG SET's reason, the
+/// cause logged.
+fn bind_param_port(ctx: &Ctx, name: &str) -> Result<Vec<std::net::TcpListener>, &'static str> {
+    let port = ctx.state.params.int(name).unwrap_or(0) as u16;
+    if port == 0 {
+        return Ok(Vec::new());
+    }
+    crate::server::bind_port(&ctx.state.config, port, name == "tls-port").map_err(|e| {
+        crate::log::warning(format_args!("{e}"));
+        "Unable to listen on this port. Check server logs."
+    })
 }
 
 /// Redis's `applyTlsCfg` and `applyTLSPort` after CONFIG SET changed a
@@ -454,16 +460,7 @@ fn apply_tls(ctx: &mut Ctx, changed: &[&str]) -> Result<(), &'static str> {
         None
     };
     if changed.contains(&"tls-port") {
-        let port = ctx.state.params.int("tls-port").unwrap_or(0) as u16;
-        let listeners = if port == 0 {
-            Vec::new()
-        } else {
-            crate::server::bind_port(&ctx.state.config, port, true).map_err(|e| {
-                crate::log::warning(format_args!("{e}"));
-                "Unable to listen on this port. Check server logs."
-            })?
-        };
-        ctx.state.tls_rebound = Some(listeners);
+        ctx.state.tls_rebound = Some(bind_param_port(ctx, "tls-port")?);
     }
     if context.is_some() {
         ctx.state.tls = context;

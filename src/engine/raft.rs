@@ -520,8 +520,7 @@ impl State {
     /// instance reports it.
     pub fn raft_quorum_acked(&mut self, acked: bool) {
         let Some(r) = self.raft.as_deref_mut() else { return };
-        let confirmed = acked && r.is_leader();
-        if confirmed == r.confirmed || !confirmed {
+        if !acked || !r.is_leader() || r.confirmed {
             return;
         }
         r.confirmed = true;

@@ -267,6 +267,16 @@ pub fn wait_until(secs: u64, what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Whether a server at `addr` accepts a connection and answers PING.
+pub fn answers_ping(addr: SocketAddr) -> bool {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut buf = [0u8; 7];
+    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}
+
 /// Waits until nothing accepts connections on `addr` (the server stopped).
 pub fn wait_until_closed(addr: SocketAddr) {
     wait_until(5, "still accepting connections", || TcpStream::connect(addr).is_err());
