@@ -339,13 +339,12 @@ fn load_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
 /// (`tls-key-file-pass`).
 fn load_key(path: &str, pass: Option<&str>) -> Result<PrivateKeyDer<'static>, String> {
     let pem = std::fs::read(path).map_err(|e| io_text(&e))?;
-    if memchr::memmem::find(&pem, b"-----BEGIN ENCRYPTED PRIVATE KEY-----").is_some() {
+    if let Some(start) = memchr::memmem::find(&pem, b"-----BEGIN ENCRYPTED PRIVATE KEY-----") {
         let Some(pass) = pass else {
             return Err("the key is encrypted and no tls-key-file-pass is set".into());
         };
         // The key's own block, whatever else the file holds.
         const END: &[u8] = b"-----END ENCRYPTED PRIVATE KEY-----";
-        let start = memchr::memmem::find(&pem, b"-----BEGIN ENCRYPTED PRIVATE KEY-----").unwrap_or(0);
         let end = memchr::memmem::find(&pem[start..], END).map_or(pem.len(), |e| start + e + END.len());
         let (_, der) = pkcs8::der::pem::decode_vec(&pem[start..end]).map_err(|e| e.to_string())?;
         let encrypted = pkcs8::EncryptedPrivateKeyInfo::try_from(der.as_slice()).map_err(|e| e.to_string())?;
