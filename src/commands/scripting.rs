@@ -11,7 +11,8 @@ use super::args::{parse_i64, upper};
 use super::table::{CommandSpec, cmd, container, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::engine::Scripts;
-use crate::scripting::RunFlags;
+use crate::engine::debug_sessions::Forked;
+use crate::scripting::{RunFlags, ldb};
 
 const EVAL_FLAGS: u32 = NOSCRIPT | SKIP_MONITOR | MONITOR_BEFORE | MAY_REPLICATE | NO_MANDATORY_KEYS | STALE;
 /// EVAL_RO and EVALSHA_RO: read-only, and nothing they run may replicate
@@ -58,6 +59,79 @@ fn noscript() -> CmdError {
 fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], by_sha: bool, read_only: bool) -> CmdResult {
     // A script is the writes it made, never itself.
     ctx.prevent_propagation();
+    if let Some(mode) = ctx.client.lua_debug {
+        if by_sha {
+            if argv[1].len() != 40 {
+                return Err(noscript());
+            }
+            return Err(CmdError::err("Please use EVAL instead of EVALSHA for debugging"));
+        }
+        return eval_debugging(ctx, argv, read_only, mode);
+    }
+    eval_script(ctx, argv, by_sha, read_only)
+}
+
+/// Ends a debugging session however the run ends (a panic too), so that
+/// the next script runs without the debugger.
+struct SessionGuard;
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        if ldb::active() {
+            ldb::end();
+        }
+    }
+}
+
+/// An EVAL from a client in SCRIPT DEBUG mode (Redis's
+/// `evalGenericCommandWithDebugging`): the session starts before anything
+/// is checked, and the connection closes once it ended.
+fn eval_debugging(ctx: &mut Ctx, argv: &[Bytes], read_only: bool, mode: ldb::Mode) -> CmdResult {
+    let conn = ctx.state.watchdog.debug_conn(ctx.client.id);
+    if mode == ldb::Mode::Sync {
+        crate::log::warning(format_args!("Synchronous debugging eval session started"));
+        let guard = SessionGuard;
+        ldb::start(conn, &argv[1]);
+        let reply = eval_script(ctx, argv, false, read_only);
+        drop(guard);
+        crate::log::warning(format_args!("Synchronous debugging eval session ended"));
+        ctx.client.close_after_reply = true;
+        return reply;
+    }
+    ctx.client.lua_debug = None;
+    match ctx.state.fork_debug_session() {
+        Err(e) => Err(CmdError::err(format!(
+            "Fork() failed: can't run EVAL in debugging mode: {}",
+            crate::error::os_error_text(&e)
+        ))),
+        Ok(Forked::Parent) => {
+            // The child answers the client from now on.
+            ctx.client.outbox.hand_over();
+            ctx.state.disconnect_after = true;
+            Ok(Reply::Nil)
+        }
+        Ok(Forked::Child) => {
+            crate::log::warning(format_args!("Forked for debugging eval"));
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                ldb::start(conn, &argv[1]);
+                let reply = eval_script(ctx, argv, false, read_only).unwrap_or_else(Reply::from);
+                // What the client was owed before, then the reply.
+                let mut out = bytes::BytesMut::new();
+                ctx.client.outbox.buffer().borrow_mut().swap(&mut out);
+                reply.encode(ctx.client.resp, &mut out);
+                if let Some(mut conn) = ldb::end() {
+                    conn.send(&out);
+                }
+            }));
+            crate::log::warning(format_args!("Lua debugging session child exiting"));
+            // SAFETY: ends the child without the parent's destructors or
+            // atexit handlers.
+            unsafe { libc::_exit(i32::from(run.is_err())) }
+        }
+    }
+}
+
+fn eval_script(ctx: &mut Ctx, argv: &[Bytes], by_sha: bool, read_only: bool) -> CmdResult {
     let numkeys = parse_i64(&argv[2])?;
     let available = (argv.len() - 3) as i64;
     if numkeys > available {
@@ -83,7 +157,9 @@ fn eval_generic(ctx: &mut Ctx, argv: &[Bytes], by_sha: bool, read_only: bool) ->
         // Lua, where each `redis.call` is checked.
         // A shard member that does not lead runs them through Lua too,
         // where a write is refused.
+        // A debugging session steps through the Lua.
         native: ctx.state.runtime.native_scripts
+            && !ldb::active()
             && !ctx.state.acl.checks(ctx.client.user.as_deref())
             && !ctx.state.renames_data_commands
             && ctx.state.raft_accepts_writes(),
@@ -153,10 +229,25 @@ fn script_kill(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     super::functions::kill_busy(ctx, true)
 }
 
-fn script_debug(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+/// SCRIPT DEBUG: the client's next EVAL runs under the Lua debugger
+/// (see `scripting::ldb`).
+fn script_debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if ctx.client.outbox.unwritten() > 0 {
+        return Err(CmdError::err("SCRIPT DEBUG must be called outside a pipeline"));
+    }
     match upper(&argv[2]).as_str() {
-        "NO" => Ok(Reply::OK),
-        "YES" | "SYNC" => Err(CmdError::err("the Lua debugger is not available in keylock")),
+        "NO" => {
+            ctx.client.lua_debug = None;
+            Ok(Reply::OK)
+        }
+        "YES" => {
+            ctx.client.lua_debug = Some(ldb::Mode::Fork);
+            Ok(Reply::OK)
+        }
+        "SYNC" => {
+            ctx.client.lua_debug = Some(ldb::Mode::Sync);
+            Ok(Reply::OK)
+        }
         _ => Err(CmdError::err("Use SCRIPT DEBUG YES/SYNC/NO")),
     }
 }

@@ -94,6 +94,9 @@ pub struct Client {
     /// Redisson and other clients announce capabilities with CLIENT CAPA.
     pub capa_redirect: bool,
     pub no_evict: bool,
+    /// SCRIPT DEBUG YES or SYNC: its next EVAL runs in a Lua debugging
+    /// session (see `scripting::ldb`).
+    pub lua_debug: Option<crate::scripting::ldb::Mode>,
     pub no_touch: bool,
     /// The pseudo-client scripts run their commands as (`[0 lua]` in MONITOR).
     pub is_script: bool,
@@ -174,6 +177,7 @@ impl Client {
             close_after_reply: false,
             capa_redirect: false,
             no_evict: false,
+            lua_debug: None,
             no_touch: false,
             is_script: false,
             acting_for: None,

@@ -17,6 +17,7 @@ pub mod blocking;
 pub mod client;
 pub mod client_evict;
 pub mod cluster;
+pub mod debug_sessions;
 pub mod durable;
 pub mod effects;
 pub mod evict;
@@ -183,6 +184,8 @@ pub struct State {
     pub script_repl: u8,
     /// RDB snapshots (see [`persistence`]).
     pub persistence: persistence::Persistence,
+    /// Forked Lua debugging sessions (see [`debug_sessions`]).
+    pub debug_sessions: debug_sessions::DebugSessions,
     /// The append-only file, while `appendonly` is on (see [`aof`]).
     pub aof: Option<aof::Aof>,
     /// The effect consumer the append-only file reads through.
@@ -496,6 +499,7 @@ impl State {
             effects,
             script_repl: effects::ALL,
             persistence: persistence::Persistence::new(started_secs),
+            debug_sessions: Default::default(),
             aof: None,
             aof_tap: None,
             aof_rewrites: aof::Rewrites::default(),
@@ -1373,11 +1377,13 @@ impl Engine {
         self.state.clients.get(&id).map(|c| c.info_line(now))
     }
 
-    /// Tells every connection to close (server shutdown).
+    /// Tells every connection to close and ends the forked debugging
+    /// sessions (server shutdown).
     pub fn close_all(&mut self) {
         for c in self.state.clients.values() {
             c.outbox.close();
         }
+        self.state.kill_debug_sessions();
     }
 
     /// Everything Redis's `processCommand` checks before running a command.
@@ -1438,6 +1444,7 @@ impl Engine {
         let scripts = &self.scripts;
         self.state.persistence_cron(|| scripts.library_codes());
         self.state.aof_cron(|| scripts.library_codes());
+        self.state.reap_debug_sessions();
         self.state.ping_replicas();
         if self.state.cluster_enabled() {
             self.state.cluster_cron();

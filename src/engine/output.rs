@@ -543,6 +543,8 @@ struct Inner {
     /// Blocked by a blocking command: until when (None inside: no
     /// timeout). Its connection runs nothing meanwhile.
     blocked: Cell<Option<Option<Instant>>>,
+    /// The connection's socket belongs to a forked debugging session now.
+    handed_over: Cell<bool>,
 }
 
 impl Default for Outbox {
@@ -565,6 +567,7 @@ impl Outbox {
                 query_buffer: Cell::new((0, 0)),
                 partial_request: Cell::new((0, 0)),
                 blocked: Cell::new(None),
+                handed_over: Cell::new(false),
             }),
         }
     }
@@ -668,6 +671,20 @@ impl Outbox {
         self.inner.close.set(CloseRequest::Now);
         *self.inner.buffer.borrow_mut() = OutputBuffer::default();
         self.inner.wake.notify_one();
+    }
+
+    /// Closes the connection here for good, its output dropped, while the
+    /// socket lives on in the process of a forked Lua debugging session
+    /// (SCRIPT DEBUG YES), which answers the client from now on: the
+    /// connection's task closes its descriptor without shutting the socket
+    /// down.
+    pub fn hand_over(&self) {
+        self.inner.handed_over.set(true);
+        self.close_now();
+    }
+
+    pub fn handed_over(&self) -> bool {
+        self.inner.handed_over.get()
     }
 
     pub fn close_request(&self) -> CloseRequest {

@@ -37,6 +37,7 @@ pub mod call;
 pub mod convert;
 pub mod function_dump;
 pub mod functions;
+pub mod ldb;
 pub mod lua_libs;
 pub mod native;
 mod raw_call;
@@ -140,6 +141,8 @@ pub struct Watchdog {
     /// `busy-reply-threshold` in milliseconds (0: never busy).
     pub threshold_ms: Cell<u64>,
     responder: RefCell<Option<BusyResponder>>,
+    /// Lends a client's connection to a Lua debugging session.
+    debug_connector: RefCell<Option<ldb::DebugConnector>>,
     /// SHUTDOWN NOSAVE arrived while a script ran.
     pub shutdown_requested: Cell<bool>,
     /// The server is being stopped from outside (`ServerHandle::shutdown`,
@@ -162,6 +165,16 @@ impl Watchdog {
 
     pub fn install(&self, responder: BusyResponder) {
         *self.responder.borrow_mut() = Some(responder);
+    }
+
+    pub fn install_debug_connector(&self, connector: ldb::DebugConnector) {
+        *self.debug_connector.borrow_mut() = Some(connector);
+    }
+
+    /// The connection of client `id`, for a Lua debugging session (None
+    /// with no network side, as in-process benches run the engine).
+    pub fn debug_conn(&self, id: crate::db::ClientId) -> Option<Box<dyn ldb::DebugConn>> {
+        self.debug_connector.borrow().as_ref().and_then(|connect| connect(id))
     }
 
     /// Called from the hook once a script is past the threshold.
@@ -471,8 +484,13 @@ impl Vm {
             };
             release(l);
             // Redis sets the hook only with a busy threshold; keylock
-            // always does, so that stopping the server ends any script.
-            ffi::lua_sethook(l, Some(count_hook), ffi::LUA_MASKCOUNT, HOOK_EVERY);
+            // always does, so that stopping the server ends any script. A
+            // debugging session stops at lines instead.
+            if ldb::active() {
+                ffi::lua_sethook(l, Some(ldb::line_hook), ffi::LUA_MASKLINE | ffi::LUA_MASKCOUNT, HOOK_EVERY);
+            } else {
+                ffi::lua_sethook(l, Some(count_hook), ffi::LUA_MASKCOUNT, HOOK_EVERY);
+            }
             let status = ffi::lua_pcall(l, nargs, 1, handler_at);
 
             self.runs_since_gc += 1;

@@ -24,7 +24,7 @@ use std::ffi::{c_char, c_int};
 use bytes::Bytes;
 use mlua::ffi;
 
-use super::call;
+use super::{call, ldb};
 use crate::reply::Reply;
 
 /// What a call produced, before anything is pushed.
@@ -65,6 +65,10 @@ unsafe fn call_raw(state: *mut ffi::lua_State, raise_errors: bool) -> c_int {
         // thousands of them (as `unpack` gives) still has room for the reply.
         ffi::lua_settop(state, 0);
         let (failed, always_raise) = push_outcome(state, &*outcome);
+        if let Outcome::Reply { reply, resp } = &*outcome {
+            // After the conversion, which logs the errors it finds.
+            ldb::log_reply(reply, *resp);
+        }
         drop(Box::from_raw(outcome));
         if always_raise || (failed && raise_errors) {
             ffi::lua_error(state)
@@ -101,12 +105,15 @@ unsafe fn collect_and_run(state: *mut ffi::lua_State) -> Outcome {
     let Some(cx) = call::active_run() else {
         return Outcome::NotInRun;
     };
+    // A debugging session shows what the script runs while the user steps.
+    ldb::log_command(&argv);
     let cmd = match crate::engine::exec::for_script(cx.state, cx.client, &argv, &cx.limits, &cx.runtime.wrote) {
         Ok(cmd) => cmd,
         Err(refusal) => {
             // Counted here, so flagged: the script's own error is not
             // counted again.
             refusal.book(&mut cx.state.stats);
+            ldb::log_refusal(refusal.error.as_bytes());
             return Outcome::Refused {
                 text: Bytes::from(refusal.error.as_bytes().to_vec()),
                 ignore_stats: true,
@@ -121,6 +128,7 @@ unsafe fn collect_and_run(state: *mut ffi::lua_State) -> Outcome {
 }
 
 fn refused(text: &'static str, ignore_stats: bool) -> Outcome {
+    ldb::log_refusal(text.as_bytes());
     Outcome::Refused {
         text: Bytes::from_static(text.as_bytes()),
         ignore_stats,
@@ -193,7 +201,11 @@ unsafe fn push_reply(state: *mut ffi::lua_State, reply: &Reply, resp: u8) {
                 push_bytes(state, s);
                 ffi::lua_setfield(state, -2, c"ok".as_ptr());
             }
-            Reply::Error(e) => push_error_table(state, e, true),
+            Reply::Error(e) => {
+                // Logged as Redis's conversion logs an error reply.
+                ldb::log_error(&[&b"-"[..], e].concat());
+                push_error_table(state, e, true)
+            }
             Reply::Int(n) => ffi::lua_pushnumber(state, *n as f64),
             Reply::Bulk(b) => push_bytes(state, b),
             // Raw bytes are tracking pushes, never a command's reply.

@@ -89,8 +89,8 @@ pub(crate) unsafe fn install(state: *mut ffi::lua_State) {
         set_functions(
             state,
             &[
-                (c"breakpoint", breakpoint),
-                (c"debug", debug),
+                (c"breakpoint", super::ldb::lua_breakpoint),
+                (c"debug", super::ldb::lua_debug),
                 (c"replicate_commands", replicate_commands),
             ],
         );
@@ -322,6 +322,7 @@ unsafe extern "C-unwind" fn nonexistent_global(state: *mut ffi::lua_State) -> c_
 /// # Safety
 /// Three free stack slots (the table, and two strings while it is built).
 pub(crate) unsafe fn push_error(state: *mut ffi::lua_State, text: &[u8]) {
+    super::ldb::log_error(text);
     let (code, msg): (&[u8], &[u8]) = match text.strip_prefix(b"-") {
         Some(rest) => match rest.iter().position(|&c| c == b' ') {
             Some(space) => (&rest[..space], &rest[space + 1..]),
@@ -639,20 +640,6 @@ unsafe extern "C-unwind" fn setresp(state: *mut ffi::lua_State) -> c_int {
         cx.runtime.resp.set(resp as u8);
         0
     }
-}
-
-/// `redis.breakpoint`: false, as outside a debugging session.
-unsafe extern "C-unwind" fn breakpoint(state: *mut ffi::lua_State) -> c_int {
-    // SAFETY: one push.
-    unsafe {
-        ffi::lua_pushboolean(state, 0);
-        1
-    }
-}
-
-/// `redis.debug`: nothing outside a debugging session.
-unsafe extern "C-unwind" fn debug(_state: *mut ffi::lua_State) -> c_int {
-    0
 }
 
 /// `redis.replicate_commands`: always true in 7.0.

@@ -242,7 +242,10 @@ impl ConnIo {
     /// cron): the client sees it closed at once, and the task, wherever it
     /// waits, wakes to a socket that is shut and finishes.
     pub fn shut_down(&self) {
-        let _ = socket2::SockRef::from(&self.socket()).shutdown(std::net::Shutdown::Both);
+        // A forked debugging session answers on it now (SCRIPT DEBUG YES).
+        if !self.outbox.handed_over() {
+            let _ = socket2::SockRef::from(&self.socket()).shutdown(std::net::Shutdown::Both);
+        }
     }
 
     /// The connection's socket, for use outside its task (the busy
@@ -475,7 +478,9 @@ async fn run(mut accepted: Accepted, shared: Rc<Shared>) {
         }
     }
     shared.conns.borrow_mut().remove(&id);
-    stream.shutdown_write();
+    if !io.outbox.handed_over() {
+        stream.shutdown_write();
+    }
     drop(stream);
     shared.engine.borrow_mut().disconnect(id);
     shared.connected.set(shared.connected.get() - 1);

@@ -18,6 +18,7 @@
 pub mod busy;
 pub mod conn;
 pub mod control;
+mod debug_conn;
 pub mod limits;
 pub mod parser;
 #[cfg(feature = "raft")]
@@ -882,6 +883,11 @@ fn serve(
             .state
             .watchdog
             .install(Box::new(move |script, state| busy::respond(&weak, script, state)));
+        {
+            let engine = shared.engine.borrow();
+            let watchdog = &engine.state.watchdog;
+            watchdog.install_debug_connector(debug_conn::connector(Rc::downgrade(&shared), watchdog.halt.clone()));
+        }
         load_dataset(&shared, load_at_start);
         if shared.engine.borrow().shutdown_requested() {
             stop.send_replace(true);
