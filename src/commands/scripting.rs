@@ -111,7 +111,8 @@ fn eval_debugging(ctx: &mut Ctx, argv: &[Bytes], read_only: bool, mode: ldb::Mod
             Ok(Reply::Nil)
         }
         Ok(Forked::Child) => {
-            crate::log::warning(format_args!("Forked for debugging eval"));
+            // The child logs nothing: in a process embedding the server,
+            // another thread may have held the log's lock when it forked.
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 ldb::start(conn, &argv[1]);
                 let reply = eval_script(ctx, argv, false, read_only).unwrap_or_else(Reply::from);
@@ -123,7 +124,6 @@ fn eval_debugging(ctx: &mut Ctx, argv: &[Bytes], read_only: bool, mode: ldb::Mod
                     conn.send(&out);
                 }
             }));
-            crate::log::warning(format_args!("Lua debugging session child exiting"));
             // SAFETY: ends the child without the parent's destructors or
             // atexit handlers.
             unsafe { libc::_exit(i32::from(run.is_err())) }

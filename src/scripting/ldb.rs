@@ -370,7 +370,10 @@ impl Session {
 /// C's `atoi` (`strtol` saturating, then cut to an `int`).
 fn atoi(text: &[u8]) -> c_int {
     let text = crate::error::c_str(text, usize::MAX);
-    let mut i = text.iter().take_while(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)).count();
+    let mut i = text
+        .iter()
+        .take_while(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c))
+        .count();
     let negative = text.get(i) == Some(&b'-');
     if matches!(text.get(i), Some(b'-' | b'+')) {
         i += 1;
@@ -384,7 +387,12 @@ fn atoi(text: &[u8]) -> c_int {
 
 /// What parsing the debugger's input gave.
 enum Parsed {
-    More,
+    /// More input is needed; `until_line_feed`: nothing changes until a
+    /// line feed arrives (a line end is missing), so a long request
+    /// arriving in pieces is not parsed again at every piece.
+    More {
+        until_line_feed: bool,
+    },
     Error,
     Command(Vec<Vec<u8>>),
 }
@@ -401,14 +409,16 @@ fn c_find(buf: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
 /// read as Redis's forgiving `ldbReplParseCommand` reads it (what follows
 /// it is dropped).
 fn parse_command(buf: &[u8]) -> Parsed {
+    const LINE: Parsed = Parsed::More { until_line_feed: true };
+    const MORE: Parsed = Parsed::More { until_line_feed: false };
     if buf.is_empty() {
-        return Parsed::More;
+        return MORE;
     }
     let Some(star) = c_find(buf, 0, b"*") else {
         return Parsed::Error;
     };
     let Some(end) = c_find(buf, star, b"\r\n") else {
-        return Parsed::More;
+        return LINE;
     };
     let argc = atoi(&buf[star + 1..end]);
     if argc <= 0 || argc > 1024 {
@@ -418,12 +428,15 @@ fn parse_command(buf: &[u8]) -> Parsed {
     let mut argv = Vec::with_capacity(argc as usize);
     while argv.len() < argc as usize {
         match buf.get(p) {
-            None | Some(0) => return Parsed::More,
+            None => return MORE,
+            // C's string functions end at the NUL: only a line feed
+            // (finding nothing new) makes it look again.
+            Some(0) => return LINE,
             Some(b'$') => {}
             Some(_) => return Parsed::Error,
         }
         let Some(end) = c_find(buf, p, b"\r\n") else {
-            return Parsed::More;
+            return LINE;
         };
         let len = atoi(&buf[p + 1..end]);
         p = end + 2;
@@ -432,7 +445,7 @@ fn parse_command(buf: &[u8]) -> Parsed {
         }
         let len = len as usize;
         if p + len + 2 > buf.len() {
-            return Parsed::More;
+            return MORE;
         }
         argv.push(buf[p..p + len].to_vec());
         p += len;
@@ -551,7 +564,11 @@ fn debug_record() -> ffi::lua_Debug {
 unsafe fn c_bytes<'a>(p: *const c_char) -> &'a [u8] {
     // SAFETY: Lua's strings are NUL-terminated and live while the caller
     // uses them (on the stack, or interned names).
-    if p.is_null() { b"" } else { unsafe { CStr::from_ptr(p) }.to_bytes() }
+    if p.is_null() {
+        b""
+    } else {
+        unsafe { CStr::from_ptr(p) }.to_bytes()
+    }
 }
 
 /// Appends a readable form of the value at `idx` (a negative index) to
@@ -712,7 +729,11 @@ unsafe fn on_line(l: *mut ffi::lua_State, ar: *mut ffi::lua_Debug) -> Option<&'s
     }
     with(|s| {
         let reason = if bp {
-            if s.lua_breakpoint { "redis.breakpoint() called" } else { "break point" }
+            if s.lua_breakpoint {
+                "redis.breakpoint() called"
+            } else {
+                "break point"
+            }
         } else if timeout {
             "timeout reached, infinite loop?"
         } else {
@@ -751,12 +772,15 @@ enum Repl {
 /// (Redis's `ldbRepl`).
 unsafe fn repl(l: *mut ffi::lua_State) -> Repl {
     loop {
+        let mut parse = true;
         let argv = loop {
-            match with(|s| parse_command(&s.input)) {
-                None => return Repl::Gone,
-                Some(Parsed::Command(argv)) => break argv,
-                Some(Parsed::Error) => return Repl::Raise(b"protocol error"),
-                Some(Parsed::More) => {}
+            if parse {
+                match with(|s| parse_command(&s.input)) {
+                    None => return Repl::Gone,
+                    Some(Parsed::Command(argv)) => break argv,
+                    Some(Parsed::Error) => return Repl::Raise(b"protocol error"),
+                    Some(Parsed::More { until_line_feed }) => parse = !until_line_feed,
+                }
             }
             let mut buf = [0u8; 1024];
             let n = with(|s| s.conn.as_mut().map_or(0, |c| c.recv(&mut buf))).unwrap_or(0);
@@ -778,6 +802,7 @@ unsafe fn repl(l: *mut ffi::lua_State) -> Repl {
             if overflow == Some(true) {
                 return Repl::Raise(b"max client buffer reached");
             }
+            parse |= buf[..n].contains(&b'\n');
         };
         with(|s| s.input.clear());
         // `strcasecmp`: the name up to a NUL.
@@ -1020,14 +1045,23 @@ mod tests {
 
     #[test]
     fn commands_parse_as_redis_reads_them() {
-        let Parsed::Command(argv) = parse_command(b"junk*2\r\n$1\r\ns\r\n$2\r\nab\r\nmore") else { panic!() };
+        let Parsed::Command(argv) = parse_command(b"junk*2\r\n$1\r\ns\r\n$2\r\nab\r\nmore") else {
+            panic!()
+        };
         assert_eq!(argv, vec![b"s".to_vec(), b"ab".to_vec()]);
-        assert!(matches!(parse_command(b"*2\r\n$1\r\ns\r\n"), Parsed::More));
+        assert!(matches!(
+            parse_command(b"*2\r\n$1\r\ns\r\n"),
+            Parsed::More { until_line_feed: false }
+        ));
+        assert!(matches!(parse_command(b"*2\r\n$1"), Parsed::More { until_line_feed: true }));
+        assert!(matches!(parse_command(b"*1\r\n$3\r\nab"), Parsed::More { until_line_feed: false }));
         assert!(matches!(parse_command(b"*1\r\n$0\r\n\r\n"), Parsed::Error));
         assert!(matches!(parse_command(b"*1025\r\n"), Parsed::Error));
         assert!(matches!(parse_command(b"hello"), Parsed::Error));
         assert!(matches!(parse_command(b"*1\r\n:1\r\n"), Parsed::Error));
-        let Parsed::Command(argv) = parse_command(b"*1\r\n$3\r\na\0b\r\n") else { panic!() };
+        let Parsed::Command(argv) = parse_command(b"*1\r\n$3\r\na\0b\r\n") else {
+            panic!()
+        };
         assert_eq!(argv, vec![b"a\0b".to_vec()]);
     }
 
