@@ -682,6 +682,38 @@ fn the_binary_serves_tls_and_redis_cli_talks_to_it() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The Lua debugger reads and writes the client's socket itself: over
+    // TLS through the session, in a forked child and in the server.
+    let script = dir.path().join("debugged.lua");
+    std::fs::write(&script, "local a = 1\nredis.call('set', KEYS[1], a)\nreturn a + 1\n").unwrap();
+    for (mode, kept) in [("--ldb", "0"), ("--ldb-sync-mode", "1")] {
+        let mut child = std::process::Command::new("redis-cli")
+            .args(["--tls", "--cacert", &pki.file("ca.crt")])
+            .args(["--cert", &pki.file("client.crt"), "--key", &pki.file("client.key")])
+            .args(["-h", "127.0.0.1", "-p", &tls_port, mode, "--eval"])
+            .arg(&script)
+            .arg("debugged")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(b"s\ns\np\nc\n").unwrap();
+        let out = String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).into_owned();
+        for line in [
+            "* Stopped at 2, stop reason = step over",
+            "<redis> set debugged 1",
+            "<value> a = 1",
+            "(integer) 2",
+        ] {
+            assert!(out.contains(line), "{mode}: no {line:?} in {out}");
+        }
+        let mut plain_client = common::Raw::connect(plain);
+        assert_eq!(
+            plain_client.call(&["EXISTS", "debugged"]),
+            format!(":{kept}\r\n").into_bytes(),
+            "{mode}"
+        );
+    }
 }
 
 struct KillOnDrop(std::process::Child);
