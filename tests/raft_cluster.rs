@@ -382,6 +382,28 @@ fn raft_shards_form_a_cluster_whose_failover_keeps_every_acknowledged_write() {
         acked.push(k);
     }
 
+    // A slot of shard 1 taken by shard 2's leader with a newer epoch (an
+    // operator's SETSLOT NODE and BUMPEPOCH, no migration): shard 1's
+    // leader drops the slot's keys as Redis does, through the log, so
+    // that its followers drop them too.
+    let (leader1, leader2) = (&cluster.shards[1][leaders[1]], &cluster.shards[2][leaders[2]]);
+    let (leader1_id, leader2_id) = (leader1.node_id(), leader2.node_id());
+    let taken = acked
+        .iter()
+        .map(|k| slot_of(first, k))
+        .find(|&s| owner_of(first, s).as_deref() == Some(leader1_id.as_str()))
+        .unwrap();
+    let in_taken = |m: &Member| m.call(&["CLUSTER", "COUNTKEYSINSLOT", &taken.to_string()]);
+    for m in &cluster.shards[1] {
+        wait_until(5, "shard 1's members to hold the slot's keys", || in_taken(m) != "0");
+    }
+    assert_eq!(leader2.call(&["CLUSTER", "SETSLOT", &taken.to_string(), "NODE", &leader2_id]), "OK");
+    assert_eq!(leader2.call(&["CLUSTER", "BUMPEPOCH"]).split(' ').next(), Some("BUMPED"));
+    wait_until(10, "shard 1's members to drop the keys of the slot they lost", || {
+        owner_of(leader1, taken).as_deref() == Some(leader2_id.as_str()) && cluster.shards[1].iter().all(|m| in_taken(m) == "0")
+    });
+    acked.retain(|k| slot_of(first, k) != taken);
+
     // The leader of shard 0 dies; writes go on, retried by the client's
     // caller until they are acknowledged.
     let old_epoch: u64 = leader0.field("cluster", "cluster_my_epoch").parse().unwrap();

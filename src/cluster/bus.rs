@@ -512,7 +512,7 @@ impl Engine {
             cluster.message(PONG, &announce).encode()
         });
         let effects = Effects {
-            dirty_slots: if self.state.keeps_keys_of_lost_slots() { Vec::new() } else { dirty },
+            dirty_slots: self.state.lost_slots_to_empty(dirty, &msg.sender),
             publish: msg.publish.clone().filter(|_| sender.is_some()),
         };
         self.apply_bus_effects(effects);

@@ -239,19 +239,24 @@ impl State {
         self.dbs[0].keys_in_slot(slot, 0).1
     }
 
-    /// Whether the keys of slots this node lost to another node's claim
-    /// stay: on a Raft shard member. Its dataset changes through the
-    /// shard's log alone, and the claimant is most often a fellow member
-    /// elected leader (the keys are the shard's own), which a member that
-    /// just restarted, or leads a stale term for a moment, cannot tell
-    /// yet. Slots move to another shard by MIGRATE, which takes the keys
-    /// with them.
-    pub fn keeps_keys_of_lost_slots(&self) -> bool {
+    /// Which of the slots this node lost to `claimant`'s newer claim lose
+    /// their keys here, as Redis drops them: every one on a node of its
+    /// own. A Raft shard member's dataset changes through the shard's log
+    /// alone: its confirmed leader drops the keys of slots another shard
+    /// took, and its DELs reach every member through the log; a claim by
+    /// a fellow member (a new leader taking the shard's slots) moves no
+    /// keys, and a member that does not lead, or has not been confirmed
+    /// leading, leaves them to the log.
+    pub fn lost_slots_to_empty(&self, lost: Vec<u16>, claimant: &str) -> Vec<u16> {
         #[cfg(feature = "raft")]
-        if self.raft.is_some() {
-            return true;
+        if let Some(r) = self.raft.as_deref() {
+            let fellow = r.cluster_ids.values().any(|card| card.node_id == claimant);
+            if fellow || !r.writable {
+                return Vec::new();
+            }
         }
-        false
+        let _ = claimant;
+        lost
     }
 
     /// Deletes every key of `slot` (a slot this node lost to another's

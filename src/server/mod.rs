@@ -175,6 +175,10 @@ impl Shared {
         if wake {
             self.cluster_wake.notify_waiters();
         }
+        // A shard's leader dropping the keys of a slot another shard took
+        // writes DELs: they go through the log.
+        #[cfg(feature = "raft")]
+        raft::propose(self);
     }
 
     /// Serves a listening socket: its accept task (a TCP port's is noted,
