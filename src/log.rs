@@ -63,6 +63,8 @@ pub enum Target {
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 static VERBOSITY: AtomicU8 = AtomicU8::new(Level::Notice as u8);
 static SERVER_STARTED: AtomicBool = AtomicBool::new(false);
+/// Nothing is written (a forked child, see [`silence`]).
+static SILENT: AtomicBool = AtomicBool::new(false);
 static TARGET: Mutex<Target> = Mutex::new(Target::Stdout);
 
 /// Makes this process's log Redis's: lines at `level` and above go to
@@ -78,6 +80,13 @@ pub fn set_level(level: Level) {
     VERBOSITY.store(level as u8, Ordering::Relaxed);
 }
 
+/// Writes nothing from now on: in a forked child, whose parent's other
+/// threads may have held the log's lock (or the tracing subscriber's) at
+/// the fork, which nothing would release.
+pub fn silence() {
+    SILENT.store(true, Ordering::Relaxed);
+}
+
 /// The server is initialized: later lines carry the role `M`.
 pub fn server_started() {
     SERVER_STARTED.store(true, Ordering::Relaxed);
@@ -86,6 +95,9 @@ pub fn server_started() {
 /// Whether a line at `level` would be written; check it before building
 /// an expensive message.
 pub fn enabled(level: Level) -> bool {
+    if SILENT.load(Ordering::Relaxed) {
+        return false;
+    }
     if INSTALLED.load(Ordering::Acquire) {
         return level as u8 >= VERBOSITY.load(Ordering::Relaxed);
     }
@@ -99,6 +111,9 @@ pub fn enabled(level: Level) -> bool {
 
 /// Writes one line at `level` (Redis's `serverLog`).
 pub fn log(level: Level, message: fmt::Arguments) {
+    if SILENT.load(Ordering::Relaxed) {
+        return;
+    }
     if !INSTALLED.load(Ordering::Acquire) {
         match level {
             Level::Warning => tracing::warn!(target: "keylock::log", "{message}"),
@@ -119,6 +134,9 @@ pub fn log(level: Level, message: fmt::Arguments) {
 /// Writes `text` as it is, without the line prefix, at `level` (Redis's
 /// `LL_RAW`, used for its start-up banner).
 pub fn raw(level: Level, text: &str) {
+    if SILENT.load(Ordering::Relaxed) {
+        return;
+    }
     if !INSTALLED.load(Ordering::Acquire) {
         tracing::info!(target: "keylock::log", "{text}");
         return;
@@ -149,6 +167,9 @@ pub fn debug(message: fmt::Arguments) {
 /// (`serverLogFromHandler`: `pid:signal-handler (unix-time) message`),
 /// for the line a stop signal leaves.
 pub fn from_signal_handler(message: &str) {
+    if SILENT.load(Ordering::Relaxed) {
+        return;
+    }
     if !INSTALLED.load(Ordering::Acquire) {
         tracing::warn!(target: "keylock::log", "{message}");
         return;

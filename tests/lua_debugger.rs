@@ -54,6 +54,9 @@ const STEPPING: &[&[&str]] = &[
     &["whole"],
     &["b", "9", "13", "-3", "x", "0", "12"],
     &["break"],
+    // Line numbers are narrowed to a C int: this is line 1.
+    &["b", "4294967297"],
+    &["b", "-4294967297"],
     &["continue"],
     &["trace"],
     &["print"],
@@ -304,6 +307,36 @@ fn shutting_down_ends_forked_sessions() {
     let started = Instant::now();
     assert!(forked.is_closed());
     assert!(started.elapsed() < Duration::from_secs(4));
+}
+
+#[test]
+fn a_forked_session_dies_with_the_server() {
+    let server = Binary::start(&[]);
+    let addr = server.addr;
+    let mut forked = Raw::connect(addr);
+    forked.call(&["SCRIPT", "DEBUG", "YES"]);
+    forked.call(&["EVAL", "return 1", "0"]);
+    // Killed without a chance to end its sessions: the kernel ends the
+    // child, which lets go of the client and of the listening socket.
+    drop(server);
+    assert!(forked.is_closed());
+    common::wait_until(5, "the port to be free again", || std::net::TcpListener::bind(addr).is_ok());
+}
+
+#[test]
+fn a_forked_session_saves_nothing_over_the_servers_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::keylock_in_dir(dir.path(), &["--save", "3600 1"]);
+    let mut c = Raw::connect(server.addr);
+    c.call(&["SET", "k", "v"]);
+    assert_eq!(c.call(&["SAVE"]), b"+OK\r\n");
+    let snapshot = std::fs::read(dir.path().join("dump.rdb")).unwrap();
+    // Redis's FLUSHALL saves the emptied dataset when save points are set;
+    // from a forked session it must not replace the server's file.
+    let replies = session(server.addr, "YES", "redis.call('flushall')\nreturn 1", &["0"], &[&["s"], &["c"]]);
+    assert_eq!(replies.last().unwrap(), b"closed: true");
+    assert_eq!(std::fs::read(dir.path().join("dump.rdb")).unwrap(), snapshot);
+    assert_eq!(c.call(&["GET", "k"]), b"$1\r\nv\r\n");
 }
 
 /// What redis-cli prints for a session fed `input` on its standard input.

@@ -12,7 +12,13 @@
 //! append-only file, the shard), without running their destructors, so
 //! that nothing the script does waits on a thread that is not there or
 //! writes where the parent writes. A session on a shard member therefore
-//! runs as if the member were standalone.
+//! runs as if the member were standalone. It writes no log (another
+//! thread may have held the log's lock at the fork), saves no snapshot
+//! (a FLUSHALL would otherwise overwrite the parent's file, or stop the
+//! parent's BGSAVE child), and dies with the server: killed at SHUTDOWN,
+//! and by the kernel if the server's engine thread ends any other way
+//! (`PR_SET_PDEATHSIG`), so that it never holds the listening sockets
+//! it inherited after the server is gone.
 
 use super::State;
 
@@ -34,13 +40,21 @@ impl State {
     pub fn fork_debug_session(&mut self) -> Result<Forked, std::io::Error> {
         super::persistence::before_fork();
         let started = std::time::Instant::now();
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
         // SAFETY: the child runs the script on this thread's copy of the
         // engine after `detach_in_child`, and leaves with `_exit`, never
         // returning into the runtime.
         let pid = unsafe { libc::fork() };
         match pid {
             0 => {
-                self.detach_in_child();
+                // Whatever happens here, the child never returns into the
+                // server's loop as a second server.
+                let detached = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.detach_in_child(parent)));
+                if detached.is_err() {
+                    // SAFETY: ends the child without the parent's destructors.
+                    unsafe { libc::_exit(1) };
+                }
                 Ok(Forked::Child)
             }
             pid if pid < 0 => Err(std::io::Error::last_os_error()),
@@ -57,17 +71,28 @@ impl State {
     /// and of the signals the parent handles: a SIGTERM meant for the
     /// server must not reach its handler here, which would tell the
     /// parent's runtime.
-    fn detach_in_child(&mut self) {
-        // SAFETY: setting dispositions of this process's signals.
+    fn detach_in_child(&mut self, parent: libc::pid_t) {
+        // SAFETY: setting this process's signal dispositions and parent
+        // death signal; getppid has no preconditions.
         unsafe {
             libc::signal(libc::SIGTERM, libc::SIG_IGN);
             libc::signal(libc::SIGINT, libc::SIG_IGN);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() != parent {
+                // The server ended before the signal was armed.
+                libc::_exit(1);
+            }
         }
+        crate::log::silence();
         std::mem::forget(std::mem::replace(&mut self.effects, super::effects::Effects::new(&[])));
         std::mem::forget(self.aof.take());
         self.aof_tap = None;
         #[cfg(feature = "raft")]
         std::mem::forget(self.raft.take());
+        // The parent's children are not this process's to stop or wait for.
+        self.persistence.child = None;
+        std::mem::forget(self.aof_rewrites.running.take());
+        self.params.set_default("save", "");
         self.debug_sessions.children.clear();
     }
 

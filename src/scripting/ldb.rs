@@ -328,16 +328,17 @@ impl Session {
                 self.breakpoints.clear();
                 self.logs.push(b"All breakpoints removed.".to_vec());
             } else if line > 0 {
+                // The line is a C `long` narrowed to an `int`, as in Redis.
                 if self.breakpoints.len() == MAX_BREAKPOINTS {
                     self.logs.push(b"Too many breakpoints set.".to_vec());
-                } else if self.add_breakpoint(c_int::try_from(line).unwrap_or(0)) {
+                } else if self.add_breakpoint(line as c_int) {
                     self.list(line as c_int, 1);
                 } else {
                     self.logs.push(b"Wrong line number.".to_vec());
                 }
             } else {
-                let target = line.checked_neg().and_then(|l| c_int::try_from(l).ok());
-                match self.breakpoints.iter().position(|&b| Some(b) == target) {
+                let target = line.wrapping_neg() as c_int;
+                match self.breakpoints.iter().position(|&b| b == target) {
                     Some(at) => {
                         self.breakpoints.remove(at);
                         self.logs.push(b"Breakpoint removed.".to_vec());
@@ -817,24 +818,15 @@ unsafe fn repl(l: *mut ffi::lua_State) -> Repl {
                 return Repl::Resume;
             }
             b"c" | b"continue" => return Repl::Resume,
-            // SAFETY (all three): the hook's state, left as found.
-            b"t" | b"trace" => unsafe { trace(l) },
+            b"t" | b"trace" | b"e" | b"eval" | b"p" | b"print" => protected(l, &argv),
+            b"r" | b"redis" if argc > 1 => protected(l, &argv),
             b"m" | b"maxlen" => {
                 with(|s| s.maxlen(&argv));
             }
             b"b" | b"break" => {
                 with(|s| s.breakpoints(&argv));
             }
-            b"e" | b"eval" => unsafe { eval(l, &argv) },
             b"a" | b"abort" => return Repl::Raise(b"script aborted for user request"),
-            b"r" | b"redis" if argc > 1 => unsafe { redis(l, &argv) },
-            b"p" | b"print" => unsafe {
-                if argc == 2 {
-                    print(l, &argv[1]);
-                } else {
-                    print_all(l);
-                }
-            },
             b"l" | b"list" => {
                 with(|s| {
                     let mut around = s.current_line;
@@ -860,10 +852,51 @@ unsafe fn repl(l: *mut ffi::lua_State) -> Repl {
     }
 }
 
-/// The `trace` command: the script's frames, innermost first.
-unsafe fn trace(l: *mut ffi::lua_State) {
+/// Runs a debugger command that works on the Lua state (trace, eval,
+/// redis, print) in a protected call (`lua_cpcall`), so that a memory
+/// error it raises (growing the stack, pushing a string) ends there
+/// rather than unwinding through the REPL's frames, which own the
+/// command; what the command itself was building leaks then, as a failed
+/// `redis.call` does (see `raw_call`).
+fn protected(l: *mut ffi::lua_State, argv: &[Vec<u8>]) {
+    let mut argv = argv;
+    // SAFETY: the trampoline gets a pointer to `argv`, valid for the call,
+    // and owns nothing itself.
+    let status = unsafe { ffi::lua_cpcall(l, run_command, (&raw mut argv).cast()) };
+    if status != 0 {
+        // SAFETY: a failed protected call leaves its error on the stack.
+        unsafe { ffi::lua_settop(l, -2) };
+        log(b"<error> not enough memory".to_vec());
+    }
+}
+
+unsafe extern "C-unwind" fn run_command(l: *mut ffi::lua_State) -> c_int {
+    // SAFETY: the argument is the pointer `protected` passed, to a slice
+    // that outlives the call; the commands leave the stack as they found
+    // it, above the argument.
+    unsafe {
+        let argv = *(ffi::lua_touserdata(l, 1) as *const &[Vec<u8>]);
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // The name is checked by the caller.
+            match crate::error::c_str(&argv[0], usize::MAX).to_ascii_lowercase().as_slice() {
+                // The script's frames start one level up, past this call's.
+                b"t" | b"trace" => trace(l, 1),
+                b"e" | b"eval" => eval(l, argv),
+                b"r" | b"redis" => redis(l, argv),
+                _ if argv.len() == 2 => print(l, &argv[1], 1),
+                _ => print_all(l, 1),
+            }
+        }));
+        let _ = run;
+        0
+    }
+}
+
+/// The `trace` command: the script's frames, innermost first, from stack
+/// level `base` (the hook's).
+unsafe fn trace(l: *mut ffi::lua_State, base: c_int) {
     let mut ar = debug_record();
-    let mut level = 0;
+    let mut level = base;
     // SAFETY: reads of the call stack.
     unsafe {
         while ffi::lua_getstack(l, level, &mut ar) != 0 {
@@ -871,7 +904,7 @@ unsafe fn trace(l: *mut ffi::lua_State) {
             let src = CStr::from_ptr(ar.short_src.as_ptr()).to_bytes();
             if memchr::memmem::find(src, b"user_script").is_some() {
                 let name = if ar.name.is_null() { &b"top level"[..] } else { c_bytes(ar.name) };
-                let mut entry = if level == 0 { b"In ".to_vec() } else { b"From ".to_vec() };
+                let mut entry = if level == base { b"In ".to_vec() } else { b"From ".to_vec() };
                 entry.extend_from_slice(name);
                 entry.push(b':');
                 let line = ar.currentline;
@@ -883,17 +916,17 @@ unsafe fn trace(l: *mut ffi::lua_State) {
             level += 1;
         }
     }
-    if level == 0 {
+    if level == base {
         log(b"<error> Can't retrieve Lua stack.".to_vec());
     }
 }
 
 /// The `print <var>` command: the innermost local of that name, or the
-/// globals KEYS and ARGV.
-unsafe fn print(l: *mut ffi::lua_State, name: &[u8]) {
+/// globals KEYS and ARGV (from stack level `base`, as `trace`).
+unsafe fn print(l: *mut ffi::lua_State, name: &[u8], base: c_int) {
     let name = crate::error::c_str(name, usize::MAX);
     let mut ar = debug_record();
-    let mut level = 0;
+    let mut level = base;
     // SAFETY: reads of the call stack; each local pushed is popped.
     unsafe {
         while ffi::lua_getstack(l, level, &mut ar) != 0 {
@@ -924,13 +957,14 @@ unsafe fn print(l: *mut ffi::lua_State, name: &[u8]) {
     }
 }
 
-/// The `print` command: every local of the current frame.
-unsafe fn print_all(l: *mut ffi::lua_State) {
+/// The `print` command: every local of the current frame (stack level
+/// `base`, as `trace`).
+unsafe fn print_all(l: *mut ffi::lua_State, base: c_int) {
     let mut ar = debug_record();
     let mut shown = 0;
     // SAFETY: as `print`.
     unsafe {
-        if ffi::lua_getstack(l, 0, &mut ar) != 0 {
+        if ffi::lua_getstack(l, base, &mut ar) != 0 {
             let mut i = 1;
             loop {
                 let local = ffi::lua_getlocal(l, &ar, i);
