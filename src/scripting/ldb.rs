@@ -921,29 +921,47 @@ unsafe fn trace(l: *mut ffi::lua_State, base: c_int) {
     }
 }
 
+/// Visits the locals of the frame `ar` describes, each on top of the
+/// stack while `visit` looks at it, by name; stops when it returns true,
+/// and says whether it did.
+unsafe fn each_local(l: *mut ffi::lua_State, ar: &ffi::lua_Debug, mut visit: impl FnMut(&[u8]) -> bool) -> bool {
+    let mut i = 1;
+    // SAFETY: reads of the frame's locals; each one pushed is popped.
+    unsafe {
+        loop {
+            let local = ffi::lua_getlocal(l, ar, i);
+            if local.is_null() {
+                return false;
+            }
+            i += 1;
+            let stop = visit(c_bytes(local));
+            ffi::lua_settop(l, -2);
+            if stop {
+                return true;
+            }
+        }
+    }
+}
+
 /// The `print <var>` command: the innermost local of that name, or the
 /// globals KEYS and ARGV (from stack level `base`, as `trace`).
 unsafe fn print(l: *mut ffi::lua_State, name: &[u8], base: c_int) {
     let name = crate::error::c_str(name, usize::MAX);
     let mut ar = debug_record();
     let mut level = base;
-    // SAFETY: reads of the call stack; each local pushed is popped.
+    // SAFETY: reads of the call stack; what is pushed is popped.
     unsafe {
         while ffi::lua_getstack(l, level, &mut ar) != 0 {
             level += 1;
-            let mut i = 1;
-            loop {
-                let local = ffi::lua_getlocal(l, &ar, i);
-                if local.is_null() {
-                    break;
-                }
-                i += 1;
-                if c_bytes(local) == name {
+            let found = each_local(l, &ar, |local| {
+                let found = local == name;
+                if found {
                     log_top_value(l, b"<value> ");
-                    ffi::lua_settop(l, -2);
-                    return;
                 }
-                ffi::lua_settop(l, -2);
+                found
+            });
+            if found {
+                return;
             }
         }
         if name == b"ARGV" || name == b"KEYS" {
@@ -965,21 +983,14 @@ unsafe fn print_all(l: *mut ffi::lua_State, base: c_int) {
     // SAFETY: as `print`.
     unsafe {
         if ffi::lua_getstack(l, base, &mut ar) != 0 {
-            let mut i = 1;
-            loop {
-                let local = ffi::lua_getlocal(l, &ar, i);
-                if local.is_null() {
-                    break;
-                }
-                i += 1;
-                let name = c_bytes(local);
+            each_local(l, &ar, |name| {
                 if memchr::memmem::find(name, b"(*temporary)").is_none() {
                     let prefix = [&b"<value> "[..], name, b" = "].concat();
                     log_top_value(l, &prefix);
                     shown += 1;
                 }
-                ffi::lua_settop(l, -2);
-            }
+                false
+            });
         }
     }
     if shown == 0 {
