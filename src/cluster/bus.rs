@@ -521,13 +521,20 @@ impl Engine {
     }
 
     fn apply_bus_effects(&mut self, effects: Effects) {
+        let mut deleted_any = false;
         for slot in effects.dirty_slots {
             let deleted = self.state.delete_keys_in_slot(slot);
             if deleted > 0 {
+                deleted_any = true;
                 crate::log::warning(format_args!(
                     "I lost the ownership of slot {slot} while holding {deleted} keys in it: deleted."
                 ));
             }
+        }
+        if deleted_any {
+            // The DELs go out now (to the append-only file, replicas, a
+            // shard's log), not with whatever runs next.
+            self.state.flush_effects();
         }
         if let Some((channel, message)) = effects.publish {
             let client = &mut self.scripts.client;

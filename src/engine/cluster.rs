@@ -246,7 +246,12 @@ impl State {
     /// took, and its DELs reach every member through the log; a claim by
     /// a fellow member (a new leader taking the shard's slots) moves no
     /// keys, and a member that does not lead, or has not been confirmed
-    /// leading, leaves them to the log.
+    /// leading (`writable`), leaves them to the log. A leader cut off from
+    /// its majority deletes them in vain: its entry never commits, and
+    /// stepping down with entries in flight rebuilds its dataset from the
+    /// log. (Keys a shard held when its leader changed at that moment stay
+    /// behind, unserved: a member that just took over, whose view may be
+    /// older than the claim, never drops keys it did not see lost.)
     pub fn lost_slots_to_empty(&self, lost: Vec<u16>, claimant: &str) -> Vec<u16> {
         #[cfg(feature = "raft")]
         if let Some(r) = self.raft.as_deref() {

@@ -48,6 +48,9 @@ impl State {
         let pid = unsafe { libc::fork() };
         match pid {
             0 => {
+                // A panic's report would take locks another thread may
+                // have held at the fork.
+                std::panic::set_hook(Box::new(|_| {}));
                 // Whatever happens here, the child never returns into the
                 // server's loop as a second server.
                 let detached = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.detach_in_child(parent)));

@@ -865,8 +865,10 @@ fn protected(l: *mut ffi::lua_State, argv: &[Vec<u8>]) {
     let status = unsafe { ffi::lua_cpcall(l, run_command, (&raw mut argv).cast()) };
     if status != 0 {
         // SAFETY: a failed protected call leaves its error on the stack.
+        let entry = [&b"<error> "[..], &unsafe { error_text(l) }].concat();
+        // SAFETY: as above.
         unsafe { ffi::lua_settop(l, -2) };
-        log(b"<error> not enough memory".to_vec());
+        log(entry);
     }
 }
 
