@@ -90,12 +90,13 @@ fn eval_debugging(ctx: &mut Ctx, argv: &[Bytes], read_only: bool, mode: ldb::Mod
     let conn = ctx.state.watchdog.debug_conn(ctx.client.id);
     if mode == ldb::Mode::Sync {
         crate::log::warning(format_args!("Synchronous debugging eval session started"));
+        // The connection closes after the session, however the run ends.
+        ctx.client.close_after_reply = true;
         let guard = SessionGuard;
         ldb::start(conn, &argv[1]);
         let reply = eval_script(ctx, argv, false, read_only);
         drop(guard);
         crate::log::warning(format_args!("Synchronous debugging eval session ended"));
-        ctx.client.close_after_reply = true;
         return reply;
     }
     ctx.client.lua_debug = None;
