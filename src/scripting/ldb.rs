@@ -192,10 +192,11 @@ pub(crate) fn log_error(text: &[u8]) {
 /// end.
 pub(crate) fn log_refusal(text: &[u8]) {
     if enabled() {
-        match text.strip_prefix(b"ERR ") {
-            Some(message) => log_error(message),
-            None => log_error(&[&b"-"[..], text, b"\r\n"].concat()),
-        }
+        let message = match text.strip_prefix(b"ERR ") {
+            Some(message) => message.to_vec(),
+            None => [&b"-"[..], text, b"\r\n"].concat(),
+        };
+        log([&b"<error> "[..], &message].concat());
     }
 }
 

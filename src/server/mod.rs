@@ -144,10 +144,12 @@ impl Shared {
             conn::spawn_busy_accepted(self);
         }
         if self.engine.borrow().state.cluster_enabled() {
+            // Proposes the batch's effects too.
             self.after_bus_message();
+        } else {
+            #[cfg(feature = "raft")]
+            raft::propose(self);
         }
-        #[cfg(feature = "raft")]
-        raft::propose(self);
         if !self.busy_touched.borrow().is_empty() {
             let touched = std::mem::take(&mut *self.busy_touched.borrow_mut());
             let conns = self.conns.borrow();
@@ -176,7 +178,7 @@ impl Shared {
             self.cluster_wake.notify_waiters();
         }
         // A shard's leader dropping the keys of a slot another shard took
-        // writes DELs: they go through the log.
+        // writes DELs, and a batch its writes: they go through the log.
         #[cfg(feature = "raft")]
         raft::propose(self);
     }
