@@ -35,6 +35,21 @@ use std::time::Duration;
 use mimalloc::MiMalloc as Backend;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+/// The size jemalloc (Redis's allocator) gives a request of `n` bytes:
+/// 8, then multiples of 16 up to 128, then four classes per doubling.
+/// Where keylock reports a figure Redis takes from its allocator (DEBUG
+/// SDSLEN, CLIENT LIST's `rbs`), it is this.
+pub fn allocation_size(n: usize) -> usize {
+    match n {
+        0..=8 => 8,
+        9..=128 => n.next_multiple_of(16),
+        _ => {
+            let step = 1usize << ((n - 1).ilog2() - 2);
+            n.next_multiple_of(step)
+        }
+    }
+}
+
 static USED: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
 

@@ -15,6 +15,7 @@
 //! on purpose) do not crash keylock. LISTPACK and QUICKLIST log a short description where
 //! Redis prints its structures.
 
+use crate::memory::allocation_size;
 use bytes::Bytes;
 use sha1_smol::Sha1;
 
@@ -124,7 +125,7 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             ctx.state.debug.pause_cron = atoi(&argv[2]) != 0;
             Ok(Reply::OK)
         }
-        (b"replybuffer", 4) => replybuffer(argv),
+        (b"replybuffer", 4) => replybuffer(ctx, argv),
         _ => Err(CmdError::subcommand_syntax(&argv[1], "debug")),
     }
 }
@@ -199,13 +200,13 @@ fn sdslen(ctx: &mut Ctx, key: &[u8]) -> CmdResult {
     let Value::Str(s) = value else {
         return Err(CmdError::err("Not an sds encoded string."));
     };
-    let allocation = |len: usize| jemalloc_size(sds_header(len) + len + 1);
+    let allocation = |len: usize| allocation_size(sds_header(len) + len + 1);
     // An embstr lives in its object's allocation, with no room to spare;
     // a raw string has the rest of its allocation free.
     const ROBJ: usize = 16;
     let (value_avail, value_alloc) = match super::keys::encoding_name(value, raw) {
         "int" => return Err(CmdError::err("Not an sds encoded string.")),
-        "embstr" => (0, jemalloc_size(ROBJ + sds_header(s.len()) + s.len() + 1) - ROBJ),
+        "embstr" => (0, allocation_size(ROBJ + sds_header(s.len()) + s.len() + 1) - ROBJ),
         // Grown in place (APPEND, SETRANGE…): sdsMakeRoomFor's greedy
         // growth, to twice the length (1 MB more past 1 MB).
         _ if raw => {
@@ -228,19 +229,6 @@ fn sdslen(ctx: &mut Ctx, key: &[u8]) -> CmdResult {
         allocation(key.len()),
         s.len(),
     ))))
-}
-
-/// The size jemalloc (Redis's allocator) gives a request of `n` bytes:
-/// 8, then multiples of 16 up to 128, then four classes per doubling.
-fn jemalloc_size(n: usize) -> usize {
-    match n {
-        0..=8 => 8,
-        9..=128 => n.next_multiple_of(16),
-        _ => {
-            let step = 1usize << ((n - 1).ilog2() - 2);
-            n.next_multiple_of(step)
-        }
-    }
 }
 
 /// The size of the sds header Redis gives a string of `len` bytes
@@ -335,12 +323,25 @@ fn reload(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::OK)
 }
 
-fn replybuffer(argv: &[Bytes]) -> CmdResult {
+/// DEBUG REPLYBUFFER PEAK-RESET-TIME <never|reset|ms> and RESIZING <0|1>:
+/// how the cron sizes clients' reply buffers (`output::ReplyBuffer`).
+fn replybuffer(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let debug = &mut ctx.state.debug;
     if argv[2].eq_ignore_ascii_case(b"peak-reset-time") {
-        if !argv[3].eq_ignore_ascii_case(b"never") && !argv[3].eq_ignore_ascii_case(b"reset") {
-            parse_i64(&argv[3]).ok_or_else(CmdError::not_integer)?;
-        }
-    } else if !argv[2].eq_ignore_ascii_case(b"resizing") {
+        debug.reply_buffer_peak_reset_ms = if argv[3].eq_ignore_ascii_case(b"never") {
+            None
+        } else if argv[3].eq_ignore_ascii_case(b"reset") {
+            Some(crate::engine::output::REPLY_BUFFER_PEAK_RESET_MS as u64)
+        } else {
+            // Redis's `reply_buffer_peak_reset_time >= 0` test: a
+            // negative time means never.
+            let ms = parse_i64(&argv[3]).ok_or_else(CmdError::not_integer)?;
+            u64::try_from(ms).ok()
+        };
+    } else if argv[2].eq_ignore_ascii_case(b"resizing") {
+        // Redis's atoi: anything not starting with a non-zero number is 0.
+        debug.reply_buffer_resizing = atoi(&argv[3]) != 0;
+    } else {
         return Err(CmdError::subcommand_syntax(&argv[1], "debug"));
     }
     Ok(Reply::OK)

@@ -337,8 +337,8 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("total_writes_processed:{writes}");
             line!("io_threaded_reads_processed:0");
             line!("io_threaded_writes_processed:0");
-            line!("reply_buffer_shrinks:0");
-            line!("reply_buffer_expands:0");
+            line!("reply_buffer_shrinks:{}", s.reply_buffer_shrinks);
+            line!("reply_buffer_expands:{}", s.reply_buffer_expands);
         }
         "replication" => {
             line!("# Replication");

@@ -305,14 +305,17 @@ impl Client {
     /// its state, read buffer, unwritten output, a transaction's queued
     /// arguments, and the entries of its watched keys, subscriptions and
     /// tracking prefixes, and the arguments of a request still arriving.
-    /// Output counts as at least Redis's 16 KB reply
-    /// buffer, which every Redis client holds: what a client's idle
-    /// output buffer keeps between replies does not make its size move.
+    /// Output counts as at least the client's reply buffer
+    /// (`output::ReplyBuffer`), which a Redis client holds all along:
+    /// what keylock allocates for it only as replies need it does not
+    /// make the figure move.
     pub fn memory_usage(&self) -> usize {
         const ENTRY: usize = 32;
-        const REPLY_BUFFER: usize = 16 * 1024;
         let (qbuf, qbuf_free) = self.outbox.query_buffer();
-        let output = self.outbox.buffer().borrow().allocated().max(REPLY_BUFFER);
+        let output = {
+            let output = self.outbox.buffer().borrow();
+            output.allocated().max(output.reply_buffer().size)
+        };
         let queued = self.multi.as_ref().map_or(0, |m| {
             m.queued
                 .iter()
@@ -392,7 +395,7 @@ impl Client {
         let output = self.outbox.buffer().borrow();
         let split = output.split();
         format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs=1024 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.peer,
             self.local,
@@ -409,6 +412,8 @@ impl Client {
             qbuf,
             qbuf_free,
             argv_mem,
+            output.reply_buffer().size,
+            output.reply_buffer().peak,
             split.buffer_fill,
             output.list_chunks(),
             split.in_list,

@@ -80,6 +80,11 @@ pub struct DebugSwitches {
     pub pause_cron: bool,
     /// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may run `noscript` commands.
     pub allow_noscript: bool,
+    /// DEBUG REPLYBUFFER PEAK-RESET-TIME: how often a client's reply
+    /// buffer peak starts over, in milliseconds (None: never).
+    pub reply_buffer_peak_reset_ms: Option<u64>,
+    /// DEBUG REPLYBUFFER RESIZING: the cron resizes reply buffers.
+    pub reply_buffer_resizing: bool,
 }
 
 impl Default for DebugSwitches {
@@ -89,6 +94,8 @@ impl Default for DebugSwitches {
             skip_checksum_validation: false,
             pause_cron: false,
             allow_noscript: false,
+            reply_buffer_peak_reset_ms: Some(output::REPLY_BUFFER_PEAK_RESET_MS as u64),
+            reply_buffer_resizing: true,
         }
     }
 }
@@ -1406,7 +1413,21 @@ impl Engine {
         let per_pass = (n / state.runtime.hz.max(1) as usize).max(5).min(n);
         let start = state.clients_cron_next % n;
         let slot = state.output_peaks.begin(state.clock.now_ms() / 1000);
+        let now_ms = state.clock.now_ms();
+        let debug = state.debug;
         for c in state.clients.values().cycle().skip(start).take(per_pass) {
+            if debug.reply_buffer_resizing {
+                let resized = c
+                    .outbox
+                    .buffer()
+                    .borrow_mut()
+                    .resize_reply_buffer(now_ms, debug.reply_buffer_peak_reset_ms);
+                match resized {
+                    Some(output::Resized::Shrunk) => state.stats.reply_buffer_shrinks += 1,
+                    Some(output::Resized::Expanded) => state.stats.reply_buffer_expands += 1,
+                    None => {}
+                }
+            }
             state.output_peaks.sample(slot, c.outbox.obuf_bytes());
             state.check_output_limits(c, false);
         }

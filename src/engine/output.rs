@@ -32,9 +32,9 @@
 //!   (blocks of at least 16 KB, rounded up by jemalloc, a 16 KB block
 //!   counting 20,464 bytes, plus 40 bytes a block) where keylock counts
 //!   bytes, so a limit closes a client on up to about a fifth fewer bytes
-//!   (and one block) in Redis; and Redis resizes an idle client's reply
-//!   buffer down to 1 KB where keylock takes it to be 16 KB, so in Redis a
-//!   reply can start the list up to 15 KB earlier.
+//!   (and one block) in Redis. The reply buffer's size is Redis's for the
+//!   same client ([`ReplyBuffer`]): 16 KB at first, shrunk by the cron
+//!   while replies leave it mostly empty, grown back when they fill it.
 //! - the hard limit closes a client as soon as it is reached; the soft
 //!   limit once it has been reached continuously for more than its seconds
 //!   (whole seconds of the server clock, as Redis's `server.unixtime`; the
@@ -77,14 +77,58 @@ use std::time::Instant;
 use bytes::{Buf, BytesMut};
 use tokio::sync::Notify;
 
+use crate::memory::allocation_size;
 use crate::reply::Reply;
 
-/// The reply buffer of a client (Redis's PROTO_REPLY_CHUNK_BYTES): output
-/// placed in it is not what `client-output-buffer-limit` counts.
+/// The reply buffer a client starts with, and the most the cron grows it
+/// to (Redis's PROTO_REPLY_CHUNK_BYTES): output placed in it is not what
+/// `client-output-buffer-limit` counts.
 pub const REPLY_BUFFER: usize = 16 * 1024;
-/// The reply buffer of a client that has not authenticated once the cron
-/// has shrunk it (PROTO_REPLY_MIN_BYTES).
+/// The least the cron shrinks a reply buffer to (PROTO_REPLY_MIN_BYTES).
 pub const REPLY_BUFFER_SHRUNK: usize = 1024;
+/// How often a reply buffer's peak starts over, in milliseconds
+/// (REPLY_BUFFER_DEFAULT_PEAK_RESET_TIME).
+pub const REPLY_BUFFER_PEAK_RESET_MS: i64 = 5000;
+
+/// A client's reply buffer as Redis 7.0 sizes it (its dynamic reply
+/// buffer, CLIENT LIST's `rbs` and `rbp`): it starts at [`REPLY_BUFFER`]
+/// bytes, and the cron ([`OutputBuffer::resize_reply_buffer`]) halves it
+/// and more, down to [`REPLY_BUFFER_SHRUNK`], while the replies it held
+/// (its peak) used less than half of it, and doubles it back when they
+/// filled it. The peak starts over from what the buffer holds every
+/// `peak-reset-time` (DEBUG REPLYBUFFER). keylock allocates the buffer
+/// only as replies need it, but keeps it once written only while it is no
+/// larger than this size: a large reply's memory goes back once it is
+/// written, as Redis's reply list's does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplyBuffer {
+    /// Its size (Redis's `buf_usable_size`, jemalloc's size for it).
+    pub size: usize,
+    /// The most it held since the peak last started over (`buf_peak`).
+    pub peak: usize,
+    /// When the peak last started over, in milliseconds of the server
+    /// clock (0: never, so the cron's first visit starts it over, as
+    /// Redis's does).
+    peak_reset_ms: u64,
+}
+
+impl Default for ReplyBuffer {
+    fn default() -> Self {
+        ReplyBuffer {
+            size: REPLY_BUFFER,
+            peak: REPLY_BUFFER,
+            peak_reset_ms: 0,
+        }
+    }
+}
+
+/// What the cron did to a reply buffer (INFO's `reply_buffer_shrinks`,
+/// `reply_buffer_expands`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resized {
+    Shrunk,
+    Expanded,
+}
 
 /// The size from which output goes on in a new buffer.
 pub const CHUNK: usize = 1 << 20;
@@ -109,6 +153,8 @@ pub struct OutputBuffer {
     disk_waits: VecDeque<DiskWait>,
     /// The bytes before this may go (the end of the last wait that ended).
     released: u64,
+    /// Redis's reply buffer's size and peak (kept when the rest resets).
+    reply_buffer: ReplyBuffer,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -139,13 +185,14 @@ pub struct ReplySplit {
 }
 
 impl ReplySplit {
-    /// The split once `bytes` more are added as one reply; `list_only`
-    /// for a reply whose length is sent last.
-    fn with(self, bytes: usize, list_only: bool) -> ReplySplit {
+    /// The split once `bytes` more are added as one reply to a reply
+    /// buffer of `size` bytes; `list_only` for a reply whose length is
+    /// sent last.
+    fn with(self, size: usize, bytes: usize, list_only: bool) -> ReplySplit {
         let room = if list_only || self.in_list > 0 {
             0
         } else {
-            REPLY_BUFFER.saturating_sub(self.buffer_fill)
+            size.saturating_sub(self.buffer_fill)
         };
         let to_buffer = bytes.min(room);
         ReplySplit {
@@ -186,13 +233,51 @@ impl OutputBuffer {
     /// Redis's reply buffer as far as it has room unless `list_only` (a
     /// reply whose length is sent last), the rest in its reply list.
     pub fn place(&mut self, list_only: bool) {
-        self.split = self.split.with(self.unplaced(), list_only);
+        self.split = self.split.with(self.reply_buffer.size, self.unplaced(), list_only);
+        self.note_peak();
+    }
+
+    /// Redis's `buf_peak` follows what its reply buffer holds.
+    fn note_peak(&mut self) {
+        let fill = self.split().buffer_fill;
+        let rb = &mut self.reply_buffer;
+        rb.peak = rb.peak.max(fill);
+    }
+
+    /// The reply buffer's size and peak.
+    pub fn reply_buffer(&self) -> ReplyBuffer {
+        self.reply_buffer
+    }
+
+    /// The cron's visit (Redis's `clientsCronResizeOutputBuffer`): the
+    /// reply buffer shrinks to its peak (at least [`REPLY_BUFFER_SHRUNK`])
+    /// when that is less than half its size, or doubles (up to
+    /// [`REPLY_BUFFER`]) when the peak filled it; then, every `reset_ms`
+    /// (None: never), the peak starts over from what the buffer holds.
+    pub fn resize_reply_buffer(&mut self, now_ms: u64, reset_ms: Option<u64>) -> Option<Resized> {
+        let fill = self.split().buffer_fill;
+        let rb = &mut self.reply_buffer;
+        let mut resized = None;
+        if rb.size / 2 >= REPLY_BUFFER_SHRUNK && rb.peak < rb.size / 2 {
+            rb.size = allocation_size(REPLY_BUFFER_SHRUNK.max(rb.peak + 1));
+            resized = Some(Resized::Shrunk);
+        } else if rb.size * 2 < REPLY_BUFFER * 2 && rb.peak == rb.size {
+            rb.size = allocation_size(REPLY_BUFFER.min(rb.size * 2));
+            resized = Some(Resized::Expanded);
+        }
+        if let Some(reset) = reset_ms
+            && now_ms.saturating_sub(rb.peak_reset_ms) >= reset
+        {
+            rb.peak = fill;
+            rb.peak_reset_ms = now_ms;
+        }
+        resized
     }
 
     /// Where Redis would hold the unwritten output, what was appended and
     /// not yet placed counting as one reply.
     pub fn split(&self) -> ReplySplit {
-        self.split.with(self.unplaced(), false)
+        self.split.with(self.reply_buffer.size, self.unplaced(), false)
     }
 
     /// How many of the chunks hold reply-list bytes (CLIENT LIST's `oll`:
@@ -315,6 +400,7 @@ impl OutputBuffer {
             hold.writable -= n;
         }
         self.sent += n as u64;
+        self.note_peak();
         self.split = self.split().written(n);
         let several = self.chunks.len() > 1;
         let Some(front) = self.chunks.front_mut() else { return };
@@ -328,14 +414,35 @@ impl OutputBuffer {
     }
 
     /// Everything was written: keeps the buffer for the next replies
-    /// unless it grew past `keep` bytes of capacity.
-    pub fn written(&mut self, keep: usize) {
-        if self.chunks.len() > 1 || self.chunks.front().is_some_and(|c| c.capacity() > keep) {
-            *self = OutputBuffer::default();
-        } else if let Some(front) = self.chunks.front_mut() {
-            front.clear();
+    /// unless it grew larger than the reply buffer (see [`ReplyBuffer`]).
+    pub fn written(&mut self) {
+        let size = self.reply_buffer.size;
+        let keep = match self.chunks.len() {
+            0 => return,
+            1 => {
+                let front = &mut self.chunks[0];
+                front.clear();
+                // The written bytes were consumed from the allocation's
+                // front: reclaiming them shows its whole size.
+                !front.try_reclaim(size + 1)
+            }
+            _ => false,
+        };
+        if keep {
             self.split = ReplySplit::default();
+        } else {
+            self.clear();
         }
+    }
+
+    /// Drops the output (its memory goes back at once); the reply
+    /// buffer's size and peak stay.
+    pub fn clear(&mut self) {
+        let reply_buffer = self.reply_buffer;
+        *self = OutputBuffer {
+            reply_buffer,
+            ..OutputBuffer::default()
+        };
     }
 
     /// Exchanges the output with `out` (for callers with no connection):
@@ -599,11 +706,12 @@ impl Outbox {
     /// reply buffer's room counts unless the reply's length is sent last
     /// (`list_only`).
     pub fn room_before(&self, limit_at: usize, list_only: bool) -> usize {
-        let split = self.split();
+        let buffer = self.inner.buffer.borrow();
+        let split = buffer.split();
         let buffer_room = if list_only || split.in_list > 0 {
             0
         } else {
-            REPLY_BUFFER.saturating_sub(split.buffer_fill)
+            buffer.reply_buffer.size.saturating_sub(split.buffer_fill)
         };
         limit_at.saturating_sub(split.in_list).saturating_add(buffer_room)
     }
@@ -669,7 +777,7 @@ impl Outbox {
     /// dropped now (its memory goes back at once).
     pub fn close_now(&self) {
         self.inner.close.set(CloseRequest::Now);
-        *self.inner.buffer.borrow_mut() = OutputBuffer::default();
+        self.inner.buffer.borrow_mut().clear();
         self.inner.wake.notify_one();
     }
 
@@ -894,8 +1002,49 @@ mod tests {
         assert_eq!(out.front().len(), message.len());
         out.advance(message.len());
         assert!(out.is_empty());
-        out.written(64 * 1024);
+        out.written();
         assert!(out.chunks.is_empty());
+    }
+
+    #[test]
+    fn the_reply_buffer_shrinks_to_its_peak_and_doubles_when_filled() {
+        let mut out = OutputBuffer::default();
+        // The first visit starts the peak over (from 16 KB, the size).
+        assert_eq!(out.resize_reply_buffer(1000, Some(100)), None);
+        placed(&mut out, 300, false);
+        out.advance(300);
+        assert_eq!(out.resize_reply_buffer(1050, Some(100)), Some(Resized::Shrunk));
+        assert_eq!(out.reply_buffer().size, REPLY_BUFFER_SHRUNK);
+        // A reply larger than the buffer fills it, and the rest is listed.
+        let split = placed(&mut out, 5000, false);
+        assert_eq!((split.in_buffer, split.in_list), (1024, 5000 - 1024));
+        out.advance(5000);
+        for size in [2048, 4096, 8192, 16384] {
+            placed(&mut out, 20_000, false);
+            out.advance(20_000);
+            assert_eq!(out.resize_reply_buffer(1060, None), Some(Resized::Expanded));
+            assert_eq!(out.reply_buffer().size, size);
+        }
+        assert_eq!(out.resize_reply_buffer(1070, None), None);
+        // A peak of 3000 bytes: jemalloc's size for 3001.
+        out.resize_reply_buffer(2000, Some(100));
+        placed(&mut out, 3000, false);
+        assert_eq!(out.resize_reply_buffer(2001, Some(100)), Some(Resized::Shrunk));
+        assert_eq!(out.reply_buffer().size, 3072);
+    }
+
+    #[test]
+    fn written_output_keeps_a_buffer_no_larger_than_the_reply_buffer() {
+        let mut out = OutputBuffer::default();
+        out.extend_from_slice(&[b'x'; 100]);
+        out.advance(100);
+        out.written();
+        assert_eq!(out.chunks.len(), 1, "a small buffer stays for the next replies");
+        out.extend_from_slice(&[b'x'; REPLY_BUFFER + 1]);
+        out.advance(REPLY_BUFFER + 1);
+        out.written();
+        assert!(out.chunks.is_empty(), "a larger one goes");
+        assert_eq!(out.reply_buffer().size, REPLY_BUFFER, "its size stays");
     }
 
     #[test]

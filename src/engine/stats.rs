@@ -35,6 +35,9 @@ pub struct Stats {
     /// Command lines the pipeline (`engine::exec`) resolved for running:
     /// equal to the executions, which a test checks.
     pub resolutions: u64,
+    /// Reply buffers the cron shrank and grew (see `output::ReplyBuffer`).
+    pub reply_buffer_shrinks: u64,
+    pub reply_buffer_expands: u64,
     /// Runs of each recognized script (`scripting::native`), by table index.
     pub recognized: Vec<ScriptRuns>,
 }

@@ -52,9 +52,6 @@ use crate::engine::output::OutputBuffer;
 use crate::engine::{ClientAddr, CloseRequest, Outbox};
 use crate::log;
 
-/// An output buffer larger than this is given back once written.
-const IDLE_OUTPUT_MAX: usize = 64 * 1024;
-
 /// What the busy responder decided about a connection's end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Closing {
@@ -625,7 +622,7 @@ fn try_flush(io: &ConnIo, writer: &Stream, shared: &Shared) -> Result<bool, ()> 
             Err(_) => return Err(()),
         }
     }
-    output.written(IDLE_OUTPUT_MAX);
+    output.written();
     // What a TLS session holds encrypted.
     writer.flush_pending().map_err(|_| ())
 }
