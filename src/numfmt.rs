@@ -11,6 +11,28 @@ use num_bigint::BigUint;
 use rustc_apfloat::ieee::X87DoubleExtended;
 use rustc_apfloat::{Float, FloatConvert, Round};
 
+/// C's `atoi`, which Redis uses where it takes any text as a number
+/// (DEBUG's switches, MIGRATE's port, a key count, the Lua debugger's
+/// arguments): leading blanks, a sign, then digits up to the first other
+/// byte (or NUL); 0 when there are none. As glibc's, it is `strtol`
+/// (saturating at the i64 range) cut to an `int`.
+pub fn atoi(text: &[u8]) -> i32 {
+    let text = crate::error::c_str(text, usize::MAX);
+    let mut i = text
+        .iter()
+        .take_while(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c))
+        .count();
+    let negative = text.get(i) == Some(&b'-');
+    if matches!(text.get(i), Some(b'-' | b'+')) {
+        i += 1;
+    }
+    let mut n: i64 = 0;
+    for &c in text[i..].iter().take_while(|c| c.is_ascii_digit()) {
+        n = n.saturating_mul(10).saturating_add(i64::from(c - b'0'));
+    }
+    (if negative { n.saturating_neg() } else { n }) as i32
+}
+
 /// Redis's `string2ll`: the whole input must be a canonical signed integer.
 pub fn parse_i64(s: &[u8]) -> Option<i64> {
     if s.is_empty() || s.len() > 20 {

@@ -22,7 +22,7 @@ use sha1_smol::Sha1;
 use super::table::{CommandSpec, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::Value;
-use crate::numfmt::parse_i64;
+use crate::numfmt::{atoi, parse_i64};
 
 pub const COMMANDS: &[CommandSpec] = &[cmd("debug", -2, debug).flags(ADMIN | NOSCRIPT | LOADING | STALE | PROTECTED)];
 
@@ -263,19 +263,6 @@ fn stringmatch_fuzz() {
         total += crate::glob::matches(&pattern[..pattern_len], &string[..string_len], false) as usize;
     }
     crate::log::verbose(format_args!("DEBUG STRINGMATCH-TEST: {total} matches"));
-}
-
-/// C's `atoi`: leading spaces, a sign and digits; anything else ends it.
-fn atoi(s: &[u8]) -> i64 {
-    let text = String::from_utf8_lossy(s);
-    let t = text.trim_start();
-    let (sign, digits) = match t.as_bytes().first() {
-        Some(b'-') => (-1, &t[1..]),
-        Some(b'+') => (1, &t[1..]),
-        _ => (1, t),
-    };
-    let end = digits.bytes().take_while(u8::is_ascii_digit).count();
-    sign * digits[..end].parse::<i64>().unwrap_or(0)
 }
 
 /// C's `strtod` without its end pointer: the longest number at the start,

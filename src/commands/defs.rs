@@ -16,6 +16,7 @@ use super::args::c_keyword;
 
 use super::redis_defs::DEFS;
 use super::table::{Arg, BeginSearch, FindKeys, KeySpec, key_flag};
+use crate::numfmt::atoi;
 
 /// One command or subcommand as Redis defines it (its `redisCommand`
 /// after `populateCommandStructure`).
@@ -164,7 +165,7 @@ pub(crate) fn getkeys_proc(name: &str, argv: &[Bytes]) -> Vec<(usize, u16)> {
     // genericGetKeys(store, count, first, step): the key count at `count`
     // read with atoi, the keys from `first`, the stored-to key last.
     let generic = |store: usize, count: usize, first: usize| {
-        let num = argv.get(count).map_or(0, |c| atoi(c));
+        let num = argv.get(count).map_or(0, |c| i64::from(atoi(c)));
         if num < 1 || num > (argv.len() as i64 - first as i64) {
             return Vec::new();
         }
@@ -291,22 +292,6 @@ pub(crate) fn getkeys_proc(name: &str, argv: &[Bytes]) -> Vec<(usize, u16)> {
         }
         _ => Vec::new(),
     }
-}
-
-/// C's `atoi`: optional blanks and sign, then digits up to the first
-/// other byte; 0 when there are none.
-fn atoi(text: &[u8]) -> i64 {
-    let text = text.trim_ascii_start();
-    let (negative, digits) = match text.first() {
-        Some(b'-') => (true, &text[1..]),
-        Some(b'+') => (false, &text[1..]),
-        _ => (false, text),
-    };
-    let value = digits
-        .iter()
-        .take_while(|b| b.is_ascii_digit())
-        .fold(0i64, |n, d| n.saturating_mul(10).saturating_add((d - b'0') as i64));
-    if negative { -value } else { value }
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use bytes::Bytes;
 use super::table::{CommandSpec, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::ops;
+use crate::numfmt::atoi;
 
 pub const COMMANDS: &[CommandSpec] = &[cmd("migrate", -6, migrate).flags(WRITE)];
 
@@ -74,18 +75,6 @@ fn cache_name(host: &[u8], port: &[u8]) -> Vec<u8> {
     [host, b":", port].concat()
 }
 
-/// C's `atoi`: leading blanks, a sign, digits; 0 when there are none.
-fn atoi(text: &[u8]) -> i64 {
-    let text = std::str::from_utf8(text).unwrap_or("").trim_start();
-    let (sign, digits) = match text.as_bytes().first() {
-        Some(b'-') => (-1, &text[1..]),
-        Some(b'+') => (1, &text[1..]),
-        _ => (1, text),
-    };
-    let end = digits.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(digits.len());
-    sign * digits[..end].parse::<i64>().unwrap_or(0)
-}
-
 /// Why [`get_socket`] has no connection to give.
 enum Connect {
     /// Redis's "connecting" error, sent as it is.
@@ -105,7 +94,7 @@ fn get_socket<'c>(cache: &'c mut SocketCache, host: &[u8], port: &[u8], timeout_
         {
             cache.sockets.remove(&victim);
         }
-        let conn = match connect(host, atoi(port), timeout_ms) {
+        let conn = match connect(host, i64::from(atoi(port)), timeout_ms) {
             Ok(conn) => conn,
             Err(ConnectFailure::Unreachable) => {
                 return Err(Connect::Failed(CmdError::new("IOERR error or timeout connecting to the client")));

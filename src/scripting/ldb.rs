@@ -30,6 +30,7 @@ use std::ffi::{CStr, c_char, c_int};
 use mlua::ffi;
 
 use super::{call, sandbox};
+use crate::numfmt::atoi;
 use crate::reply::Reply;
 
 /// A client's `SCRIPT DEBUG` mode: its next EVAL runs in a session.
@@ -367,24 +368,6 @@ impl Session {
         };
         self.logs.push(entry.into_bytes());
     }
-}
-
-/// C's `atoi` (`strtol` saturating, then cut to an `int`).
-fn atoi(text: &[u8]) -> c_int {
-    let text = crate::error::c_str(text, usize::MAX);
-    let mut i = text
-        .iter()
-        .take_while(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c))
-        .count();
-    let negative = text.get(i) == Some(&b'-');
-    if matches!(text.get(i), Some(b'-' | b'+')) {
-        i += 1;
-    }
-    let mut n: i64 = 0;
-    for &c in text[i..].iter().take_while(|c| c.is_ascii_digit()) {
-        n = n.saturating_mul(10).saturating_add(i64::from(c - b'0'));
-    }
-    (if negative { n.saturating_neg() } else { n }) as c_int
 }
 
 /// What parsing the debugger's input gave.
