@@ -139,6 +139,28 @@ fn unauthenticated_client_past_its_reply_buffer_is_closed_without_its_replies() 
     }
 }
 
+#[test]
+fn unauthenticated_client_s_limit_is_its_own_reply_buffer() {
+    // With resizing off the buffer stays at 16 KB: 40 replies (1360
+    // bytes) fit in it however long the client waited.
+    let noauth = b"-NOAUTH Authentication required.\r\n";
+    let run = |addr: std::net::SocketAddr| {
+        let mut admin = Raw::connect(addr);
+        assert_eq!(admin.call(&["AUTH", PASS]), b"+OK\r\n");
+        assert_eq!(admin.call(&["DEBUG", "REPLYBUFFER", "RESIZING", "0"]), b"+OK\r\n");
+        unread_noauth_replies(addr, 40)
+    };
+    let keylock = start_with(|c| {
+        c.set("requirepass", &[PASS]).unwrap();
+        c.directives.push(("enable-debug-command".into(), vec!["yes".into()]));
+    });
+    let ours = run(keylock.addr());
+    assert_eq!(ours, (noauth.repeat(40), Ending::Open));
+    if let Some(redis) = real_redis_with(&["--requirepass", PASS, "--enable-debug-command", "yes"]) {
+        assert_eq!(run(redis.addr), ours);
+    }
+}
+
 /// Sends `SET x 5` without ever reading until the server drops the
 /// connection (writes fail); returns how many bytes were sent by then.
 fn flood_without_reading(addr: std::net::SocketAddr) -> usize {

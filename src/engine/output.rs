@@ -17,7 +17,7 @@
 //!   `replica` (`slave`) class is parsed and shown but applies to no
 //!   client: keylock has no replicas.
 //! - what counts is Redis's reply list, not its reply buffer
-//!   ([`REPLY_BUFFER`], the 16 KB `c->buf`). Redis's `_addReplyToBufferOrList`
+//!   (Redis's `c->buf`, see [`ReplyBuffer`]). Redis's `_addReplyToBufferOrList`
 //!   puts a reply in the buffer as far as it has room, and the rest in the
 //!   list; nothing goes to the buffer while the list holds anything, and
 //!   nothing of a reply whose length is sent last (`addReplyDeferredLen`:
@@ -255,6 +255,8 @@ impl OutputBuffer {
     /// [`REPLY_BUFFER`]) when the peak filled it; then, every `reset_ms`
     /// (None: never), the peak starts over from what the buffer holds.
     pub fn resize_reply_buffer(&mut self, now_ms: u64, reset_ms: Option<u64>) -> Option<Resized> {
+        // Pushes not written yet were never placed: they count now.
+        self.note_peak();
         let fill = self.split().buffer_fill;
         let rb = &mut self.reply_buffer;
         let mut resized = None;
@@ -270,6 +272,12 @@ impl OutputBuffer {
         {
             rb.peak = fill;
             rb.peak_reset_ms = now_ms;
+        }
+        // Redis reallocates the buffer at its new size: a kept one larger
+        // than that goes now if it holds nothing.
+        let size = rb.size;
+        if self.is_empty() && self.chunks.front().is_some_and(|c| c.capacity() > size) {
+            self.chunks.clear();
         }
         resized
     }
@@ -423,8 +431,10 @@ impl OutputBuffer {
                 let front = &mut self.chunks[0];
                 front.clear();
                 // The written bytes were consumed from the allocation's
-                // front: reclaiming them shows its whole size.
-                !front.try_reclaim(size + 1)
+                // front: reclaiming them (no copy, the buffer is empty)
+                // shows its whole size.
+                let _ = front.try_reclaim(front.capacity() + 1);
+                front.capacity() <= size
             }
             _ => false,
         };
@@ -699,6 +709,11 @@ impl Outbox {
     /// Where Redis would hold the unwritten output.
     pub fn split(&self) -> ReplySplit {
         self.inner.buffer.borrow().split()
+    }
+
+    /// The size of the client's reply buffer (CLIENT LIST's `rbs`).
+    pub fn reply_buffer_size(&self) -> usize {
+        self.inner.buffer.borrow().reply_buffer.size
     }
 
     /// The bytes of reply the client may still be sent before an output
@@ -1031,6 +1046,25 @@ mod tests {
         placed(&mut out, 3000, false);
         assert_eq!(out.resize_reply_buffer(2001, Some(100)), Some(Resized::Shrunk));
         assert_eq!(out.reply_buffer().size, 3072);
+    }
+
+    #[test]
+    fn unwritten_pushes_count_in_the_peak_and_a_shrink_frees_a_larger_idle_buffer() {
+        let mut out = OutputBuffer::default();
+        out.resize_reply_buffer(1000, Some(100));
+        out.extend_from_slice(&[b'm'; 5000]);
+        assert_eq!(out.resize_reply_buffer(1001, Some(100)), Some(Resized::Shrunk));
+        assert_eq!(out.reply_buffer().size, 5120);
+        assert_eq!(out.split().in_list, 0);
+        out.advance(5000);
+        out.written();
+        assert_eq!(out.chunks.len(), 1, "kept: no larger than the reply buffer");
+        assert!(out.allocated() >= 5000, "the whole allocation shows");
+        // Idle, it shrinks to 1 KB, and the kept allocation goes with it.
+        out.resize_reply_buffer(1200, Some(100));
+        assert_eq!(out.resize_reply_buffer(1300, Some(100)), Some(Resized::Shrunk));
+        assert_eq!(out.reply_buffer().size, REPLY_BUFFER_SHRUNK);
+        assert!(out.chunks.is_empty());
     }
 
     #[test]

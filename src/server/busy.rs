@@ -204,7 +204,7 @@ fn serve_one(shared: &Shared, io: &ConnIo, script: Option<&BusyScript>, state: &
 /// output limits of its class (see `engine::output`).
 fn over_output_limit(shared: &Shared, io: &ConnIo, limits: &NetLimits) -> bool {
     if !io.authenticated.get() {
-        return io.outbox.unwritten() > NetLimits::unauthenticated_buffer(io.cron_has_seen(shared));
+        return io.outbox.unwritten() > io.outbox.reply_buffer_size();
     }
     let obuf = io.outbox.obuf_bytes();
     obuf > 0

@@ -83,8 +83,6 @@ pub(crate) struct ConnIo {
     /// `lastinteraction`, as the read buffer's cron resize uses it).
     pub last_io_secs: Cell<u64>,
     pub authenticated: Cell<bool>,
-    /// The server's cron tick when the connection was accepted.
-    pub accepted_tick: u64,
     pub closing: Cell<Closing>,
     /// The output: replies and pushes the socket has not taken yet.
     pub outbox: Outbox,
@@ -123,7 +121,6 @@ impl Accepted {
             last_io_secs: Cell::new(shared.unix_secs.get()),
             // Set when the engine admits it.
             authenticated: Cell::new(false),
-            accepted_tick: shared.cron_ticks.get(),
             closing: Cell::new(Closing::Open),
             outbox: Outbox::new(),
         });
@@ -184,11 +181,6 @@ impl ConnIo {
             proto_max_bulk_len: limits.proto_max_bulk_len,
             authenticated: self.authenticated.get(),
         }
-    }
-
-    /// Whether a cron pass has run since this connection was accepted.
-    pub fn cron_has_seen(&self, shared: &Shared) -> bool {
-        shared.cron_ticks.get() > self.accepted_tick
     }
 
     /// After a read: the read buffer's peak and the time of the last
@@ -512,7 +504,7 @@ async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
         if batch.is_empty() {
             io.report_input();
         } else {
-            let unauthenticated_buffer = NetLimits::unauthenticated_buffer(io.cron_has_seen(shared));
+            let unauthenticated_buffer = io.outbox.reply_buffer_size();
             shared.running_client.set(Some(io.id));
             let result = shared.engine.borrow_mut().run_batch_capped(io.id, batch, unauthenticated_buffer);
             shared.running_client.set(None);

@@ -7,11 +7,10 @@
 //!   `client-query-buffer-limit` after a read;
 //! - that has not authenticated, as soon as a reply no longer fits in its
 //!   reply buffer (`used_mem > 1024 && authRequired(c)` in
-//!   `checkClientOutputBufferLimits`: the first reply block past the
-//!   buffer is already over 1024 bytes). That buffer is 16 KB when the
-//!   client connects and shrinks to 1 KB at the first cron pass that finds
-//!   it less than half used, so an unauthenticated client may leave at most
-//!   16 KB of replies unread until the cron has seen it, and 1 KB after;
+//!   `checkClientOutputBufferLimits`, as Debian's 7.0.15 has it: the first
+//!   reply block past the buffer is already over 1024 bytes). That buffer
+//!   is the client's own (`engine::output::ReplyBuffer`): 16 KB when the
+//!   client connects, 1 KB once the cron has shrunk it;
 //! - whose unwritten replies beyond its reply buffer reach the `hard`
 //!   limit of its class in `client-output-buffer-limit`, or stay at `soft`
 //!   or above for more than `soft seconds`.
@@ -24,9 +23,7 @@
 //! (`engine::output`) as replies and pushes are queued and from its cron;
 //! the busy responder checks its own replies here with the same rules.
 //!
-//! Where keylock differs: an authenticated client's reply buffer is taken
-//! to be 16 KB (Redis resizes it between 1 KB and 16 KB with the client's
-//! recent peak). Redis sets no `normal` limit by default and lets unread
+//! Where keylock differs: Redis sets no `normal` limit by default and lets unread
 //! replies grow without bound; keylock instead stops reading a connection
 //! whose replies wait unread ([`NetLimits::hold_at`]), unless a limit that
 //! closes it applies to its class: then, as with Redis, it keeps reading
@@ -34,7 +31,7 @@
 //! be held back that way: for a `normal` client with no limit, such as a
 //! MONITOR client, they grow without bound as in Redis.
 
-use crate::engine::{ClientClass, OutputLimits, REPLY_BUFFER, REPLY_BUFFER_SHRUNK};
+use crate::engine::{ClientClass, OutputLimits, REPLY_BUFFER};
 
 /// While a script is busy, a connection with this many bytes of replies
 /// unread is not read again until they drain (when no configured limit
@@ -57,13 +54,6 @@ pub struct NetLimits {
 }
 
 impl NetLimits {
-    /// The reply buffer of a client that has not authenticated: replies
-    /// past it close the connection. `cron_has_seen` says whether a cron
-    /// pass has run since the connection was accepted (the buffer shrank).
-    pub fn unauthenticated_buffer(cron_has_seen: bool) -> usize {
-        if cron_has_seen { REPLY_BUFFER_SHRUNK } else { REPLY_BUFFER }
-    }
-
     /// The unwritten output at which a connection is no longer read until
     /// it drains: at once in the normal path, at [`BUSY_HOLD`] while a
     /// script is busy; never while a limit that closes the connection
@@ -96,12 +86,6 @@ mod tests {
             output: OutputLimits::parse(param),
             evicts_clients: false,
         }
-    }
-
-    #[test]
-    fn unauthenticated_clients_may_leave_16k_unread_then_1k_after_the_cron() {
-        assert_eq!(NetLimits::unauthenticated_buffer(false), 16384);
-        assert_eq!(NetLimits::unauthenticated_buffer(true), 1024);
     }
 
     #[test]

@@ -90,9 +90,6 @@ pub(crate) struct Shared {
     /// The engine's network limits, read by every connection task on
     /// each wake-up without borrowing the engine.
     pub limits: std::cell::Cell<limits::NetLimits>,
-    /// Cron passes so far (an unauthenticated client's reply buffer
-    /// shrinks at the first one it sees).
-    pub cron_ticks: std::cell::Cell<u64>,
     /// Connections the busy responder left output, input or a close for:
     /// their tasks are woken once the script is over.
     pub busy_touched: RefCell<Vec<u64>>,
@@ -256,12 +253,11 @@ impl Shared {
     }
 
     /// The cron's part on the network side (the output limits are the
-    /// engine's cron's): count the pass, cache the second, and resize the
+    /// engine's cron's): cache the second, and resize the
     /// read buffers of as many connections as Redis's `clientsCron` visits
     /// in one pass (all of them once a second at `hz` passes a second,
     /// and at least 5 a pass), taking turns by client id.
     fn cron(&self, hz: u64) {
-        self.cron_ticks.set(self.cron_ticks.get() + 1);
         let now_secs = self.clock.now_ms() / 1000;
         self.unix_secs.set(now_secs);
         let conns = self.conns.borrow();
@@ -860,7 +856,6 @@ fn serve(
         let listener_fds = listeners.iter().map(StdListener::fd).collect();
         let shared = Rc::new(Shared {
             limits: std::cell::Cell::new(net_limits(&engine)),
-            cron_ticks: std::cell::Cell::new(0),
             busy_touched: RefCell::new(Vec::new()),
             unix_secs: Cell::new(engine.state.clock.now_ms() / 1000),
             clock: engine.state.clock.clone(),
