@@ -5,7 +5,8 @@
 //! themselves as the leaders' replicas; followers redirect writes to
 //! their leader with `MOVED`; the `redis` crate's cluster client writes
 //! across the shards; and when a shard's leader is killed, the member
-//! elected in its place takes its slots with a newer configuration epoch,
+//! elected in its place takes its slots, once the other shards' leaders
+//! voted for it, with a newer configuration epoch,
 //! the client follows, every acknowledged write is there, and the killed
 //! member, restarted, is a replica of the new leader.
 
@@ -468,6 +469,14 @@ fn raft_shards_form_a_cluster_whose_failover_keeps_every_acknowledged_write() {
     let new = &cluster.shards[0][new_leader];
     let new_epoch: u64 = new.field("cluster", "cluster_my_epoch").parse().unwrap();
     assert!(new_epoch > old_epoch, "{new_epoch} > {old_epoch}");
+    // It took them once the other shards' leaders voted for it.
+    let log_of = |m: &Member| std::fs::read_to_string(m.dir.path().join("keylock.log")).unwrap_or_default();
+    assert!(log_of(new).contains("Failover election won"), "{}", log_of(new));
+    let granted = (1..3)
+        .flat_map(|s| cluster.shards[s].iter())
+        .filter(|m| log_of(m).contains(&format!("Failover auth granted to {}", new.node_id())))
+        .count();
+    assert!(granted >= 1, "no master granted a vote");
     for k in &acked {
         let v: Option<String> = redis::cmd("GET").arg(k).query(&mut conn).unwrap();
         assert_eq!(v.as_deref(), Some(&k[2..]), "{k}");

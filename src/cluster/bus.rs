@@ -7,7 +7,9 @@
 //! other nodes (the gossip); the receiver answers with a PONG of its own
 //! claim. MEET is a PING that asks an unknown receiver to add its sender
 //! (CLUSTER MEET); PUBLISH carries a message published on one node to the
-//! subscribers of every other, as Redis's bus does.
+//! subscribers of every other, as Redis's bus does. A Raft shard's new
+//! leader asks the masters for their votes with AUTH_REQUEST, and they
+//! grant them with AUTH_ACK (see `Cluster::grant_vote`).
 //!
 //! The messages are keylock's own framing (a length, then the fields
 //! below), not Redis's binary `clusterMsg`: a keylock cluster is made of
@@ -22,7 +24,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::{Cluster, Node, flag, valid_node_id};
+use super::{Cluster, Node, VoteMessage, flag, valid_node_id};
 use crate::engine::Engine;
 use crate::server::Shared;
 
@@ -46,6 +48,8 @@ const PING: u8 = 0;
 const PONG: u8 = 1;
 const MEET: u8 = 2;
 const PUBLISH: u8 = 4;
+const AUTH_REQUEST: u8 = 5;
+const AUTH_ACK: u8 = 6;
 
 const MAGIC: &[u8; 4] = b"KLB2";
 /// A frame larger than this closes the link.
@@ -86,6 +90,8 @@ pub struct Message {
     pub gossip: Vec<Gossip>,
     /// PUBLISH: channel and message.
     pub publish: Option<(Bytes, Bytes)>,
+    /// AUTH_REQUEST: the slots the sender asks to take.
+    pub claim: Option<super::Claim>,
 }
 
 fn put_str8(out: &mut BytesMut, s: &str) {
@@ -159,6 +165,15 @@ impl Message {
             out.put_u32(message.len() as u32);
             out.put_slice(message);
         }
+        if let Some(claim) = &self.claim {
+            out.put_slice(claim.owner.as_bytes());
+            out.put_u64(claim.owner_epoch);
+            out.put_u16(claim.slots.len() as u16);
+            for &(start, end) in &claim.slots {
+                out.put_u16(start);
+                out.put_u16(end);
+            }
+        }
         let len = (out.len() - 4) as u32;
         out[..4].copy_from_slice(&len.to_be_bytes());
         out.to_vec()
@@ -222,6 +237,21 @@ impl Message {
         } else {
             None
         };
+        let claim = if kind == AUTH_REQUEST {
+            let owner = get_id(buf)?;
+            if buf.len() < 10 {
+                return None;
+            }
+            let owner_epoch = buf.get_u64();
+            let n = buf.get_u16() as usize;
+            if buf.len() < n * 4 {
+                return None;
+            }
+            let slots = (0..n).map(|_| (buf.get_u16(), buf.get_u16())).collect();
+            Some(super::Claim { owner, owner_epoch, slots })
+        } else {
+            None
+        };
         Some(Message {
             kind,
             sender,
@@ -237,6 +267,7 @@ impl Message {
             offset,
             gossip,
             publish,
+            claim,
         })
     }
 }
@@ -282,6 +313,7 @@ impl Cluster {
                 })
                 .collect(),
             publish: None,
+            claim: None,
         }
     }
 
@@ -459,6 +491,13 @@ impl Cluster {
         }
         if msg.kind != PUBLISH {
             self.gossip(s, &msg.gossip, now_ms, node_timeout_ms);
+        }
+        match (msg.kind, &msg.claim) {
+            (AUTH_REQUEST, Some(claim)) => {
+                self.grant_vote(s, msg.current_epoch, claim);
+            }
+            (AUTH_ACK, _) => self.count_vote(s, msg.current_epoch),
+            _ => {}
         }
         (Some(s), dirty)
     }
@@ -695,6 +734,17 @@ async fn link(token: u64, shared: Rc<Shared>) {
                     c.count(true, PUBLISH);
                     frames.extend_from_slice(&m.encode());
                 }
+                for vote in c.take_votes(token) {
+                    let m = match vote {
+                        VoteMessage::Request(claim) => Message {
+                            claim: Some(claim),
+                            ..c.message(AUTH_REQUEST, &announce)
+                        },
+                        VoteMessage::Grant => c.message(AUTH_ACK, &announce),
+                    };
+                    c.count(true, m.kind);
+                    frames.extend_from_slice(&m.encode());
+                }
                 c.count(true, kind);
                 frames.extend_from_slice(&c.message(kind, &announce).encode());
                 if c.nodes[i].ping_sent == 0 {
@@ -753,8 +803,22 @@ impl Cluster {
         }
     }
 
+    /// Whether messages wait for the links: publishes, votes.
     pub fn has_publishes(&self) -> bool {
-        !self.outbox.is_empty()
+        !self.outbox.is_empty() || !self.votes_out.is_empty()
+    }
+
+    fn take_votes(&mut self, token: u64) -> Vec<VoteMessage> {
+        let mut mine = Vec::new();
+        self.votes_out.retain(|(t, v)| {
+            if *t == token {
+                mine.push(v.clone());
+                false
+            } else {
+                true
+            }
+        });
+        mine
     }
 
     fn take_publishes(&mut self, token: u64) -> Vec<(Bytes, Bytes)> {
@@ -798,6 +862,7 @@ mod tests {
                 flags: flag::MASTER | flag::PFAIL,
             }],
             publish: None,
+            claim: None,
         };
         let frame = msg.encode();
         assert_eq!(u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize, frame.len() - 4);
@@ -816,7 +881,17 @@ mod tests {
             publish: None,
             ..publish
         };
-        assert_eq!(Message::decode(&replica.encode()[4..]), Some(replica));
+        assert_eq!(Message::decode(&replica.encode()[4..]), Some(replica.clone()));
+        let request = Message {
+            kind: AUTH_REQUEST,
+            claim: Some(super::super::Claim {
+                owner: "e".repeat(40),
+                owner_epoch: 9,
+                slots: vec![(0, 100), (200, 200)],
+            }),
+            ..replica
+        };
+        assert_eq!(Message::decode(&request.encode()[4..]), Some(request));
     }
 
     #[test]
@@ -838,6 +913,7 @@ mod tests {
             offset: 0,
             gossip: vec![],
             publish: None,
+            claim: None,
         }
         .encode();
         frame.truncate(frame.len() - 3);

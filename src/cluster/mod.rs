@@ -22,7 +22,7 @@ pub mod bus;
 pub mod config_file;
 pub mod slot;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub use slot::{SLOTS, key_hash_slot};
 
@@ -210,6 +210,52 @@ pub struct DownPolicy {
     pub pubsubshard: bool,
 }
 
+/// What a Raft shard's new leader asks the other masters to vote for
+/// (Redis's FAILOVER_AUTH_REQUEST): the slots its former leader served,
+/// with that leader's id and configuration epoch as the new leader knows
+/// them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub owner: String,
+    pub owner_epoch: u64,
+    pub slots: Vec<(u16, u16)>,
+}
+
+/// A vote a new leader runs before it takes its former leader's slots:
+/// the epoch it asked for, when, the masters it asked and those that
+/// granted it.
+#[derive(Debug, Clone)]
+pub struct Election {
+    pub epoch: u64,
+    started_ms: u64,
+    asked: BTreeSet<String>,
+    votes: BTreeSet<String>,
+}
+
+/// A vote message waiting for the link to its node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VoteMessage {
+    Request(Claim),
+    Grant,
+}
+
+/// Slots, in order, as (start, end) runs.
+fn slot_ranges(slots: &[u16]) -> Vec<(u16, u16)> {
+    let mut ranges: Vec<(u16, u16)> = Vec::new();
+    for &s in slots {
+        match ranges.last_mut() {
+            Some((_, end)) if *end + 1 == s => *end = s,
+            _ => ranges.push((s, s)),
+        }
+    }
+    ranges
+}
+
+/// How long a new leader waits for a majority of the masters' votes
+/// before it asks again with a new epoch (Redis's failover auth timeout,
+/// at its least).
+pub const ELECTION_TIMEOUT_MS: u64 = 2000;
+
 /// A fellow member of this node's Raft shard, as a cluster node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardMate {
@@ -258,6 +304,10 @@ pub struct Cluster {
     pub version: u64,
     /// Messages to publish on other nodes: (link token, channel, message).
     pub outbox: Vec<(u64, bytes::Bytes, bytes::Bytes)>,
+    /// Vote requests and grants to send: (link token, message).
+    pub votes_out: Vec<(u64, VoteMessage)>,
+    /// The vote this node (a Raft shard's new leader) is running.
+    pub election: Option<Election>,
 }
 
 /// A fresh node id: 40 random lowercase hex characters.
@@ -299,6 +349,8 @@ impl Cluster {
             next_link_token: 1,
             version: 0,
             outbox: Vec::new(),
+            votes_out: Vec::new(),
+            election: None,
         }
     }
 
@@ -682,22 +734,32 @@ impl Cluster {
                 crate::log::notice(format_args!("Raft: leading the shard, this node is the master of its slots"));
                 self.changed();
             }
+            let fellows: Vec<u16> = mates
+                .iter()
+                .filter_map(|m| self.index_of(m.id.as_bytes()).filter(|&i| i != 0))
+                .map(|i| i as u16)
+                .collect();
+            let claim: Vec<u16> = (0..SLOTS as u16).filter(|&s| fellows.contains(&self.slots[s as usize])).collect();
             let mut taken = 0;
-            for mate in mates {
-                let Some(i) = self.index_of(mate.id.as_bytes()).filter(|&i| i != 0) else {
-                    continue;
-                };
-                for slot in 0..SLOTS as u16 {
-                    if self.slots[slot as usize] == i as u16 {
-                        self.del_slot(slot);
-                        self.add_slot(0, slot);
-                        self.importing.remove(&slot);
-                        taken += 1;
-                    }
+            if claim.is_empty() {
+                self.election = None;
+            } else if self.vote_won(&fellows, &claim, now_ms) {
+                for &slot in &claim {
+                    self.del_slot(slot);
+                    self.add_slot(0, slot);
+                    self.importing.remove(&slot);
                 }
+                taken = claim.len();
             }
             if taken > 0 {
-                let epoch = self.max_epoch() + 1;
+                // The epoch the masters voted for, unless a greater one is
+                // known by now.
+                let voted = self.election.take().map_or(0, |e| e.epoch);
+                let epoch = if voted > self.nodes.iter().map(|n| n.config_epoch).max().unwrap_or(0) {
+                    voted
+                } else {
+                    self.max_epoch() + 1
+                };
                 self.current_epoch = epoch;
                 self.nodes[0].config_epoch = epoch;
                 self.fsync_pending = true;
@@ -733,6 +795,139 @@ impl Cluster {
         ));
         self.changed();
         0
+    }
+
+    /// Whether this new leader may take the slots of `claim` from its
+    /// fellow members (`fellows`, node indexes): at once when no other
+    /// master serves slots (its shard's Raft election is then the only
+    /// vote there is); otherwise once a majority of the masters serving
+    /// slots, its shard counting as one, granted it an epoch (Redis's
+    /// failover authorization, `clusterHandleSlaveFailover`). It asks, with
+    /// a new epoch, when no vote runs or the last one timed out. A master
+    /// whose view says a slot of the claim went elsewhere with a newer
+    /// epoch refuses ([`Cluster::grant_vote`]): a leader whose view is
+    /// stale cannot take back a slot another shard took meanwhile.
+    fn vote_won(&mut self, fellows: &[u16], claim: &[u16], now_ms: u64) -> bool {
+        let voters: Vec<usize> = (1..self.nodes.len())
+            .filter(|&i| !fellows.contains(&(i as u16)) && self.nodes[i].is_master() && self.nodes[i].numslots > 0)
+            .collect();
+        if voters.is_empty() {
+            return true;
+        }
+        // Redis's `needed_quorum`: a majority of the masters serving
+        // slots, this shard one of them.
+        let masters = voters.len() + 1;
+        let needed = masters / 2 + 1;
+        if let Some(e) = &self.election {
+            if 1 + e.votes.len() >= needed {
+                crate::log::notice(format_args!(
+                    "Failover election won for epoch {} ({} votes of {} masters)",
+                    e.epoch,
+                    1 + e.votes.len(),
+                    masters
+                ));
+                return true;
+            }
+            if now_ms.saturating_sub(e.started_ms) < ELECTION_TIMEOUT_MS {
+                return false;
+            }
+        }
+        self.current_epoch += 1;
+        let epoch = self.current_epoch;
+        self.fsync_pending = true;
+        self.changed();
+        let owner = self.slots[claim[0] as usize] as usize;
+        let owner_epoch = claim
+            .iter()
+            .map(|&s| self.nodes[self.slots[s as usize] as usize].config_epoch)
+            .max()
+            .unwrap_or(0);
+        let request = Claim {
+            owner: self.nodes[owner].id.clone(),
+            owner_epoch,
+            slots: slot_ranges(claim),
+        };
+        for &v in &voters {
+            self.votes_out
+                .push((self.nodes[v].link_token, VoteMessage::Request(request.clone())));
+        }
+        crate::log::notice(format_args!(
+            "Starting a failover election for epoch {epoch}: asking {} masters for their votes",
+            voters.len()
+        ));
+        self.election = Some(Election {
+            epoch,
+            started_ms: now_ms,
+            asked: voters.iter().map(|&v| self.nodes[v].id.clone()).collect(),
+            votes: BTreeSet::new(),
+        });
+        false
+    }
+
+    /// A vote request from node `sender` for `epoch` (Redis's
+    /// `clusterSendFailoverAuthIfNeeded`): granted, once per epoch, by a
+    /// master serving slots, when every slot of the claim is, in this
+    /// node's view, unassigned or served by the claim's owner or the
+    /// sender with an epoch no newer than the claim's. Returns whether it
+    /// was granted (the grant is queued for the sender).
+    pub fn grant_vote(&mut self, sender: usize, epoch: u64, claim: &Claim) -> bool {
+        let id = self.nodes[sender].id.clone();
+        let me = self.myself();
+        if !me.is_master() || me.numslots == 0 {
+            return false;
+        }
+        if epoch < self.current_epoch {
+            crate::log::warning(format_args!(
+                "Failover auth denied to {id}: reqEpoch ({epoch}) < curEpoch({})",
+                self.current_epoch
+            ));
+            return false;
+        }
+        if self.last_vote_epoch == self.current_epoch {
+            crate::log::warning(format_args!(
+                "Failover auth denied to {id}: already voted for epoch {}",
+                self.current_epoch
+            ));
+            return false;
+        }
+        for &(start, end) in &claim.slots {
+            for s in start..=end.min(SLOTS as u16 - 1) {
+                let Some(owner) = self.owner_index(s).filter(|&o| o != sender) else {
+                    continue;
+                };
+                let n = &self.nodes[owner];
+                if n.id != claim.owner || n.config_epoch > claim.owner_epoch {
+                    crate::log::warning(format_args!(
+                        "Failover auth denied to {id}: slot {s} epoch ({}) > reqEpoch ({})",
+                        n.config_epoch, claim.owner_epoch
+                    ));
+                    return false;
+                }
+            }
+        }
+        self.last_vote_epoch = self.current_epoch;
+        self.fsync_pending = true;
+        self.changed();
+        self.votes_out.push((self.nodes[sender].link_token, VoteMessage::Grant));
+        crate::log::notice(format_args!("Failover auth granted to {id} for epoch {}", self.current_epoch));
+        true
+    }
+
+    /// A vote granted by node `sender` at `epoch` counts for the election
+    /// running for that epoch, if the sender is a master serving slots
+    /// that the election asked.
+    pub fn count_vote(&mut self, sender: usize, epoch: u64) {
+        let n = &self.nodes[sender];
+        if !n.is_master() || n.numslots == 0 {
+            return;
+        }
+        let id = n.id.clone();
+        if let Some(e) = self.election.as_mut()
+            && epoch >= e.epoch
+            && e.asked.contains(&id)
+        {
+            e.votes.insert(id);
+        }
     }
 
     /// CLUSTER RESET: slots and other nodes forgotten; HARD also draws a
@@ -984,9 +1179,15 @@ mod tests {
         c.add_slot(a, 0);
         c.add_slot(a, 1);
         c.add_slot(b, 2);
-        // Followers do not take slots; the leader takes its mates' only.
+        // Followers do not take slots; the leader takes its mates' only,
+        // once the other master (b) voted for it.
         assert_eq!(c.follow_shard(false, None, std::slice::from_ref(&old_mate), 0), 0);
-        assert_eq!(c.follow_shard(true, None, std::slice::from_ref(&old_mate), 0), 2);
+        assert_eq!(c.follow_shard(true, None, std::slice::from_ref(&old_mate), 0), 0);
+        assert!(matches!(c.votes_out.as_slice(), [(_, VoteMessage::Request(claim))] if claim.slots == [(0, 1)] && claim.owner_epoch == 5));
+        assert_eq!(c.follow_shard(true, None, std::slice::from_ref(&old_mate), 10), 0, "no vote yet");
+        let epoch = c.election.as_ref().unwrap().epoch;
+        c.count_vote(b, epoch);
+        assert_eq!(c.follow_shard(true, None, std::slice::from_ref(&old_mate), 20), 2);
         assert!(c.serves(0) && c.serves(1));
         assert_eq!(c.owner(2).map(|n| n.id.clone()), Some(other_id));
         assert_eq!(c.myself().config_epoch, 8);
@@ -994,6 +1195,91 @@ mod tests {
         // Taken once: nothing more to take, no new epoch.
         assert_eq!(c.follow_shard(true, None, &[old_mate], 0), 0);
         assert_eq!(c.myself().config_epoch, 8);
+    }
+
+    #[test]
+    fn a_new_leader_alone_with_its_shard_takes_without_a_vote_and_asks_again_after_a_timeout() {
+        let mut c = Cluster::new("nodes.conf".into(), 0);
+        let old = node('a', 7001, flag::MASTER);
+        let old_mate = mate(&old);
+        let a = c.add_node(old);
+        c.add_slot(a, 0);
+        assert_eq!(c.follow_shard(true, None, std::slice::from_ref(&old_mate), 0), 1);
+        assert!(c.votes_out.is_empty());
+        // With two other masters, one vote (and its own shard's) is a majority;
+        // none within the timeout: it asks again, with a new epoch.
+        let mut c = Cluster::new("nodes.conf".into(), 0);
+        let a = c.add_node(node('a', 7001, flag::MASTER));
+        let b = c.add_node(node('b', 7002, flag::MASTER));
+        let d = c.add_node(node('d', 7004, flag::MASTER));
+        c.add_slot(a, 0);
+        c.add_slot(b, 1);
+        c.add_slot(d, 2);
+        let old_mate = mate(&c.nodes[a].clone());
+        c.follow_shard(true, None, std::slice::from_ref(&old_mate), 0);
+        assert_eq!(c.votes_out.len(), 2);
+        let first = c.election.as_ref().unwrap().epoch;
+        c.follow_shard(true, None, std::slice::from_ref(&old_mate), ELECTION_TIMEOUT_MS);
+        let second = c.election.as_ref().unwrap().epoch;
+        assert_eq!((c.votes_out.len(), second), (4, first + 1));
+        c.count_vote(d, first);
+        c.count_vote(a, second);
+        assert_eq!(
+            c.follow_shard(true, None, std::slice::from_ref(&old_mate), ELECTION_TIMEOUT_MS + 1),
+            0,
+            "the old vote and a non-voter's do not count"
+        );
+        c.count_vote(d, second);
+        assert_eq!(
+            c.follow_shard(true, None, std::slice::from_ref(&old_mate), ELECTION_TIMEOUT_MS + 2),
+            1
+        );
+        assert!(c.election.is_none());
+    }
+
+    #[test]
+    fn a_master_votes_once_per_epoch_and_not_for_a_claim_its_view_contradicts() {
+        let mut c = Cluster::new("nodes.conf".into(), 0);
+        let old = c.add_node(node('a', 7001, flag::MASTER));
+        let asker = c.add_node(node('b', 7002, flag::SLAVE));
+        let elsewhere = c.add_node(node('d', 7004, flag::MASTER));
+        c.nodes[old].config_epoch = 3;
+        c.nodes[elsewhere].config_epoch = 6;
+        c.add_slot(0, 100);
+        c.add_slot(old, 0);
+        c.add_slot(elsewhere, 1);
+        c.current_epoch = 7;
+        let old_id = c.nodes[old].id.clone();
+        let claim = |slots: Vec<(u16, u16)>, owner_epoch: u64| Claim {
+            owner: old_id.clone(),
+            owner_epoch,
+            slots,
+        };
+        // Slot 1 went to another master with epoch 6: a claim from a view
+        // where the old leader still has it (epoch 3) is refused.
+        let stale = claim(vec![(0, 1)], 3);
+        assert!(!c.grant_vote(asker, 7, &stale));
+        // An older epoch than this node's is refused.
+        let fair = claim(vec![(0, 0)], 3);
+        assert!(!c.grant_vote(asker, 6, &fair));
+        assert!(c.grant_vote(asker, 7, &fair));
+        assert_eq!(c.last_vote_epoch, 7);
+        assert_eq!(c.votes_out, vec![(c.nodes[asker].link_token, VoteMessage::Grant)]);
+        // Once per epoch.
+        assert!(!c.grant_vote(asker, 7, &fair));
+        c.current_epoch = 8;
+        assert!(c.grant_vote(asker, 8, &fair));
+        // A replica serving no slot does not vote.
+        let mut r = Cluster::new("nodes.conf".into(), 0);
+        let o = r.add_node(node('a', 7001, flag::MASTER));
+        let s = r.add_node(node('b', 7002, flag::SLAVE));
+        r.add_slot(o, 0);
+        let claim = Claim {
+            owner: r.nodes[o].id.clone(),
+            owner_epoch: 0,
+            slots: vec![(0, 0)],
+        };
+        assert!(!r.grant_vote(s, 1, &claim));
     }
 
     #[test]
