@@ -48,8 +48,8 @@ const PING: u8 = 0;
 const PONG: u8 = 1;
 const MEET: u8 = 2;
 const PUBLISH: u8 = 4;
-const AUTH_REQUEST: u8 = 5;
-const AUTH_ACK: u8 = 6;
+pub(super) const AUTH_REQUEST: u8 = 5;
+pub(super) const AUTH_ACK: u8 = 6;
 
 const MAGIC: &[u8; 4] = b"KLB2";
 /// A frame larger than this closes the link.
@@ -166,8 +166,7 @@ impl Message {
             out.put_slice(message);
         }
         if let Some(claim) = &self.claim {
-            out.put_slice(claim.owner.as_bytes());
-            out.put_u64(claim.owner_epoch);
+            out.put_u64(claim.epoch);
             out.put_u16(claim.slots.len() as u16);
             for &(start, end) in &claim.slots {
                 out.put_u16(start);
@@ -238,17 +237,16 @@ impl Message {
             None
         };
         let claim = if kind == AUTH_REQUEST {
-            let owner = get_id(buf)?;
             if buf.len() < 10 {
                 return None;
             }
-            let owner_epoch = buf.get_u64();
+            let epoch = buf.get_u64();
             let n = buf.get_u16() as usize;
             if buf.len() < n * 4 {
                 return None;
             }
             let slots = (0..n).map(|_| (buf.get_u16(), buf.get_u16())).collect();
-            Some(super::Claim { owner, owner_epoch, slots })
+            Some(super::Claim { epoch, slots })
         } else {
             None
         };
@@ -357,7 +355,14 @@ fn ip_text(ip: IpAddr) -> String {
 impl Cluster {
     /// Redis's `clusterProcessPacket`, for keylock's messages. Returns the
     /// index of the sender when it is a known node.
-    fn process(&mut self, msg: &Message, via: &Via, now_ms: u64, node_timeout_ms: u64, announced: bool) -> (Option<usize>, Vec<u16>) {
+    pub(super) fn process(
+        &mut self,
+        msg: &Message,
+        via: &Via,
+        now_ms: u64,
+        node_timeout_ms: u64,
+        announced: bool,
+    ) -> (Option<usize>, Vec<u16>) {
         self.count(false, msg.kind);
         if msg.sender == self.my_id() {
             return (None, Vec::new());
@@ -735,12 +740,18 @@ async fn link(token: u64, shared: Rc<Shared>) {
                     frames.extend_from_slice(&m.encode());
                 }
                 for vote in c.take_votes(token) {
+                    // Sent at the epoch of the vote, whatever the current
+                    // one is by now.
                     let m = match vote {
-                        VoteMessage::Request(claim) => Message {
+                        VoteMessage::Request(epoch, claim) => Message {
+                            current_epoch: epoch,
                             claim: Some(claim),
                             ..c.message(AUTH_REQUEST, &announce)
                         },
-                        VoteMessage::Grant => c.message(AUTH_ACK, &announce),
+                        VoteMessage::Grant(epoch) => Message {
+                            current_epoch: epoch,
+                            ..c.message(AUTH_ACK, &announce)
+                        },
                     };
                     c.count(true, m.kind);
                     frames.extend_from_slice(&m.encode());
@@ -800,12 +811,14 @@ impl Cluster {
                 continue;
             }
             self.outbox.push((n.link_token, channel.clone(), message.clone()));
+            self.new_sends = true;
         }
     }
 
-    /// Whether messages wait for the links: publishes, votes.
-    pub fn has_publishes(&self) -> bool {
-        !self.outbox.is_empty() || !self.votes_out.is_empty()
+    /// Whether messages (publishes, votes) were queued since the links
+    /// were last woken: they are woken once for them.
+    pub fn take_new_sends(&mut self) -> bool {
+        std::mem::take(&mut self.new_sends)
     }
 
     fn take_votes(&mut self, token: u64) -> Vec<VoteMessage> {
@@ -885,8 +898,7 @@ mod tests {
         let request = Message {
             kind: AUTH_REQUEST,
             claim: Some(super::super::Claim {
-                owner: "e".repeat(40),
-                owner_epoch: 9,
+                epoch: 9,
                 slots: vec![(0, 100), (200, 200)],
             }),
             ..replica

@@ -212,31 +212,31 @@ pub struct DownPolicy {
 
 /// What a Raft shard's new leader asks the other masters to vote for
 /// (Redis's FAILOVER_AUTH_REQUEST): the slots its former leader served,
-/// with that leader's id and configuration epoch as the new leader knows
-/// them.
+/// and the configuration epoch it knows them at (`requestConfigEpoch`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
-    pub owner: String,
-    pub owner_epoch: u64,
+    pub epoch: u64,
     pub slots: Vec<(u16, u16)>,
 }
 
 /// A vote a new leader runs before it takes its former leader's slots:
-/// the epoch it asked for, when, the masters it asked and those that
-/// granted it.
+/// the epoch it asked for, when, the slots it asked for, the masters it
+/// asked and those that granted it.
 #[derive(Debug, Clone)]
 pub struct Election {
     pub epoch: u64,
     started_ms: u64,
+    claim: Vec<u16>,
     asked: BTreeSet<String>,
     votes: BTreeSet<String>,
 }
 
-/// A vote message waiting for the link to its node.
+/// A vote message waiting for the link to its node, with the epoch it is
+/// sent at (its header's current epoch).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VoteMessage {
-    Request(Claim),
-    Grant,
+    Request(u64, Claim),
+    Grant(u64),
 }
 
 /// Slots, in order, as (start, end) runs.
@@ -249,6 +249,26 @@ fn slot_ranges(slots: &[u16]) -> Vec<(u16, u16)> {
         }
     }
     ranges
+}
+
+/// Every slot some range of `ranges` holds, once each, in order (ranges
+/// from a message may overlap and run past the last slot).
+pub fn slots_of_ranges(ranges: &[(u16, u16)]) -> Vec<u16> {
+    let mut ranges: Vec<(u16, u16)> = ranges
+        .iter()
+        .filter(|&&(start, end)| start <= end && (start as usize) < SLOTS)
+        .map(|&(start, end)| (start, end.min(SLOTS as u16 - 1)))
+        .collect();
+    ranges.sort_unstable();
+    let mut slots = Vec::new();
+    let mut next = 0u32;
+    for (start, end) in ranges {
+        for s in u32::from(start).max(next)..=u32::from(end) {
+            slots.push(s as u16);
+        }
+        next = next.max(u32::from(end) + 1);
+    }
+    slots
 }
 
 /// How long a new leader waits for a majority of the masters' votes
@@ -308,6 +328,10 @@ pub struct Cluster {
     pub votes_out: Vec<(u64, VoteMessage)>,
     /// The vote this node (a Raft shard's new leader) is running.
     pub election: Option<Election>,
+    /// Whether this node leads its Raft shard (None: no shard).
+    pub shard_leading: Option<bool>,
+    /// Messages were queued for the links since they were last woken.
+    pub new_sends: bool,
 }
 
 /// A fresh node id: 40 random lowercase hex characters.
@@ -351,6 +375,8 @@ impl Cluster {
             outbox: Vec::new(),
             votes_out: Vec::new(),
             election: None,
+            shard_leading: None,
+            new_sends: false,
         }
     }
 
@@ -740,28 +766,23 @@ impl Cluster {
                 .map(|i| i as u16)
                 .collect();
             let claim: Vec<u16> = (0..SLOTS as u16).filter(|&s| fellows.contains(&self.slots[s as usize])).collect();
+            self.shard_leading = Some(true);
             let mut taken = 0;
             if claim.is_empty() {
-                self.election = None;
-            } else if self.vote_won(&fellows, &claim, now_ms) {
+                self.end_election();
+            } else if let Some(epoch) = self.vote_won(&fellows, &claim, now_ms) {
                 for &slot in &claim {
                     self.del_slot(slot);
                     self.add_slot(0, slot);
                     self.importing.remove(&slot);
                 }
                 taken = claim.len();
-            }
-            if taken > 0 {
-                // The epoch the masters voted for, unless a greater one is
-                // known by now.
-                let voted = self.election.take().map_or(0, |e| e.epoch);
-                let epoch = if voted > self.nodes.iter().map(|n| n.config_epoch).max().unwrap_or(0) {
-                    voted
-                } else {
-                    self.max_epoch() + 1
-                };
-                self.current_epoch = epoch;
-                self.nodes[0].config_epoch = epoch;
+                // The epoch won, as Redis's failover takes it.
+                if epoch > self.nodes[0].config_epoch {
+                    self.nodes[0].config_epoch = epoch;
+                }
+                self.current_epoch = self.current_epoch.max(epoch);
+                let epoch = self.nodes[0].config_epoch;
                 self.fsync_pending = true;
                 self.changed();
                 crate::log::notice(format_args!(
@@ -781,6 +802,9 @@ impl Cluster {
             }
             return taken;
         }
+        // A member that no longer leads runs no vote, and casts none.
+        self.shard_leading = Some(false);
+        self.end_election();
         let Some(leader) = leader else { return 0 };
         if self.nodes[0].numslots > 0 || self.nodes[0].master.as_deref() == Some(leader) || self.index_of(leader.as_bytes()).is_none() {
             return 0;
@@ -797,83 +821,99 @@ impl Cluster {
         0
     }
 
-    /// Whether this new leader may take the slots of `claim` from its
-    /// fellow members (`fellows`, node indexes): at once when no other
-    /// master serves slots (its shard's Raft election is then the only
-    /// vote there is); otherwise once a majority of the masters serving
-    /// slots, its shard counting as one, granted it an epoch (Redis's
-    /// failover authorization, `clusterHandleSlaveFailover`). It asks, with
-    /// a new epoch, when no vote runs or the last one timed out. A master
-    /// whose view says a slot of the claim went elsewhere with a newer
-    /// epoch refuses ([`Cluster::grant_vote`]): a leader whose view is
-    /// stale cannot take back a slot another shard took meanwhile.
-    fn vote_won(&mut self, fellows: &[u16], claim: &[u16], now_ms: u64) -> bool {
-        let voters: Vec<usize> = (1..self.nodes.len())
-            .filter(|&i| !fellows.contains(&(i as u16)) && self.nodes[i].is_master() && self.nodes[i].numslots > 0)
+    /// The epoch with which this new leader may take the slots of `claim`
+    /// from its fellow members (`fellows`, node indexes), once it may
+    /// (Redis's failover authorization, `clusterHandleSlaveFailover`).
+    ///
+    /// The masters count as Redis's `needed_quorum` counts them: those
+    /// serving slots, this shard one of them; a majority must grant the
+    /// epoch. This shard's vote is its own Raft election; the others are
+    /// asked, every master outside the shard (another shard's new leader
+    /// serves no slot until its own vote, but votes: see
+    /// [`Cluster::grant_vote`]). With no other master serving slots the
+    /// slots are taken at once, with an epoch above any known. A vote is
+    /// asked again, with a new epoch, when none runs for this claim or the
+    /// last one got no majority within [`ELECTION_TIMEOUT_MS`]. A master
+    /// whose view has a slot of the claim at a newer epoch refuses: a
+    /// leader whose view is older than a slot's move to another shard does
+    /// not take the slot back unless a majority shares its stale view.
+    fn vote_won(&mut self, fellows: &[u16], claim: &[u16], now_ms: u64) -> Option<u64> {
+        let others: Vec<usize> = (1..self.nodes.len())
+            .filter(|&i| !fellows.contains(&(i as u16)))
+            .filter(|&i| self.nodes[i].is_master() && !self.nodes[i].has(flag::HANDSHAKE | flag::NOADDR))
             .collect();
-        if voters.is_empty() {
-            return true;
-        }
-        // Redis's `needed_quorum`: a majority of the masters serving
-        // slots, this shard one of them.
-        let masters = voters.len() + 1;
+        let masters = 1 + others.iter().filter(|&&i| self.nodes[i].numslots > 0).count();
         let needed = masters / 2 + 1;
-        if let Some(e) = &self.election {
+        if needed <= 1 {
+            self.end_election();
+            return Some(self.max_epoch() + 1);
+        }
+        if let Some(e) = &self.election
+            && e.claim == claim
+        {
             if 1 + e.votes.len() >= needed {
-                crate::log::notice(format_args!(
-                    "Failover election won for epoch {} ({} votes of {} masters)",
-                    e.epoch,
-                    1 + e.votes.len(),
-                    masters
+                let epoch = e.epoch;
+                crate::log::warning(format_args!(
+                    "Failover election won: I'm the new master ({} votes of {masters} masters, epoch {epoch}).",
+                    1 + e.votes.len()
                 ));
-                return true;
+                self.end_election();
+                return Some(epoch);
             }
             if now_ms.saturating_sub(e.started_ms) < ELECTION_TIMEOUT_MS {
-                return false;
+                return None;
             }
         }
-        self.current_epoch += 1;
-        let epoch = self.current_epoch;
+        self.end_election();
+        let epoch = self.max_epoch() + 1;
+        self.current_epoch = epoch;
         self.fsync_pending = true;
         self.changed();
-        let owner = self.slots[claim[0] as usize] as usize;
-        let owner_epoch = claim
-            .iter()
-            .map(|&s| self.nodes[self.slots[s as usize] as usize].config_epoch)
-            .max()
-            .unwrap_or(0);
         let request = Claim {
-            owner: self.nodes[owner].id.clone(),
-            owner_epoch,
+            epoch: claim
+                .iter()
+                .map(|&s| self.nodes[self.slots[s as usize] as usize].config_epoch)
+                .max()
+                .unwrap_or(0),
             slots: slot_ranges(claim),
         };
-        for &v in &voters {
+        for &i in &others {
             self.votes_out
-                .push((self.nodes[v].link_token, VoteMessage::Request(request.clone())));
+                .push((self.nodes[i].link_token, VoteMessage::Request(epoch, request.clone())));
         }
-        crate::log::notice(format_args!(
-            "Starting a failover election for epoch {epoch}: asking {} masters for their votes",
-            voters.len()
-        ));
+        self.new_sends = true;
+        crate::log::warning(format_args!("Starting a failover election for epoch {epoch}."));
         self.election = Some(Election {
             epoch,
             started_ms: now_ms,
-            asked: voters.iter().map(|&v| self.nodes[v].id.clone()).collect(),
+            claim: claim.to_vec(),
+            asked: others.iter().map(|&i| self.nodes[i].id.clone()).collect(),
             votes: BTreeSet::new(),
         });
-        false
+        None
+    }
+
+    /// Ends the vote this node runs, if any: its requests not sent yet go.
+    fn end_election(&mut self) {
+        if self.election.take().is_some() {
+            self.votes_out.retain(|(_, v)| !matches!(v, VoteMessage::Request(..)));
+        }
     }
 
     /// A vote request from node `sender` for `epoch` (Redis's
-    /// `clusterSendFailoverAuthIfNeeded`): granted, once per epoch, by a
-    /// master serving slots, when every slot of the claim is, in this
-    /// node's view, unassigned or served by the claim's owner or the
-    /// sender with an epoch no newer than the claim's. Returns whether it
-    /// was granted (the grant is queued for the sender).
+    /// `clusterSendFailoverAuthIfNeeded`). The voters: a master serving
+    /// slots (not a Raft shard member that no longer leads), and a shard's
+    /// new leader running its own vote (it serves no slot until then: so
+    /// that shards whose leaders died together still reach a majority).
+    /// Granted once per epoch, unless the epoch is older than this node's,
+    /// or a slot of the claim is served, in this node's view, by a node
+    /// other than the sender at a newer epoch than the claim's. Returns
+    /// whether it was granted (the grant is queued for the sender).
     pub fn grant_vote(&mut self, sender: usize, epoch: u64, claim: &Claim) -> bool {
         let id = self.nodes[sender].id.clone();
         let me = self.myself();
-        if !me.is_master() || me.numslots == 0 {
+        let voter = self.election.is_some() || (me.is_master() && me.numslots > 0 && self.shard_leading != Some(false));
+        if !voter {
             return false;
         }
         if epoch < self.current_epoch {
@@ -890,43 +930,38 @@ impl Cluster {
             ));
             return false;
         }
-        for &(start, end) in &claim.slots {
-            for s in start..=end.min(SLOTS as u16 - 1) {
-                let Some(owner) = self.owner_index(s).filter(|&o| o != sender) else {
-                    continue;
-                };
-                let n = &self.nodes[owner];
-                if n.id != claim.owner || n.config_epoch > claim.owner_epoch {
-                    crate::log::warning(format_args!(
-                        "Failover auth denied to {id}: slot {s} epoch ({}) > reqEpoch ({})",
-                        n.config_epoch, claim.owner_epoch
-                    ));
-                    return false;
-                }
+        for s in slots_of_ranges(&claim.slots) {
+            let Some(owner) = self.owner_index(s).filter(|&o| o != sender) else {
+                continue;
+            };
+            let served_at = self.nodes[owner].config_epoch;
+            if served_at > claim.epoch {
+                crate::log::warning(format_args!(
+                    "Failover auth denied to {id}: slot {s} epoch ({served_at}) > reqEpoch ({})",
+                    claim.epoch
+                ));
+                return false;
             }
         }
         self.last_vote_epoch = self.current_epoch;
         self.fsync_pending = true;
         self.changed();
-        self.votes_out.push((self.nodes[sender].link_token, VoteMessage::Grant));
-        crate::log::notice(format_args!("Failover auth granted to {id} for epoch {}", self.current_epoch));
+        self.votes_out
+            .push((self.nodes[sender].link_token, VoteMessage::Grant(self.current_epoch)));
+        self.new_sends = true;
+        crate::log::warning(format_args!("Failover auth granted to {id} for epoch {}", self.current_epoch));
         true
     }
 
-    /// A vote granted by node `sender` at `epoch` counts for the election
-    /// running for that epoch, if the sender is a master serving slots
-    /// that the election asked.
+    /// A vote node `sender` granted at `epoch` counts for the vote this
+    /// node runs for that epoch, if it asked the sender.
     pub fn count_vote(&mut self, sender: usize, epoch: u64) {
-        let n = &self.nodes[sender];
-        if !n.is_master() || n.numslots == 0 {
-            return;
-        }
-        let id = n.id.clone();
+        let id = &self.nodes[sender].id;
         if let Some(e) = self.election.as_mut()
-            && epoch >= e.epoch
-            && e.asked.contains(&id)
+            && epoch == e.epoch
+            && e.asked.contains(id)
         {
-            e.votes.insert(id);
+            e.votes.insert(id.clone());
         }
     }
 
@@ -1167,7 +1202,7 @@ mod tests {
     }
 
     #[test]
-    fn a_new_leader_takes_its_shards_slots_with_a_newer_epoch() {
+    fn a_new_leader_takes_its_shards_slots_with_the_epoch_the_masters_voted() {
         let mut c = Cluster::new("nodes.conf".into(), 0);
         let old = node('a', 7001, flag::MASTER);
         let other = node('b', 7002, flag::MASTER);
@@ -1176,29 +1211,36 @@ mod tests {
         let b = c.add_node(other);
         c.nodes[a].config_epoch = 5;
         c.nodes[b].config_epoch = 7;
+        c.current_epoch = 7;
         c.add_slot(a, 0);
         c.add_slot(a, 1);
         c.add_slot(b, 2);
-        // Followers do not take slots; the leader takes its mates' only,
-        // once the other master (b) voted for it.
+        // Followers do not take slots; the leader asks the other master
+        // (b) for epoch 8, for its mates' slots only, known at epoch 5.
         assert_eq!(c.follow_shard(false, None, std::slice::from_ref(&old_mate), 0), 0);
         assert_eq!(c.follow_shard(true, None, std::slice::from_ref(&old_mate), 0), 0);
-        assert!(matches!(c.votes_out.as_slice(), [(_, VoteMessage::Request(claim))] if claim.slots == [(0, 1)] && claim.owner_epoch == 5));
+        let request = Claim {
+            epoch: 5,
+            slots: vec![(0, 1)],
+        };
+        assert_eq!(c.votes_out, vec![(c.nodes[b].link_token, VoteMessage::Request(8, request))]);
         assert_eq!(c.follow_shard(true, None, std::slice::from_ref(&old_mate), 10), 0, "no vote yet");
-        let epoch = c.election.as_ref().unwrap().epoch;
-        c.count_vote(b, epoch);
-        assert_eq!(c.follow_shard(true, None, std::slice::from_ref(&old_mate), 20), 2);
+        // A grant for another epoch does not count; b's for 8 does.
+        c.count_vote(b, 9);
+        assert_eq!(c.follow_shard(true, None, std::slice::from_ref(&old_mate), 20), 0);
+        c.count_vote(b, 8);
+        assert_eq!(c.follow_shard(true, None, std::slice::from_ref(&old_mate), 30), 2);
         assert!(c.serves(0) && c.serves(1));
         assert_eq!(c.owner(2).map(|n| n.id.clone()), Some(other_id));
-        assert_eq!(c.myself().config_epoch, 8);
-        assert_eq!(c.current_epoch, 8);
+        assert_eq!((c.myself().config_epoch, c.current_epoch), (8, 8));
+        assert!(c.election.is_none());
         // Taken once: nothing more to take, no new epoch.
-        assert_eq!(c.follow_shard(true, None, &[old_mate], 0), 0);
+        assert_eq!(c.follow_shard(true, None, &[old_mate], 40), 0);
         assert_eq!(c.myself().config_epoch, 8);
     }
 
     #[test]
-    fn a_new_leader_alone_with_its_shard_takes_without_a_vote_and_asks_again_after_a_timeout() {
+    fn a_new_leader_alone_takes_at_once_and_asks_again_after_a_timeout() {
         let mut c = Cluster::new("nodes.conf".into(), 0);
         let old = node('a', 7001, flag::MASTER);
         let old_mate = mate(&old);
@@ -1206,8 +1248,9 @@ mod tests {
         c.add_slot(a, 0);
         assert_eq!(c.follow_shard(true, None, std::slice::from_ref(&old_mate), 0), 1);
         assert!(c.votes_out.is_empty());
-        // With two other masters, one vote (and its own shard's) is a majority;
-        // none within the timeout: it asks again, with a new epoch.
+        // Three masters serving slots: one other's vote is a majority with
+        // its own shard's. None within the timeout: it asks again, with a
+        // new epoch, and the requests not sent of the first vote go.
         let mut c = Cluster::new("nodes.conf".into(), 0);
         let a = c.add_node(node('a', 7001, flag::MASTER));
         let b = c.add_node(node('b', 7002, flag::MASTER));
@@ -1221,65 +1264,140 @@ mod tests {
         let first = c.election.as_ref().unwrap().epoch;
         c.follow_shard(true, None, std::slice::from_ref(&old_mate), ELECTION_TIMEOUT_MS);
         let second = c.election.as_ref().unwrap().epoch;
-        assert_eq!((c.votes_out.len(), second), (4, first + 1));
+        assert_eq!((c.votes_out.len(), second), (2, first + 1));
         c.count_vote(d, first);
         c.count_vote(a, second);
         assert_eq!(
             c.follow_shard(true, None, std::slice::from_ref(&old_mate), ELECTION_TIMEOUT_MS + 1),
             0,
-            "the old vote and a non-voter's do not count"
+            "neither the old vote nor one from a node not asked counts"
         );
         c.count_vote(d, second);
         assert_eq!(
             c.follow_shard(true, None, std::slice::from_ref(&old_mate), ELECTION_TIMEOUT_MS + 2),
             1
         );
-        assert!(c.election.is_none());
+        assert_eq!(c.myself().config_epoch, second);
+        // A member that stops leading drops its vote and its requests.
+        let mut e = Cluster::new("nodes.conf".into(), 0);
+        let a = e.add_node(node('a', 7001, flag::MASTER));
+        let b = e.add_node(node('b', 7002, flag::MASTER));
+        e.add_slot(a, 0);
+        e.add_slot(b, 1);
+        let old_mate = mate(&e.nodes[a].clone());
+        e.follow_shard(true, None, std::slice::from_ref(&old_mate), 0);
+        assert!(e.election.is_some() && !e.votes_out.is_empty());
+        e.follow_shard(false, None, std::slice::from_ref(&old_mate), 1);
+        assert!(e.election.is_none() && e.votes_out.is_empty());
+        e.count_vote(b, e.current_epoch);
+        // Leading again, it asks afresh rather than win on old votes.
+        assert_eq!(e.follow_shard(true, None, std::slice::from_ref(&old_mate), 2), 0);
     }
 
     #[test]
     fn a_master_votes_once_per_epoch_and_not_for_a_claim_its_view_contradicts() {
         let mut c = Cluster::new("nodes.conf".into(), 0);
         let old = c.add_node(node('a', 7001, flag::MASTER));
-        let asker = c.add_node(node('b', 7002, flag::SLAVE));
+        let asker = c.add_node(node('b', 7002, flag::MASTER));
         let elsewhere = c.add_node(node('d', 7004, flag::MASTER));
         c.nodes[old].config_epoch = 3;
         c.nodes[elsewhere].config_epoch = 6;
         c.add_slot(0, 100);
         c.add_slot(old, 0);
         c.add_slot(elsewhere, 1);
+        c.add_slot(asker, 5);
+        c.nodes[asker].config_epoch = 9;
         c.current_epoch = 7;
-        let old_id = c.nodes[old].id.clone();
-        let claim = |slots: Vec<(u16, u16)>, owner_epoch: u64| Claim {
-            owner: old_id.clone(),
-            owner_epoch,
-            slots,
-        };
-        // Slot 1 went to another master with epoch 6: a claim from a view
-        // where the old leader still has it (epoch 3) is refused.
-        let stale = claim(vec![(0, 1)], 3);
-        assert!(!c.grant_vote(asker, 7, &stale));
+        let claim = |slots: Vec<(u16, u16)>| Claim { epoch: 3, slots };
+        // Slot 1 went to another master at epoch 6: a claim from a view
+        // where it is still at epoch 3 is refused (overlapping and
+        // out-of-range runs are read as Redis's bitmap would hold them).
+        assert!(!c.grant_vote(asker, 7, &claim(vec![(0, 0), (0, 1), (16000, u16::MAX)])));
         // An older epoch than this node's is refused.
-        let fair = claim(vec![(0, 0)], 3);
+        let fair = claim(vec![(0, 0), (2, 5)]);
         assert!(!c.grant_vote(asker, 6, &fair));
+        // Unassigned slots and the asker's own do not stand in the way.
         assert!(c.grant_vote(asker, 7, &fair));
         assert_eq!(c.last_vote_epoch, 7);
-        assert_eq!(c.votes_out, vec![(c.nodes[asker].link_token, VoteMessage::Grant)]);
+        assert_eq!(c.votes_out, vec![(c.nodes[asker].link_token, VoteMessage::Grant(7))]);
         // Once per epoch.
         assert!(!c.grant_vote(asker, 7, &fair));
         c.current_epoch = 8;
         assert!(c.grant_vote(asker, 8, &fair));
-        // A replica serving no slot does not vote.
+        // A shard member that no longer leads does not vote.
+        c.current_epoch = 9;
+        c.shard_leading = Some(false);
+        assert!(!c.grant_vote(asker, 9, &fair));
+        // Nor does a master serving no slot, unless it is a new leader
+        // running its own vote.
         let mut r = Cluster::new("nodes.conf".into(), 0);
         let o = r.add_node(node('a', 7001, flag::MASTER));
-        let s = r.add_node(node('b', 7002, flag::SLAVE));
+        let s = r.add_node(node('b', 7002, flag::MASTER));
         r.add_slot(o, 0);
         let claim = Claim {
-            owner: r.nodes[o].id.clone(),
-            owner_epoch: 0,
+            epoch: 0,
             slots: vec![(0, 0)],
         };
         assert!(!r.grant_vote(s, 1, &claim));
+        r.election = Some(Election {
+            epoch: 1,
+            started_ms: 0,
+            claim: vec![9],
+            asked: BTreeSet::new(),
+            votes: BTreeSet::new(),
+        });
+        r.current_epoch = 1;
+        assert!(r.grant_vote(s, 1, &claim));
+    }
+
+    #[test]
+    fn vote_messages_go_through_the_bus_processing() {
+        use bus::{AUTH_ACK, AUTH_REQUEST, Via};
+        let announce = bus::Announce::default();
+        // The asker: a new leader (a master serving no slot yet) whose
+        // former leader `a` serves slot 0; `v`, the other master, votes.
+        let mut asker = Cluster::new("nodes.conf".into(), 0);
+        let mut voter = Cluster::new("nodes.conf".into(), 0);
+        let a = node('a', 7001, flag::MASTER);
+        let old_mate = mate(&a);
+        for c in [&mut asker, &mut voter] {
+            let i = c.add_node(a.clone());
+            c.add_slot(i, 0);
+            c.nodes[i].config_epoch = 1;
+        }
+        let v = voter.myself().clone();
+        let vi = asker.add_node(Node { flags: flag::MASTER, ..v });
+        asker.add_slot(vi, 1);
+        asker.nodes[vi].config_epoch = 2;
+        voter.add_slot(0, 1);
+        voter.nodes[0].config_epoch = 2;
+        let me = asker.myself().clone();
+        let ai = voter.add_node(Node { flags: flag::MASTER, ..me });
+        asker.follow_shard(true, None, std::slice::from_ref(&old_mate), 0);
+        let (epoch, claim) = match asker.votes_out.as_slice() {
+            [(_, VoteMessage::Request(epoch, claim))] => (*epoch, claim.clone()),
+            other => panic!("{other:?}"),
+        };
+        let epoch = &epoch;
+        let request = bus::Message {
+            current_epoch: *epoch,
+            claim: Some(claim),
+            ..asker.message(AUTH_REQUEST, &announce)
+        };
+        let request = bus::Message::decode(&request.encode()[4..]).unwrap();
+        let via = Via::Link(0);
+        voter.process(&request, &via, 0, 15000, false);
+        assert_eq!(voter.votes_out, vec![(voter.nodes[ai].link_token, VoteMessage::Grant(*epoch))]);
+        let grant = bus::Message {
+            current_epoch: *epoch,
+            ..voter.message(AUTH_ACK, &announce)
+        };
+        asker.process(&grant, &via, 0, 15000, false);
+        assert_eq!(asker.follow_shard(true, None, &[old_mate], 1), 1);
+        assert_eq!(asker.myself().config_epoch, *epoch);
+        // A request cut short is refused whole.
+        let bytes = request.encode();
+        assert!(bus::Message::decode(&bytes[4..bytes.len() - 2]).is_none());
     }
 
     #[test]

@@ -165,8 +165,8 @@ impl Shared {
         let wake = {
             let mut engine = self.engine.borrow_mut();
             engine.state.cluster_save_if_changed();
-            let Some(c) = engine.state.cluster.as_deref() else { return };
-            let wake = c.version != self.cluster_told.get() || c.has_publishes();
+            let Some(c) = engine.state.cluster.as_deref_mut() else { return };
+            let wake = c.version != self.cluster_told.get() || c.take_new_sends();
             self.cluster_told.set(c.version);
             wake
         };
