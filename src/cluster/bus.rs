@@ -548,7 +548,16 @@ impl Engine {
         let now = self.state.clock.now_ms();
         let timeout = self.state.cluster_node_timeout();
         let announce = self.state.cluster_announce();
+        #[cfg(feature = "raft")]
+        let leading = self.state.raft_shard_leading();
+        #[cfg(not(feature = "raft"))]
+        let leading = None;
         let cluster = self.state.cluster.as_deref_mut()?;
+        // A shard member votes only while it leads, as of now (not of the
+        // last cron pass).
+        if leading.is_some() {
+            cluster.shard_leading = leading;
+        }
         let (sender, dirty) = cluster.process(msg, via, now, timeout, !announce.ip.is_empty());
         let answer = (sender.is_some() || msg.kind != PUBLISH) && matches!(msg.kind, PING | MEET) && matches!(via, Via::Inbound { .. });
         let reply = answer.then(|| {
@@ -560,6 +569,11 @@ impl Engine {
             publish: msg.publish.clone().filter(|_| sender.is_some()),
         };
         self.apply_bus_effects(effects);
+        // A grant may complete this node's vote: the slots are taken now.
+        #[cfg(feature = "raft")]
+        if msg.kind == AUTH_ACK {
+            self.state.raft_cluster_sync();
+        }
         self.state.cluster_update_state();
         reply
     }
@@ -720,7 +734,13 @@ async fn link(token: u64, shared: Rc<Shared>) {
                 c.nodes[i].link_ctime = now;
             }
         }
+        let wake = shared.cluster_wake.clone();
         loop {
+            // Registered before the queues are read: a message queued from
+            // now on wakes this link even while it waits for its answer.
+            let woken = wake.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
             // What to send: a PING (a MEET while the node has not
             // answered one), and the messages to publish.
             let frames = {
@@ -774,10 +794,9 @@ async fn link(token: u64, shared: Rc<Shared>) {
             let Some(msg) = Message::decode(&frame) else { break };
             shared.engine.borrow_mut().cluster_message(&msg, &Via::Link(token));
             shared.after_bus_message();
-            let wake = shared.cluster_wake.clone();
             tokio::select! {
                 _ = tokio::time::sleep(PING_INTERVAL) => {}
-                _ = wake.notified() => {}
+                _ = woken => {}
                 _ = closing.wait_for(|c| *c) => return,
             }
         }
@@ -807,7 +826,8 @@ impl Cluster {
     /// `clusterPropagatePublish`).
     pub fn propagate_publish(&mut self, channel: &Bytes, message: &Bytes) {
         for n in &self.nodes[1..] {
-            if n.has(flag::HANDSHAKE | flag::NOADDR) {
+            // As Redis's broadcast: to the nodes with a link up.
+            if n.has(flag::HANDSHAKE | flag::NOADDR) || !n.link_up {
                 continue;
             }
             self.outbox.push((n.link_token, channel.clone(), message.clone()));

@@ -226,6 +226,9 @@ pub struct Claim {
 pub struct Election {
     pub epoch: u64,
     started_ms: u64,
+    /// When it is given up: [`ELECTION_TIMEOUT_MS`] and a random part, so
+    /// that two new leaders asking at once do not ask again at once.
+    timeout_ms: u64,
     claim: Vec<u16>,
     asked: BTreeSet<String>,
     votes: BTreeSet<String>,
@@ -273,8 +276,10 @@ pub fn slots_of_ranges(ranges: &[(u16, u16)]) -> Vec<u16> {
 
 /// How long a new leader waits for a majority of the masters' votes
 /// before it asks again with a new epoch (Redis's failover auth timeout,
-/// at its least).
+/// at its least), and the most it waits on top of that, at random
+/// (Redis delays an election by 500-1000 ms at random for the same end).
 pub const ELECTION_TIMEOUT_MS: u64 = 2000;
+pub const ELECTION_JITTER_MS: u64 = 1000;
 
 /// A fellow member of this node's Raft shard, as a cluster node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -535,6 +540,9 @@ impl Cluster {
         }
         self.migrating.retain(|_, n| *n != id);
         self.importing.retain(|_, n| *n != id);
+        let token = self.nodes[index].link_token;
+        self.outbox.retain(|(t, ..)| *t != token);
+        self.votes_out.retain(|(t, _)| *t != token);
         for n in &mut self.nodes {
             n.fail_reports.remove(&id);
             if n.master.as_deref() == Some(id.as_str()) {
@@ -722,20 +730,18 @@ impl Cluster {
     /// Returns the slots taken from this node that still hold keys.
     pub fn take_claim(&mut self, sender: usize, sender_epoch: u64, claimed: &[(u16, u16)]) -> Vec<u16> {
         let mut dirty = Vec::new();
-        for &(start, end) in claimed {
-            for s in start..=end.min(SLOTS as u16 - 1) {
-                let owner = self.slots[s as usize];
-                if owner == sender as u16 || self.importing.contains_key(&s) {
-                    continue;
+        for s in slots_of_ranges(claimed) {
+            let owner = self.slots[s as usize];
+            if owner == sender as u16 || self.importing.contains_key(&s) {
+                continue;
+            }
+            if owner == UNASSIGNED || self.nodes[owner as usize].config_epoch < sender_epoch {
+                if owner == 0 {
+                    dirty.push(s);
+                    self.migrating.remove(&s);
                 }
-                if owner == UNASSIGNED || self.nodes[owner as usize].config_epoch < sender_epoch {
-                    if owner == 0 {
-                        dirty.push(s);
-                        self.migrating.remove(&s);
-                    }
-                    self.del_slot(s);
-                    self.add_slot(sender, s);
-                }
+                self.del_slot(s);
+                self.add_slot(sender, s);
             }
         }
         dirty
@@ -746,9 +752,9 @@ impl Cluster {
     /// serve, the other members are its replicas. `mates` are the other
     /// members as their probes told them; `leader` the node id of the
     /// member that leads when it is another one. A new leader takes the
-    /// slots its fellow members serve with a configuration epoch greater
-    /// than any known, as Redis's failover does, so that its claim wins
-    /// everywhere; once the cluster has slots it meets the members the
+    /// slots its fellow members serve with a newer configuration epoch,
+    /// once the other masters voted it (see `vote_won`), as Redis's
+    /// failover does, so that its claim wins everywhere; once the cluster has slots it meets the members the
     /// cluster does not know yet. A follower that serves no slot is the
     /// replica of the leader. Returns the slots it took.
     pub fn follow_shard(&mut self, leading: bool, leader: Option<&str>, mates: &[ShardMate], now_ms: u64) -> usize {
@@ -860,13 +866,15 @@ impl Cluster {
                 self.end_election();
                 return Some(epoch);
             }
-            if now_ms.saturating_sub(e.started_ms) < ELECTION_TIMEOUT_MS {
+            if now_ms.saturating_sub(e.started_ms) < e.timeout_ms {
                 return None;
             }
         }
         self.end_election();
         let epoch = self.max_epoch() + 1;
         self.current_epoch = epoch;
+        // Its shard's vote for this epoch is its own: it grants no other.
+        self.last_vote_epoch = epoch;
         self.fsync_pending = true;
         self.changed();
         let request = Claim {
@@ -886,6 +894,7 @@ impl Cluster {
         self.election = Some(Election {
             epoch,
             started_ms: now_ms,
+            timeout_ms: ELECTION_TIMEOUT_MS + fastrand::u64(..ELECTION_JITTER_MS),
             claim: claim.to_vec(),
             asked: others.iter().map(|&i| self.nodes[i].id.clone()).collect(),
             votes: BTreeSet::new(),
@@ -946,9 +955,13 @@ impl Cluster {
         self.last_vote_epoch = self.current_epoch;
         self.fsync_pending = true;
         self.changed();
-        self.votes_out
-            .push((self.nodes[sender].link_token, VoteMessage::Grant(self.current_epoch)));
-        self.new_sends = true;
+        // Over the link to the asker if it is up (a grant cannot wait for
+        // it: the asker asks again).
+        if self.nodes[sender].link_up {
+            self.votes_out
+                .push((self.nodes[sender].link_token, VoteMessage::Grant(self.current_epoch)));
+            self.new_sends = true;
+        }
         crate::log::warning(format_args!("Failover auth granted to {id} for epoch {}", self.current_epoch));
         true
     }
@@ -1262,21 +1275,19 @@ mod tests {
         c.follow_shard(true, None, std::slice::from_ref(&old_mate), 0);
         assert_eq!(c.votes_out.len(), 2);
         let first = c.election.as_ref().unwrap().epoch;
-        c.follow_shard(true, None, std::slice::from_ref(&old_mate), ELECTION_TIMEOUT_MS);
+        let late = ELECTION_TIMEOUT_MS + ELECTION_JITTER_MS;
+        c.follow_shard(true, None, std::slice::from_ref(&old_mate), late);
         let second = c.election.as_ref().unwrap().epoch;
         assert_eq!((c.votes_out.len(), second), (2, first + 1));
         c.count_vote(d, first);
         c.count_vote(a, second);
         assert_eq!(
-            c.follow_shard(true, None, std::slice::from_ref(&old_mate), ELECTION_TIMEOUT_MS + 1),
+            c.follow_shard(true, None, std::slice::from_ref(&old_mate), late + 1),
             0,
             "neither the old vote nor one from a node not asked counts"
         );
         c.count_vote(d, second);
-        assert_eq!(
-            c.follow_shard(true, None, std::slice::from_ref(&old_mate), ELECTION_TIMEOUT_MS + 2),
-            1
-        );
+        assert_eq!(c.follow_shard(true, None, std::slice::from_ref(&old_mate), late + 2), 1);
         assert_eq!(c.myself().config_epoch, second);
         // A member that stops leading drops its vote and its requests.
         let mut e = Cluster::new("nodes.conf".into(), 0);
@@ -1307,6 +1318,7 @@ mod tests {
         c.add_slot(elsewhere, 1);
         c.add_slot(asker, 5);
         c.nodes[asker].config_epoch = 9;
+        c.nodes[asker].link_up = true;
         c.current_epoch = 7;
         let claim = |slots: Vec<(u16, u16)>| Claim { epoch: 3, slots };
         // Slot 1 went to another master at epoch 6: a claim from a view
@@ -1339,15 +1351,34 @@ mod tests {
             slots: vec![(0, 0)],
         };
         assert!(!r.grant_vote(s, 1, &claim));
+        r.nodes[s].link_up = true;
         r.election = Some(Election {
             epoch: 1,
             started_ms: 0,
+            timeout_ms: ELECTION_TIMEOUT_MS,
             claim: vec![9],
             asked: BTreeSet::new(),
             votes: BTreeSet::new(),
         });
         r.current_epoch = 1;
         assert!(r.grant_vote(s, 1, &claim));
+        // A candidate has voted for itself in the epoch it asks for.
+        let mut t = Cluster::new("nodes.conf".into(), 0);
+        let a = t.add_node(node('a', 7001, flag::MASTER));
+        let b = t.add_node(node('b', 7002, flag::MASTER));
+        t.nodes[b].link_up = true;
+        t.add_slot(a, 0);
+        t.add_slot(b, 1);
+        let old_mate = mate(&t.nodes[a].clone());
+        t.follow_shard(true, None, std::slice::from_ref(&old_mate), 0);
+        let epoch = t.election.as_ref().unwrap().epoch;
+        let theirs = Claim {
+            epoch: 0,
+            slots: vec![(1, 1)],
+        };
+        assert!(!t.grant_vote(b, epoch, &theirs));
+        t.current_epoch = epoch + 1;
+        assert!(t.grant_vote(b, epoch + 1, &theirs));
     }
 
     #[test]
@@ -1373,6 +1404,7 @@ mod tests {
         voter.nodes[0].config_epoch = 2;
         let me = asker.myself().clone();
         let ai = voter.add_node(Node { flags: flag::MASTER, ..me });
+        voter.nodes[ai].link_up = true;
         asker.follow_shard(true, None, std::slice::from_ref(&old_mate), 0);
         let (epoch, claim) = match asker.votes_out.as_slice() {
             [(_, VoteMessage::Request(epoch, claim))] => (*epoch, claim.clone()),

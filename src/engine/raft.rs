@@ -395,6 +395,14 @@ impl State {
             .map_err(|_| "the shard is not running".to_string())
     }
 
+    /// Whether this shard member leads with a read lease running (None:
+    /// not a shard member): what makes it its shard's voice in the
+    /// cluster's failover votes.
+    pub fn raft_shard_leading(&self) -> Option<bool> {
+        let r = self.raft.as_deref()?;
+        Some(r.is_leader() && r.confirmed && !self.raft_lease_lapsed())
+    }
+
     /// Whether this member leads and its read lease has lapsed: it has not
     /// heard from a majority for long enough that another member may
     /// have been elected, so what its dataset says may be stale.

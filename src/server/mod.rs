@@ -166,7 +166,8 @@ impl Shared {
             let mut engine = self.engine.borrow_mut();
             engine.state.cluster_save_if_changed();
             let Some(c) = engine.state.cluster.as_deref_mut() else { return };
-            let wake = c.version != self.cluster_told.get() || c.take_new_sends();
+            let sends = c.take_new_sends();
+            let wake = c.version != self.cluster_told.get() || sends;
             self.cluster_told.set(c.version);
             wake
         };
