@@ -31,6 +31,12 @@ impl Member {
     }
 
     fn start(&mut self) {
+        assert!(self.try_start(), "the member did not start:\n{}", self.log());
+    }
+
+    /// Starts the member; false if it exited without listening (a port
+    /// of its taken meanwhile, e.g. as the source port of a connection).
+    fn try_start(&mut self) -> bool {
         let child = Command::new(env!("CARGO_BIN_EXE_keylock"))
             .args(["--port", &self.port.to_string(), "--replication", "raft"])
             .args(["--raft-id", &self.id.to_string(), "--raft-members", &self.members])
@@ -46,7 +52,23 @@ impl Member {
             .unwrap();
         self.child = Some(Killed(child));
         let addr = self.addr();
-        wait_until(10, "the member to listen", || std::net::TcpStream::connect(addr).is_ok());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if std::net::TcpStream::connect(addr).is_ok() {
+                return true;
+            }
+            if let Some(c) = self.child.as_mut()
+                && c.0.try_wait().is_ok_and(|status| status.is_some())
+            {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("the member did not listen within 10 s:\n{}", self.log());
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("keylock.log")).unwrap_or_default()
     }
 
     fn kill(&mut self) {
@@ -106,7 +128,7 @@ struct Shard {
     _dirs: Vec<tempfile::TempDir>,
     /// One shard runs at a time: three members each, on a 2-core
     /// machine, elect more steadily alone.
-    _turn: std::sync::MutexGuard<'static, ()>,
+    _turn: Option<std::sync::MutexGuard<'static, ()>>,
 }
 
 static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -118,6 +140,20 @@ impl Shard {
 
     fn start_with(extra: &[&str]) -> Shard {
         let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        // Ports are picked free, then bound by the members: one may be
+        // taken in between; the shard then starts again on other ports.
+        for _ in 0..3 {
+            if let Some(shard) = Shard::try_start_with(extra) {
+                return Shard {
+                    _turn: Some(turn),
+                    ..shard
+                };
+            }
+        }
+        panic!("the shard did not start on three sets of ports");
+    }
+
+    fn try_start_with(extra: &[&str]) -> Option<Shard> {
         let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
         let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
         let list: Vec<String> = ports
@@ -138,13 +174,16 @@ impl Shard {
             })
             .collect();
         for m in &mut members {
-            m.start();
+            if !m.try_start() {
+                eprintln!("a member exited at start, starting the shard again:\n{}", m.log());
+                return None;
+            }
         }
-        Shard {
+        Some(Shard {
             members,
             _dirs: dirs,
-            _turn: turn,
-        }
+            _turn: None,
+        })
     }
 
     /// The member that leads, once one does, every running member agrees,
