@@ -842,29 +842,11 @@ impl Cluster {
     }
 
     fn take_votes(&mut self, token: u64) -> Vec<VoteMessage> {
-        let mut mine = Vec::new();
-        self.votes_out.retain(|(t, v)| {
-            if *t == token {
-                mine.push(v.clone());
-                false
-            } else {
-                true
-            }
-        });
-        mine
+        self.votes_out.extract_if(.., |(t, _)| *t == token).map(|(_, v)| v).collect()
     }
 
     fn take_publishes(&mut self, token: u64) -> Vec<(Bytes, Bytes)> {
-        let mut mine = Vec::new();
-        self.outbox.retain(|(t, c, m)| {
-            if *t == token {
-                mine.push((c.clone(), m.clone()));
-                false
-            } else {
-                true
-            }
-        });
-        mine
+        self.outbox.extract_if(.., |(t, ..)| *t == token).map(|(_, c, m)| (c, m)).collect()
     }
 }
 

@@ -15,13 +15,13 @@
 //! on purpose) do not crash keylock. LISTPACK and QUICKLIST log a short description where
 //! Redis prints its structures.
 
-use crate::memory::allocation_size;
 use bytes::Bytes;
 use sha1_smol::Sha1;
 
 use super::table::{CommandSpec, cmd, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
 use crate::db::Value;
+use crate::memory::allocation_size;
 use crate::numfmt::{atoi, parse_i64};
 
 pub const COMMANDS: &[CommandSpec] = &[cmd("debug", -2, debug).flags(ADMIN | NOSCRIPT | LOADING | STALE | PROTECTED)];
@@ -318,7 +318,7 @@ fn replybuffer(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         debug.reply_buffer_peak_reset_ms = if argv[3].eq_ignore_ascii_case(b"never") {
             None
         } else if argv[3].eq_ignore_ascii_case(b"reset") {
-            Some(crate::engine::output::REPLY_BUFFER_PEAK_RESET_MS as u64)
+            Some(crate::engine::output::REPLY_BUFFER_PEAK_RESET_MS)
         } else {
             // Redis's `reply_buffer_peak_reset_time >= 0` test: a
             // negative time means never.

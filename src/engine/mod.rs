@@ -94,7 +94,7 @@ impl Default for DebugSwitches {
             skip_checksum_validation: false,
             pause_cron: false,
             allow_noscript: false,
-            reply_buffer_peak_reset_ms: Some(output::REPLY_BUFFER_PEAK_RESET_MS as u64),
+            reply_buffer_peak_reset_ms: Some(output::REPLY_BUFFER_PEAK_RESET_MS),
             reply_buffer_resizing: true,
         }
     }
@@ -1284,7 +1284,7 @@ impl Engine {
             return BatchOutput::CLOSED;
         };
         outbox.buffer().borrow_mut().swap(out);
-        let result = self.run_batch_capped(id, commands, usize::MAX);
+        let result = self.run_batch_capped(id, commands, false);
         outbox.buffer().borrow_mut().swap(out);
         result
     }
@@ -1293,11 +1293,11 @@ impl Engine {
     /// replies to its outbox. After each command its output is checked
     /// against its limits, as Redis checks them while replies are added:
     /// an authenticated client's against `client-output-buffer-limit`, one
-    /// that has not authenticated against its reply buffer
-    /// (`unauthenticated_buffer` bytes). A client over them is closed
-    /// without its replies and nothing more of the batch runs (Redis runs
-    /// nothing more for a client it is about to close).
-    pub fn run_batch_capped(&mut self, id: ClientId, commands: Vec<Vec<Bytes>>, unauthenticated_buffer: usize) -> BatchOutput {
+    /// that has not authenticated, when `capped` (a connection's), against
+    /// its reply buffer. A client over them is closed without its replies
+    /// and nothing more of the batch runs (Redis runs nothing more for a
+    /// client it is about to close).
+    pub fn run_batch_capped(&mut self, id: ClientId, commands: Vec<Vec<Bytes>>, capped: bool) -> BatchOutput {
         let Some(mut client) = self.state.clients.remove(&id) else {
             return BatchOutput::CLOSED;
         };
@@ -1345,7 +1345,7 @@ impl Engine {
             }
             if client.authenticated {
                 self.state.check_output_limits(&client, true);
-            } else if outbox.unwritten() > unauthenticated_buffer {
+            } else if capped && outbox.unwritten() > outbox.reply_buffer_size() {
                 log_output_limit(&client.info_line(self.state.clock.now_ms()), true);
                 outbox.close_now();
             }

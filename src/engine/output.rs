@@ -88,7 +88,7 @@ pub const REPLY_BUFFER: usize = 16 * 1024;
 pub const REPLY_BUFFER_SHRUNK: usize = 1024;
 /// How often a reply buffer's peak starts over, in milliseconds
 /// (REPLY_BUFFER_DEFAULT_PEAK_RESET_TIME).
-pub const REPLY_BUFFER_PEAK_RESET_MS: i64 = 5000;
+pub const REPLY_BUFFER_PEAK_RESET_MS: u64 = 5000;
 
 /// A client's reply buffer as Redis 7.0 sizes it (its dynamic reply
 /// buffer, CLIENT LIST's `rbs` and `rbp`): it starts at [`REPLY_BUFFER`]

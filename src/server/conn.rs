@@ -504,9 +504,8 @@ async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
         if batch.is_empty() {
             io.report_input();
         } else {
-            let unauthenticated_buffer = io.outbox.reply_buffer_size();
             shared.running_client.set(Some(io.id));
-            let result = shared.engine.borrow_mut().run_batch_capped(io.id, batch, unauthenticated_buffer);
+            let result = shared.engine.borrow_mut().run_batch_capped(io.id, batch, true);
             shared.running_client.set(None);
             shared.note_time(result.now_ms);
             io.report_input();
