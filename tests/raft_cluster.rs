@@ -31,6 +31,12 @@ impl Member {
     }
 
     fn start(&mut self) {
+        assert!(self.try_start(), "the member did not start");
+    }
+
+    /// Starts the member; false if it exited without listening (a port
+    /// of its taken meanwhile, e.g. as the source port of a connection).
+    fn try_start(&mut self) -> bool {
         let child = Command::new(env!("CARGO_BIN_EXE_keylock"))
             .args(&self.args)
             .arg("--dir")
@@ -42,10 +48,19 @@ impl Member {
             .spawn()
             .unwrap();
         self.child = Some(Killed(child));
-        let port = self.port;
-        wait_until(10, "the member to listen", || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return true;
+            }
+            if let Some(c) = self.child.as_mut()
+                && c.0.try_wait().is_ok_and(|status| status.is_some())
+            {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("the member did not listen within 10 s");
     }
 
     fn conn(&self) -> Option<redis::Connection> {
@@ -149,7 +164,10 @@ struct Cluster {
 impl Cluster {
     fn start() -> Cluster {
         let mut shards = Vec::new();
-        for _ in 0..3 {
+        let mut attempts = 0;
+        while shards.len() < 3 {
+            // Ports are picked free, then bound by the members: one may be
+            // taken in between; the shard then starts again on other ports.
             let ports: Vec<(u16, u16, u16)> = (0..3).map(|_| (free_port(), free_port(), free_port())).collect();
             let list: Vec<String> = ports
                 .iter()
@@ -185,10 +203,13 @@ impl Cluster {
                     child: None,
                 })
                 .collect();
-            for m in &mut members {
-                m.start();
+            if members.iter_mut().all(Member::try_start) {
+                shards.push(members);
+            } else {
+                attempts += 1;
+                assert!(attempts < 3, "a shard did not start on three sets of ports");
+                eprintln!("a member exited at start, starting its shard again");
             }
-            shards.push(members);
         }
         Cluster { shards }
     }
