@@ -63,6 +63,7 @@ pub enum Target {
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 static VERBOSITY: AtomicU8 = AtomicU8::new(Level::Notice as u8);
 static SERVER_STARTED: AtomicBool = AtomicBool::new(false);
+static REPLICA: AtomicBool = AtomicBool::new(false);
 /// Nothing is written (a forked child, see [`silence`]).
 static SILENT: AtomicBool = AtomicBool::new(false);
 static TARGET: Mutex<Target> = Mutex::new(Target::Stdout);
@@ -90,6 +91,12 @@ pub fn silence() {
 /// The server is initialized: later lines carry the role `M`.
 pub fn server_started() {
     SERVER_STARTED.store(true, Ordering::Relaxed);
+}
+
+/// The server became a replica (lines carry the role `S`), or a master
+/// again (`M`).
+pub fn set_replica(replica: bool) {
+    REPLICA.store(replica, Ordering::Relaxed);
 }
 
 /// Whether a line at `level` would be written; check it before building
@@ -126,7 +133,11 @@ pub fn log(level: Level, message: fmt::Arguments) {
     if (level as u8) < VERBOSITY.load(Ordering::Relaxed) {
         return;
     }
-    let role = if SERVER_STARTED.load(Ordering::Relaxed) { 'M' } else { 'C' };
+    let role = match (SERVER_STARTED.load(Ordering::Relaxed), REPLICA.load(Ordering::Relaxed)) {
+        (false, _) => 'C',
+        (true, false) => 'M',
+        (true, true) => 'S',
+    };
     let line = format!("{}:{role} {} {} {message}\n", std::process::id(), timestamp(), level.mark());
     write_line(line.as_bytes());
 }

@@ -249,7 +249,9 @@ fn serve_pop(ctx: &mut Ctx, key: &Bytes, op: &BlockOp, waited: bool) -> CmdResul
             }
             Ok(reply)
         }
-        BlockOp::Postpone(_) | BlockOp::Stream { .. } | BlockOp::Admin => Err(CmdError::err("internal: this wait is not served by a pop")),
+        BlockOp::Postpone(_) | BlockOp::Stream { .. } | BlockOp::Admin | BlockOp::Wait { .. } => {
+            Err(CmdError::err("internal: this wait is not served by a pop"))
+        }
         BlockOp::ZPop { max, count } => {
             let popped = super::zsets::pop_ends(ctx, key, *max, count.unwrap_or(1))?;
             super::zsets::propagate_pop(ctx, key, *max, count.map(|_| popped.len()));

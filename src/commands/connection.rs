@@ -137,13 +137,14 @@ fn client_unblock(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Int(0));
     };
     state.log_unblocked(&mut target, crate::clock::ticks::now());
+    let timed_out = state.timed_out_reply(&target);
     state.unblock(&mut target);
     let reply = if error {
         let unblocked = CmdError::new("UNBLOCKED client unblocked via CLIENT UNBLOCK");
         state.stats.count_error(&unblocked);
         Reply::from(unblocked)
     } else {
-        Reply::NilArray
+        timed_out
     };
     state.stats.cmd[stat_index].failed_calls += 1;
     state.answer_unblocked(&target, reply);

@@ -342,22 +342,74 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
         }
         "replication" => {
             line!("# Replication");
-            line!("role:{}", if st.raft_accepts_writes() { "master" } else { "slave" });
+            line!(
+                "role:{}",
+                if st.raft_accepts_writes() && !st.is_replica() {
+                    "master"
+                } else {
+                    "slave"
+                }
+            );
+            if let Some(m) = st.master.as_deref() {
+                let now_secs = st.clock.now_ms() / 1000;
+                let connected = m.link == crate::engine::replica::LinkState::Connected;
+                line!("master_host:{}", m.host);
+                line!("master_port:{}", m.port);
+                line!("master_link_status:{}", if connected { "up" } else { "down" });
+                let last_io = if m.client.is_some() {
+                    now_secs.saturating_sub(m.last_io_ms / 1000) as i64
+                } else {
+                    -1
+                };
+                line!("master_last_io_seconds_ago:{last_io}");
+                line!("master_sync_in_progress:{}", u8::from(m.transfer.is_some()));
+                let (read, applied) = if m.client.is_some() {
+                    (m.read_offset, st.replicas.offset)
+                } else {
+                    (1, 1)
+                };
+                line!("slave_read_repl_offset:{read}");
+                line!("slave_repl_offset:{applied}");
+                if let Some((total, read)) = m.transfer {
+                    let perc = if total > 0 { read as f64 / total as f64 * 100.0 } else { 0.0 };
+                    line!("master_sync_total_bytes:{total}");
+                    line!("master_sync_read_bytes:{read}");
+                    line!("master_sync_left_bytes:{}", total - read as i64);
+                    line!("master_sync_perc:{perc:.2}");
+                    line!("master_sync_last_io_seconds_ago:{}", now_secs.saturating_sub(m.last_io_ms / 1000));
+                }
+                if !connected {
+                    line!("master_link_down_since_seconds:{}", now_secs.saturating_sub(m.down_since_ms / 1000));
+                }
+                line!("slave_priority:{}", st.params.int("replica-priority").unwrap_or(100));
+                line!("slave_read_only:{}", u8::from(st.params.value("replica-read-only") != Some("no")));
+                line!("replica_announced:{}", u8::from(st.params.value("replica-announced") != Some("no")));
+            }
             line!("connected_slaves:{}", st.replicas.ids.len());
+            let now_secs = st.clock.now_ms() / 1000;
             for (i, id) in st.replicas.ids.iter().enumerate() {
                 if let Some(replica) = st.clients.get(id) {
-                    let (ip, port) = match &replica.peer {
-                        crate::engine::ClientAddr::Tcp(addr) => (addr.ip().to_string(), addr.port()),
-                        crate::engine::ClientAddr::Unix(_) => (String::new(), 0),
+                    let announced = st.replicas.announced.get(id);
+                    let ip = match (announced.and_then(|a| a.ip.clone()), &replica.peer) {
+                        (Some(ip), _) => ip,
+                        (None, crate::engine::ClientAddr::Tcp(addr)) => addr.ip().to_string(),
+                        (None, crate::engine::ClientAddr::Unix(_)) => String::new(),
                     };
-                    line!("slave{i}:ip={ip},port={port},state=online,offset={},lag=0", st.replicas.offset);
+                    let (port, offset, acked) = announced.map_or((0, 0, 0), |a| (a.port, a.ack_offset, a.ack_secs));
+                    let lag = now_secs.saturating_sub(acked);
+                    line!("slave{i}:ip={ip},port={port},state=online,offset={offset},lag={lag}");
                 }
             }
             line!("master_failover_state:no-failover");
             line!("master_replid:{}", st.master_replid());
-            line!("master_replid2:0000000000000000000000000000000000000000");
+            let replid2 = if st.repl_id2.is_empty() {
+                "0000000000000000000000000000000000000000"
+            } else {
+                &st.repl_id2
+            };
+            line!("master_replid2:{replid2}");
             line!("master_repl_offset:{}", st.replicas.offset);
-            line!("second_repl_offset:-1");
+            line!("second_repl_offset:{}", st.second_repl_offset);
             line!("repl_backlog_active:0");
             line!("repl_backlog_size:{}", st.params.int("repl-backlog-size").unwrap_or(1 << 20));
             line!("repl_backlog_first_byte_offset:0");

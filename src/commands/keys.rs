@@ -497,20 +497,29 @@ fn parse_timeout(raw: &[u8]) -> CmdResult<i64> {
 /// for their commit like any output, so at least a majority less itself
 /// do, and more when the replication already says so.
 fn wait(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    #[cfg(feature = "raft")]
-    if ctx.state.raft.is_some() && !ctx.state.raft_accepts_writes() {
+    if ctx.state.is_replica() || !ctx.state.raft_accepts_writes() {
         return Err(CmdError::err(
             "WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.",
         ));
     }
-    parse_i64(&argv[1])?;
-    parse_timeout(&argv[2])?;
+    let wanted = parse_i64(&argv[1])?;
+    let timeout = parse_timeout(&argv[2])?;
     #[cfg(feature = "raft")]
     if ctx.state.raft.is_some() {
         return Ok(Reply::Int(ctx.state.raft_replicas_holding_writes() as i64));
     }
-    let _ = ctx;
-    Ok(Reply::Int(0))
+    // How many replicas have what this client wrote (Redis's `c->woff`).
+    let offset = ctx.client.woff;
+    let acked = ctx.state.replicas_acked(offset);
+    if acked as i64 >= wanted || ctx.client.is_script || ctx.state.deny_blocking {
+        return Ok(Reply::Int(acked as i64));
+    }
+    let op = crate::engine::blocking::BlockOp::Wait {
+        offset,
+        replicas: wanted.max(0) as usize,
+    };
+    ctx.state.request_acks();
+    super::blocking::block(ctx, &[], op, timeout as u64)
 }
 
 /// As Redis 7.2 answers with appendonly off: nothing is fsynced locally.

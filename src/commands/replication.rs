@@ -1,13 +1,11 @@
-//! Replication commands of a master that has no replicas and cannot
-//! become one: REPLICAOF / SLAVEOF, REPLCONF, SYNC / PSYNC, FAILOVER
-//! (Redis's replication.c, as a standalone redis-server answers them).
+//! Replication commands (Redis's replication.c): REPLICAOF / SLAVEOF,
+//! REPLCONF, SYNC / PSYNC, FAILOVER.
 //!
-//! keylock serves replicas (SYNC, PSYNC: see `engine::replication`) but
-//! does not replicate from a master. `REPLICAOF NO ONE` is OK (already a
-//! master), REPLICAOF host port is refused with an error saying so after
-//! Redis's own argument checks, FAILOVER parses its arguments as Redis
-//! does and then needs connected replicas, REPLCONF accepts the options a
-//! replica sends (ACK and GETACK reply nothing).
+//! keylock serves replicas (SYNC, PSYNC: see `engine::replication`) and
+//! replicates a master (REPLICAOF: see `engine::replica`). FAILOVER parses
+//! its arguments as Redis does and then needs connected replicas, REPLCONF
+//! accepts the options a replica sends (ACK and GETACK reply nothing; a
+//! replica's ACK records how far it is).
 
 use bytes::Bytes;
 
@@ -24,27 +22,37 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("failover", -1, failover).flags(ADMIN | NOSCRIPT | STALE),
 ];
 
-/// What REPLICAOF host port is refused with.
-pub const NO_REPLICATION: &str =
-    "ERR Replicating from a master is not supported by this server (keylock): it serves replicas (SYNC, PSYNC) only";
-
-/// REPLICAOF / SLAVEOF host port | NO ONE.
+/// REPLICAOF / SLAVEOF host port | NO ONE (see `engine::replica`).
 fn replicaof(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if ctx.state.cluster_enabled() {
         return Err(CmdError::err("REPLICAOF not allowed in cluster mode."));
     }
+    let by = ctx.client.info_line(ctx.state.clock.now_ms());
     if argv[1].eq_ignore_ascii_case(b"no") && argv[2].eq_ignore_ascii_case(b"one") {
+        ctx.state.stop_replicating(&by);
         return Ok(Reply::OK);
     }
-    match crate::numfmt::parse_i64(&argv[2]) {
-        Some(port) if (0..=65535).contains(&port) => Err(CmdError::new(NO_REPLICATION)),
-        _ => Err(CmdError::err("Invalid master port")),
+    if ctx.client.is_replica {
+        // It would flush every replica, this client too.
+        return Err(CmdError::err("Command is not valid when client is a replica."));
     }
+    let port = match crate::numfmt::parse_i64(&argv[2]) {
+        Some(port) if (0..=65535).contains(&port) => port as u16,
+        _ => return Err(CmdError::err("Invalid master port")),
+    };
+    let host = String::from_utf8_lossy(&argv[1]).into_owned();
+    if !ctx.state.replicate(&host, port, Some(&by)) {
+        crate::log::notice(format_args!(
+            "REPLICAOF would result into synchronization with the master we are already connected with. No operation performed."
+        ));
+        return Ok(Reply::Status(Bytes::from_static(b"OK Already connected to specified master")));
+    }
+    Ok(Reply::OK)
 }
 
 /// REPLCONF option value …: the handshake options a replica sends, checked
 /// as Redis checks them and otherwise ignored.
-fn replconf(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+fn replconf(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len().is_multiple_of(2) {
         return Err(CmdError::syntax());
     }
@@ -52,7 +60,8 @@ fn replconf(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         let (option, value) = (&pair[0], &pair[1]);
         let named = |name: &str| option.eq_ignore_ascii_case(name.as_bytes());
         if named("listening-port") {
-            parse_i64(value)?;
+            let port = parse_i64(value)?;
+            ctx.state.replicas.announced.entry(ctx.client.id).or_default().port = port as u16;
         } else if named("ip-address") {
             // Redis's NET_HOST_STR_LEN.
             if value.len() >= 256 {
@@ -61,10 +70,17 @@ fn replconf(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                     value.len()
                 )));
             }
+            ctx.state.replicas.announced.entry(ctx.client.id).or_default().ip = Some(String::from_utf8_lossy(value).into_owned());
         } else if named("capa") {
         } else if named("ack") || named("getack") {
-            // Only a replica's ACK, or a replica's master's GETACK, is
-            // answered; a client's gets no reply at all.
+            // A replica's ACK records how far it is; no ACK or GETACK is
+            // answered (a replica answers its master's GETACK on its link).
+            if named("ack")
+                && ctx.client.is_replica
+                && let Some(offset) = crate::numfmt::parse_i64(value)
+            {
+                ctx.state.replica_acked(ctx.client.id, offset.max(0) as u64);
+            }
             return Ok(Reply::Many(Vec::new()));
         } else if named("rdb-only") {
             match crate::numfmt::parse_i64(value) {
@@ -103,11 +119,21 @@ fn sync(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         // Redis ignores SYNC from a connection already a replica.
         return Ok(Reply::Many(Vec::new()));
     }
+    if ctx
+        .state
+        .master
+        .as_deref()
+        .is_some_and(|m| m.link != crate::engine::replica::LinkState::Connected)
+    {
+        // Redis's answer while this replica has no data of its master's.
+        return Err(CmdError::new("NOMASTERLINK Can't SYNC while not connected with my master"));
+    }
     let codes = ctx.scripts.as_deref().map(|s| s.library_codes()).unwrap_or_default();
     let reply = ctx
         .state
         .add_replica(ctx.client, &codes, psync)
         .map_err(|e| CmdError::err(format!("Can't send the snapshot: {}", crate::error::os_error_text(&e))))?;
+    ctx.client.is_replica = true;
     Ok(Reply::Raw(reply))
 }
 

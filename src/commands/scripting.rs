@@ -156,14 +156,14 @@ fn eval_script(ctx: &mut Ctx, argv: &[Bytes], by_sha: bool, read_only: bool) -> 
         read_only,
         // A user with restricted permissions runs every script through
         // Lua, where each `redis.call` is checked.
-        // A shard member that does not lead runs them through Lua too,
-        // where a write is refused.
+        // A read-only replica, or a shard member that does not lead,
+        // runs them through Lua too, where a write is refused.
         // A debugging session steps through the Lua.
         native: ctx.state.runtime.native_scripts
             && !ldb::active()
             && !ctx.state.acl.checks(ctx.client.user.as_deref())
             && !ctx.state.renames_data_commands
-            && ctx.state.raft_accepts_writes(),
+            && ctx.state.accepts_writes(),
     };
     // A panic inside the run leaves the VM in an unknown state (a hook
     // set, values on its stack): it is replaced by a fresh one, as

@@ -1074,11 +1074,39 @@ fn role(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             Reply::Int(offset),
         ]));
     }
-    let _ = ctx;
+    let st = &*ctx.state;
+    if let Some(m) = st.master.as_deref() {
+        return Ok(Reply::Array(vec![
+            Reply::bulk_static("slave"),
+            Reply::Bulk(Bytes::from(m.host.clone())),
+            Reply::Int(i64::from(m.port)),
+            Reply::bulk_static(m.link.name()),
+            Reply::Int(if m.client.is_some() { st.replicas.offset as i64 } else { -1 }),
+        ]));
+    }
+    let replicas = st
+        .replicas
+        .ids
+        .iter()
+        .filter_map(|id| {
+            let c = st.clients.get(id)?;
+            let announced = st.replicas.announced.get(id).cloned().unwrap_or_default();
+            let ip = match (announced.ip, &c.peer) {
+                (Some(ip), _) => ip,
+                (None, crate::engine::ClientAddr::Tcp(addr)) => addr.ip().to_string(),
+                (None, crate::engine::ClientAddr::Unix(_)) => return None,
+            };
+            Some(Reply::Array(vec![
+                Reply::Bulk(Bytes::from(ip)),
+                Reply::Bulk(Bytes::from(announced.port.to_string())),
+                Reply::Bulk(Bytes::from(announced.ack_offset.to_string())),
+            ]))
+        })
+        .collect();
     Ok(Reply::Array(vec![
         Reply::bulk_static("master"),
-        Reply::Int(0),
-        Reply::Array(Vec::new()),
+        Reply::Int(st.replicas.offset as i64),
+        Reply::Array(replicas),
     ]))
 }
 

@@ -306,6 +306,23 @@ fn parse_command(buf: &[u8], mut at: usize) -> Parsed {
     Parsed::Command(argv, at)
 }
 
+/// The command of a replication stream starting at `at`, with where the
+/// next starts; None while it is incomplete. Empty lines (a master's
+/// keep-alive newlines) are skipped.
+pub fn parse_stream_command(buf: &[u8], mut at: usize) -> Result<Option<(Vec<Bytes>, usize)>, String> {
+    while at < buf.len() && (buf[at] == b'\n' || buf[at..].starts_with(b"\r\n")) {
+        at += if buf[at] == b'\n' { 1 } else { 2 };
+    }
+    if at < buf.len() && buf[at] == b'#' {
+        return Err("not a RESP array of bulk strings".into());
+    }
+    match parse_command(buf, at) {
+        Parsed::Command(argv, next) => Ok(Some((argv, next))),
+        Parsed::End | Parsed::Truncated => Ok(None),
+        Parsed::Bad => Err("not a RESP array of bulk strings".into()),
+    }
+}
+
 /// The commands of a stream of RESP arrays (an AOF's, or the effects of a
 /// Raft entry).
 pub fn parse_commands(buf: &[u8]) -> Result<Vec<Vec<Bytes>>, String> {

@@ -75,6 +75,10 @@ pub enum BlockOp {
     /// Held by CLIENT PAUSE (Redis's BLOCKED_POSTPONE): the command runs
     /// again, from the start, once the pause ends.
     Postpone(Vec<Bytes>),
+    /// WAIT: until `replicas` replicas acknowledged the stream up to
+    /// `offset` (Redis's BLOCKED_WAIT); answered when their ACKs come, or
+    /// at its timeout with how many did.
+    Wait { offset: u64, replicas: usize },
     /// KEYLOCK ADDMEMBER / DELMEMBER: waits for the shard's membership
     /// change to be made; answered by [`State::finish_admin`]. It has no
     /// timeout and CLIENT UNBLOCK leaves it (the change goes on anyway).
@@ -87,7 +91,7 @@ impl BlockOp {
         match self {
             BlockOp::Pop { .. } | BlockOp::Move { .. } => matches!(value, Value::List(_)),
             BlockOp::ZPop { .. } => matches!(value, Value::ZSet(_)),
-            BlockOp::Postpone(_) | BlockOp::Stream { .. } | BlockOp::Admin => false,
+            BlockOp::Postpone(_) | BlockOp::Stream { .. } | BlockOp::Admin | BlockOp::Wait { .. } => false,
         }
     }
 }
@@ -187,7 +191,7 @@ impl State {
             return;
         }
         for db in &self.dbs {
-            db.keep_expired_keys(self.raft_follower);
+            db.keep_expired_keys(self.keeps_expired_keys());
         }
         let held: Vec<ClientId> = self
             .clients
@@ -340,6 +344,67 @@ impl State {
         self.check_output_limits(client, true);
     }
 
+    /// What a wait that timed out (or CLIENT UNBLOCK ended) answers
+    /// (Redis's `replyToBlockedClientTimedOut`): WAIT how many replicas
+    /// acknowledged, the others a null array.
+    pub fn timed_out_reply(&self, client: &Client) -> Reply {
+        match client.blocked.as_ref().map(|b| &b.op) {
+            Some(BlockOp::Wait { offset, .. }) => Reply::Int(self.replicas_acked(*offset) as i64),
+            _ => Reply::NilArray,
+        }
+    }
+
+    /// Answers the WAITs whose replicas have acknowledged enough (Redis's
+    /// `processClientsWaitingReplicas`), after an ACK.
+    pub fn serve_waits(&mut self) {
+        let ids: Vec<ClientId> = self
+            .clients
+            .values()
+            .filter(|c| {
+                c.blocked.as_ref().is_some_and(|b| match b.op {
+                    BlockOp::Wait { offset, replicas } => self.replicas_acked(offset) >= replicas,
+                    _ => false,
+                })
+            })
+            .map(|c| c.id)
+            .collect();
+        for id in ids {
+            let Some(mut client) = self.clients.remove(&id) else { continue };
+            let reply = self.timed_out_reply(&client);
+            self.log_unblocked(&mut client, crate::clock::ticks::now());
+            self.unblock(&mut client);
+            self.answer_unblocked(&client, reply);
+            self.clients.insert(id, client);
+        }
+    }
+
+    /// Every client blocked on keys (or on WAIT) is answered with
+    /// `error` and closed after it (Redis's `disconnectAllBlockedClients`,
+    /// when the server becomes a replica). Those CLIENT PAUSE holds, and
+    /// those waiting for an administrative change, wait on.
+    pub fn unblock_all_with_error(&mut self, error: &'static str) {
+        let ids: Vec<ClientId> = self
+            .clients
+            .values()
+            .filter(|c| {
+                c.blocked
+                    .as_ref()
+                    .is_some_and(|b| !matches!(b.op, BlockOp::Postpone(_) | BlockOp::Admin))
+            })
+            .map(|c| c.id)
+            .collect();
+        for id in ids {
+            let Some(mut client) = self.clients.remove(&id) else { continue };
+            self.log_unblocked(&mut client, crate::clock::ticks::now());
+            self.unblock(&mut client);
+            let error = crate::commands::CmdError::new(error);
+            self.stats.count_error(&error);
+            self.answer_unblocked(&client, Reply::from(error));
+            client.outbox.close();
+            self.clients.insert(id, client);
+        }
+    }
+
     /// The administrative change client `id` waits for is made (or
     /// failed): it gets its outcome.
     pub fn finish_admin(&mut self, id: ClientId, outcome: Result<Reply, crate::commands::CmdError>) {
@@ -370,8 +435,9 @@ impl State {
         let due = client.blocked.as_ref().is_some_and(|b| b.deadline.is_some_and(|d| d <= now));
         if due {
             // Redis's timeout path leaves the slow log alone.
+            let reply = self.timed_out_reply(&client);
             self.unblock(&mut client);
-            self.answer_unblocked(&client, Reply::NilArray);
+            self.answer_unblocked(&client, reply);
         }
         self.clients.insert(id, client);
         due

@@ -100,6 +100,17 @@ pub struct Client {
     pub no_touch: bool,
     /// The pseudo-client scripts run their commands as (`[0 lua]` in MONITOR).
     pub is_script: bool,
+    /// The connection to this server's master, when it is a replica: it
+    /// runs the master's stream, gets no replies and is refused nothing a
+    /// replica refuses clients (Redis's `CLIENT_MASTER`; see
+    /// `engine::replica`).
+    pub is_master: bool,
+    /// A replica of this server: it sent SYNC or PSYNC and gets the
+    /// replication stream (Redis's `CLIENT_SLAVE`).
+    pub is_replica: bool,
+    /// The replication offset after this client's last write (Redis's
+    /// `woff`): what its WAIT waits for replicas to acknowledge.
+    pub woff: u64,
     /// The script pseudo-client, while a script runs: the client whose
     /// script it is. What that client is sent meanwhile (a message the
     /// script publishes to a channel it subscribes to) and the WATCH
@@ -180,6 +191,9 @@ impl Client {
             lua_debug: None,
             no_touch: false,
             is_script: false,
+            is_master: false,
+            is_replica: false,
+            woff: 0,
             acting_for: None,
             deferred_len: false,
             reply_off: false,
@@ -245,6 +259,10 @@ impl Client {
 
     /// The name of the ACL user this client runs as.
     pub fn user_name(&self) -> &[u8] {
+        if self.is_master {
+            // The master's stream runs as no user (Redis's NULL user).
+            return b"(superuser)";
+        }
         self.user.as_deref().unwrap_or(b"default")
     }
 
@@ -271,7 +289,9 @@ impl Client {
     /// `getClientType`: subscribed clients are `pubsub` in RESP3 too;
     /// MONITOR clients are `normal`).
     pub fn output_class(&self) -> ClientClass {
-        if self.in_pubsub_mode() {
+        if self.is_replica && !self.monitor {
+            ClientClass::Replica
+        } else if self.in_pubsub_mode() {
             ClientClass::Pubsub
         } else {
             ClientClass::Normal
@@ -281,7 +301,7 @@ impl Client {
     /// Whether replies to this client are dropped (CLIENT REPLY OFF or
     /// SKIP); pub/sub messages are not replies and still go, as in Redis.
     pub fn replies_silenced(&self) -> bool {
-        self.reply_off || self.reply_skip
+        self.reply_off || self.reply_skip || self.is_master
     }
 
     /// After each command (Redis's `resetClient`): a SKIP drops one reply.
@@ -350,6 +370,12 @@ impl Client {
         let running: usize = argv.iter().map(Bytes::len).sum();
         let argv_mem = running + self.outbox.partial_request().1;
         let mut flags = String::new();
+        if self.is_master {
+            flags.push('M');
+        }
+        if self.is_replica {
+            flags.push('S');
+        }
         if self.monitor {
             flags.push('O');
         }

@@ -176,6 +176,11 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
     if client.multi.is_some() && cmd.spec.has(flag::NO_MULTI) {
         return Err(Refusal::of(CmdError::err("Command not allowed inside a transaction"), Some(cmd)));
     }
+    // The master's stream is run whatever its user could run, memory,
+    // disk and replicas (Redis's `mustObeyClient`).
+    if client.is_master {
+        return Ok(cmd);
+    }
     if let Some(denial) = acl_denial(state, client, cmd, argv) {
         let context = if client.multi.is_some() {
             Context::Multi
@@ -221,8 +226,8 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
     if !state.enough_good_replicas() && state.command_flags(scripts, client, cmd, argv) & flag::WRITE != 0 {
         return Err(Refusal::of(CmdError::new(NOREPLICAS), Some(cmd)));
     }
-    // A shard member that does not lead is a read-only replica.
-    if !state.raft_accepts_writes() && !client.replaying && state.command_flags(scripts, client, cmd, argv) & flag::WRITE != 0 {
+    // A read-only replica, or a shard member that does not lead.
+    if !state.accepts_writes() && !client.replaying && state.command_flags(scripts, client, cmd, argv) & flag::WRITE != 0 {
         return Err(Refusal::of(CmdError::new(RAFT_READONLY), Some(cmd)));
     }
     // A leader answers from its dataset only while no other member can
@@ -443,9 +448,9 @@ pub fn for_script(
         log_denial(state, client, denial, Context::Lua, cmd, argv);
         return refuse(denial.script_error(), Some(cmd));
     }
-    // A script's write on a shard member that does not lead (Redis's
-    // `scriptVerifyWriteCommandAllow` on a read-only replica).
-    if cmd.spec.has(flag::WRITE) && !state.raft_accepts_writes() && !client.replaying {
+    // A script's write on a read-only replica, or a shard member that
+    // does not lead (Redis's `scriptVerifyWriteCommandAllow`).
+    if cmd.spec.has(flag::WRITE) && !state.accepts_writes() && !client.replaying {
         return refuse(RAFT_READONLY, Some(cmd));
     }
     // Redis refuses anything that could propagate (PUBLISH too) in a read-only script.

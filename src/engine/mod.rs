@@ -29,6 +29,7 @@ pub mod output;
 pub mod persistence;
 #[cfg(feature = "raft")]
 pub mod raft;
+pub mod replica;
 pub mod replication;
 pub mod scripts;
 pub mod slowlog;
@@ -208,6 +209,16 @@ pub struct State {
     pub durability: std::sync::Arc<durable::Durability>,
     /// Connections served as replicas (see [`replication`]).
     pub replicas: replication::Replicas,
+    /// The master this server replicates, if it is a replica (see
+    /// [`replica`]).
+    pub master: Option<Box<replica::Master>>,
+    /// Master clients of links that ended, for the engine to forget.
+    pub master_clients_gone: Vec<ClientId>,
+    /// INFO's `master_replid2`: the replication ID of the master this
+    /// server replicated until REPLICAOF NO ONE (empty: none), valid up
+    /// to `second_repl_offset` (-1: none).
+    pub repl_id2: String,
+    pub second_repl_offset: i64,
     /// CLIENT PAUSE in force, if any (see `blocking`).
     pub pause: Option<blocking::ClientPause>,
     /// Blocking commands answer at once (Redis's CLIENT_DENY_BLOCKING):
@@ -483,6 +494,10 @@ impl State {
             started: Instant::now(),
             run_id: new_run_id(),
             repl_id: String::new(),
+            repl_id2: String::new(),
+            second_repl_offset: -1,
+            master: None,
+            master_clients_gone: Vec::new(),
             debug: DebugSwitches::default(),
             port,
             config,
@@ -1310,7 +1325,11 @@ impl Engine {
                 break;
             }
             client.deferred_len = false;
+            let offset = self.state.replicas.offset;
             let reply = self.dispatch(&mut client, argv);
+            if self.state.replicas.offset != offset {
+                client.woff = self.state.replicas.offset;
+            }
             if self.state.shutdown {
                 // A successful SHUTDOWN closes connections without a reply.
                 break;
@@ -1445,7 +1464,7 @@ impl Engine {
         let now = self.state.clock.now_ms();
         let deadline = Instant::now() + Duration::from_millis(25);
         // A pause whose time is up ends; while one holds, nothing expires.
-        let paused = self.state.paused().is_some() || !self.state.debug.active_expire || self.state.raft_follower;
+        let paused = self.state.paused().is_some() || !self.state.debug.active_expire || self.state.keeps_expired_keys();
         let cycle_started = Instant::now();
         for db in &mut self.state.dbs {
             // Redis's rule: keep sampling while more than a quarter of a

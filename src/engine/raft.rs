@@ -424,10 +424,7 @@ impl State {
     /// and run no expiry cycle: the leader's DELs remove them.
     fn set_raft_follower(&mut self, follower: bool) {
         self.raft_follower = follower;
-        let keep = follower || self.pause.is_some();
-        for db in &self.dbs {
-            db.keep_expired_keys(keep);
-        }
+        self.refresh_expiry_mode();
     }
 
     /// Moves the effects recorded since the last call to the queue of the

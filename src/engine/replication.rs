@@ -22,10 +22,26 @@ use super::effects::EffectsTap;
 use super::{Client, State};
 use crate::db::ClientId;
 
+/// What a replica told of itself (REPLCONF), and how far it acknowledged
+/// the stream.
+#[derive(Debug, Default, Clone)]
+pub struct Announced {
+    /// `REPLCONF ip-address`, shown instead of the connection's address.
+    pub ip: Option<String>,
+    /// `REPLCONF listening-port`.
+    pub port: u16,
+    /// The last `REPLCONF ACK` offset, and when it came (the clock's
+    /// second).
+    pub ack_offset: u64,
+    pub ack_secs: u64,
+}
+
 /// The replicas and their shared stream.
 #[derive(Debug)]
 pub struct Replicas {
     pub ids: Vec<ClientId>,
+    /// What connections told with REPLCONF (before SYNC, too), by client.
+    pub announced: std::collections::HashMap<ClientId, Announced>,
     /// What the effect stream handed the replicas since the last feed.
     stream: Arc<Mutex<Vec<u8>>>,
     tap: Option<u64>,
@@ -40,6 +56,7 @@ impl Default for Replicas {
     fn default() -> Replicas {
         Replicas {
             ids: Vec::new(),
+            announced: std::collections::HashMap::new(),
             stream: Arc::new(Mutex::new(Vec::new())),
             tap: None,
             offset: 0,
@@ -66,6 +83,8 @@ impl State {
         if !self.replicas.ids.contains(&client.id) {
             self.replicas.ids.push(client.id);
         }
+        let now_secs = self.clock.now_ms() / 1000;
+        self.replicas.announced.entry(client.id).or_default().ack_secs = now_secs;
         match self.replicas.tap {
             // The stream goes on; its next effect comes after a SELECT, so
             // that the new replica knows its database.
@@ -83,9 +102,39 @@ impl State {
         Ok(Bytes::from(reply))
     }
 
+    /// `REPLCONF ACK offset` from replica `id`.
+    pub fn replica_acked(&mut self, id: ClientId, offset: u64) {
+        let now_secs = self.clock.now_ms() / 1000;
+        if let Some(a) = self.replicas.announced.get_mut(&id) {
+            a.ack_offset = a.ack_offset.max(offset);
+            a.ack_secs = now_secs;
+        }
+        if self.blocked_clients > 0 {
+            self.serve_waits();
+        }
+    }
+
+    /// Asks every replica for its offset now (`REPLCONF GETACK *`), for a
+    /// WAIT that blocked (Redis's `replicationRequestAckFromSlaves`).
+    pub fn request_acks(&mut self) {
+        if !self.replicas.ids.is_empty() && self.master.is_none() {
+            self.send_to_replicas(b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n");
+        }
+    }
+
+    /// How many replicas acknowledged the stream up to `offset`.
+    pub fn replicas_acked(&self, offset: u64) -> usize {
+        self.replicas
+            .ids
+            .iter()
+            .filter(|id| self.replicas.announced.get(id).is_some_and(|a| a.ack_offset >= offset))
+            .count()
+    }
+
     /// A replica's connection is gone.
     pub fn remove_replica(&mut self, id: ClientId) {
         self.replicas.ids.retain(|&r| r != id);
+        self.replicas.announced.remove(&id);
         if self.replicas.ids.is_empty()
             && let Some(tap) = self.replicas.tap.take()
         {
@@ -100,12 +149,14 @@ impl State {
             return;
         }
         let bytes = std::mem::take(&mut *self.replicas.stream.lock().unwrap_or_else(|e| e.into_inner()));
-        if !bytes.is_empty() {
+        // A replica's replicas get its master's stream as it came (see
+        // `replica`), not what running it wrote.
+        if !bytes.is_empty() && self.master.is_none() {
             self.send_to_replicas(&bytes);
         }
     }
 
-    fn send_to_replicas(&mut self, bytes: &[u8]) {
+    pub(crate) fn send_to_replicas(&mut self, bytes: &[u8]) {
         self.replicas.offset += bytes.len() as u64;
         for id in &self.replicas.ids {
             if let Some(replica) = self.clients.get(id) {
@@ -121,7 +172,8 @@ impl State {
     /// The cron's part: a PING every `repl-ping-replica-period` seconds,
     /// so that replicas know the master is there.
     pub fn ping_replicas(&mut self) {
-        if self.replicas.ids.is_empty() {
+        // A replica's replicas get its master's PINGs.
+        if self.replicas.ids.is_empty() || self.master.is_some() {
             return;
         }
         let period = self.params.int("repl-ping-replica-period").unwrap_or(10).max(1) as u64;

@@ -690,7 +690,7 @@ pub(crate) fn prepare_declared(state: &State, shebang: Shebang, read_only: bool)
         )));
     }
     if !shebang.no_writes {
-        if !state.raft_accepts_writes() {
+        if !state.accepts_writes() {
             return Err(Reply::Error(Bytes::from_static(
                 b"READONLY Can not run script with write flag on readonly replica",
             )));

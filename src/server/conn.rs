@@ -553,7 +553,7 @@ async fn process_input(io: &ConnIo, shared: &Rc<Shared>) -> Next {
 /// its blocking one is left to its task, which runs them and writes all
 /// the replies together; so is what a socket does not take (every woken
 /// client's task was woken too).
-fn write_woken(shared: &Shared, woken: &[u64]) {
+pub(crate) fn write_woken(shared: &Shared, woken: &[u64]) {
     for id in woken {
         let Some(io) = shared.conns.borrow().get(id).cloned() else {
             continue;

@@ -23,6 +23,7 @@ pub mod limits;
 pub mod parser;
 #[cfg(feature = "raft")]
 mod raft;
+mod replica;
 mod stream;
 mod tls;
 
@@ -105,6 +106,9 @@ pub(crate) struct Shared {
     pub cluster_wake: Rc<tokio::sync::Notify>,
     /// The cluster configuration version the links were last woken for.
     pub cluster_told: Cell<u64>,
+    /// The link to the master of a replica: its generation and task (see
+    /// `replica`).
+    pub replica_link: RefCell<Option<(u64, tokio::task::AbortHandle)>>,
 }
 
 impl Shared {
@@ -140,6 +144,7 @@ impl Shared {
         if !self.busy_accepted.borrow().is_empty() {
             conn::spawn_busy_accepted(self);
         }
+        replica::follow(self);
         if self.engine.borrow().state.cluster_enabled() {
             // Proposes the batch's effects too.
             self.after_bus_message();
@@ -877,6 +882,7 @@ fn serve(
             running_client: std::cell::Cell::new(None),
             cluster_wake: Rc::new(tokio::sync::Notify::new()),
             cluster_told: Cell::new(u64::MAX),
+            replica_link: RefCell::new(None),
         });
         let weak = Rc::downgrade(&shared);
         shared
@@ -891,6 +897,18 @@ fn serve(
             watchdog.install_debug_connector(debug_conn::connector(Rc::downgrade(&shared), watchdog.halt.clone()));
         }
         load_dataset(&shared, load_at_start);
+        {
+            // `replicaof` in the configuration: the link starts once the
+            // dataset is loaded.
+            let mut engine = shared.engine.borrow_mut();
+            let master = engine.state.params.value("replicaof").and_then(|v| {
+                let (host, port) = v.split_once(' ')?;
+                Some((host.to_string(), port.parse::<u16>().ok()?))
+            });
+            if let Some((host, port)) = master {
+                engine.state.replicate(&host, port, None);
+            }
+        }
         if shared.engine.borrow().shutdown_requested() {
             stop.send_replace(true);
         } else {

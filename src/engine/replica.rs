@@ -1,0 +1,371 @@
+//! Being a replica (the replica side of Redis's `replication.c`):
+//! `REPLICAOF host port` (or `replicaof` in the configuration) makes this
+//! server follow a master, a redis-server or another keylock.
+//!
+//! The link itself (connect, handshake, the snapshot's transfer, reading
+//! the stream) is the network side's (`server::replica`); the engine keeps
+//! what Redis's `server.master*` fields keep and does what the link asks:
+//!
+//! - `REPLICAOF` sets the master and a new link generation; the network
+//!   side ends the link of an older one and starts one for this.
+//! - Once the master's snapshot has arrived, it replaces the dataset and
+//!   the function libraries ([`Engine::master_synced`]); the replication
+//!   ID and offset become the master's, the replicas of this server are
+//!   disconnected (they resynchronize from the new history), and the
+//!   master's connection becomes a client flagged `M` in CLIENT LIST,
+//!   which runs the stream.
+//! - The stream's commands run as that client ([`Engine::run_master_stream`]):
+//!   no reply goes back, nothing a replica refuses its clients is refused
+//!   to it, and what they write reaches this server's append-only file.
+//!   The stream's bytes go on, unchanged, to this server's own replicas
+//!   (Redis's `replicationFeedStreamFromMasterStream`), and count in the
+//!   replication offset.
+//! - Meanwhile (`replica-read-only yes`) other clients' writes get
+//!   `READONLY`, keys are never expired here (the master's DELs remove
+//!   them; reads do not see keys past their deadline), and the stream's
+//!   writes are not sent on a second time from the effect stream.
+//! - `REPLICAOF NO ONE` ends the link and makes this server a master that
+//!   continues the history: the master's replication ID becomes its second
+//!   ID, valid up to the offset reached, and a new one is drawn.
+//!
+//! keylock keeps no backlog, so a replica asks for a full
+//! resynchronization (`PSYNC ? -1`) every time its link starts.
+
+use bytes::Bytes;
+
+use super::{ClientAddr, Engine, Outbox, State};
+use crate::db::ClientId;
+
+/// Where the link to the master is (Redis's `repl_state`, as ROLE names it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkState {
+    /// Not connected; the link connects at its next attempt.
+    Connect,
+    /// The TCP (or TLS) connection is being made.
+    Connecting,
+    /// PING, AUTH, REPLCONF and PSYNC are being exchanged.
+    Handshake,
+    /// The master's snapshot is arriving.
+    Transfer,
+    /// The stream runs.
+    Connected,
+}
+
+impl LinkState {
+    /// ROLE's name for the state.
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkState::Connect => "connect",
+            LinkState::Connecting => "connecting",
+            LinkState::Handshake => "handshake",
+            LinkState::Transfer => "sync",
+            LinkState::Connected => "connected",
+        }
+    }
+}
+
+/// The master this server replicates, and its link's state.
+#[derive(Debug)]
+pub struct Master {
+    pub host: String,
+    pub port: u16,
+    /// Bumped by every REPLICAOF: a link of an older one ends.
+    pub generation: u64,
+    pub link: LinkState,
+    /// The master's client, while the stream runs.
+    pub client: Option<ClientId>,
+    /// Stream bytes read (INFO `slave_read_repl_offset`); those applied
+    /// are the server's replication offset.
+    pub read_offset: u64,
+    /// The clock's time of the link's last read (INFO
+    /// `master_last_io_seconds_ago`).
+    pub last_io_ms: u64,
+    /// When the link went down (INFO `master_link_down_since_seconds`).
+    pub down_since_ms: u64,
+    /// The snapshot's transfer: its size (-1 while unknown, for the
+    /// EOF-delimited form) and the bytes read so far.
+    pub transfer: Option<(i64, u64)>,
+}
+
+impl State {
+    /// Whether this server replicates a master.
+    pub fn is_replica(&self) -> bool {
+        self.master.is_some()
+    }
+
+    /// Whether clients' writes are refused: a replica with
+    /// `replica-read-only yes`.
+    pub fn read_only_replica(&self) -> bool {
+        self.master.is_some() && self.params.value("replica-read-only") != Some("no")
+    }
+
+    /// Whether clients' writes are taken: not on a Raft member that does
+    /// not lead, nor on a read-only replica.
+    pub fn accepts_writes(&self) -> bool {
+        self.raft_accepts_writes() && !self.read_only_replica()
+    }
+
+    /// Keys stay past their deadline and no expiry cycle runs: on a Raft
+    /// follower and on a replica, whose master's DELs remove them.
+    pub fn keeps_expired_keys(&self) -> bool {
+        self.raft_follower || self.master.is_some()
+    }
+
+    /// Applies [`State::keeps_expired_keys`] (and a pause's hold) to
+    /// every database.
+    pub fn refresh_expiry_mode(&self) {
+        let keep = self.keeps_expired_keys() || self.pause.is_some();
+        for db in &self.dbs {
+            db.keep_expired_keys(keep);
+        }
+    }
+
+    /// REPLICAOF host port from `by` (None: the configuration at start).
+    /// False when it is the master already followed.
+    pub fn replicate(&mut self, host: &str, port: u16, by: Option<&str>) -> bool {
+        if let Some(m) = &self.master
+            && m.host.eq_ignore_ascii_case(host)
+            && m.port == port
+        {
+            return false;
+        }
+        self.drop_master_client();
+        let generation = self.master.as_ref().map_or(0, |m| m.generation) + 1;
+        let now = self.clock.now_ms();
+        self.master = Some(Box::new(Master {
+            host: host.to_string(),
+            port,
+            generation,
+            link: LinkState::Connect,
+            client: None,
+            read_offset: self.replicas.offset,
+            last_io_ms: now,
+            down_since_ms: now,
+            transfer: None,
+        }));
+        // Clients blocked on keys were waiting for writes this server
+        // will no longer take (Redis's `disconnectAllBlockedClients`).
+        self.unblock_all_with_error("UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)");
+        self.refresh_expiry_mode();
+        self.params.set_default("replicaof", &format!("{host} {port}"));
+        crate::log::set_replica(true);
+        crate::log::notice(format_args!("Connecting to MASTER {host}:{port}"));
+        if let Some(by) = by {
+            crate::log::notice(format_args!("REPLICAOF {host}:{port} enabled (user request from '{by}')"));
+        }
+        true
+    }
+
+    /// REPLICAOF NO ONE from `by`: the link ends, and this server is a
+    /// master continuing the history it has.
+    pub fn stop_replicating(&mut self, by: &str) {
+        if self.master.is_none() {
+            return;
+        }
+        self.drop_master_client();
+        self.master = None;
+        self.refresh_expiry_mode();
+        self.params.set_default("replicaof", "no one");
+        crate::log::set_replica(false);
+        // Redis's `shiftReplicationId`: replicas of the old master may
+        // continue from here up to the offset reached.
+        self.repl_id2 = self.master_replid().to_string();
+        self.second_repl_offset = self.replicas.offset as i64 + 1;
+        self.repl_id = super::new_run_id();
+        crate::log::notice(format_args!("MASTER MODE enabled (user request from '{by}')"));
+    }
+
+    /// The link of `generation` moved on to `link`; false if that link is
+    /// no longer wanted (REPLICAOF changed since).
+    pub fn master_link_at(&mut self, generation: u64, link: LinkState) -> bool {
+        let now = self.clock.now_ms();
+        let Some(m) = self.master.as_deref_mut().filter(|m| m.generation == generation) else {
+            return false;
+        };
+        if link == LinkState::Transfer && m.link != LinkState::Transfer {
+            m.transfer = Some((-1, 0));
+        }
+        if link != LinkState::Transfer {
+            m.transfer = None;
+        }
+        m.link = link;
+        m.last_io_ms = now;
+        true
+    }
+
+    /// The snapshot's transfer read `read` bytes of `total` (-1: until its
+    /// end mark).
+    pub fn master_transfer_progress(&mut self, total: i64, read: u64) {
+        let now = self.clock.now_ms();
+        if let Some(m) = self.master.as_deref_mut() {
+            m.transfer = Some((total, read));
+            m.last_io_ms = now;
+        }
+    }
+
+    /// The link of `generation` is down (the connection failed or was
+    /// lost): the master's client goes, and the link connects again.
+    pub fn master_link_lost(&mut self, generation: u64) {
+        let connected = self
+            .master
+            .as_deref()
+            .is_some_and(|m| m.generation == generation && m.client.is_some());
+        if connected {
+            crate::log::notice(format_args!("Connection with master lost."));
+        }
+        if self.master.as_deref().is_some_and(|m| m.generation == generation) {
+            self.drop_master_client();
+            let now = self.clock.now_ms();
+            if let Some(m) = self.master.as_deref_mut() {
+                if m.link == LinkState::Connected {
+                    m.down_since_ms = now;
+                }
+                m.link = LinkState::Connect;
+                m.transfer = None;
+            }
+        }
+    }
+
+    fn drop_master_client(&mut self) {
+        let Some(id) = self.master.as_deref_mut().and_then(|m| m.client.take()) else {
+            return;
+        };
+        if let Some(c) = self.clients.get(&id) {
+            c.outbox.close_now();
+        }
+        self.master_clients_gone.push(id);
+    }
+
+    /// The master's client id, while the stream runs on the link of
+    /// `generation`.
+    pub fn master_client(&self, generation: u64) -> Option<ClientId> {
+        self.master.as_deref().filter(|m| m.generation == generation).and_then(|m| m.client)
+    }
+
+    /// The master wrote to the link (a keep-alive newline while it
+    /// prepares the snapshot, or stream bytes).
+    pub fn master_heard(&mut self, generation: u64) {
+        let now = self.clock.now_ms();
+        if let Some(m) = self.master.as_deref_mut().filter(|m| m.generation == generation) {
+            m.last_io_ms = now;
+        }
+    }
+
+    /// The offset this replica acknowledges (REPLCONF ACK): the stream
+    /// bytes it applied.
+    pub fn replica_ack_offset(&self) -> u64 {
+        self.replicas.offset
+    }
+
+    /// Replaces the dataset and function libraries with a snapshot's
+    /// (the file is read whole first: a damaged one changes nothing).
+    pub fn replace_dataset(&mut self, scripts: &mut super::Scripts, data: &[u8]) -> Result<(), String> {
+        let options = super::persistence::decode_options(&self.params);
+        let loaded = crate::rdb::file::read(data, self.dbs.len(), &options, 0).map_err(|e| format!("{} (at offset {})", e.0, e.1))?;
+        for db in &mut self.dbs {
+            db.clear();
+        }
+        let limit = self.runtime.lua_memory_limit;
+        let _ = scripts.reset_functions(limit);
+        let libraries = self.install(loaded);
+        scripts.load_libraries(libraries);
+        Ok(())
+    }
+}
+
+impl Engine {
+    /// The master's snapshot arrived on the link of `generation`, after
+    /// `+FULLRESYNC replid offset`: it replaces the dataset, and the
+    /// connection (`id`, with its addresses and outbox) becomes the
+    /// master's client. The error is why the load failed (the link is
+    /// then dropped and starts over).
+    pub fn master_synced(
+        &mut self,
+        generation: u64,
+        rdb: &[u8],
+        (replid, offset): (&str, u64),
+        (id, peer, local, outbox): (ClientId, ClientAddr, ClientAddr, Outbox),
+    ) -> Result<(), String> {
+        let state = &mut self.state;
+        if state.master.as_deref().is_none_or(|m| m.generation != generation) {
+            return Err("the master changed".into());
+        }
+        crate::log::notice(format_args!("MASTER <-> REPLICA sync: Flushing old data"));
+        crate::log::notice(format_args!("MASTER <-> REPLICA sync: Loading DB in memory"));
+        if let Err(e) = state.replace_dataset(&mut self.scripts, rdb) {
+            crate::log::warning(format_args!("Failed trying to load the MASTER synchronization DB from socket: {e}"));
+            return Err(e);
+        }
+        // Tracking clients drop everything they cached, as after FLUSHALL.
+        state.invalidate_on_flush(&mut super::Client::script_client());
+        // The history is the master's from here; this server's replicas
+        // start over from it.
+        state.repl_id = replid.to_string();
+        state.repl_id2.clear();
+        state.second_repl_offset = -1;
+        state.replicas.offset = offset;
+        for replica in state.replicas.ids.clone() {
+            if let Some(c) = state.clients.get(&replica) {
+                c.outbox.close_now();
+            }
+        }
+        state.connect(id, peer, local, outbox);
+        if let Some(c) = state.clients.get_mut(&id) {
+            c.is_master = true;
+            c.replaying = true;
+            c.authenticated = true;
+        }
+        let now = state.clock.now_ms();
+        if let Some(m) = state.master.as_deref_mut() {
+            m.client = Some(id);
+            m.link = LinkState::Connected;
+            m.read_offset = offset;
+            m.transfer = None;
+            m.last_io_ms = now;
+        }
+        if state.aof_on() {
+            // The file's history is not the new dataset's: it starts over
+            // from it (Redis turns the AOF off and on again).
+            let codes = self.scripts.library_codes();
+            state.stop_aof();
+            if let Err(e) = state.start_aof(&codes, true) {
+                crate::log::warning(format_args!("Failed enabling the AOF after successful master synchronization: {e}"));
+            }
+        }
+        crate::log::notice(format_args!("MASTER <-> REPLICA sync: Finished with success"));
+        Ok(())
+    }
+
+    /// Runs the master's stream: `commands` of the link of `generation`,
+    /// which were `raw` as read. What they write reaches the append-only
+    /// file; `raw` goes on to this server's replicas and counts in the
+    /// replication offset. The clients whose waits the commands ended are
+    /// returned (see `BatchOutput::woken`); None if the link is no longer
+    /// wanted.
+    pub fn run_master_stream(&mut self, generation: u64, commands: Vec<Vec<Bytes>>, raw: &[u8]) -> Option<Vec<ClientId>> {
+        let id = self.state.master_client(generation)?;
+        if let Some(m) = self.state.master.as_deref_mut() {
+            m.read_offset += raw.len() as u64;
+        }
+        self.state.master_heard(generation);
+        let mut woken = Vec::new();
+        if !commands.is_empty() {
+            woken = self.run_batch_capped(id, commands, false).woken;
+            // Replies are not sent to the master; anything pushed goes.
+            if let Some(c) = self.state.clients.get(&id) {
+                c.outbox.buffer().borrow_mut().clear();
+            }
+        }
+        self.state.flush_effects();
+        self.state.send_to_replicas(raw);
+        Some(woken)
+    }
+
+    /// Clients of links that ended (the master's, after REPLICAOF or a
+    /// lost link) are forgotten.
+    pub fn forget_master_clients(&mut self) {
+        for id in std::mem::take(&mut self.state.master_clients_gone) {
+            self.disconnect(id);
+        }
+    }
+}

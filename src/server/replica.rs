@@ -1,0 +1,406 @@
+//! The link to the master of a replica (Redis's `connectWithMaster`,
+//! `syncWithMaster`, `readSyncBulkPayload` and the master client's reads):
+//! one task per `REPLICAOF`, on the server thread, that connects, makes
+//! the handshake, receives the snapshot, hands it to the engine and then
+//! runs the stream (see `engine::replica`).
+//!
+//! - The handshake is Redis 7.0's: `PING`, `AUTH [masteruser] masterauth`
+//!   when set, `REPLCONF listening-port`, `REPLCONF ip-address` when
+//!   `replica-announce-ip` is set, `REPLCONF capa eof capa psync2`, then
+//!   `PSYNC ? -1` (keylock keeps no backlog to continue from).
+//! - The snapshot comes as `$<length>` or, from a diskless master, as
+//!   `$EOF:<mark>` and the bytes up to the 40-byte mark; newlines before
+//!   it are the master's keep-alives.
+//! - The stream runs batch by batch as it is read, a `REPLCONF GETACK`
+//!   answered with the offset of what came before it. Every second the
+//!   replica sends `REPLCONF ACK <offset>`.
+//! - A link silent for `repl-timeout` seconds, a refused connection, a
+//!   failed handshake or a damaged stream ends the link; a new one starts
+//!   a second later. A REPLICAOF of another master, or NO ONE, aborts the
+//!   task and closes its connection.
+//! - With `tls-replication yes` the link is TLS (see `tls_client`).
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::Shared;
+use crate::engine::replica::LinkState;
+use crate::engine::{ClientAddr, Outbox};
+use crate::log;
+
+/// Starts or ends the link as the engine's master says: called after
+/// every batch (REPLICAOF may have run) and at start.
+pub(crate) fn follow(shared: &Rc<Shared>) {
+    let wanted = {
+        let engine = shared.engine.borrow();
+        engine.state.master.as_deref().map(|m| (m.generation, m.host.clone(), m.port))
+    };
+    let running = shared.replica_link.borrow().as_ref().map(|(g, _)| *g);
+    if wanted.as_ref().map(|w| w.0) == running {
+        return;
+    }
+    if let Some((_, task)) = shared.replica_link.borrow_mut().take() {
+        task.abort();
+    }
+    shared.engine.borrow_mut().forget_master_clients();
+    if let Some((generation, host, port)) = wanted {
+        let task = tokio::task::spawn_local(link(shared.clone(), generation, host, port));
+        *shared.replica_link.borrow_mut() = Some((generation, task.abort_handle()));
+    }
+}
+
+/// The link of `generation`: connects and serves until it fails, then
+/// again a second later, until aborted.
+async fn link(shared: Rc<Shared>, generation: u64, host: String, port: u16) {
+    loop {
+        if let Err(e) = sync_and_run(&shared, generation, &host, port).await {
+            log::warning(format_args!("{e}"));
+        }
+        {
+            let mut engine = shared.engine.borrow_mut();
+            engine.state.master_link_lost(generation);
+            engine.forget_master_clients();
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The connection to the master.
+enum Link {
+    Plain(tokio::net::TcpStream),
+}
+
+impl Link {
+    async fn read(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        buf.reserve(super::parser::READ_CHUNK);
+        match self {
+            Link::Plain(s) => s.read_buf(buf).await,
+        }
+    }
+
+    async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            Link::Plain(s) => s.write_all(bytes).await,
+        }
+    }
+}
+
+/// What the link reads, with what was read but not yet taken.
+struct Reader {
+    link: Link,
+    buf: BytesMut,
+    timeout: Duration,
+}
+
+impl Reader {
+    /// Reads more, or fails after `repl-timeout` of silence.
+    async fn fill(&mut self) -> Result<(), String> {
+        match tokio::time::timeout(self.timeout, self.link.read(&mut self.buf)).await {
+            Err(_) => Err("timeout".into()),
+            Ok(Ok(0)) => Err("connection lost".into()),
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(crate::error::os_error_text(&e)),
+        }
+    }
+
+    /// The next line, without its CRLF (or LF).
+    async fn line(&mut self) -> Result<String, String> {
+        loop {
+            if let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
+                let line = self.buf.split_to(end + 1);
+                let text = String::from_utf8_lossy(&line[..end]);
+                return Ok(text.trim_end_matches('\r').to_string());
+            }
+            if self.buf.len() > 64 * 1024 {
+                return Err("line too long".into());
+            }
+            self.fill().await?;
+        }
+    }
+
+    /// Sends `argv` as a RESP array and reads the one-line reply.
+    async fn command(&mut self, argv: &[&str]) -> Result<String, String> {
+        self.link
+            .write_all(&encode(argv))
+            .await
+            .map_err(|e| crate::error::os_error_text(&e))?;
+        self.line().await
+    }
+}
+
+fn encode(argv: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", argv.len()).into_bytes();
+    for a in argv {
+        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    out
+}
+
+/// One connection to the master: handshake, snapshot, stream.
+async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u16) -> Result<(), String> {
+    let (timeout, tls, user, auth, announce_ip, listening_port) = {
+        let mut engine = shared.engine.borrow_mut();
+        let state = &mut engine.state;
+        if !state.master_link_at(generation, LinkState::Connecting) {
+            return Ok(());
+        }
+        let p = &state.params;
+        let text = |name: &str| p.value(name).filter(|v| !v.is_empty()).map(str::to_string);
+        let tls = p.value("tls-replication") == Some("yes");
+        let own_port = if tls {
+            p.int("tls-port").unwrap_or(0)
+        } else {
+            i64::from(state.port)
+        };
+        let announced = p.int("replica-announce-port").unwrap_or(0);
+        (
+            Duration::from_secs(p.int("repl-timeout").unwrap_or(60).max(1) as u64),
+            tls,
+            text("masteruser"),
+            text("masterauth"),
+            text("replica-announce-ip"),
+            if announced != 0 { announced } else { own_port },
+        )
+    };
+    log::notice(format_args!("MASTER <-> REPLICA sync started"));
+    let tcp = match tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host, port))).await {
+        Ok(Ok(tcp)) => tcp,
+        Ok(Err(e)) => return Err(format!("Error condition on socket for SYNC: {}", crate::error::os_error_text(&e))),
+        Err(_) => return Err("Timeout connecting to the MASTER...".into()),
+    };
+    let _ = tcp.set_nodelay(true);
+    let (peer, local) = match (tcp.peer_addr(), tcp.local_addr()) {
+        (Ok(p), Ok(l)) => (p, l),
+        (Err(e), _) | (_, Err(e)) => return Err(format!("Error condition on socket for SYNC: {}", crate::error::os_error_text(&e))),
+    };
+    if tls {
+        return Err("TLS replication: not supported".into());
+    }
+    let link = Link::Plain(tcp);
+    log::notice(format_args!("Non blocking connect for SYNC fired the event."));
+    if !shared.engine.borrow_mut().state.master_link_at(generation, LinkState::Handshake) {
+        return Ok(());
+    }
+    let mut r = Reader {
+        link,
+        buf: BytesMut::new(),
+        timeout,
+    };
+
+    let pong = r
+        .command(&["PING"])
+        .await
+        .map_err(|e| format!("Error reply to PING from master: '{e}'"))?;
+    // A master that wants a password still answers PING with -NOAUTH.
+    if pong.starts_with('-')
+        && !pong.starts_with("-NOAUTH")
+        && !pong.starts_with("-NOPERM")
+        && !pong.starts_with("-ERR operation not permitted")
+    {
+        return Err(format!("Error reply to PING from master: '{pong}'"));
+    }
+    log::notice(format_args!("Master replied to PING, replication can continue..."));
+    if let Some(auth) = &auth {
+        let mut argv = vec!["AUTH"];
+        if let Some(user) = &user {
+            argv.push(user);
+        }
+        argv.push(auth);
+        let reply = r.command(&argv).await?;
+        if reply.starts_with('-') {
+            return Err(format!("Unable to AUTH to MASTER: {reply}"));
+        }
+    }
+    let port_text = listening_port.to_string();
+    let reply = r.command(&["REPLCONF", "listening-port", &port_text]).await?;
+    if reply.starts_with('-') {
+        log::notice(format_args!(
+            "(Non critical) Master does not understand REPLCONF listening-port: {reply}"
+        ));
+    }
+    if let Some(ip) = &announce_ip {
+        let reply = r.command(&["REPLCONF", "ip-address", ip]).await?;
+        if reply.starts_with('-') {
+            log::notice(format_args!(
+                "(Non critical) Master does not understand REPLCONF ip-address: {reply}"
+            ));
+        }
+    }
+    let reply = r.command(&["REPLCONF", "capa", "eof", "capa", "psync2"]).await?;
+    if reply.starts_with('-') {
+        log::notice(format_args!("(Non critical) Master does not understand REPLCONF capa: {reply}"));
+    }
+    log::notice(format_args!("Partial resynchronization not possible (no cached master)"));
+    r.link
+        .write_all(&encode(&["PSYNC", "?", "-1"]))
+        .await
+        .map_err(|e| crate::error::os_error_text(&e))?;
+    let reply = loop {
+        // Newlines are the master's keep-alives while it prepares.
+        let line = r.line().await?;
+        if !line.is_empty() {
+            break line;
+        }
+        shared.engine.borrow_mut().state.master_heard(generation);
+    };
+    let Some(rest) = reply.strip_prefix("+FULLRESYNC ") else {
+        if reply.starts_with("-NOMASTERLINK") || reply.starts_with("-LOADING") {
+            return Err(format!("Master is currently unable to PSYNC but should be in the future: {reply}"));
+        }
+        return Err(format!("Unexpected reply to PSYNC from master: {reply}"));
+    };
+    let (replid, offset) = match rest.split_once(' ') {
+        Some((id, off)) if id.len() == 40 => (id.to_string(), off.parse::<u64>().unwrap_or(0)),
+        _ => return Err(format!("Master replied with wrong +FULLRESYNC syntax: {reply}")),
+    };
+    log::notice(format_args!("Full resync from master: {replid}:{offset}"));
+    if !shared.engine.borrow_mut().state.master_link_at(generation, LinkState::Transfer) {
+        return Ok(());
+    }
+    let rdb = receive_snapshot(&mut r, shared, generation).await?;
+
+    let id = shared.next_client_id.get();
+    shared.next_client_id.set(id + 1);
+    shared.engine.borrow_mut().master_synced(
+        generation,
+        &rdb,
+        (&replid, offset),
+        (id, ClientAddr::Tcp(peer), ClientAddr::Tcp(local), Outbox::new()),
+    )?;
+    drop(rdb);
+    shared.after_batch();
+    run_stream(&mut r, shared, generation).await
+}
+
+/// The snapshot's bytes, after its `$` line.
+async fn receive_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64) -> Result<Vec<u8>, String> {
+    let header = loop {
+        let line = r
+            .line()
+            .await
+            .map_err(|e| format!("I/O error reading bulk count from MASTER: {e}"))?;
+        if !line.is_empty() {
+            break line;
+        }
+        shared.engine.borrow_mut().state.master_heard(generation);
+    };
+    if let Some(error) = header.strip_prefix('-') {
+        return Err(format!("MASTER aborted replication with an error: {error}"));
+    }
+    let Some(size) = header.strip_prefix('$') else {
+        return Err(format!(
+            "Bad protocol from MASTER, the first byte is not '$' (we received '{header}'), are you sure the host and port are right?"
+        ));
+    };
+    let mut rdb = Vec::new();
+    if let Some(mark) = size.strip_prefix("EOF:") {
+        if mark.len() != 40 {
+            return Err(format!("Bad EOF mark from MASTER: '{mark}'"));
+        }
+        log::notice(format_args!(
+            "MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to disk"
+        ));
+        let mark = mark.as_bytes();
+        loop {
+            rdb.extend_from_slice(&r.buf);
+            r.buf.clear();
+            if rdb.len() >= mark.len() && rdb.ends_with(mark) {
+                rdb.truncate(rdb.len() - mark.len());
+                break;
+            }
+            shared.engine.borrow_mut().state.master_transfer_progress(-1, rdb.len() as u64);
+            r.fill().await.map_err(|e| format!("I/O error trying to sync with MASTER: {e}"))?;
+        }
+    } else {
+        let Ok(total) = size.parse::<usize>() else {
+            return Err(format!("Bad bulk count from MASTER: '{size}'"));
+        };
+        log::notice(format_args!("MASTER <-> REPLICA sync: receiving {total} bytes from master to disk"));
+        rdb.reserve(total);
+        loop {
+            let take = r.buf.len().min(total - rdb.len());
+            rdb.extend_from_slice(&r.buf.split_to(take));
+            shared
+                .engine
+                .borrow_mut()
+                .state
+                .master_transfer_progress(total as i64, rdb.len() as u64);
+            if rdb.len() == total {
+                break;
+            }
+            r.fill().await.map_err(|e| format!("I/O error trying to sync with MASTER: {e}"))?;
+        }
+    }
+    Ok(rdb)
+}
+
+/// Runs the stream until the link fails.
+async fn run_stream(r: &mut Reader, shared: &Rc<Shared>, generation: u64) -> Result<(), String> {
+    let mut ack = tokio::time::interval(Duration::from_secs(1));
+    ack.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_read = tokio::time::Instant::now();
+    loop {
+        // What the buffer holds whole runs, GETACKs answered in order.
+        let mut at = 0;
+        let mut batch = Vec::new();
+        let mut batch_start = 0;
+        loop {
+            match crate::engine::aof::parse_stream_command(&r.buf, at) {
+                Ok(Some((argv, next))) => {
+                    let getack = argv.len() >= 2 && argv[0].eq_ignore_ascii_case(b"replconf") && argv[1].eq_ignore_ascii_case(b"getack");
+                    if getack {
+                        run(shared, generation, std::mem::take(&mut batch), &r.buf[batch_start..at])?;
+                        send_ack(r, shared).await?;
+                        run(shared, generation, Vec::new(), &r.buf[at..next])?;
+                        batch_start = next;
+                    } else {
+                        batch.push(argv);
+                    }
+                    at = next;
+                }
+                Ok(None) => break,
+                Err(e) => return Err(format!("Protocol error from MASTER: {e}")),
+            }
+        }
+        if at > batch_start || !batch.is_empty() {
+            run(shared, generation, batch, &r.buf[batch_start..at])?;
+        }
+        let _ = r.buf.split_to(at);
+        tokio::select! {
+            read = r.link.read(&mut r.buf) => match read {
+                Ok(0) => return Err("Connection with master lost.".into()),
+                Ok(_) => last_read = tokio::time::Instant::now(),
+                Err(e) => return Err(format!("Connection with master lost: {}", crate::error::os_error_text(&e))),
+            },
+            _ = ack.tick() => {
+                if last_read.elapsed() > r.timeout {
+                    return Err("MASTER timeout: no data nor PING received...".into());
+                }
+                send_ack(r, shared).await?;
+            }
+        }
+    }
+}
+
+/// Runs `commands` of the stream, `raw` as they came.
+fn run(shared: &Rc<Shared>, generation: u64, commands: Vec<Vec<Bytes>>, raw: &[u8]) -> Result<(), String> {
+    let woken = shared.engine.borrow_mut().run_master_stream(generation, commands, raw);
+    let Some(woken) = woken else {
+        return Err("the master changed".into());
+    };
+    super::conn::write_woken(shared, &woken);
+    shared.after_batch();
+    Ok(())
+}
+
+/// `REPLCONF ACK <offset>`: how far this replica applied the stream.
+async fn send_ack(r: &mut Reader, shared: &Rc<Shared>) -> Result<(), String> {
+    let offset = shared.engine.borrow().state.replica_ack_offset().to_string();
+    r.link
+        .write_all(&encode(&["REPLCONF", "ACK", &offset]))
+        .await
+        .map_err(|e| format!("Connection with master lost: {}", crate::error::os_error_text(&e)))
+}
