@@ -214,6 +214,7 @@ pub fn rdb(data: &[u8]) {
         ctime: 0,
         used_mem: 0,
         aof_base: false,
+        repl: None,
     };
     let mut again = Vec::new();
     file::write(&mut again, &aux, &libraries, dbs, &keylock::rdb::EncodeOptions::default(), true).expect("written");

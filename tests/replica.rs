@@ -340,3 +340,321 @@ fn wait_counts_the_replicas_that_acknowledged_the_clients_writes() {
     m.call(&["WAIT", "3", "0"]);
     assert_eq!(m.call(&["EXEC"]), b"*1\r\n:2\r\n");
 }
+
+/// A keylock replica of a fresh redis-server master, link up.
+fn replica_of_redis(extra: &[&str]) -> Option<(RealRedis, Raw, ServerHandle, Raw)> {
+    let master = real_redis_with(&[&["--repl-diskless-sync-delay", "0", "--enable-debug-command", "yes"][..], extra].concat())?;
+    let m = Raw::connect(master.addr);
+    let s = start();
+    let mut k = Raw::connect(s.addr());
+    replicaof(&mut k, master.addr);
+    wait_link_up(&mut k);
+    Some((master, m, s, k))
+}
+
+#[test]
+fn the_masters_commands_see_keys_past_their_deadline_on_the_replica() {
+    let Some((_master, mut m, _s, mut k)) = replica_of_redis(&[]) else {
+        return;
+    };
+    m.call(&["SET", "k", "10", "PX", "5000"]);
+    wait_offsets_equal(&mut m, &mut k);
+    // The replica's clock is ahead: the key is past its deadline here,
+    // not on the master, whose commands on it must still apply.
+    k.call(&["KEYLOCK", "CLOCK", "ADVANCE", "10000"]);
+    assert_eq!(k.call(&["GET", "k"]), b"$-1\r\n");
+    m.call(&["INCR", "k"]);
+    m.call(&["PERSIST", "k"]);
+    wait_offsets_equal(&mut m, &mut k);
+    assert_eq!(k.call(&["GET", "k"]), b"$2\r\n11\r\n");
+    assert_eq!(k.call(&["TTL", "k"]), b":-1\r\n");
+}
+
+#[test]
+fn killing_the_masters_client_makes_the_link_start_over() {
+    let Some((_master, mut m, _s, mut k)) = replica_of_redis(&[]) else {
+        return;
+    };
+    let list = String::from_utf8_lossy(&k.call(&["CLIENT", "LIST", "TYPE", "master"])).into_owned();
+    assert!(list.contains("flags=M"), "{list}");
+    assert!(!String::from_utf8_lossy(&k.call(&["CLIENT", "LIST", "TYPE", "normal"])).contains("flags=M"));
+    // Client eviction leaves it alone.
+    assert_eq!(k.call(&["CONFIG", "SET", "maxmemory-clients", "1"]), b"+OK\r\n");
+    m.call(&["SET", "a", "1"]);
+    wait_offsets_equal(&mut m, &mut k);
+    assert_eq!(k.call(&["GET", "a"]), b"$1\r\n1\r\n");
+    assert_eq!(k.call(&["CONFIG", "SET", "maxmemory-clients", "0"]), b"+OK\r\n");
+    assert_eq!(k.call(&["CLIENT", "KILL", "TYPE", "master"]), b":1\r\n");
+    // It connects again and what the master writes next arrives.
+    wait_until(10, "the master sees a second synchronization", || {
+        field(&m.call(&["INFO", "stats"]), "sync_full") == "2"
+    });
+    wait_link_up(&mut k);
+    m.call(&["SET", "b", "2"]);
+    wait_offsets_equal(&mut m, &mut k);
+    assert_eq!(k.call(&["GET", "b"]), b"$1\r\n2\r\n");
+}
+
+#[test]
+fn the_stream_database_goes_along_a_chain_of_replicas() {
+    // redis-server A, keylock B replica of A, redis-server C replica of B:
+    // C learns from B's snapshot which database A's stream is in.
+    let Some((_a, mut ma, b, mut kb)) = replica_of_redis(&[]) else {
+        return;
+    };
+    ma.call(&["SELECT", "5"]);
+    ma.call(&["SET", "x", "1"]);
+    wait_offsets_equal(&mut ma, &mut kb);
+    let Some(c) = real_redis_with(&["--replicaof", "127.0.0.1", &b.addr().port().to_string()]) else {
+        return;
+    };
+    let mut rc = Raw::connect(c.addr);
+    wait_link_up(&mut rc);
+    ma.call(&["SET", "y", "2"]);
+    wait_offsets_equal(&mut ma, &mut kb);
+    wait_offsets_equal(&mut kb, &mut rc);
+    rc.call(&["SELECT", "5"]);
+    assert_eq!(rc.call(&["GET", "y"]), b"$1\r\n2\r\n");
+    // And keylock reads it from a redis-server replica's snapshot.
+    let s = start();
+    let mut kd = Raw::connect(s.addr());
+    replicaof(&mut kd, c.addr);
+    wait_link_up(&mut kd);
+    ma.call(&["SET", "z", "3"]);
+    wait_offsets_equal(&mut ma, &mut kd);
+    kd.call(&["SELECT", "5"]);
+    assert_eq!(kd.call(&["GET", "z"]), b"$1\r\n3\r\n");
+}
+
+#[test]
+fn a_replica_leaves_eviction_to_its_master() {
+    let Some((_master, mut m, _s, mut k)) = replica_of_redis(&[]) else {
+        return;
+    };
+    m.call(&["EVAL", "for i = 1, 20000 do redis.call('set', 'key:' .. i, i) end", "0"]);
+    wait_offsets_equal(&mut m, &mut k);
+    k.call(&["CONFIG", "SET", "maxmemory", "1mb"]);
+    k.call(&["CONFIG", "SET", "maxmemory-policy", "allkeys-random"]);
+    assert_eq!(
+        k.call(&["SET", "x", "1"]),
+        b"-READONLY You can't write against a read only replica.\r\n"
+    );
+    assert_eq!(k.call(&["DBSIZE"]), b":20000\r\n");
+}
+
+#[test]
+fn replicaof_no_one_disconnects_the_replicas_of_the_replica() {
+    let a = start();
+    let b = start();
+    let mut kb = Raw::connect(b.addr());
+    replicaof(&mut kb, a.addr());
+    wait_link_up(&mut kb);
+    let Some(c) = real_redis_with(&["--replicaof", "127.0.0.1", &b.addr().port().to_string()]) else {
+        return;
+    };
+    let mut rc = Raw::connect(c.addr);
+    wait_link_up(&mut rc);
+    assert_eq!(kb.call(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+    // C resynchronizes with B's new history.
+    wait_until(10, "C follows B's new replication ID", || {
+        field(&info(&mut rc), "master_link_status") == "up"
+            && field(&info(&mut rc), "master_replid") == field(&info(&mut kb), "master_replid")
+    });
+    kb.call(&["SELECT", "7"]);
+    kb.call(&["SET", "after", "1"]);
+    wait_offsets_equal(&mut kb, &mut rc);
+    rc.call(&["SELECT", "7"]);
+    assert_eq!(rc.call(&["GET", "after"]), b"$1\r\n1\r\n");
+}
+
+#[test]
+fn the_snapshot_does_not_count_toward_the_replica_output_limit() {
+    let s = start();
+    let mut m = Raw::connect(s.addr());
+    m.call(&[
+        "EVAL",
+        "for i = 1, 50000 do redis.call('set', 'key:' .. i, string.rep('x', 100)) end",
+        "0",
+    ]);
+    m.call(&["CONFIG", "SET", "client-output-buffer-limit", "replica 1mb 0 0"]);
+    let Some(r) = real_redis_with(&["--replicaof", "127.0.0.1", &s.addr().port().to_string()]) else {
+        return;
+    };
+    let mut rr = Raw::connect(r.addr);
+    wait_link_up(&mut rr);
+    assert_eq!(rr.call(&["DBSIZE"]), b":50000\r\n");
+    assert_eq!(field(&m.call(&["INFO", "stats"]), "sync_full"), "1");
+}
+
+#[test]
+fn a_malformed_stream_from_the_master_ends_the_link() {
+    // A master that sends a snapshot, one command, then a bad count.
+    let rdb = {
+        let source = start();
+        let mut raw = Raw::connect(source.addr());
+        raw.send(b"SYNC\r\n");
+        let mut header = String::new();
+        std::io::BufRead::read_line(&mut raw.reader, &mut header).unwrap();
+        let len: usize = header.trim()[1..].parse().unwrap();
+        let mut rdb = vec![0; len];
+        std::io::Read::read_exact(&mut raw.reader, &mut rdb).unwrap();
+        rdb
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let s = start();
+    let mut k = Raw::connect(s.addr());
+    assert_eq!(k.call(&["REPLICAOF", "127.0.0.1", &port.to_string()]), b"+OK\r\n");
+    let serve = |stream: std::net::TcpStream, tail: &[u8]| {
+        let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+        let mut writer = stream;
+        // PING, REPLCONF ×2, PSYNC: each read as one array.
+        for reply in [&b"+PONG\r\n"[..], b"+OK\r\n", b"+OK\r\n"] {
+            read_request(&mut reader);
+            std::io::Write::write_all(&mut writer, reply).unwrap();
+        }
+        read_request(&mut reader);
+        let header = format!("+FULLRESYNC {} 0\r\n${}\r\n", "a".repeat(40), rdb.len());
+        std::io::Write::write_all(&mut writer, header.as_bytes()).unwrap();
+        std::io::Write::write_all(&mut writer, &rdb).unwrap();
+        std::io::Write::write_all(&mut writer, tail).unwrap();
+        reader
+    };
+    let (first, _) = listener.accept().unwrap();
+    let mut reader = serve(
+        first,
+        b"*3\r\n$3\r\nSET\r\n$2\r\nk1\r\n$2\r\nv1\r\n*x\r\n*3\r\n$3\r\nSET\r\n$2\r\nk2\r\n$2\r\nv2\r\n",
+    );
+    // The replica closes the link (after its ACKs, if any) ...
+    reader.get_ref().set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    let mut rest = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut reader, &mut rest);
+    // ... having run what came before the bad count, not what came after.
+    assert_eq!(k.call(&["GET", "k1"]), b"$2\r\nv1\r\n");
+    assert_eq!(k.call(&["EXISTS", "k2"]), b":0\r\n");
+    // And connects again.
+    listener.set_nonblocking(false).unwrap();
+    let (second, _) = listener.accept().unwrap();
+    drop(second);
+}
+
+/// Reads one RESP array request from a replica.
+fn read_request(reader: &mut impl std::io::BufRead) -> Vec<String> {
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let n: usize = line.trim()[1..].parse().unwrap();
+    (0..n)
+        .map(|_| {
+            let mut len = String::new();
+            reader.read_line(&mut len).unwrap();
+            let mut arg = vec![0; len.trim()[1..].parse::<usize>().unwrap() + 2];
+            std::io::Read::read_exact(reader, &mut arg).unwrap();
+            String::from_utf8_lossy(&arg[..arg.len() - 2]).into_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn client_pause_holds_the_masters_stream() {
+    let Some((_master, mut m, _s, mut k)) = replica_of_redis(&[]) else {
+        return;
+    };
+    assert_eq!(k.call(&["CLIENT", "PAUSE", "700", "WRITE"]), b"+OK\r\n");
+    m.call(&["SET", "held", "1"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(k.call(&["GET", "held"]), b"$-1\r\n");
+    wait_offsets_equal(&mut m, &mut k);
+    assert_eq!(k.call(&["GET", "held"]), b"$1\r\n1\r\n");
+}
+
+#[test]
+fn what_a_replica_with_its_link_down_answers_is_redis_servers() {
+    // A master that is not there.
+    let port = free_port().to_string();
+    let s = start();
+    let mut k = Raw::connect(s.addr());
+    let Some(twin) = real_redis_with(&[]) else { return };
+    let mut t = Raw::connect(twin.addr);
+    for r in [&mut k, &mut t] {
+        assert_eq!(r.call(&["REPLICAOF", "127.0.0.1", &port]), b"+OK\r\n");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (ki, ti) = (info(&mut k), info(&mut t));
+    for name in [
+        "master_link_status",
+        "master_last_io_seconds_ago",
+        "master_sync_in_progress",
+        "master_link_down_since_seconds",
+    ] {
+        assert_eq!(field(&ki, name), field(&ti, name), "{name}");
+    }
+    assert_eq!(field(&ki, "slave_repl_offset"), field(&ki, "master_repl_offset"));
+    for r in [&mut k, &mut t] {
+        assert_eq!(r.call(&["CONFIG", "SET", "replica-serve-stale-data", "no"]), b"+OK\r\n");
+    }
+    for cmd in [
+        &["GET", "a"][..],
+        &["PING"],
+        &["INFO", "server"],
+        &["EVAL_RO", "return redis.call('set', 'x', '1')", "0"],
+    ] {
+        let (ka, ta) = (k.call(cmd), t.call(cmd));
+        if cmd[0] == "INFO" {
+            assert_eq!(ka[0], ta[0]);
+        } else {
+            assert_eq!(String::from_utf8_lossy(&ka), String::from_utf8_lossy(&ta), "{cmd:?}");
+        }
+    }
+    for r in [&mut k, &mut t] {
+        r.call(&["CONFIG", "SET", "replica-serve-stale-data", "yes"]);
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&k.call(&["EVAL_RO", "return redis.call('set', 'x', '1')", "0"])),
+        String::from_utf8_lossy(&t.call(&["EVAL_RO", "return redis.call('set', 'x', '1')", "0"]))
+    );
+    let hello = String::from_utf8_lossy(&k.call(&["HELLO", "2"])).into_owned();
+    assert!(hello.contains("role\r\n$7\r\nreplica"), "{hello}");
+    // REPLICAOF NO ONE draws a hex replication ID.
+    k.call(&["REPLICAOF", "NO", "ONE"]);
+    let id = field(&info(&mut k), "master_replid");
+    assert!(
+        id.len() == 40 && id.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()),
+        "{id}"
+    );
+}
+
+#[test]
+fn a_replicas_connection_may_not_touch_the_keyspace_and_min_replicas_counts_acks() {
+    let s = start();
+    let mut m = Raw::connect(s.addr());
+    let Some(r) = real_redis_with(&["--replicaof", "127.0.0.1", &s.addr().port().to_string()]) else {
+        return;
+    };
+    let mut rr = Raw::connect(r.addr);
+    wait_link_up(&mut rr);
+    m.call(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    wait_until(5, "the replica acknowledges", || {
+        field(&info(&mut m), "min_slaves_good_slaves") == "1"
+    });
+    assert_eq!(m.call(&["SET", "k", "v"]), b"+OK\r\n");
+    m.call(&["CONFIG", "SET", "min-replicas-to-write", "2"]);
+    assert_eq!(
+        m.call(&["SET", "k", "v"]),
+        b"-NOREPLICAS Not enough good replicas to write.\r\n".to_vec()
+    );
+    // A connection that became a replica gets the stream, not the keyspace.
+    let mut fake = Raw::connect(s.addr());
+    fake.send(b"SYNC\r\n");
+    let mut header = String::new();
+    std::io::BufRead::read_line(&mut fake.reader, &mut header).unwrap();
+    let mut rdb = vec![0; header.trim()[1..].parse().unwrap()];
+    std::io::Read::read_exact(&mut fake.reader, &mut rdb).unwrap();
+    fake.send_cmd(&[b"GET", b"k"]);
+    loop {
+        let reply = fake.reply();
+        if reply.starts_with(b"-") {
+            assert_eq!(reply, b"-ERR Replica can't interact with the keyspace\r\n");
+            break;
+        }
+    }
+}

@@ -296,7 +296,10 @@ fn hello(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         (Reply::bulk_static("proto"), Reply::Int(ctx.client.resp as i64)),
         (Reply::bulk_static("id"), Reply::Int(ctx.client.id as i64)),
         (Reply::bulk_static("mode"), Reply::bulk_static("standalone")),
-        (Reply::bulk_static("role"), Reply::bulk_static("master")),
+        (
+            Reply::bulk_static("role"),
+            Reply::bulk_static(if ctx.state.is_replica() { "replica" } else { "master" }),
+        ),
         (Reply::bulk_static("modules"), Reply::Array(vec![])),
     ]))
 }
@@ -352,9 +355,13 @@ fn client_capa(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// Which clients CLIENT LIST TYPE selects.
 fn client_type_matches(c: &Client, kind: &str) -> bool {
+    // Redis's `getClientType`.
+    let replica = c.is_replica && !c.monitor;
     match kind {
-        "normal" => !c.in_pubsub_mode(),
-        "pubsub" => c.in_pubsub_mode(),
+        "master" => c.is_master,
+        "replica" | "slave" => replica,
+        "pubsub" => !c.is_master && !replica && c.in_pubsub_mode(),
+        "normal" => !c.is_master && !replica && !c.in_pubsub_mode(),
         _ => false,
     }
 }

@@ -366,7 +366,8 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
                 let (read, applied) = if m.client.is_some() {
                     (m.read_offset, st.replicas.offset)
                 } else {
-                    (1, 1)
+                    // Without a link, the offset this replica would continue from.
+                    (st.replicas.offset, st.replicas.offset)
                 };
                 line!("slave_read_repl_offset:{read}");
                 line!("slave_repl_offset:{applied}");
@@ -379,13 +380,17 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
                     line!("master_sync_last_io_seconds_ago:{}", now_secs.saturating_sub(m.last_io_ms / 1000));
                 }
                 if !connected {
-                    line!("master_link_down_since_seconds:{}", now_secs.saturating_sub(m.down_since_ms / 1000));
+                    let down = m.down_since_ms.map_or(-1, |at| now_secs.saturating_sub(at / 1000) as i64);
+                    line!("master_link_down_since_seconds:{down}");
                 }
                 line!("slave_priority:{}", st.params.int("replica-priority").unwrap_or(100));
                 line!("slave_read_only:{}", u8::from(st.params.value("replica-read-only") != Some("no")));
                 line!("replica_announced:{}", u8::from(st.params.value("replica-announced") != Some("no")));
             }
             line!("connected_slaves:{}", st.replicas.ids.len());
+            if st.runtime.min_replicas_to_write > 0 && st.runtime.min_replicas_max_lag > 0 {
+                line!("min_slaves_good_slaves:{}", st.good_replicas());
+            }
             let now_secs = st.clock.now_ms() / 1000;
             for (i, id) in st.replicas.ids.iter().enumerate() {
                 if let Some(replica) = st.clients.get(id) {
@@ -396,8 +401,12 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
                         (None, crate::engine::ClientAddr::Unix(_)) => String::new(),
                     };
                     let (port, offset, acked) = announced.map_or((0, 0, 0), |a| (a.port, a.ack_offset, a.ack_secs));
-                    let lag = now_secs.saturating_sub(acked);
-                    line!("slave{i}:ip={ip},port={port},state=online,offset={offset},lag={lag}");
+                    let (state, lag) = if replica.replica_online {
+                        ("online", now_secs.saturating_sub(acked))
+                    } else {
+                        ("send_bulk", 0)
+                    };
+                    line!("slave{i}:ip={ip},port={port},state={state},offset={offset},lag={lag}");
                 }
             }
             line!("master_failover_state:no-failover");

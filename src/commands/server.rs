@@ -1089,7 +1089,7 @@ fn role(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         .ids
         .iter()
         .filter_map(|id| {
-            let c = st.clients.get(id)?;
+            let c = st.clients.get(id).filter(|c| c.replica_online)?;
             let announced = st.replicas.announced.get(id).cloned().unwrap_or_default();
             let ip = match (announced.ip, &c.peer) {
                 (Some(ip), _) => ip,

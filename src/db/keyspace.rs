@@ -106,6 +106,10 @@ pub struct AccessClock(std::sync::Arc<ClockCell>);
 struct ClockCell {
     second: std::sync::atomic::AtomicU32,
     keep_expired: std::sync::atomic::AtomicBool,
+    /// Deadlines are not judged at all: a replica runs its master's
+    /// stream, whose commands see every key the master sees (Redis's
+    /// `expireIfNeeded` for the master client).
+    ignore_deadlines: std::sync::atomic::AtomicBool,
     /// An LFU `maxmemory-policy` is in force: accesses count toward each
     /// key's frequency instead of stamping its time.
     lfu: std::sync::atomic::AtomicBool,
@@ -135,6 +139,15 @@ impl AccessClock {
 
     pub fn set_keep_expired(&self, keep: bool) {
         self.0.keep_expired.store(keep, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether keys past their deadline are live (see `ignore_deadlines`).
+    pub fn ignores_deadlines(&self) -> bool {
+        self.0.ignore_deadlines.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn set_ignore_deadlines(&self, ignore: bool) {
+        self.0.ignore_deadlines.store(ignore, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Keys count accesses as frequencies (an LFU policy, with its

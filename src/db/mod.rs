@@ -123,7 +123,10 @@ impl Db {
     /// LOOKUP_NOTOUCH).
     pub fn live_position_no_touch(&mut self, key: &[u8], now_ms: u64) -> Option<usize> {
         let position = self.keys.position(key)?;
-        if self.keys.deadlines_len() != 0 && self.keys.deadline_at(position).is_some_and(|at| at <= now_ms) {
+        if self.keys.deadlines_len() != 0
+            && self.keys.deadline_at(position).is_some_and(|at| at <= now_ms)
+            && !self.keys.clock.ignores_deadlines()
+        {
             if !self.keys.clock.keep_expired() {
                 self.remove_expired(key);
             }
@@ -135,7 +138,7 @@ impl Db {
     /// Before adding `key`: a key still there past its deadline (kept
     /// while clients are paused) goes first.
     fn clear_kept_expired(&mut self, key: &[u8]) {
-        if self.keys.clock.keep_expired() && self.keys.position(key).is_some() {
+        if self.keys.clock.keep_expired() && !self.keys.clock.ignores_deadlines() && self.keys.position(key).is_some() {
             self.remove_expired(key);
         }
     }
@@ -162,6 +165,12 @@ impl Db {
         self.keys.clock.set_keep_expired(keep);
     }
 
+    /// Whether keys past their deadline are live (a replica's master's
+    /// stream runs; every database shares the setting).
+    pub fn ignore_deadlines(&self, ignore: bool) {
+        self.keys.clock.set_ignore_deadlines(ignore);
+    }
+
     /// The clock accesses are stamped with; every database of a server
     /// shares the one the engine sets.
     pub fn use_access_clock(&mut self, clock: keyspace::AccessClock) {
@@ -170,7 +179,7 @@ impl Db {
 
     /// Removes `key` if its deadline has passed; true if it did.
     pub fn expire_if_needed(&mut self, key: &[u8], now_ms: u64) -> bool {
-        if self.keys.deadlines_len() == 0 || self.keys.deadline(key).is_none_or(|at| at > now_ms) {
+        if self.keys.deadlines_len() == 0 || self.keys.deadline(key).is_none_or(|at| at > now_ms) || self.keys.clock.ignores_deadlines() {
             return false;
         }
         if self.keys.clock.keep_expired() {

@@ -273,15 +273,20 @@ fn parse_command(buf: &[u8], mut at: usize) -> Parsed {
             None => return Parsed::Truncated,
         }
     }
-    let line = |at: usize| -> Option<(i64, usize)> {
+    // A count line: None while its CRLF has not come, Err if it holds no
+    // number.
+    let line = |at: usize| -> Option<Result<(i64, usize), ()>> {
         let end = buf[at..].windows(2).position(|w| w == b"\r\n")? + at;
-        let n = crate::numfmt::parse_i64(&buf[at + 1..end])?;
-        Some((n, end + 2))
+        Some(crate::numfmt::parse_i64(&buf[at + 1..end]).map(|n| (n, end + 2)).ok_or(()))
     };
     if buf[at] != b'*' {
         return Parsed::Bad;
     }
-    let Some((argc, mut at)) = line(at) else { return Parsed::Truncated };
+    let (argc, mut at) = match line(at) {
+        None => return Parsed::Truncated,
+        Some(Err(())) => return Parsed::Bad,
+        Some(Ok(line)) => line,
+    };
     if argc < 1 {
         return Parsed::Bad;
     }
@@ -295,7 +300,11 @@ fn parse_command(buf: &[u8], mut at: usize) -> Parsed {
         if buf[at] != b'$' {
             return Parsed::Bad;
         }
-        let Some((len, start)) = line(at) else { return Parsed::Truncated };
+        let (len, start) = match line(at) {
+            None => return Parsed::Truncated,
+            Some(Err(())) => return Parsed::Bad,
+            Some(Ok(line)) => line,
+        };
         let end = start + len.max(0) as usize;
         if end + 2 > buf.len() {
             return Parsed::Truncated;
@@ -310,8 +319,16 @@ fn parse_command(buf: &[u8], mut at: usize) -> Parsed {
 /// next starts; None while it is incomplete. Empty lines (a master's
 /// keep-alive newlines) are skipped.
 pub fn parse_stream_command(buf: &[u8], mut at: usize) -> Result<Option<(Vec<Bytes>, usize)>, String> {
-    while at < buf.len() && (buf[at] == b'\n' || buf[at..].starts_with(b"\r\n")) {
-        at += if buf[at] == b'\n' { 1 } else { 2 };
+    loop {
+        let rest = &buf[at.min(buf.len())..];
+        // Keep-alive newlines, and empty arrays (Redis skips them).
+        let skip = [&b"\n"[..], b"\r\n", b"*0\r\n", b"*-1\r\n"]
+            .into_iter()
+            .find(|s| rest.starts_with(s));
+        match skip {
+            Some(s) => at += s.len(),
+            None => break,
+        }
     }
     if at < buf.len() && buf[at] == b'#' {
         return Err("not a RESP array of bulk strings".into());

@@ -108,6 +108,9 @@ pub struct Client {
     /// A replica of this server: it sent SYNC or PSYNC and gets the
     /// replication stream (Redis's `CLIENT_SLAVE`).
     pub is_replica: bool,
+    /// A replica whose snapshot is all written: it is held to the
+    /// `replica` output limits (Redis's SLAVE_STATE_ONLINE).
+    pub replica_online: bool,
     /// The replication offset after this client's last write (Redis's
     /// `woff`): what its WAIT waits for replicas to acknowledge.
     pub woff: u64,
@@ -193,6 +196,7 @@ impl Client {
             is_script: false,
             is_master: false,
             is_replica: false,
+            replica_online: false,
             woff: 0,
             acting_for: None,
             deferred_len: false,
@@ -289,7 +293,7 @@ impl Client {
     /// `getClientType`: subscribed clients are `pubsub` in RESP3 too;
     /// MONITOR clients are `normal`).
     pub fn output_class(&self) -> ClientClass {
-        if self.is_replica && !self.monitor {
+        if self.is_replica && self.replica_online && !self.monitor {
             ClientClass::Replica
         } else if self.in_pubsub_mode() {
             ClientClass::Pubsub

@@ -120,7 +120,9 @@ impl State {
         let mut total = 0;
         let replicas = &self.replicas.ids;
         let counted = self.clients.values_mut().map(|c| &mut **c).chain(current.as_deref_mut());
-        for c in counted.filter(|c| !replicas.contains(&c.id)) {
+        // Only normal and pub/sub clients are evicted (Redis's
+        // `clientEvictionAllowed`), not replicas nor the master's client.
+        for c in counted.filter(|c| !replicas.contains(&c.id) && !c.is_master) {
             let memory = if c.outbox.close_request() == super::CloseRequest::Now {
                 0
             } else {

@@ -111,6 +111,11 @@ impl State {
         if self.loading.is_some() || self.paused().is_some() {
             return true;
         }
+        // A replica leaves eviction to its master (its DELs come in the
+        // stream) unless `replica-ignore-maxmemory no`.
+        if self.master.is_some() && self.params.value("replica-ignore-maxmemory") != Some("no") {
+            return true;
+        }
         let Some(mut to_free) = self.over_maxmemory() else { return true };
         let policy = self.runtime.maxmemory_policy;
         if policy == Policy::NoEviction {

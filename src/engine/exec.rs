@@ -244,8 +244,9 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
             return Err(Refusal::of(CmdError::new(RAFT_LEASE_LAPSED), Some(cmd)));
         }
     }
-    if client.monitor && cmd.spec.has(flag::WRITE | flag::READONLY | flag::MAY_REPLICATE) {
-        // Redis treats a MONITOR connection like a replica.
+    if (client.monitor || client.is_replica) && cmd.spec.has(flag::WRITE | flag::READONLY | flag::MAY_REPLICATE) {
+        // A replica's connection, and a MONITOR one (Redis treats it like
+        // a replica).
         return Err(Refusal::of(CmdError::err("Replica can't interact with the keyspace"), Some(cmd)));
     }
     if client.resp == 2 && client.in_pubsub_mode() && !cmd.spec.has(flag::SUBSCRIBED_OK) {
@@ -260,6 +261,19 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
             )
         });
     }
+    // A replica whose link is down, with `replica-serve-stale-data no`.
+    if state
+        .master
+        .as_deref()
+        .is_some_and(|m| m.link != super::replica::LinkState::Connected)
+        && state.params.value("replica-serve-stale-data") == Some("no")
+        && !super::allowed_stale(scripts, client, &state.renames, cmd, argv)
+    {
+        return Err(Refusal::of(
+            CmdError::new("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."),
+            Some(cmd),
+        ));
+    }
     if state.loading.is_some() && !cmd.spec.has(flag::LOADING) {
         return Err(Refusal::of(CmdError::new(LOADING), Some(cmd)));
     }
@@ -269,7 +283,9 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
         // A script runs past busy-reply-threshold.
         return Err(Refusal::of(CmdError::new(busy.busy_error()), Some(cmd)));
     }
-    if let Some(all) = state.paused()
+    // Replicas are never paused (their ACKs go on).
+    if !client.is_replica
+        && let Some(all) = state.paused()
         && (all || state.command_flags(scripts, client, cmd, argv) & (flag::WRITE | flag::MAY_REPLICATE) != 0)
     {
         // Redis's CLIENT PAUSE check, after every refusal and before
@@ -448,14 +464,14 @@ pub fn for_script(
         log_denial(state, client, denial, Context::Lua, cmd, argv);
         return refuse(denial.script_error(), Some(cmd));
     }
+    // Redis refuses anything that could propagate (PUBLISH too) in a read-only script.
+    if limits.read_only && cmd.spec.has(flag::WRITE | flag::MAY_REPLICATE) {
+        return refuse(WRITE_IN_READ_ONLY, Some(cmd));
+    }
     // A script's write on a read-only replica, or a shard member that
     // does not lead (Redis's `scriptVerifyWriteCommandAllow`).
     if cmd.spec.has(flag::WRITE) && !state.accepts_writes() && !client.replaying {
         return refuse(RAFT_READONLY, Some(cmd));
-    }
-    // Redis refuses anything that could propagate (PUBLISH too) in a read-only script.
-    if limits.read_only && cmd.spec.has(flag::WRITE | flag::MAY_REPLICATE) {
-        return refuse(WRITE_IN_READ_ONLY, Some(cmd));
     }
     // Server state stops a script's first write only: once it has
     // written, it must be able to finish.

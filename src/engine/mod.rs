@@ -67,7 +67,8 @@ const DEFAULT_LUA_MEMORY_LIMIT: &str = "1073741824";
 /// [`Scripts`]).
 /// A fresh 40-character id (run id, replication id).
 pub fn new_run_id() -> String {
-    (0..40).map(|_| fastrand::alphanumeric().to_ascii_lowercase()).collect()
+    // Hex, as Redis's `getRandomHexChars`.
+    (0..40).map(|_| char::from(b"0123456789abcdef"[fastrand::usize(..16)])).collect()
 }
 
 /// The switches DEBUG flips, for Redis's tests.
@@ -626,7 +627,12 @@ impl State {
     /// `min-replicas-to-write` and `min-replicas-max-lag` ask for more good
     /// replicas than there are (keylock has none).
     pub fn enough_good_replicas(&self) -> bool {
-        self.runtime.min_replicas_to_write == 0 || self.runtime.min_replicas_max_lag == 0
+        // Redis's `checkGoodReplicasStatus`: a replica's writes are its
+        // master's.
+        self.runtime.min_replicas_to_write == 0
+            || self.runtime.min_replicas_max_lag == 0
+            || self.master.is_some()
+            || self.good_replicas() as i64 >= self.runtime.min_replicas_to_write
     }
 
     /// The flags processCommand judges a command by: a script's declared
@@ -906,8 +912,9 @@ impl State {
     /// (KEYLOCK CLOCK ADVANCE: what the move made due goes at once, so the
     /// next command of any client finds it gone and `expired_keys` counts it).
     pub fn expire_all_due(&mut self) {
-        if self.paused().is_some() {
-            // CLIENT PAUSE holds the dataset still.
+        if self.paused().is_some() || self.keeps_expired_keys() {
+            // CLIENT PAUSE holds the dataset still; a replica's keys go
+            // with its master's DELs.
             return;
         }
         let now = self.clock.now_ms();
@@ -1093,13 +1100,9 @@ pub struct BusyServed {
 /// or a function that does not exist, is judged by the command's own
 /// flags.
 fn script_command_flags(scripts: Option<&Scripts>, cmd: &Command, argv: &[Bytes]) -> u32 {
-    let declared = match (cmd.full_name.as_str(), argv.get(1)) {
-        ("evalsha" | "evalsha_ro", Some(sha)) => scripts.and_then(|s| s.declared_flags(sha)),
-        ("eval" | "eval_ro", Some(body)) => crate::scripting::shebang_of(body),
-        ("fcall" | "fcall_ro", Some(name)) => scripts.and_then(|s| s.function_flags(name)).map(|f| f.as_shebang()),
-        _ => None,
+    let Some(shebang) = declared_script_flags(scripts, cmd, argv) else {
+        return cmd.spec.flags;
     };
-    let Some(shebang) = declared else { return cmd.spec.flags };
     let mut flags = cmd.spec.flags & !(flag::STALE | flag::DENYOOM | flag::WRITE | flag::MAY_REPLICATE);
     if !shebang.allow_oom && !shebang.no_writes {
         flags |= flag::DENYOOM;
@@ -1111,6 +1114,45 @@ fn script_command_flags(scripts: Option<&Scripts>, cmd: &Command, argv: &[Bytes]
         flags |= flag::STALE;
     }
     flags
+}
+
+/// The flags the script `cmd` runs declared (a shebang's, a function's);
+/// None for any other command, or a script that declared none.
+fn declared_script_flags(scripts: Option<&Scripts>, cmd: &Command, argv: &[Bytes]) -> Option<crate::scripting::Shebang> {
+    match (cmd.full_name.as_str(), argv.get(1)) {
+        ("evalsha" | "evalsha_ro", Some(sha)) => scripts.and_then(|s| s.declared_flags(sha)),
+        ("eval" | "eval_ro", Some(body)) => crate::scripting::shebang_of(body),
+        ("fcall" | "fcall_ro", Some(name)) => scripts.and_then(|s| s.function_flags(name)).map(|f| f.as_shebang()),
+        _ => None,
+    }
+}
+
+/// Whether a replica whose link is down with `replica-serve-stale-data
+/// no` runs `cmd` (and for EXEC, every command queued): one flagged
+/// `stale`, or a script that declared `allow-stale` (redis-server refuses
+/// scripts that declared no flags).
+pub(crate) fn allowed_stale(
+    scripts: Option<&Scripts>,
+    client: &Client,
+    renames: &crate::commands::table::Renames,
+    cmd: &Command,
+    argv: &[Bytes],
+) -> bool {
+    let one = |cmd: &Command, argv: &[Bytes]| match cmd.full_name.as_str() {
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
+            declared_script_flags(scripts, cmd, argv).is_some_and(|s| s.allow_stale)
+        }
+        _ => cmd.spec.has(flag::STALE),
+    };
+    if cmd.full_name == "exec"
+        && let Some(multi) = client.multi.as_ref()
+    {
+        return multi.queued.iter().all(|queued| match exec::lookup(renames, queued) {
+            exec::Lookup::Found(c) => one(c, queued),
+            _ => true,
+        });
+    }
+    one(cmd, argv)
 }
 
 /// A reply encoded at most once per protocol, for fan-out.
@@ -1381,6 +1423,7 @@ impl Engine {
         outbox.set_class(client.output_class());
         self.state.account_client(&mut client);
         self.state.clients.insert(id, client);
+        self.state.send_getack_if_due();
         self.state.broadcast_invalidations();
         self.state.account_touched_clients();
         for victim in std::mem::take(&mut self.state.kill_queue) {

@@ -257,6 +257,13 @@ impl State {
             ctime: self.clock.now_ms() / 1000,
             used_mem: crate::memory::used_bytes(),
             aof_base,
+            // A replica tells its replicas where its master's stream is.
+            repl: self
+                .master
+                .as_deref()
+                .and_then(|m| m.client)
+                .and_then(|id| self.clients.get(&id))
+                .map(|c| (c.db, self.master_replid().to_string(), self.replicas.offset)),
         };
         let libraries: Vec<&[u8]> = codes.iter().map(|c| c.as_ref()).collect();
         let dbs = self.dbs.iter().enumerate().map(|(index, db)| DbSource {

@@ -609,14 +609,7 @@ impl State {
     /// A snapshot replaces the dataset (a member starting from its own,
     /// or one too far behind sent the leader's).
     pub fn raft_restore(&mut self, scripts: &mut super::Scripts, data: &[u8], last: Option<LogId>) -> Result<(), String> {
-        let loaded = crate::rdb::file::read(data, self.dbs.len(), &super::persistence::decode_options(&self.params), 0).map_err(|e| e.0)?;
-        for db in &mut self.dbs {
-            db.clear();
-        }
-        let limit = self.runtime.lua_memory_limit;
-        let _ = scripts.reset_functions(limit);
-        let libraries = self.install(loaded);
-        scripts.load_libraries(libraries);
+        self.replace_dataset(scripts, data)?;
         if let Some(r) = self.raft.as_deref_mut() {
             r.last_applied = last;
             r.installs += 1;

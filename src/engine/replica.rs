@@ -81,7 +81,8 @@ pub struct Master {
     /// `master_last_io_seconds_ago`).
     pub last_io_ms: u64,
     /// When the link went down (INFO `master_link_down_since_seconds`).
-    pub down_since_ms: u64,
+    /// None until a link is lost (Redis's `repl_down_since` 0).
+    pub down_since_ms: Option<u64>,
     /// The snapshot's transfer: its size (-1 while unknown, for the
     /// EOF-delimited form) and the bytes read so far.
     pub transfer: Option<(i64, u64)>,
@@ -129,9 +130,14 @@ impl State {
         {
             return false;
         }
+        let now = self.clock.now_ms();
+        let down_since_ms = match self.master.as_deref() {
+            None => None,
+            Some(m) if m.client.is_some() => Some(now),
+            Some(m) => m.down_since_ms,
+        };
         self.drop_master_client();
         let generation = self.master.as_ref().map_or(0, |m| m.generation) + 1;
-        let now = self.clock.now_ms();
         self.master = Some(Box::new(Master {
             host: host.to_string(),
             port,
@@ -140,7 +146,7 @@ impl State {
             client: None,
             read_offset: self.replicas.offset,
             last_io_ms: now,
-            down_since_ms: now,
+            down_since_ms,
             transfer: None,
         }));
         // Clients blocked on keys were waiting for writes this server
@@ -150,6 +156,7 @@ impl State {
         self.params.set_default("replicaof", &format!("{host} {port}"));
         crate::log::set_replica(true);
         crate::log::notice(format_args!("Connecting to MASTER {host}:{port}"));
+        crate::log::notice(format_args!("MASTER <-> REPLICA sync started"));
         if let Some(by) = by {
             crate::log::notice(format_args!("REPLICAOF {host}:{port} enabled (user request from '{by}')"));
         }
@@ -164,6 +171,13 @@ impl State {
         }
         self.drop_master_client();
         self.master = None;
+        // Its replicas follow a history that now forks: they start over
+        // (Redis's `disconnectSlaves`).
+        for replica in &self.replicas.ids {
+            if let Some(c) = self.clients.get(replica) {
+                c.outbox.close_now();
+            }
+        }
         self.refresh_expiry_mode();
         self.params.set_default("replicaof", "no one");
         crate::log::set_replica(false);
@@ -205,25 +219,27 @@ impl State {
 
     /// The link of `generation` is down (the connection failed or was
     /// lost): the master's client goes, and the link connects again.
-    pub fn master_link_lost(&mut self, generation: u64) {
+    /// True if the stream was running.
+    pub fn master_link_lost(&mut self, generation: u64) -> bool {
         let connected = self
             .master
             .as_deref()
             .is_some_and(|m| m.generation == generation && m.client.is_some());
         if connected {
-            crate::log::notice(format_args!("Connection with master lost."));
+            crate::log::warning(format_args!("Connection with master lost."));
         }
         if self.master.as_deref().is_some_and(|m| m.generation == generation) {
             self.drop_master_client();
             let now = self.clock.now_ms();
             if let Some(m) = self.master.as_deref_mut() {
                 if m.link == LinkState::Connected {
-                    m.down_since_ms = now;
+                    m.down_since_ms = Some(now);
                 }
                 m.link = LinkState::Connect;
                 m.transfer = None;
             }
         }
+        connected
     }
 
     fn drop_master_client(&mut self) {
@@ -240,6 +256,14 @@ impl State {
     /// `generation`.
     pub fn master_client(&self, generation: u64) -> Option<ClientId> {
         self.master.as_deref().filter(|m| m.generation == generation).and_then(|m| m.client)
+    }
+
+    /// Whether the master's client of the link of `generation` is there
+    /// and open (CLIENT KILL closes it: the link then starts over).
+    pub fn master_client_open(&self, generation: u64) -> bool {
+        self.master_client(generation)
+            .and_then(|id| self.clients.get(&id))
+            .is_some_and(|c| c.outbox.close_request() == super::CloseRequest::Open)
     }
 
     /// The master wrote to the link (a keep-alive newline while it
@@ -259,7 +283,8 @@ impl State {
 
     /// Replaces the dataset and function libraries with a snapshot's
     /// (the file is read whole first: a damaged one changes nothing).
-    pub fn replace_dataset(&mut self, scripts: &mut super::Scripts, data: &[u8]) -> Result<(), String> {
+    /// Returns the database the stream after it starts in.
+    pub fn replace_dataset(&mut self, scripts: &mut super::Scripts, data: &[u8]) -> Result<Option<usize>, String> {
         let options = super::persistence::decode_options(&self.params);
         let loaded = crate::rdb::file::read(data, self.dbs.len(), &options, 0).map_err(|e| format!("{} (at offset {})", e.0, e.1))?;
         for db in &mut self.dbs {
@@ -267,9 +292,10 @@ impl State {
         }
         let limit = self.runtime.lua_memory_limit;
         let _ = scripts.reset_functions(limit);
+        let stream_db = loaded.stream_db.filter(|&db| db < self.dbs.len());
         let libraries = self.install(loaded);
         scripts.load_libraries(libraries);
-        Ok(())
+        Ok(stream_db)
     }
 }
 
@@ -292,10 +318,13 @@ impl Engine {
         }
         crate::log::notice(format_args!("MASTER <-> REPLICA sync: Flushing old data"));
         crate::log::notice(format_args!("MASTER <-> REPLICA sync: Loading DB in memory"));
-        if let Err(e) = state.replace_dataset(&mut self.scripts, rdb) {
-            crate::log::warning(format_args!("Failed trying to load the MASTER synchronization DB from socket: {e}"));
-            return Err(e);
-        }
+        let stream_db = match state.replace_dataset(&mut self.scripts, rdb) {
+            Ok(db) => db,
+            Err(e) => {
+                crate::log::warning(format_args!("Failed trying to load the MASTER synchronization DB from socket: {e}"));
+                return Err(e);
+            }
+        };
         // Tracking clients drop everything they cached, as after FLUSHALL.
         state.invalidate_on_flush(&mut super::Client::script_client());
         // The history is the master's from here; this server's replicas
@@ -314,6 +343,7 @@ impl Engine {
             c.is_master = true;
             c.replaying = true;
             c.authenticated = true;
+            c.db = stream_db.unwrap_or(0);
         }
         let now = state.clock.now_ms();
         if let Some(m) = state.master.as_deref_mut() {
@@ -341,19 +371,32 @@ impl Engine {
     /// file; `raw` goes on to this server's replicas and counts in the
     /// replication offset. The clients whose waits the commands ended are
     /// returned (see `BatchOutput::woken`); None if the link is no longer
-    /// wanted.
+    /// wanted, or its client was closed (CLIENT KILL): the link then
+    /// starts over.
     pub fn run_master_stream(&mut self, generation: u64, commands: Vec<Vec<Bytes>>, raw: &[u8]) -> Option<Vec<ClientId>> {
         let id = self.state.master_client(generation)?;
+        if !self.state.master_client_open(generation) {
+            return None;
+        }
         if let Some(m) = self.state.master.as_deref_mut() {
             m.read_offset += raw.len() as u64;
         }
         self.state.master_heard(generation);
         let mut woken = Vec::new();
         if !commands.is_empty() {
+            // The master's commands see every key the master sees, past
+            // its deadline here or not.
+            self.state.dbs[0].ignore_deadlines(true);
             woken = self.run_batch_capped(id, commands, false).woken;
+            self.state.dbs[0].ignore_deadlines(false);
             // Replies are not sent to the master; anything pushed goes.
             if let Some(c) = self.state.clients.get(&id) {
                 c.outbox.buffer().borrow_mut().clear();
+            }
+            if !self.state.master_client_open(generation) {
+                // Killed by one of its own commands: what ran is applied,
+                // not acknowledged, and the link starts over.
+                return None;
             }
         }
         self.state.flush_effects();

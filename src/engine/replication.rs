@@ -34,6 +34,20 @@ pub struct Announced {
     /// second).
     pub ack_offset: u64,
     pub ack_secs: u64,
+    /// It sent SYNC or PSYNC.
+    pub synced: bool,
+    /// Stream bytes queued after its snapshot, while the snapshot is not
+    /// all written (None once it is: the replica is online).
+    pub after_snapshot: Option<u64>,
+}
+
+impl Announced {
+    /// A replica (it sent SYNC) whose snapshot is all written (Redis's
+    /// SLAVE_STATE_ONLINE). Kept here, not on its client, so that it is
+    /// known while the replica's own batch runs (an ACK's).
+    pub fn online(&self) -> bool {
+        self.synced && self.after_snapshot.is_none()
+    }
 }
 
 /// The replicas and their shared stream.
@@ -50,6 +64,9 @@ pub struct Replicas {
     last_ping: Instant,
     /// Full resynchronizations served (INFO `sync_full`).
     pub full_syncs: u64,
+    /// A WAIT asked for the replicas' offsets (see
+    /// [`State::send_getack_if_due`]).
+    pub getack_due: bool,
 }
 
 impl Default for Replicas {
@@ -62,6 +79,7 @@ impl Default for Replicas {
             offset: 0,
             last_ping: Instant::now(),
             full_syncs: 0,
+            getack_due: false,
         }
     }
 }
@@ -84,7 +102,10 @@ impl State {
             self.replicas.ids.push(client.id);
         }
         let now_secs = self.clock.now_ms() / 1000;
-        self.replicas.announced.entry(client.id).or_default().ack_secs = now_secs;
+        let announced = self.replicas.announced.entry(client.id).or_default();
+        announced.ack_secs = now_secs;
+        announced.synced = true;
+        announced.after_snapshot = Some(0);
         match self.replicas.tap {
             // The stream goes on; its next effect comes after a SELECT, so
             // that the new replica knows its database.
@@ -114,12 +135,40 @@ impl State {
         }
     }
 
-    /// Asks every replica for its offset now (`REPLCONF GETACK *`), for a
-    /// WAIT that blocked (Redis's `replicationRequestAckFromSlaves`).
+    /// Every replica is to be asked for its offset (`REPLCONF GETACK *`)
+    /// once the batch is over, for a WAIT that blocked (Redis's
+    /// `replicationRequestAckFromSlaves`).
     pub fn request_acks(&mut self) {
+        self.replicas.getack_due = true;
+    }
+
+    /// Sends the GETACK asked for, unless clients are paused (Redis's
+    /// `beforeSleep`): after the batch, and from the cron.
+    pub fn send_getack_if_due(&mut self) {
+        if !self.replicas.getack_due || self.paused().is_some() {
+            return;
+        }
+        self.replicas.getack_due = false;
         if !self.replicas.ids.is_empty() && self.master.is_none() {
             self.send_to_replicas(b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n");
         }
+    }
+
+    /// Replicas online whose last ACK is at most `min-replicas-max-lag`
+    /// seconds old (Redis's `repl_good_slaves_count`).
+    pub fn good_replicas(&self) -> usize {
+        let now_secs = self.clock.now_ms() / 1000;
+        let max_lag = self.runtime.min_replicas_max_lag.max(0) as u64;
+        self.replicas
+            .ids
+            .iter()
+            .filter(|id| {
+                self.replicas
+                    .announced
+                    .get(id)
+                    .is_some_and(|a| a.online() && now_secs.saturating_sub(a.ack_secs) <= max_lag)
+            })
+            .count()
     }
 
     /// How many replicas acknowledged the stream up to `offset`.
@@ -127,7 +176,12 @@ impl State {
         self.replicas
             .ids
             .iter()
-            .filter(|id| self.replicas.announced.get(id).is_some_and(|a| a.ack_offset >= offset))
+            .filter(|id| {
+                self.replicas
+                    .announced
+                    .get(id)
+                    .is_some_and(|a| a.online() && a.ack_offset >= offset)
+            })
             .count()
     }
 
@@ -165,6 +219,29 @@ impl State {
                     out.place(false);
                 }
                 replica.outbox.wake();
+                if let Some(after) = self.replicas.announced.get_mut(id).and_then(|a| a.after_snapshot.as_mut()) {
+                    *after += bytes.len() as u64;
+                }
+            }
+        }
+        self.note_replicas_online();
+    }
+
+    /// Replicas whose snapshot is all written are online: the `replica`
+    /// class of `client-output-buffer-limit` holds them from now on (the
+    /// snapshot never counts toward it, as Redis sends it beside the
+    /// output buffer).
+    pub fn note_replicas_online(&mut self) {
+        for id in &self.replicas.ids {
+            let Some(announced) = self.replicas.announced.get_mut(id) else {
+                continue;
+            };
+            let Some(after) = announced.after_snapshot else { continue };
+            let Some(replica) = self.clients.get_mut(id) else { continue };
+            if replica.outbox.unwritten() as u64 <= after {
+                announced.after_snapshot = None;
+                replica.replica_online = true;
+                replica.outbox.set_class(replica.output_class());
             }
         }
     }
@@ -172,6 +249,8 @@ impl State {
     /// The cron's part: a PING every `repl-ping-replica-period` seconds,
     /// so that replicas know the master is there.
     pub fn ping_replicas(&mut self) {
+        self.note_replicas_online();
+        self.send_getack_if_due();
         // A replica's replicas get its master's PINGs.
         if self.replicas.ids.is_empty() || self.master.is_some() {
             return;

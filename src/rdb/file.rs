@@ -44,6 +44,10 @@ pub struct Aux {
     pub used_mem: u64,
     /// Written as the base of an append-only file (`aof-base`).
     pub aof_base: bool,
+    /// A replica's snapshot for its own replicas: the database its
+    /// master's stream is in, the replication ID and offset
+    /// (`repl-stream-db`, `repl-id`, `repl-offset`).
+    pub repl: Option<(usize, String, u64)>,
 }
 
 /// One database to save: its number, its key count and how many have a
@@ -76,6 +80,11 @@ pub fn write<'a, W: Write, I: Iterator<Item = (&'a [u8], &'a Value, Option<u64>)
     aux_field(&mut buf, "redis-bits", b"64");
     aux_field(&mut buf, "ctime", aux.ctime.to_string().as_bytes());
     aux_field(&mut buf, "used-mem", aux.used_mem.to_string().as_bytes());
+    if let Some((db, id, offset)) = &aux.repl {
+        aux_field(&mut buf, "repl-stream-db", db.to_string().as_bytes());
+        aux_field(&mut buf, "repl-id", id.as_bytes());
+        aux_field(&mut buf, "repl-offset", offset.to_string().as_bytes());
+    }
     aux_field(&mut buf, "aof-base", if aux.aof_base { b"1" } else { b"0" });
     for code in libraries {
         buf.push(OP_FUNCTION2);
@@ -149,6 +158,9 @@ pub struct Loaded {
     pub libraries: Vec<Bytes>,
     /// Keys left out because their deadline had passed.
     pub expired: u64,
+    /// `repl-stream-db`: the database the stream after this snapshot
+    /// starts in.
+    pub stream_db: Option<usize>,
 }
 
 /// Why a file did not load, in the words Redis logs, and the offset in
@@ -237,8 +249,11 @@ fn read_body(
                 r.length().ok_or_else(short)?;
             }
             OP_AUX => {
-                r.string().ok_or_else(short)?;
-                r.string().ok_or_else(short)?;
+                let key = r.string().ok_or_else(short)?;
+                let value = r.string().ok_or_else(short)?;
+                if &key[..] == b"repl-stream-db" {
+                    loaded.stream_db = std::str::from_utf8(&value).ok().and_then(|v| v.parse().ok());
+                }
             }
             OP_MODULE_AUX => return Err(fail("The RDB file contains AUX module data I can't load: no matching module")),
             OP_FUNCTION2 => loaded.libraries.push(r.string().ok_or_else(short)?),
@@ -284,6 +299,7 @@ mod tests {
             ctime: 1,
             used_mem: 2,
             aof_base: false,
+            repl: None,
         };
         write(&mut out, &aux, libraries, std::iter::once(source), &EncodeOptions::default(), true).unwrap();
         out

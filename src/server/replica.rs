@@ -52,19 +52,53 @@ pub(crate) fn follow(shared: &Rc<Shared>) {
     }
 }
 
+/// Why a link ended, logged at its level as Redis logs it.
+type Failure = (log::Level, String);
+
+fn warning(text: impl Into<String>) -> Failure {
+    (log::Level::Warning, text.into())
+}
+
+fn io_failure(what: &str, e: &std::io::Error) -> Failure {
+    warning(format!("{what}: {}", crate::error::os_error_text(e)))
+}
+
 /// The link of `generation`: connects and serves until it fails, then
-/// again a second later, until aborted.
+/// again at once after a lost link, a second later after a failed attempt
+/// (Redis's `replicationHandleMasterDisconnection` and `replicationCron`),
+/// until REPLICAOF changes (the task is then aborted, or ends here).
 async fn link(shared: Rc<Shared>, generation: u64, host: String, port: u16) {
+    let mut first = true;
     loop {
-        if let Err(e) = sync_and_run(&shared, generation, &host, port).await {
-            log::warning(format_args!("{e}"));
+        if !first {
+            log::notice(format_args!("MASTER <-> REPLICA sync started"));
         }
-        {
+        first = false;
+        if let Err((level, text)) = sync_and_run(&shared, generation, &host, port).await {
+            log::log(level, format_args!("{text}"));
+        }
+        let was_connected = {
             let mut engine = shared.engine.borrow_mut();
-            engine.state.master_link_lost(generation);
+            let was_connected = engine.state.master_link_lost(generation);
             engine.forget_master_clients();
+            was_connected
+        };
+        if shared
+            .engine
+            .borrow()
+            .state
+            .master
+            .as_deref()
+            .is_none_or(|m| m.generation != generation)
+        {
+            return;
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        if was_connected {
+            log::notice(format_args!("Reconnecting to MASTER {host}:{port}"));
+        } else {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            log::notice(format_args!("Connecting to MASTER {host}:{port}"));
+        }
     }
 }
 
@@ -97,17 +131,17 @@ struct Reader {
 
 impl Reader {
     /// Reads more, or fails after `repl-timeout` of silence.
-    async fn fill(&mut self) -> Result<(), String> {
+    async fn fill(&mut self) -> Result<(), Failure> {
         match tokio::time::timeout(self.timeout, self.link.read(&mut self.buf)).await {
-            Err(_) => Err("timeout".into()),
-            Ok(Ok(0)) => Err("connection lost".into()),
+            Err(_) => Err(warning("Timeout reading from the MASTER")),
+            Ok(Ok(0)) => Err(warning("The MASTER closed the connection")),
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(crate::error::os_error_text(&e)),
+            Ok(Err(e)) => Err(io_failure("I/O error reading from the MASTER", &e)),
         }
     }
 
     /// The next line, without its CRLF (or LF).
-    async fn line(&mut self) -> Result<String, String> {
+    async fn line(&mut self) -> Result<String, Failure> {
         loop {
             if let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
                 let line = self.buf.split_to(end + 1);
@@ -115,18 +149,18 @@ impl Reader {
                 return Ok(text.trim_end_matches('\r').to_string());
             }
             if self.buf.len() > 64 * 1024 {
-                return Err("line too long".into());
+                return Err(warning("The MASTER sent a line too long"));
             }
             self.fill().await?;
         }
     }
 
     /// Sends `argv` as a RESP array and reads the one-line reply.
-    async fn command(&mut self, argv: &[&str]) -> Result<String, String> {
+    async fn command(&mut self, argv: &[&str]) -> Result<String, Failure> {
         self.link
             .write_all(&encode(argv))
             .await
-            .map_err(|e| crate::error::os_error_text(&e))?;
+            .map_err(|e| io_failure("I/O error writing to the MASTER", &e))?;
         self.line().await
     }
 }
@@ -140,7 +174,7 @@ fn encode(argv: &[&str]) -> Vec<u8> {
 }
 
 /// One connection to the master: handshake, snapshot, stream.
-async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u16) -> Result<(), String> {
+async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u16) -> Result<(), Failure> {
     let (timeout, tls, user, auth, announce_ip, listening_port) = {
         let mut engine = shared.engine.borrow_mut();
         let state = &mut engine.state;
@@ -165,19 +199,18 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
             if announced != 0 { announced } else { own_port },
         )
     };
-    log::notice(format_args!("MASTER <-> REPLICA sync started"));
     let tcp = match tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host, port))).await {
         Ok(Ok(tcp)) => tcp,
-        Ok(Err(e)) => return Err(format!("Error condition on socket for SYNC: {}", crate::error::os_error_text(&e))),
-        Err(_) => return Err("Timeout connecting to the MASTER...".into()),
+        Ok(Err(e)) => return Err(io_failure("Error condition on socket for SYNC", &e)),
+        Err(_) => return Err(warning("Timeout connecting to the MASTER...")),
     };
     let _ = tcp.set_nodelay(true);
     let (peer, local) = match (tcp.peer_addr(), tcp.local_addr()) {
         (Ok(p), Ok(l)) => (p, l),
-        (Err(e), _) | (_, Err(e)) => return Err(format!("Error condition on socket for SYNC: {}", crate::error::os_error_text(&e))),
+        (Err(e), _) | (_, Err(e)) => return Err(io_failure("Error condition on socket for SYNC", &e)),
     };
     if tls {
-        return Err("TLS replication: not supported".into());
+        return Err(warning("TLS replication: not supported"));
     }
     let link = Link::Plain(tcp);
     log::notice(format_args!("Non blocking connect for SYNC fired the event."));
@@ -193,14 +226,14 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
     let pong = r
         .command(&["PING"])
         .await
-        .map_err(|e| format!("Error reply to PING from master: '{e}'"))?;
+        .map_err(|(level, e)| (level, format!("Error reply to PING from master: '{e}'")))?;
     // A master that wants a password still answers PING with -NOAUTH.
     if pong.starts_with('-')
         && !pong.starts_with("-NOAUTH")
         && !pong.starts_with("-NOPERM")
         && !pong.starts_with("-ERR operation not permitted")
     {
-        return Err(format!("Error reply to PING from master: '{pong}'"));
+        return Err(warning(format!("Error reply to PING from master: '{pong}'")));
     }
     log::notice(format_args!("Master replied to PING, replication can continue..."));
     if let Some(auth) = &auth {
@@ -211,7 +244,7 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
         argv.push(auth);
         let reply = r.command(&argv).await?;
         if reply.starts_with('-') {
-            return Err(format!("Unable to AUTH to MASTER: {reply}"));
+            return Err(warning(format!("Unable to AUTH to MASTER: {reply}")));
         }
     }
     let port_text = listening_port.to_string();
@@ -237,7 +270,7 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
     r.link
         .write_all(&encode(&["PSYNC", "?", "-1"]))
         .await
-        .map_err(|e| crate::error::os_error_text(&e))?;
+        .map_err(|e| io_failure("Error writing to the MASTER", &e))?;
     let reply = loop {
         // Newlines are the master's keep-alives while it prepares.
         let line = r.line().await?;
@@ -248,13 +281,16 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
     };
     let Some(rest) = reply.strip_prefix("+FULLRESYNC ") else {
         if reply.starts_with("-NOMASTERLINK") || reply.starts_with("-LOADING") {
-            return Err(format!("Master is currently unable to PSYNC but should be in the future: {reply}"));
+            return Err((
+                log::Level::Notice,
+                format!("Master is currently unable to PSYNC but should be in the future: {reply}"),
+            ));
         }
-        return Err(format!("Unexpected reply to PSYNC from master: {reply}"));
+        return Err(warning(format!("Unexpected reply to PSYNC from master: {reply}")));
     };
     let (replid, offset) = match rest.split_once(' ') {
         Some((id, off)) if id.len() == 40 => (id.to_string(), off.parse::<u64>().unwrap_or(0)),
-        _ => return Err(format!("Master replied with wrong +FULLRESYNC syntax: {reply}")),
+        _ => return Err(warning(format!("Master replied with wrong +FULLRESYNC syntax: {reply}"))),
     };
     log::notice(format_args!("Full resync from master: {replid}:{offset}"));
     if !shared.engine.borrow_mut().state.master_link_at(generation, LinkState::Transfer) {
@@ -264,41 +300,46 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
 
     let id = shared.next_client_id.get();
     shared.next_client_id.set(id + 1);
-    shared.engine.borrow_mut().master_synced(
-        generation,
-        &rdb,
-        (&replid, offset),
-        (id, ClientAddr::Tcp(peer), ClientAddr::Tcp(local), Outbox::new()),
-    )?;
+    shared
+        .engine
+        .borrow_mut()
+        .master_synced(
+            generation,
+            &rdb,
+            (&replid, offset),
+            (id, ClientAddr::Tcp(peer), ClientAddr::Tcp(local), Outbox::new()),
+        )
+        // Logged by the engine already.
+        .map_err(|e| (log::Level::Debug, e))?;
     drop(rdb);
     shared.after_batch();
     run_stream(&mut r, shared, generation).await
 }
 
 /// The snapshot's bytes, after its `$` line.
-async fn receive_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64) -> Result<Vec<u8>, String> {
+async fn receive_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64) -> Result<Vec<u8>, Failure> {
     let header = loop {
         let line = r
             .line()
             .await
-            .map_err(|e| format!("I/O error reading bulk count from MASTER: {e}"))?;
+            .map_err(|(level, e)| (level, format!("I/O error reading bulk count from MASTER: {e}")))?;
         if !line.is_empty() {
             break line;
         }
         shared.engine.borrow_mut().state.master_heard(generation);
     };
     if let Some(error) = header.strip_prefix('-') {
-        return Err(format!("MASTER aborted replication with an error: {error}"));
+        return Err(warning(format!("MASTER aborted replication with an error: {error}")));
     }
     let Some(size) = header.strip_prefix('$') else {
-        return Err(format!(
+        return Err(warning(format!(
             "Bad protocol from MASTER, the first byte is not '$' (we received '{header}'), are you sure the host and port are right?"
-        ));
+        )));
     };
     let mut rdb = Vec::new();
     if let Some(mark) = size.strip_prefix("EOF:") {
         if mark.len() != 40 {
-            return Err(format!("Bad EOF mark from MASTER: '{mark}'"));
+            return Err(warning(format!("Bad EOF mark from MASTER: '{mark}'")));
         }
         log::notice(format_args!(
             "MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to disk"
@@ -312,11 +353,13 @@ async fn receive_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64) 
                 break;
             }
             shared.engine.borrow_mut().state.master_transfer_progress(-1, rdb.len() as u64);
-            r.fill().await.map_err(|e| format!("I/O error trying to sync with MASTER: {e}"))?;
+            r.fill()
+                .await
+                .map_err(|(level, e)| (level, format!("I/O error trying to sync with MASTER: {e}")))?;
         }
     } else {
         let Ok(total) = size.parse::<usize>() else {
-            return Err(format!("Bad bulk count from MASTER: '{size}'"));
+            return Err(warning(format!("Bad bulk count from MASTER: '{size}'")));
         };
         log::notice(format_args!("MASTER <-> REPLICA sync: receiving {total} bytes from master to disk"));
         rdb.reserve(total);
@@ -331,53 +374,39 @@ async fn receive_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64) 
             if rdb.len() == total {
                 break;
             }
-            r.fill().await.map_err(|e| format!("I/O error trying to sync with MASTER: {e}"))?;
+            r.fill()
+                .await
+                .map_err(|(level, e)| (level, format!("I/O error trying to sync with MASTER: {e}")))?;
         }
     }
     Ok(rdb)
 }
 
 /// Runs the stream until the link fails.
-async fn run_stream(r: &mut Reader, shared: &Rc<Shared>, generation: u64) -> Result<(), String> {
+async fn run_stream(r: &mut Reader, shared: &Rc<Shared>, generation: u64) -> Result<(), Failure> {
     let mut ack = tokio::time::interval(Duration::from_secs(1));
     ack.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_read = tokio::time::Instant::now();
     loop {
-        // What the buffer holds whole runs, GETACKs answered in order.
-        let mut at = 0;
-        let mut batch = Vec::new();
-        let mut batch_start = 0;
-        loop {
-            match crate::engine::aof::parse_stream_command(&r.buf, at) {
-                Ok(Some((argv, next))) => {
-                    let getack = argv.len() >= 2 && argv[0].eq_ignore_ascii_case(b"replconf") && argv[1].eq_ignore_ascii_case(b"getack");
-                    if getack {
-                        run(shared, generation, std::mem::take(&mut batch), &r.buf[batch_start..at])?;
-                        send_ack(r, shared).await?;
-                        run(shared, generation, Vec::new(), &r.buf[at..next])?;
-                        batch_start = next;
-                    } else {
-                        batch.push(argv);
-                    }
-                    at = next;
-                }
-                Ok(None) => break,
-                Err(e) => return Err(format!("Protocol error from MASTER: {e}")),
-            }
+        // CLIENT PAUSE holds the master's stream too: it waits unread.
+        let paused = shared.engine.borrow_mut().state.paused().is_some();
+        if !paused {
+            run_buffered(r, shared, generation).await?;
         }
-        if at > batch_start || !batch.is_empty() {
-            run(shared, generation, batch, &r.buf[batch_start..at])?;
-        }
-        let _ = r.buf.split_to(at);
         tokio::select! {
-            read = r.link.read(&mut r.buf) => match read {
-                Ok(0) => return Err("Connection with master lost.".into()),
+            read = r.link.read(&mut r.buf), if !paused => match read {
+                Ok(0) => return Err((log::Level::Verbose, "Client closed connection".into())),
                 Ok(_) => last_read = tokio::time::Instant::now(),
-                Err(e) => return Err(format!("Connection with master lost: {}", crate::error::os_error_text(&e))),
+                Err(e) => return Err((log::Level::Verbose, format!("Reading from client: {}", crate::error::os_error_text(&e)))),
             },
+            _ = tokio::time::sleep(Duration::from_millis(10)), if paused => {}
             _ = ack.tick() => {
-                if last_read.elapsed() > r.timeout {
-                    return Err("MASTER timeout: no data nor PING received...".into());
+                if last_read.elapsed() > r.timeout && !paused {
+                    return Err(warning("MASTER timeout: no data nor PING received..."));
+                }
+                if !shared.engine.borrow().state.master_client_open(generation) {
+                    // CLIENT KILL of the master's client: the link starts over.
+                    return Ok(());
                 }
                 send_ack(r, shared).await?;
             }
@@ -385,11 +414,50 @@ async fn run_stream(r: &mut Reader, shared: &Rc<Shared>, generation: u64) -> Res
     }
 }
 
+/// Runs the whole commands the buffer holds, a GETACK answered with the
+/// offset of what came before it.
+async fn run_buffered(r: &mut Reader, shared: &Rc<Shared>, generation: u64) -> Result<(), Failure> {
+    let mut at = 0;
+    let mut batch = Vec::new();
+    let mut batch_start = 0;
+    loop {
+        match crate::engine::aof::parse_stream_command(&r.buf, at) {
+            Ok(Some((argv, next))) => {
+                let getack = argv.len() >= 2 && argv[0].eq_ignore_ascii_case(b"replconf") && argv[1].eq_ignore_ascii_case(b"getack");
+                if getack {
+                    run(shared, generation, std::mem::take(&mut batch), &r.buf[batch_start..at])?;
+                    send_ack(r, shared).await?;
+                    run(shared, generation, Vec::new(), &r.buf[at..next])?;
+                    batch_start = next;
+                } else {
+                    batch.push(argv);
+                }
+                at = next;
+            }
+            Ok(None) => break,
+            Err(e) => {
+                // What came before it runs, as Redis runs each command
+                // as it is parsed.
+                if at > batch_start {
+                    run(shared, generation, batch, &r.buf[batch_start..at])?;
+                }
+                return Err(warning(format!("Protocol error from MASTER: {e}")));
+            }
+        }
+    }
+    if at > batch_start {
+        run(shared, generation, batch, &r.buf[batch_start..at])?;
+    }
+    let _ = r.buf.split_to(at);
+    Ok(())
+}
+
 /// Runs `commands` of the stream, `raw` as they came.
-fn run(shared: &Rc<Shared>, generation: u64, commands: Vec<Vec<Bytes>>, raw: &[u8]) -> Result<(), String> {
+fn run(shared: &Rc<Shared>, generation: u64, commands: Vec<Vec<Bytes>>, raw: &[u8]) -> Result<(), Failure> {
     let woken = shared.engine.borrow_mut().run_master_stream(generation, commands, raw);
     let Some(woken) = woken else {
-        return Err("the master changed".into());
+        // Its client was closed (CLIENT KILL), or REPLICAOF changed.
+        return Err((log::Level::Verbose, "The MASTER's client was closed".into()));
     };
     super::conn::write_woken(shared, &woken);
     shared.after_batch();
@@ -397,10 +465,12 @@ fn run(shared: &Rc<Shared>, generation: u64, commands: Vec<Vec<Bytes>>, raw: &[u
 }
 
 /// `REPLCONF ACK <offset>`: how far this replica applied the stream.
-async fn send_ack(r: &mut Reader, shared: &Rc<Shared>) -> Result<(), String> {
+async fn send_ack(r: &mut Reader, shared: &Rc<Shared>) -> Result<(), Failure> {
     let offset = shared.engine.borrow().state.replica_ack_offset().to_string();
-    r.link
-        .write_all(&encode(&["REPLCONF", "ACK", &offset]))
-        .await
-        .map_err(|e| format!("Connection with master lost: {}", crate::error::os_error_text(&e)))
+    r.link.write_all(&encode(&["REPLCONF", "ACK", &offset])).await.map_err(|e| {
+        (
+            log::Level::Verbose,
+            format!("Error writing to client: {}", crate::error::os_error_text(&e)),
+        )
+    })
 }
