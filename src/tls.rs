@@ -81,13 +81,20 @@ impl ClientAuth {
     }
 }
 
-/// The server configurations new TLS connections are served with.
+/// The server configurations new TLS connections are served with, and
+/// the client one this server connects to its master with.
 pub struct TlsContext {
     no_auth: Arc<ServerConfig>,
     /// Client certificates required; None without a CA.
     required: Option<Arc<ServerConfig>>,
     /// Client certificates verified when given; None without a CA.
     optional: Option<Arc<ServerConfig>>,
+    /// For `tls-replication`: the master's certificate checked against
+    /// the CA (not its name, as Redis's OpenSSL client context checks
+    /// none), with `tls-client-cert-file` / `tls-client-key-file` as this
+    /// server's certificate, or `tls-cert-file` / `tls-key-file` when they
+    /// are not set. None without a CA.
+    client: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl std::fmt::Debug for TlsContext {
@@ -114,6 +121,11 @@ impl TlsContext {
             ClientAuth::Yes => self.required.clone(),
             ClientAuth::Optional => self.optional.clone(),
         }
+    }
+
+    /// The configuration to connect to a master with (see `client`).
+    pub fn client(&self) -> Option<Arc<rustls::ClientConfig>> {
+        self.client.clone()
     }
 
     /// Redis's `tlsConfigure`: builds the context from the parameters;
@@ -169,6 +181,30 @@ impl TlsContext {
             Ok::<_, String>(Arc::new(config))
         };
         let no_auth = build(None)?;
+        let client = match &roots {
+            None => None,
+            Some(roots) => {
+                let (certs, key) = match (get("tls-client-cert-file"), get("tls-client-key-file")) {
+                    (Some(cert_file), Some(key_file)) => (
+                        load_certs(cert_file).map_err(|e| format!("Failed to load certificate: {cert_file}: {e}"))?,
+                        load_key(key_file, get("tls-client-key-file-pass"))
+                            .map_err(|e| format!("Failed to load private key: {key_file}: {e}"))?,
+                    ),
+                    _ => (certs.clone(), key.clone_key()),
+                };
+                let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(roots.clone(), provider.clone())
+                    .build()
+                    .map_err(|e| format!("Failed to configure CA certificate(s) file/directory: {e}"))?;
+                let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+                    .with_protocol_versions(&versions)
+                    .map_err(|e| format!("Failed to configure ciphers: {e}"))?
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(AnyName(verifier)))
+                    .with_client_auth_cert(certs, key)
+                    .map_err(|e| format!("Failed to load private key: {e}"))?;
+                Some(Arc::new(config))
+            }
+        };
         let (required, optional) = match roots {
             None => (None, None),
             Some(roots) => {
@@ -185,7 +221,57 @@ impl TlsContext {
             no_auth,
             required,
             optional,
+            client,
         })
+    }
+}
+
+/// A master's certificate is checked against the CA, whatever name it
+/// is for: Redis's client context (OpenSSL, `SSL_VERIFY_PEER` and no host
+/// name set) checks the chain only, and replicas connect by address.
+#[derive(Debug)]
+struct AnyName(Arc<rustls::client::WebPkiServerVerifier>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &rustls_pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName | rustls::CertificateError::NotValidForNameContext { .. },
+            )) => Ok(rustls::client::danger::ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.supported_verify_schemes()
     }
 }
 

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Config, Server, ServerHandle, conn, free_port, q, q_err};
+use common::{Config, Server, ServerHandle, conn, free_port, q, q_err, wait_until};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::pem::PemObject;
 
@@ -802,4 +802,58 @@ fn an_encrypted_key_file_is_read_with_tls_key_file_pass() {
     let mut t = rediss(&pki, tls_addr(&started), true).unwrap();
     let pong: String = redis::cmd("PING").query(&mut t).unwrap();
     assert_eq!(pong, "PONG");
+}
+
+#[test]
+fn a_replica_follows_its_master_over_tls() {
+    let pki = Pki::new();
+    let master = start_tls(&pki, &[]);
+    let mut m = conn(&master);
+    let _: () = q(&mut m, &["SET", "before", "1"]);
+    // The replica's certificate: tls-client-cert-file, or else its own
+    // server certificate (as Redis's test "tls-cert-file is also used as a
+    // client cert if none specified").
+    for client_cert in [true, false] {
+        let extra: Vec<(&str, String)> = if client_cert {
+            vec![
+                ("tls-client-cert-file", pki.file("client.crt")),
+                ("tls-client-key-file", pki.file("client.key")),
+            ]
+        } else {
+            Vec::new()
+        };
+        let mut flags: Vec<(&str, &str)> = extra.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        flags.push(("tls-replication", "yes"));
+        let replica = start_tls(&pki, &flags);
+        let mut r = conn(&replica);
+        let port = tls_addr(&master).port().to_string();
+        let _: () = q(&mut r, &["REPLICAOF", "127.0.0.1", &port]);
+        wait_until(20, "the TLS link comes up", || {
+            q::<String>(&mut r, &["INFO", "replication"]).contains("master_link_status:up")
+        });
+        let _: () = q(&mut m, &["SET", "after", if client_cert { "a" } else { "b" }]);
+        wait_until(10, "the write arrives", || {
+            q::<Option<String>>(&mut r, &["GET", "after"]).as_deref() == Some(if client_cert { "a" } else { "b" })
+        });
+        assert_eq!(q::<Option<String>>(&mut r, &["GET", "before"]).as_deref(), Some("1"));
+        // The master lists it with its TLS port, where it listens.
+        let info: String = q(&mut m, &["INFO", "replication"]);
+        assert!(info.contains(&format!("port={},state=online", tls_addr(&replica).port())), "{info}");
+    }
+}
+
+#[test]
+fn a_replica_without_a_certificate_the_master_trusts_stays_down() {
+    let pki = Pki::new();
+    let other = Pki::new();
+    let master = start_tls(&pki, &[]);
+    // Its CA is another one: it trusts neither the master's certificate nor
+    // is its own trusted by the master.
+    let replica = start_tls(&other, &[("tls-replication", "yes")]);
+    let mut r = conn(&replica);
+    let port = tls_addr(&master).port().to_string();
+    let _: () = q(&mut r, &["REPLICAOF", "127.0.0.1", &port]);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let info: String = q(&mut r, &["INFO", "replication"]);
+    assert!(info.contains("master_link_status:down"), "{info}");
 }

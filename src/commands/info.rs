@@ -190,13 +190,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("mem_fragmentation_ratio:{ratio:.2}");
             line!("mem_fragmentation_bytes:{}", o.fragmentation_bytes());
             let aof_buffer = st.aof.as_ref().map_or(0, |a| a.buffer_length()) as u64;
-            let replica_buffers: u64 = st
-                .replicas
-                .ids
-                .iter()
-                .filter_map(|id| st.clients.get(id))
-                .map(|c| c.outbox.obuf_bytes() as u64)
-                .sum();
+            let replica_buffers = st.replica_buffers();
             line!("mem_not_counted_for_evict:{}", aof_buffer + replica_buffers);
             line!("mem_replication_backlog:0");
             line!("mem_total_replication_buffers:{}", replica_buffers);

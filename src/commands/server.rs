@@ -372,8 +372,9 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     ctx.state.apply_runtime(notify);
     if changed.contains(&"maxmemory") && ctx.state.runtime.maxmemory > 0 {
-        // Redis's updateMaxmemory: a limit under what is used evicts now
-        // (Redis's eviction timer starts at once), not at the next write.
+        // Redis's updateMaxmemory: a limit under what is used evicts once
+        // the command is over (Redis's eviction timer starts at once),
+        // not at the next write.
         let used = crate::memory::used_bytes();
         if ctx.state.runtime.maxmemory < used {
             crate::log::warning(format_args!(
@@ -381,7 +382,7 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 ctx.state.runtime.maxmemory
             ));
         }
-        ctx.state.perform_evictions();
+        ctx.state.eviction.due = true;
     }
     if (changed.contains(&"maxmemory-clients") || changed.contains(&"maxmemory")) && ctx.state.client_eviction_limit() > 0 {
         // Redis's applyClientMaxMemoryUsage: a lower limit evicts at once.

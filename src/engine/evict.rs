@@ -93,12 +93,19 @@ pub struct Eviction {
     /// Keys were evicted before the command about to run: their events
     /// and invalidations go out ahead of its reply.
     pub before_command: bool,
+    /// CONFIG SET lowered `maxmemory` under what is used: keys are evicted
+    /// once the command (or the transaction it is in) is over, as Redis's
+    /// eviction timer does, not in the middle of it.
+    pub due: bool,
 }
 
 impl State {
     /// Whether used memory is over `maxmemory`.
     fn over_maxmemory(&self) -> Option<u64> {
-        let used = crate::memory::used_bytes();
+        // The replicas' output and the append-only file's buffer are not
+        // counted (Redis's `freeMemoryGetNotCountedMemory`).
+        let not_counted = self.replica_buffers() + self.aof.as_ref().map_or(0, |a| a.buffer_length()) as u64;
+        let used = crate::memory::used_bytes().saturating_sub(not_counted);
         (self.runtime.maxmemory > 0 && used > self.runtime.maxmemory).then(|| used - self.runtime.maxmemory)
     }
 

@@ -1372,6 +1372,12 @@ impl Engine {
             if self.state.replicas.offset != offset {
                 client.woff = self.state.replicas.offset;
             }
+            if std::mem::take(&mut self.state.eviction.due) {
+                // CONFIG SET lowered `maxmemory` (alone, or in a
+                // transaction now over): the eviction timer's run, its
+                // DELs after what the command wrote.
+                self.state.perform_evictions();
+            }
             if self.state.shutdown {
                 // A successful SHUTDOWN closes connections without a reply.
                 break;
@@ -1426,9 +1432,11 @@ impl Engine {
         self.state.send_getack_if_due();
         self.state.broadcast_invalidations();
         self.state.account_touched_clients();
+        // Killed clients go without what they were owed, their memory
+        // back at once (Redis's `freeClient`).
         for victim in std::mem::take(&mut self.state.kill_queue) {
             if let Some(c) = self.state.clients.get(&victim) {
-                c.outbox.close();
+                c.outbox.close_now();
             }
         }
         result

@@ -171,6 +171,18 @@ impl State {
             .count()
     }
 
+    /// The memory the replicas' output holds (INFO `mem_clients_slaves`),
+    /// which `maxmemory` does not count (Redis's replication buffer,
+    /// `freeMemoryGetNotCountedMemory`).
+    pub fn replica_buffers(&self) -> u64 {
+        self.replicas
+            .ids
+            .iter()
+            .filter_map(|id| self.clients.get(id))
+            .map(|c| c.outbox.buffer().borrow().allocated() as u64)
+            .sum()
+    }
+
     /// How many replicas acknowledged the stream up to `offset`.
     pub fn replicas_acked(&self, offset: u64) -> usize {
         self.replicas
@@ -215,7 +227,8 @@ impl State {
         for id in &self.replicas.ids {
             if let Some(replica) = self.clients.get(id) {
                 if let Some(mut out) = replica.outbox.writable() {
-                    out.tail().extend_from_slice(bytes);
+                    // In whole chunks, never a chunk regrown past its size.
+                    out.extend_from_slice(bytes);
                     out.place(false);
                 }
                 replica.outbox.wake();

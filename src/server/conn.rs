@@ -1,9 +1,10 @@
 //! One client connection: read, split into commands, run the batch on the
 //! engine, write the replies.
 //!
-//! A connection reads, executes and writes in turn, so a client that sends
-//! without reading is held back by its own unread replies, as with Redis.
-//! Its output is the client's outbox (`engine::output`), where the engine
+//! A connection reads and executes what its client sends while its unread
+//! replies stay under `limits::PIPELINE_HOLD` (32 MB), so that a client
+//! that sends without reading is served as Redis serves it until then, and
+//! held back by its own unread replies past it. Its output is the client's outbox (`engine::output`), where the engine
 //! appends replies and pushes (pub/sub messages, MONITOR lines) and wakes
 //! this task to write them. Where a limit of `server::limits` would close
 //! the connection (a client that has not authenticated, an output buffer

@@ -25,13 +25,20 @@
 //!
 //! Where keylock differs: Redis sets no `normal` limit by default and lets unread
 //! replies grow without bound; keylock instead stops reading a connection
-//! whose replies wait unread ([`NetLimits::hold_at`]), unless a limit that
-//! closes it applies to its class: then, as with Redis, it keeps reading
-//! and the limit decides. Pushes (pub/sub messages, MONITOR lines) cannot
+//! once [`PIPELINE_HOLD`] bytes of its replies wait unread
+//! ([`NetLimits::hold_at`]), unless a limit that closes it applies to its
+//! class: then, as with Redis, it keeps reading and the limit decides.
+//! Below that bound a client that pipelines without reading is served as
+//! Redis serves it (Redis's own suite sends a million commands before it
+//! reads a reply). Pushes (pub/sub messages, MONITOR lines) cannot
 //! be held back that way: for a `normal` client with no limit, such as a
 //! MONITOR client, they grow without bound as in Redis.
 
 use crate::engine::{ClientClass, OutputLimits, REPLY_BUFFER};
+
+/// A connection with this many bytes of replies unread is not read again
+/// until they drain (when no configured limit would close it first).
+pub const PIPELINE_HOLD: usize = 32 << 20;
 
 /// While a script is busy, a connection with this many bytes of replies
 /// unread is not read again until they drain (when no configured limit
@@ -55,8 +62,8 @@ pub struct NetLimits {
 
 impl NetLimits {
     /// The unwritten output at which a connection is no longer read until
-    /// it drains: at once in the normal path, at [`BUSY_HOLD`] while a
-    /// script is busy; never while a limit that closes the connection
+    /// it drains: at [`PIPELINE_HOLD`] in the normal path, at
+    /// [`BUSY_HOLD`] while a script is busy; never while a limit that closes the connection
     /// applies, client eviction included (it is read on and the limit
     /// decides, as with Redis); with only a soft limit, where that limit
     /// is reached so that it can fire.
@@ -65,7 +72,7 @@ impl NetLimits {
         if !authenticated || limit.hard > 0 || self.evicts_clients {
             return usize::MAX;
         }
-        let base = if busy { BUSY_HOLD } else { 1 };
+        let base = if busy { BUSY_HOLD } else { PIPELINE_HOLD };
         if limit.soft > 0 {
             base.max(REPLY_BUFFER + limit.soft)
         } else {
@@ -91,14 +98,16 @@ mod tests {
     #[test]
     fn connections_are_held_back_unless_a_closing_limit_applies_to_their_class() {
         let none = limits("normal 0 0 0 slave 0 0 0 pubsub 1000 0 0");
-        assert_eq!(none.hold_at(ClientClass::Normal, true, false), 1);
+        assert_eq!(none.hold_at(ClientClass::Normal, true, false), PIPELINE_HOLD);
         assert_eq!(none.hold_at(ClientClass::Normal, true, true), BUSY_HOLD);
         assert_eq!(none.hold_at(ClientClass::Normal, false, true), usize::MAX);
         assert_eq!(none.hold_at(ClientClass::Pubsub, true, false), usize::MAX);
         let hard = limits("normal 1048576 0 0 slave 0 0 0 pubsub 0 0 0");
         assert_eq!(hard.hold_at(ClientClass::Normal, true, false), usize::MAX);
-        assert_eq!(hard.hold_at(ClientClass::Pubsub, true, false), 1);
+        assert_eq!(hard.hold_at(ClientClass::Pubsub, true, false), PIPELINE_HOLD);
         let soft = limits("normal 0 1048576 5 slave 0 0 0 pubsub 0 0 0");
-        assert_eq!(soft.hold_at(ClientClass::Normal, true, false), 16384 + (1 << 20));
+        assert_eq!(soft.hold_at(ClientClass::Normal, true, false), PIPELINE_HOLD);
+        let soft = limits("normal 0 67108864 5 slave 0 0 0 pubsub 0 0 0");
+        assert_eq!(soft.hold_at(ClientClass::Normal, true, false), 16384 + (64 << 20));
     }
 }

@@ -102,22 +102,30 @@ async fn link(shared: Rc<Shared>, generation: u64, host: String, port: u16) {
     }
 }
 
-/// The connection to the master.
+/// The connection to the master, plain or TLS.
 enum Link {
     Plain(tokio::net::TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>),
 }
 
 impl Link {
+    /// Reads what is there (cancel-safe: nothing read is lost if the
+    /// future is dropped).
     async fn read(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
         buf.reserve(super::parser::READ_CHUNK);
         match self {
             Link::Plain(s) => s.read_buf(buf).await,
+            Link::Tls(s) => s.read_buf(buf).await,
         }
     }
 
     async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         match self {
             Link::Plain(s) => s.write_all(bytes).await,
+            Link::Tls(s) => {
+                s.write_all(bytes).await?;
+                s.flush().await
+            }
         }
     }
 }
@@ -209,10 +217,24 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
         (Ok(p), Ok(l)) => (p, l),
         (Err(e), _) | (_, Err(e)) => return Err(io_failure("Error condition on socket for SYNC", &e)),
     };
-    if tls {
-        return Err(warning("TLS replication: not supported"));
-    }
-    let link = Link::Plain(tcp);
+    let link = if tls {
+        let config = shared.engine.borrow().state.tls.as_ref().and_then(|t| t.client());
+        let Some(config) = config else {
+            return Err(warning(
+                "Failed to configure TLS for the link to the MASTER: no CA certificate configured",
+            ));
+        };
+        let name = rustls_pki_types::ServerName::try_from(host.to_string())
+            .map_err(|e| warning(format!("Error condition on socket for SYNC: {e}")))?;
+        let connect = tokio_rustls::TlsConnector::from(config).connect(name, tcp);
+        match tokio::time::timeout(timeout, connect).await {
+            Ok(Ok(stream)) => Link::Tls(Box::new(stream)),
+            Ok(Err(e)) => return Err(io_failure("Error condition on socket for SYNC", &e)),
+            Err(_) => return Err(warning("Timeout connecting to the MASTER...")),
+        }
+    } else {
+        Link::Plain(tcp)
+    };
     log::notice(format_args!("Non blocking connect for SYNC fired the event."));
     if !shared.engine.borrow_mut().state.master_link_at(generation, LinkState::Handshake) {
         return Ok(());
