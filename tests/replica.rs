@@ -658,3 +658,35 @@ fn a_replicas_connection_may_not_touch_the_keyspace_and_min_replicas_counts_acks
         }
     }
 }
+
+#[test]
+fn wait_asks_for_acks_without_moving_the_clients_own_offset() {
+    let s = start();
+    let mut m = Raw::connect(s.addr());
+    let port = s.addr().port().to_string();
+    let replicas: Vec<RealRedis> = (0..2)
+        .filter_map(|_| real_redis_with(&["--replicaof", "127.0.0.1", &port, "--enable-debug-command", "yes"]))
+        .collect();
+    if replicas.len() < 2 {
+        return;
+    }
+    for r in &replicas {
+        wait_link_up(&mut Raw::connect(r.addr));
+    }
+    assert_eq!(m.call(&["SET", "k", "v"]), b"+OK\r\n");
+    assert_eq!(m.call(&["WAIT", "2", "5000"]), b":2\r\n");
+    // A WAIT that times out has asked for acknowledgements (the GETACK
+    // goes after its batch, not counted as this client's write).
+    assert_eq!(m.call(&["WAIT", "3", "10"]), b":2\r\n");
+    // With both replicas asleep, they still hold this client's last write.
+    let mut sleepers: Vec<Raw> = replicas.iter().map(|r| Raw::connect(r.addr)).collect();
+    for r in &mut sleepers {
+        r.send_cmd(&[b"DEBUG", b"SLEEP", b"1"]);
+    }
+    let started = std::time::Instant::now();
+    assert_eq!(m.call(&["WAIT", "2", "500"]), b":2\r\n");
+    assert!(started.elapsed() < std::time::Duration::from_millis(400), "{:?}", started.elapsed());
+    for r in &mut sleepers {
+        assert_eq!(r.reply(), b"+OK\r\n");
+    }
+}

@@ -673,11 +673,22 @@ impl Db {
 
     /// Removes `key` to free memory (Redis's eviction in
     /// `performEvictions`): WATCH and tracking told, an `evicted` event,
-    /// and replayed as a `DEL` as an expiry is. False if it was not there.
-    pub fn evict(&mut self, key: &[u8]) -> bool {
-        let Some((_, old, _)) = self.keys.remove(key) else { return false };
-        self.signal_if_stream(key, &old);
+    /// and replayed as a `DEL` as an expiry is. Returns the memory the
+    /// removal itself freed (`used` is how it is measured), before what is
+    /// recorded of it (Redis's `delta` around `dbSyncDelete`: the events
+    /// and invalidations it causes are not counted against it), or what
+    /// MEMORY USAGE said of the key if more (the key table gives its room
+    /// back by whole chunks, later); None if it was not there.
+    pub fn evict(&mut self, key: &[u8], used: impl Fn() -> u64) -> Option<u64> {
+        let before = used();
+        let (_, old, _) = self.keys.remove(key)?;
+        let estimate = footprint::usage(key, &old, 5);
+        let stream = matches!(old, Value::Stream(_));
         drop(old);
+        let freed = before.saturating_sub(used()).max(estimate);
+        if stream && !self.waiting.is_empty() {
+            self.signal_key_ready(key);
+        }
         self.changes = self.changes.wrapping_add(1);
         self.events.record_modified(self.index, key, false);
         if let Some(list) = self.watchers.get(key) {
@@ -685,7 +696,7 @@ impl Db {
         }
         self.notify(NOTIFY_EVICTED, "evicted", key);
         self.events.record_expired(self.index, key);
-        true
+        Some(freed)
     }
 
     /// The keys eviction chooses from: a random one, or a random one with

@@ -123,7 +123,7 @@ impl State {
         if self.master.is_some() && self.params.value("replica-ignore-maxmemory") != Some("no") {
             return true;
         }
-        let Some(mut to_free) = self.over_maxmemory() else { return true };
+        let Some(to_free) = self.over_maxmemory() else { return true };
         let policy = self.runtime.maxmemory_policy;
         if policy == Policy::NoEviction {
             return false;
@@ -131,23 +131,19 @@ impl State {
         let mut freed: u64 = 0;
         let mut evicted_any = false;
         let ok = loop {
+            // Done once the removals freed what was over (Redis's loop):
+            // memory the evictions' events and invalidations take is not
+            // measured again here, or they would evict more keys, whose
+            // invalidations would take more (the next command's check
+            // sees it).
             if freed >= to_free {
-                // What the counting missed (memory freed later than the
-                // key, or used meanwhile) is measured again.
-                match self.over_maxmemory() {
-                    None => break true,
-                    Some(left) => {
-                        to_free = left;
-                        freed = 0;
-                    }
-                }
+                break true;
             }
             let Some((db, key)) = self.eviction_candidate(policy) else {
                 break false;
             };
-            let before = crate::memory::used_bytes();
-            if self.dbs[db].evict(&key) {
-                freed += before.saturating_sub(crate::memory::used_bytes());
+            if let Some(bytes) = self.dbs[db].evict(&key, crate::memory::used_bytes) {
+                freed += bytes;
                 self.eviction.evicted += 1;
                 evicted_any = true;
             }
