@@ -597,6 +597,9 @@ fn what_a_replica_with_its_link_down_answers_is_redis_servers() {
         &["PING"],
         &["INFO", "server"],
         &["EVAL_RO", "return redis.call('set', 'x', '1')", "0"],
+        &["EVAL", "#!lua flags=allow-stale,no-writes\nreturn redis.call('get', 'x')", "1", "x"],
+        &["EVAL", "#!lua flags=allow-stale,no-writes\nreturn redis.call('echo', 'x')", "0"],
+        &["EVAL", "#!lua flags=no-writes\nreturn 1", "0"],
     ] {
         let (ka, ta) = (k.call(cmd), t.call(cmd));
         if cmd[0] == "INFO" {

@@ -60,6 +60,9 @@ pub const RAFT_READONLY: &str = "READONLY You can't write against a read only re
 pub const RAFT_LEASE_LAPSED: &str =
     "MASTERDOWN The shard's leader has not heard from a majority of its members lately: its data may be stale";
 pub const WRITE_IN_READ_ONLY: &str = "ERR Write commands are not allowed from read-only scripts.";
+/// A script's command without the `stale` flag on a replica whose link is
+/// down, with `replica-serve-stale-data no`.
+pub const STALE_IN_SCRIPT: &str = "ERR Can not execute the command on a stale replica";
 /// Redis's `slowevalerr`: a client's command while an EVAL is busy.
 /// What commands not flagged `loading` get while the dataset loads.
 pub const LOADING: &str = "LOADING Redis is loading the dataset in memory";
@@ -262,13 +265,7 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
         });
     }
     // A replica whose link is down, with `replica-serve-stale-data no`.
-    if state
-        .master
-        .as_deref()
-        .is_some_and(|m| m.link != super::replica::LinkState::Connected)
-        && state.params.value("replica-serve-stale-data") == Some("no")
-        && !super::allowed_stale(scripts, client, &state.renames, cmd, argv)
-    {
+    if state.serving_stale_refused() && !super::allowed_stale(scripts, client, &state.renames, cmd, argv) {
         return Err(Refusal::of(
             CmdError::new("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."),
             Some(cmd),
@@ -458,6 +455,11 @@ pub fn for_script(
     }
     if cmd.spec.has(flag::NOSCRIPT) && !state.debug.allow_noscript {
         return refuse(NOT_ALLOWED, Some(cmd));
+    }
+    // Redis's `scriptVerifyAllowStale`: a script allowed to run on a
+    // replica whose link is down runs only commands flagged `stale`.
+    if !cmd.spec.has(flag::STALE) && state.serving_stale_refused() {
+        return refuse(STALE_IN_SCRIPT, Some(cmd));
     }
     // `redis.call` runs with the permissions of the script's caller.
     if let Some(denial) = acl_denial(state, client, cmd, argv) {

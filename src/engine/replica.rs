@@ -106,6 +106,13 @@ impl State {
         self.raft_accepts_writes() && !self.read_only_replica()
     }
 
+    /// A replica whose link is down with `replica-serve-stale-data no`:
+    /// only commands flagged `stale` run.
+    pub fn serving_stale_refused(&self) -> bool {
+        self.master.as_deref().is_some_and(|m| m.link != LinkState::Connected)
+            && self.params.value("replica-serve-stale-data") == Some("no")
+    }
+
     /// Keys stay past their deadline and no expiry cycle runs: on a Raft
     /// follower and on a replica, whose master's DELs remove them.
     pub fn keeps_expired_keys(&self) -> bool {

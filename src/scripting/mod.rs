@@ -689,6 +689,11 @@ pub(crate) fn prepare_declared(state: &State, shebang: Shebang, read_only: bool)
             b"ERR Can not run script on cluster, 'no-cluster' flag is set.",
         )));
     }
+    if state.serving_stale_refused() && !shebang.allow_stale {
+        return Err(Reply::Error(Bytes::from_static(
+            b"MASTERDOWN Link with MASTER is down, replica-serve-stale-data is set to 'no' and 'allow-stale' flag is not set on the script.",
+        )));
+    }
     if !shebang.no_writes {
         if !state.accepts_writes() {
             return Err(Reply::Error(Bytes::from_static(
