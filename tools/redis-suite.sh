@@ -12,8 +12,8 @@
 # unit       e.g. unit/introspection; default: the units keylock's README
 #            reports.
 # KEYLOCK    the keylock binary (default target/release/keylock).
-# TAGS       runtest's --tags (default "-needs:repl": keylock is never a
-#            replica).
+# TAGS       runtest's --tags (default: none, every test; "-needs:repl
+#            -repl" leaves out those that make the server a replica).
 # LOGS       where each run's log goes (default /tmp/keylock-redis-suite).
 # EXTERNAL   1: run each unit against servers this script starts (fresh for
 #            every unit, `--enable-debug-command yes`), as external servers
@@ -43,7 +43,7 @@ if [ ${#units[@]} -eq 0 ]; then
 fi
 repo=$(cd "$(dirname "$0")/.." && pwd)
 keylock=$(realpath "${KEYLOCK:-$repo/target/release/keylock}")
-tags=${TAGS:--needs:repl}
+tags=${TAGS:-}
 logs=${LOGS:-/tmp/keylock-redis-suite}
 mkdir -p "$logs"
 
