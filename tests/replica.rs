@@ -693,3 +693,83 @@ fn wait_asks_for_acks_without_moving_the_clients_own_offset() {
         assert_eq!(r.reply(), b"+OK\r\n");
     }
 }
+
+/// A field of an INFO section as a number.
+fn number(r: &mut Raw, section: &str, name: &str) -> i64 {
+    field(&r.call(&["INFO", section]), name).parse().unwrap()
+}
+
+#[test]
+fn a_replicas_own_acks_do_not_make_its_output_count_toward_maxmemory() {
+    // The binary: used memory is its allocator's count, as in production
+    // (an in-process server reports the test process's RSS).
+    let s = Binary::start(&[]);
+    let mut m = Raw::connect(s.addr);
+    for j in 0..100 {
+        m.call(&["SETRANGE", &format!("key:{j}"), "100000", "asdf"]);
+    }
+    m.call(&["CONFIG", "SET", "maxmemory-policy", "allkeys-random"]);
+    m.call(&["CONFIG", "SET", "client-output-buffer-limit", "replica 100000000 100000000 300"]);
+    // A replica that takes its snapshot, then stops reading.
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    sock.connect(&s.addr.into()).unwrap();
+    let stream: std::net::TcpStream = sock.into();
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    let mut replica = Raw {
+        reader: std::io::BufReader::new(stream.try_clone().unwrap()),
+        writer: stream,
+    };
+    replica.send(b"SYNC\r\n");
+    let mut header = String::new();
+    std::io::BufRead::read_line(&mut replica.reader, &mut header).unwrap();
+    let mut rdb = vec![0; header.trim()[1..].parse().unwrap()];
+    std::io::Read::read_exact(&mut replica.reader, &mut rdb).unwrap();
+    let mut writer = Raw::connect(s.addr);
+    let payload = "A".repeat(100);
+    for _ in 0..100 {
+        let batch: Vec<u8> = encode(&[b"SETRANGE", b"key:0", b"0", payload.as_bytes()]).repeat(1000);
+        writer.send(&batch);
+        (0..1000).for_each(|_| assert_eq!(writer.reply(), b":100004\r\n"));
+    }
+    assert!(number(&mut m, "memory", "mem_clients_slaves") > 2 << 20);
+    let used = number(&mut m, "memory", "used_memory");
+    let not_counted = number(&mut m, "memory", "mem_not_counted_for_evict");
+    m.call(&["CONFIG", "SET", "maxmemory", &(used - not_counted + 256 * 1024).to_string()]);
+    m.call(&["PING"]);
+    let evicted = number(&mut m, "stats", "evicted_keys");
+    // The replica's ACK runs as any command, its own output left out too.
+    replica.send_cmd(&[b"REPLCONF", b"ACK", b"0"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(number(&mut m, "stats", "evicted_keys"), evicted);
+    assert_eq!(m.call(&["DBSIZE"]), b":100\r\n");
+}
+
+#[test]
+fn eviction_keeps_used_memory_under_maxmemory_whatever_keys_hold() {
+    // Lists whose first elements are large: a sampled estimate of their
+    // size would count more than their removal frees. (The binary: see
+    // above.)
+    let s = Binary::start(&[]);
+    let mut m = Raw::connect(s.addr);
+    m.call(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+    let big = "z".repeat(20_000);
+    for k in 0..50 {
+        let key = format!("l{k}");
+        let mut argv: Vec<&str> = vec!["RPUSH", &key];
+        argv.extend(std::iter::repeat_n(big.as_str(), 5));
+        m.call(&argv);
+        let mut argv: Vec<&str> = vec!["RPUSH", &key];
+        argv.extend(std::iter::repeat_n("1", 2000));
+        m.call(&argv);
+    }
+    let limit = number(&mut m, "memory", "used_memory") - (2 << 20);
+    m.call(&["CONFIG", "SET", "maxmemory", &limit.to_string()]);
+    let value = "y".repeat(1 << 20);
+    for i in 0..20 {
+        assert_eq!(m.call(&["SET", &format!("new{i}"), &value]), b"+OK\r\n");
+        // Checked before each command: at most the last SET's value over.
+        let used = number(&mut m, "memory", "used_memory");
+        assert!(used <= limit + (1 << 20) + (256 << 10), "{} KB over", (used - limit) / 1024);
+    }
+}

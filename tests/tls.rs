@@ -78,16 +78,25 @@ impl Pki {
 
 /// keylock in-process with a plain port and a TLS port, and `extra`
 /// directives. (Port 0 with a TLS port would serve TLS only, as Redis.)
+/// Ports picked free may be taken meanwhile by a server another test
+/// starts on port 0: then others are picked.
 fn start_tls(pki: &Pki, extra: &[(&str, &str)]) -> ServerHandle {
-    let mut config = Config::ephemeral();
-    config.set("port", &[&free_port().to_string()]).unwrap();
-    for (name, value) in pki.server_flags(free_port()) {
-        config.set(&name, &[&value]).unwrap();
+    for _ in 0..10 {
+        let mut config = Config::ephemeral();
+        config.set("port", &[&free_port().to_string()]).unwrap();
+        for (name, value) in pki.server_flags(free_port()) {
+            config.set(&name, &[&value]).unwrap();
+        }
+        for (name, value) in extra {
+            config.set(name, &[value]).unwrap();
+        }
+        match Server::new(config).start() {
+            Ok(server) => return server,
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
+            Err(e) => panic!("keylock starts with TLS: {e}"),
+        }
     }
-    for (name, value) in extra {
-        config.set(name, &[value]).unwrap();
-    }
-    Server::new(config).start().expect("keylock starts with TLS")
+    panic!("keylock did not start with TLS on free ports in 10 tries");
 }
 
 fn tls_addr(server: &ServerHandle) -> SocketAddr {

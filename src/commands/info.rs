@@ -191,7 +191,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("mem_fragmentation_bytes:{}", o.fragmentation_bytes());
             let aof_buffer = st.aof.as_ref().map_or(0, |a| a.buffer_length()) as u64;
             let replica_buffers = st.replica_buffers();
-            line!("mem_not_counted_for_evict:{}", aof_buffer + replica_buffers);
+            line!("mem_not_counted_for_evict:{}", st.not_counted_memory());
             line!("mem_replication_backlog:0");
             line!("mem_total_replication_buffers:{}", replica_buffers);
             line!("mem_clients_slaves:{}", replica_buffers);

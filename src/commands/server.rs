@@ -375,7 +375,7 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         // Redis's updateMaxmemory: a limit under what is used evicts once
         // the command is over (Redis's eviction timer starts at once),
         // not at the next write.
-        let used = crate::memory::used_bytes();
+        let used = crate::memory::used_bytes().saturating_sub(ctx.state.not_counted_memory());
         if ctx.state.runtime.maxmemory < used {
             crate::log::warning(format_args!(
                 "WARNING: the new maxmemory value set via CONFIG SET ({}) is smaller than the current memory usage ({used}). This will result in key eviction and/or the inability to accept new write commands depending on the maxmemory-policy.",

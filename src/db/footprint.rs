@@ -37,6 +37,12 @@ fn data(len: usize) -> usize {
     len.next_multiple_of(8)
 }
 
+/// What a key's place in the keyspace costs, without its value: its entry
+/// and the key's bytes.
+pub fn entry(key: &[u8]) -> u64 {
+    (KEY_ENTRY + data(key.len())) as u64
+}
+
 /// MEMORY USAGE of `key` holding `value`: the key's entry and the value,
 /// aggregates sampled `samples` elements deep.
 pub fn usage(key: &[u8], value: &Value, samples: usize) -> u64 {

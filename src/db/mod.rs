@@ -676,16 +676,16 @@ impl Db {
     /// and replayed as a `DEL` as an expiry is. Returns the memory the
     /// removal itself freed (`used` is how it is measured), before what is
     /// recorded of it (Redis's `delta` around `dbSyncDelete`: the events
-    /// and invalidations it causes are not counted against it), or what
-    /// MEMORY USAGE said of the key if more (the key table gives its room
-    /// back by whole chunks, later); None if it was not there.
+    /// and invalidations it causes are not counted against it), or the
+    /// key's entry if more (the key table gives its room back by whole
+    /// chunks, later, and the key's bytes may be shared until its
+    /// invalidation); None if it was not there.
     pub fn evict(&mut self, key: &[u8], used: impl Fn() -> u64) -> Option<u64> {
         let before = used();
         let (_, old, _) = self.keys.remove(key)?;
-        let estimate = footprint::usage(key, &old, 5);
         let stream = matches!(old, Value::Stream(_));
         drop(old);
-        let freed = before.saturating_sub(used()).max(estimate);
+        let freed = before.saturating_sub(used()).max(footprint::entry(key));
         if stream && !self.waiting.is_empty() {
             self.signal_key_ready(key);
         }

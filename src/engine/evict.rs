@@ -100,12 +100,16 @@ pub struct Eviction {
 }
 
 impl State {
+    /// Memory `maxmemory` does not count: the replicas' output and the
+    /// append-only file's buffer (Redis's `freeMemoryGetNotCountedMemory`,
+    /// INFO `mem_not_counted_for_evict`).
+    pub fn not_counted_memory(&self) -> u64 {
+        self.replica_buffers() + self.aof.as_ref().map_or(0, |a| a.buffer_length()) as u64
+    }
+
     /// Whether used memory is over `maxmemory`.
     fn over_maxmemory(&self) -> Option<u64> {
-        // The replicas' output and the append-only file's buffer are not
-        // counted (Redis's `freeMemoryGetNotCountedMemory`).
-        let not_counted = self.replica_buffers() + self.aof.as_ref().map_or(0, |a| a.buffer_length()) as u64;
-        let used = crate::memory::used_bytes().saturating_sub(not_counted);
+        let used = crate::memory::used_bytes().saturating_sub(self.not_counted_memory());
         (self.runtime.maxmemory > 0 && used > self.runtime.maxmemory).then(|| used - self.runtime.maxmemory)
     }
 

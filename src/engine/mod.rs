@@ -1375,8 +1375,12 @@ impl Engine {
             if std::mem::take(&mut self.state.eviction.due) {
                 // CONFIG SET lowered `maxmemory` (alone, or in a
                 // transaction now over): the eviction timer's run, its
-                // DELs after what the command wrote.
+                // DELs after what the command wrote, its events and
+                // invalidations out at once (not left, taking memory, for
+                // the next command's check).
                 self.state.perform_evictions();
+                self.state.eviction.before_command = false;
+                self.state.publish_key_events(&mut client);
             }
             if self.state.shutdown {
                 // A successful SHUTDOWN closes connections without a reply.

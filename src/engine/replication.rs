@@ -36,6 +36,9 @@ pub struct Announced {
     pub ack_secs: u64,
     /// It sent SYNC or PSYNC.
     pub synced: bool,
+    /// Its output, reachable while its own batch runs (an ACK's), when
+    /// its client is out of the engine's map.
+    pub outbox: Option<super::Outbox>,
     /// Stream bytes queued after its snapshot, while the snapshot is not
     /// all written (None once it is: the replica is online).
     pub after_snapshot: Option<u64>,
@@ -105,6 +108,7 @@ impl State {
         let announced = self.replicas.announced.entry(client.id).or_default();
         announced.ack_secs = now_secs;
         announced.synced = true;
+        announced.outbox = Some(client.outbox.clone());
         announced.after_snapshot = Some(0);
         match self.replicas.tap {
             // The stream goes on; its next effect comes after a SELECT, so
@@ -178,8 +182,8 @@ impl State {
         self.replicas
             .ids
             .iter()
-            .filter_map(|id| self.clients.get(id))
-            .map(|c| c.outbox.buffer().borrow().allocated() as u64)
+            .filter_map(|id| self.replicas.announced.get(id)?.outbox.as_ref())
+            .map(|outbox| outbox.buffer().borrow().allocated() as u64)
             .sum()
     }
 

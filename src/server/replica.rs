@@ -18,7 +18,8 @@
 //!   failed handshake or a damaged stream ends the link; a new one starts
 //!   a second later. A REPLICAOF of another master, or NO ONE, aborts the
 //!   task and closes its connection.
-//! - With `tls-replication yes` the link is TLS (see `tls_client`).
+//! - With `tls-replication yes` the link is TLS (tokio-rustls, with the
+//!   client configuration of `crate::tls`).
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -192,11 +193,9 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
         let p = &state.params;
         let text = |name: &str| p.value(name).filter(|v| !v.is_empty()).map(str::to_string);
         let tls = p.value("tls-replication") == Some("yes");
-        let own_port = if tls {
-            p.int("tls-port").unwrap_or(0)
-        } else {
-            i64::from(state.port)
-        };
+        // Redis's: the TLS port with TLS replication, if there is one.
+        let tls_port = p.int("tls-port").unwrap_or(0);
+        let own_port = if tls && tls_port != 0 { tls_port } else { i64::from(state.port) };
         let announced = p.int("replica-announce-port").unwrap_or(0);
         (
             Duration::from_secs(p.int("repl-timeout").unwrap_or(60).max(1) as u64),
@@ -224,8 +223,10 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
                 "Failed to configure TLS for the link to the MASTER: no CA certificate configured",
             ));
         };
+        // The name is not checked (see `tls::AnyName`): one rustls cannot
+        // take (an underscore in it) is replaced.
         let name = rustls_pki_types::ServerName::try_from(host.to_string())
-            .map_err(|e| warning(format!("Error condition on socket for SYNC: {e}")))?;
+            .unwrap_or_else(|_| rustls_pki_types::ServerName::try_from("master.invalid").expect("a valid name"));
         let connect = tokio_rustls::TlsConnector::from(config).connect(name, tcp);
         match tokio::time::timeout(timeout, connect).await {
             Ok(Ok(stream)) => Link::Tls(Box::new(stream)),
