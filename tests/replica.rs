@@ -39,6 +39,20 @@ fn replicaof(r: &mut Raw, addr: std::net::SocketAddr) {
     assert_eq!(r.call(&["REPLICAOF", "127.0.0.1", &addr.port().to_string()]), b"+OK\r\n");
 }
 
+/// A keylock and a redis-server (its twin, asked the same to compare
+/// answers), both replicas of `master`, their links up.
+fn keylock_and_redis_replicas(master: std::net::SocketAddr) -> Option<(ServerHandle, Raw, RealRedis, Raw)> {
+    let s = start();
+    let mut k = Raw::connect(s.addr());
+    let twin = real_redis_with(&[])?;
+    let mut t = Raw::connect(twin.addr);
+    replicaof(&mut k, master);
+    replicaof(&mut t, master);
+    wait_link_up(&mut k);
+    wait_link_up(&mut t);
+    Some((s, k, twin, t))
+}
+
 #[test]
 fn keylock_follows_a_redis_server_master_as_a_redis_server_replica_does() {
     let Some(master) = redis_master() else { return };
@@ -51,14 +65,9 @@ fn keylock_follows_a_redis_server_master_as_a_redis_server_replica_does() {
     m.call(&["SELECT", "0"]);
     m.call(&["FUNCTION", "LOAD", "#!lua name=lib\nredis.register_function{function_name='f', callback=function() return 7 end, flags={'no-writes'}}\nredis.register_function('w', function() return redis.call('set', 'x', '1') end)"]);
 
-    let s = start();
-    let mut k = Raw::connect(s.addr());
-    let Some(twin) = real_redis_with(&[]) else { return };
-    let mut t = Raw::connect(twin.addr);
-    replicaof(&mut k, master.addr);
-    replicaof(&mut t, master.addr);
-    wait_link_up(&mut k);
-    wait_link_up(&mut t);
+    let Some((s, mut k, _twin, mut t)) = keylock_and_redis_replicas(master.addr) else {
+        return;
+    };
 
     // The snapshot: every database, deadlines and functions.
     assert_eq!(k.call(&["MGET", "a", "b"]), b"*2\r\n$1\r\n1\r\n$1\r\n2\r\n");
@@ -213,14 +222,9 @@ fn a_replica_keeps_expired_keys_until_its_master_deletes_them() {
     let Some(master) = redis_master() else { return };
     let mut m = Raw::connect(master.addr);
     m.call(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
-    let s = start();
-    let mut k = Raw::connect(s.addr());
-    let Some(twin) = real_redis_with(&[]) else { return };
-    let mut t = Raw::connect(twin.addr);
-    replicaof(&mut k, master.addr);
-    replicaof(&mut t, master.addr);
-    wait_link_up(&mut k);
-    wait_link_up(&mut t);
+    let Some((_s, mut k, _twin, mut t)) = keylock_and_redis_replicas(master.addr) else {
+        return;
+    };
     m.call(&["SET", "short", "x", "PX", "100"]);
     wait_offsets_equal(&mut m, &mut k);
     wait_offsets_equal(&mut m, &mut t);

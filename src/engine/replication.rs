@@ -163,16 +163,18 @@ impl State {
     pub fn good_replicas(&self) -> usize {
         let now_secs = self.clock.now_ms() / 1000;
         let max_lag = self.runtime.min_replicas_max_lag.max(0) as u64;
+        self.online_replicas()
+            .filter(|a| now_secs.saturating_sub(a.ack_secs) <= max_lag)
+            .count()
+    }
+
+    /// What the replicas online told of themselves.
+    fn online_replicas(&self) -> impl Iterator<Item = &Announced> {
         self.replicas
             .ids
             .iter()
-            .filter(|id| {
-                self.replicas
-                    .announced
-                    .get(id)
-                    .is_some_and(|a| a.online() && now_secs.saturating_sub(a.ack_secs) <= max_lag)
-            })
-            .count()
+            .filter_map(|id| self.replicas.announced.get(id))
+            .filter(|a| a.online())
     }
 
     /// The memory the replicas' output holds (INFO `mem_clients_slaves`),
@@ -189,16 +191,7 @@ impl State {
 
     /// How many replicas acknowledged the stream up to `offset`.
     pub fn replicas_acked(&self, offset: u64) -> usize {
-        self.replicas
-            .ids
-            .iter()
-            .filter(|id| {
-                self.replicas
-                    .announced
-                    .get(id)
-                    .is_some_and(|a| a.online() && a.ack_offset >= offset)
-            })
-            .count()
+        self.online_replicas().filter(|a| a.ack_offset >= offset).count()
     }
 
     /// A replica's connection is gone.
