@@ -669,8 +669,24 @@ fn locks_stay_exclusive_and_acknowledged_writes_stay_under_a_nemesis() {
         "counter {counter}, acknowledged {acked}, tried {tried}"
     );
     // Every member holds every acknowledged write.
-    for i in 0..3 {
-        wait_until(20, "every member to have the counter", || fence(i) == Some(counter));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while (0..3).any(|i| fence(i) != Some(counter)) {
+        if Instant::now() > deadline {
+            // What each member holds and knows of the shard, to tell a
+            // member behind from one that answers wrongly.
+            let views: Vec<String> = (0..3)
+                .map(|i| {
+                    let raft = Conn::open(addrs[i])
+                        .ok()
+                        .and_then(|mut c| c.call(&[b"INFO", b"replication"]).ok())
+                        .map(|v| format!("{v:?}"))
+                        .unwrap_or_default();
+                    format!("member {i}: fence {:?}; {raft}", fence(i))
+                })
+                .collect();
+            panic!("not every member has the counter {counter} after 20 s:\n{}", views.join("\n"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
     // The unavailability after each leader kill: until the next
     // acknowledged write.
