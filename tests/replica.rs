@@ -160,13 +160,10 @@ fn keylock_follows_a_redis_server_master_as_a_redis_server_replica_does() {
 
 #[test]
 fn replicaof_no_one_makes_a_master_that_continues_the_history() {
-    let Some(master) = redis_master() else { return };
-    let mut m = Raw::connect(master.addr);
+    let Some((_master, mut m, _s, mut k)) = replica_of_redis(&[]) else {
+        return;
+    };
     m.call(&["SET", "k", "v"]);
-    let s = start();
-    let mut k = Raw::connect(s.addr());
-    replicaof(&mut k, master.addr);
-    wait_link_up(&mut k);
     wait_offsets_equal(&mut m, &mut k);
     let replid = field(&info(&mut m), "master_replid");
     let offset: i64 = field(&info(&mut m), "master_repl_offset").parse().unwrap();

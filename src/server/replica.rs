@@ -35,14 +35,16 @@ use crate::log;
 /// Starts or ends the link as the engine's master says: called after
 /// every batch (REPLICAOF may have run) and at start.
 pub(crate) fn follow(shared: &Rc<Shared>) {
+    // Every batch passes here: only the generations are compared.
+    let wanted_generation = shared.engine.borrow().state.master.as_deref().map(|m| m.generation);
+    let running = shared.replica_link.borrow().as_ref().map(|(g, _)| *g);
+    if wanted_generation == running {
+        return;
+    }
     let wanted = {
         let engine = shared.engine.borrow();
         engine.state.master.as_deref().map(|m| (m.generation, m.host.clone(), m.port))
     };
-    let running = shared.replica_link.borrow().as_ref().map(|(g, _)| *g);
-    if wanted.as_ref().map(|w| w.0) == running {
-        return;
-    }
     if let Some((_, task)) = shared.replica_link.borrow_mut().take() {
         task.abort();
     }
