@@ -5,7 +5,10 @@
 //!   mid-write) is cut off at start;
 //! - `vote`: the vote, replaced atomically (temporary file, sync, rename);
 //! - `committed`: the last committed log id, a hint that lets a restarted
-//!   member rebuild its dataset from its own log at once.
+//!   member rebuild its dataset from its own log at once; a record
+//!   `[u32 length][u32 CRC32C][bincode log id]` written in place, not
+//!   synced (a hint that is stale, or lost to a crash, only makes the
+//!   member wait for the leader to say what is committed).
 //!
 //! Appends are synced (`fdatasync`) before openraft is told they are
 //! stored, so this member counts towards a commit only with the entry on
@@ -37,6 +40,8 @@ struct Inner {
     end: u64,
     last_purged: Option<LogId>,
     committed: Option<LogId>,
+    /// Where `committed` is written, opened when first written.
+    committed_file: Option<File>,
     vote: Option<Vote<NodeId>>,
 }
 
@@ -69,6 +74,37 @@ impl Inner {
     }
 }
 
+impl Inner {
+    fn write_committed(&mut self) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let body = bincode::serialize(&self.committed).map_err(std::io::Error::other)?;
+        let mut record = Vec::with_capacity(8 + body.len());
+        record.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        record.extend_from_slice(&CRC32C.checksum(&body).to_be_bytes());
+        record.extend_from_slice(&body);
+        if self.committed_file.is_none() {
+            let f = OpenOptions::new().write(true).create(true).truncate(false).open(self.dir.join("committed"))?;
+            self.committed_file = Some(f);
+        }
+        match &self.committed_file {
+            Some(f) => f.write_all_at(&record, 0),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The committed log id a `committed` file holds; None when its record
+/// is damaged (or was never whole).
+fn read_committed_record(bytes: &[u8]) -> Option<LogId> {
+    let len = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+    let crc = u32::from_be_bytes(bytes.get(4..8)?.try_into().ok()?);
+    let body = bytes.get(8..8 + len)?;
+    if CRC32C.checksum(body) != crc {
+        return None;
+    }
+    bincode::deserialize(body).ok().flatten()
+}
+
 /// A handle to the member's log (clones share it).
 #[derive(Debug, Clone)]
 pub struct LogStore {
@@ -79,18 +115,13 @@ fn io_error(subject: ErrorSubject<NodeId>, verb: ErrorVerb, e: impl std::error::
     StorageIOError::new(subject, verb, AnyError::new(&e)).into()
 }
 
-fn write_atomically(dir: &Path, name: &str, bytes: &[u8], sync: bool) -> std::io::Result<()> {
+fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
     let mut f = File::create(&tmp)?;
     f.write_all(bytes)?;
-    if sync {
-        f.sync_all()?;
-    }
+    f.sync_all()?;
     std::fs::rename(&tmp, dir.join(name))?;
-    if sync {
-        File::open(dir)?.sync_all()?;
-    }
-    Ok(())
+    File::open(dir)?.sync_all()
 }
 
 fn read_optional(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
@@ -139,10 +170,7 @@ impl LogStore {
             Some(b) => Some(bincode::deserialize(&b).map_err(std::io::Error::other)?),
             None => None,
         };
-        let committed = match read_optional(&dir.join("committed"))? {
-            Some(b) => bincode::deserialize(&b).ok().flatten(),
-            None => None,
-        };
+        let committed = read_optional(&dir.join("committed"))?.and_then(|b| read_committed_record(&b));
         let last_purged: Option<LogId> = match read_optional(&dir.join("purged"))? {
             Some(b) => bincode::deserialize(&b).ok().flatten(),
             None => None,
@@ -158,6 +186,7 @@ impl LogStore {
                 end: at as u64,
                 last_purged,
                 committed,
+                committed_file: None,
                 vote,
             })),
         })
@@ -202,7 +231,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError> {
         let mut inner = self.lock();
         let bytes = bincode::serialize(vote).map_err(|e| io_error(ErrorSubject::Vote, ErrorVerb::Write, e))?;
-        write_atomically(&inner.dir, "vote", &bytes, true).map_err(|e| io_error(ErrorSubject::Vote, ErrorVerb::Write, e))?;
+        write_atomically(&inner.dir, "vote", &bytes).map_err(|e| io_error(ErrorSubject::Vote, ErrorVerb::Write, e))?;
         inner.vote = Some(*vote);
         Ok(())
     }
@@ -214,10 +243,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
         let mut inner = self.lock();
         inner.committed = committed;
-        // A hint: not synced (a member that lost it waits for the leader).
-        if let Ok(bytes) = bincode::serialize(&committed) {
-            let _ = write_atomically(&inner.dir, "committed", &bytes, false);
-        }
+        // A hint, written in place and not synced: it is saved at every
+        // commit, and a rename or a sync each time would cost the commit
+        // more than the entry's own write.
+        let _ = inner.write_committed();
         Ok(())
     }
 
@@ -285,7 +314,42 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         inner.log = keep;
         inner.last_purged = Some(log_id);
         let bytes = bincode::serialize(&Some(log_id)).map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
-        write_atomically(&inner.dir, "purged", &bytes, true).map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
+        write_atomically(&inner.dir, "purged", &bytes).map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
         inner.compact().map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log_id(term: u64, index: u64) -> LogId {
+        LogId::new(openraft::CommittedLeaderId::new(term, 1), index)
+    }
+
+    /// The committed hint is read back after a restart; a damaged one is
+    /// no hint at all, and a longer record written before a shorter one
+    /// does not confuse it.
+    #[test]
+    fn committed_hint_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LogStore::open(dir.path()).unwrap();
+        for id in [Some(log_id(1, 5)), Some(log_id(2, 9)), None] {
+            let mut inner = store.lock();
+            inner.committed = id;
+            inner.write_committed().unwrap();
+            drop(inner);
+            assert_eq!(LogStore::open(dir.path()).unwrap().lock().committed, id);
+        }
+        store.lock().committed = Some(log_id(3, 12));
+        store.lock().write_committed().unwrap();
+        let path = dir.path().join("committed");
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(LogStore::open(dir.path()).unwrap().lock().committed, None);
+        std::fs::write(&path, [0u8; 3]).unwrap();
+        assert_eq!(LogStore::open(dir.path()).unwrap().lock().committed, None);
     }
 }

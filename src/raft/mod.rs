@@ -67,7 +67,48 @@ pub struct ClusterCard {
 pub struct Proposal {
     pub author: u64,
     pub incarnation: u64,
+    #[serde(with = "bytes_field")]
     pub effects: Vec<u8>,
+}
+
+/// A byte vector written as bytes rather than as a sequence of numbers:
+/// bincode's encoding is the same (a length, then the bytes), but each
+/// entry is serialized three times (the log, two followers) and
+/// deserialized on each follower, byte by byte otherwise.
+mod bytes_field {
+    use serde::{Deserializer, Serializer, de};
+
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(v)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct Bytes;
+        impl<'de> de::Visitor<'de> for Bytes {
+            type Value = Vec<u8>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("bytes")
+            }
+
+            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+                Ok(v.to_vec())
+            }
+
+            fn visit_byte_buf<E: de::Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+                Ok(v)
+            }
+
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
+                let mut v = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 20));
+                while let Some(b) = seq.next_element()? {
+                    v.push(b);
+                }
+                Ok(v)
+            }
+        }
+        d.deserialize_byte_buf(Bytes)
+    }
 }
 
 /// A change of the shard's members, asked for with KEYLOCK ADDMEMBER or
@@ -148,5 +189,31 @@ mod tests {
         assert!(parse_members("1=127.0.0.1:7001").is_err());
         assert!(parse_members("0=127.0.0.1:7001:1").is_err());
         assert!(parse_members("1=a:1:2 1=b:1:2").is_err());
+    }
+
+    /// Entries written before effects were encoded as bytes read the
+    /// same, and are written the same.
+    #[test]
+    fn proposal_encoding_unchanged() {
+        #[derive(Serialize, Deserialize, PartialEq, Debug)]
+        struct Before {
+            author: u64,
+            incarnation: u64,
+            effects: Vec<u8>,
+        }
+        let before = Before {
+            author: 3,
+            incarnation: 7,
+            effects: b"*1\r\n$4\r\nPING\r\n\x00\xff".to_vec(),
+        };
+        let now = Proposal {
+            author: 3,
+            incarnation: 7,
+            effects: before.effects.clone(),
+        };
+        let old_bytes = bincode::serialize(&before).unwrap();
+        assert_eq!(bincode::serialize(&now).unwrap(), old_bytes);
+        assert_eq!(bincode::deserialize::<Proposal>(&old_bytes).unwrap(), now);
+        assert_eq!(bincode::deserialize::<Before>(&bincode::serialize(&now).unwrap()).unwrap(), before);
     }
 }
