@@ -647,9 +647,14 @@ fn a_leader_deposed_with_writes_in_flight_drops_their_replies_and_rebuilds() {
     for &f in &followers {
         shard.members[f].signal(libc::SIGCONT);
     }
-    wait_until(15, "a new leader among the followers", || {
-        followers.iter().any(|&f| shard.members[f].info("raft_role") == "leader")
-    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !followers.iter().any(|&f| shard.members[f].info("raft_role") == "leader") {
+        if std::time::Instant::now() > deadline {
+            let logs: Vec<String> = shard.members.iter().map(|m| m.log()).collect();
+            panic!("no new leader among the followers within 15 s; the members' logs:\n{}", logs.join("\n----\n"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     // The old leader learns it was deposed with the write not known to be
     // committed: it rebuilds, and the client gets no reply (it may or may
     // not have been committed: the outcome is unknown to it).

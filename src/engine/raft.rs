@@ -104,6 +104,10 @@ pub struct RaftState {
     queued: Vec<u8>,
     queued_upto: u64,
     queued_batches: u64,
+    /// The proposals in flight, in log order: the durability count each
+    /// one's commit releases and the batches it carries. Applying one of
+    /// its own entries, the leader releases the output that waited.
+    proposed: std::collections::VecDeque<(u64, u64)>,
     /// Writer tasks running, each with a proposal in flight.
     writers: u32,
     /// The last entry applied.
@@ -199,6 +203,7 @@ impl State {
             queued: Vec::new(),
             queued_upto: 0,
             queued_batches: 0,
+            proposed: Default::default(),
             writers: 0,
             last_applied: None,
             rebuilds: 0,
@@ -458,9 +463,10 @@ impl State {
     }
 
     /// The next entry to propose: every batch queued since the last one
-    /// (one commit for all of them), with the durability count its
-    /// commit releases; None when nothing is queued (the writer stops).
-    pub fn next_raft_proposal(&mut self) -> Option<(Proposal, u64, u64)> {
+    /// (one commit for all of them); None when nothing is queued (the
+    /// writer stops). The caller proposes it at once, so that proposals
+    /// reach the log in the order they are made here.
+    pub fn next_raft_proposal(&mut self) -> Option<Proposal> {
         let r = self.raft.as_deref_mut()?;
         if r.queued.is_empty() {
             r.writers = r.writers.saturating_sub(1);
@@ -472,7 +478,8 @@ impl State {
             effects: std::mem::take(&mut r.queued),
         };
         let batches = std::mem::take(&mut r.queued_batches);
-        Some((proposal, r.queued_upto, batches))
+        r.proposed.push_back((r.queued_upto, batches));
+        Some(proposal)
     }
 
     /// The writer met an error (the member no longer leads): the next
@@ -481,14 +488,6 @@ impl State {
         if let Some(r) = self.raft.as_deref_mut() {
             r.writers = r.writers.saturating_sub(1);
         }
-    }
-
-    /// An entry was committed: output waiting for it goes.
-    pub fn raft_committed(&mut self, upto: u64, batches: u64) {
-        if let Some(r) = self.raft.as_deref_mut() {
-            r.in_flight = r.in_flight.saturating_sub(batches);
-        }
-        self.durability.committed_to(upto);
     }
 
     /// The Raft instance says who leads now. Returns true when this
@@ -555,6 +554,14 @@ impl State {
                 r.last_applied = Some(log_id);
             }
             if proposal.author == me && proposal.incarnation == incarnation {
+                // One of this leader's proposals, committed: the output
+                // that waited for it goes (it ran when it was made).
+                if let Some(r) = self.raft.as_deref_mut()
+                    && let Some((upto, batches)) = r.proposed.pop_front()
+                {
+                    r.in_flight = r.in_flight.saturating_sub(batches);
+                    self.durability.committed_to(upto);
+                }
                 continue;
             }
             match super::aof::parse_commands(&proposal.effects) {
@@ -568,6 +575,7 @@ impl State {
         }
         self.flush_effects();
         self.raft_check_writable();
+        self.raft_dumps_due(scripts);
     }
 
     /// openraft asks for a snapshot: the dataset as an RDB file (every
@@ -640,6 +648,7 @@ impl State {
             r.in_flight = 0;
             r.queued.clear();
             r.queued_batches = 0;
+            r.proposed.clear();
             r.rebuilds += 1;
             r.last_applied = None;
             r.pending.lock().unwrap_or_else(|e| e.into_inner()).clear();

@@ -380,16 +380,13 @@ pub fn propose(shared: &Rc<Shared>) {
                 let raft = engine.state.raft.as_deref().and_then(|r| r.raft.clone());
                 (engine.state.next_raft_proposal(), raft)
             };
-            let (Some((proposal, upto, batches)), Some(raft)) = (next, raft) else {
+            let (Some(proposal), Some(raft)) = (next, raft) else {
                 return;
             };
+            // The output it holds goes when the leader applies the entry
+            // (see `raft_apply`), a step before openraft answers here.
             match raft.client_write(proposal).await {
-                Ok(_) => {
-                    let mut engine = shared.engine.borrow_mut();
-                    let engine = &mut *engine;
-                    engine.state.raft_committed(upto, batches);
-                    engine.state.raft_dumps_due(&engine.scripts);
-                }
+                Ok(_) => {}
                 Err(e) => {
                     // Not the leader any more: the role watcher rebuilds.
                     tracing::debug!(error = %e, "a proposal was not committed");
