@@ -651,7 +651,10 @@ fn a_leader_deposed_with_writes_in_flight_drops_their_replies_and_rebuilds() {
     while !followers.iter().any(|&f| shard.members[f].info("raft_role") == "leader") {
         if std::time::Instant::now() > deadline {
             let logs: Vec<String> = shard.members.iter().map(|m| m.log()).collect();
-            panic!("no new leader among the followers within 15 s; the members' logs:\n{}", logs.join("\n----\n"));
+            panic!(
+                "no new leader among the followers within 15 s; the members' logs:\n{}",
+                logs.join("\n----\n")
+            );
         }
         std::thread::sleep(Duration::from_millis(10));
     }

@@ -10,18 +10,37 @@
 //!   synced (a hint that is stale, or lost to a crash, only makes the
 //!   member wait for the leader to say what is committed).
 //!
-//! Appends are synced (`fdatasync`) before openraft is told they are
-//! stored, so this member counts towards a commit only with the entry on
-//! its disk; the vote is synced before it is used. The entries are also
-//! kept in memory for the replication streams.
+//! Appends are written at once and synced (`fdatasync`) on a thread of
+//! their own, which syncs every append queued meanwhile at once. A
+//! follower's append is reported stored once it is synced, so that the
+//! follower counts towards a commit only with the entry on its disk. The
+//! leader's own entries are reported stored at once, so that openraft
+//! sends them to the followers while the leader's disk syncs them, not
+//! after (Raft allows the leader to write its own disk in parallel with
+//! replicating). openraft then counts the leader towards a commit before
+//! its sync. That is made safe by holding back whatever the commit
+//! would tell before the leader's sync:
+//! - the leader applies an entry, and so releases its replies, only once
+//!   its own sync has it ([`LogStore::wait_synced`]): a client is told of
+//!   a write only when a majority (the leader and a follower) hold it;
+//! - the commit index the leader sends to followers, and its committed
+//!   hint, never pass its own synced entries ([`LogStore::durable_commit`]):
+//!   no follower applies an entry that only one disk holds.
+//!
+//! If the leader's machine then crashed before its sync, the entry might
+//! be lost (a new majority without it), but no client was told of it and
+//! no member applied it. A failed sync of an entry reported stored ends
+//! the process, as Redis does when its `appendfsync` fails. The vote is
+//! synced before it is used. The entries are also kept in memory for the
+//! replication streams.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Debug;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{AnyError, ErrorSubject, ErrorVerb, LogState, OptionalSend, RaftLogReader, StorageIOError, Vote};
@@ -46,6 +65,28 @@ struct Inner {
     /// Where `committed` is written, opened when first written.
     committed_file: Option<File>,
     vote: Option<Vote<NodeId>>,
+    /// This member's id: its own entries, as leader, are reported stored
+    /// before they are synced.
+    me: NodeId,
+    /// The sync thread's queue, and the number of the next append.
+    syncs: std::sync::mpsc::Sender<SyncJob>,
+    next_seq: u64,
+    /// The leader's appends reported stored and not yet synced, in order:
+    /// (first index, last index, append number).
+    unsynced: VecDeque<(u64, u64, u64)>,
+}
+
+/// An append for the sync thread: its number, and the callback that
+/// reports it stored, unless it was reported already (a leader's own).
+struct SyncJob {
+    seq: u64,
+    callback: Option<LogFlushed<TypeConfig>>,
+}
+
+impl std::fmt::Debug for SyncJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyncJob").field("seq", &self.seq).finish()
+    }
 }
 
 impl Inner {
@@ -79,15 +120,32 @@ impl Inner {
 }
 
 impl Inner {
+    /// `committed`, or less: the last entry the leader's own disk holds,
+    /// when its sync has not reached `committed` yet.
+    fn durable(&self, committed: Option<LogId>) -> Option<LogId> {
+        let c = committed?;
+        match self.unsynced.front() {
+            Some(&(first, _, _)) if c.index >= first => {
+                let before = first - 1;
+                self.log.get(&before).map(|(e, _)| e.log_id).or(self.last_purged)
+            }
+            _ => Some(c),
+        }
+    }
+
     fn write_committed(&mut self) -> std::io::Result<()> {
         use std::os::unix::fs::FileExt;
-        let body = bincode::serialize(&self.committed).map_err(std::io::Error::other)?;
+        let body = bincode::serialize(&self.durable(self.committed)).map_err(std::io::Error::other)?;
         let mut record = Vec::with_capacity(8 + body.len());
         record.extend_from_slice(&(body.len() as u32).to_be_bytes());
         record.extend_from_slice(&CRC32C.checksum(&body).to_be_bytes());
         record.extend_from_slice(&body);
         if self.committed_file.is_none() {
-            let f = OpenOptions::new().write(true).create(true).truncate(false).open(self.dir.join("committed"))?;
+            let f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(self.dir.join("committed"))?;
             self.committed_file = Some(f);
         }
         match &self.committed_file {
@@ -144,6 +202,50 @@ impl Inner {
 #[derive(Debug, Clone)]
 pub struct LogStore {
     inner: Arc<Mutex<Inner>>,
+    /// The number of the last append synced.
+    synced: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+/// The sync thread: takes every append queued, syncs the file once, and
+/// reports them stored. Ends with the log.
+fn sync_thread(inner: Weak<Mutex<Inner>>, jobs: std::sync::mpsc::Receiver<SyncJob>, synced: Arc<tokio::sync::watch::Sender<u64>>) {
+    while let Ok(job) = jobs.recv() {
+        let mut batch = vec![job];
+        batch.extend(jobs.try_iter());
+        let Some(inner) = inner.upgrade() else { return };
+        // A handle of its own, so that appends go on during the sync.
+        let file = inner.lock().unwrap_or_else(|e| e.into_inner()).file.try_clone();
+        let result = file.and_then(|f| f.sync_data());
+        let upto = batch.last().map_or(0, |j| j.seq);
+        match result {
+            Ok(()) => {
+                inner
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .unsynced
+                    .retain(|&(_, _, seq)| seq > upto);
+                synced.send_replace(upto);
+                for job in batch {
+                    if let Some(callback) = job.callback {
+                        callback.log_io_completed(Ok(()));
+                    }
+                }
+            }
+            Err(e) => {
+                if batch.iter().any(|j| j.callback.is_none()) {
+                    crate::log::warning(format_args!(
+                        "Raft: the log could not be synced ({e}); the leader reported entries stored: exiting"
+                    ));
+                    std::process::exit(1);
+                }
+                for job in batch {
+                    if let Some(callback) = job.callback {
+                        callback.log_io_completed(Err(std::io::Error::new(e.kind(), e.to_string())));
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn io_error(subject: ErrorSubject<NodeId>, verb: ErrorVerb, e: impl std::error::Error + 'static) -> StorageError {
@@ -168,8 +270,8 @@ fn read_optional(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
 }
 
 impl LogStore {
-    /// Opens (or creates) the log in `dir`.
-    pub fn open(dir: &Path) -> std::io::Result<LogStore> {
+    /// Opens (or creates) the log of member `me` in `dir`.
+    pub fn open(dir: &Path, me: NodeId) -> std::io::Result<LogStore> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join("log");
         let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
@@ -223,19 +325,53 @@ impl LogStore {
         if let Some(purged) = last_purged {
             log = log.split_off(&(purged.index + 1));
         }
-        Ok(LogStore {
-            inner: Arc::new(Mutex::new(Inner {
-                dir: dir.to_path_buf(),
-                file,
-                log,
-                end: at as u64,
-                allocated: at as u64,
-                last_purged,
-                committed,
-                committed_file: None,
-                vote,
-            })),
-        })
+        let (syncs, jobs) = std::sync::mpsc::channel();
+        let inner = Arc::new(Mutex::new(Inner {
+            dir: dir.to_path_buf(),
+            file,
+            log,
+            end: at as u64,
+            allocated: at as u64,
+            last_purged,
+            committed,
+            committed_file: None,
+            vote,
+            me,
+            syncs,
+            next_seq: 1,
+            unsynced: VecDeque::new(),
+        }));
+        let synced = Arc::new(tokio::sync::watch::Sender::new(0));
+        let (weak, watch) = (Arc::downgrade(&inner), synced.clone());
+        std::thread::Builder::new()
+            .name("keylock-raft-sync".into())
+            .spawn(move || sync_thread(weak, jobs, watch))?;
+        Ok(LogStore { inner, synced })
+    }
+
+    /// Waits until this member's disk holds the entry at `index` (only a
+    /// leader's own entries are reported stored before that).
+    pub async fn wait_synced(&self, index: u64) {
+        let needed = {
+            let inner = self.lock();
+            inner
+                .unsynced
+                .iter()
+                .take_while(|&&(first, _, _)| first <= index)
+                .map(|&(_, _, seq)| seq)
+                .last()
+        };
+        if let Some(seq) = needed {
+            let mut synced = self.synced.subscribe();
+            let _ = synced.wait_for(|s| *s >= seq).await;
+        }
+    }
+
+    /// The commit index a leader may tell its followers: `committed`, or
+    /// the last entry its own disk holds if that is less (see the module
+    /// documentation).
+    pub fn durable_commit(&self, committed: Option<LogId>) -> Option<LogId> {
+        self.lock().durable(committed)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -321,19 +457,51 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let written = inner
             .allocate(end + records.len() as u64)
             .and_then(|_| inner.file.seek(SeekFrom::Start(end)))
-            .and_then(|_| inner.file.write_all(&records))
-            .and_then(|_| inner.file.sync_data());
+            .and_then(|_| inner.file.write_all(&records));
         if let Err(e) = written {
             let err = std::io::Error::new(e.kind(), e.to_string());
             callback.log_io_completed(Err(err));
             return Err(io_error(ErrorSubject::Logs, ErrorVerb::Write, e));
         }
         inner.end = end + records.len() as u64;
+        let (Some(first), Some(last)) = (placed.first().map(|p| p.0.log_id.index), placed.last().map(|p| p.0.log_id.index)) else {
+            drop(inner);
+            callback.log_io_completed(Ok(()));
+            return Ok(());
+        };
+        // This member's own entries as the leader of the current term.
+        let me = inner.me;
+        let own = inner.vote.is_some_and(|v| {
+            v.is_committed()
+                && v.leader_id().voted_for() == Some(me)
+                && placed.iter().all(|(e, _)| e.log_id.leader_id.term == v.leader_id().term)
+        });
         for (entry, offset) in placed {
             inner.log.insert(entry.log_id.index, (entry, offset));
         }
+        let seq = inner.next_seq;
+        inner.next_seq += 1;
+        if own {
+            inner.unsynced.push_back((first, last, seq));
+        }
+        let (later, now) = if own { (None, Some(callback)) } else { (Some(callback), None) };
+        if let Err(std::sync::mpsc::SendError(job)) = inner.syncs.send(SyncJob { seq, callback: later }) {
+            // The sync thread is gone (it ended on a panic): sync here.
+            let synced = inner.file.sync_data();
+            inner.unsynced.retain(|&(_, _, s)| s != seq);
+            drop(inner);
+            if synced.is_ok() {
+                self.synced.send_replace(seq);
+            }
+            if let Some(callback) = job.callback.or(now) {
+                callback.log_io_completed(synced.map_err(|e| std::io::Error::new(e.kind(), e.to_string())));
+            }
+            return Ok(());
+        }
         drop(inner);
-        callback.log_io_completed(Ok(()));
+        if let Some(callback) = now {
+            callback.log_io_completed(Ok(()));
+        }
         Ok(())
     }
 
@@ -380,13 +548,13 @@ mod tests {
     #[test]
     fn committed_hint_round_trip() {
         let dir = tempfile::tempdir().unwrap();
-        let store = LogStore::open(dir.path()).unwrap();
+        let store = LogStore::open(dir.path(), 1).unwrap();
         for id in [Some(log_id(1, 5)), Some(log_id(2, 9)), None] {
             let mut inner = store.lock();
             inner.committed = id;
             inner.write_committed().unwrap();
             drop(inner);
-            assert_eq!(LogStore::open(dir.path()).unwrap().lock().committed, id);
+            assert_eq!(LogStore::open(dir.path(), 1).unwrap().lock().committed, id);
         }
         store.lock().committed = Some(log_id(3, 12));
         store.lock().write_committed().unwrap();
@@ -395,9 +563,49 @@ mod tests {
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
-        assert_eq!(LogStore::open(dir.path()).unwrap().lock().committed, None);
+        assert_eq!(LogStore::open(dir.path(), 1).unwrap().lock().committed, None);
         std::fs::write(&path, [0u8; 3]).unwrap();
-        assert_eq!(LogStore::open(dir.path()).unwrap().lock().committed, None);
+        assert_eq!(LogStore::open(dir.path(), 1).unwrap().lock().committed, None);
+    }
+
+    /// While the leader's own entries from index 3 are not synced, the
+    /// commit it tells (and its hint) stops at entry 2, and applying
+    /// entry 3 or 4 waits; once synced, neither is held back.
+    #[test]
+    fn unsynced_own_entries_hold_back_the_commit_told_and_the_apply() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LogStore::open(dir.path(), 1).unwrap();
+        {
+            let mut inner = store.lock();
+            for i in 1..=4 {
+                let entry = Entry {
+                    log_id: log_id(1, i),
+                    payload: openraft::EntryPayload::Blank,
+                };
+                inner.log.insert(i, (entry, 0));
+            }
+            inner.unsynced.push_back((3, 4, 7));
+        }
+        assert_eq!(store.durable_commit(Some(log_id(1, 2))), Some(log_id(1, 2)));
+        assert_eq!(store.durable_commit(Some(log_id(1, 4))), Some(log_id(1, 2)));
+        assert_eq!(store.durable_commit(None), None);
+        store.lock().committed = Some(log_id(1, 4));
+        store.lock().write_committed().unwrap();
+        assert_eq!(LogStore::open(dir.path(), 1).unwrap().lock().committed, Some(log_id(1, 2)));
+
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            // Entry 2 is on disk: no wait.
+            store.wait_synced(2).await;
+            let waiting = tokio::time::timeout(std::time::Duration::from_millis(50), store.wait_synced(4)).await;
+            assert!(waiting.is_err(), "applying entry 4 before it is synced");
+            store.lock().unsynced.clear();
+            store.synced.send_replace(7);
+            tokio::time::timeout(std::time::Duration::from_secs(1), store.wait_synced(4))
+                .await
+                .expect("entry 4 synced");
+        });
+        assert_eq!(store.durable_commit(Some(log_id(1, 4))), Some(log_id(1, 4)));
     }
 
     fn record(entry: &Entry) -> Vec<u8> {
@@ -424,7 +632,7 @@ mod tests {
         let whole = bytes.len() as u64;
         bytes.resize(bytes.len() + 4096, 0);
         std::fs::write(dir.path().join("log"), &bytes).unwrap();
-        let store = LogStore::open(dir.path()).unwrap();
+        let store = LogStore::open(dir.path(), 1).unwrap();
         assert_eq!(store.lock().log.len(), 2);
         assert_eq!(store.lock().end, whole);
         assert_eq!(std::fs::metadata(dir.path().join("log")).unwrap().len(), whole);
@@ -442,7 +650,7 @@ mod tests {
         let mut bytes = std::fs::read(dir.path().join("log")).unwrap();
         bytes[whole as usize..whole as usize + third.len()].copy_from_slice(&third);
         std::fs::write(dir.path().join("log"), &bytes).unwrap();
-        let store = LogStore::open(dir.path()).unwrap();
+        let store = LogStore::open(dir.path(), 1).unwrap();
         assert_eq!(store.lock().log.len(), 2);
         assert_eq!(std::fs::metadata(dir.path().join("log")).unwrap().len(), whole);
     }

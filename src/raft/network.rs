@@ -20,6 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+use super::log_store::LogStore;
 use super::{ClusterCard, Member, NodeId, Raft, TypeConfig};
 
 /// This member's cluster identity, as probes are told it (set by the
@@ -69,7 +70,11 @@ async fn read_frame<T: DeserializeOwned>(s: &mut TcpStream) -> io::Result<T> {
 }
 
 /// openraft's network factory: a connection per peer.
-pub struct Network;
+pub struct Network {
+    /// The member's log: what it holds on disk bounds the commit index
+    /// a leader tells (see `log_store`).
+    pub log: LogStore,
+}
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Connection;
@@ -79,6 +84,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             target,
             addr: node.raft_addr.clone(),
             stream: None,
+            log: self.log.clone(),
         }
     }
 }
@@ -87,6 +93,7 @@ pub struct Connection {
     target: NodeId,
     addr: String,
     stream: Option<TcpStream>,
+    log: LogStore,
 }
 
 enum CallError {
@@ -146,9 +153,12 @@ fn mismatch() -> CallError {
 impl RaftNetwork<TypeConfig> for Connection {
     async fn append_entries(
         &mut self,
-        rpc: AppendEntriesRequest<TypeConfig>,
+        mut rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, Member, RaftError<NodeId>>> {
+        // No follower learns of a commit the leader's own disk does not
+        // hold yet.
+        rpc.leader_commit = self.log.durable_commit(rpc.leader_commit);
         match self.call(Request::AppendEntries(rpc), option.hard_ttl()).await {
             Ok(Response::AppendEntries(r)) => r.map_err(|e| self.remote(e)),
             Ok(_) => Err(self.rpc_err(mismatch())),

@@ -151,7 +151,9 @@ async fn new_raft(
     log: LogStore,
     engine: mpsc::UnboundedSender<EngineCmd>,
 ) -> Result<Raft, String> {
-    Raft::new(cfg.id, config, Network, log, StateMachine::new(engine, cfg.dir.clone()))
+    let network = Network { log: log.clone() };
+    let state_machine = StateMachine::new(engine, cfg.dir.clone(), log.clone());
+    Raft::new(cfg.id, config, network, log, state_machine)
         .await
         .map_err(|e| e.to_string())
 }
@@ -164,7 +166,7 @@ impl Shard {
         let listener =
             std::net::TcpListener::bind(&cfg.listen).map_err(|e| format!("Could not listen for Raft messages on {}: {e}", cfg.listen))?;
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-        let log = LogStore::open(&cfg.dir).map_err(|e| format!("Could not open the Raft log in {}: {e}", cfg.dir.display()))?;
+        let log = LogStore::open(&cfg.dir, cfg.id).map_err(|e| format!("Could not open the Raft log in {}: {e}", cfg.dir.display()))?;
         let fresh = log.is_new();
         let (engine_tx, engine_rx) = mpsc::unbounded_channel();
         let (control_tx, mut control_rx) = mpsc::unbounded_channel();

@@ -19,6 +19,7 @@ use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{AnyError, EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder, StorageIOError};
 use tokio::sync::{mpsc, oneshot};
 
+use super::log_store::LogStore;
 use super::{Entry, LogId, Proposal, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 
 /// What the state machine asks of the engine's thread.
@@ -76,6 +77,9 @@ impl Disk {
 
 pub struct StateMachine {
     engine: mpsc::UnboundedSender<EngineCmd>,
+    /// The member's log: a leader applies its own entries once its disk
+    /// holds them (see `log_store`).
+    log: LogStore,
     last_applied: Option<LogId>,
     membership: Arc<Mutex<StoredMembership>>,
     disk: Arc<Disk>,
@@ -86,11 +90,12 @@ pub struct StateMachine {
 }
 
 impl StateMachine {
-    pub fn new(engine: mpsc::UnboundedSender<EngineCmd>, dir: PathBuf) -> StateMachine {
+    pub fn new(engine: mpsc::UnboundedSender<EngineCmd>, dir: PathBuf, log: LogStore) -> StateMachine {
         let disk = Disk { dir };
         let current = disk.load();
         StateMachine {
             engine,
+            log,
             last_applied: None,
             membership: Arc::new(Mutex::new(StoredMembership::default())),
             disk: Arc::new(disk),
@@ -189,7 +194,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 }
             }
         }
-        if !writes.is_empty() {
+        if let Some((last, _)) = writes.last() {
+            // What applying tells clients, a majority must hold: the
+            // leader's own disk and a follower's.
+            self.log.wait_synced(last.index).await;
             let (done, wait) = oneshot::channel();
             self.engine
                 .send(EngineCmd::Apply { entries: writes, done })
