@@ -496,13 +496,18 @@ impl State {
     pub fn raft_role_changed(&mut self, role: Role, term: u64, leader: Option<(NodeId, Member)>, last_log_index: u64) -> bool {
         let Some(r) = self.raft.as_deref_mut() else { return false };
         let was_leader = r.is_leader();
+        // Leading a later term than the one it led: it lost the lead in
+        // between (the reports it missed came while the engine was busy),
+        // with the proposals it had in flight then.
+        let new_term = term != r.term;
         r.role = role;
         r.term = term;
         r.leader = leader;
-        let unproposed = !r.pending.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
-        let lost_writes = was_leader && role != Role::Leader && (r.in_flight > 0 || unproposed);
         let leader_now = role == Role::Leader;
-        if leader_now && !was_leader {
+        let lost_lead = was_leader && (!leader_now || new_term);
+        let unproposed = !r.pending.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
+        let lost_writes = lost_lead && (r.in_flight > 0 || unproposed);
+        if leader_now && (!was_leader || new_term) {
             crate::log::notice(format_args!("Raft: leading the shard (term {term})"));
             let tap = r.tap;
             self.effects.reselect(tap);
@@ -510,7 +515,7 @@ impl State {
         } else if was_leader && !leader_now {
             crate::log::notice(format_args!("Raft: no longer leading the shard (term {term})"));
         }
-        if !leader_now {
+        if !leader_now || lost_lead {
             r.writable = false;
             r.confirmed = false;
             self.set_raft_follower(true);

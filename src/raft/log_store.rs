@@ -186,11 +186,13 @@ impl Inner {
         let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, 0, len as libc::off_t) };
         if rc != 0 {
             let e = std::io::Error::last_os_error();
-            // A file system without fallocate: the appends grow the file.
-            if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
-                return Err(e);
+            match e.raw_os_error() {
+                // A file system without fallocate: the appends grow the file.
+                Some(libc::EOPNOTSUPP) => self.allocated = u64::MAX,
+                // No room for the steps ahead: the record itself may fit.
+                Some(libc::ENOSPC) => {}
+                _ => return Err(e),
             }
-            self.allocated = u64::MAX;
             return Ok(());
         }
         self.allocated = len;
@@ -313,10 +315,23 @@ impl LogStore {
             file.set_len(at as u64)?;
             file.sync_all()?;
         }
-        let vote = match read_optional(&dir.join("vote"))? {
+        let vote: Option<Vote<NodeId>> = match read_optional(&dir.join("vote"))? {
             Some(b) => Some(bincode::deserialize(&b).map_err(std::io::Error::other)?),
             None => None,
         };
+        // A member that led when it stopped must be elected again, in a
+        // new term. openraft would bring it back as the leader of its old
+        // term, and it may have lost entries of that term that it sent
+        // before its own disk held them (see the module documentation):
+        // its next entries would take their log ids, and a follower that
+        // holds the lost ones would keep them as if they were the same.
+        // The new term's first entry replaces them instead.
+        let vote = vote.map(|v| match v.leader_id().voted_for() {
+            Some(id) if id == me && v.is_committed() => Vote::new(v.leader_id().term, me),
+            _ => v,
+        });
+        // Whatever the file holds counts as on disk from now on.
+        file.sync_all()?;
         let committed = read_optional(&dir.join("committed"))?.and_then(|b| read_committed_record(&b));
         let last_purged: Option<LogId> = match read_optional(&dir.join("purged"))? {
             Some(b) => bincode::deserialize(&b).ok().flatten(),
@@ -606,6 +621,21 @@ mod tests {
                 .expect("entry 4 synced");
         });
         assert_eq!(store.durable_commit(Some(log_id(1, 4))), Some(log_id(1, 4)));
+    }
+
+    /// A member that led when it stopped comes back with its vote for
+    /// itself, not as the leader of that term; another member's leader
+    /// vote is kept as it was.
+    #[test]
+    fn a_leader_vote_is_not_kept_across_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let led = Vote::new_committed(5, 1);
+        std::fs::write(dir.path().join("vote"), bincode::serialize(&led).unwrap()).unwrap();
+        let back = LogStore::open(dir.path(), 1).unwrap().lock().vote.unwrap();
+        assert_eq!(back, Vote::new(5, 1));
+        assert!(!back.is_committed());
+        let followed = LogStore::open(dir.path(), 2).unwrap().lock().vote.unwrap();
+        assert_eq!(followed, led);
     }
 
     fn record(entry: &Entry) -> Vec<u8> {
