@@ -375,24 +375,26 @@ pub fn propose(shared: &Rc<Shared>) {
     let shared = shared.clone();
     tokio::task::spawn_local(async move {
         loop {
-            let (next, raft) = {
+            let (proposal, raft) = {
                 let mut engine = shared.engine.borrow_mut();
-                let raft = engine.state.raft.as_deref().and_then(|r| r.raft.clone());
-                (engine.state.next_raft_proposal(), raft)
-            };
-            let (Some(proposal), Some(raft)) = (next, raft) else {
-                return;
+                let Some(raft) = engine.state.raft.as_deref().and_then(|r| r.raft.clone()) else {
+                    engine.state.raft_writer_stopped();
+                    return;
+                };
+                // Taken only with an instance to propose it to: the queue
+                // of proposals in flight must match the log.
+                let Some(proposal) = engine.state.next_raft_proposal() else {
+                    return;
+                };
+                (proposal, raft)
             };
             // The output it holds goes when the leader applies the entry
             // (see `raft_apply`), a step before openraft answers here.
-            match raft.client_write(proposal).await {
-                Ok(_) => {}
-                Err(e) => {
-                    // Not the leader any more: the role watcher rebuilds.
-                    tracing::debug!(error = %e, "a proposal was not committed");
-                    shared.engine.borrow_mut().state.raft_writer_stopped();
-                    return;
-                }
+            if let Err(e) = raft.client_write(proposal).await {
+                // Not the leader any more: the role watcher rebuilds.
+                tracing::debug!(error = %e, "a proposal was not committed");
+                shared.engine.borrow_mut().state.raft_writer_stopped();
+                return;
             }
         }
     });
