@@ -83,12 +83,6 @@ struct SyncJob {
     callback: Option<LogFlushed<TypeConfig>>,
 }
 
-impl std::fmt::Debug for SyncJob {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SyncJob").field("seq", &self.seq).finish()
-    }
-}
-
 impl Inner {
     /// Writes the log file again with the entries kept in memory.
     fn compact(&mut self) -> std::io::Result<()> {
@@ -97,9 +91,7 @@ impl Inner {
         for (index, (entry, _)) in &self.log {
             let body = bincode::serialize(entry).map_err(std::io::Error::other)?;
             offsets.push((*index, records.len() as u64));
-            records.extend_from_slice(&(body.len() as u32).to_be_bytes());
-            records.extend_from_slice(&CRC32C.checksum(&body).to_be_bytes());
-            records.extend_from_slice(&body);
+            push_record(&mut records, &body);
         }
         let tmp = self.dir.join("log.tmp");
         let mut f = File::create(&tmp)?;
@@ -117,9 +109,7 @@ impl Inner {
         }
         Ok(())
     }
-}
 
-impl Inner {
     /// `committed`, or less: the last entry the leader's own disk holds,
     /// when its sync has not reached `committed` yet.
     fn durable(&self, committed: Option<LogId>) -> Option<LogId> {
@@ -137,9 +127,7 @@ impl Inner {
         use std::os::unix::fs::FileExt;
         let body = bincode::serialize(&self.durable(self.committed)).map_err(std::io::Error::other)?;
         let mut record = Vec::with_capacity(8 + body.len());
-        record.extend_from_slice(&(body.len() as u32).to_be_bytes());
-        record.extend_from_slice(&CRC32C.checksum(&body).to_be_bytes());
-        record.extend_from_slice(&body);
+        push_record(&mut record, &body);
         if self.committed_file.is_none() {
             let f = OpenOptions::new()
                 .write(true)
@@ -155,16 +143,27 @@ impl Inner {
     }
 }
 
-/// The committed log id a `committed` file holds; None when its record
-/// is damaged (or was never whole).
-fn read_committed_record(bytes: &[u8]) -> Option<LogId> {
+/// Appends a record `[u32 length][u32 CRC32C][body]`, the framing of the
+/// log's entries and of the committed hint.
+fn push_record(out: &mut Vec<u8>, body: &[u8]) {
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&CRC32C.checksum(body).to_be_bytes());
+    out.extend_from_slice(body);
+}
+
+/// The body of the record `bytes` start with; None when it is not whole
+/// or its CRC does not match.
+fn record_body(bytes: &[u8]) -> Option<&[u8]> {
     let len = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
     let crc = u32::from_be_bytes(bytes.get(4..8)?.try_into().ok()?);
     let body = bytes.get(8..8 + len)?;
-    if CRC32C.checksum(body) != crc {
-        return None;
-    }
-    bincode::deserialize(body).ok().flatten()
+    (CRC32C.checksum(body) == crc).then_some(body)
+}
+
+/// The committed log id a `committed` file holds; None when its record
+/// is damaged (or was never whole).
+fn read_committed_record(bytes: &[u8]) -> Option<LogId> {
+    bincode::deserialize(record_body(bytes)?).ok().flatten()
 }
 
 /// How much the log file is extended by when an append would pass its
@@ -281,17 +280,9 @@ impl LogStore {
         file.read_to_end(&mut bytes)?;
         let mut log = BTreeMap::new();
         let mut at = 0usize;
-        while at + 8 <= bytes.len() {
-            let len = u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
-            let crc = u32::from_be_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
-            if len == 0 {
-                // Space allocated ahead (a record is never empty).
-                break;
-            }
-            let Some(body) = bytes.get(at + 8..at + 8 + len) else { break };
-            if CRC32C.checksum(body) != crc {
-                break;
-            }
+        // An empty body is space allocated ahead (no entry is empty).
+        while let Some(body) = record_body(&bytes[at..]).filter(|b| !b.is_empty()) {
+            let len = body.len();
             let Ok(entry) = bincode::deserialize::<Entry>(body) else { break };
             // A record that rewrote an index (after a truncation) replaces
             // what followed it.
@@ -313,7 +304,6 @@ impl LogStore {
                 ));
             }
             file.set_len(at as u64)?;
-            file.sync_all()?;
         }
         let vote: Option<Vote<NodeId>> = match read_optional(&dir.join("vote"))? {
             Some(b) => Some(bincode::deserialize(&b).map_err(std::io::Error::other)?),
@@ -330,7 +320,8 @@ impl LogStore {
             Some(id) if id == me && v.is_committed() => Vote::new(v.leader_id().term, me),
             _ => v,
         });
-        // Whatever the file holds counts as on disk from now on.
+        // Whatever the file holds (cut as above) counts as on disk from
+        // now on.
         file.sync_all()?;
         let committed = read_optional(&dir.join("committed"))?.and_then(|b| read_committed_record(&b));
         let last_purged: Option<LogId> = match read_optional(&dir.join("purged"))? {
@@ -462,9 +453,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let mut at = inner.end;
         for entry in entries {
             let body = bincode::serialize(&entry).map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Write, e))?;
-            records.extend_from_slice(&(body.len() as u32).to_be_bytes());
-            records.extend_from_slice(&CRC32C.checksum(&body).to_be_bytes());
-            records.extend_from_slice(&body);
+            push_record(&mut records, &body);
             placed.push((entry, at));
             at = inner.end + records.len() as u64;
         }
@@ -639,10 +628,8 @@ mod tests {
     }
 
     fn record(entry: &Entry) -> Vec<u8> {
-        let body = bincode::serialize(entry).unwrap();
-        let mut r = (body.len() as u32).to_be_bytes().to_vec();
-        r.extend_from_slice(&CRC32C.checksum(&body).to_be_bytes());
-        r.extend_from_slice(&body);
+        let mut r = Vec::new();
+        push_record(&mut r, &bincode::serialize(entry).unwrap());
         r
     }
 

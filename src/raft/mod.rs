@@ -67,48 +67,12 @@ pub struct ClusterCard {
 pub struct Proposal {
     pub author: u64,
     pub incarnation: u64,
-    #[serde(with = "bytes_field")]
+    /// Encoded as bytes rather than as a sequence of numbers: bincode
+    /// writes the same (a length, then the bytes), but an entry is
+    /// serialized three times (the log, two followers) and deserialized
+    /// on each follower, byte by byte otherwise.
+    #[serde(with = "serde_bytes")]
     pub effects: Vec<u8>,
-}
-
-/// A byte vector written as bytes rather than as a sequence of numbers:
-/// bincode's encoding is the same (a length, then the bytes), but each
-/// entry is serialized three times (the log, two followers) and
-/// deserialized on each follower, byte by byte otherwise.
-mod bytes_field {
-    use serde::{Deserializer, Serializer, de};
-
-    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(v)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        struct Bytes;
-        impl<'de> de::Visitor<'de> for Bytes {
-            type Value = Vec<u8>;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("bytes")
-            }
-
-            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
-                Ok(v.to_vec())
-            }
-
-            fn visit_byte_buf<E: de::Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
-                Ok(v)
-            }
-
-            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
-                let mut v = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 20));
-                while let Some(b) = seq.next_element()? {
-                    v.push(b);
-                }
-                Ok(v)
-            }
-        }
-        d.deserialize_byte_buf(Bytes)
-    }
 }
 
 /// A change of the shard's members, asked for with KEYLOCK ADDMEMBER or
