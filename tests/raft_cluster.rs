@@ -218,7 +218,8 @@ impl Cluster {
     /// running member agrees on one.
     fn leader(&self, s: usize) -> usize {
         let mut found = 0;
-        wait_until(30, "a leader in each shard", || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut one_leader = || {
             let shard = &self.shards[s];
             let running: Vec<usize> = (0..3).filter(|&i| shard[i].child.is_some()).collect();
             let leaders: Vec<usize> = running
@@ -230,7 +231,20 @@ impl Cluster {
             let named = shard[l].field("replication", "raft_leader");
             found = l;
             running.iter().all(|&i| shard[i].field("replication", "raft_leader") == named)
-        });
+        };
+        while !one_leader() {
+            if Instant::now() > deadline {
+                let logs: Vec<String> = self.shards[s]
+                    .iter()
+                    .map(|m| std::fs::read_to_string(m.dir.path().join("keylock.log")).unwrap_or_default())
+                    .collect();
+                panic!(
+                    "no single leader in shard {s} within 30 s; the members' logs:\n{}",
+                    logs.join("\n----\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         found
     }
 
