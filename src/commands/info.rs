@@ -192,7 +192,10 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             let aof_buffer = st.aof.as_ref().map_or(0, |a| a.buffer_length()) as u64;
             let replica_buffers = st.replica_buffers();
             line!("mem_not_counted_for_evict:{}", st.not_counted_memory());
-            line!("mem_replication_backlog:0");
+            line!(
+                "mem_replication_backlog:{}",
+                st.replicas.backlog.as_ref().map_or(0, |b| b.allocated())
+            );
             line!("mem_total_replication_buffers:{}", replica_buffers);
             line!("mem_clients_slaves:{}", replica_buffers);
             line!("mem_clients_normal:{}", o.clients_normal.saturating_sub(replica_buffers));
@@ -296,8 +299,8 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("instantaneous_output_repl_kbps:0.00");
             line!("rejected_connections:{}", s.rejected_connections);
             line!("sync_full:{}", st.replicas.full_syncs);
-            line!("sync_partial_ok:0");
-            line!("sync_partial_err:0");
+            line!("sync_partial_ok:{}", st.replicas.partial_syncs);
+            line!("sync_partial_err:{}", st.replicas.partial_refused);
             line!("expired_keys:{}", expired);
             line!("expired_stale_perc:0.00");
             line!("expired_time_cap_reached_count:0");
@@ -413,10 +416,11 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("master_replid2:{replid2}");
             line!("master_repl_offset:{}", st.replicas.offset);
             line!("second_repl_offset:{}", st.second_repl_offset);
-            line!("repl_backlog_active:0");
+            let backlog = st.replicas.backlog.as_ref();
+            line!("repl_backlog_active:{}", u8::from(backlog.is_some()));
             line!("repl_backlog_size:{}", st.params.int("repl-backlog-size").unwrap_or(1 << 20));
-            line!("repl_backlog_first_byte_offset:0");
-            line!("repl_backlog_histlen:0");
+            line!("repl_backlog_first_byte_offset:{}", backlog.map_or(0, |b| b.first_byte_offset()));
+            line!("repl_backlog_histlen:{}", backlog.map_or(0, |b| b.histlen()));
             #[cfg(feature = "raft")]
             st.raft_info(out);
         }

@@ -72,6 +72,9 @@ fn replconf(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             }
             ctx.state.replicas.announced.entry(ctx.client.id).or_default().ip = Some(String::from_utf8_lossy(value).into_owned());
         } else if named("capa") {
+            if value.eq_ignore_ascii_case(b"psync2") {
+                ctx.state.replicas.announced.entry(ctx.client.id).or_default().psync2 = true;
+            }
         } else if named("ack") || named("getack") {
             // A replica's ACK records how far it is; no ACK or GETACK is
             // answered (a replica answers its master's GETACK on its link).
@@ -107,9 +110,9 @@ fn replconf(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 /// SYNC / PSYNC replid offset: a replica's request for the dataset, answered
-/// with the snapshot (after `+FULLRESYNC` for PSYNC: keylock keeps no
-/// backlog to continue from), then every write (see
-/// `engine::replication`).
+/// with the backlog after `+CONTINUE` when it can continue its history,
+/// otherwise with the snapshot (after `+FULLRESYNC` for PSYNC), then every
+/// write (see `engine::replication`).
 fn sync(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let psync = argv[0].eq_ignore_ascii_case(b"psync");
     if psync && argv.len() > 3 && argv[3].eq_ignore_ascii_case(b"failover") {
@@ -127,6 +130,20 @@ fn sync(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     {
         // Redis's answer while this replica has no data of its master's.
         return Err(CmdError::new("NOMASTERLINK Can't SYNC while not connected with my master"));
+    }
+    let name = ctx.state.replica_name(ctx.client);
+    crate::log::notice(format_args!("Replica {name} asks for synchronization"));
+    if psync {
+        let Some(offset) = crate::numfmt::parse_i64(&argv[2]) else {
+            crate::log::warning(format_args!("Replica {name} asks for synchronization but with a wrong offset"));
+            return Err(CmdError::not_integer());
+        };
+        if let Some(reply) = ctx.state.try_partial_resync(ctx.client, &argv[1], offset) {
+            ctx.client.is_replica = true;
+            ctx.client.replica_online = true;
+            ctx.client.outbox.set_class(ctx.client.output_class());
+            return Ok(Reply::Raw(reply));
+        }
     }
     let codes = ctx.scripts.as_deref().map(|s| s.library_codes()).unwrap_or_default();
     let reply = ctx

@@ -220,6 +220,11 @@ pub struct State {
     /// to `second_repl_offset` (-1: none).
     pub repl_id2: String,
     pub second_repl_offset: i64,
+    /// Redis's cached master, on a replica whose link broke (or a master
+    /// told REPLICAOF): there is a history to continue with PSYNC, the
+    /// replication ID and offset reached, whose stream had this database
+    /// selected (see `replica`).
+    pub cached_master_db: Option<usize>,
     /// CLIENT PAUSE in force, if any (see `blocking`).
     pub pause: Option<blocking::ClientPause>,
     /// Blocking commands answer at once (Redis's CLIENT_DENY_BLOCKING):
@@ -497,6 +502,7 @@ impl State {
             repl_id: String::new(),
             repl_id2: String::new(),
             second_repl_offset: -1,
+            cached_master_db: None,
             master: None,
             master_clients_gone: Vec::new(),
             debug: DebugSwitches::default(),
@@ -849,6 +855,9 @@ impl State {
         self.empty_for_test(scripts)?;
         self.run_id = new_run_id();
         self.repl_id.clear();
+        self.cached_master_db = None;
+        self.replicas.backlog = None;
+        self.sync_replication_tap();
         self.started = Instant::now();
         for c in self.clients.values() {
             c.outbox.close_now();

@@ -27,9 +27,14 @@
 //! - `REPLICAOF NO ONE` ends the link and makes this server a master that
 //!   continues the history: the master's replication ID becomes its second
 //!   ID, valid up to the offset reached, and a new one is drawn.
-//!
-//! keylock keeps no backlog, so a replica asks for a full
-//! resynchronization (`PSYNC ? -1`) every time its link starts.
+//! - A link that breaks leaves what Redis calls the cached master: the
+//!   replication ID and offset reached, and the database the stream had
+//!   selected. The next link asks `PSYNC <replid> <offset+1>`, and on
+//!   `+CONTINUE [replid]` the stream goes on from there
+//!   ([`Engine::master_continued`]); a master told REPLICAOF asks the
+//!   same with its own history, so that a failover costs no snapshot.
+//!   Without one (the first link, or after `+FULLRESYNC`) it asks
+//!   `PSYNC ? -1`.
 
 use bytes::Bytes;
 
@@ -143,7 +148,15 @@ impl State {
             Some(m) if m.client.is_some() => Some(now),
             Some(m) => m.down_since_ms,
         };
+        if self.master.is_none() {
+            // A master continues from its own history with its new
+            // master (Redis's `replicationCacheMasterUsingMyself`).
+            self.cached_master_db = Some(0);
+        }
         self.drop_master_client();
+        // This server's replicas follow it to its new master's history
+        // (Redis's `disconnectSlaves`; they may continue with PSYNC).
+        self.disconnect_replicas();
         let generation = self.master.as_ref().map_or(0, |m| m.generation) + 1;
         self.master = Some(Box::new(Master {
             host: host.to_string(),
@@ -178,13 +191,14 @@ impl State {
         }
         self.drop_master_client();
         self.master = None;
-        // Its replicas follow a history that now forks: they start over
-        // (Redis's `disconnectSlaves`).
-        for replica in &self.replicas.ids {
-            if let Some(c) = self.clients.get(replica) {
-                c.outbox.close_now();
-            }
-        }
+        self.cached_master_db = None;
+        // Its replicas are told of the new replication ID when they
+        // connect again, and continue (Redis's `disconnectSlaves`).
+        self.disconnect_replicas();
+        // The stream this server writes from now on starts with a SELECT;
+        // the backlog is kept a while for the replicas to come back.
+        self.reselect_replication_stream();
+        self.replicas.no_replicas_since_ms = self.clock.now_ms();
         self.refresh_expiry_mode();
         self.params.set_default("replicaof", "no one");
         crate::log::set_replica(false);
@@ -205,6 +219,8 @@ impl State {
         };
         if link == LinkState::Transfer && m.link != LinkState::Transfer {
             m.transfer = Some((-1, 0));
+            // `+FULLRESYNC`: the history to continue is gone.
+            self.cached_master_db = None;
         }
         if link != LinkState::Transfer {
             m.transfer = None;
@@ -249,14 +265,32 @@ impl State {
         connected
     }
 
+    /// Ends the stream's client; the history it reached is the cached
+    /// master (Redis's `replicationCacheMaster`).
     fn drop_master_client(&mut self) {
         let Some(id) = self.master.as_deref_mut().and_then(|m| m.client.take()) else {
             return;
         };
         if let Some(c) = self.clients.get(&id) {
             c.outbox.close_now();
+            self.cached_master_db = Some(c.db);
         }
         self.master_clients_gone.push(id);
+    }
+
+    fn disconnect_replicas(&mut self) {
+        for replica in &self.replicas.ids {
+            if let Some(c) = self.clients.get(replica) {
+                c.outbox.close_now();
+            }
+        }
+    }
+
+    /// What the next link asks for: `PSYNC <replid> <offset>` to continue
+    /// the cached master's history, None for `PSYNC ? -1`.
+    pub fn psync_request(&self) -> Option<(String, u64)> {
+        self.cached_master_db?;
+        Some((self.master_replid().to_string(), self.replicas.offset + 1))
     }
 
     /// The master's client id, while the stream runs on the link of
@@ -340,11 +374,10 @@ impl Engine {
         state.repl_id2.clear();
         state.second_repl_offset = -1;
         state.replicas.offset = offset;
-        for replica in state.replicas.ids.clone() {
-            if let Some(c) = state.clients.get(&replica) {
-                c.outbox.close_now();
-            }
-        }
+        state.disconnect_replicas();
+        // A replica keeps a backlog of its master's stream, for its own
+        // replicas and for after a failover.
+        state.make_backlog();
         state.connect(id, peer, local, outbox);
         if let Some(c) = state.clients.get_mut(&id) {
             c.is_master = true;
@@ -370,6 +403,55 @@ impl Engine {
             }
         }
         crate::log::notice(format_args!("MASTER <-> REPLICA sync: Finished with success"));
+        Ok(())
+    }
+
+    /// The master answered `+CONTINUE [replid]` on the link of
+    /// `generation`: the stream goes on from the cached master's offset,
+    /// in the database it had selected, and the connection (`id`, with
+    /// its addresses and outbox) becomes the master's client. A new
+    /// replication ID (the master was promoted, or is another) becomes
+    /// this server's, the old one its second up to here, and this
+    /// server's replicas reconnect to learn it.
+    pub fn master_continued(
+        &mut self,
+        generation: u64,
+        replid: Option<&str>,
+        (id, peer, local, outbox): (ClientId, ClientAddr, ClientAddr, Outbox),
+    ) -> Result<(), String> {
+        let state = &mut self.state;
+        if state.master.as_deref().is_none_or(|m| m.generation != generation) {
+            return Err("the master changed".into());
+        }
+        let Some(db) = state.cached_master_db.take() else {
+            return Err("Unexpected reply to PSYNC from master: +CONTINUE without a partial resynchronization asked".into());
+        };
+        if let Some(new) = replid.filter(|new| !new.eq_ignore_ascii_case(state.master_replid())) {
+            crate::log::warning(format_args!("Master replication ID changed to {new}"));
+            state.repl_id2 = state.master_replid().to_string();
+            state.second_repl_offset = state.replicas.offset as i64 + 1;
+            state.repl_id = new.to_string();
+            state.disconnect_replicas();
+        }
+        if state.replicas.backlog.is_none() {
+            state.make_backlog();
+        }
+        state.connect(id, peer, local, outbox);
+        if let Some(c) = state.clients.get_mut(&id) {
+            c.is_master = true;
+            c.replaying = true;
+            c.authenticated = true;
+            c.db = db.min(state.dbs.len() - 1);
+        }
+        let now = state.clock.now_ms();
+        let offset = state.replicas.offset;
+        if let Some(m) = state.master.as_deref_mut() {
+            m.client = Some(id);
+            m.link = LinkState::Connected;
+            m.read_offset = offset;
+            m.transfer = None;
+            m.last_io_ms = now;
+        }
         Ok(())
     }
 

@@ -9,10 +9,18 @@
 //! tools that read a master's stream (`redis-cli --replica`, Redis's test
 //! suite).
 //!
-//! The snapshot is made in the foreground when the replica asks; keylock
-//! does not keep a replication backlog, so every PSYNC is a full
-//! resynchronization, and it does not replicate from a master.
+//! The snapshot is made in the foreground when the replica asks. The
+//! stream's last `repl-backlog-size` bytes are kept in a backlog (made with
+//! the first replica, on a replica when it synchronizes, freed
+//! `repl-backlog-ttl` seconds after the last replica of a master left): a
+//! replica whose link broke asks `PSYNC <replid> <offset>` and, when its
+//! history is this server's (its replication ID is this server's, or the
+//! one it followed before a REPLICAOF NO ONE, up to where that ended) and
+//! the backlog still holds that offset, gets `+CONTINUE <replid>` and the
+//! stream from there instead of a new snapshot (Redis's
+//! `masterTryPartialResynchronization`).
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -36,6 +44,9 @@ pub struct Announced {
     pub ack_secs: u64,
     /// It sent SYNC or PSYNC.
     pub synced: bool,
+    /// It sent `REPLCONF capa psync2`: a partial resynchronization tells
+    /// it the replication ID (`+CONTINUE <replid>`).
+    pub psync2: bool,
     /// Its output, reachable while its own batch runs (an ACK's), when
     /// its client is out of the engine's map.
     pub outbox: Option<super::Outbox>,
@@ -53,6 +64,66 @@ impl Announced {
     }
 }
 
+/// The replication backlog (Redis's `repl_backlog`): the stream's last
+/// `size` bytes, from which a replica continues.
+#[derive(Debug)]
+pub struct Backlog {
+    bytes: VecDeque<u8>,
+    size: usize,
+    /// The stream offset of the first byte held (the offset of a stream's
+    /// first byte is 1).
+    first: u64,
+}
+
+impl Backlog {
+    /// An empty backlog whose next byte is at offset `next`.
+    pub fn new(size: usize, next: u64) -> Backlog {
+        Backlog {
+            bytes: VecDeque::new(),
+            size,
+            first: next,
+        }
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        let keep = bytes.len().min(self.size);
+        let dropped = (self.bytes.len() + keep).saturating_sub(self.size);
+        self.bytes.drain(..dropped);
+        self.first += (dropped + bytes.len() - keep) as u64;
+        self.bytes.extend(&bytes[bytes.len() - keep..]);
+    }
+
+    fn resize(&mut self, size: usize) {
+        self.size = size;
+        let dropped = self.bytes.len().saturating_sub(size);
+        self.bytes.drain(..dropped);
+        self.first += dropped as u64;
+        self.bytes.shrink_to(size);
+    }
+
+    /// The stream from offset `from` on, if the backlog still holds it
+    /// (`from` may be the next byte's offset: nothing to send).
+    pub fn since(&self, from: u64) -> Option<Vec<u8>> {
+        let skip = usize::try_from(from.checked_sub(self.first)?).ok()?;
+        (skip <= self.bytes.len()).then(|| self.bytes.range(skip..).copied().collect())
+    }
+
+    /// INFO's `repl_backlog_first_byte_offset`.
+    pub fn first_byte_offset(&self) -> u64 {
+        self.first
+    }
+
+    /// INFO's `repl_backlog_histlen`.
+    pub fn histlen(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The memory it holds (INFO `mem_replication_backlog`).
+    pub fn allocated(&self) -> usize {
+        self.bytes.capacity()
+    }
+}
+
 /// The replicas and their shared stream.
 #[derive(Debug)]
 pub struct Replicas {
@@ -67,6 +138,15 @@ pub struct Replicas {
     last_ping: Instant,
     /// Full resynchronizations served (INFO `sync_full`).
     pub full_syncs: u64,
+    /// Partial resynchronizations served, and refused to a replica that
+    /// asked for one (INFO `sync_partial_ok`, `sync_partial_err`).
+    pub partial_syncs: u64,
+    pub partial_refused: u64,
+    /// The stream's last bytes, for replicas that continue.
+    pub backlog: Option<Backlog>,
+    /// When the last replica left (the clock's milliseconds; Redis's
+    /// `repl_no_slaves_since`).
+    pub(crate) no_replicas_since_ms: u64,
     /// A WAIT asked for the replicas' offsets (see
     /// [`State::send_getack_if_due`]).
     pub getack_due: bool,
@@ -82,16 +162,109 @@ impl Default for Replicas {
             offset: 0,
             last_ping: Instant::now(),
             full_syncs: 0,
+            partial_syncs: 0,
+            partial_refused: 0,
+            backlog: None,
+            no_replicas_since_ms: 0,
             getack_due: false,
         }
     }
 }
 
 impl State {
+    /// How Redis names replica `client` in its log: its address and
+    /// listening port (Redis's `replicationGetSlaveName`).
+    pub fn replica_name(&self, client: &Client) -> String {
+        let announced = self.replicas.announced.get(&client.id);
+        let ip = match (announced.and_then(|a| a.ip.clone()), &client.peer) {
+            (Some(ip), _) => ip,
+            (None, super::ClientAddr::Tcp(addr)) => addr.ip().to_string(),
+            (None, super::ClientAddr::Unix(_)) => String::new(),
+        };
+        match announced.map_or(0, |a| a.port) {
+            0 => format!("client id #{}", client.id),
+            port if ip.contains(':') => format!("[{ip}]:{port}"),
+            port => format!("{ip}:{port}"),
+        }
+    }
+
+    /// `PSYNC replid offset` from `client`: the backlog from `offset` on,
+    /// after `+CONTINUE`, when this server can continue that history;
+    /// None when the replica needs a full resynchronization (counted
+    /// unless it asked for one, with replid `?`).
+    pub fn try_partial_resync(&mut self, client: &Client, replid: &[u8], offset: i64) -> Option<Bytes> {
+        let name = self.replica_name(client);
+        let asked = String::from_utf8_lossy(replid);
+        let mine = asked.eq_ignore_ascii_case(self.master_replid());
+        let second = !self.repl_id2.is_empty() && asked.eq_ignore_ascii_case(&self.repl_id2);
+        let continues = mine || (second && offset <= self.second_repl_offset);
+        if !continues {
+            if asked == "?" {
+                crate::log::notice(format_args!("Full resync requested by replica {name}"));
+                return None;
+            }
+            if !mine && !second {
+                let replid2 = if self.repl_id2.is_empty() { NO_REPLID } else { &self.repl_id2 };
+                crate::log::notice(format_args!(
+                    "Partial resynchronization not accepted: Replication ID mismatch (Replica asked for '{asked}', my replication IDs are '{}' and '{replid2}')",
+                    self.master_replid()
+                ));
+            } else {
+                crate::log::notice(format_args!(
+                    "Partial resynchronization not accepted: Requested offset for second ID was {offset}, but I can reply up to {}",
+                    self.second_repl_offset
+                ));
+            }
+            self.replicas.partial_refused += 1;
+            return None;
+        }
+        let held = u64::try_from(offset)
+            .ok()
+            .and_then(|from| self.replicas.backlog.as_ref()?.since(from));
+        let Some(held) = held else {
+            crate::log::notice(format_args!(
+                "Unable to partial resync with replica {name} for lack of backlog (Replica request was: {offset})."
+            ));
+            if offset > self.replicas.offset as i64 {
+                crate::log::warning(format_args!(
+                    "Warning: replica {name} tried to PSYNC with an offset that is greater than the master replication offset."
+                ));
+            }
+            self.replicas.partial_refused += 1;
+            return None;
+        };
+        let psync2 = self.replicas.announced.get(&client.id).is_some_and(|a| a.psync2);
+        let mut reply = if psync2 {
+            format!("+CONTINUE {}\r\n", self.master_replid()).into_bytes()
+        } else {
+            b"+CONTINUE\r\n".to_vec()
+        };
+        crate::log::notice(format_args!(
+            "Partial resynchronization request from {name} accepted. Sending {} bytes of backlog starting from offset {offset}.",
+            held.len()
+        ));
+        reply.extend_from_slice(&held);
+        self.replicas.partial_syncs += 1;
+        self.enlist_replica(client, None);
+        Some(Bytes::from(reply))
+    }
+
     /// SYNC / PSYNC from `client`: the snapshot, after `+FULLRESYNC` for
     /// PSYNC; from now on the client gets the stream. `codes` are the
     /// function libraries.
     pub fn add_replica(&mut self, client: &Client, codes: &[Bytes], psync: bool) -> std::io::Result<Bytes> {
+        if self.replicas.ids.is_empty() && self.replicas.backlog.is_none() {
+            // A backlog made from scratch starts a new history (Redis's
+            // `changeReplicationId` and `clearReplicationId2`).
+            self.repl_id = super::new_run_id();
+            self.repl_id2.clear();
+            self.second_repl_offset = -1;
+            self.make_backlog();
+            crate::log::notice(format_args!(
+                "Replication backlog created, my new replication IDs are '{}' and '{NO_REPLID}'",
+                self.repl_id
+            ));
+        }
         let mut rdb = Vec::new();
         self.write_snapshot(&mut rdb, codes, false)?;
         self.replicas.full_syncs += 1;
@@ -101,6 +274,18 @@ impl State {
         }
         reply.extend_from_slice(format!("${}\r\n", rdb.len()).as_bytes());
         reply.extend_from_slice(&rdb);
+        self.enlist_replica(client, Some(0));
+        // The stream goes on; its next effect comes after a SELECT, so
+        // that the new replica knows its database.
+        if let Some(id) = self.replicas.tap {
+            self.effects.reselect(id);
+        }
+        Ok(Bytes::from(reply))
+    }
+
+    /// `client` gets the stream from now on; `after_snapshot` is None for
+    /// a replica online at once (a partial resynchronization's).
+    fn enlist_replica(&mut self, client: &Client, after_snapshot: Option<u64>) {
         if !self.replicas.ids.contains(&client.id) {
             self.replicas.ids.push(client.id);
         }
@@ -109,12 +294,23 @@ impl State {
         announced.ack_secs = now_secs;
         announced.synced = true;
         announced.outbox = Some(client.outbox.clone());
-        announced.after_snapshot = Some(0);
-        match self.replicas.tap {
-            // The stream goes on; its next effect comes after a SELECT, so
-            // that the new replica knows its database.
-            Some(id) => self.effects.reselect(id),
-            None => {
+        announced.after_snapshot = after_snapshot;
+        self.sync_replication_tap();
+    }
+
+    /// A backlog whose next byte is the stream's next.
+    pub(crate) fn make_backlog(&mut self) {
+        let size = self.params.int("repl-backlog-size").unwrap_or(1 << 20).max(1) as usize;
+        self.replicas.backlog = Some(Backlog::new(size, self.replicas.offset + 1));
+        self.sync_replication_tap();
+    }
+
+    /// The effect stream for replicas is recorded while there are
+    /// replicas or a backlog to feed, and only then.
+    pub(crate) fn sync_replication_tap(&mut self) {
+        let wanted = !self.replicas.ids.is_empty() || self.replicas.backlog.is_some();
+        match (wanted, self.replicas.tap) {
+            (true, None) => {
                 let stream = self.replicas.stream.clone();
                 self.key_events.record_expired_deletions();
                 let id = self.effects.attach(EffectsTap::replication(move |bytes| {
@@ -122,9 +318,21 @@ impl State {
                 }));
                 self.replicas.tap = Some(id);
             }
+            (false, Some(id)) => {
+                self.effects.detach(id);
+                self.replicas.tap = None;
+                self.replicas.stream.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            }
+            _ => {}
         }
-        crate::log::notice(format_args!("Replica {} asks for synchronization", client.peer));
-        Ok(Bytes::from(reply))
+    }
+
+    /// The stream's next effect comes after a SELECT (a replica promoted
+    /// to master: Redis's `slaveseldb = -1`).
+    pub(crate) fn reselect_replication_stream(&mut self) {
+        if let Some(id) = self.replicas.tap {
+            self.effects.reselect(id);
+        }
     }
 
     /// `REPLCONF ACK offset` from replica `id`.
@@ -196,19 +404,19 @@ impl State {
 
     /// A replica's connection is gone.
     pub fn remove_replica(&mut self, id: ClientId) {
+        let was = self.replicas.ids.len();
         self.replicas.ids.retain(|&r| r != id);
         self.replicas.announced.remove(&id);
-        if self.replicas.ids.is_empty()
-            && let Some(tap) = self.replicas.tap.take()
-        {
-            self.effects.detach(tap);
+        if was > 0 && self.replicas.ids.is_empty() {
+            self.replicas.no_replicas_since_ms = self.clock.now_ms();
         }
+        self.sync_replication_tap();
     }
 
     /// Hands the replicas what the stream holds (after each flush of the
     /// effects).
     pub fn feed_replicas(&mut self) {
-        if self.replicas.ids.is_empty() {
+        if self.replicas.tap.is_none() {
             return;
         }
         let bytes = std::mem::take(&mut *self.replicas.stream.lock().unwrap_or_else(|e| e.into_inner()));
@@ -221,6 +429,9 @@ impl State {
 
     pub(crate) fn send_to_replicas(&mut self, bytes: &[u8]) {
         self.replicas.offset += bytes.len() as u64;
+        if let Some(backlog) = self.replicas.backlog.as_mut() {
+            backlog.feed(bytes);
+        }
         for id in &self.replicas.ids {
             if let Some(replica) = self.clients.get(id) {
                 if let Some(mut out) = replica.outbox.writable() {
@@ -257,10 +468,13 @@ impl State {
     }
 
     /// The cron's part: a PING every `repl-ping-replica-period` seconds,
-    /// so that replicas know the master is there.
+    /// so that replicas know the master is there; the backlog sized as
+    /// `repl-backlog-size` says, and freed `repl-backlog-ttl` seconds after
+    /// the last replica of a master left.
     pub fn ping_replicas(&mut self) {
         self.note_replicas_online();
         self.send_getack_if_due();
+        self.tend_backlog();
         // A replica's replicas get its master's PINGs.
         if self.replicas.ids.is_empty() || self.master.is_some() {
             return;
@@ -270,5 +484,63 @@ impl State {
             self.replicas.last_ping = Instant::now();
             self.send_to_replicas(b"*1\r\n$4\r\nPING\r\n");
         }
+    }
+
+    fn tend_backlog(&mut self) {
+        let Some(backlog) = self.replicas.backlog.as_mut() else {
+            return;
+        };
+        let size = self.params.int("repl-backlog-size").unwrap_or(1 << 20).max(1) as usize;
+        if backlog.size != size {
+            backlog.resize(size);
+        }
+        let ttl = self.params.int("repl-backlog-ttl").unwrap_or(3600).max(0) as u64;
+        let idle_secs = self.clock.now_ms().saturating_sub(self.replicas.no_replicas_since_ms) / 1000;
+        if self.master.is_none() && self.replicas.ids.is_empty() && ttl > 0 && idle_secs > ttl {
+            self.replicas.backlog = None;
+            self.sync_replication_tap();
+            // Nothing can continue the history any more (Redis's
+            // `changeReplicationId` and `clearReplicationId2`).
+            self.repl_id = super::new_run_id();
+            self.repl_id2.clear();
+            self.second_repl_offset = -1;
+            crate::log::notice(format_args!(
+                "Replication backlog freed after {ttl} seconds without connected replicas."
+            ));
+        }
+    }
+}
+
+/// INFO's `master_replid2` when there is none.
+pub const NO_REPLID: &str = "0000000000000000000000000000000000000000";
+
+#[cfg(test)]
+mod tests {
+    use super::Backlog;
+
+    #[test]
+    fn the_backlog_keeps_the_last_bytes_and_their_offsets() {
+        let mut b = Backlog::new(8, 1);
+        assert_eq!(b.since(1), Some(Vec::new()));
+        assert_eq!(b.since(2), None);
+        b.feed(b"abcde");
+        assert_eq!((b.first_byte_offset(), b.histlen()), (1, 5));
+        assert_eq!(b.since(3).as_deref(), Some(&b"cde"[..]));
+        assert_eq!(b.since(6).as_deref(), Some(&b""[..]));
+        assert_eq!(b.since(7), None);
+        b.feed(b"fghij");
+        assert_eq!((b.first_byte_offset(), b.histlen()), (3, 8));
+        assert_eq!(b.since(2), None);
+        assert_eq!(b.since(3).as_deref(), Some(&b"cdefghij"[..]));
+        // A feed longer than the backlog keeps its own end.
+        b.feed(b"0123456789");
+        assert_eq!((b.first_byte_offset(), b.histlen()), (13, 8));
+        assert_eq!(b.since(13).as_deref(), Some(&b"23456789"[..]));
+        b.resize(3);
+        assert_eq!(b.since(18).as_deref(), Some(&b"789"[..]));
+        assert_eq!(b.since(17), None);
+        b.resize(10);
+        b.feed(b"xy");
+        assert_eq!(b.since(18).as_deref(), Some(&b"789xy"[..]));
     }
 }

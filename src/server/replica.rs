@@ -7,7 +7,8 @@
 //! - The handshake is Redis 7.0's: `PING`, `AUTH [masteruser] masterauth`
 //!   when set, `REPLCONF listening-port`, `REPLCONF ip-address` when
 //!   `replica-announce-ip` is set, `REPLCONF capa eof capa psync2`, then
-//!   `PSYNC ? -1` (keylock keeps no backlog to continue from).
+//!   `PSYNC <replid> <offset>` to continue the history of a link that
+//!   broke (`+CONTINUE`: the stream goes on, no snapshot), or `PSYNC ? -1`.
 //! - The snapshot comes as `$<length>` or, from a diskless master, as
 //!   `$EOF:<mark>` and the bytes up to the 40-byte mark; newlines before
 //!   it are the master's keep-alives.
@@ -291,9 +292,19 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
     if reply.starts_with('-') {
         log::notice(format_args!("(Non critical) Master does not understand REPLCONF capa: {reply}"));
     }
-    log::notice(format_args!("Partial resynchronization not possible (no cached master)"));
+    let request = shared.engine.borrow().state.psync_request();
+    let (psync_replid, psync_offset) = match &request {
+        Some((replid, offset)) => {
+            log::notice(format_args!("Trying a partial resynchronization (request {replid}:{offset})."));
+            (replid.clone(), offset.to_string())
+        }
+        None => {
+            log::notice(format_args!("Partial resynchronization not possible (no cached master)"));
+            ("?".to_string(), "-1".to_string())
+        }
+    };
     r.link
-        .write_all(&encode(&["PSYNC", "?", "-1"]))
+        .write_all(&encode(&["PSYNC", &psync_replid, &psync_offset]))
         .await
         .map_err(|e| io_failure("Error writing to the MASTER", &e))?;
     let reply = loop {
@@ -304,6 +315,27 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
         }
         shared.engine.borrow_mut().state.master_heard(generation);
     };
+    if let Some(rest) = reply.strip_prefix("+CONTINUE").filter(|_| request.is_some()) {
+        log::notice(format_args!("Successful partial resynchronization with master."));
+        // Redis takes the ID only when it is one (40 characters).
+        let replid = rest.strip_prefix(' ').filter(|id| id.len() == 40);
+        let id = shared.next_client_id.get();
+        shared.next_client_id.set(id + 1);
+        shared
+            .engine
+            .borrow_mut()
+            .master_continued(
+                generation,
+                replid,
+                (id, ClientAddr::Tcp(peer), ClientAddr::Tcp(local), Outbox::new()),
+            )
+            .map_err(warning)?;
+        log::notice(format_args!(
+            "MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization."
+        ));
+        shared.after_batch();
+        return run_stream(&mut r, shared, generation).await;
+    }
     let Some(rest) = reply.strip_prefix("+FULLRESYNC ") else {
         if reply.starts_with("-NOMASTERLINK") || reply.starts_with("-LOADING") {
             return Err((

@@ -1,0 +1,328 @@
+//! Partial resynchronization (PSYNC): the master's backlog, a replica's
+//! cached master, and the second replication ID after a failover. The
+//! master's answers to a hand-made replica are compared with a real
+//! redis-server's byte for byte (replication IDs aside); the rest runs
+//! keylock with redis-server replicas and masters and checks both sides'
+//! counters and data.
+
+mod common;
+use common::*;
+use std::io::{BufRead, Read};
+
+fn field(r: &mut Raw, section: &str, name: &str) -> String {
+    info_value(r, section, name)
+}
+
+fn replicaof(r: &mut Raw, port: u16) {
+    assert_eq!(r.call(&["REPLICAOF", "127.0.0.1", &port.to_string()]), b"+OK\r\n");
+}
+
+fn wait_link_up(r: &mut Raw) {
+    wait_until(20, "the replica's link comes up", || {
+        field(r, "replication", "master_link_status") == "up"
+    });
+}
+
+fn wait_offsets_equal(master: &mut Raw, replica: &mut Raw) {
+    wait_until(20, "the replica reaches the master's offset", || {
+        field(master, "replication", "master_repl_offset") == field(replica, "replication", "master_repl_offset")
+    });
+}
+
+/// Replication IDs (40 hex digits) replaced by `<id>`.
+fn without_ids(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes).into_owned();
+    let mut out = String::new();
+    let mut run = String::new();
+    for ch in text.chars() {
+        if ch.is_ascii_hexdigit() && ch.is_ascii_lowercase() || ch.is_ascii_digit() {
+            run.push(ch);
+            continue;
+        }
+        out.push_str(if run.len() == 40 { "<id>" } else { &run });
+        run.clear();
+        out.push(ch);
+    }
+    out.push_str(if run.len() == 40 { "<id>" } else { &run });
+    out
+}
+
+/// The first line of a reply (without CRLF).
+fn line(r: &mut Raw) -> String {
+    let mut l = String::new();
+    r.reader.read_line(&mut l).unwrap();
+    l.trim_end().to_string()
+}
+
+/// A replica made by hand: `PSYNC replid offset` (after `REPLCONF capa
+/// psync2` when `psync2`), and the first line of the answer.
+fn psync(addr: std::net::SocketAddr, psync2: bool, replid: &str, offset: &str) -> (Raw, String) {
+    let mut r = Raw::connect(addr);
+    if psync2 {
+        assert_eq!(r.call(&["REPLCONF", "capa", "eof", "capa", "psync2"]), b"+OK\r\n");
+    }
+    r.send_cmd(&[b"PSYNC", replid.as_bytes(), offset.as_bytes()]);
+    let first = line(&mut r);
+    (r, first)
+}
+
+/// Reads a `$<length>` snapshot.
+fn skip_snapshot(r: &mut Raw) {
+    let header = line(r);
+    let len: usize = header.strip_prefix('$').expect("a snapshot").parse().unwrap();
+    let mut rdb = vec![0; len];
+    r.reader.read_exact(&mut rdb).unwrap();
+}
+
+/// What a master answers a replica made by hand: a full synchronization,
+/// the stream, a partial one after the link is lost (with and without
+/// the psync2 capability), one past the end, one of another history, one
+/// with a bad offset; the counters and backlog fields after them.
+fn master_scenario(addr: std::net::SocketAddr) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut c = Raw::connect(addr);
+    c.call(&["SET", "a", "1"]);
+    let (mut r1, full) = psync(addr, true, "?", "-1");
+    out.push(without_ids(full.as_bytes()));
+    let (replid, offset) = {
+        let mut words = full.split(' ').skip(1);
+        (words.next().unwrap().to_string(), words.next().unwrap().parse::<u64>().unwrap())
+    };
+    skip_snapshot(&mut r1);
+    c.call(&["SET", "b", "2"]);
+    c.call(&["SET", "c", "3"]);
+    let mut stream = Vec::new();
+    for _ in 0..3 {
+        stream.extend(r1.reply());
+    }
+    out.push(without_ids(&stream));
+    drop(r1);
+    // Written while no replica is connected: the backlog keeps it.
+    c.call(&["SET", "d", "4"]);
+    let next = (offset + stream.len() as u64 + 1).to_string();
+    let (mut r2, cont) = psync(addr, true, &replid, &next);
+    out.push(without_ids(cont.as_bytes()));
+    out.push(without_ids(&r2.reply()));
+    let (mut r3, cont) = psync(addr, false, &replid, &next);
+    out.push(cont);
+    out.push(without_ids(&r3.reply()));
+    let past = (offset + 10_000).to_string();
+    out.push(without_ids(psync(addr, true, &replid, &past).1.as_bytes()));
+    out.push(without_ids(
+        psync(addr, true, "0123456789012345678901234567890123456789", &next).1.as_bytes(),
+    ));
+    out.push(psync(addr, true, &replid, "x").1);
+    for name in ["sync_full", "sync_partial_ok", "sync_partial_err"] {
+        out.push(format!("{name}:{}", field(&mut c, "stats", name)));
+    }
+    for name in ["repl_backlog_active", "repl_backlog_first_byte_offset"] {
+        out.push(format!("{name}:{}", field(&mut c, "replication", name)));
+    }
+    let histlen = field(&mut c, "replication", "repl_backlog_histlen");
+    out.push(format!(
+        "histlen is the offset: {}",
+        histlen == field(&mut c, "replication", "master_repl_offset")
+    ));
+    out
+}
+
+#[test]
+fn a_replica_continues_from_the_backlog_as_redis_server_lets_it() {
+    let s = start_with(|c| c.set("repl-ping-replica-period", &["3600"]).unwrap());
+    let ours = master_scenario(s.addr());
+    let Some(redis) = real_redis_with(&["--repl-diskless-sync", "no", "--repl-ping-replica-period", "3600"]) else {
+        return;
+    };
+    let theirs = master_scenario(redis.addr);
+    assert_eq!(ours, theirs);
+    // What the comparison rests on.
+    assert_eq!(ours[0], "+FULLRESYNC <id> 0");
+    assert_eq!(ours[2], "+CONTINUE <id>");
+    assert_eq!(ours[3], text(encode(&[b"SET", b"d", b"4"])));
+    assert_eq!(ours[4], "+CONTINUE");
+    assert_eq!(ours[5], ours[3]);
+    assert!(ours[6].starts_with("+FULLRESYNC") && ours[7].starts_with("+FULLRESYNC"), "{ours:?}");
+    assert_eq!(ours[9..12], ["sync_full:3", "sync_partial_ok:2", "sync_partial_err:2"]);
+}
+
+#[test]
+fn a_redis_server_replica_continues_after_its_link_to_keylock_breaks() {
+    let s = start();
+    let mut m = Raw::connect(s.addr());
+    m.call(&["SET", "a", "1"]);
+    let first_id = field(&mut m, "replication", "master_replid");
+    let Some(replica) = real_redis_with(&["--replicaof", "127.0.0.1", &s.addr().port().to_string()]) else {
+        return;
+    };
+    let mut r = Raw::connect(replica.addr);
+    wait_link_up(&mut r);
+    // The backlog came with the first replica, and a new history with it.
+    assert_eq!(field(&mut m, "replication", "repl_backlog_active"), "1");
+    let replid = field(&mut m, "replication", "master_replid");
+    assert_ne!(replid, first_id);
+    assert_eq!(field(&mut r, "replication", "master_replid"), replid);
+    // The stream's database is 2 when the link breaks, and stays so: what
+    // is written meanwhile comes from the backlog with no SELECT before it.
+    m.call(&["SELECT", "2"]);
+    m.call(&["SET", "in2", "x"]);
+    wait_offsets_equal(&mut m, &mut r);
+    assert_eq!(m.call(&["CLIENT", "KILL", "TYPE", "replica"]), b":1\r\n");
+    m.call(&["SET", "missed", "y"]);
+    m.call(&["HSET", "h", "f", "v"]);
+    wait_until(20, "the replica continues", || field(&mut m, "stats", "sync_partial_ok") == "1");
+    wait_link_up(&mut r);
+    wait_offsets_equal(&mut m, &mut r);
+    assert_eq!(field(&mut m, "stats", "sync_full"), "1");
+    assert_eq!(field(&mut m, "stats", "sync_partial_err"), "0");
+    r.call(&["SELECT", "2"]);
+    assert_eq!(r.call(&["GET", "missed"]), b"$1\r\ny\r\n");
+    assert_eq!(r.call(&["HGET", "h", "f"]), b"$1\r\nv\r\n");
+    m.call(&["SET", "after", "z"]);
+    wait_offsets_equal(&mut m, &mut r);
+    assert_eq!(r.call(&["GET", "after"]), b"$1\r\nz\r\n");
+}
+
+#[test]
+fn what_the_backlog_no_longer_holds_takes_a_full_resynchronization() {
+    let s = start();
+    let mut m = Raw::connect(s.addr());
+    // Raised to Redis's least, 16 kB.
+    assert_eq!(m.call(&["CONFIG", "SET", "repl-backlog-size", "1"]), b"+OK\r\n");
+    let Some(replica) = real_redis_with(&["--replicaof", "127.0.0.1", &s.addr().port().to_string()]) else {
+        return;
+    };
+    let mut r = Raw::connect(replica.addr);
+    wait_link_up(&mut r);
+    let big = "v".repeat(20_000);
+    // The replica reconnects from its cron, a second at most later: the
+    // writes are in before it asks.
+    m.send(
+        &[
+            encode(&[b"CLIENT", b"KILL", b"TYPE", b"replica"]),
+            encode(&[b"SET", b"big1", big.as_bytes()]),
+            encode(&[b"SET", b"big2", big.as_bytes()]),
+        ]
+        .concat(),
+    );
+    for _ in 0..3 {
+        m.reply();
+    }
+    assert_eq!(field(&mut m, "replication", "repl_backlog_histlen"), "16384");
+    wait_until(20, "the replica synchronizes again", || field(&mut m, "stats", "sync_full") == "2");
+    assert_eq!(field(&mut m, "stats", "sync_partial_err"), "1");
+    assert_eq!(field(&mut m, "stats", "sync_partial_ok"), "0");
+    wait_link_up(&mut r);
+    wait_offsets_equal(&mut m, &mut r);
+    assert_eq!(r.call(&["STRLEN", "big2"]), b":20000\r\n");
+}
+
+#[test]
+fn after_a_failover_the_other_replica_and_the_old_master_continue_with_the_new_master() {
+    // A keylock master, a keylock replica to promote, and a redis-server
+    // replica that moves to it.
+    let a = start();
+    let b = start();
+    let mut ca = Raw::connect(a.addr());
+    let mut cb = Raw::connect(b.addr());
+    let Some(redis) = real_redis_with(&[]) else { return };
+    let mut cr = Raw::connect(redis.addr);
+    replicaof(&mut cb, a.addr().port());
+    replicaof(&mut cr, a.addr().port());
+    wait_link_up(&mut cb);
+    wait_link_up(&mut cr);
+    ca.call(&["SET", "k", "1"]);
+    wait_offsets_equal(&mut ca, &mut cb);
+    wait_offsets_equal(&mut ca, &mut cr);
+    let old_id = field(&mut ca, "replication", "master_replid");
+    let offset: i64 = field(&mut ca, "replication", "master_repl_offset").parse().unwrap();
+
+    assert_eq!(cb.call(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+    assert_eq!(field(&mut cb, "replication", "master_replid2"), old_id);
+    assert_eq!(field(&mut cb, "replication", "second_repl_offset"), (offset + 1).to_string());
+    let new_id = field(&mut cb, "replication", "master_replid");
+
+    // The redis-server replica continues by the second ID.
+    replicaof(&mut cr, b.addr().port());
+    wait_until(20, "the redis-server replica continues", || {
+        field(&mut cb, "stats", "sync_partial_ok") == "1"
+    });
+    wait_link_up(&mut cr);
+    assert_eq!(field(&mut cb, "stats", "sync_full"), "0");
+    assert_eq!(field(&mut cr, "replication", "master_replid"), new_id);
+    assert_eq!(field(&mut cr, "replication", "master_replid2"), old_id);
+
+    // The old master continues with its own history.
+    replicaof(&mut ca, b.addr().port());
+    wait_until(20, "the old master continues", || field(&mut cb, "stats", "sync_partial_ok") == "2");
+    wait_link_up(&mut ca);
+    assert_eq!(field(&mut cb, "stats", "sync_full"), "0");
+    assert_eq!(field(&mut ca, "replication", "master_replid"), new_id);
+    assert_eq!(field(&mut ca, "replication", "master_replid2"), old_id);
+
+    cb.call(&["SELECT", "4"]);
+    cb.call(&["SET", "after", "2"]);
+    wait_offsets_equal(&mut cb, &mut ca);
+    wait_offsets_equal(&mut cb, &mut cr);
+    for c in [&mut ca, &mut cr] {
+        assert_eq!(c.call(&["GET", "k"]), b"$1\r\n1\r\n");
+        c.call(&["SELECT", "4"]);
+        assert_eq!(c.call(&["GET", "after"]), b"$1\r\n2\r\n");
+    }
+}
+
+#[test]
+fn keylock_continues_with_a_promoted_redis_server_replica() {
+    let Some(master) = real_redis_with(&[]) else { return };
+    let Some(other) = real_redis_with(&[]) else { return };
+    let mut m = Raw::connect(master.addr);
+    let mut o = Raw::connect(other.addr);
+    let s = start();
+    let mut k = Raw::connect(s.addr());
+    replicaof(&mut k, master.addr.port());
+    replicaof(&mut o, master.addr.port());
+    wait_link_up(&mut k);
+    wait_link_up(&mut o);
+    m.call(&["SET", "k", "1"]);
+    wait_offsets_equal(&mut m, &mut k);
+    wait_offsets_equal(&mut m, &mut o);
+    let old_id = field(&mut m, "replication", "master_replid");
+    assert_eq!(field(&mut k, "replication", "repl_backlog_active"), "1");
+
+    assert_eq!(o.call(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+    let new_id = field(&mut o, "replication", "master_replid");
+    replicaof(&mut k, other.addr.port());
+    wait_until(20, "keylock continues", || field(&mut o, "stats", "sync_partial_ok") == "1");
+    wait_link_up(&mut k);
+    assert_eq!(field(&mut o, "stats", "sync_full"), "0");
+    assert_eq!(field(&mut k, "replication", "master_replid"), new_id);
+    assert_eq!(field(&mut k, "replication", "master_replid2"), old_id);
+    o.call(&["SET", "after", "2"]);
+    wait_offsets_equal(&mut o, &mut k);
+    assert_eq!(k.call(&["GET", "k"]), b"$1\r\n1\r\n");
+    assert_eq!(k.call(&["GET", "after"]), b"$1\r\n2\r\n");
+}
+
+#[test]
+fn the_backlog_of_a_master_without_replicas_goes_after_repl_backlog_ttl() {
+    let s = start();
+    let mut m = Raw::connect(s.addr());
+    assert_eq!(m.call(&["CONFIG", "SET", "repl-backlog-ttl", "5"]), b"+OK\r\n");
+    let (mut r, full) = psync(s.addr(), true, "?", "-1");
+    assert!(full.starts_with("+FULLRESYNC"), "{full}");
+    skip_snapshot(&mut r);
+    let replid = field(&mut m, "replication", "master_replid");
+    drop(r);
+    wait_until(10, "the replica is gone", || {
+        field(&mut m, "replication", "connected_slaves") == "0"
+    });
+    // Kept while the time to live runs.
+    assert_eq!(field(&mut m, "replication", "repl_backlog_active"), "1");
+    m.call(&["KEYLOCK", "CLOCK", "ADVANCE", "7000"]);
+    wait_until(10, "the backlog is freed", || {
+        field(&mut m, "replication", "repl_backlog_active") == "0"
+    });
+    // With it goes the history: a new replication ID, nothing to continue.
+    assert_ne!(field(&mut m, "replication", "master_replid"), replid);
+    let (_r, answer) = psync(s.addr(), true, &replid, "1");
+    assert!(answer.starts_with("+FULLRESYNC"), "{answer}");
+}
