@@ -406,7 +406,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
                     line!("slave{i}:ip={ip},port={port},state={state},offset={offset},lag={lag}");
                 }
             }
-            line!("master_failover_state:no-failover");
+            line!("master_failover_state:{}", st.failover_state());
             line!("master_replid:{}", st.master_replid());
             let replid2 = if st.repl_id2.is_empty() {
                 "0000000000000000000000000000000000000000"

@@ -1,11 +1,11 @@
 //! Replication commands (Redis's replication.c): REPLICAOF / SLAVEOF,
 //! REPLCONF, SYNC / PSYNC, FAILOVER.
 //!
-//! keylock serves replicas (SYNC, PSYNC: see `engine::replication`) and
-//! replicates a master (REPLICAOF: see `engine::replica`). FAILOVER parses
-//! its arguments as Redis does and then needs connected replicas, REPLCONF
-//! accepts the options a replica sends (ACK and GETACK reply nothing; a
-//! replica's ACK records how far it is).
+//! keylock serves replicas (SYNC, PSYNC: see `engine::replication`),
+//! replicates a master (REPLICAOF: see `engine::replica`) and hands its
+//! role to a replica (FAILOVER: see `engine::failover`); REPLCONF accepts
+//! the options a replica sends (ACK and GETACK reply nothing; a replica's
+//! ACK records how far it is).
 
 use bytes::Bytes;
 
@@ -26,6 +26,9 @@ pub const COMMANDS: &[CommandSpec] = &[
 fn replicaof(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if ctx.state.cluster_enabled() {
         return Err(CmdError::err("REPLICAOF not allowed in cluster mode."));
+    }
+    if ctx.state.failover.is_some() {
+        return Err(CmdError::err("REPLICAOF not allowed while failing over."));
     }
     let by = ctx.client.info_line(ctx.state.clock.now_ms());
     if argv[1].eq_ignore_ascii_case(b"no") && argv[2].eq_ignore_ascii_case(b"one") {
@@ -115,12 +118,29 @@ fn replconf(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// write (see `engine::replication`).
 fn sync(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let psync = argv[0].eq_ignore_ascii_case(b"psync");
-    if psync && argv.len() > 3 && argv[3].eq_ignore_ascii_case(b"failover") {
-        return Err(CmdError::err("PSYNC FAILOVER can't be sent to a master."));
-    }
     if ctx.state.replicas.ids.contains(&ctx.client.id) {
         // Redis ignores SYNC from a connection already a replica.
         return Ok(Reply::Many(Vec::new()));
+    }
+    if psync && argv.len() > 3 && argv[3].eq_ignore_ascii_case(b"failover") {
+        // The master hands over (see `engine::failover`): this replica
+        // becomes a master if the history asked for is its own.
+        crate::log::warning(format_args!(
+            "Failover request received for replid {}.",
+            String::from_utf8_lossy(&argv[1])
+        ));
+        if ctx.state.master.is_none() {
+            return Err(CmdError::err("PSYNC FAILOVER can't be sent to a master."));
+        }
+        if !argv[1].eq_ignore_ascii_case(ctx.state.master_replid().as_bytes()) {
+            return Err(CmdError::err("PSYNC FAILOVER replid must match my replid."));
+        }
+        ctx.state.unset_master();
+        let by = ctx.client.info_line(ctx.state.clock.now_ms());
+        crate::log::notice(format_args!("MASTER MODE enabled (failover request from '{by}')"));
+    }
+    if ctx.state.failover.is_some() {
+        return Err(CmdError::new("NOMASTERLINK Can't SYNC while failing over"));
     }
     if ctx
         .state
@@ -154,12 +174,22 @@ fn sync(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Raw(reply))
 }
 
-/// FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms].
-fn failover(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    if argv.len() == 2 && argv[1].eq_ignore_ascii_case(b"abort") {
-        return Err(CmdError::err("No failover in progress."));
+/// FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms]: checked as Redis
+/// checks it, then started (see `engine::failover`).
+fn failover(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if ctx.state.cluster_enabled() {
+        return Err(CmdError::err(
+            "FAILOVER not allowed in cluster mode. Use CLUSTER FAILOVER command instead.",
+        ));
     }
-    let (mut timeout, mut force, mut host) = (0i64, false, false);
+    if argv.len() == 2 && argv[1].eq_ignore_ascii_case(b"abort") {
+        if ctx.state.failover.is_none() {
+            return Err(CmdError::err("No failover in progress."));
+        }
+        ctx.state.abort_failover("Failover manually aborted");
+        return Ok(Reply::OK);
+    }
+    let (mut timeout, mut force, mut target) = (0i64, false, None);
     let mut j = 1;
     while j < argv.len() {
         let a = &argv[j];
@@ -169,9 +199,9 @@ fn failover(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 return Err(CmdError::err("FAILOVER timeout must be greater than 0"));
             }
             j += 1;
-        } else if a.eq_ignore_ascii_case(b"to") && j + 2 < argv.len() && !host {
-            parse_i64(&argv[j + 2])?;
-            host = true;
+        } else if a.eq_ignore_ascii_case(b"to") && j + 2 < argv.len() && target.is_none() {
+            let port = parse_i64(&argv[j + 2])?;
+            target = Some((String::from_utf8_lossy(&argv[j + 1]).into_owned(), port));
             j += 2;
         } else if a.eq_ignore_ascii_case(b"force") && !force {
             force = true;
@@ -180,5 +210,38 @@ fn failover(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
         j += 1;
     }
-    Err(CmdError::err("FAILOVER requires connected replicas."))
+    if ctx.state.failover.is_some() {
+        return Err(CmdError::err("FAILOVER already in progress."));
+    }
+    if ctx.state.is_replica() {
+        return Err(CmdError::err("FAILOVER is not valid when server is a replica."));
+    }
+    if ctx.state.replicas.ids.is_empty() {
+        return Err(CmdError::err("FAILOVER requires connected replicas."));
+    }
+    if force && (timeout == 0 || target.is_none()) {
+        return Err(CmdError::err(
+            "FAILOVER with force option requires both a timeout and target HOST and IP.",
+        ));
+    }
+    let target = match target {
+        None => None,
+        Some((host, port)) => {
+            // A port no replica listens on finds none, as in Redis.
+            let found = u16::try_from(port).ok().and_then(|p| ctx.state.find_replica(&host, p));
+            match found {
+                None => return Err(CmdError::err("FAILOVER target HOST and PORT is not a replica.")),
+                Some((false, _)) => return Err(CmdError::err("FAILOVER target replica is not online.")),
+                Some((true, _)) => Some((host, port as u16)),
+            }
+        }
+    };
+    let end_ms = (timeout > 0).then(|| ctx.state.clock.now_ms() + timeout as u64);
+    ctx.state.start_failover(crate::engine::failover::Failover {
+        target,
+        end_ms,
+        force,
+        in_progress: false,
+    });
+    Ok(Reply::OK)
 }

@@ -155,15 +155,18 @@ impl State {
     }
 
     /// Clients paused by CLIENT PAUSE: `Some(true)` for every command,
-    /// `Some(false)` for writes (and what may replicate) only. A pause
-    /// whose time is up ends here, and the clients it held run again.
+    /// `Some(false)` for writes (and what may replicate) only; a
+    /// failover's pause is of writes (see `failover`). A pause whose time
+    /// is up ends here, and the clients it held run again.
     pub fn paused(&mut self) -> Option<bool> {
-        let pause = self.pause?;
-        if Instant::now() >= pause.end {
-            self.unpause();
-            return None;
-        }
-        Some(pause.all)
+        let by_client = match self.pause {
+            Some(pause) if Instant::now() >= pause.end => {
+                self.unpause();
+                None
+            }
+            pause => pause.map(|p| p.all),
+        };
+        by_client.or(self.failover.is_some().then_some(false))
     }
 
     /// CLIENT PAUSE: pauses clients until `end`, every command (`all`) or
@@ -190,9 +193,13 @@ impl State {
         if self.pause.take().is_none() {
             return;
         }
-        for db in &self.dbs {
-            db.keep_expired_keys(self.keeps_expired_keys());
-        }
+        self.refresh_expiry_mode();
+        self.release_paused_clients();
+    }
+
+    /// Every client a pause held runs its command again (paused again if
+    /// another pause still holds it).
+    pub(crate) fn release_paused_clients(&mut self) {
         let held: Vec<ClientId> = self
             .clients
             .values()

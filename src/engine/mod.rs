@@ -22,6 +22,7 @@ pub mod durable;
 pub mod effects;
 pub mod evict;
 pub mod exec;
+pub mod failover;
 pub mod faults;
 pub mod histogram;
 pub mod latency;
@@ -225,6 +226,8 @@ pub struct State {
     /// replication ID and offset reached, whose stream had this database
     /// selected (see `replica`).
     pub cached_master_db: Option<usize>,
+    /// FAILOVER under way (see `failover`).
+    pub failover: Option<failover::Failover>,
     /// CLIENT PAUSE in force, if any (see `blocking`).
     pub pause: Option<blocking::ClientPause>,
     /// Blocking commands answer at once (Redis's CLIENT_DENY_BLOCKING):
@@ -503,6 +506,7 @@ impl State {
             repl_id2: String::new(),
             second_repl_offset: -1,
             cached_master_db: None,
+            failover: None,
             master: None,
             master_clients_gone: Vec::new(),
             debug: DebugSwitches::default(),
@@ -1550,6 +1554,7 @@ impl Engine {
         self.state.aof_cron(|| scripts.library_codes());
         self.state.reap_debug_sessions();
         self.state.ping_replicas();
+        self.state.update_failover();
         if self.state.cluster_enabled() {
             self.state.cluster_cron();
         }

@@ -127,7 +127,7 @@ impl State {
     /// Applies [`State::keeps_expired_keys`] (and a pause's hold) to
     /// every database.
     pub fn refresh_expiry_mode(&self) {
-        let keep = self.keeps_expired_keys() || self.pause.is_some();
+        let keep = self.keeps_expired_keys() || self.pause.is_some() || self.failover.is_some();
         for db in &self.dbs {
             db.keep_expired_keys(keep);
         }
@@ -183,9 +183,18 @@ impl State {
         true
     }
 
-    /// REPLICAOF NO ONE from `by`: the link ends, and this server is a
-    /// master continuing the history it has.
+    /// REPLICAOF NO ONE from `by` (a client's description).
     pub fn stop_replicating(&mut self, by: &str) {
+        if self.master.is_none() {
+            return;
+        }
+        self.unset_master();
+        crate::log::notice(format_args!("MASTER MODE enabled (user request from '{by}')"));
+    }
+
+    /// The link ends, and this server is a master continuing the history
+    /// it has (Redis's `replicationUnsetMaster`).
+    pub fn unset_master(&mut self) {
         if self.master.is_none() {
             return;
         }
@@ -207,7 +216,6 @@ impl State {
         self.repl_id2 = self.master_replid().to_string();
         self.second_repl_offset = self.replicas.offset as i64 + 1;
         self.repl_id = super::new_run_id();
-        crate::log::notice(format_args!("MASTER MODE enabled (user request from '{by}')"));
     }
 
     /// The link of `generation` moved on to `link`; false if that link is

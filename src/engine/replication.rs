@@ -345,6 +345,7 @@ impl State {
         if self.blocked_clients > 0 {
             self.serve_waits();
         }
+        self.update_failover();
     }
 
     /// Every replica is to be asked for its offset (`REPLCONF GETACK *`)

@@ -1024,6 +1024,8 @@ async fn cron_loop(shared: Rc<Shared>) {
         tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
         shared.engine.borrow_mut().cron();
         shared.cron(hz as u64);
+        // A failover's timeout may have made this server a replica.
+        replica::follow(&shared);
         if shared.engine.borrow().state.cluster_enabled() {
             shared.after_bus_message();
         }

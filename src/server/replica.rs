@@ -303,10 +303,18 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
             ("?".to_string(), "-1".to_string())
         }
     };
-    r.link
-        .write_all(&encode(&["PSYNC", &psync_replid, &psync_offset]))
-        .await
-        .map_err(|e| io_failure("Error writing to the MASTER", &e))?;
+    // A master failing over asks its target to take over.
+    let failover = shared.engine.borrow().state.failover_in_progress();
+    let mut psync = vec!["PSYNC", &psync_replid, &psync_offset];
+    if failover {
+        psync.push("FAILOVER");
+    }
+    if let Err(e) = r.link.write_all(&encode(&psync)).await {
+        if failover {
+            shared.engine.borrow_mut().state.abort_failover("Write error to failover target");
+        }
+        return Err(io_failure("Unable to send PSYNC to master", &e));
+    }
     let reply = loop {
         // Newlines are the master's keep-alives while it prepares.
         let line = r.line().await?;
@@ -315,6 +323,20 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
         }
         shared.engine.borrow_mut().state.master_heard(generation);
     };
+    if shared.engine.borrow().state.failover_in_progress() {
+        // The new master answered: the failover is over, or it refused.
+        if reply.starts_with("+CONTINUE") || reply.starts_with("+FULLRESYNC") {
+            shared.engine.borrow_mut().state.clear_failover();
+        } else {
+            shared
+                .engine
+                .borrow_mut()
+                .state
+                .abort_failover("Failover target rejected psync request");
+            shared.after_batch();
+            return Err(warning(format!("Unexpected reply to PSYNC from master: {reply}")));
+        }
+    }
     if let Some(rest) = reply.strip_prefix("+CONTINUE").filter(|_| request.is_some()) {
         log::notice(format_args!("Successful partial resynchronization with master."));
         // Redis takes the ID only when it is one (40 characters).
