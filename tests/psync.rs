@@ -326,3 +326,83 @@ fn the_backlog_of_a_master_without_replicas_goes_after_repl_backlog_ttl() {
     let (_r, answer) = psync(s.addr(), true, &replid, "1");
     assert!(answer.starts_with("+FULLRESYNC"), "{answer}");
 }
+
+/// keylock on `port`, keeping its snapshot in `dir`, killed on drop.
+fn keylock_on(dir: &std::path::Path, port: u16) -> Killed {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_keylock"))
+        .args(["--port", &port.to_string(), "--dir", dir.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    wait_until(10, "keylock answers", || answers_ping(addr));
+    Killed(child)
+}
+
+#[test]
+fn a_master_restarted_from_its_snapshot_lets_its_replica_continue() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let k = keylock_on(dir.path(), port);
+    let mut m = Raw::connect(addr);
+    m.call(&["SET", "a", "1"]);
+    let Some(replica) = real_redis_with(&["--replicaof", "127.0.0.1", &port.to_string()]) else {
+        return;
+    };
+    let mut r = Raw::connect(replica.addr);
+    wait_link_up(&mut r);
+    m.call(&["SELECT", "1"]);
+    m.call(&["SET", "b", "2"]);
+    wait_offsets_equal(&mut m, &mut r);
+    let id = field(&mut m, "replication", "master_replid");
+    let offset: u64 = field(&mut m, "replication", "master_repl_offset").parse().unwrap();
+    // The snapshot tells the history it is at.
+    assert_eq!(m.call(&["SAVE"]), b"+OK\r\n");
+    drop(m);
+    drop(k);
+
+    let _k = keylock_on(dir.path(), port);
+    let mut m = Raw::connect(addr);
+    assert_eq!(field(&mut m, "replication", "master_replid2"), id);
+    assert_eq!(field(&mut m, "replication", "second_repl_offset"), (offset + 1).to_string());
+    assert_eq!(field(&mut m, "replication", "repl_backlog_active"), "1");
+    wait_until(20, "the replica continues", || field(&mut m, "stats", "sync_partial_ok") == "1");
+    assert_eq!(field(&mut m, "stats", "sync_full"), "0");
+    wait_link_up(&mut r);
+    m.call(&["SELECT", "1"]);
+    m.call(&["SET", "c", "3"]);
+    wait_offsets_equal(&mut m, &mut r);
+    r.call(&["SELECT", "1"]);
+    assert_eq!(r.call(&["MGET", "b", "c"]), b"*2\r\n$1\r\n2\r\n$1\r\n3\r\n");
+}
+
+#[test]
+fn a_replica_restarted_from_its_snapshot_continues_with_its_master() {
+    let Some(master) = real_redis_with(&[]) else { return };
+    let mut m = Raw::connect(master.addr);
+    let master_port = master.addr.port().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let k = keylock_in_dir(dir.path(), &[]);
+    let mut c = Raw::connect(k.addr);
+    replicaof(&mut c, master.addr.port());
+    wait_link_up(&mut c);
+    m.call(&["SELECT", "5"]);
+    m.call(&["SET", "x", "1"]);
+    wait_offsets_equal(&mut m, &mut c);
+    assert_eq!(c.call(&["SAVE"]), b"+OK\r\n");
+    drop(c);
+    drop(k);
+    // Written while the replica is down, in the stream's database.
+    m.call(&["SET", "y", "2"]);
+
+    let k = keylock_in_dir(dir.path(), &["--replicaof", "127.0.0.1", &master_port]);
+    let mut c = Raw::connect(k.addr);
+    wait_link_up(&mut c);
+    assert_eq!(field(&mut m, "stats", "sync_partial_ok"), "1");
+    assert_eq!(field(&mut m, "stats", "sync_full"), "1");
+    wait_offsets_equal(&mut m, &mut c);
+    c.call(&["SELECT", "5"]);
+    assert_eq!(c.call(&["MGET", "x", "y"]), b"*2\r\n$1\r\n1\r\n$1\r\n2\r\n");
+}

@@ -541,10 +541,69 @@ fn a_malformed_stream_from_the_master_ends_the_link() {
     // ... having run what came before the bad count, not what came after.
     assert_eq!(k.call(&["GET", "k1"]), b"$2\r\nv1\r\n");
     assert_eq!(k.call(&["EXISTS", "k2"]), b":0\r\n");
-    // And connects again.
+    // And connects again, asking for a snapshot: the same stream would
+    // come again from the master's backlog.
     listener.set_nonblocking(false).unwrap();
     let (second, _) = listener.accept().unwrap();
-    drop(second);
+    let mut reader = std::io::BufReader::new(second.try_clone().unwrap());
+    let mut writer = second;
+    for reply in [&b"+PONG\r\n"[..], b"+OK\r\n", b"+OK\r\n"] {
+        read_request(&mut reader);
+        std::io::Write::write_all(&mut writer, reply).unwrap();
+    }
+    assert_eq!(read_request(&mut reader), ["PSYNC", "?", "-1"]);
+}
+
+#[test]
+fn a_link_broken_inside_a_transaction_continues_from_before_it() {
+    let rdb = {
+        let source = start();
+        let mut raw = Raw::connect(source.addr());
+        raw.send(b"SYNC\r\n");
+        let mut header = String::new();
+        std::io::BufRead::read_line(&mut raw.reader, &mut header).unwrap();
+        let len: usize = header.trim()[1..].parse().unwrap();
+        let mut rdb = vec![0; len];
+        std::io::Read::read_exact(&mut raw.reader, &mut rdb).unwrap();
+        rdb
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let s = start();
+    let mut k = Raw::connect(s.addr());
+    assert_eq!(k.call(&["REPLICAOF", "127.0.0.1", &port.to_string()]), b"+OK\r\n");
+    let handshake = |stream: &std::net::TcpStream| {
+        let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+        let mut writer = stream.try_clone().unwrap();
+        for reply in [&b"+PONG\r\n"[..], b"+OK\r\n", b"+OK\r\n"] {
+            read_request(&mut reader);
+            std::io::Write::write_all(&mut writer, reply).unwrap();
+        }
+        read_request(&mut reader)
+    };
+    let set1 = encode(&[b"SET", b"k1", b"v1"]);
+    let multi = [encode(&[b"MULTI"]), encode(&[b"SET", b"k2", b"v2"])].concat();
+    let exec = encode(&[b"EXEC"]);
+    let id = "b".repeat(40);
+    let (first, _) = listener.accept().unwrap();
+    // A master told REPLICAOF asks to continue its own history first.
+    assert_eq!(handshake(&first)[0], "PSYNC");
+    let mut w = first.try_clone().unwrap();
+    let header = format!("+FULLRESYNC {id} 100\r\n${}\r\n", rdb.len());
+    std::io::Write::write_all(&mut w, &[header.as_bytes(), &rdb, &set1, &multi].concat()).unwrap();
+    wait_until(10, "the first write is applied", || k.call(&["GET", "k1"]) == b"$2\r\nv1\r\n");
+    // The link breaks before the transaction's EXEC: what the replica
+    // reached ends before its MULTI.
+    drop(w);
+    drop(first);
+    let (second, _) = listener.accept().unwrap();
+    let offset = 100 + set1.len() + 1;
+    assert_eq!(handshake(&second), ["PSYNC", &id, &offset.to_string()]);
+    let mut w = second.try_clone().unwrap();
+    std::io::Write::write_all(&mut w, &[&b"+CONTINUE\r\n"[..], &multi, &exec].concat()).unwrap();
+    wait_until(10, "the transaction is applied", || k.call(&["GET", "k2"]) == b"$2\r\nv2\r\n");
+    let total = 100 + set1.len() + multi.len() + exec.len();
+    assert_eq!(info_value(&mut k, "replication", "master_repl_offset"), total.to_string());
 }
 
 /// Reads one RESP array request from a replica.

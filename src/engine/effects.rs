@@ -173,6 +173,11 @@ impl Effects {
         self.taps.retain(|t| t.id != id);
     }
 
+    /// The database the consumer's stream last selected, if any.
+    pub fn selected(&self, id: u64) -> Option<usize> {
+        self.taps.iter().find(|t| t.id == id)?.selected
+    }
+
     /// The consumer's next effect comes after a SELECT (a new file).
     pub fn reselect(&mut self, id: u64) {
         if let Some(t) = self.taps.iter_mut().find(|t| t.id == id) {

@@ -226,6 +226,9 @@ pub struct State {
     /// replication ID and offset reached, whose stream had this database
     /// selected (see `replica`).
     pub cached_master_db: Option<usize>,
+    /// The stream database of a replication history the snapshot loaded
+    /// at start told, for the replica's first link to continue.
+    pub loaded_replication: Option<usize>,
     /// FAILOVER under way (see `failover`).
     pub failover: Option<failover::Failover>,
     /// CLIENT PAUSE in force, if any (see `blocking`).
@@ -506,6 +509,7 @@ impl State {
             repl_id2: String::new(),
             second_repl_offset: -1,
             cached_master_db: None,
+            loaded_replication: None,
             failover: None,
             master: None,
             master_clients_gone: Vec::new(),
@@ -719,6 +723,7 @@ impl State {
         }
         self.key_events.set_flags(flags);
         self.access_clock.set_lfu(self.runtime.lfu());
+        self.resize_backlog();
     }
 
     /// Publishes the keyspace events recorded since the last call, each as
@@ -858,8 +863,13 @@ impl State {
         self.unpause();
         self.empty_for_test(scripts)?;
         self.run_id = new_run_id();
-        self.repl_id.clear();
+        // A restarted server has no replication history to continue.
+        self.drop_master_client();
         self.cached_master_db = None;
+        self.repl_id.clear();
+        self.repl_id2.clear();
+        self.second_repl_offset = -1;
+        self.replicas.offset = 0;
         self.replicas.backlog = None;
         self.sync_replication_tap();
         self.started = Instant::now();
@@ -880,6 +890,9 @@ impl State {
             db.expired_keys = 0;
         }
         self.stats.reset();
+        self.replicas.full_syncs = 0;
+        self.replicas.partial_syncs = 0;
+        self.replicas.partial_refused = 0;
         Ok(())
     }
 

@@ -169,7 +169,47 @@ impl State {
             loaded.expired
         ));
         crate::log::notice(format_args!("DB loaded from disk: {:.3} seconds", started.elapsed().as_secs_f64()));
+        if let (Some(id), Some(offset), Some(db)) = (loaded.repl_id.clone(), loaded.repl_offset, loaded.stream_db) {
+            self.restore_replication(id, offset, db);
+        }
         Ok(self.install(loaded))
+    }
+
+    /// The replication history a snapshot is at, as Redis's
+    /// `rdbPopulateSaveInfo` tells it: a master with a backlog (its
+    /// stream's database), a replica whose stream runs (its master
+    /// client's), or one with a history to continue.
+    pub fn replication_save_info(&self) -> Option<(usize, String, u64)> {
+        let db = if self.master.is_none() {
+            self.replicas.backlog.as_ref()?;
+            self.replicas.tap.and_then(|tap| self.effects.selected(tap)).unwrap_or(0)
+        } else {
+            let client = self.master.as_deref().and_then(|m| m.client).and_then(|id| self.clients.get(&id));
+            client.map(|c| c.db).or(self.cached_master_db)?
+        };
+        Some((db, self.master_replid().to_string(), self.replicas.offset))
+    }
+
+    /// A snapshot loaded at start told its replication history (Redis's
+    /// `loadDataFromDisk`): a replica (`replicaof` set) continues it with
+    /// its master; a master keeps it as its second ID, with a backlog from
+    /// there, for its replicas to continue.
+    fn restore_replication(&mut self, id: String, offset: u64, db: usize) {
+        let replica = self
+            .params
+            .value("replicaof")
+            .is_some_and(|v| !v.eq_ignore_ascii_case("no one") && !v.is_empty());
+        if replica {
+            self.repl_id = id;
+            self.replicas.offset = offset;
+            self.loaded_replication = Some(db.min(self.dbs.len().saturating_sub(1)));
+        } else {
+            self.repl_id2 = id;
+            self.second_repl_offset = offset as i64 + 1;
+            self.replicas.offset += offset;
+            self.make_backlog();
+            self.replicas.no_replicas_since_ms = self.clock.now_ms();
+        }
     }
 }
 
@@ -257,13 +297,8 @@ impl State {
             ctime: self.clock.now_ms() / 1000,
             used_mem: crate::memory::used_bytes(),
             aof_base,
-            // A replica tells its replicas where its master's stream is.
-            repl: self
-                .master
-                .as_deref()
-                .and_then(|m| m.client)
-                .and_then(|id| self.clients.get(&id))
-                .map(|c| (c.db, self.master_replid().to_string(), self.replicas.offset)),
+            // An append-only file's base tells no history, as Redis's.
+            repl: if aof_base { None } else { self.replication_save_info() },
         };
         let libraries: Vec<&[u8]> = codes.iter().map(|c| c.as_ref()).collect();
         let dbs = self.dbs.iter().enumerate().map(|(index, db)| DbSource {

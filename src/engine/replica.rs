@@ -88,6 +88,8 @@ pub struct Master {
     /// When the link went down (INFO `master_link_down_since_seconds`).
     /// None until a link is lost (Redis's `repl_down_since` 0).
     pub down_since_ms: Option<u64>,
+    /// The stream was malformed: what was reached is not kept to continue.
+    pub protocol_error: bool,
     /// The snapshot's transfer: its size (-1 while unknown, for the
     /// EOF-delimited form) and the bytes read so far.
     pub transfer: Option<(i64, u64)>,
@@ -153,10 +155,10 @@ impl State {
             // master (Redis's `replicationCacheMasterUsingMyself`).
             self.cached_master_db = Some(0);
         }
+        // This server's replicas stay: they are disconnected when the new
+        // master's history turns out to be another (a new replication ID
+        // with `+CONTINUE`, or a snapshot), as Redis 7.0 does.
         self.drop_master_client();
-        // This server's replicas follow it to its new master's history
-        // (Redis's `disconnectSlaves`; they may continue with PSYNC).
-        self.disconnect_replicas();
         let generation = self.master.as_ref().map_or(0, |m| m.generation) + 1;
         self.master = Some(Box::new(Master {
             host: host.to_string(),
@@ -168,6 +170,7 @@ impl State {
             last_io_ms: now,
             down_since_ms,
             transfer: None,
+            protocol_error: false,
         }));
         // Clients blocked on keys were waiting for writes this server
         // will no longer take (Redis's `disconnectAllBlockedClients`).
@@ -275,15 +278,28 @@ impl State {
 
     /// Ends the stream's client; the history it reached is the cached
     /// master (Redis's `replicationCacheMaster`).
-    fn drop_master_client(&mut self) {
-        let Some(id) = self.master.as_deref_mut().and_then(|m| m.client.take()) else {
-            return;
-        };
+    pub(crate) fn drop_master_client(&mut self) {
+        let Some(m) = self.master.as_deref_mut() else { return };
+        let protocol_error = std::mem::take(&mut m.protocol_error);
+        let Some(id) = m.client.take() else { return };
         if let Some(c) = self.clients.get(&id) {
             c.outbox.close_now();
-            self.cached_master_db = Some(c.db);
+            // A master that sent a malformed stream would send it again
+            // from its backlog: the next link starts over (Redis caches
+            // no master flagged CLIENT_PROTOCOL_ERROR).
+            if !protocol_error {
+                self.cached_master_db = Some(c.db);
+            }
         }
         self.master_clients_gone.push(id);
+    }
+
+    /// The master's stream was malformed: the link ends without a cached
+    /// master.
+    pub fn master_protocol_error(&mut self) {
+        if let Some(m) = self.master.as_deref_mut() {
+            m.protocol_error = true;
+        }
     }
 
     fn disconnect_replicas(&mut self) {

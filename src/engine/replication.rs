@@ -132,7 +132,7 @@ pub struct Replicas {
     pub announced: std::collections::HashMap<ClientId, Announced>,
     /// What the effect stream handed the replicas since the last feed.
     stream: Arc<Mutex<Vec<u8>>>,
-    tap: Option<u64>,
+    pub(crate) tap: Option<u64>,
     /// Bytes of stream sent so far (INFO `master_repl_offset`).
     pub offset: u64,
     last_ping: Instant,
@@ -199,7 +199,7 @@ impl State {
         let second = !self.repl_id2.is_empty() && asked.eq_ignore_ascii_case(&self.repl_id2);
         let continues = mine || (second && offset <= self.second_repl_offset);
         if !continues {
-            if asked == "?" {
+            if asked.starts_with('?') {
                 crate::log::notice(format_args!("Full resync requested by replica {name}"));
                 return None;
             }
@@ -362,7 +362,9 @@ impl State {
             return;
         }
         self.replicas.getack_due = false;
-        if !self.replicas.ids.is_empty() && self.master.is_none() {
+        // Into the backlog too when no replica is there to ask, as Redis's
+        // `replicationFeedSlaves` writes it.
+        if (!self.replicas.ids.is_empty() || self.replicas.backlog.is_some()) && self.master.is_none() {
             self.send_to_replicas(b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n");
         }
     }
@@ -487,13 +489,19 @@ impl State {
         }
     }
 
-    fn tend_backlog(&mut self) {
-        let Some(backlog) = self.replicas.backlog.as_mut() else {
-            return;
-        };
+    /// The backlog takes `repl-backlog-size` (after CONFIG SET).
+    pub(crate) fn resize_backlog(&mut self) {
         let size = self.params.int("repl-backlog-size").unwrap_or(1 << 20).max(1) as usize;
-        if backlog.size != size {
+        if let Some(backlog) = self.replicas.backlog.as_mut()
+            && backlog.size != size
+        {
             backlog.resize(size);
+        }
+    }
+
+    fn tend_backlog(&mut self) {
+        if self.replicas.backlog.is_none() {
+            return;
         }
         let ttl = self.params.int("repl-backlog-ttl").unwrap_or(3600).max(0) as u64;
         let idle_secs = self.clock.now_ms().saturating_sub(self.replicas.no_replicas_since_ms) / 1000;

@@ -44,8 +44,8 @@ pub struct Aux {
     pub used_mem: u64,
     /// Written as the base of an append-only file (`aof-base`).
     pub aof_base: bool,
-    /// A replica's snapshot for its own replicas: the database its
-    /// master's stream is in, the replication ID and offset
+    /// The replication history the data is at (Redis's `rdbSaveInfo`):
+    /// the database the stream is in, the replication ID and offset
     /// (`repl-stream-db`, `repl-id`, `repl-offset`).
     pub repl: Option<(usize, String, u64)>,
 }
@@ -161,6 +161,9 @@ pub struct Loaded {
     /// `repl-stream-db`: the database the stream after this snapshot
     /// starts in.
     pub stream_db: Option<usize>,
+    /// `repl-id` and `repl-offset`: the replication history the data is at.
+    pub repl_id: Option<String>,
+    pub repl_offset: Option<u64>,
 }
 
 /// Why a file did not load, in the words Redis logs, and the offset in
@@ -251,8 +254,13 @@ fn read_body(
             OP_AUX => {
                 let key = r.string().ok_or_else(short)?;
                 let value = r.string().ok_or_else(short)?;
-                if &key[..] == b"repl-stream-db" {
-                    loaded.stream_db = std::str::from_utf8(&value).ok().and_then(|v| v.parse().ok());
+                let text = || std::str::from_utf8(&value).ok();
+                match &key[..] {
+                    b"repl-stream-db" => loaded.stream_db = text().and_then(|v| v.parse().ok()),
+                    // Redis takes an ID only of its length.
+                    b"repl-id" if value.len() == 40 => loaded.repl_id = text().map(str::to_string),
+                    b"repl-offset" => loaded.repl_offset = text().and_then(|v| v.parse().ok()),
+                    _ => {}
                 }
             }
             OP_MODULE_AUX => return Err(fail("The RDB file contains AUX module data I can't load: no matching module")),

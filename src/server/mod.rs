@@ -907,6 +907,9 @@ fn serve(
             });
             if let Some((host, port)) = master {
                 engine.state.replicate(&host, port, None);
+                // Not a master turned replica: nothing to continue, unless
+                // the snapshot loaded told the history (see `persistence`).
+                engine.state.cached_master_db = engine.state.loaded_replication.take();
             }
         }
         if shared.engine.borrow().shutdown_requested() {

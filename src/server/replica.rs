@@ -494,15 +494,30 @@ async fn run_stream(r: &mut Reader, shared: &Rc<Shared>, generation: u64) -> Res
 }
 
 /// Runs the whole commands the buffer holds, a GETACK answered with the
-/// offset of what came before it.
+/// offset of what came before it. A transaction runs once its EXEC (or
+/// DISCARD) is in: its commands wait in the buffer until then, so that
+/// the offset reached (what a broken link continues from) never falls
+/// inside one (Redis counts no offset while its master client is in
+/// MULTI).
 async fn run_buffered(r: &mut Reader, shared: &Rc<Shared>, generation: u64) -> Result<(), Failure> {
     let mut at = 0;
     let mut batch = Vec::new();
     let mut batch_start = 0;
+    // Where an open transaction's MULTI starts, and the batch's length then.
+    let mut open_multi: Option<(usize, usize)> = None;
     loop {
         match crate::engine::aof::parse_stream_command(&r.buf, at) {
             Ok(Some((argv, next))) => {
-                let getack = argv.len() >= 2 && argv[0].eq_ignore_ascii_case(b"replconf") && argv[1].eq_ignore_ascii_case(b"getack");
+                let name = &argv[0];
+                if name.eq_ignore_ascii_case(b"multi") && open_multi.is_none() {
+                    open_multi = Some((at, batch.len()));
+                } else if name.eq_ignore_ascii_case(b"exec") || name.eq_ignore_ascii_case(b"discard") {
+                    open_multi = None;
+                }
+                let getack = open_multi.is_none()
+                    && argv.len() >= 2
+                    && argv[0].eq_ignore_ascii_case(b"replconf")
+                    && argv[1].eq_ignore_ascii_case(b"getack");
                 if getack {
                     run(shared, generation, std::mem::take(&mut batch), &r.buf[batch_start..at])?;
                     send_ack(r, shared).await?;
@@ -516,13 +531,23 @@ async fn run_buffered(r: &mut Reader, shared: &Rc<Shared>, generation: u64) -> R
             Ok(None) => break,
             Err(e) => {
                 // What came before it runs, as Redis runs each command
-                // as it is parsed.
+                // as it is parsed (but not a transaction left open).
+                if let Some((multi_at, len)) = open_multi {
+                    batch.truncate(len);
+                    at = multi_at;
+                }
                 if at > batch_start {
                     run(shared, generation, batch, &r.buf[batch_start..at])?;
                 }
+                shared.engine.borrow_mut().state.master_protocol_error();
                 return Err(warning(format!("Protocol error from MASTER: {e}")));
             }
         }
+    }
+    if let Some((multi_at, len)) = open_multi {
+        // The rest of the transaction is still to come.
+        batch.truncate(len);
+        at = multi_at;
     }
     if at > batch_start {
         run(shared, generation, batch, &r.buf[batch_start..at])?;
