@@ -187,3 +187,112 @@ fn keylock_and_redis_server_fail_over_to_each_other() {
     wait_offsets_equal(&mut ck, &mut cr);
     assert_eq!(cr.call(&["GET", "k"]), b"$1\r\n3\r\n");
 }
+
+#[test]
+fn a_failover_started_in_a_transaction_waits_for_what_the_transaction_wrote() {
+    let a = start();
+    let b = start();
+    let mut ca = Raw::connect(a.addr());
+    let mut cb = Raw::connect(b.addr());
+    replicaof(&mut cb, a.addr().port());
+    wait_link_up(&mut cb);
+    wait_offsets_equal(&mut ca, &mut cb);
+    ca.call(&["MULTI"]);
+    ca.call(&["SET", "k", "v"]);
+    ca.call(&["FAILOVER"]);
+    assert_eq!(text(ca.call(&["EXEC"])), "*2\r\n+OK\r\n+OK\r\n");
+    wait_until(20, "the replica takes over", || field(&mut cb, "replication", "role") == "master");
+    assert_eq!(cb.call(&["GET", "k"]), b"$1\r\nv\r\n");
+    wait_link_up(&mut ca);
+    assert_eq!(ca.call(&["GET", "k"]), b"$1\r\nv\r\n");
+}
+
+/// A target that takes the handshake and closes at PSYNC, and what it was
+/// asked.
+fn silent_target() -> (u16, std::thread::JoinHandle<Vec<String>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+        let mut writer = stream;
+        loop {
+            let request = read_request(&mut reader);
+            if request[0].eq_ignore_ascii_case("psync") {
+                return request;
+            }
+            let reply: &[u8] = if request[0].eq_ignore_ascii_case("ping") {
+                b"+PONG\r\n"
+            } else {
+                b"+OK\r\n"
+            };
+            std::io::Write::write_all(&mut writer, reply).unwrap();
+        }
+    });
+    (port, handle)
+}
+
+fn read_request(reader: &mut impl BufRead) -> Vec<String> {
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let n: usize = line.trim()[1..].parse().unwrap();
+    (0..n)
+        .map(|_| {
+            let mut len = String::new();
+            reader.read_line(&mut len).unwrap();
+            let mut arg = vec![0; len.trim()[1..].parse::<usize>().unwrap() + 2];
+            reader.read_exact(&mut arg).unwrap();
+            String::from_utf8_lossy(&arg[..arg.len() - 2]).into_owned()
+        })
+        .collect()
+}
+
+/// A failover to a replica (made by hand, acknowledging everything) whose
+/// address takes the handshake but closes at PSYNC: the master asks
+/// `PSYNC … FAILOVER`, gets no answer, and is a master again.
+fn unanswered_scenario(addr: std::net::SocketAddr) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut c = Raw::connect(addr);
+    let (port, target) = silent_target();
+    let mut replica = Raw::connect(addr);
+    assert_eq!(replica.call(&["REPLCONF", "listening-port", &port.to_string()]), b"+OK\r\n");
+    replica.send(&encode(&[b"PSYNC", b"?", b"-1"]));
+    let mut line = String::new();
+    replica.reader.read_line(&mut line).unwrap();
+    line.clear();
+    replica.reader.read_line(&mut line).unwrap();
+    let len: usize = line.trim().strip_prefix('$').unwrap().parse().unwrap();
+    let mut rdb = vec![0; len];
+    replica.reader.read_exact(&mut rdb).unwrap();
+    c.call(&["SET", "a", "1"]);
+    let offset = field(&mut c, "replication", "master_repl_offset");
+    replica.send(&encode(&[b"REPLCONF", b"ACK", offset.as_bytes()]));
+    out.push(text(c.call(&["FAILOVER", "TO", "127.0.0.1", &port.to_string()])));
+    let psync = target.join().unwrap();
+    out.push(format!("{} {}", psync[0], psync[3]));
+    out.push(format!(
+        "offset asked is the master's + 1: {}",
+        psync[2] == (offset.parse::<u64>().unwrap() + 1).to_string()
+    ));
+    wait_until(10, "the failover is aborted", || {
+        field(&mut c, "replication", "master_failover_state") == "no-failover"
+    });
+    out.push(field(&mut c, "replication", "role"));
+    out.push(text(c.call(&["SET", "b", "2"])));
+    out
+}
+
+#[test]
+fn a_failover_whose_target_does_not_answer_psync_is_aborted_as_redis_servers() {
+    let s = start_with(|c| c.set("repl-ping-replica-period", &["3600"]).unwrap());
+    let ours = unanswered_scenario(s.addr());
+    let Some(redis) = real_redis_with(&["--repl-diskless-sync", "no", "--repl-ping-replica-period", "3600"]) else {
+        return;
+    };
+    let theirs = unanswered_scenario(redis.addr);
+    assert_eq!(ours, theirs);
+    assert_eq!(
+        ours[1..],
+        ["PSYNC FAILOVER", "offset asked is the master's + 1: true", "master", "+OK\r\n"]
+    );
+}

@@ -353,6 +353,9 @@ fn a_master_restarted_from_its_snapshot_lets_its_replica_continue() {
     };
     let mut r = Raw::connect(replica.addr);
     wait_link_up(&mut r);
+    // Expired by the time the master loads its snapshot again: the
+    // replica, which never expires keys itself, is sent its DEL.
+    m.call(&["SET", "short", "x", "PX", "300"]);
     m.call(&["SELECT", "1"]);
     m.call(&["SET", "b", "2"]);
     wait_offsets_equal(&mut m, &mut r);
@@ -362,6 +365,7 @@ fn a_master_restarted_from_its_snapshot_lets_its_replica_continue() {
     assert_eq!(m.call(&["SAVE"]), b"+OK\r\n");
     drop(m);
     drop(k);
+    std::thread::sleep(std::time::Duration::from_millis(400));
 
     let _k = keylock_on(dir.path(), port);
     let mut m = Raw::connect(addr);
@@ -376,6 +380,8 @@ fn a_master_restarted_from_its_snapshot_lets_its_replica_continue() {
     wait_offsets_equal(&mut m, &mut r);
     r.call(&["SELECT", "1"]);
     assert_eq!(r.call(&["MGET", "b", "c"]), b"*2\r\n$1\r\n2\r\n$1\r\n3\r\n");
+    r.call(&["SELECT", "0"]);
+    assert_eq!(r.call(&["DBSIZE"]), b":1\r\n");
 }
 
 #[test]

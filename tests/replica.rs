@@ -592,6 +592,8 @@ fn a_link_broken_inside_a_transaction_continues_from_before_it() {
     let header = format!("+FULLRESYNC {id} 100\r\n${}\r\n", rdb.len());
     std::io::Write::write_all(&mut w, &[header.as_bytes(), &rdb, &set1, &multi].concat()).unwrap();
     wait_until(10, "the first write is applied", || k.call(&["GET", "k1"]) == b"$2\r\nv1\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(k.call(&["EXISTS", "k2"]), b":0\r\n");
     // The link breaks before the transaction's EXEC: what the replica
     // reached ends before its MULTI.
     drop(w);
@@ -599,10 +601,19 @@ fn a_link_broken_inside_a_transaction_continues_from_before_it() {
     let (second, _) = listener.accept().unwrap();
     let offset = 100 + set1.len() + 1;
     assert_eq!(handshake(&second), ["PSYNC", &id, &offset.to_string()]);
+    // The transaction again, its EXEC in a later read than the rest.
+    let more = encode(&[b"SET", b"k3", b"v3"]);
     let mut w = second.try_clone().unwrap();
-    std::io::Write::write_all(&mut w, &[&b"+CONTINUE\r\n"[..], &multi, &exec].concat()).unwrap();
-    wait_until(10, "the transaction is applied", || k.call(&["GET", "k2"]) == b"$2\r\nv2\r\n");
-    let total = 100 + set1.len() + multi.len() + exec.len();
+    std::io::Write::write_all(&mut w, &[&b"+CONTINUE\r\n"[..], &multi].concat()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    std::io::Write::write_all(&mut w, &more).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(k.call(&["EXISTS", "k2", "k3"]), b":0\r\n");
+    std::io::Write::write_all(&mut w, &exec).unwrap();
+    wait_until(10, "the transaction is applied", || {
+        k.call(&["MGET", "k2", "k3"]) == b"*2\r\n$2\r\nv2\r\n$2\r\nv3\r\n"
+    });
+    let total = 100 + set1.len() + multi.len() + more.len() + exec.len();
     assert_eq!(info_value(&mut k, "replication", "master_repl_offset"), total.to_string());
 }
 

@@ -267,7 +267,7 @@ fn emit(out: &mut Vec<u8>, selected: &mut Option<usize>, db: usize, command: &[u
 }
 
 /// A command line as a RESP array of bulk strings.
-fn encode<A: AsRef<[u8]>>(out: &mut Vec<u8>, argv: &[A]) {
+pub(crate) fn encode<A: AsRef<[u8]>>(out: &mut Vec<u8>, argv: &[A]) {
     out.reserve(argv.iter().map(|a| a.as_ref().len() + 16).sum::<usize>() + 16);
     let mut number = itoa::Buffer::new();
     out.push(b'*');

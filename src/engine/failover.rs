@@ -56,7 +56,6 @@ impl State {
         }
         self.failover = Some(failover);
         self.refresh_expiry_mode();
-        self.update_failover();
     }
 
     /// The online replica whose address (as it announced it, or as its
@@ -76,7 +75,8 @@ impl State {
     }
 
     /// Moves a waiting failover on (Redis's `updateFailoverStatus`): after
-    /// a replica's ACK, and from the cron for the timeout.
+    /// every batch (never inside one: what a transaction wrote goes to the
+    /// replicas first), and from the cron for the timeout.
     pub fn update_failover(&mut self) {
         let Some(failover) = self.failover.clone().filter(|f| !f.in_progress) else {
             return;

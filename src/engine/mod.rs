@@ -847,6 +847,7 @@ impl State {
     /// cleared and the clock back to real time. Connections, their
     /// subscriptions and the configuration stay.
     pub fn reset_for_test(&mut self, scripts: &mut Scripts) -> Result<(), CmdError> {
+        self.clear_failover();
         self.unpause();
         self.empty_for_test(scripts)?;
         self.faults.clear();
@@ -860,6 +861,7 @@ impl State {
     /// (the caller's closes after its reply). Faults and the clock are the
     /// test's settings and stay as they are.
     pub fn restart_for_test(&mut self, scripts: &mut Scripts) -> Result<(), CmdError> {
+        self.clear_failover();
         self.unpause();
         self.empty_for_test(scripts)?;
         self.run_id = new_run_id();
@@ -1460,6 +1462,7 @@ impl Engine {
         self.state.account_client(&mut client);
         self.state.clients.insert(id, client);
         self.state.send_getack_if_due();
+        self.state.update_failover();
         self.state.broadcast_invalidations();
         self.state.account_touched_clients();
         // Killed clients go without what they were owed, their memory

@@ -170,7 +170,7 @@ impl State {
         ));
         crate::log::notice(format_args!("DB loaded from disk: {:.3} seconds", started.elapsed().as_secs_f64()));
         if let (Some(id), Some(offset), Some(db)) = (loaded.repl_id.clone(), loaded.repl_offset, loaded.stream_db) {
-            self.restore_replication(id, offset, db);
+            self.restore_replication(id, offset, db, &loaded.expired_keys);
         }
         Ok(self.install(loaded))
     }
@@ -194,7 +194,11 @@ impl State {
     /// `loadDataFromDisk`): a replica (`replicaof` set) continues it with
     /// its master; a master keeps it as its second ID, with a backlog from
     /// there, for its replicas to continue.
-    fn restore_replication(&mut self, id: String, offset: u64, db: usize) {
+    ///
+    /// `expired` are the keys the load left out as expired: a master's
+    /// replicas are told with a DEL each (UNLINK with
+    /// `lazyfree-lazy-expire`), as Redis feeds them while loading.
+    fn restore_replication(&mut self, id: String, offset: u64, db: usize, expired: &[(usize, Bytes)]) {
         let replica = self
             .params
             .value("replicaof")
@@ -202,13 +206,33 @@ impl State {
         if replica {
             self.repl_id = id;
             self.replicas.offset = offset;
-            self.loaded_replication = Some(db.min(self.dbs.len().saturating_sub(1)));
+            // Redis's `selectDb` of one out of range fails: 0 stays.
+            self.loaded_replication = Some(if db < self.dbs.len() { db } else { 0 });
         } else {
             self.repl_id2 = id;
             self.second_repl_offset = offset as i64 + 1;
             self.replicas.offset += offset;
             self.make_backlog();
             self.replicas.no_replicas_since_ms = self.clock.now_ms();
+            let del: &[u8] = if self.params.value("lazyfree-lazy-expire") == Some("yes") {
+                b"UNLINK"
+            } else {
+                b"DEL"
+            };
+            let mut selected = None;
+            let mut bytes = Vec::new();
+            for (db, key) in expired {
+                if selected != Some(*db) {
+                    super::effects::encode(&mut bytes, &[b"SELECT", db.to_string().as_bytes()]);
+                    selected = Some(*db);
+                }
+                super::effects::encode(&mut bytes, &[del, key]);
+            }
+            if !bytes.is_empty() {
+                self.send_to_replicas(&bytes);
+            }
+            // What the stream writes next starts with its own SELECT.
+            self.reselect_replication_stream();
         }
     }
 }

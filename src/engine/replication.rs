@@ -345,7 +345,6 @@ impl State {
         if self.blocked_clients > 0 {
             self.serve_waits();
         }
-        self.update_failover();
     }
 
     /// Every replica is to be asked for its offset (`REPLCONF GETACK *`)
@@ -480,6 +479,12 @@ impl State {
         self.tend_backlog();
         // A replica's replicas get its master's PINGs.
         if self.replicas.ids.is_empty() || self.master.is_some() {
+            return;
+        }
+        // Not during a failover with a timeout, whose writes are paused:
+        // the target's offset is to stay still (Redis's
+        // `manual_failover_in_progress`).
+        if self.failover.as_ref().is_some_and(|f| f.end_ms.is_some()) {
             return;
         }
         let period = self.params.int("repl-ping-replica-period").unwrap_or(10).max(1) as u64;

@@ -158,6 +158,9 @@ pub struct Loaded {
     pub libraries: Vec<Bytes>,
     /// Keys left out because their deadline had passed.
     pub expired: u64,
+    /// Those keys, by database (a master that continues a replication
+    /// history tells its replicas they are gone).
+    pub expired_keys: Vec<(usize, Bytes)>,
     /// `repl-stream-db`: the database the stream after this snapshot
     /// starts in.
     pub stream_db: Option<usize>,
@@ -259,7 +262,7 @@ fn read_body(
                     b"repl-stream-db" => loaded.stream_db = text().and_then(|v| v.parse().ok()),
                     // Redis takes an ID only of its length.
                     b"repl-id" if value.len() == 40 => loaded.repl_id = text().map(str::to_string),
-                    b"repl-offset" => loaded.repl_offset = text().and_then(|v| v.parse().ok()),
+                    b"repl-offset" => loaded.repl_offset = text().and_then(|v| v.parse::<i64>().ok()).and_then(|v| u64::try_from(v).ok()),
                     _ => {}
                 }
             }
@@ -271,7 +274,10 @@ fn read_body(
                 let value = decode::read_typed(kind, r)
                     .ok_or_else(|| format!("Bad data format loading key '{}'", String::from_utf8_lossy(&key)))?;
                 match deadline.take() {
-                    Some(at) if at <= now_ms => loaded.expired += 1,
+                    Some(at) if at <= now_ms => {
+                        loaded.expired += 1;
+                        loaded.expired_keys.push((db, key));
+                    }
                     at => loaded.dbs[db].push((key, value, at)),
                 }
                 if !progress(r.position()) {

@@ -139,6 +139,11 @@ struct Reader {
     link: Link,
     buf: BytesMut,
     timeout: Duration,
+    /// A transaction of the stream not yet ended: its commands, parsed
+    /// from the start of `buf` up to `held_to` (so that each byte is
+    /// parsed once, however long it waits for its EXEC).
+    held: Vec<Vec<Bytes>>,
+    held_to: usize,
 }
 
 impl Reader {
@@ -247,6 +252,8 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
         link,
         buf: BytesMut::new(),
         timeout,
+        held: Vec::new(),
+        held_to: 0,
     };
 
     let pong = r
@@ -317,7 +324,19 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
     }
     let reply = loop {
         // Newlines are the master's keep-alives while it prepares.
-        let line = r.line().await?;
+        let line = match r.line().await {
+            Ok(line) => line,
+            Err(failure) => {
+                // No answer: a failover's target did not take over.
+                let mut engine = shared.engine.borrow_mut();
+                if engine.state.failover_in_progress() {
+                    engine.state.abort_failover("Failover target rejected psync request");
+                }
+                drop(engine);
+                shared.after_batch();
+                return Err(failure);
+            }
+        };
         if !line.is_empty() {
             break line;
         }
@@ -500,11 +519,12 @@ async fn run_stream(r: &mut Reader, shared: &Rc<Shared>, generation: u64) -> Res
 /// inside one (Redis counts no offset while its master client is in
 /// MULTI).
 async fn run_buffered(r: &mut Reader, shared: &Rc<Shared>, generation: u64) -> Result<(), Failure> {
-    let mut at = 0;
-    let mut batch = Vec::new();
+    let mut batch = std::mem::take(&mut r.held);
+    let mut at = std::mem::take(&mut r.held_to);
     let mut batch_start = 0;
-    // Where an open transaction's MULTI starts, and the batch's length then.
-    let mut open_multi: Option<(usize, usize)> = None;
+    // Where an open transaction's MULTI starts, and the batch's length then
+    // (one held from the last read starts the buffer).
+    let mut open_multi: Option<(usize, usize)> = (!batch.is_empty()).then_some((0, 0));
     loop {
         match crate::engine::aof::parse_stream_command(&r.buf, at) {
             Ok(Some((argv, next))) => {
@@ -544,15 +564,19 @@ async fn run_buffered(r: &mut Reader, shared: &Rc<Shared>, generation: u64) -> R
             }
         }
     }
+    let mut held_to = 0;
     if let Some((multi_at, len)) = open_multi {
-        // The rest of the transaction is still to come.
-        batch.truncate(len);
+        // The rest of the transaction is still to come: what is parsed of
+        // it waits, and reading goes on after it.
+        r.held = batch.split_off(len);
+        held_to = at - multi_at;
         at = multi_at;
     }
     if at > batch_start {
         run(shared, generation, batch, &r.buf[batch_start..at])?;
     }
     let _ = r.buf.split_to(at);
+    r.held_to = held_to;
     Ok(())
 }
 
