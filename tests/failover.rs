@@ -37,6 +37,23 @@ fn replies_within(r: &mut Raw, wait: Duration) -> bool {
     got
 }
 
+/// A replica made by hand, announcing `port`: its full synchronization
+/// (`PSYNC ? -1`, the snapshot read), and nothing acknowledged.
+fn hand_made_replica(addr: std::net::SocketAddr, port: u16) -> Raw {
+    let mut replica = Raw::connect(addr);
+    assert_eq!(replica.call(&["REPLCONF", "listening-port", &port.to_string()]), b"+OK\r\n");
+    replica.send(&encode(&[b"PSYNC", b"?", b"-1"]));
+    let mut line = String::new();
+    replica.reader.read_line(&mut line).unwrap();
+    assert!(line.starts_with("+FULLRESYNC"), "{line}");
+    line.clear();
+    replica.reader.read_line(&mut line).unwrap();
+    let len: usize = line.trim().strip_prefix('$').unwrap().parse().unwrap();
+    let mut rdb = vec![0; len];
+    replica.reader.read_exact(&mut rdb).unwrap();
+    replica
+}
+
 /// The same FAILOVER session against a master with one replica that never
 /// acknowledges (made by hand, announcing port 1234, where nothing
 /// listens): argument and state errors, a wait that times out, a FORCE
@@ -47,17 +64,7 @@ fn scenario(addr: std::net::SocketAddr) -> Vec<String> {
     let mut c = Raw::connect(addr);
     let mut writer = Raw::connect(addr);
     out.push(text(c.call(&["FAILOVER"])));
-    let mut replica = Raw::connect(addr);
-    assert_eq!(replica.call(&["REPLCONF", "listening-port", "1234"]), b"+OK\r\n");
-    replica.send(&encode(&[b"PSYNC", b"?", b"-1"]));
-    let mut line = String::new();
-    replica.reader.read_line(&mut line).unwrap();
-    assert!(line.starts_with("+FULLRESYNC"), "{line}");
-    line.clear();
-    replica.reader.read_line(&mut line).unwrap();
-    let len: usize = line.trim().strip_prefix('$').unwrap().parse().unwrap();
-    let mut rdb = vec![0; len];
-    replica.reader.read_exact(&mut rdb).unwrap();
+    let _replica = hand_made_replica(addr, 1234);
     wait_until(10, "the replica is online", || {
         text(c.call(&["INFO", "replication"])).contains("state=online")
     });
@@ -232,21 +239,6 @@ fn silent_target() -> (u16, std::thread::JoinHandle<Vec<String>>) {
     (port, handle)
 }
 
-fn read_request(reader: &mut impl BufRead) -> Vec<String> {
-    let mut line = String::new();
-    reader.read_line(&mut line).unwrap();
-    let n: usize = line.trim()[1..].parse().unwrap();
-    (0..n)
-        .map(|_| {
-            let mut len = String::new();
-            reader.read_line(&mut len).unwrap();
-            let mut arg = vec![0; len.trim()[1..].parse::<usize>().unwrap() + 2];
-            reader.read_exact(&mut arg).unwrap();
-            String::from_utf8_lossy(&arg[..arg.len() - 2]).into_owned()
-        })
-        .collect()
-}
-
 /// A failover to a replica (made by hand, acknowledging everything) whose
 /// address takes the handshake but closes at PSYNC: the master asks
 /// `PSYNC … FAILOVER`, gets no answer, and is a master again.
@@ -254,16 +246,7 @@ fn unanswered_scenario(addr: std::net::SocketAddr) -> Vec<String> {
     let mut out = Vec::new();
     let mut c = Raw::connect(addr);
     let (port, target) = silent_target();
-    let mut replica = Raw::connect(addr);
-    assert_eq!(replica.call(&["REPLCONF", "listening-port", &port.to_string()]), b"+OK\r\n");
-    replica.send(&encode(&[b"PSYNC", b"?", b"-1"]));
-    let mut line = String::new();
-    replica.reader.read_line(&mut line).unwrap();
-    line.clear();
-    replica.reader.read_line(&mut line).unwrap();
-    let len: usize = line.trim().strip_prefix('$').unwrap().parse().unwrap();
-    let mut rdb = vec![0; len];
-    replica.reader.read_exact(&mut rdb).unwrap();
+    let mut replica = hand_made_replica(addr, port);
     c.call(&["SET", "a", "1"]);
     let offset = field(&mut c, "replication", "master_repl_offset");
     replica.send(&encode(&[b"REPLCONF", b"ACK", offset.as_bytes()]));

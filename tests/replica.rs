@@ -495,20 +495,23 @@ fn the_snapshot_does_not_count_toward_the_replica_output_limit() {
     assert_eq!(field(&m.call(&["INFO", "stats"]), "sync_full"), "1");
 }
 
+/// A snapshot of an empty keylock, as a master sends it after SYNC.
+fn empty_snapshot() -> Vec<u8> {
+    let source = start();
+    let mut raw = Raw::connect(source.addr());
+    raw.send(b"SYNC\r\n");
+    let mut header = String::new();
+    std::io::BufRead::read_line(&mut raw.reader, &mut header).unwrap();
+    let len: usize = header.trim()[1..].parse().unwrap();
+    let mut rdb = vec![0; len];
+    std::io::Read::read_exact(&mut raw.reader, &mut rdb).unwrap();
+    rdb
+}
+
 #[test]
 fn a_malformed_stream_from_the_master_ends_the_link() {
     // A master that sends a snapshot, one command, then a bad count.
-    let rdb = {
-        let source = start();
-        let mut raw = Raw::connect(source.addr());
-        raw.send(b"SYNC\r\n");
-        let mut header = String::new();
-        std::io::BufRead::read_line(&mut raw.reader, &mut header).unwrap();
-        let len: usize = header.trim()[1..].parse().unwrap();
-        let mut rdb = vec![0; len];
-        std::io::Read::read_exact(&mut raw.reader, &mut rdb).unwrap();
-        rdb
-    };
+    let rdb = empty_snapshot();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let s = start();
@@ -556,17 +559,7 @@ fn a_malformed_stream_from_the_master_ends_the_link() {
 
 #[test]
 fn a_link_broken_inside_a_transaction_continues_from_before_it() {
-    let rdb = {
-        let source = start();
-        let mut raw = Raw::connect(source.addr());
-        raw.send(b"SYNC\r\n");
-        let mut header = String::new();
-        std::io::BufRead::read_line(&mut raw.reader, &mut header).unwrap();
-        let len: usize = header.trim()[1..].parse().unwrap();
-        let mut rdb = vec![0; len];
-        std::io::Read::read_exact(&mut raw.reader, &mut rdb).unwrap();
-        rdb
-    };
+    let rdb = empty_snapshot();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let s = start();
@@ -615,22 +608,6 @@ fn a_link_broken_inside_a_transaction_continues_from_before_it() {
     });
     let total = 100 + set1.len() + multi.len() + more.len() + exec.len();
     assert_eq!(info_value(&mut k, "replication", "master_repl_offset"), total.to_string());
-}
-
-/// Reads one RESP array request from a replica.
-fn read_request(reader: &mut impl std::io::BufRead) -> Vec<String> {
-    let mut line = String::new();
-    reader.read_line(&mut line).unwrap();
-    let n: usize = line.trim()[1..].parse().unwrap();
-    (0..n)
-        .map(|_| {
-            let mut len = String::new();
-            reader.read_line(&mut len).unwrap();
-            let mut arg = vec![0; len.trim()[1..].parse::<usize>().unwrap() + 2];
-            std::io::Read::read_exact(reader, &mut arg).unwrap();
-            String::from_utf8_lossy(&arg[..arg.len() - 2]).into_owned()
-        })
-        .collect()
 }
 
 #[test]

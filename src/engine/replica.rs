@@ -310,6 +310,29 @@ impl State {
         }
     }
 
+    /// The connection (`id`, with its addresses and outbox) becomes the
+    /// master's client, running the stream from the replication offset
+    /// reached, in database `db` (0 if there is no such database).
+    fn start_master_stream(&mut self, (id, peer, local, outbox): (ClientId, ClientAddr, ClientAddr, Outbox), db: usize) {
+        let db = if db < self.dbs.len() { db } else { 0 };
+        self.connect(id, peer, local, outbox);
+        if let Some(c) = self.clients.get_mut(&id) {
+            c.is_master = true;
+            c.replaying = true;
+            c.authenticated = true;
+            c.db = db;
+        }
+        let now = self.clock.now_ms();
+        let offset = self.replicas.offset;
+        if let Some(m) = self.master.as_deref_mut() {
+            m.client = Some(id);
+            m.link = LinkState::Connected;
+            m.read_offset = offset;
+            m.transfer = None;
+            m.last_io_ms = now;
+        }
+    }
+
     /// What the next link asks for: `PSYNC <replid> <offset>` to continue
     /// the cached master's history, None for `PSYNC ? -1`.
     pub fn psync_request(&self) -> Option<(String, u64)> {
@@ -402,21 +425,7 @@ impl Engine {
         // A replica keeps a backlog of its master's stream, for its own
         // replicas and for after a failover.
         state.make_backlog();
-        state.connect(id, peer, local, outbox);
-        if let Some(c) = state.clients.get_mut(&id) {
-            c.is_master = true;
-            c.replaying = true;
-            c.authenticated = true;
-            c.db = stream_db.unwrap_or(0);
-        }
-        let now = state.clock.now_ms();
-        if let Some(m) = state.master.as_deref_mut() {
-            m.client = Some(id);
-            m.link = LinkState::Connected;
-            m.read_offset = offset;
-            m.transfer = None;
-            m.last_io_ms = now;
-        }
+        state.start_master_stream((id, peer, local, outbox), stream_db.unwrap_or(0));
         if state.aof_on() {
             // The file's history is not the new dataset's: it starts over
             // from it (Redis turns the AOF off and on again).
@@ -460,22 +469,7 @@ impl Engine {
         if state.replicas.backlog.is_none() {
             state.make_backlog();
         }
-        state.connect(id, peer, local, outbox);
-        if let Some(c) = state.clients.get_mut(&id) {
-            c.is_master = true;
-            c.replaying = true;
-            c.authenticated = true;
-            c.db = db.min(state.dbs.len() - 1);
-        }
-        let now = state.clock.now_ms();
-        let offset = state.replicas.offset;
-        if let Some(m) = state.master.as_deref_mut() {
-            m.client = Some(id);
-            m.link = LinkState::Connected;
-            m.read_offset = offset;
-            m.transfer = None;
-            m.last_io_ms = now;
-        }
+        state.start_master_stream((id, peer, local, outbox), db);
         Ok(())
     }
 

@@ -360,16 +360,11 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
         log::notice(format_args!("Successful partial resynchronization with master."));
         // Redis takes the ID only when it is one (40 characters).
         let replid = rest.strip_prefix(' ').filter(|id| id.len() == 40);
-        let id = shared.next_client_id.get();
-        shared.next_client_id.set(id + 1);
+        let client = master_client(shared, peer, local);
         shared
             .engine
             .borrow_mut()
-            .master_continued(
-                generation,
-                replid,
-                (id, ClientAddr::Tcp(peer), ClientAddr::Tcp(local), Outbox::new()),
-            )
+            .master_continued(generation, replid, client)
             .map_err(warning)?;
         log::notice(format_args!(
             "MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization."
@@ -396,22 +391,27 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
     }
     let rdb = receive_snapshot(&mut r, shared, generation).await?;
 
-    let id = shared.next_client_id.get();
-    shared.next_client_id.set(id + 1);
+    let client = master_client(shared, peer, local);
     shared
         .engine
         .borrow_mut()
-        .master_synced(
-            generation,
-            &rdb,
-            (&replid, offset),
-            (id, ClientAddr::Tcp(peer), ClientAddr::Tcp(local), Outbox::new()),
-        )
+        .master_synced(generation, &rdb, (&replid, offset), client)
         // Logged by the engine already.
         .map_err(|e| (log::Level::Debug, e))?;
     drop(rdb);
     shared.after_batch();
     run_stream(&mut r, shared, generation).await
+}
+
+/// The master's client to be, on the link from `local` to `peer`.
+fn master_client(
+    shared: &Shared,
+    peer: std::net::SocketAddr,
+    local: std::net::SocketAddr,
+) -> (crate::db::ClientId, ClientAddr, ClientAddr, Outbox) {
+    let id = shared.next_client_id.get();
+    shared.next_client_id.set(id + 1);
+    (id, ClientAddr::Tcp(peer), ClientAddr::Tcp(local), Outbox::new())
 }
 
 /// The snapshot's bytes, after its `$` line.

@@ -527,3 +527,20 @@ impl Drop for Killed {
         let _ = self.0.wait();
     }
 }
+
+/// Reads one RESP array request (what a replica sends its master), its
+/// arguments as text.
+pub fn read_request(reader: &mut impl BufRead) -> Vec<String> {
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let n: usize = line.trim()[1..].parse().unwrap();
+    (0..n)
+        .map(|_| {
+            let mut len = String::new();
+            reader.read_line(&mut len).unwrap();
+            let mut arg = vec![0; len.trim()[1..].parse::<usize>().unwrap() + 2];
+            reader.read_exact(&mut arg).unwrap();
+            String::from_utf8_lossy(&arg[..arg.len() - 2]).into_owned()
+        })
+        .collect()
+}
