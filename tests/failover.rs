@@ -118,13 +118,7 @@ fn scenario(addr: std::net::SocketAddr) -> Vec<String> {
 
 #[test]
 fn failover_checks_waits_and_aborts_as_redis_server() {
-    let s = start_with(|c| c.set("repl-ping-replica-period", &["3600"]).unwrap());
-    let ours = scenario(s.addr());
-    let Some(redis) = real_redis_with(&["--repl-diskless-sync", "no", "--repl-ping-replica-period", "3600"]) else {
-        return;
-    };
-    let theirs = scenario(redis.addr);
-    assert_eq!(ours, theirs);
+    let Some(ours) = same_on_both_masters(scenario) else { return };
     assert_eq!(ours[12], "waiting-for-sync");
     assert_eq!(ours[13], "-NOMASTERLINK Can't SYNC while failing over\r\n");
     assert_eq!(ours[14], "write held: true");
@@ -267,13 +261,9 @@ fn unanswered_scenario(addr: std::net::SocketAddr) -> Vec<String> {
 
 #[test]
 fn a_failover_whose_target_does_not_answer_psync_is_aborted_as_redis_servers() {
-    let s = start_with(|c| c.set("repl-ping-replica-period", &["3600"]).unwrap());
-    let ours = unanswered_scenario(s.addr());
-    let Some(redis) = real_redis_with(&["--repl-diskless-sync", "no", "--repl-ping-replica-period", "3600"]) else {
+    let Some(ours) = same_on_both_masters(unanswered_scenario) else {
         return;
     };
-    let theirs = unanswered_scenario(redis.addr);
-    assert_eq!(ours, theirs);
     assert_eq!(
         ours[1..],
         ["PSYNC FAILOVER", "offset asked is the master's + 1: true", "master", "+OK\r\n"]

@@ -544,3 +544,16 @@ pub fn read_request(reader: &mut impl BufRead) -> Vec<String> {
         })
         .collect()
 }
+
+/// Runs `scenario` against a keylock master and a redis-server master,
+/// both made to send replicas no PINGs meanwhile (and redis-server its
+/// snapshots from disk, as `$<length>`), asserts the two outcomes equal
+/// and returns keylock's; None when redis-server is missing.
+pub fn same_on_both_masters(scenario: fn(SocketAddr) -> Vec<String>) -> Option<Vec<String>> {
+    let s = start_with(|c| c.set("repl-ping-replica-period", &["3600"]).unwrap());
+    let ours = scenario(s.addr());
+    let redis = real_redis_with(&["--repl-diskless-sync", "no", "--repl-ping-replica-period", "3600"])?;
+    let theirs = scenario(redis.addr);
+    assert_eq!(ours, theirs);
+    Some(ours)
+}
