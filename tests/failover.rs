@@ -125,14 +125,21 @@ fn failover_checks_waits_and_aborts_as_redis_server() {
     assert_eq!(ours[19..21], ["slave", "1234"]);
 }
 
-#[test]
-fn a_keylock_master_fails_over_to_its_keylock_replica() {
+/// A keylock master and a keylock replica of it, the link up, and a
+/// connection to each.
+fn keylock_and_replica() -> (ServerHandle, ServerHandle, Raw, Raw) {
     let a = start();
     let b = start();
-    let mut ca = Raw::connect(a.addr());
+    let ca = Raw::connect(a.addr());
     let mut cb = Raw::connect(b.addr());
     replicaof(&mut cb, a.addr().port());
     wait_link_up(&mut cb);
+    (a, b, ca, cb)
+}
+
+#[test]
+fn a_keylock_master_fails_over_to_its_keylock_replica() {
+    let (_a, b, mut ca, mut cb) = keylock_and_replica();
     ca.call(&["SELECT", "2"]);
     ca.call(&["SET", "k", "1"]);
     wait_offsets_equal(&mut ca, &mut cb);
@@ -191,12 +198,7 @@ fn keylock_and_redis_server_fail_over_to_each_other() {
 
 #[test]
 fn a_failover_started_in_a_transaction_waits_for_what_the_transaction_wrote() {
-    let a = start();
-    let b = start();
-    let mut ca = Raw::connect(a.addr());
-    let mut cb = Raw::connect(b.addr());
-    replicaof(&mut cb, a.addr().port());
-    wait_link_up(&mut cb);
+    let (_a, _b, mut ca, mut cb) = keylock_and_replica();
     wait_offsets_equal(&mut ca, &mut cb);
     ca.call(&["MULTI"]);
     ca.call(&["SET", "k", "v"]);
@@ -215,20 +217,7 @@ fn silent_target() -> (u16, std::thread::JoinHandle<Vec<String>>) {
     let port = listener.local_addr().unwrap().port();
     let handle = std::thread::spawn(move || {
         let (stream, _) = listener.accept().unwrap();
-        let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
-        let mut writer = stream;
-        loop {
-            let request = read_request(&mut reader);
-            if request[0].eq_ignore_ascii_case("psync") {
-                return request;
-            }
-            let reply: &[u8] = if request[0].eq_ignore_ascii_case("ping") {
-                b"+PONG\r\n"
-            } else {
-                b"+OK\r\n"
-            };
-            std::io::Write::write_all(&mut writer, reply).unwrap();
-        }
+        answer_replica_handshake(&stream).1
     });
     (port, handle)
 }

@@ -518,14 +518,8 @@ fn a_malformed_stream_from_the_master_ends_the_link() {
     let mut k = Raw::connect(s.addr());
     assert_eq!(k.call(&["REPLICAOF", "127.0.0.1", &port.to_string()]), b"+OK\r\n");
     let serve = |stream: std::net::TcpStream, tail: &[u8]| {
-        let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+        let (reader, _) = answer_replica_handshake(&stream);
         let mut writer = stream;
-        // PING, REPLCONF ×2, PSYNC: each read as one array.
-        for reply in [&b"+PONG\r\n"[..], b"+OK\r\n", b"+OK\r\n"] {
-            read_request(&mut reader);
-            std::io::Write::write_all(&mut writer, reply).unwrap();
-        }
-        read_request(&mut reader);
         let header = format!("+FULLRESYNC {} 0\r\n${}\r\n", "a".repeat(40), rdb.len());
         std::io::Write::write_all(&mut writer, header.as_bytes()).unwrap();
         std::io::Write::write_all(&mut writer, &rdb).unwrap();
@@ -548,13 +542,7 @@ fn a_malformed_stream_from_the_master_ends_the_link() {
     // come again from the master's backlog.
     listener.set_nonblocking(false).unwrap();
     let (second, _) = listener.accept().unwrap();
-    let mut reader = std::io::BufReader::new(second.try_clone().unwrap());
-    let mut writer = second;
-    for reply in [&b"+PONG\r\n"[..], b"+OK\r\n", b"+OK\r\n"] {
-        read_request(&mut reader);
-        std::io::Write::write_all(&mut writer, reply).unwrap();
-    }
-    assert_eq!(read_request(&mut reader), ["PSYNC", "?", "-1"]);
+    assert_eq!(answer_replica_handshake(&second).1, ["PSYNC", "?", "-1"]);
 }
 
 #[test]
@@ -565,15 +553,7 @@ fn a_link_broken_inside_a_transaction_continues_from_before_it() {
     let s = start();
     let mut k = Raw::connect(s.addr());
     assert_eq!(k.call(&["REPLICAOF", "127.0.0.1", &port.to_string()]), b"+OK\r\n");
-    let handshake = |stream: &std::net::TcpStream| {
-        let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
-        let mut writer = stream.try_clone().unwrap();
-        for reply in [&b"+PONG\r\n"[..], b"+OK\r\n", b"+OK\r\n"] {
-            read_request(&mut reader);
-            std::io::Write::write_all(&mut writer, reply).unwrap();
-        }
-        read_request(&mut reader)
-    };
+    let handshake = |stream: &std::net::TcpStream| answer_replica_handshake(stream).1;
     let set1 = encode(&[b"SET", b"k1", b"v1"]);
     let multi = [encode(&[b"MULTI"]), encode(&[b"SET", b"k2", b"v2"])].concat();
     let exec = encode(&[b"EXEC"]);

@@ -392,11 +392,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             for (i, id) in st.replicas.ids.iter().enumerate() {
                 if let Some(replica) = st.clients.get(id) {
                     let announced = st.replicas.announced.get(id);
-                    let ip = match (announced.and_then(|a| a.ip.clone()), &replica.peer) {
-                        (Some(ip), _) => ip,
-                        (None, crate::engine::ClientAddr::Tcp(addr)) => addr.ip().to_string(),
-                        (None, crate::engine::ClientAddr::Unix(_)) => String::new(),
-                    };
+                    let ip = crate::engine::replication::replica_ip(announced, &replica.peer).unwrap_or_default();
                     let (port, offset, acked) = announced.map_or((0, 0, 0), |a| (a.port, a.ack_offset, a.ack_secs));
                     let (state, lag) = if replica.replica_online {
                         ("online", now_secs.saturating_sub(acked))

@@ -1094,11 +1094,7 @@ fn role(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         .filter_map(|id| {
             let c = st.clients.get(id).filter(|c| c.replica_online)?;
             let announced = st.replicas.announced.get(id).cloned().unwrap_or_default();
-            let ip = match (announced.ip, &c.peer) {
-                (Some(ip), _) => ip,
-                (None, crate::engine::ClientAddr::Tcp(addr)) => addr.ip().to_string(),
-                (None, crate::engine::ClientAddr::Unix(_)) => return None,
-            };
+            let ip = crate::engine::replication::replica_ip(Some(&announced), &c.peer)?;
             Some(Reply::Array(vec![
                 Reply::Bulk(Bytes::from(ip)),
                 Reply::Bulk(Bytes::from(announced.port.to_string())),

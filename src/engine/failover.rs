@@ -18,6 +18,7 @@
 //!   end this pause).
 
 use super::State;
+use super::replication::replica_ip;
 
 /// A failover under way.
 #[derive(Debug, Clone)]
@@ -65,11 +66,7 @@ impl State {
         self.replicas.ids.iter().find_map(|id| {
             let client = self.clients.get(id)?;
             let announced = self.replicas.announced.get(id)?;
-            let ip = match (&announced.ip, &client.peer) {
-                (Some(ip), _) => ip.clone(),
-                (None, super::ClientAddr::Tcp(addr)) => addr.ip().to_string(),
-                (None, super::ClientAddr::Unix(_)) => return None,
-            };
+            let ip = replica_ip(Some(announced), &client.peer)?;
             (ip.eq_ignore_ascii_case(host) && announced.port == port).then_some((announced.online(), announced.ack_offset))
         })
     }
@@ -103,12 +100,7 @@ impl State {
                 if announced.ack_offset != offset {
                     return None;
                 }
-                let ip = match (&announced.ip, &self.clients.get(id)?.peer) {
-                    (Some(ip), _) => ip.clone(),
-                    (None, super::ClientAddr::Tcp(addr)) => addr.ip().to_string(),
-                    (None, super::ClientAddr::Unix(_)) => return None,
-                };
-                Some((ip, announced.port))
+                Some((replica_ip(Some(announced), &self.clients.get(id)?.peer)?, announced.port))
             }),
         };
         if let Some((host, port)) = target {

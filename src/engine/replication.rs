@@ -171,16 +171,22 @@ impl Default for Replicas {
     }
 }
 
+/// A replica's address as Redis shows it: the one it announced (`REPLCONF
+/// ip-address`), else its connection's; None on a Unix socket.
+pub fn replica_ip(announced: Option<&Announced>, peer: &super::ClientAddr) -> Option<String> {
+    match (announced.and_then(|a| a.ip.clone()), peer) {
+        (Some(ip), _) => Some(ip),
+        (None, super::ClientAddr::Tcp(addr)) => Some(addr.ip().to_string()),
+        (None, super::ClientAddr::Unix(_)) => None,
+    }
+}
+
 impl State {
     /// How Redis names replica `client` in its log: its address and
     /// listening port (Redis's `replicationGetSlaveName`).
     pub fn replica_name(&self, client: &Client) -> String {
         let announced = self.replicas.announced.get(&client.id);
-        let ip = match (announced.and_then(|a| a.ip.clone()), &client.peer) {
-            (Some(ip), _) => ip,
-            (None, super::ClientAddr::Tcp(addr)) => addr.ip().to_string(),
-            (None, super::ClientAddr::Unix(_)) => String::new(),
-        };
+        let ip = replica_ip(announced, &client.peer).unwrap_or_default();
         match announced.map_or(0, |a| a.port) {
             0 => format!("client id #{}", client.id),
             port if ip.contains(':') => format!("[{ip}]:{port}"),

@@ -557,3 +557,23 @@ pub fn same_on_both_masters(scenario: fn(SocketAddr) -> Vec<String>) -> Option<V
     assert_eq!(ours, theirs);
     Some(ours)
 }
+
+/// Plays a master's side of a replica's handshake on `stream` (PONG to
+/// PING, OK to AUTH and REPLCONF) up to its PSYNC: the PSYNC's arguments,
+/// and the reader, past it.
+pub fn answer_replica_handshake(stream: &TcpStream) -> (BufReader<TcpStream>, Vec<String>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut writer = stream.try_clone().unwrap();
+    loop {
+        let request = read_request(&mut reader);
+        if request[0].eq_ignore_ascii_case("psync") {
+            return (reader, request);
+        }
+        let reply: &[u8] = if request[0].eq_ignore_ascii_case("ping") {
+            b"+PONG\r\n"
+        } else {
+            b"+OK\r\n"
+        };
+        writer.write_all(reply).unwrap();
+    }
+}
