@@ -13,22 +13,6 @@ fn field(r: &mut Raw, section: &str, name: &str) -> String {
     info_value(r, section, name)
 }
 
-fn wait_link_up(r: &mut Raw) {
-    wait_until(20, "the replica's link comes up", || {
-        field(r, "replication", "master_link_status") == "up"
-    });
-}
-
-fn wait_offsets_equal(master: &mut Raw, replica: &mut Raw) {
-    wait_until(20, "the replica reaches the master's offset", || {
-        field(master, "replication", "master_repl_offset") == field(replica, "replication", "master_repl_offset")
-    });
-}
-
-fn replicaof(r: &mut Raw, port: u16) {
-    assert_eq!(r.call(&["REPLICAOF", "127.0.0.1", &port.to_string()]), b"+OK\r\n");
-}
-
 /// Whether a reply comes within `wait`.
 fn replies_within(r: &mut Raw, wait: Duration) -> bool {
     r.writer.set_read_timeout(Some(wait)).unwrap();
@@ -132,7 +116,7 @@ fn keylock_and_replica() -> (ServerHandle, ServerHandle, Raw, Raw) {
     let b = start();
     let ca = Raw::connect(a.addr());
     let mut cb = Raw::connect(b.addr());
-    replicaof(&mut cb, a.addr().port());
+    replicaof(&mut cb, a.addr());
     wait_link_up(&mut cb);
     (a, b, ca, cb)
 }
@@ -171,7 +155,7 @@ fn keylock_and_redis_server_fail_over_to_each_other() {
     let mut ck = Raw::connect(k.addr());
     let Some(redis) = real_redis_with(&[]) else { return };
     let mut cr = Raw::connect(redis.addr);
-    replicaof(&mut cr, k.addr().port());
+    replicaof(&mut cr, k.addr());
     wait_link_up(&mut cr);
     ck.call(&["SET", "k", "1"]);
     wait_offsets_equal(&mut ck, &mut cr);

@@ -13,22 +13,6 @@ fn field(r: &mut Raw, section: &str, name: &str) -> String {
     info_value(r, section, name)
 }
 
-fn replicaof(r: &mut Raw, port: u16) {
-    assert_eq!(r.call(&["REPLICAOF", "127.0.0.1", &port.to_string()]), b"+OK\r\n");
-}
-
-fn wait_link_up(r: &mut Raw) {
-    wait_until(20, "the replica's link comes up", || {
-        field(r, "replication", "master_link_status") == "up"
-    });
-}
-
-fn wait_offsets_equal(master: &mut Raw, replica: &mut Raw) {
-    wait_until(20, "the replica reaches the master's offset", || {
-        field(master, "replication", "master_repl_offset") == field(replica, "replication", "master_repl_offset")
-    });
-}
-
 /// Replication IDs (40 hex digits) replaced by `<id>`.
 fn without_ids(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes).into_owned();
@@ -222,8 +206,8 @@ fn after_a_failover_the_other_replica_and_the_old_master_continue_with_the_new_m
     let mut cb = Raw::connect(b.addr());
     let Some(redis) = real_redis_with(&[]) else { return };
     let mut cr = Raw::connect(redis.addr);
-    replicaof(&mut cb, a.addr().port());
-    replicaof(&mut cr, a.addr().port());
+    replicaof(&mut cb, a.addr());
+    replicaof(&mut cr, a.addr());
     wait_link_up(&mut cb);
     wait_link_up(&mut cr);
     ca.call(&["SET", "k", "1"]);
@@ -238,7 +222,7 @@ fn after_a_failover_the_other_replica_and_the_old_master_continue_with_the_new_m
     let new_id = field(&mut cb, "replication", "master_replid");
 
     // The redis-server replica continues by the second ID.
-    replicaof(&mut cr, b.addr().port());
+    replicaof(&mut cr, b.addr());
     wait_until(20, "the redis-server replica continues", || {
         field(&mut cb, "stats", "sync_partial_ok") == "1"
     });
@@ -248,7 +232,7 @@ fn after_a_failover_the_other_replica_and_the_old_master_continue_with_the_new_m
     assert_eq!(field(&mut cr, "replication", "master_replid2"), old_id);
 
     // The old master continues with its own history.
-    replicaof(&mut ca, b.addr().port());
+    replicaof(&mut ca, b.addr());
     wait_until(20, "the old master continues", || field(&mut cb, "stats", "sync_partial_ok") == "2");
     wait_link_up(&mut ca);
     assert_eq!(field(&mut cb, "stats", "sync_full"), "0");
@@ -274,8 +258,8 @@ fn keylock_continues_with_a_promoted_redis_server_replica() {
     let mut o = Raw::connect(other.addr);
     let s = start();
     let mut k = Raw::connect(s.addr());
-    replicaof(&mut k, master.addr.port());
-    replicaof(&mut o, master.addr.port());
+    replicaof(&mut k, master.addr);
+    replicaof(&mut o, master.addr);
     wait_link_up(&mut k);
     wait_link_up(&mut o);
     m.call(&["SET", "k", "1"]);
@@ -286,7 +270,7 @@ fn keylock_continues_with_a_promoted_redis_server_replica() {
 
     assert_eq!(o.call(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
     let new_id = field(&mut o, "replication", "master_replid");
-    replicaof(&mut k, other.addr.port());
+    replicaof(&mut k, other.addr);
     wait_until(20, "keylock continues", || field(&mut o, "stats", "sync_partial_ok") == "1");
     wait_link_up(&mut k);
     assert_eq!(field(&mut o, "stats", "sync_full"), "0");
@@ -388,7 +372,7 @@ fn a_replica_restarted_from_its_snapshot_continues_with_its_master() {
     let dir = tempfile::tempdir().unwrap();
     let k = keylock_in_dir(dir.path(), &[]);
     let mut c = Raw::connect(k.addr);
-    replicaof(&mut c, master.addr.port());
+    replicaof(&mut c, master.addr);
     wait_link_up(&mut c);
     m.call(&["SELECT", "5"]);
     m.call(&["SET", "x", "1"]);

@@ -20,23 +20,8 @@ fn info(r: &mut Raw) -> Vec<u8> {
     r.call(&["INFO", "replication"])
 }
 
-fn wait_link_up(r: &mut Raw) {
-    wait_until(20, "the replica's link comes up", || field(&info(r), "master_link_status") == "up");
-}
-
-/// Waits until the replica has applied everything the master sent.
-fn wait_offsets_equal(master: &mut Raw, replica: &mut Raw) {
-    wait_until(20, "the replica reaches the master's offset", || {
-        field(&info(master), "master_repl_offset") == field(&info(replica), "master_repl_offset")
-    });
-}
-
 fn redis_master() -> Option<RealRedis> {
     real_redis_with(&["--repl-diskless-sync-delay", "0", "--enable-debug-command", "yes"])
-}
-
-fn replicaof(r: &mut Raw, addr: std::net::SocketAddr) {
-    assert_eq!(r.call(&["REPLICAOF", "127.0.0.1", &addr.port().to_string()]), b"+OK\r\n");
 }
 
 /// A keylock and a redis-server (its twin, asked the same to compare
@@ -508,15 +493,21 @@ fn empty_snapshot() -> Vec<u8> {
     rdb
 }
 
+/// A keylock told to replicate a master the test plays on `listener`, a
+/// connection to it, and an empty snapshot for the master to send.
+fn replica_of_fake_master() -> (Vec<u8>, std::net::TcpListener, ServerHandle, Raw) {
+    let rdb = empty_snapshot();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let s = start();
+    let mut k = Raw::connect(s.addr());
+    replicaof(&mut k, listener.local_addr().unwrap());
+    (rdb, listener, s, k)
+}
+
 #[test]
 fn a_malformed_stream_from_the_master_ends_the_link() {
     // A master that sends a snapshot, one command, then a bad count.
-    let rdb = empty_snapshot();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let s = start();
-    let mut k = Raw::connect(s.addr());
-    assert_eq!(k.call(&["REPLICAOF", "127.0.0.1", &port.to_string()]), b"+OK\r\n");
+    let (rdb, listener, _s, mut k) = replica_of_fake_master();
     let serve = |stream: std::net::TcpStream, tail: &[u8]| {
         let (reader, _) = answer_replica_handshake(&stream);
         let mut writer = stream;
@@ -547,12 +538,7 @@ fn a_malformed_stream_from_the_master_ends_the_link() {
 
 #[test]
 fn a_link_broken_inside_a_transaction_continues_from_before_it() {
-    let rdb = empty_snapshot();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let s = start();
-    let mut k = Raw::connect(s.addr());
-    assert_eq!(k.call(&["REPLICAOF", "127.0.0.1", &port.to_string()]), b"+OK\r\n");
+    let (rdb, listener, _s, mut k) = replica_of_fake_master();
     let handshake = |stream: &std::net::TcpStream| answer_replica_handshake(stream).1;
     let set1 = encode(&[b"SET", b"k1", b"v1"]);
     let multi = [encode(&[b"MULTI"]), encode(&[b"SET", b"k2", b"v2"])].concat();

@@ -577,3 +577,22 @@ pub fn answer_replica_handshake(stream: &TcpStream) -> (BufReader<TcpStream>, Ve
         writer.write_all(reply).unwrap();
     }
 }
+
+/// `REPLICAOF` the server at `master` (on 127.0.0.1), answered OK.
+pub fn replicaof(r: &mut Raw, master: SocketAddr) {
+    assert_eq!(r.call(&["REPLICAOF", "127.0.0.1", &master.port().to_string()]), b"+OK\r\n");
+}
+
+/// Waits until the replica `r`'s link to its master is up.
+pub fn wait_link_up(r: &mut Raw) {
+    wait_until(20, "the replica's link comes up", || {
+        info_value(r, "replication", "master_link_status") == "up"
+    });
+}
+
+/// Waits until the replica has applied everything the master sent.
+pub fn wait_offsets_equal(master: &mut Raw, replica: &mut Raw) {
+    wait_until(20, "the replica reaches the master's offset", || {
+        info_value(master, "replication", "master_repl_offset") == info_value(replica, "replication", "master_repl_offset")
+    });
+}
