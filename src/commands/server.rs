@@ -503,9 +503,7 @@ fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     st.persistence.latest_fork_usec = 0;
     st.persistence.forks = 0;
     st.persistence.saves = 0;
-    st.replicas.full_syncs = 0;
-    st.replicas.partial_syncs = 0;
-    st.replicas.partial_refused = 0;
+    st.replicas.reset_stats();
     st.aof_rewrites.done = 0;
     st.aof_rewrites.failures = 0;
     Ok(Reply::OK)

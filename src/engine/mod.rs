@@ -892,9 +892,7 @@ impl State {
             db.expired_keys = 0;
         }
         self.stats.reset();
-        self.replicas.full_syncs = 0;
-        self.replicas.partial_syncs = 0;
-        self.replicas.partial_refused = 0;
+        self.replicas.reset_stats();
         Ok(())
     }
 

@@ -152,6 +152,15 @@ pub struct Replicas {
     pub getack_due: bool,
 }
 
+impl Replicas {
+    /// CONFIG RESETSTAT's part: the synchronizations counted.
+    pub fn reset_stats(&mut self) {
+        self.full_syncs = 0;
+        self.partial_syncs = 0;
+        self.partial_refused = 0;
+    }
+}
+
 impl Default for Replicas {
     fn default() -> Replicas {
         Replicas {

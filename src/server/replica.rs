@@ -324,27 +324,18 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
     }
     let reply = loop {
         // Newlines are the master's keep-alives while it prepares.
-        let line = match r.line().await {
-            Ok(line) => line,
-            Err(failure) => {
-                // No answer: a failover's target did not take over.
-                let mut engine = shared.engine.borrow_mut();
-                if engine.state.failover_in_progress() {
-                    engine.state.abort_failover("Failover target rejected psync request");
-                }
-                drop(engine);
-                shared.after_batch();
-                return Err(failure);
-            }
-        };
-        if !line.is_empty() {
-            break line;
+        match r.line().await {
+            Ok(line) if line.is_empty() => shared.engine.borrow_mut().state.master_heard(generation),
+            answer => break answer,
         }
-        shared.engine.borrow_mut().state.master_heard(generation);
     };
     if shared.engine.borrow().state.failover_in_progress() {
-        // The new master answered: the failover is over, or it refused.
-        if reply.starts_with("+CONTINUE") || reply.starts_with("+FULLRESYNC") {
+        // The target took over (it answered the PSYNC), or the failover
+        // ends: no answer, or a refusal.
+        let took_over = reply
+            .as_ref()
+            .is_ok_and(|r| r.starts_with("+CONTINUE") || r.starts_with("+FULLRESYNC"));
+        if took_over {
             shared.engine.borrow_mut().state.clear_failover();
         } else {
             shared
@@ -353,9 +344,9 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
                 .state
                 .abort_failover("Failover target rejected psync request");
             shared.after_batch();
-            return Err(warning(format!("Unexpected reply to PSYNC from master: {reply}")));
         }
     }
+    let reply = reply?;
     if let Some(rest) = reply.strip_prefix("+CONTINUE").filter(|_| request.is_some()) {
         log::notice(format_args!("Successful partial resynchronization with master."));
         // Redis takes the ID only when it is one (40 characters).
