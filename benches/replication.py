@@ -12,6 +12,9 @@ The setups, all on loopback:
 - keylock shard + WAIT 1: the same, each command followed by `WAIT 1 1000`
   (`keylock bench --wait 1`), as Redisson sends it with
   `checkLockSyncedSlaves`;
+- keylock shard, raft-fsync no, + WAIT 1: the same with `--raft-fsync no`,
+  an entry counting once the members wrote it (the durability of a Redis
+  master and replica: a write held by two processes, on no disk yet);
 - redis + replica, WAIT 1: redis-server 7 (no persistence) and a replica
   (`--replicaof`), each command followed by `WAIT 1 1000`;
 - redis + replica, AOF always, WAIT 1: the same with `--appendonly yes
@@ -42,6 +45,7 @@ COLUMNS = [
     ("keylock", "keylock", []),
     ("keylock shard", "shard", []),
     ("keylock shard + WAIT 1", "shard", ["--wait", "1"]),
+    ("keylock shard, raft-fsync no, + WAIT 1", "shard-no", ["--wait", "1"]),
     ("redis + replica, WAIT 1", "redis", ["--wait", "1"]),
     ("redis + replica, AOF always, WAIT 1", "redis-aof", ["--wait", "1"]),
 ]
@@ -87,14 +91,15 @@ class Setup:
         self.kind = kind
         if kind == "keylock":
             self.port = self.spawn([KEYLOCK, "--port", "%d"], tmp, "keylock")
-        elif kind == "shard":
+        elif kind in ("shard", "shard-no"):
+            fsync = ["--raft-fsync", "no"] if kind == "shard-no" else []
             ports = [(free_port(), free_port()) for _ in range(3)]
             members = " ".join("%d=127.0.0.1:%d:%d" % (i + 1, p, r) for i, (p, r) in enumerate(ports))
             for i, (p, _) in enumerate(ports):
                 d = os.path.join(tmp, "member%d" % (i + 1))
                 os.makedirs(d)
                 self.spawn([KEYLOCK, "--port", str(p), "--replication", "raft", "--raft-id", str(i + 1),
-                            "--raft-members", members, "--dir", d], d, None, port=p)
+                            "--raft-members", members, "--dir", d] + fsync, d, None, port=p)
             wait_for("a shard leader",
                      lambda: sum(info_field(p, "raft_role") == "leader" for p, _ in ports) == 1)
             self.port = next(p for p, _ in ports if info_field(p, "raft_role") == "leader")
@@ -111,7 +116,8 @@ class Setup:
     def spawn(self, argv, cwd, kind, port=None):
         port = port or free_port()
         argv = [str(port) if a == "%d" else a for a in argv]
-        self.procs.append(subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        log = open(os.path.join(cwd, "server-%d.log" % port), "w")
+        self.procs.append(subprocess.Popen(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT))
         wait_for("port %d" % port, lambda: info_field(port, "role") != "")
         return port
 
@@ -126,11 +132,23 @@ class Setup:
                 p.wait()
 
 
-def bench(port, args):
+def server_logs(tmp):
+    """The last lines of every server's log, for a run that failed."""
+    out = []
+    for root, _, files in os.walk(tmp):
+        for f in sorted(files):
+            if f.startswith("server-") and f.endswith(".log"):
+                with open(os.path.join(root, f), errors="replace") as fh:
+                    out.append("== %s\n%s" % (os.path.join(root, f), "".join(fh.readlines()[-15:])))
+    return "\n".join(out)
+
+
+def bench(port, args, col, tmp):
     argv = [KEYLOCK, "bench", "--target", "127.0.0.1:%d" % port, "--json", "--quiet"] + args
     out = subprocess.run(argv, capture_output=True, text=True)
     if out.returncode != 0:
-        sys.exit("keylock bench %s failed (%d): %s%s" % (" ".join(args), out.returncode, out.stderr, out.stdout))
+        print(server_logs(tmp), file=sys.stderr)
+        sys.exit("keylock bench %s against %s failed (%d): %s%s" % (" ".join(args), col, out.returncode, out.stderr, out.stdout))
     return json.loads(out.stdout)
 
 
@@ -156,7 +174,7 @@ def main():
             for r in range(args.rounds):
                 order = COLUMNS[(w + r) % len(COLUMNS):] + COLUMNS[:(w + r) % len(COLUMNS)]
                 for col, kind, extra in order:
-                    s = bench(setups[kind].port, wargs + extra + ["--duration", args.duration])
+                    s = bench(setups[kind].port, wargs + extra + ["--duration", args.duration], col, tmp)
                     if s["errors"] or s["unexpected"]:
                         sys.exit("%s on %s: %d errors, %d unexpected: %s %s" % (
                             label, col, s["errors"], s["unexpected"], s.get("first_error"), s.get("first_unexpected")))
@@ -175,9 +193,12 @@ def main():
         for w, (label, wargs) in enumerate(WORKLOADS):
             med = {col: statistics.median(s["ops_per_sec"] for s in results[(w, col)]) for col, _, _ in COLUMNS}
             shard = med["keylock shard + WAIT 1"]
-            print("- %s -P %s: shard + WAIT 1 / redis + replica WAIT 1 = %.2f, / redis AOF always = %.2f, shard / single keylock = %.2f" % (
+            unsynced = med["keylock shard, raft-fsync no, + WAIT 1"]
+            print("- %s -P %s: shard + WAIT 1 / redis + replica WAIT 1 = %.2f, / redis AOF always = %.2f;"
+                  " raft-fsync no + WAIT 1 / redis + replica WAIT 1 = %.2f; shard / single keylock = %.2f" % (
                 label, wargs[4], shard / med["redis + replica, WAIT 1"],
-                shard / med["redis + replica, AOF always, WAIT 1"], med["keylock shard"] / med["keylock"]))
+                shard / med["redis + replica, AOF always, WAIT 1"],
+                unsynced / med["redis + replica, WAIT 1"], med["keylock shard"] / med["keylock"]))
     finally:
         for s in setups.values():
             s.stop()

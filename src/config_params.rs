@@ -253,6 +253,7 @@ const ACL_PUBSUB_DEFAULT: EnumOptions = &[("allchannels", 1), ("resetchannels", 
 const SANITIZE_DUMP_PAYLOAD: EnumOptions = &[("no", 0), ("yes", 1), ("clients", 2)];
 const CLOCK_START: EnumOptions = &[("real", 0), ("frozen", 1)];
 const REPLICATION_MODE: EnumOptions = &[("standalone", 0), ("raft", 1)];
+const RAFT_FSYNC: EnumOptions = &[("always", 0), ("everysec", 1), ("no", 2)];
 const PROTECTED_ACTION: EnumOptions = &[("no", 0), ("yes", 1), ("local", 2)];
 const CLUSTER_ENDPOINT_TYPE: EnumOptions = &[("ip", 0), ("hostname", 1), ("unknown-endpoint", 2)];
 const PROPAGATION_ERROR_BEHAVIOR: EnumOptions = &[("ignore", 0), ("panic", 1), ("panic-on-replicas", 2)];
@@ -748,6 +749,9 @@ static PARAMS: &[Param] = &[
     int("raft-down-after-milliseconds", None, IMMUTABLE | HIDDEN, 100, i64::MAX, "5000"),
     // Entries between a member's snapshots.
     int("raft-snapshot-entries", None, IMMUTABLE | HIDDEN, 1, i64::MAX, "10000"),
+    // When a member's append counts as stored: synced, written and synced
+    // once a second, or written (see `raft::log_store`).
+    choice("raft-fsync", IMMUTABLE | HIDDEN, RAFT_FSYNC, "always"),
     number("lua-memory-limit", None, MODIFIABLE, unsigned(0, ULLONG_MAX), Unit::Memory, "0"),
 ];
 

@@ -239,6 +239,9 @@ fn writes_reach_every_member_and_followers_are_read_only_replicas() {
     for (i, m) in shard.members.iter().enumerate() {
         wait_until(5, "the member to apply the writes", || m.call(&["GET", "n"]) == "$1\r\n5\r\n");
         assert_eq!(m.call(&["GET", "k"]), "$1\r\nv\r\n");
+        // By default an entry counts once the member's disk has it.
+        assert_eq!(m.info("raft_fsync"), "always");
+        assert!(m.info("raft_log_syncs").parse::<u64>().unwrap() > 0);
         let ttl: i64 = m.call(&["PTTL", "lease"]).trim_start_matches(':').trim().parse().unwrap();
         assert!((50_000..=60_000).contains(&ttl), "{ttl}");
         if i != l {
@@ -417,6 +420,57 @@ fn a_new_leader_has_every_acknowledged_write_and_a_killed_member_catches_up() {
     });
     assert_eq!(back.call(&["HGET", "myLock", "uuid:1"]), "$1\r\n1\r\n");
     assert_eq!(back.info("raft_role"), "follower");
+}
+
+/// Sends `n` INCRs of `key` to the leader, each acknowledged.
+fn incr_acked(m: &Member, key: &str, n: usize) {
+    let mut c = Raw::connect(m.addr());
+    for i in 1..=n {
+        assert_eq!(text(c.call(&["INCR", key])), format!(":{i}\r\n"));
+    }
+}
+
+#[test]
+fn with_raft_fsync_no_entries_count_once_written_and_survive_killed_processes() {
+    let mut shard = Shard::start_with(&["--raft-fsync", "no"]);
+    let l = shard.leader();
+    incr_acked(&shard.members[l], "acked", 300);
+    for m in &shard.members {
+        wait_until(5, "the member to apply the writes", || m.call(&["GET", "acked"]) == "$3\r\n300\r\n");
+        assert_eq!(m.info("raft_fsync"), "no");
+        // Nothing was synced for the appends.
+        assert_eq!(m.info("raft_log_syncs"), "0");
+    }
+    // Every process killed at once: the system still holds what they
+    // wrote, so every acknowledged write is there when they restart.
+    for m in &mut shard.members {
+        m.kill();
+    }
+    for m in &mut shard.members {
+        m.start();
+    }
+    let l = shard.leader();
+    assert_eq!(shard.members[l].call(&["GET", "acked"]), "$3\r\n300\r\n");
+    assert_eq!(shard.members[l].call(&["INCR", "acked"]), ":301\r\n");
+}
+
+#[test]
+fn with_raft_fsync_everysec_the_log_is_synced_once_a_second() {
+    let shard = Shard::start_with(&["--raft-fsync", "everysec"]);
+    let l = shard.leader();
+    let started = Instant::now();
+    incr_acked(&shard.members[l], "acked", 300);
+    for m in &shard.members {
+        assert_eq!(m.info("raft_fsync"), "everysec");
+        wait_until(5, "a sync of the member's log", || m.info("raft_log_syncs") != "0");
+    }
+    // At most one sync per second went by (and the one that was due).
+    let seconds = started.elapsed().as_secs();
+    for m in &shard.members {
+        let syncs: u64 = m.info("raft_log_syncs").parse().unwrap();
+        assert!(syncs <= seconds + 2, "{syncs} syncs in {seconds} s");
+        assert_eq!(m.call(&["GET", "acked"]), "$3\r\n300\r\n");
+    }
 }
 
 #[test]

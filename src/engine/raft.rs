@@ -65,6 +65,10 @@ pub struct RaftState {
     /// the Raft thread: it may answer from its dataset until
     /// [`READ_LEASE`] after it.
     pub quorum_acked_at: crate::raft::shard::QuorumAckedAt,
+    /// How the log counts appends as stored (`raft-fsync`), and the syncs
+    /// of appended entries it made.
+    pub fsync: crate::raft::log_store::Fsync,
+    pub log_syncs: Arc<std::sync::atomic::AtomicU64>,
     pub term: u64,
     pub leader: Option<(NodeId, Member)>,
     /// The client address of the last leader known (kept while none is).
@@ -157,13 +161,8 @@ impl RaftState {
 impl State {
     /// Joins the engine to its shard: effects are gathered for proposals,
     /// output waits for commits, and the member starts as a follower.
-    pub fn attach_raft(
-        &mut self,
-        id: NodeId,
-        members: BTreeMap<NodeId, Member>,
-        card: SharedCard,
-        quorum_acked_at: crate::raft::shard::QuorumAckedAt,
-    ) {
+    pub fn attach_raft(&mut self, shard: &crate::raft::shard::Shard) {
+        let (id, members, card) = (shard.id, shard.members.clone(), shard.card.clone());
         let pending = Arc::new(Mutex::new(Vec::new()));
         let sink = pending.clone();
         self.key_events.record_expired_deletions();
@@ -183,7 +182,9 @@ impl State {
             writable: false,
             writable_from: 0,
             confirmed: false,
-            quorum_acked_at,
+            quorum_acked_at: shard.quorum_acked_at.clone(),
+            fsync: shard.fsync,
+            log_syncs: shard.log_syncs.clone(),
             term: 0,
             leader: None,
             last_leader: None,
@@ -739,7 +740,7 @@ impl State {
         let Some(r) = self.raft.as_deref() else { return };
         let _ = write!(
             out,
-            "raft_id:{}\r\nraft_role:{}\r\nraft_term:{}\r\nraft_leader:{}\r\nraft_applied:{}\r\nraft_in_flight:{}\r\nraft_rebuilds:{}\r\nraft_snapshots:{}\r\nraft_snapshots_installed:{}\r\n",
+            "raft_id:{}\r\nraft_role:{}\r\nraft_term:{}\r\nraft_leader:{}\r\nraft_applied:{}\r\nraft_in_flight:{}\r\nraft_rebuilds:{}\r\nraft_snapshots:{}\r\nraft_snapshots_installed:{}\r\nraft_fsync:{}\r\nraft_log_syncs:{}\r\n",
             r.id,
             r.role_name(),
             r.term,
@@ -749,6 +750,8 @@ impl State {
             r.rebuilds,
             r.snapshots,
             r.installs,
+            r.fsync.name(),
+            r.log_syncs.load(std::sync::atomic::Ordering::Relaxed),
         );
         for (id, m, matched, lag) in self.raft_progress() {
             if let (Some(matched), Some(lag)) = (matched, lag) {

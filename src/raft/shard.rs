@@ -35,6 +35,8 @@ pub struct ShardConfig {
     pub join: bool,
     /// This member's cluster identity, told to the others' probes.
     pub card: SharedCard,
+    /// When an append counts as stored (`raft-fsync`).
+    pub fsync: super::log_store::Fsync,
 }
 
 /// When a majority last acknowledged this member as leader (the sending
@@ -122,6 +124,9 @@ pub struct Shard {
     /// While it leads: when a majority last acknowledged it (see
     /// [`stamp_quorum_acks`]).
     pub quorum_acked_at: QuorumAckedAt,
+    /// How its log counts appends as stored, and the syncs it made.
+    pub fsync: super::log_store::Fsync,
+    pub log_syncs: Arc<std::sync::atomic::AtomicU64>,
     control: mpsc::UnboundedSender<Control>,
 }
 
@@ -166,8 +171,10 @@ impl Shard {
         let listener =
             std::net::TcpListener::bind(&cfg.listen).map_err(|e| format!("Could not listen for Raft messages on {}: {e}", cfg.listen))?;
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-        let log = LogStore::open(&cfg.dir, cfg.id).map_err(|e| format!("Could not open the Raft log in {}: {e}", cfg.dir.display()))?;
+        let log = LogStore::open(&cfg.dir, cfg.id, cfg.fsync)
+            .map_err(|e| format!("Could not open the Raft log in {}: {e}", cfg.dir.display()))?;
         let fresh = log.is_new();
+        let (fsync, log_syncs) = (cfg.fsync, log.syncs.clone());
         let (engine_tx, engine_rx) = mpsc::unbounded_channel();
         let (control_tx, mut control_rx) = mpsc::unbounded_channel();
         let (ready_tx, ready_rx) = oneshot::channel::<Result<Raft, String>>();
@@ -230,6 +237,8 @@ impl Shard {
             applies: Some(engine_rx),
             card,
             quorum_acked_at,
+            fsync,
+            log_syncs,
             control: control_tx,
         })
     }

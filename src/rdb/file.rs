@@ -125,7 +125,7 @@ pub fn write<'a, W: Write, I: Iterator<Item = (&'a [u8], &'a Value, Option<u64>)
 /// A writer that keeps the CRC64 of what went through it and appends it.
 struct Checksummed<W: Write> {
     out: W,
-    digest: Option<crc::Digest<'static, u64>>,
+    digest: Option<crc::Digest<'static, u64, crc::Table<16>>>,
 }
 
 impl<W: Write> Checksummed<W> {

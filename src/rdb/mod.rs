@@ -132,7 +132,9 @@ pub enum RestoreError {
     BadFormat,
 }
 
-pub(crate) const CRC: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+/// Sliced by 16: several times the speed of one table, for RDB files
+/// and DUMP payloads.
+pub(crate) const CRC: crc::Crc<u64, crc::Table<16>> = crc::Crc::<u64, crc::Table<16>>::new(&crc::CRC_64_REDIS);
 
 /// Redis's `crc64(0, bytes, len)`.
 pub fn crc64(bytes: &[u8]) -> u64 {

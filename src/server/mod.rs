@@ -583,7 +583,7 @@ impl BoundServer {
                 #[cfg(feature = "raft")]
                 let (shard, load_at_start) = match shard {
                     Some(shard) => {
-                        state.attach_raft(shard.id, shard.members.clone(), shard.card.clone(), shard.quorum_acked_at.clone());
+                        state.attach_raft(&shard);
                         // The dataset comes from the Raft log.
                         (Some(shard), false)
                     }
