@@ -38,10 +38,14 @@
 //! With `everysec` or `no`, an append counts as stored once it is written
 //! to the file (the operating system holds it): a member whose process is
 //! killed keeps it, but one whose machine stops before the data reaches
-//! the disk may lose its last entries, and an acknowledged write is lost
-//! if that happens to a majority's machines, as a Redis master and
-//! replica that acknowledged a WAIT lose it. `everysec` syncs the file
-//! once a second on the sync thread, `no` leaves it to the system.
+//! the disk may lose its last entries and still vote, so a single machine
+//! crash can lose an acknowledged write (the member that lost it and one
+//! that never had it elect a leader while the third is away), as a Redis
+//! master and replica that acknowledged a WAIT can lose it. `everysec`
+//! syncs the file once a second on the sync thread (a failed sync ends
+//! the process, as with `always`), `no` leaves it to the system. The
+//! committed hint is kept within what the log holds at start (see
+//! `hint_within_log`).
 //!
 //! The vote is synced before it is used, whatever `raft-fsync` says. The
 //! entries are also kept in memory for the replication streams.
@@ -208,6 +212,31 @@ fn read_committed_record(bytes: &[u8]) -> Option<LogId> {
     bincode::deserialize(record_body(bytes)?).ok().flatten()
 }
 
+/// The committed hint, as far as the log holds it. The hint is written in
+/// place at every commit and the log's last appends may not be on disk
+/// (`raft-fsync everysec` or `no`, or a follower's entries that openraft
+/// counts committed before they are synced): after a machine crash the
+/// hint can name an entry the log lost, and openraft, asked to apply up
+/// to it, would fail at every start. It is lowered to the last entry the
+/// log holds (entries before a committed one are committed, and a
+/// committed entry is never cut from a log), or dropped when the log
+/// holds another entry at its index: the member then waits for the
+/// leader to say what is committed.
+fn hint_within_log(committed: Option<LogId>, log: &BTreeMap<u64, (Entry, u64)>, last_purged: Option<LogId>) -> Option<LogId> {
+    let c = committed?;
+    if last_purged.is_some_and(|p| c.index <= p.index) {
+        return Some(c);
+    }
+    match log.get(&c.index) {
+        Some((e, _)) => (e.log_id == c).then_some(c),
+        None => match log.last_key_value() {
+            Some((&last, (e, _))) if last < c.index => Some(e.log_id),
+            Some(_) => None,
+            None => last_purged,
+        },
+    }
+}
+
 /// How much the log file is extended by when an append would pass its
 /// end: the space is allocated ahead (`fallocate`), so that an append's
 /// `fdatasync` writes the record without also growing the file (on ext4,
@@ -329,9 +358,13 @@ fn sync_every_second(inner: &Weak<Mutex<Inner>>, jobs: &std::sync::mpsc::Receive
             Ok(()) => {
                 syncs.fetch_add(1, Ordering::Relaxed);
             }
+            // The entries were reported stored, and a failed sync may
+            // have dropped what the system held of them: as with `always`.
             Err(e) => {
-                crate::log::warning(format_args!("Raft: the log could not be synced: {e}"));
-                inner.lock().unwrap_or_else(|e| e.into_inner()).dirty = true;
+                crate::log::warning(format_args!(
+                    "Raft: the log could not be synced ({e}); its entries were reported stored: exiting"
+                ));
+                std::process::exit(1);
             }
         }
     }
@@ -420,6 +453,7 @@ impl LogStore {
         if let Some(purged) = last_purged {
             log = log.split_off(&(purged.index + 1));
         }
+        let committed = hint_within_log(committed, &log, last_purged);
         let (syncs, jobs) = std::sync::mpsc::channel();
         let inner = Arc::new(Mutex::new(Inner {
             dir: dir.to_path_buf(),
@@ -654,6 +688,7 @@ mod tests {
     #[test]
     fn committed_hint_round_trip() {
         let dir = tempfile::tempdir().unwrap();
+        write_log(dir.path(), &[(1, 1..=5), (2, 6..=9)]);
         let store = LogStore::open(dir.path(), 1, Fsync::Always).unwrap();
         for id in [Some(log_id(1, 5)), Some(log_id(2, 9)), None] {
             let mut inner = store.lock();
@@ -680,6 +715,7 @@ mod tests {
     #[test]
     fn unsynced_own_entries_hold_back_the_commit_told_and_the_apply() {
         let dir = tempfile::tempdir().unwrap();
+        write_log(dir.path(), &[(1, 1..=4)]);
         let store = LogStore::open(dir.path(), 1, Fsync::Always).unwrap();
         {
             let mut inner = store.lock();
@@ -736,6 +772,47 @@ mod tests {
         let mut r = Vec::new();
         push_record(&mut r, &bincode::serialize(entry).unwrap());
         r
+    }
+
+    /// Writes a log file of blank entries: each term with its indexes.
+    fn write_log(dir: &Path, terms: &[(u64, std::ops::RangeInclusive<u64>)]) {
+        let mut bytes = Vec::new();
+        for (term, indexes) in terms {
+            for i in indexes.clone() {
+                bytes.extend(record(&Entry {
+                    log_id: log_id(*term, i),
+                    payload: openraft::EntryPayload::Blank,
+                }));
+            }
+        }
+        std::fs::write(dir.join("log"), bytes).unwrap();
+    }
+
+    /// A committed hint that names an entry the log lost (a crash took the
+    /// log's last appends, not the hint) is lowered to the log's last
+    /// entry; one the log contradicts is dropped; one a snapshot covers is
+    /// kept.
+    #[test]
+    fn the_committed_hint_never_passes_the_log() {
+        let hint = |dir: &Path, id: LogId| {
+            let store = LogStore::open(dir, 1, Fsync::No).unwrap();
+            store.lock().committed = Some(id);
+            store.lock().write_committed().unwrap();
+            drop(store);
+            LogStore::open(dir, 1, Fsync::No).unwrap().lock().committed
+        };
+        let dir = tempfile::tempdir().unwrap();
+        write_log(dir.path(), &[(1, 1..=3), (2, 4..=6)]);
+        assert_eq!(hint(dir.path(), log_id(2, 6)), Some(log_id(2, 6)));
+        assert_eq!(hint(dir.path(), log_id(2, 9)), Some(log_id(2, 6)));
+        assert_eq!(hint(dir.path(), log_id(3, 5)), None);
+        // Entries up to 4 in a snapshot, the log holding 5 and 6.
+        let purged = Some(log_id(2, 4));
+        std::fs::write(dir.path().join("purged"), bincode::serialize(&purged).unwrap()).unwrap();
+        assert_eq!(hint(dir.path(), log_id(1, 2)), Some(log_id(1, 2)));
+        assert_eq!(hint(dir.path(), log_id(2, 8)), Some(log_id(2, 6)));
+        write_log(dir.path(), &[]);
+        assert_eq!(hint(dir.path(), log_id(2, 8)), purged);
     }
 
     /// A log file allocated ahead ends at its last record: the zeros after
