@@ -222,7 +222,7 @@ fn writes_reach_every_member_and_followers_are_read_only_replicas() {
     assert_eq!(leader.call(&["SET", "lease", "x", "PX", "60000"]), "+OK\r\n");
     // KEYLOCK CLUSTER and INFO show the shard as the leader sees it.
     let view = leader.call(&["KEYLOCK", "CLUSTER"]);
-    assert!(view.starts_with("*22\r\n$4\r\nmode\r\n$4\r\nraft\r\n"), "{view}");
+    assert!(view.starts_with("*24\r\n$4\r\nmode\r\n$4\r\nraft\r\n"), "{view}");
     assert!(view.contains("$4\r\nrole\r\n$6\r\nleader\r\n"), "{view}");
     assert!(view.contains("$7\r\nmembers\r\n*3\r\n"), "{view}");
     wait_until(5, "every member's lag to be known", || {
@@ -236,8 +236,22 @@ fn writes_reach_every_member_and_followers_are_read_only_replicas() {
     assert_eq!(c.reply(), b"+OK\r\n");
     let acked: i64 = text(c.reply()).trim_start_matches(':').trim().parse().unwrap();
     assert!((1..=2).contains(&acked), "{acked}");
+    // The commit index: every write acknowledged is within it, on the
+    // leader at once and on each member once it applied them.
+    let number = |m: &Member, field: &str| -> u64 { m.info(field).parse().unwrap() };
+    let committed = number(leader, "raft_committed");
+    assert!(committed >= 4 && committed >= number(leader, "raft_applied"), "{committed}");
+    let in_view: u64 = view
+        .split_once("$9\r\ncommitted\r\n:")
+        .and_then(|(_, rest)| rest.split_once("\r\n"))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("{view}"));
+    assert!((3..=committed).contains(&in_view), "{in_view} {committed}");
     for (i, m) in shard.members.iter().enumerate() {
         wait_until(5, "the member to apply the writes", || m.call(&["GET", "n"]) == "$1\r\n5\r\n");
+        wait_until(5, "the member to know the writes committed", || {
+            m.info("raft_committed").parse::<u64>().is_ok_and(|c| c >= committed)
+        });
         assert_eq!(m.call(&["GET", "k"]), "$1\r\nv\r\n");
         // By default an entry counts once the member's disk has it.
         assert_eq!(m.info("raft_fsync"), "always");

@@ -65,10 +65,10 @@ pub struct RaftState {
     /// the Raft thread: it may answer from its dataset until
     /// [`READ_LEASE`] after it.
     pub quorum_acked_at: crate::raft::shard::QuorumAckedAt,
-    /// How the log counts appends as stored (`raft-fsync`), and the syncs
-    /// of appended entries it made.
+    /// How the log counts appends as stored (`raft-fsync`), and what INFO
+    /// shows of it (the commit index known, the syncs made).
     pub fsync: crate::raft::log_store::Fsync,
-    pub log_syncs: Arc<std::sync::atomic::AtomicU64>,
+    pub log_stats: Arc<crate::raft::log_store::LogStats>,
     pub term: u64,
     pub leader: Option<(NodeId, Member)>,
     /// The client address of the last leader known (kept while none is).
@@ -184,7 +184,7 @@ impl State {
             confirmed: false,
             quorum_acked_at: shard.quorum_acked_at.clone(),
             fsync: shard.fsync,
-            log_syncs: shard.log_syncs.clone(),
+            log_stats: shard.log_stats.clone(),
             term: 0,
             leader: None,
             last_leader: None,
@@ -724,6 +724,10 @@ impl State {
                 r.leader.as_ref().map_or(Reply::Nil, |(id, _)| Reply::Int(*id as i64)),
             ),
             (
+                Reply::bulk_static("committed"),
+                Reply::Int(r.log_stats.committed.load(std::sync::atomic::Ordering::Relaxed) as i64),
+            ),
+            (
                 Reply::bulk_static("applied"),
                 Reply::Int(r.last_applied.map_or(0, |l| l.index) as i64),
             ),
@@ -740,18 +744,19 @@ impl State {
         let Some(r) = self.raft.as_deref() else { return };
         let _ = write!(
             out,
-            "raft_id:{}\r\nraft_role:{}\r\nraft_term:{}\r\nraft_leader:{}\r\nraft_applied:{}\r\nraft_in_flight:{}\r\nraft_rebuilds:{}\r\nraft_snapshots:{}\r\nraft_snapshots_installed:{}\r\nraft_fsync:{}\r\nraft_log_syncs:{}\r\n",
+            "raft_id:{}\r\nraft_role:{}\r\nraft_term:{}\r\nraft_leader:{}\r\nraft_committed:{}\r\nraft_applied:{}\r\nraft_in_flight:{}\r\nraft_rebuilds:{}\r\nraft_snapshots:{}\r\nraft_snapshots_installed:{}\r\nraft_fsync:{}\r\nraft_log_syncs:{}\r\n",
             r.id,
             r.role_name(),
             r.term,
             r.leader.as_ref().map_or(String::new(), |(id, m)| format!("{id}@{}", m.client_addr)),
+            r.log_stats.committed.load(std::sync::atomic::Ordering::Relaxed),
             r.last_applied.map_or(0, |l| l.index),
             r.in_flight,
             r.rebuilds,
             r.snapshots,
             r.installs,
             r.fsync.name(),
-            r.log_syncs.load(std::sync::atomic::Ordering::Relaxed),
+            r.log_stats.syncs.load(std::sync::atomic::Ordering::Relaxed),
         );
         for (id, m, matched, lag) in self.raft_progress() {
             if let (Some(matched), Some(lag)) = (matched, lag) {

@@ -276,8 +276,18 @@ pub struct LogStore {
     inner: Arc<Mutex<Inner>>,
     /// The number of the last append synced.
     synced: Arc<tokio::sync::watch::Sender<u64>>,
-    /// Syncs of appended entries done (INFO's `raft_log_syncs`).
-    pub syncs: Arc<AtomicU64>,
+    /// What INFO shows of the log.
+    pub stats: Arc<LogStats>,
+}
+
+/// What INFO shows of a member's log.
+#[derive(Debug, Default)]
+pub struct LogStats {
+    /// Syncs of appended entries done (`raft_log_syncs`).
+    pub syncs: AtomicU64,
+    /// The index of the last entry this member knows committed
+    /// (`raft_committed`; 0 for none).
+    pub committed: AtomicU64,
 }
 
 /// The sync thread: takes every append queued, syncs the file once, and
@@ -286,11 +296,12 @@ fn sync_thread(
     inner: Weak<Mutex<Inner>>,
     jobs: std::sync::mpsc::Receiver<SyncJob>,
     synced: Arc<tokio::sync::watch::Sender<u64>>,
-    syncs: Arc<AtomicU64>,
+    stats: Arc<LogStats>,
     fsync: Fsync,
 ) {
+    let syncs = &stats.syncs;
     if fsync != Fsync::Always {
-        return sync_every_second(&inner, &jobs, &syncs, fsync);
+        return sync_every_second(&inner, &jobs, syncs, fsync);
     }
     while let Ok(job) = jobs.recv() {
         let mut batch = vec![job];
@@ -473,12 +484,15 @@ impl LogStore {
             dirty: false,
         }));
         let synced = Arc::new(tokio::sync::watch::Sender::new(0));
-        let syncs = Arc::new(AtomicU64::new(0));
-        let (weak, watch, counted) = (Arc::downgrade(&inner), synced.clone(), syncs.clone());
+        let stats = Arc::new(LogStats::default());
+        if let Some(c) = committed {
+            stats.committed.store(c.index, Ordering::Relaxed);
+        }
+        let (weak, watch, counted) = (Arc::downgrade(&inner), synced.clone(), stats.clone());
         std::thread::Builder::new()
             .name("keylock-raft-sync".into())
             .spawn(move || sync_thread(weak, jobs, watch, counted, fsync))?;
-        Ok(LogStore { inner, synced, syncs })
+        Ok(LogStore { inner, synced, stats })
     }
 
     /// Waits until this member's disk holds the entry at `index` (only a
@@ -555,6 +569,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
+        self.stats.committed.store(committed.map_or(0, |c| c.index), Ordering::Relaxed);
         let mut inner = self.lock();
         inner.committed = committed;
         // A hint, written in place and not synced: it is saved at every
