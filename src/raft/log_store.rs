@@ -1,8 +1,13 @@
 //! The Raft log and vote of one member, on disk in `dir/raft/`:
 //!
-//! - `log`: the entries, appended as records `[u32 length][u32 CRC32C]
-//!   [bincode entry]`; a record cut short or damaged at the end (a crash
-//!   mid-write) is cut off at start;
+//! - `log`, `log.1`, `log.2`…: the entries, appended as records `[u32
+//!   length][u32 CRC32C][bincode entry]` to the last of these segments
+//!   (a new one once it holds [`SEGMENT_BYTES`]); a record cut short or
+//!   damaged at the end (a crash mid-write) is cut off at start. A
+//!   snapshot's purge deletes the segments whose entries it holds, so it
+//!   never rewrites the log (a rewrite of the entries kept blocked the
+//!   Raft thread for seconds with large entries, long enough for the
+//!   others to elect another leader);
 //! - `vote`: the vote, replaced atomically (temporary file, sync, rename);
 //! - `committed`: the last committed log id, a hint that lets a restarted
 //!   member rebuild its dataset from its own log at once; a record
@@ -84,13 +89,19 @@ pub enum Fsync {
 #[derive(Debug)]
 struct Inner {
     dir: PathBuf,
+    /// The last segment, where appends go, and its number.
     file: File,
-    /// index -> (entry, offset of its record in `log`).
-    log: BTreeMap<u64, (Entry, u64)>,
-    /// Where the next record goes.
+    segment: u64,
+    /// The segments on disk, in order (the last is `segment`), and how
+    /// long one grows ([`SEGMENT_BYTES`]; less in tests).
+    segments: Vec<u64>,
+    segment_bytes: u64,
+    /// index -> (entry, where its record is).
+    log: BTreeMap<u64, (Entry, Place)>,
+    /// Where the next record goes in the last segment.
     end: u64,
-    /// The file's length: past `end` it is allocated ahead, zeros (see
-    /// [`PREALLOCATE`]).
+    /// The last segment's length: past `end` it is allocated ahead, zeros
+    /// (see [`PREALLOCATE`]).
     allocated: u64,
     last_purged: Option<LogId>,
     committed: Option<LogId>,
@@ -122,6 +133,44 @@ impl Fsync {
     }
 }
 
+/// Where an entry's record is: its segment and its offset there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Place {
+    segment: u64,
+    offset: u64,
+}
+
+/// How long a segment grows before appends go to a new one.
+const SEGMENT_BYTES: u64 = 8 << 20;
+
+/// The file of segment `n`: `log` for the first (the log's only file
+/// before there were segments), `log.N` after it.
+fn segment_path(dir: &Path, n: u64) -> PathBuf {
+    match n {
+        0 => dir.join("log"),
+        n => dir.join(format!("log.{n}")),
+    }
+}
+
+/// The segments in `dir`, in order.
+fn list_segments(dir: &Path) -> std::io::Result<Vec<u64>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let name = entry?.file_name();
+        match name.to_str() {
+            Some("log") => found.push(0),
+            Some(n) => {
+                if let Some(n) = n.strip_prefix("log.").and_then(|d| d.parse::<u64>().ok()).filter(|&n| n > 0) {
+                    found.push(n);
+                }
+            }
+            None => {}
+        }
+    }
+    found.sort_unstable();
+    Ok(found)
+}
+
 /// An append for the sync thread: its number, and the callback that
 /// reports it stored, unless it was reported already (a leader's own).
 struct SyncJob {
@@ -130,32 +179,6 @@ struct SyncJob {
 }
 
 impl Inner {
-    /// Writes the log file again with the entries kept in memory.
-    fn compact(&mut self) -> std::io::Result<()> {
-        let mut records = Vec::new();
-        let mut offsets = Vec::with_capacity(self.log.len());
-        for (index, (entry, _)) in &self.log {
-            let body = bincode::serialize(entry).map_err(std::io::Error::other)?;
-            offsets.push((*index, records.len() as u64));
-            push_record(&mut records, &body);
-        }
-        let tmp = self.dir.join("log.tmp");
-        let mut f = File::create(&tmp)?;
-        f.write_all(&records)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, self.dir.join("log"))?;
-        File::open(&self.dir)?.sync_all()?;
-        self.file = OpenOptions::new().read(true).write(true).open(self.dir.join("log"))?;
-        self.end = records.len() as u64;
-        self.allocated = self.end;
-        for (index, offset) in offsets {
-            if let Some((_, at)) = self.log.get_mut(&index) {
-                *at = offset;
-            }
-        }
-        Ok(())
-    }
-
     /// `committed`, or less: the last entry the leader's own disk holds,
     /// when its sync has not reached `committed` yet.
     fn durable(&self, committed: Option<LogId>) -> Option<LogId> {
@@ -222,7 +245,7 @@ fn read_committed_record(bytes: &[u8]) -> Option<LogId> {
 /// committed entry is never cut from a log), or dropped when the log
 /// holds another entry at its index: the member then waits for the
 /// leader to say what is committed.
-fn hint_within_log(committed: Option<LogId>, log: &BTreeMap<u64, (Entry, u64)>, last_purged: Option<LogId>) -> Option<LogId> {
+fn hint_within_log(committed: Option<LogId>, log: &BTreeMap<u64, (Entry, Place)>, last_purged: Option<LogId>) -> Option<LogId> {
     let c = committed?;
     if last_purged.is_some_and(|p| c.index <= p.index) {
         return Some(c);
@@ -245,6 +268,94 @@ fn hint_within_log(committed: Option<LogId>, log: &BTreeMap<u64, (Entry, u64)>, 
 const PREALLOCATE: u64 = 8 << 20;
 
 impl Inner {
+    /// Appends go to a new segment: the last one is cut to its records and
+    /// synced first (whatever `raft-fsync` says: the segments before the
+    /// last are always whole, so a crash can only cut the log's end), and
+    /// the new one's name is synced in the directory.
+    fn roll(&mut self) -> std::io::Result<()> {
+        self.file.set_len(self.end)?;
+        self.file.sync_data()?;
+        let next = self.segment + 1;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(segment_path(&self.dir, next))?;
+        File::open(&self.dir)?.sync_all()?;
+        self.file = file;
+        self.segment = next;
+        self.segments.push(next);
+        self.end = 0;
+        self.allocated = 0;
+        Ok(())
+    }
+
+    /// Writes entries' records at the end of the log (in a new segment
+    /// when they would pass the last one's size); where each went.
+    fn write_entries(&mut self, entries: impl IntoIterator<Item = Entry>) -> std::io::Result<Vec<(Entry, Place)>> {
+        let mut records = Vec::new();
+        let mut offsets = Vec::new();
+        let mut written = Vec::new();
+        for entry in entries {
+            let body = bincode::serialize(&entry).map_err(std::io::Error::other)?;
+            offsets.push(records.len() as u64);
+            push_record(&mut records, &body);
+            written.push(entry);
+        }
+        if self.end > 0 && self.end + records.len() as u64 > self.segment_bytes {
+            self.roll()?;
+        }
+        let (end, segment) = (self.end, self.segment);
+        self.allocate(end + records.len() as u64)?;
+        self.file.seek(SeekFrom::Start(end))?;
+        self.file.write_all(&records)?;
+        self.end = end + records.len() as u64;
+        Ok(written
+            .into_iter()
+            .zip(offsets)
+            .map(|(e, o)| (e, Place { segment, offset: end + o }))
+            .collect())
+    }
+
+    /// Ends the log at `at`: its segment is cut there and synced, and the
+    /// segments after it are deleted.
+    fn cut_at(&mut self, at: Place) -> std::io::Result<()> {
+        if at.segment != self.segment {
+            let later: Vec<u64> = self.segments.iter().copied().filter(|&n| n > at.segment).collect();
+            self.file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(segment_path(&self.dir, at.segment))?;
+            self.segment = at.segment;
+            for n in &later {
+                std::fs::remove_file(segment_path(&self.dir, *n))?;
+            }
+            self.segments.retain(|n| !later.contains(n));
+        }
+        self.file.set_len(at.offset)?;
+        self.file.sync_all()?;
+        File::open(&self.dir)?.sync_all()?;
+        self.end = at.offset;
+        self.allocated = at.offset;
+        Ok(())
+    }
+
+    /// Deletes the segments before the one that holds the first entry kept
+    /// (never the last segment).
+    fn drop_old_segments(&mut self) -> std::io::Result<()> {
+        let first_kept = self.log.values().next().map_or(self.segment, |(_, at)| at.segment);
+        let old: Vec<u64> = self.segments.iter().copied().filter(|&n| n < first_kept).collect();
+        for n in &old {
+            match std::fs::remove_file(segment_path(&self.dir, *n)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        self.segments.retain(|n| !old.contains(n));
+        Ok(())
+    }
+
     /// Makes the file at least `upto` bytes long, allocated.
     fn allocate(&mut self, upto: u64) -> std::io::Result<()> {
         use std::os::fd::AsRawFd;
@@ -288,6 +399,9 @@ pub struct LogStats {
     /// The index of the last entry this member knows committed
     /// (`raft_committed`; 0 for none).
     pub committed: AtomicU64,
+    /// The entries the log keeps, in memory and on disk (`raft_log_entries`:
+    /// those after the last snapshot, and up to a thousand before).
+    pub entries: AtomicU64,
 }
 
 /// The sync thread: takes every append queued, syncs the file once, and
@@ -407,37 +521,79 @@ impl LogStore {
     /// counting as stored as `fsync` says.
     pub fn open(dir: &Path, me: NodeId, fsync: Fsync) -> std::io::Result<LogStore> {
         std::fs::create_dir_all(dir)?;
-        let path = dir.join("log");
-        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
+        let mut segments = list_segments(dir)?;
+        if segments.is_empty() {
+            segments.push(0);
+        }
         let mut log = BTreeMap::new();
-        let mut at = 0usize;
-        // An empty body is space allocated ahead (no entry is empty).
-        while let Some(body) = record_body(&bytes[at..]).filter(|b| !b.is_empty()) {
-            let len = body.len();
-            let Ok(entry) = bincode::deserialize::<Entry>(body) else { break };
-            // A record that rewrote an index (after a truncation) replaces
-            // what followed it.
-            let index = entry.log_id.index;
-            let _ = log.split_off(&index);
-            log.insert(index, (entry, at as u64));
-            at += 8 + len;
-        }
-        if at < bytes.len() {
-            // Zeros are space allocated ahead; anything else is a record
-            // cut short (never synced, so never acknowledged). Either way
-            // the file ends here, so that nothing after it is ever read
-            // as a record.
-            if bytes[at..].iter().any(|b| *b != 0) {
-                crate::log::warning(format_args!(
-                    "Raft log {}: {} bytes at the end are not a whole entry: cut off",
-                    path.display(),
-                    bytes.len() - at
-                ));
+        let mut kept = Vec::new();
+        let (mut file, mut at) = (None, 0usize);
+        for &segment in &segments {
+            let path = segment_path(dir, segment);
+            let mut f = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+            let mut bytes = Vec::new();
+            f.read_to_end(&mut bytes)?;
+            at = 0;
+            // An empty body is space allocated ahead (no entry is empty).
+            while let Some(body) = record_body(&bytes[at..]).filter(|b| !b.is_empty()) {
+                let len = body.len();
+                let Ok(entry) = bincode::deserialize::<Entry>(body) else { break };
+                // A record that rewrote an index (after a truncation)
+                // replaces what followed it.
+                let index = entry.log_id.index;
+                let _ = log.split_off(&index);
+                log.insert(
+                    index,
+                    (
+                        entry,
+                        Place {
+                            segment,
+                            offset: at as u64,
+                        },
+                    ),
+                );
+                at += 8 + len;
             }
-            file.set_len(at as u64)?;
+            kept.push(segment);
+            file = Some(f);
+            if at < bytes.len() {
+                // Zeros are space allocated ahead; anything else is a
+                // record cut short (never synced, so never acknowledged).
+                // Either way the log ends here, so that nothing after it
+                // is ever read as a record.
+                if bytes[at..].iter().any(|b| *b != 0) {
+                    crate::log::warning(format_args!(
+                        "Raft log {}: {} bytes at the end are not a whole entry: cut off",
+                        path.display(),
+                        bytes.len() - at
+                    ));
+                    break;
+                }
+                if let Some(f) = &file {
+                    f.set_len(at as u64)?;
+                }
+            }
         }
+        // Segments after a damaged one follow a gap: the log ends before.
+        for &later in segments.iter().filter(|n| !kept.contains(n)) {
+            crate::log::warning(format_args!(
+                "Raft log {}: after a damaged segment: removed",
+                segment_path(dir, later).display()
+            ));
+            std::fs::remove_file(segment_path(dir, later))?;
+        }
+        let segments = kept;
+        let segment = segments.last().copied().unwrap_or(0);
+        let file = match file {
+            Some(f) => f,
+            None => OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(segment_path(dir, segment))?,
+        };
+        file.set_len(at as u64)?;
         let vote: Option<Vote<NodeId>> = match read_optional(&dir.join("vote"))? {
             Some(b) => Some(bincode::deserialize(&b).map_err(std::io::Error::other)?),
             None => None,
@@ -469,6 +625,9 @@ impl LogStore {
         let inner = Arc::new(Mutex::new(Inner {
             dir: dir.to_path_buf(),
             file,
+            segment,
+            segments,
+            segment_bytes: SEGMENT_BYTES,
             log,
             end: at as u64,
             allocated: at as u64,
@@ -488,6 +647,9 @@ impl LogStore {
         if let Some(c) = committed {
             stats.committed.store(c.index, Ordering::Relaxed);
         }
+        stats
+            .entries
+            .store(inner.lock().unwrap_or_else(|e| e.into_inner()).log.len() as u64, Ordering::Relaxed);
         let (weak, watch, counted) = (Arc::downgrade(&inner), synced.clone(), stats.clone());
         std::thread::Builder::new()
             .name("keylock-raft-sync".into())
@@ -589,26 +751,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let mut inner = self.lock();
-        let mut records = Vec::new();
-        let mut placed = Vec::new();
-        let mut at = inner.end;
-        for entry in entries {
-            let body = bincode::serialize(&entry).map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Write, e))?;
-            push_record(&mut records, &body);
-            placed.push((entry, at));
-            at = inner.end + records.len() as u64;
-        }
-        let end = inner.end;
-        let written = inner
-            .allocate(end + records.len() as u64)
-            .and_then(|_| inner.file.seek(SeekFrom::Start(end)))
-            .and_then(|_| inner.file.write_all(&records));
-        if let Err(e) = written {
-            let err = std::io::Error::new(e.kind(), e.to_string());
-            callback.log_io_completed(Err(err));
-            return Err(io_error(ErrorSubject::Logs, ErrorVerb::Write, e));
-        }
-        inner.end = end + records.len() as u64;
+        let placed = match inner.write_entries(entries) {
+            Ok(placed) => placed,
+            Err(e) => {
+                callback.log_io_completed(Err(std::io::Error::new(e.kind(), e.to_string())));
+                return Err(io_error(ErrorSubject::Logs, ErrorVerb::Write, e));
+            }
+        };
         let (Some(first), Some(last)) = (placed.first().map(|p| p.0.log_id.index), placed.last().map(|p| p.0.log_id.index)) else {
             drop(inner);
             callback.log_io_completed(Ok(()));
@@ -619,6 +768,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             for (entry, offset) in placed {
                 inner.log.insert(entry.log_id.index, (entry, offset));
             }
+            self.stats.entries.store(inner.log.len() as u64, Ordering::Relaxed);
             inner.dirty = true;
             drop(inner);
             callback.log_io_completed(Ok(()));
@@ -634,6 +784,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         for (entry, offset) in placed {
             inner.log.insert(entry.log_id.index, (entry, offset));
         }
+        self.stats.entries.store(inner.log.len() as u64, Ordering::Relaxed);
         let seq = inner.next_seq;
         inner.next_seq += 1;
         if own {
@@ -660,32 +811,31 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         Ok(())
     }
 
+    /// Cuts the log from `log_id` on: its segment is cut at its record
+    /// (and becomes the last), the segments after it are deleted.
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
         let mut inner = self.lock();
         let removed = inner.log.split_off(&log_id.index);
-        if let Some((_, offset)) = removed.values().next() {
-            let offset = *offset;
-            inner
-                .file
-                .set_len(offset)
-                .and_then(|_| inner.file.sync_all())
-                .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
-            inner.end = offset;
-            inner.allocated = offset;
+        self.stats.entries.store(inner.log.len() as u64, Ordering::Relaxed);
+        if let Some(&(_, at)) = removed.values().next() {
+            inner.cut_at(at).map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
         }
         Ok(())
     }
 
     /// Drops the entries a snapshot holds: the point is recorded first,
-    /// then the file is written again with the entries after it.
+    /// then the segments that hold only entries before it are deleted.
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
         let mut inner = self.lock();
         let keep = inner.log.split_off(&(log_id.index + 1));
         inner.log = keep;
+        self.stats.entries.store(inner.log.len() as u64, Ordering::Relaxed);
         inner.last_purged = Some(log_id);
         let bytes = bincode::serialize(&Some(log_id)).map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
         write_atomically(&inner.dir, "purged", &bytes).map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
-        inner.compact().map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))
+        inner
+            .drop_old_segments()
+            .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))
     }
 }
 
@@ -739,7 +889,7 @@ mod tests {
                     log_id: log_id(1, i),
                     payload: openraft::EntryPayload::Blank,
                 };
-                inner.log.insert(i, (entry, 0));
+                inner.log.insert(i, (entry, Place { segment: 0, offset: 0 }));
             }
             inner.unsynced.push_back((3, 4, 7));
         }
@@ -801,6 +951,70 @@ mod tests {
             }
         }
         std::fs::write(dir.join("log"), bytes).unwrap();
+    }
+
+    /// Appends that pass a segment's size go to a new segment; the log
+    /// reads back across them; a truncation into an earlier segment ends
+    /// the log there; a purge deletes the segments it empties, never the
+    /// last, and rewrites nothing.
+    #[test]
+    fn segments_roll_read_back_truncate_and_purge() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
+        store.lock().segment_bytes = 300;
+        let entries = |term: u64, indexes: std::ops::RangeInclusive<u64>| -> Vec<Entry> {
+            indexes
+                .map(|i| Entry {
+                    log_id: log_id(term, i),
+                    payload: openraft::EntryPayload::Normal(super::super::Proposal {
+                        author: 1,
+                        incarnation: 1,
+                        effects: vec![b'x'; 100],
+                    }),
+                })
+                .collect()
+        };
+        // What `append` does, but for telling openraft.
+        let append = |store: &LogStore, entries: Vec<Entry>| {
+            let mut inner = store.lock();
+            for (entry, at) in inner.write_entries(entries).unwrap() {
+                inner.log.insert(entry.log_id.index, (entry, at));
+            }
+        };
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let mut s = store.clone();
+        for i in 1..=10 {
+            append(&store, entries(1, i..=i));
+        }
+        let on_disk = || list_segments(dir.path()).unwrap();
+        assert!(on_disk().len() >= 4, "{:?}", on_disk());
+        let reopened = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
+        let indexes: Vec<u64> = reopened.lock().log.keys().copied().collect();
+        assert_eq!(indexes, (1..=10).collect::<Vec<_>>());
+        assert_eq!(reopened.lock().log[&7].0.log_id, log_id(1, 7));
+        drop(reopened);
+        // Back to entry 3, then other entries in its place.
+        rt.block_on(async { s.truncate(log_id(1, 3)).await.unwrap() });
+        append(&store, entries(2, 3..=4));
+        let reopened = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
+        let ids: Vec<LogId> = reopened.lock().log.values().map(|(e, _)| e.log_id).collect();
+        assert_eq!(ids, vec![log_id(1, 1), log_id(1, 2), log_id(2, 3), log_id(2, 4)]);
+        drop(reopened);
+        // A purge up to entry 3 deletes the segments of 1 and 2 only.
+        let before = on_disk();
+        rt.block_on(async { s.purge(log_id(2, 3)).await.unwrap() });
+        let after = on_disk();
+        let first_kept = store.lock().log[&4].1.segment;
+        assert!(
+            after.iter().all(|&n| n >= first_kept) && after.len() < before.len(),
+            "{before:?} {after:?}"
+        );
+        assert!(after.contains(&store.lock().segment));
+        drop(store);
+        drop(s);
+        let reopened = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
+        let ids: Vec<LogId> = reopened.lock().log.values().map(|(e, _)| e.log_id).collect();
+        assert_eq!(ids, vec![log_id(2, 4)]);
     }
 
     /// A committed hint that names an entry the log lost (a crash took the
