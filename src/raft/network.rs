@@ -113,24 +113,26 @@ impl Connection {
             s.set_nodelay(true).map_err(CallError::Network)?;
             self.stream = Some(s);
         }
-        let Some(s) = self.stream.as_mut() else {
+        // Out of `self` while the request is under way: openraft drops
+        // this future when its own timeout (the heartbeat interval, for
+        // AppendEntries) passes first, and a connection left with a
+        // request half sent or its response unread would pair the next
+        // request with this one's response. Dropped here, it is closed.
+        let Some(mut s) = self.stream.take() else {
             return Err(CallError::Network(io::Error::other("no connection")));
         };
         let res = tokio::time::timeout(ttl, async {
-            write_frame(s, &req).await?;
-            read_frame::<Response>(s).await
+            write_frame(&mut s, &req).await?;
+            read_frame::<Response>(&mut s).await
         })
         .await;
         match res {
-            Ok(Ok(resp)) => Ok(resp),
-            Ok(Err(e)) => {
-                self.stream = None;
-                Err(CallError::Network(e))
+            Ok(Ok(resp)) => {
+                self.stream = Some(s);
+                Ok(resp)
             }
-            Err(elapsed) => {
-                self.stream = None;
-                Err(CallError::Network(io::Error::new(io::ErrorKind::TimedOut, elapsed)))
-            }
+            Ok(Err(e)) => Err(CallError::Network(e)),
+            Err(elapsed) => Err(CallError::Network(io::Error::new(io::ErrorKind::TimedOut, elapsed))),
         }
     }
 
@@ -254,5 +256,59 @@ pub async fn probe(stream: &mut Option<TcpStream>, addr: &str, ttl: Duration) ->
             *stream = None;
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call dropped by openraft's own timeout leaves no request or
+    /// response behind: the next call gets its own response, not the
+    /// late one of the dropped call.
+    #[test]
+    fn a_dropped_call_does_not_pair_the_next_request_with_its_response() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap().to_string();
+            // The peer answers a ping late, a vote at once.
+            tokio::spawn(async move {
+                while let Ok((mut s, _)) = listener.accept().await {
+                    tokio::spawn(async move {
+                        while let Ok(req) = read_frame::<Request>(&mut s).await {
+                            let resp = match req {
+                                Request::Ping => {
+                                    tokio::time::sleep(Duration::from_millis(300)).await;
+                                    Response::Pong(None)
+                                }
+                                Request::Vote(v) => Response::Vote(Ok(VoteResponse::new(v.vote, None, true))),
+                                _ => return,
+                            };
+                            if write_frame(&mut s, &resp).await.is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+            });
+            let dir = tempfile::tempdir().unwrap();
+            let log = LogStore::open(dir.path(), 1, super::super::log_store::Fsync::No).unwrap();
+            let mut conn = Connection {
+                target: 2,
+                addr,
+                stream: None,
+                log,
+            };
+            let ttl = Duration::from_secs(2);
+            let dropped = tokio::time::timeout(Duration::from_millis(50), conn.call(Request::Ping, ttl)).await;
+            assert!(dropped.is_err(), "the ping is answered late");
+            let vote = VoteRequest::new(openraft::Vote::new(1, 1), None);
+            match conn.call(Request::Vote(vote), ttl).await {
+                Ok(Response::Vote(Ok(v))) => assert!(v.vote_granted),
+                Ok(_) => panic!("the vote was paired with another request's response"),
+                Err(_) => panic!("the vote failed"),
+            }
+        });
     }
 }
