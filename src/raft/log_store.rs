@@ -3,7 +3,8 @@
 //! - `log`, `log.1`, `log.2`…: the entries, appended as records `[u32
 //!   length][u32 CRC32C][bincode entry]` to the last of these segments
 //!   (a new one once it holds [`SEGMENT_BYTES`]); a record cut short or
-//!   damaged at the end (a crash mid-write) is cut off at start. A
+//!   damaged at the end (a crash mid-write), or entries after a gap (a
+//!   segment lost), are cut off at start. A
 //!   snapshot's purge deletes the segments whose entries it holds, so it
 //!   never rewrites the log (a rewrite of the entries kept blocked the
 //!   Raft thread for seconds with large entries, long enough for the
@@ -274,7 +275,7 @@ impl Inner {
     /// the new one's name is synced in the directory.
     fn roll(&mut self) -> std::io::Result<()> {
         self.file.set_len(self.end)?;
-        self.file.sync_data()?;
+        sync_or_exit(&self.file)?;
         let next = self.segment + 1;
         let file = OpenOptions::new()
             .read(true)
@@ -322,19 +323,20 @@ impl Inner {
     /// segments after it are deleted.
     fn cut_at(&mut self, at: Place) -> std::io::Result<()> {
         if at.segment != self.segment {
+            // The last first: a crash midway leaves a log without a gap.
             let later: Vec<u64> = self.segments.iter().copied().filter(|&n| n > at.segment).collect();
+            for n in later.iter().rev() {
+                std::fs::remove_file(segment_path(&self.dir, *n))?;
+                self.segments.retain(|m| m != n);
+            }
             self.file = OpenOptions::new()
                 .read(true)
                 .write(true)
                 .open(segment_path(&self.dir, at.segment))?;
             self.segment = at.segment;
-            for n in &later {
-                std::fs::remove_file(segment_path(&self.dir, *n))?;
-            }
-            self.segments.retain(|n| !later.contains(n));
         }
         self.file.set_len(at.offset)?;
-        self.file.sync_all()?;
+        sync_or_exit(&self.file)?;
         File::open(&self.dir)?.sync_all()?;
         self.end = at.offset;
         self.allocated = at.offset;
@@ -399,8 +401,9 @@ pub struct LogStats {
     /// The index of the last entry this member knows committed
     /// (`raft_committed`; 0 for none).
     pub committed: AtomicU64,
-    /// The entries the log keeps, in memory and on disk (`raft_log_entries`:
-    /// those after the last snapshot, and up to a thousand before).
+    /// The entries the log keeps in memory (`raft_log_entries`: those
+    /// after the last snapshot, and up to a thousand before; the disk
+    /// also has the segments not yet emptied).
     pub entries: AtomicU64,
 }
 
@@ -495,6 +498,17 @@ fn sync_every_second(inner: &Weak<Mutex<Inner>>, jobs: &std::sync::mpsc::Receive
     }
 }
 
+/// Syncs a segment, ending the process if that fails: a failed sync may
+/// have dropped what the system held of entries already reported stored,
+/// and another sync of the file would not say so (as in the sync thread).
+fn sync_or_exit(file: &File) -> std::io::Result<()> {
+    if let Err(e) = file.sync_data() {
+        crate::log::warning(format_args!("Raft: a log segment could not be synced ({e}): exiting"));
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
 fn io_error(subject: ErrorSubject<NodeId>, verb: ErrorVerb, e: impl std::error::Error + 'static) -> StorageError {
     StorageIOError::new(subject, verb, AnyError::new(&e)).into()
 }
@@ -527,7 +541,7 @@ impl LogStore {
         }
         let mut log = BTreeMap::new();
         let mut kept = Vec::new();
-        let (mut file, mut at) = (None, 0usize);
+        let (mut file, mut at, mut gap) = (None, 0usize, false);
         for &segment in &segments {
             let path = segment_path(dir, segment);
             let mut f = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
@@ -541,6 +555,12 @@ impl LogStore {
                 // A record that rewrote an index (after a truncation)
                 // replaces what followed it.
                 let index = entry.log_id.index;
+                // An entry past a gap (a segment lost to a crash) ends the
+                // log, as damage does.
+                if log.last_key_value().is_some_and(|(&last, _)| index > last + 1) {
+                    gap = true;
+                    break;
+                }
                 let _ = log.split_off(&index);
                 log.insert(
                     index,
@@ -556,6 +576,10 @@ impl LogStore {
             }
             kept.push(segment);
             file = Some(f);
+            if gap {
+                crate::log::warning(format_args!("Raft log {}: entries after a gap in the log: cut off", path.display()));
+                break;
+            }
             if at < bytes.len() {
                 // Zeros are space allocated ahead; anything else is a
                 // record cut short (never synced, so never acknowledged).
@@ -575,12 +599,16 @@ impl LogStore {
             }
         }
         // Segments after a damaged one follow a gap: the log ends before.
-        for &later in segments.iter().filter(|n| !kept.contains(n)) {
+        let dropped: Vec<u64> = segments.iter().copied().filter(|n| !kept.contains(n)).collect();
+        for &later in dropped.iter().rev() {
             crate::log::warning(format_args!(
                 "Raft log {}: after a damaged segment: removed",
                 segment_path(dir, later).display()
             ));
             std::fs::remove_file(segment_path(dir, later))?;
+        }
+        if !dropped.is_empty() {
+            File::open(dir)?.sync_all()?;
         }
         let segments = kept;
         let segment = segments.last().copied().unwrap_or(0);
@@ -1015,6 +1043,28 @@ mod tests {
         let reopened = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
         let ids: Vec<LogId> = reopened.lock().log.values().map(|(e, _)| e.log_id).collect();
         assert_eq!(ids, vec![log_id(2, 4)]);
+        drop(reopened);
+
+        // A segment lost in the middle (a crash): the log ends before it,
+        // and the segments after it go.
+        let dir = tempfile::tempdir().unwrap();
+        let store = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
+        store.lock().segment_bytes = 300;
+        for i in 1..=8 {
+            append(&store, entries(1, i..=i));
+        }
+        drop(store);
+        let segments = list_segments(dir.path()).unwrap();
+        assert!(segments.len() >= 4, "{segments:?}");
+        std::fs::remove_file(segment_path(dir.path(), segments[1])).unwrap();
+        let reopened = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
+        // (A segment holds one entry here.)
+        let indexes: Vec<u64> = reopened.lock().log.keys().copied().collect();
+        assert_eq!(indexes, vec![1]);
+        // The segment found after the gap is emptied (appends go on
+        // there), those after it are deleted.
+        assert_eq!(list_segments(dir.path()).unwrap(), vec![segments[0], segments[2]]);
+        assert_eq!(std::fs::metadata(segment_path(dir.path(), segments[2])).unwrap().len(), 0);
     }
 
     /// A committed hint that names an entry the log lost (a crash took the
