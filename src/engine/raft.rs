@@ -65,9 +65,8 @@ pub struct RaftState {
     /// the Raft thread: it may answer from its dataset until
     /// [`READ_LEASE`] after it.
     pub quorum_acked_at: crate::raft::shard::QuorumAckedAt,
-    /// How the log counts appends as stored (`raft-fsync`), and what INFO
-    /// shows of it (the commit index known, the syncs made).
-    pub fsync: crate::raft::log_store::Fsync,
+    /// What INFO shows of the log (`raft-fsync`, the commit index known,
+    /// the syncs made, the entries kept).
     pub log_stats: Arc<crate::raft::log_store::LogStats>,
     pub term: u64,
     pub leader: Option<(NodeId, Member)>,
@@ -183,7 +182,6 @@ impl State {
             writable_from: 0,
             confirmed: false,
             quorum_acked_at: shard.quorum_acked_at.clone(),
-            fsync: shard.fsync,
             log_stats: shard.log_stats.clone(),
             term: 0,
             leader: None,
@@ -755,7 +753,7 @@ impl State {
             r.rebuilds,
             r.snapshots,
             r.installs,
-            r.fsync.name(),
+            r.log_stats.fsync.name(),
             r.log_stats.syncs.load(std::sync::atomic::Ordering::Relaxed),
             r.log_stats.entries.load(std::sync::atomic::Ordering::Relaxed),
         );

@@ -124,6 +124,15 @@ struct Inner {
 }
 
 impl Fsync {
+    /// The setting a `raft-fsync` value names (`always` for any other).
+    pub fn of(name: Option<&str>) -> Fsync {
+        match name {
+            Some("everysec") => Fsync::EverySec,
+            Some("no") => Fsync::No,
+            _ => Fsync::Always,
+        }
+    }
+
     /// Its `raft-fsync` name.
     pub fn name(self) -> &'static str {
         match self {
@@ -396,6 +405,8 @@ pub struct LogStore {
 /// What INFO shows of a member's log.
 #[derive(Debug, Default)]
 pub struct LogStats {
+    /// When an append counts as stored (`raft_fsync`).
+    pub fsync: Fsync,
     /// Syncs of appended entries done (`raft_log_syncs`).
     pub syncs: AtomicU64,
     /// The index of the last entry this member knows committed
@@ -414,11 +425,13 @@ fn sync_thread(
     jobs: std::sync::mpsc::Receiver<SyncJob>,
     synced: Arc<tokio::sync::watch::Sender<u64>>,
     stats: Arc<LogStats>,
-    fsync: Fsync,
 ) {
     let syncs = &stats.syncs;
-    if fsync != Fsync::Always {
-        return sync_every_second(&inner, &jobs, syncs, fsync);
+    match stats.fsync {
+        Fsync::Always => {}
+        Fsync::EverySec => return sync_every_second(&inner, &jobs, syncs),
+        // Nothing to sync, and no append sends a job.
+        Fsync::No => return,
     }
     while let Ok(job) = jobs.recv() {
         let mut batch = vec![job];
@@ -460,19 +473,14 @@ fn sync_thread(
     }
 }
 
-/// The sync thread with `everysec` (and `no`, where it only waits for the
-/// log to close): syncs what was written once a second.
-fn sync_every_second(inner: &Weak<Mutex<Inner>>, jobs: &std::sync::mpsc::Receiver<SyncJob>, syncs: &AtomicU64, fsync: Fsync) {
+/// The sync thread with `everysec`: syncs what was written once a second
+/// (no append sends a job; it ends when the log closes).
+fn sync_every_second(inner: &Weak<Mutex<Inner>>, jobs: &std::sync::mpsc::Receiver<SyncJob>, syncs: &AtomicU64) {
     use std::sync::mpsc::RecvTimeoutError;
     loop {
         match jobs.recv_timeout(std::time::Duration::from_secs(1)) {
             Err(RecvTimeoutError::Disconnected) => return,
-            // No append sends a job in these modes.
-            Ok(_) => {}
-            Err(RecvTimeoutError::Timeout) => {}
-        }
-        if fsync != Fsync::EverySec {
-            continue;
+            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
         }
         let Some(inner) = inner.upgrade() else { return };
         let file = {
@@ -671,7 +679,10 @@ impl LogStore {
             dirty: false,
         }));
         let synced = Arc::new(tokio::sync::watch::Sender::new(0));
-        let stats = Arc::new(LogStats::default());
+        let stats = Arc::new(LogStats {
+            fsync,
+            ..LogStats::default()
+        });
         if let Some(c) = committed {
             stats.committed.store(c.index, Ordering::Relaxed);
         }
@@ -681,7 +692,7 @@ impl LogStore {
         let (weak, watch, counted) = (Arc::downgrade(&inner), synced.clone(), stats.clone());
         std::thread::Builder::new()
             .name("keylock-raft-sync".into())
-            .spawn(move || sync_thread(weak, jobs, watch, counted, fsync))?;
+            .spawn(move || sync_thread(weak, jobs, watch, counted))?;
         Ok(LogStore { inner, synced, stats })
     }
 

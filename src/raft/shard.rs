@@ -124,8 +124,7 @@ pub struct Shard {
     /// While it leads: when a majority last acknowledged it (see
     /// [`stamp_quorum_acks`]).
     pub quorum_acked_at: QuorumAckedAt,
-    /// How its log counts appends as stored, and what INFO shows of it.
-    pub fsync: super::log_store::Fsync,
+    /// What INFO shows of its log.
     pub log_stats: Arc<super::log_store::LogStats>,
     control: mpsc::UnboundedSender<Control>,
 }
@@ -174,7 +173,7 @@ impl Shard {
         let log = LogStore::open(&cfg.dir, cfg.id, cfg.fsync)
             .map_err(|e| format!("Could not open the Raft log in {}: {e}", cfg.dir.display()))?;
         let fresh = log.is_new();
-        let (fsync, log_stats) = (cfg.fsync, log.stats.clone());
+        let log_stats = log.stats.clone();
         let (engine_tx, engine_rx) = mpsc::unbounded_channel();
         let (control_tx, mut control_rx) = mpsc::unbounded_channel();
         let (ready_tx, ready_rx) = oneshot::channel::<Result<Raft, String>>();
@@ -237,7 +236,6 @@ impl Shard {
             applies: Some(engine_rx),
             card,
             quorum_acked_at,
-            fsync,
             log_stats,
             control: control_tx,
         })

@@ -47,11 +47,7 @@ pub fn start_shard(config: &Config, params: &ConfigParams) -> Result<Shard, Stri
         election_timeout_ms: (300, 600),
         join: params.int("raft-join") == Some(1),
         card: Default::default(),
-        fsync: match params.value("raft-fsync") {
-            Some("everysec") => crate::raft::log_store::Fsync::EverySec,
-            Some("no") => crate::raft::log_store::Fsync::No,
-            _ => crate::raft::log_store::Fsync::Always,
-        },
+        fsync: crate::raft::log_store::Fsync::of(params.value("raft-fsync")),
     })?;
     crate::log::notice(format_args!("Raft: member {id} of its shard, Raft messages on {host}:{raft_port}"));
     Ok(shard)
