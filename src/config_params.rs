@@ -752,6 +752,16 @@ static PARAMS: &[Param] = &[
     // When a member's append counts as stored: synced, written and synced
     // once a second, or written (see `raft::log_store`).
     choice("raft-fsync", IMMUTABLE | HIDDEN, RAFT_FSYNC, "always"),
+    // How many bytes of Raft log entries a member keeps in memory; older
+    // ones are read back from the log's segments (see `raft::log_store`).
+    number(
+        "raft-log-memory",
+        None,
+        IMMUTABLE | HIDDEN,
+        unsigned(0, ULLONG_MAX),
+        Unit::Memory,
+        "64mb",
+    ),
     number("lua-memory-limit", None, MODIFIABLE, unsigned(0, ULLONG_MAX), Unit::Memory, "0"),
 ];
 

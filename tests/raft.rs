@@ -471,6 +471,49 @@ fn with_raft_fsync_no_entries_count_once_written_and_survive_killed_processes() 
     assert_eq!(shard.members[l].call(&["INCR", "acked"]), ":301\r\n");
 }
 
+/// With `raft-log-memory` small, a member keeps only its last entries in
+/// memory: a follower far behind is sent entries the leader reads back
+/// from its log's segments, and members restarted all at once apply
+/// their logs from the disk.
+#[test]
+fn entries_past_raft_log_memory_are_read_back_from_the_log() {
+    let mut shard = Shard::start_with(&["--raft-log-memory", "4kb"]);
+    let l = shard.leader();
+    let f = (l + 1) % 3;
+    shard.members[f].kill();
+    // Entries well past 4 kB: 300 small ones and 20 of 1 kB.
+    incr_acked(&shard.members[l], "acked", 300);
+    let mut c = Raw::connect(shard.members[l].addr());
+    let value = "v".repeat(1000);
+    for i in 0..20 {
+        assert_eq!(text(c.call(&["SET", &format!("big{i}"), &value])), "+OK\r\n");
+    }
+    let leader = &shard.members[l];
+    let kept: u64 = leader.info("raft_log_memory").parse().unwrap();
+    assert!(kept > 0 && kept <= 4096, "raft_log_memory {kept}");
+    assert!(leader.info("raft_log_entries").parse::<u64>().unwrap() >= 320);
+    // The follower that missed them all is sent them from the disk.
+    shard.members[f].start();
+    let back = &shard.members[f];
+    wait_until(10, "the member to catch up", || back.call(&["GET", "acked"]) == "$3\r\n300\r\n");
+    assert_eq!(back.call(&["STRLEN", "big19"]), ":1000\r\n");
+    assert_eq!(back.call(&["DBSIZE"]), ":21\r\n");
+    assert!(back.info("raft_log_memory").parse::<u64>().unwrap() <= 4096);
+    // Every member restarted at once rebuilds its dataset from its log.
+    for m in &mut shard.members {
+        m.kill();
+    }
+    for m in &mut shard.members {
+        m.start();
+    }
+    let l = shard.leader();
+    for m in &shard.members {
+        wait_until(10, "the member to apply its log", || m.call(&["GET", "acked"]) == "$3\r\n300\r\n");
+        assert_eq!(m.call(&["STRLEN", "big0"]), ":1000\r\n");
+    }
+    assert_eq!(shard.members[l].call(&["INCR", "acked"]), ":301\r\n");
+}
+
 #[test]
 fn with_raft_fsync_everysec_the_log_is_synced_once_a_second() {
     let shard = Shard::start_with(&["--raft-fsync", "everysec"]);

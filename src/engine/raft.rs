@@ -742,7 +742,7 @@ impl State {
         let Some(r) = self.raft.as_deref() else { return };
         let _ = write!(
             out,
-            "raft_id:{}\r\nraft_role:{}\r\nraft_term:{}\r\nraft_leader:{}\r\nraft_committed:{}\r\nraft_applied:{}\r\nraft_in_flight:{}\r\nraft_rebuilds:{}\r\nraft_snapshots:{}\r\nraft_snapshots_installed:{}\r\nraft_fsync:{}\r\nraft_log_syncs:{}\r\nraft_log_entries:{}\r\n",
+            "raft_id:{}\r\nraft_role:{}\r\nraft_term:{}\r\nraft_leader:{}\r\nraft_committed:{}\r\nraft_applied:{}\r\nraft_in_flight:{}\r\nraft_rebuilds:{}\r\nraft_snapshots:{}\r\nraft_snapshots_installed:{}\r\nraft_fsync:{}\r\nraft_log_syncs:{}\r\nraft_log_entries:{}\r\nraft_log_memory:{}\r\n",
             r.id,
             r.role_name(),
             r.term,
@@ -756,6 +756,7 @@ impl State {
             r.log_stats.fsync.name(),
             r.log_stats.syncs.load(std::sync::atomic::Ordering::Relaxed),
             r.log_stats.entries.load(std::sync::atomic::Ordering::Relaxed),
+            r.log_stats.cached_bytes.load(std::sync::atomic::Ordering::Relaxed),
         );
         for (id, m, matched, lag) in self.raft_progress() {
             if let (Some(matched), Some(lag)) = (matched, lag) {

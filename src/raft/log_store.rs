@@ -53,8 +53,16 @@
 //! committed hint is kept within what the log holds at start (see
 //! `hint_within_log`).
 //!
-//! The vote is synced before it is used, whatever `raft-fsync` says. The
-//! entries are also kept in memory for the replication streams.
+//! The vote is synced before it is used, whatever `raft-fsync` says.
+//!
+//! In memory, the log keeps every entry's id and where its record is, and
+//! the last entries themselves, as many as `raft-log-memory` bytes of
+//! records hold (64 MB unless set): the replication streams and the
+//! apply read the newest entries, and an older one (for a follower far
+//! behind) is read back from its segment. Entries were all kept in memory
+//! before: with pipelined lock cycles an entry is about 80 kB, and the
+//! ten thousand entries between snapshots took close to a gigabyte per
+//! member, counted in `used_memory` as the dataset is.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Debug;
@@ -97,8 +105,10 @@ struct Inner {
     /// long one grows ([`SEGMENT_BYTES`]; less in tests).
     segments: Vec<u64>,
     segment_bytes: u64,
-    /// index -> (entry, where its record is).
-    log: BTreeMap<u64, (Entry, Place)>,
+    /// The entries, as memory holds them.
+    log: Entries,
+    /// What INFO shows (shared with [`LogStore::stats`]).
+    stats: Arc<LogStats>,
     /// Where the next record goes in the last segment.
     end: u64,
     /// The last segment's length: past `end` it is allocated ahead, zeros
@@ -143,12 +153,18 @@ impl Fsync {
     }
 }
 
-/// Where an entry's record is: its segment and its offset there.
+/// Where an entry's record is: its segment, its offset there, and the
+/// length of its body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Place {
     segment: u64,
     offset: u64,
+    len: u32,
 }
+
+/// How many bytes of records the log keeps in memory unless
+/// `raft-log-memory` says otherwise.
+pub const LOG_MEMORY: u64 = 64 << 20;
 
 /// How long a segment grows before appends go to a new one.
 const SEGMENT_BYTES: u64 = 8 << 20;
@@ -196,7 +212,7 @@ impl Inner {
         match self.unsynced.front() {
             Some(&(first, _, _)) if c.index >= first => {
                 let before = first - 1;
-                self.log.get(&before).map(|(e, _)| e.log_id).or(self.last_purged)
+                self.log.places.get(&before).map(|(id, _)| *id).or(self.last_purged)
             }
             _ => Some(c),
         }
@@ -255,15 +271,15 @@ fn read_committed_record(bytes: &[u8]) -> Option<LogId> {
 /// committed entry is never cut from a log), or dropped when the log
 /// holds another entry at its index: the member then waits for the
 /// leader to say what is committed.
-fn hint_within_log(committed: Option<LogId>, log: &BTreeMap<u64, (Entry, Place)>, last_purged: Option<LogId>) -> Option<LogId> {
+fn hint_within_log(committed: Option<LogId>, log: &BTreeMap<u64, (LogId, Place)>, last_purged: Option<LogId>) -> Option<LogId> {
     let c = committed?;
     if last_purged.is_some_and(|p| c.index <= p.index) {
         return Some(c);
     }
     match log.get(&c.index) {
-        Some((e, _)) => (e.log_id == c).then_some(c),
+        Some((id, _)) => (*id == c).then_some(c),
         None => match log.last_key_value() {
-            Some((&last, (e, _))) if last < c.index => Some(e.log_id),
+            Some((&last, (id, _))) if last < c.index => Some(*id),
             Some(_) => None,
             None => last_purged,
         },
@@ -309,7 +325,8 @@ impl Inner {
         let mut written = Vec::new();
         for entry in entries {
             let body = bincode::serialize(&entry).map_err(std::io::Error::other)?;
-            offsets.push(records.len() as u64);
+            let len = u32::try_from(body.len()).map_err(|_| std::io::Error::other("a Raft entry of 4 GB or more"))?;
+            offsets.push((records.len() as u64, len));
             push_record(&mut records, &body);
             written.push(entry);
         }
@@ -324,7 +341,16 @@ impl Inner {
         Ok(written
             .into_iter()
             .zip(offsets)
-            .map(|(e, o)| (e, Place { segment, offset: end + o }))
+            .map(|(e, (o, len))| {
+                (
+                    e,
+                    Place {
+                        segment,
+                        offset: end + o,
+                        len,
+                    },
+                )
+            })
             .collect())
     }
 
@@ -355,7 +381,7 @@ impl Inner {
     /// Deletes the segments before the one that holds the first entry kept
     /// (never the last segment).
     fn drop_old_segments(&mut self) -> std::io::Result<()> {
-        let first_kept = self.log.values().next().map_or(self.segment, |(_, at)| at.segment);
+        let first_kept = self.log.places.values().next().map_or(self.segment, |(_, at)| at.segment);
         let old: Vec<u64> = self.segments.iter().copied().filter(|&n| n < first_kept).collect();
         for n in &old {
             match std::fs::remove_file(segment_path(&self.dir, *n)) {
@@ -390,6 +416,106 @@ impl Inner {
         self.allocated = len;
         Ok(())
     }
+
+    /// Takes in entries written to the log.
+    fn keep(&mut self, placed: Vec<(Entry, Place)>) {
+        for (entry, at) in placed {
+            self.log.keep(entry, at);
+        }
+        self.note();
+    }
+
+    /// Tells INFO how much the log keeps.
+    fn note(&self) {
+        self.stats.entries.store(self.log.places.len() as u64, Ordering::Relaxed);
+        self.stats.cached_bytes.store(self.log.cached_bytes, Ordering::Relaxed);
+    }
+}
+
+/// The log's entries as memory holds them: every entry's id and place,
+/// and the last entries themselves.
+#[derive(Debug, Default)]
+struct Entries {
+    /// index -> (its log id, where its record is).
+    places: BTreeMap<u64, (LogId, Place)>,
+    /// The last entries (a suffix of `places`), as many as `memory` bytes
+    /// of records hold, and those bytes.
+    cache: BTreeMap<u64, Entry>,
+    cached_bytes: u64,
+    memory: u64,
+}
+
+impl Entries {
+    fn new(memory: u64) -> Entries {
+        Entries {
+            memory,
+            ..Entries::default()
+        }
+    }
+
+    /// Takes in an entry written to the log (the oldest in memory leave
+    /// while more than `memory` bytes are).
+    fn keep(&mut self, entry: Entry, at: Place) {
+        let index = entry.log_id.index;
+        self.places.insert(index, (entry.log_id, at));
+        self.cache.insert(index, entry);
+        self.cached_bytes += u64::from(at.len);
+        while self.cached_bytes > self.memory {
+            let Some((index, _)) = self.cache.pop_first() else { break };
+            self.cached_bytes -= self.places.get(&index).map_or(0, |(_, at)| u64::from(at.len));
+        }
+    }
+
+    /// Forgets the entries from `index` on; their places.
+    fn forget_from(&mut self, index: u64) -> BTreeMap<u64, (LogId, Place)> {
+        let removed = self.places.split_off(&index);
+        for i in self.cache.split_off(&index).into_keys() {
+            self.cached_bytes -= removed.get(&i).map_or(0, |(_, at)| u64::from(at.len));
+        }
+        removed
+    }
+
+    /// Forgets the entries up to `index`.
+    fn forget_upto(&mut self, index: u64) {
+        let kept = self.places.split_off(&(index + 1));
+        let old = std::mem::replace(&mut self.places, kept);
+        let cached = self.cache.split_off(&(index + 1));
+        for i in std::mem::replace(&mut self.cache, cached).into_keys() {
+            self.cached_bytes -= old.get(&i).map_or(0, |(_, at)| u64::from(at.len));
+        }
+    }
+
+    /// The entries in `range`: from memory, or read back from their
+    /// segments.
+    fn read(&self, dir: &Path, range: impl RangeBounds<u64>) -> std::io::Result<Vec<Entry>> {
+        use std::os::unix::fs::FileExt;
+        let mut out = Vec::new();
+        let mut open: Option<(u64, File)> = None;
+        for (index, (id, at)) in self.places.range(range) {
+            if let Some(entry) = self.cache.get(index) {
+                out.push(entry.clone());
+                continue;
+            }
+            let file = match open.take() {
+                Some((segment, f)) if segment == at.segment => f,
+                _ => File::open(segment_path(dir, at.segment))?,
+            };
+            let mut record = vec![0; 8 + at.len as usize];
+            file.read_exact_at(&mut record, at.offset)?;
+            open = Some((at.segment, file));
+            let entry = record_body(&record)
+                .and_then(|body| bincode::deserialize::<Entry>(body).ok())
+                .filter(|e| e.log_id == *id)
+                .ok_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("the record of entry {index} in segment {} is damaged", at.segment),
+                    )
+                })?;
+            out.push(entry);
+        }
+        Ok(out)
+    }
 }
 
 /// A handle to the member's log (clones share it).
@@ -412,10 +538,13 @@ pub struct LogStats {
     /// The index of the last entry this member knows committed
     /// (`raft_committed`; 0 for none).
     pub committed: AtomicU64,
-    /// The entries the log keeps in memory (`raft_log_entries`: those
-    /// after the last snapshot, and up to a thousand before; the disk
-    /// also has the segments not yet emptied).
+    /// The entries the log holds (`raft_log_entries`: those after the
+    /// last snapshot, and up to a thousand before; the disk also has the
+    /// segments not yet emptied).
     pub entries: AtomicU64,
+    /// The bytes of records of the entries kept in memory
+    /// (`raft_log_memory`, at most `raft-log-memory`).
+    pub cached_bytes: AtomicU64,
 }
 
 /// The sync thread: takes every append queued, syncs the file once, and
@@ -542,12 +671,18 @@ impl LogStore {
     /// Opens (or creates) the log of member `me` in `dir`, its appends
     /// counting as stored as `fsync` says.
     pub fn open(dir: &Path, me: NodeId, fsync: Fsync) -> std::io::Result<LogStore> {
+        Self::open_with(dir, me, fsync, LOG_MEMORY)
+    }
+
+    /// As [`LogStore::open`], keeping at most `memory` bytes of entries
+    /// in memory (`raft-log-memory`).
+    pub fn open_with(dir: &Path, me: NodeId, fsync: Fsync, memory: u64) -> std::io::Result<LogStore> {
         std::fs::create_dir_all(dir)?;
         let mut segments = list_segments(dir)?;
         if segments.is_empty() {
             segments.push(0);
         }
-        let mut log = BTreeMap::new();
+        let mut log = Entries::new(memory);
         let mut kept = Vec::new();
         let (mut file, mut at, mut gap) = (None, 0usize, false);
         for &segment in &segments {
@@ -565,20 +700,18 @@ impl LogStore {
                 let index = entry.log_id.index;
                 // An entry past a gap (a segment lost to a crash) ends the
                 // log, as damage does.
-                if log.last_key_value().is_some_and(|(&last, _)| index > last + 1) {
+                if log.places.last_key_value().is_some_and(|(&last, _)| index > last + 1) {
                     gap = true;
                     break;
                 }
-                let _ = log.split_off(&index);
-                log.insert(
-                    index,
-                    (
-                        entry,
-                        Place {
-                            segment,
-                            offset: at as u64,
-                        },
-                    ),
+                log.forget_from(index);
+                log.keep(
+                    entry,
+                    Place {
+                        segment,
+                        offset: at as u64,
+                        len: len as u32,
+                    },
                 );
                 at += 8 + len;
             }
@@ -654,17 +787,25 @@ impl LogStore {
             None => None,
         };
         if let Some(purged) = last_purged {
-            log = log.split_off(&(purged.index + 1));
+            log.forget_upto(purged.index);
         }
-        let committed = hint_within_log(committed, &log, last_purged);
+        let committed = hint_within_log(committed, &log.places, last_purged);
         let (syncs, jobs) = std::sync::mpsc::channel();
-        let inner = Arc::new(Mutex::new(Inner {
+        let stats = Arc::new(LogStats {
+            fsync,
+            ..LogStats::default()
+        });
+        if let Some(c) = committed {
+            stats.committed.store(c.index, Ordering::Relaxed);
+        }
+        let inner = Inner {
             dir: dir.to_path_buf(),
             file,
             segment,
             segments,
             segment_bytes: SEGMENT_BYTES,
             log,
+            stats: stats.clone(),
             end: at as u64,
             allocated: at as u64,
             last_purged,
@@ -677,18 +818,10 @@ impl LogStore {
             unsynced: VecDeque::new(),
             fsync,
             dirty: false,
-        }));
+        };
+        inner.note();
+        let inner = Arc::new(Mutex::new(inner));
         let synced = Arc::new(tokio::sync::watch::Sender::new(0));
-        let stats = Arc::new(LogStats {
-            fsync,
-            ..LogStats::default()
-        });
-        if let Some(c) = committed {
-            stats.committed.store(c.index, Ordering::Relaxed);
-        }
-        stats
-            .entries
-            .store(inner.lock().unwrap_or_else(|e| e.into_inner()).log.len() as u64, Ordering::Relaxed);
         let (weak, watch, counted) = (Arc::downgrade(&inner), synced.clone(), stats.clone());
         std::thread::Builder::new()
             .name("keylock-raft-sync".into())
@@ -728,7 +861,7 @@ impl LogStore {
     /// Whether nothing was ever stored (a new member).
     pub fn is_new(&self) -> bool {
         let inner = self.lock();
-        inner.vote.is_none() && inner.log.is_empty() && inner.last_purged.is_none()
+        inner.vote.is_none() && inner.log.places.is_empty() && inner.last_purged.is_none()
     }
 }
 
@@ -737,7 +870,11 @@ impl RaftLogReader<TypeConfig> for LogStore {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry>, StorageError> {
-        Ok(self.lock().log.range(range).map(|(_, (e, _))| e.clone()).collect())
+        let inner = self.lock();
+        inner
+            .log
+            .read(&inner.dir, range)
+            .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Read, e))
     }
 }
 
@@ -746,7 +883,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
         let inner = self.lock();
-        let last = inner.log.last_key_value().map(|(_, (e, _))| e.log_id);
+        let last = inner.log.places.last_key_value().map(|(_, (id, _))| *id);
         Ok(LogState {
             last_purged_log_id: inner.last_purged,
             last_log_id: last.or(inner.last_purged),
@@ -804,10 +941,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         };
         if inner.fsync != Fsync::Always {
             // Stored once written (see the module documentation).
-            for (entry, offset) in placed {
-                inner.log.insert(entry.log_id.index, (entry, offset));
-            }
-            self.stats.entries.store(inner.log.len() as u64, Ordering::Relaxed);
+            inner.keep(placed);
             inner.dirty = true;
             drop(inner);
             callback.log_io_completed(Ok(()));
@@ -820,10 +954,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 && v.leader_id().voted_for() == Some(me)
                 && placed.iter().all(|(e, _)| e.log_id.leader_id.term == v.leader_id().term)
         });
-        for (entry, offset) in placed {
-            inner.log.insert(entry.log_id.index, (entry, offset));
-        }
-        self.stats.entries.store(inner.log.len() as u64, Ordering::Relaxed);
+        inner.keep(placed);
         let seq = inner.next_seq;
         inner.next_seq += 1;
         if own {
@@ -854,8 +985,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     /// (and becomes the last), the segments after it are deleted.
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
         let mut inner = self.lock();
-        let removed = inner.log.split_off(&log_id.index);
-        self.stats.entries.store(inner.log.len() as u64, Ordering::Relaxed);
+        let removed = inner.log.forget_from(log_id.index);
+        inner.note();
         if let Some(&(_, at)) = removed.values().next() {
             inner.cut_at(at).map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
         }
@@ -866,9 +997,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     /// then the segments that hold only entries before it are deleted.
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
         let mut inner = self.lock();
-        let keep = inner.log.split_off(&(log_id.index + 1));
-        inner.log = keep;
-        self.stats.entries.store(inner.log.len() as u64, Ordering::Relaxed);
+        inner.log.forget_upto(log_id.index);
+        inner.note();
         inner.last_purged = Some(log_id);
         let bytes = bincode::serialize(&Some(log_id)).map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
         write_atomically(&inner.dir, "purged", &bytes).map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
@@ -928,7 +1058,14 @@ mod tests {
                     log_id: log_id(1, i),
                     payload: openraft::EntryPayload::Blank,
                 };
-                inner.log.insert(i, (entry, Place { segment: 0, offset: 0 }));
+                inner.log.keep(
+                    entry,
+                    Place {
+                        segment: 0,
+                        offset: 0,
+                        len: 0,
+                    },
+                );
             }
             inner.unsynced.push_back((3, 4, 7));
         }
@@ -1016,9 +1153,8 @@ mod tests {
         // What `append` does, but for telling openraft.
         let append = |store: &LogStore, entries: Vec<Entry>| {
             let mut inner = store.lock();
-            for (entry, at) in inner.write_entries(entries).unwrap() {
-                inner.log.insert(entry.log_id.index, (entry, at));
-            }
+            let placed = inner.write_entries(entries).unwrap();
+            inner.keep(placed);
         };
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let mut s = store.clone();
@@ -1028,22 +1164,22 @@ mod tests {
         let on_disk = || list_segments(dir.path()).unwrap();
         assert!(on_disk().len() >= 4, "{:?}", on_disk());
         let reopened = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
-        let indexes: Vec<u64> = reopened.lock().log.keys().copied().collect();
+        let indexes: Vec<u64> = reopened.lock().log.places.keys().copied().collect();
         assert_eq!(indexes, (1..=10).collect::<Vec<_>>());
-        assert_eq!(reopened.lock().log[&7].0.log_id, log_id(1, 7));
+        assert_eq!(reopened.lock().log.places[&7].0, log_id(1, 7));
         drop(reopened);
         // Back to entry 3, then other entries in its place.
         rt.block_on(async { s.truncate(log_id(1, 3)).await.unwrap() });
         append(&store, entries(2, 3..=4));
         let reopened = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
-        let ids: Vec<LogId> = reopened.lock().log.values().map(|(e, _)| e.log_id).collect();
+        let ids: Vec<LogId> = reopened.lock().log.places.values().map(|(id, _)| *id).collect();
         assert_eq!(ids, vec![log_id(1, 1), log_id(1, 2), log_id(2, 3), log_id(2, 4)]);
         drop(reopened);
         // A purge up to entry 3 deletes the segments of 1 and 2 only.
         let before = on_disk();
         rt.block_on(async { s.purge(log_id(2, 3)).await.unwrap() });
         let after = on_disk();
-        let first_kept = store.lock().log[&4].1.segment;
+        let first_kept = store.lock().log.places[&4].1.segment;
         assert!(
             after.iter().all(|&n| n >= first_kept) && after.len() < before.len(),
             "{before:?} {after:?}"
@@ -1052,7 +1188,7 @@ mod tests {
         drop(store);
         drop(s);
         let reopened = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
-        let ids: Vec<LogId> = reopened.lock().log.values().map(|(e, _)| e.log_id).collect();
+        let ids: Vec<LogId> = reopened.lock().log.places.values().map(|(id, _)| *id).collect();
         assert_eq!(ids, vec![log_id(2, 4)]);
         drop(reopened);
 
@@ -1070,12 +1206,89 @@ mod tests {
         std::fs::remove_file(segment_path(dir.path(), segments[1])).unwrap();
         let reopened = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
         // (A segment holds one entry here.)
-        let indexes: Vec<u64> = reopened.lock().log.keys().copied().collect();
+        let indexes: Vec<u64> = reopened.lock().log.places.keys().copied().collect();
         assert_eq!(indexes, vec![1]);
         // The segment found after the gap is emptied (appends go on
         // there), those after it are deleted.
         assert_eq!(list_segments(dir.path()).unwrap(), vec![segments[0], segments[2]]);
         assert_eq!(std::fs::metadata(segment_path(dir.path(), segments[2])).unwrap().len(), 0);
+    }
+
+    /// Entries past `raft-log-memory` are read back from their segments,
+    /// the same as written, through truncations, purges and a restart;
+    /// memory holds only the last ones; a damaged record read back is an
+    /// error, not another entry.
+    #[test]
+    fn entries_beyond_the_memory_are_read_from_their_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        // About two entries' records (each a little over 100 bytes).
+        let memory = 250;
+        let store = LogStore::open_with(dir.path(), 2, Fsync::No, memory).unwrap();
+        store.lock().segment_bytes = 400;
+        let entries = |term: u64, indexes: std::ops::RangeInclusive<u64>| -> Vec<Entry> {
+            indexes
+                .map(|i| Entry {
+                    log_id: log_id(term, i),
+                    payload: openraft::EntryPayload::Normal(super::super::Proposal {
+                        author: term,
+                        incarnation: i,
+                        effects: format!("entry {term}-{i}").repeat(8).into_bytes(),
+                    }),
+                })
+                .collect()
+        };
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let mut s = store.clone();
+        // What `append` does with `raft-fsync no`, but for telling openraft.
+        let append = |s: &mut LogStore, batch: Vec<Entry>| {
+            let mut inner = s.lock();
+            let placed = inner.write_entries(batch).unwrap();
+            inner.keep(placed);
+        };
+        // Whether the entries read back, and which.
+        let read =
+            |s: &mut LogStore, range: std::ops::RangeInclusive<u64>| rt.block_on(s.try_get_log_entries(range)).map_err(|e| e.to_string());
+        for i in 1..=12 {
+            append(&mut s, entries(1, i..=i));
+        }
+        append(&mut s, entries(1, 13..=15));
+        assert_eq!(read(&mut s, 1..=15).unwrap(), entries(1, 1..=15));
+        assert_eq!(read(&mut s, 4..=9).unwrap(), entries(1, 4..=9));
+        {
+            let inner = store.lock();
+            assert!(inner.log.cached_bytes <= memory && inner.log.cached_bytes > 0);
+            let cached: Vec<u64> = inner.log.cache.keys().copied().collect();
+            assert_eq!(cached.last(), Some(&15));
+            assert!(cached.len() < 3, "{cached:?}");
+            assert!(cached.windows(2).all(|w| w[1] == w[0] + 1));
+            assert_eq!(store.stats.cached_bytes.load(Ordering::Relaxed), inner.log.cached_bytes);
+            assert_eq!(store.stats.entries.load(Ordering::Relaxed), 15);
+            assert!(inner.segments.len() >= 4, "{:?}", inner.segments);
+        }
+        // Back to entry 6 (into an earlier segment), other entries after.
+        rt.block_on(s.truncate(log_id(1, 6))).unwrap();
+        append(&mut s, entries(2, 6..=9));
+        let expected: Vec<Entry> = entries(1, 1..=5).into_iter().chain(entries(2, 6..=9)).collect();
+        assert_eq!(read(&mut s, 1..=9).unwrap(), expected);
+        assert!(store.lock().log.cached_bytes <= memory);
+        // A purge: the entries after it still read back.
+        rt.block_on(s.purge(log_id(1, 3))).unwrap();
+        assert_eq!(read(&mut s, 1..=9).unwrap(), expected[3..].to_vec());
+        drop(store);
+        drop(s);
+        // Reopened with nothing in memory: all from the disk.
+        let mut reopened = LogStore::open_with(dir.path(), 2, Fsync::No, 0).unwrap();
+        assert_eq!(read(&mut reopened, 1..=9).unwrap(), expected[3..].to_vec());
+        assert_eq!(reopened.lock().log.cached_bytes, 0);
+        assert!(reopened.lock().log.cache.is_empty());
+        // A record damaged after it was read at start.
+        let at = reopened.lock().log.places[&7].1;
+        let path = segment_path(dir.path(), at.segment);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[(at.offset + 8) as usize + 3] ^= 0x20;
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(read(&mut reopened, 7..=7).is_err());
+        assert_eq!(read(&mut reopened, 8..=9).unwrap(), expected[7..].to_vec());
     }
 
     /// A committed hint that names an entry the log lost (a crash took the
@@ -1122,7 +1335,7 @@ mod tests {
         bytes.resize(bytes.len() + 4096, 0);
         std::fs::write(dir.path().join("log"), &bytes).unwrap();
         let store = LogStore::open(dir.path(), 1, Fsync::Always).unwrap();
-        assert_eq!(store.lock().log.len(), 2);
+        assert_eq!(store.lock().log.places.len(), 2);
         assert_eq!(store.lock().end, whole);
         assert_eq!(std::fs::metadata(dir.path().join("log")).unwrap().len(), whole);
         store.lock().allocate(whole + 10).unwrap();
@@ -1140,7 +1353,7 @@ mod tests {
         bytes[whole as usize..whole as usize + third.len()].copy_from_slice(&third);
         std::fs::write(dir.path().join("log"), &bytes).unwrap();
         let store = LogStore::open(dir.path(), 1, Fsync::Always).unwrap();
-        assert_eq!(store.lock().log.len(), 2);
+        assert_eq!(store.lock().log.places.len(), 2);
         assert_eq!(std::fs::metadata(dir.path().join("log")).unwrap().len(), whole);
     }
 }

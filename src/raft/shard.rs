@@ -37,6 +37,8 @@ pub struct ShardConfig {
     pub card: SharedCard,
     /// When an append counts as stored (`raft-fsync`).
     pub fsync: super::log_store::Fsync,
+    /// How many bytes of entries the log keeps in memory (`raft-log-memory`).
+    pub log_memory: u64,
 }
 
 /// When a majority last acknowledged this member as leader (the sending
@@ -170,7 +172,7 @@ impl Shard {
         let listener =
             std::net::TcpListener::bind(&cfg.listen).map_err(|e| format!("Could not listen for Raft messages on {}: {e}", cfg.listen))?;
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-        let log = LogStore::open(&cfg.dir, cfg.id, cfg.fsync)
+        let log = LogStore::open_with(&cfg.dir, cfg.id, cfg.fsync, cfg.log_memory)
             .map_err(|e| format!("Could not open the Raft log in {}: {e}", cfg.dir.display()))?;
         let fresh = log.is_new();
         let log_stats = log.stats.clone();

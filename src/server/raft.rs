@@ -48,6 +48,9 @@ pub fn start_shard(config: &Config, params: &ConfigParams) -> Result<Shard, Stri
         join: params.int("raft-join") == Some(1),
         card: Default::default(),
         fsync: crate::raft::log_store::Fsync::of(params.value("raft-fsync")),
+        log_memory: params
+            .int("raft-log-memory")
+            .map_or(crate::raft::log_store::LOG_MEMORY, |m| m.max(0) as u64),
     })?;
     crate::log::notice(format_args!("Raft: member {id} of its shard, Raft messages on {host}:{raft_port}"));
     Ok(shard)
