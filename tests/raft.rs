@@ -514,6 +514,39 @@ fn entries_past_raft_log_memory_are_read_back_from_the_log() {
     assert_eq!(shard.members[l].call(&["INCR", "acked"]), ":301\r\n");
 }
 
+/// A leader whose log cannot read an entry back (its record damaged on
+/// disk) when a follower behind needs it exits, rather than go on with
+/// its Raft stopped; the others elect a leader that has every
+/// acknowledged write.
+#[test]
+fn a_member_whose_log_fails_to_read_back_exits_and_the_shard_goes_on() {
+    let mut shard = Shard::start_with(&["--raft-log-memory", "0"]);
+    let l = shard.leader();
+    let f = (l + 1) % 3;
+    shard.members[f].kill();
+    incr_acked(&shard.members[l], "acked", 100);
+    // A byte of the written part of the leader's log flipped (the file is
+    // allocated ahead with zeros).
+    let path = shard.members[l].dir.join("raft").join("log");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let written = bytes.iter().rposition(|&b| b != 0).unwrap();
+    bytes[written / 2] ^= 0x10;
+    std::fs::write(&path, &bytes).unwrap();
+    shard.members[f].start();
+    let leader = &mut shard.members[l];
+    wait_until(10, "the leader to exit", || {
+        leader.child.as_mut().is_some_and(|c| c.0.try_wait().is_ok_and(|s| s.is_some()))
+    });
+    assert!(leader.log().contains("Raft instance stopped"), "{}", leader.log());
+    leader.kill();
+    let n = shard.leader();
+    assert_ne!(n, l);
+    assert_eq!(shard.members[n].call(&["INCR", "acked"]), ":101\r\n");
+    for m in shard.members.iter().filter(|m| m.child.is_some()) {
+        wait_until(10, "the member to catch up", || m.call(&["GET", "acked"]) == "$3\r\n101\r\n");
+    }
+}
+
 #[test]
 fn with_raft_fsync_everysec_the_log_is_synced_once_a_second() {
     let shard = Shard::start_with(&["--raft-fsync", "everysec"]);

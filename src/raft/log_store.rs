@@ -57,10 +57,15 @@
 //!
 //! In memory, the log keeps every entry's id and where its record is, and
 //! the last entries themselves, as many as `raft-log-memory` bytes of
-//! records hold (64 MB unless set): the replication streams and the
+//! entries hold (64 MB unless set): the replication streams and the
 //! apply read the newest entries, and an older one (for a follower far
-//! behind) is read back from its segment. Entries were all kept in memory
-//! before: with pipelined lock cycles an entry is about 80 kB, and the
+//! behind) is read back from its segment, on the Raft thread, under the
+//! log's lock (one AppendEntries request reads at most 1 MB). A member
+//! that reads back the entries it replays at start, or sends a follower
+//! far behind, holds those too while it uses them. An entry that cannot
+//! be read back (its record damaged) stops the member's Raft, and the
+//! member exits. Entries were all kept in memory
+//! before: with pipelined lock cycles an entry is 80 to 90 kB, and the
 //! ten thousand entries between snapshots took close to a gigabyte per
 //! member, counted in `used_memory` as the dataset is.
 
@@ -162,11 +167,12 @@ struct Place {
     len: u32,
 }
 
-/// The most an AppendEntries request carries, in bytes of records (one
-/// entry whatever its size).
+/// The most an AppendEntries request carries, in bytes of entries (their
+/// records' bodies; one entry whatever its size).
 const PAYLOAD_BYTES: u64 = 1 << 20;
 
-/// How many bytes of records the log keeps in memory unless
+/// How many bytes of entries (their records' bodies) the log keeps in
+/// memory unless
 /// `raft-log-memory` says otherwise.
 pub const LOG_MEMORY: u64 = 64 << 20;
 
@@ -457,10 +463,12 @@ impl Entries {
         }
     }
 
-    /// Takes in an entry written to the log (the oldest in memory leave
-    /// while more than `memory` bytes are).
+    /// Takes in an entry written to the log, in place of any at its index
+    /// or after (the oldest in memory leave while more than `memory`
+    /// bytes are).
     fn keep(&mut self, entry: Entry, at: Place) {
         let index = entry.log_id.index;
+        self.forget_from(index);
         self.places.insert(index, (entry.log_id, at));
         self.cache.insert(index, entry);
         self.cached_bytes += u64::from(at.len);
@@ -546,7 +554,7 @@ pub struct LogStats {
     /// last snapshot, and up to a thousand before; the disk also has the
     /// segments not yet emptied).
     pub entries: AtomicU64,
-    /// The bytes of records of the entries kept in memory
+    /// The bytes of the entries kept in memory (their records' bodies)
     /// (`raft_log_memory`, at most `raft-log-memory`).
     pub cached_bytes: AtomicU64,
 }
@@ -686,6 +694,10 @@ impl LogStore {
         if segments.is_empty() {
             segments.push(0);
         }
+        let last_purged: Option<LogId> = match read_optional(&dir.join("purged"))? {
+            Some(b) => bincode::deserialize(&b).ok().flatten(),
+            None => None,
+        };
         let mut log = Entries::new(memory);
         let mut kept = Vec::new();
         let (mut file, mut at, mut gap) = (None, 0usize, false);
@@ -699,16 +711,23 @@ impl LogStore {
             while let Some(body) = record_body(&bytes[at..]).filter(|b| !b.is_empty()) {
                 let len = body.len();
                 let Ok(entry) = bincode::deserialize::<Entry>(body) else { break };
-                // A record that rewrote an index (after a truncation)
-                // replaces what followed it.
                 let index = entry.log_id.index;
                 // An entry past a gap (a segment lost to a crash) ends the
-                // log, as damage does.
-                if log.places.last_key_value().is_some_and(|(&last, _)| index > last + 1) {
-                    gap = true;
-                    break;
+                // log, as damage does; but not the first entry after a
+                // snapshot that went past the log's end (a follower sent
+                // one purges up to its last entry, and entries it held
+                // before stay in the last segment, before the new ones).
+                if let Some((&last, _)) = log.places.last_key_value()
+                    && index > last + 1
+                {
+                    if !last_purged.is_some_and(|p| last <= p.index && index == p.index + 1) {
+                        gap = true;
+                        break;
+                    }
+                    log.forget_upto(last);
                 }
-                log.forget_from(index);
+                // A record that rewrote an index (after a truncation)
+                // replaces what followed it.
                 log.keep(
                     entry,
                     Place {
@@ -786,10 +805,6 @@ impl LogStore {
         // now on.
         file.sync_all()?;
         let committed = read_optional(&dir.join("committed"))?.and_then(|b| read_committed_record(&b));
-        let last_purged: Option<LogId> = match read_optional(&dir.join("purged"))? {
-            Some(b) => bincode::deserialize(&b).ok().flatten(),
-            None => None,
-        };
         if let Some(purged) = last_purged {
             log.forget_upto(purged.index);
         }
@@ -884,7 +899,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
     /// What an AppendEntries request carries: the entries from `start`
     /// whose records fit in [`PAYLOAD_BYTES`], at least one. openraft
     /// asks for up to 300 entries at once and gives the request a
-    /// heartbeat interval (50 ms): 300 entries of 80 kB (pipelined lock
+    /// heartbeat interval (50 ms): 300 entries of 90 kB (pipelined lock
     /// cycles) took longer, timed out and were sent again, so a follower
     /// far behind caught up at a few hundred entries a second.
     async fn limited_get_log_entries(&mut self, start: u64, end: u64) -> Result<Vec<Entry>, StorageError> {
@@ -892,7 +907,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         let (mut upto, mut bytes) = (start, 0u64);
         for (&index, (_, at)) in inner.log.places.range(start..end) {
             bytes += u64::from(at.len);
-            if index > start && bytes > PAYLOAD_BYTES {
+            if upto > start && bytes > PAYLOAD_BYTES {
                 break;
             }
             upto = index + 1;
@@ -1315,6 +1330,43 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         assert!(read(&mut reopened, 7..=7).is_err());
         assert_eq!(read(&mut reopened, 8..=9).unwrap(), expected[7..].to_vec());
+    }
+
+    /// A follower sent a snapshot past its log's end purges every entry
+    /// it holds, and the old records stay in its last segment before the
+    /// entries appended after the snapshot: at start these follow the
+    /// purge point, not a gap, and are kept.
+    #[test]
+    fn entries_after_a_snapshot_past_the_log_end_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
+        let blank = |term: u64, i: u64| Entry {
+            log_id: log_id(term, i),
+            payload: openraft::EntryPayload::Blank,
+        };
+        let append = |store: &LogStore, entries: Vec<Entry>| {
+            let mut inner = store.lock();
+            let placed = inner.write_entries(entries).unwrap();
+            inner.keep(placed);
+        };
+        append(&store, (1..=5).map(|i| blank(1, i)).collect());
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let mut s = store.clone();
+        rt.block_on(s.purge(log_id(2, 10))).unwrap();
+        append(&store, (11..=13).map(|i| blank(2, i)).collect());
+        drop(store);
+        drop(s);
+        let mut reopened = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
+        let ids: Vec<LogId> = reopened.lock().log.places.values().map(|(id, _)| *id).collect();
+        assert_eq!(ids, vec![log_id(2, 11), log_id(2, 12), log_id(2, 13)]);
+        let state = rt.block_on(reopened.get_log_state()).unwrap();
+        assert_eq!(state.last_log_id, Some(log_id(2, 13)));
+        assert_eq!(state.last_purged_log_id, Some(log_id(2, 10)));
+        // A gap that does not start at the purge point still ends the log.
+        drop(reopened);
+        write_atomically(dir.path(), "purged", &bincode::serialize(&Some(log_id(2, 9))).unwrap()).unwrap();
+        let reopened = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
+        assert!(reopened.lock().log.places.is_empty());
     }
 
     /// An AppendEntries request carries entries up to [`PAYLOAD_BYTES`]

@@ -169,13 +169,19 @@ async fn role_loop(shared: Rc<Shared>, shard: Shard, raft: Raft) {
         }
         shared.engine.borrow_mut().state.raft_quorum_acked(acked);
         if metrics.changed().await.is_err() {
-            // The instance shut down (a rebuild makes a new one).
+            // The instance shut down. Only this loop rebuilds it, so it
+            // stopped on its own: a fatal error, such as its log failing
+            // to read an entry back. A member whose Raft has stopped would
+            // go on answering without ever following the shard again: it
+            // exits, as a failed sync of its log makes it do.
             let raft: Option<Raft> = shared.engine.borrow().state.raft.as_deref().and_then(|r| r.raft.clone());
-            match raft {
-                Some(r) => metrics = r.metrics(),
-                None => return,
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            let Some(raft) = raft else { return };
+            let why = match raft.with_raft_state(|_| ()).await {
+                Err(e) => e.to_string(),
+                Ok(()) => "no error given".to_string(),
+            };
+            crate::log::warning(format_args!("Raft: the member's Raft instance stopped ({why}): exiting"));
+            std::process::exit(1);
         }
     }
 }
