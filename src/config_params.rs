@@ -760,7 +760,7 @@ static PARAMS: &[Param] = &[
         IMMUTABLE | HIDDEN,
         unsigned(0, ULLONG_MAX),
         Unit::Memory,
-        "64mb",
+        "67108864",
     ),
     number("lua-memory-limit", None, MODIFIABLE, unsigned(0, ULLONG_MAX), Unit::Memory, "0"),
 ];
