@@ -713,14 +713,15 @@ impl LogStore {
                 let Ok(entry) = bincode::deserialize::<Entry>(body) else { break };
                 let index = entry.log_id.index;
                 // An entry past a gap (a segment lost to a crash) ends the
-                // log, as damage does; but not the first entry after a
-                // snapshot that went past the log's end (a follower sent
-                // one purges up to its last entry, and entries it held
-                // before stay in the last segment, before the new ones).
+                // log, as damage does; but not a jump over entries a
+                // snapshot holds (a follower sent a snapshot past its
+                // log's end purges every entry it has, and their records
+                // stay in its last segment, before the entries that come
+                // after the snapshot).
                 if let Some((&last, _)) = log.places.last_key_value()
                     && index > last + 1
                 {
-                    if !last_purged.is_some_and(|p| last <= p.index && index == p.index + 1) {
+                    if !last_purged.is_some_and(|p| index <= p.index + 1) {
                         gap = true;
                         break;
                     }
@@ -1354,16 +1355,25 @@ mod tests {
         let mut s = store.clone();
         rt.block_on(s.purge(log_id(2, 10))).unwrap();
         append(&store, (11..=13).map(|i| blank(2, i)).collect());
-        drop(store);
-        drop(s);
-        let mut reopened = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
-        let ids: Vec<LogId> = reopened.lock().log.places.values().map(|(id, _)| *id).collect();
+        let reopen = || {
+            let reopened = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
+            let ids: Vec<LogId> = reopened.lock().log.places.values().map(|(id, _)| *id).collect();
+            (reopened, ids)
+        };
+        let (mut reopened, ids) = reopen();
         assert_eq!(ids, vec![log_id(2, 11), log_id(2, 12), log_id(2, 13)]);
         let state = rt.block_on(reopened.get_log_state()).unwrap();
         assert_eq!(state.last_log_id, Some(log_id(2, 13)));
         assert_eq!(state.last_purged_log_id, Some(log_id(2, 10)));
-        // A gap that does not start at the purge point still ends the log.
         drop(reopened);
+        // A later purge (a snapshot of its own) past the first entries
+        // after the jump.
+        rt.block_on(s.purge(log_id(2, 12))).unwrap();
+        drop(store);
+        drop(s);
+        let (_, ids) = reopen();
+        assert_eq!(ids, vec![log_id(2, 13)]);
+        // A jump past the purge point is a gap, and still ends the log.
         write_atomically(dir.path(), "purged", &bincode::serialize(&Some(log_id(2, 9))).unwrap()).unwrap();
         let reopened = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
         assert!(reopened.lock().log.places.is_empty());
