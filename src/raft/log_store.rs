@@ -538,6 +538,26 @@ pub struct LogStore {
     synced: Arc<tokio::sync::watch::Sender<u64>>,
     /// What INFO shows of the log.
     pub stats: Arc<LogStats>,
+    /// The member's snapshot on disk, as the state machine says: a purge
+    /// waits until one holds the entries it drops.
+    pub snapshot_saved: Arc<tokio::sync::watch::Sender<SnapshotSaved>>,
+}
+
+/// The snapshot a member's disk holds, for its log's purges.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SnapshotSaved {
+    /// The index of the last entry it holds.
+    pub upto: Option<u64>,
+    /// A snapshot sent by the leader could not be installed: no purge
+    /// waiting for it goes on.
+    pub failed: bool,
+}
+
+impl SnapshotSaved {
+    /// Whether the snapshot holds every entry up to `index`.
+    fn holds(&self, index: u64) -> bool {
+        self.upto.is_some_and(|u| u >= index)
+    }
 }
 
 /// What INFO shows of a member's log.
@@ -721,7 +741,7 @@ impl LogStore {
                 if let Some((&last, _)) = log.places.last_key_value()
                     && index > last + 1
                 {
-                    if !last_purged.is_some_and(|p| index <= p.index + 1) {
+                    if last_purged.is_none_or(|p| index > p.index + 1) {
                         gap = true;
                         break;
                     }
@@ -846,7 +866,18 @@ impl LogStore {
         std::thread::Builder::new()
             .name("keylock-raft-sync".into())
             .spawn(move || sync_thread(weak, jobs, watch, counted))?;
-        Ok(LogStore { inner, synced, stats })
+        Ok(LogStore {
+            inner,
+            synced,
+            stats,
+            snapshot_saved: Arc::new(tokio::sync::watch::Sender::new(SnapshotSaved::default())),
+        })
+    }
+
+    /// Tells the log that the member's disk holds a snapshot up to
+    /// `index` (the last one saved, or the one found at start).
+    pub fn snapshot_saved_upto(&self, index: Option<u64>) {
+        self.snapshot_saved.send_modify(|s| s.upto = s.upto.max(index));
     }
 
     /// Waits until this member's disk holds the entry at `index` (only a
@@ -1037,7 +1068,22 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     /// Drops the entries a snapshot holds: the point is recorded first,
     /// then the segments that hold only entries before it are deleted.
+    ///
+    /// Once the snapshot is on disk: a follower sent one is told to purge
+    /// while its state machine still installs it, and a purge recorded
+    /// before the snapshot that holds its entries would leave a member
+    /// killed meanwhile with entries neither its log nor its snapshot
+    /// has (it could not start again).
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        let mut saved = self.snapshot_saved.subscribe();
+        let holds = saved
+            .wait_for(|s| s.failed || s.holds(log_id.index))
+            .await
+            .is_ok_and(|s| s.holds(log_id.index));
+        if !holds {
+            let e = std::io::Error::other(format!("no snapshot saved holds the entries up to {log_id} to drop"));
+            return Err(io_error(ErrorSubject::Logs, ErrorVerb::Delete, e));
+        }
         let mut inner = self.lock();
         inner.log.forget_upto(log_id.index);
         inner.note();
@@ -1219,6 +1265,7 @@ mod tests {
         drop(reopened);
         // A purge up to entry 3 deletes the segments of 1 and 2 only.
         let before = on_disk();
+        s.snapshot_saved_upto(Some(3));
         rt.block_on(async { s.purge(log_id(2, 3)).await.unwrap() });
         let after = on_disk();
         let first_kept = store.lock().log.places[&4].1.segment;
@@ -1314,6 +1361,7 @@ mod tests {
         assert_eq!(read(&mut s, 1..=9).unwrap(), expected);
         assert!(store.lock().log.cached_bytes <= memory);
         // A purge: the entries after it still read back.
+        s.snapshot_saved_upto(Some(3));
         rt.block_on(s.purge(log_id(1, 3))).unwrap();
         assert_eq!(read(&mut s, 1..=9).unwrap(), expected[3..].to_vec());
         drop(store);
@@ -1353,6 +1401,7 @@ mod tests {
         append(&store, (1..=5).map(|i| blank(1, i)).collect());
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let mut s = store.clone();
+        s.snapshot_saved_upto(Some(10));
         rt.block_on(s.purge(log_id(2, 10))).unwrap();
         append(&store, (11..=13).map(|i| blank(2, i)).collect());
         let reopen = || {
@@ -1368,6 +1417,7 @@ mod tests {
         drop(reopened);
         // A later purge (a snapshot of its own) past the first entries
         // after the jump.
+        s.snapshot_saved_upto(Some(12));
         rt.block_on(s.purge(log_id(2, 12))).unwrap();
         drop(store);
         drop(s);
@@ -1377,6 +1427,44 @@ mod tests {
         write_atomically(dir.path(), "purged", &bincode::serialize(&Some(log_id(2, 9))).unwrap()).unwrap();
         let reopened = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
         assert!(reopened.lock().log.places.is_empty());
+    }
+
+    /// A purge waits until a snapshot holding its entries is on disk (a
+    /// follower is told to purge while it still installs the snapshot it
+    /// was sent), and fails if the install did.
+    #[test]
+    fn a_purge_waits_for_the_snapshot_that_holds_its_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
+        {
+            let mut inner = store.lock();
+            let entries = (1..=6).map(|i| Entry {
+                log_id: log_id(1, i),
+                payload: openraft::EntryPayload::Blank,
+            });
+            let placed = inner.write_entries(entries).unwrap();
+            inner.keep(placed);
+        }
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let mut s = store.clone();
+            store.snapshot_saved_upto(Some(2));
+            let purge = tokio::spawn(async move { s.purge(log_id(1, 4)).await.map_err(|e| e.to_string()) });
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            assert!(!purge.is_finished());
+            assert!(!dir.path().join("purged").exists());
+            assert_eq!(store.lock().log.places.len(), 6);
+            store.snapshot_saved_upto(Some(5));
+            purge.await.unwrap().unwrap();
+            assert_eq!(store.lock().log.places.keys().copied().collect::<Vec<_>>(), vec![5, 6]);
+            // An install that failed: the purge waiting for it fails.
+            let mut s = store.clone();
+            let purge = tokio::spawn(async move { s.purge(log_id(1, 6)).await.map_err(|e| e.to_string()) });
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            store.snapshot_saved.send_modify(|s| s.failed = true);
+            assert!(purge.await.unwrap().is_err());
+            assert_eq!(store.lock().log.places.len(), 2);
+        });
     }
 
     /// An AppendEntries request carries entries up to [`PAYLOAD_BYTES`]

@@ -158,7 +158,7 @@ async fn new_raft(
     engine: mpsc::UnboundedSender<EngineCmd>,
 ) -> Result<Raft, String> {
     let network = Network { log: log.clone() };
-    let state_machine = StateMachine::new(engine, cfg.dir.clone(), log.clone());
+    let state_machine = StateMachine::new(engine, cfg.dir.clone(), log.clone())?;
     Raft::new(cfg.id, config, network, log, state_machine)
         .await
         .map_err(|e| e.to_string())

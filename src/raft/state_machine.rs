@@ -5,11 +5,18 @@
 //!
 //! Snapshots are the dataset as an RDB file (every key, deadlines
 //! included, and the function libraries), made on the engine's thread
-//! when openraft asks for one and kept in `dir/raft/snapshot.rdb` with its
-//! metadata in `snapshot.meta`; the log before it is then dropped. A
+//! when openraft asks for one and kept in `dir/raft/snapshot.N.rdb`,
+//! named by `snapshot.meta` with its metadata; the log before it is then
+//! dropped. A new snapshot's file is written and synced under a new name
+//! before `snapshot.meta` is replaced to name it, and the old file is
+//! deleted after, so that a crash at any point leaves the metadata and the
+//! data of one snapshot together. (Both were replaced in turn before: a
+//! crash between the two paired a new dataset with the old metadata, and
+//! the member applied again the entries between them.) A
 //! member that starts loads its snapshot into the engine first and
 //! applies the log's entries after it; one too far behind is sent the
-//! leader's snapshot.
+//! leader's snapshot. A snapshot that cannot be read at start stops the
+//! member: its log may have dropped the entries the snapshot holds.
 
 use std::io::Cursor;
 use std::path::PathBuf;
@@ -17,6 +24,7 @@ use std::sync::{Arc, Mutex};
 
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{AnyError, EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder, StorageIOError};
+use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 use super::log_store::LogStore;
@@ -47,31 +55,109 @@ struct Stored {
     data: Vec<u8>,
 }
 
+/// What `snapshot.meta` holds: the snapshot's metadata and the name of
+/// its RDB file. (Files written before hold the metadata alone, and the
+/// data is `snapshot.rdb`.)
+#[derive(Serialize, Deserialize)]
+struct MetaFile {
+    meta: SnapshotMeta,
+    rdb: String,
+}
+
 #[derive(Debug)]
 struct Disk {
     dir: PathBuf,
+    /// Told of every snapshot on disk (its purges wait for one).
+    log: LogStore,
+    /// The last snapshot saved (or found at start): its log id and file,
+    /// and the number of the next file. Saves take turns through it.
+    saved: Mutex<(Option<LogId>, Option<String>, u64)>,
+}
+
+/// `snapshot.N.rdb`'s N.
+fn file_number(name: &str) -> Option<u64> {
+    name.strip_prefix("snapshot.")?.strip_suffix(".rdb")?.parse().ok()
 }
 
 impl Disk {
-    fn load(&self) -> Option<Stored> {
-        let meta = std::fs::read(self.dir.join("snapshot.meta")).ok()?;
-        let meta: SnapshotMeta = bincode::deserialize(&meta).ok()?;
-        let data = std::fs::read(self.dir.join("snapshot.rdb")).ok()?;
-        Some(Stored { meta, data })
+    /// The snapshot on disk, if any; an error when `snapshot.meta` names
+    /// one that cannot be read. Files of snapshots left unnamed by a crash
+    /// are deleted.
+    fn open(dir: PathBuf, log: LogStore) -> Result<(Disk, Option<Stored>), String> {
+        let found = match std::fs::read(dir.join("snapshot.meta")) {
+            Ok(bytes) => {
+                let (meta, rdb) = match bincode::deserialize::<MetaFile>(&bytes) {
+                    Ok(m) => (m.meta, m.rdb),
+                    Err(_) => match bincode::deserialize::<SnapshotMeta>(&bytes) {
+                        Ok(meta) => (meta, "snapshot.rdb".to_string()),
+                        Err(e) => return Err(format!("{}: {e}", dir.join("snapshot.meta").display())),
+                    },
+                };
+                if rdb.contains('/') {
+                    return Err(format!("{}: names {rdb}", dir.join("snapshot.meta").display()));
+                }
+                let data = std::fs::read(dir.join(&rdb)).map_err(|e| format!("{}: {e}", dir.join(&rdb).display()))?;
+                Some((Stored { meta, data }, rdb))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(format!("{}: {e}", dir.join("snapshot.meta").display())),
+        };
+        let mut next = 1;
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let named = found.as_ref().is_some_and(|(_, rdb)| *rdb == name);
+                let ours = name == "snapshot.rdb" || file_number(&name).is_some() || name.ends_with(".rdb.tmp");
+                if let Some(n) = file_number(&name) {
+                    next = next.max(n + 1);
+                }
+                if ours && !named {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+        }
+        let last = found.as_ref().and_then(|(s, _)| s.meta.last_log_id);
+        log.snapshot_saved_upto(last.map(|l| l.index));
+        let disk = Disk {
+            dir,
+            log,
+            saved: Mutex::new((last, found.as_ref().map(|(_, rdb)| rdb.clone()), next)),
+        };
+        Ok((disk, found.map(|(s, _)| s)))
     }
 
-    /// The data first, then the metadata that points at it, each synced
-    /// and renamed into place.
-    fn save(&self, s: &Stored) -> std::io::Result<()> {
-        let meta = bincode::serialize(&s.meta).map_err(std::io::Error::other)?;
-        for (name, bytes) in [("snapshot.rdb", &s.data[..]), ("snapshot.meta", &meta[..])] {
+    /// Saves a snapshot, unless one of later entries is saved already
+    /// (false then): its data under a new name, synced, then the metadata
+    /// naming it, synced and renamed into place, then the old data
+    /// deleted.
+    fn save(&self, s: &Stored) -> std::io::Result<bool> {
+        let mut saved = lock(&self.saved);
+        if saved.0.is_some() && s.meta.last_log_id < saved.0 {
+            return Ok(false);
+        }
+        let rdb = format!("snapshot.{}.rdb", saved.2);
+        saved.2 += 1;
+        let meta = bincode::serialize(&MetaFile {
+            meta: s.meta.clone(),
+            rdb: rdb.clone(),
+        })
+        .map_err(std::io::Error::other)?;
+        let write = |name: &str, bytes: &[u8]| -> std::io::Result<()> {
             let tmp = self.dir.join(format!("{name}.tmp"));
             let mut f = std::fs::File::create(&tmp)?;
             std::io::Write::write_all(&mut f, bytes)?;
             f.sync_all()?;
-            std::fs::rename(&tmp, self.dir.join(name))?;
+            std::fs::rename(&tmp, self.dir.join(name))
+        };
+        write(&rdb, &s.data)?;
+        write("snapshot.meta", &meta)?;
+        std::fs::File::open(&self.dir)?.sync_all()?;
+        if let Some(old) = saved.1.replace(rdb) {
+            let _ = std::fs::remove_file(self.dir.join(old));
         }
-        std::fs::File::open(&self.dir)?.sync_all()
+        saved.0 = s.meta.last_log_id;
+        self.log.snapshot_saved_upto(s.meta.last_log_id.map(|l| l.index));
+        Ok(true)
     }
 }
 
@@ -90,10 +176,11 @@ pub struct StateMachine {
 }
 
 impl StateMachine {
-    pub fn new(engine: mpsc::UnboundedSender<EngineCmd>, dir: PathBuf, log: LogStore) -> StateMachine {
-        let disk = Disk { dir };
-        let current = disk.load();
-        StateMachine {
+    /// The member's state machine, with the snapshot its disk holds; an
+    /// error when that cannot be read.
+    pub fn new(engine: mpsc::UnboundedSender<EngineCmd>, dir: PathBuf, log: LogStore) -> Result<StateMachine, String> {
+        let (disk, current) = Disk::open(dir, log.clone()).map_err(|e| format!("the Raft snapshot could not be read: {e}"))?;
+        Ok(StateMachine {
             engine,
             log,
             last_applied: None,
@@ -102,7 +189,23 @@ impl StateMachine {
             current: Arc::new(Mutex::new(current)),
             restored: false,
             built: 0,
+        })
+    }
+
+    /// A snapshot sent by the leader: into the engine, then on disk.
+    async fn install(&mut self, meta: &SnapshotMeta, data: Vec<u8>) -> Result<(), StorageError> {
+        self.restore(data.clone(), meta.last_log_id).await?;
+        self.last_applied = meta.last_log_id;
+        *lock(&self.membership) = meta.last_membership.clone();
+        let stored = Stored { meta: meta.clone(), data };
+        let saved = self
+            .disk
+            .save(&stored)
+            .map_err(|e| StorageIOError::new(ErrorSubject::Snapshot(None), ErrorVerb::Write, AnyError::new(&e)))?;
+        if saved {
+            *lock(&self.current) = Some(stored);
         }
+        Ok(())
     }
 
     async fn restore(&mut self, data: Vec<u8>, last: Option<LogId>) -> Result<(), StorageError> {
@@ -146,11 +249,14 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             snapshot_id: format!("{id}-{}", self.seq),
         };
         let stored = Stored { meta: meta.clone(), data };
-        self.disk
+        let saved = self
+            .disk
             .save(&stored)
             .map_err(|e| StorageIOError::new(ErrorSubject::Snapshot(None), ErrorVerb::Write, AnyError::new(&e)))?;
         let data = stored.data.clone();
-        *lock(&self.current) = Some(stored);
+        if saved {
+            *lock(&self.current) = Some(stored);
+        }
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
@@ -226,16 +332,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: Box<Cursor<Vec<u8>>>) -> Result<(), StorageError> {
-        let data = snapshot.into_inner();
-        self.restore(data.clone(), meta.last_log_id).await?;
-        self.last_applied = meta.last_log_id;
-        *lock(&self.membership) = meta.last_membership.clone();
-        let stored = Stored { meta: meta.clone(), data };
-        self.disk
-            .save(&stored)
-            .map_err(|e| StorageIOError::new(ErrorSubject::Snapshot(None), ErrorVerb::Write, AnyError::new(&e)))?;
-        *lock(&self.current) = Some(stored);
-        Ok(())
+        let installed = self.install(meta, snapshot.into_inner()).await;
+        if installed.is_err() {
+            // The purge that follows an install waits for it: it fails.
+            self.log.snapshot_saved.send_modify(|s| s.failed = true);
+        }
+        installed
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
@@ -243,5 +345,93 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             meta: s.meta,
             snapshot: Box::new(Cursor::new(s.data)),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(term: u64, index: u64, data: &[u8]) -> Stored {
+        let last = openraft::LogId::new(openraft::CommittedLeaderId::new(term, 1), index);
+        Stored {
+            meta: SnapshotMeta {
+                last_log_id: Some(last),
+                last_membership: StoredMembership::default(),
+                snapshot_id: format!("{term}-{index}"),
+            },
+            data: data.to_vec(),
+        }
+    }
+
+    fn open(dir: &std::path::Path) -> (Disk, Option<Stored>, LogStore) {
+        let log = LogStore::open(dir, 1, super::super::log_store::Fsync::No).unwrap();
+        let (disk, found) = Disk::open(dir.to_path_buf(), log.clone()).unwrap();
+        (disk, found, log)
+    }
+
+    fn rdb_files(dir: &std::path::Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".rdb"))
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// A snapshot's data and metadata come back together: a crash after
+    /// the next snapshot's data was written, before its metadata, leaves
+    /// the previous snapshot whole (its file is deleted only after), and
+    /// the file of the unnamed one goes at start. The log is told what
+    /// the disk holds.
+    #[test]
+    fn a_crash_between_data_and_metadata_keeps_the_previous_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let (disk, found, log) = open(dir.path());
+        assert!(found.is_none());
+        assert_eq!(log.snapshot_saved.borrow().upto, None);
+        assert!(disk.save(&stored(1, 100, b"first")).unwrap());
+        assert!(disk.save(&stored(1, 200, b"second")).unwrap());
+        assert_eq!(log.snapshot_saved.borrow().upto, Some(200));
+        assert_eq!(rdb_files(dir.path()), vec!["snapshot.2.rdb"]);
+        // An older snapshot finishing late is not saved over a newer one.
+        assert!(!disk.save(&stored(1, 150, b"late")).unwrap());
+        drop(disk);
+        // The third snapshot's data written, the process killed before
+        // its metadata.
+        std::fs::write(dir.path().join("snapshot.4.rdb"), b"third").unwrap();
+        std::fs::write(dir.path().join("snapshot.5.rdb.tmp"), b"fourth, cut").unwrap();
+        let (disk, found, log) = open(dir.path());
+        let found = found.unwrap();
+        assert_eq!(found.meta.last_log_id.map(|l| l.index), Some(200));
+        assert_eq!(found.data, b"second");
+        assert_eq!(log.snapshot_saved.borrow().upto, Some(200));
+        assert_eq!(rdb_files(dir.path()), vec!["snapshot.2.rdb"]);
+        // Numbers go on past every data file seen.
+        assert!(disk.save(&stored(2, 300, b"third")).unwrap());
+        assert_eq!(rdb_files(dir.path()), vec!["snapshot.5.rdb"]);
+    }
+
+    /// A snapshot saved before its file was named by its metadata
+    /// (`snapshot.rdb` beside the metadata alone) is read; one whose
+    /// named data is missing stops the member.
+    #[test]
+    fn older_snapshots_are_read_and_a_missing_one_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = stored(3, 42, b"old data");
+        std::fs::write(dir.path().join("snapshot.meta"), bincode::serialize(&old.meta).unwrap()).unwrap();
+        std::fs::write(dir.path().join("snapshot.rdb"), b"old data").unwrap();
+        let (disk, found, _) = open(dir.path());
+        let found = found.unwrap();
+        assert_eq!(found.meta, old.meta);
+        assert_eq!(found.data, b"old data");
+        assert!(disk.save(&stored(3, 50, b"new")).unwrap());
+        assert_eq!(rdb_files(dir.path()), vec!["snapshot.1.rdb"]);
+        drop(disk);
+        std::fs::remove_file(dir.path().join("snapshot.1.rdb")).unwrap();
+        let log = LogStore::open(dir.path(), 1, super::super::log_store::Fsync::No).unwrap();
+        assert!(Disk::open(dir.path().to_path_buf(), log).is_err());
     }
 }
