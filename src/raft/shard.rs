@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::log_store::LogStore;
 use super::network::{Network, SharedCard, serve};
-use super::state_machine::{EngineCmd, StateMachine};
+use super::state_machine::{Disk, EngineCmd, StateMachine};
 use super::{Member, NodeId, Raft};
 
 /// What a member is started with.
@@ -155,10 +155,11 @@ async fn new_raft(
     cfg: &ShardConfig,
     config: Arc<openraft::Config>,
     log: LogStore,
+    disk: Arc<Disk>,
     engine: mpsc::UnboundedSender<EngineCmd>,
 ) -> Result<Raft, String> {
     let network = Network { log: log.clone() };
-    let state_machine = StateMachine::new(engine, cfg.dir.clone(), log.clone())?;
+    let state_machine = StateMachine::new(engine, disk, log.clone())?;
     Raft::new(cfg.id, config, network, log, state_machine)
         .await
         .map_err(|e| e.to_string())
@@ -175,6 +176,7 @@ impl Shard {
         let log = LogStore::open_with(&cfg.dir, cfg.id, cfg.fsync, cfg.log_memory)
             .map_err(|e| format!("Could not open the Raft log in {}: {e}", cfg.dir.display()))?;
         let fresh = log.is_new();
+        let disk = Disk::open(cfg.dir.clone(), log.clone())?;
         let log_stats = log.stats.clone();
         let (engine_tx, engine_rx) = mpsc::unbounded_channel();
         let (control_tx, mut control_rx) = mpsc::unbounded_channel();
@@ -195,7 +197,7 @@ impl Shard {
                     }
                 };
                 runtime.block_on(async move {
-                    let mut raft = match new_raft(&cfg, config.clone(), log.clone(), engine_tx.clone()).await {
+                    let mut raft = match new_raft(&cfg, config.clone(), log.clone(), disk.clone(), engine_tx.clone()).await {
                         Ok(r) => r,
                         Err(e) => {
                             let _ = ready_tx.send(Err(e));
@@ -217,7 +219,7 @@ impl Shard {
                     let _ = ready_tx.send(Ok(raft.clone()));
                     while let Some(Control::Rebuild(reply)) = control_rx.recv().await {
                         let _ = raft.shutdown().await;
-                        match new_raft(&cfg, config.clone(), log.clone(), engine_tx.clone()).await {
+                        match new_raft(&cfg, config.clone(), log.clone(), disk.clone(), engine_tx.clone()).await {
                             Ok(r) => raft = r,
                             Err(e) => {
                                 crate::log::warning(format_args!("Raft: the member could not start again: {e}"));

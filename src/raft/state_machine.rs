@@ -64,8 +64,11 @@ struct MetaFile {
     rdb: String,
 }
 
+/// Where a member keeps its snapshot: one for the process, shared by
+/// the Raft instances a rebuild makes, so that saves take turns and
+/// files are cleared only at start.
 #[derive(Debug)]
-struct Disk {
+pub struct Disk {
     dir: PathBuf,
     /// Told of every snapshot on disk (its purges wait for one).
     log: LogStore,
@@ -79,29 +82,36 @@ fn file_number(name: &str) -> Option<u64> {
     name.strip_prefix("snapshot.")?.strip_suffix(".rdb")?.parse().ok()
 }
 
+/// The snapshot `snapshot.meta` in `dir` names, and its file's name;
+/// None without one; an error when it cannot be read.
+fn read_named(dir: &std::path::Path) -> Result<Option<(Stored, String)>, String> {
+    let path = dir.join("snapshot.meta");
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let (meta, rdb) = match bincode::deserialize::<MetaFile>(&bytes) {
+        Ok(m) => (m.meta, m.rdb),
+        Err(_) => match bincode::deserialize::<SnapshotMeta>(&bytes) {
+            Ok(meta) => (meta, "snapshot.rdb".to_string()),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        },
+    };
+    if rdb.contains('/') {
+        return Err(format!("{}: names {rdb}", path.display()));
+    }
+    let data = std::fs::read(dir.join(&rdb)).map_err(|e| format!("{}: {e}", dir.join(&rdb).display()))?;
+    Ok(Some((Stored { meta, data }, rdb)))
+}
+
 impl Disk {
-    /// The snapshot on disk, if any; an error when `snapshot.meta` names
-    /// one that cannot be read. Files of snapshots left unnamed by a crash
-    /// are deleted.
-    fn open(dir: PathBuf, log: LogStore) -> Result<(Disk, Option<Stored>), String> {
-        let found = match std::fs::read(dir.join("snapshot.meta")) {
-            Ok(bytes) => {
-                let (meta, rdb) = match bincode::deserialize::<MetaFile>(&bytes) {
-                    Ok(m) => (m.meta, m.rdb),
-                    Err(_) => match bincode::deserialize::<SnapshotMeta>(&bytes) {
-                        Ok(meta) => (meta, "snapshot.rdb".to_string()),
-                        Err(e) => return Err(format!("{}: {e}", dir.join("snapshot.meta").display())),
-                    },
-                };
-                if rdb.contains('/') {
-                    return Err(format!("{}: names {rdb}", dir.join("snapshot.meta").display()));
-                }
-                let data = std::fs::read(dir.join(&rdb)).map_err(|e| format!("{}: {e}", dir.join(&rdb).display()))?;
-                Some((Stored { meta, data }, rdb))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(format!("{}: {e}", dir.join("snapshot.meta").display())),
-        };
+    /// The member's snapshot place in `dir`: files of snapshots left
+    /// unnamed by a crash are deleted, and the log is told what the disk
+    /// holds. An error when `snapshot.meta` names a snapshot that cannot
+    /// be read.
+    pub fn open(dir: PathBuf, log: LogStore) -> Result<Arc<Disk>, String> {
+        let found = read_named(&dir).map_err(|e| format!("the Raft snapshot could not be read: {e}"))?;
         let mut next = 1;
         if let Ok(entries) = std::fs::read_dir(&dir) {
             for entry in entries.flatten() {
@@ -118,12 +128,19 @@ impl Disk {
         }
         let last = found.as_ref().and_then(|(s, _)| s.meta.last_log_id);
         log.snapshot_saved_upto(last.map(|l| l.index));
-        let disk = Disk {
+        Ok(Arc::new(Disk {
             dir,
             log,
-            saved: Mutex::new((last, found.as_ref().map(|(_, rdb)| rdb.clone()), next)),
-        };
-        Ok((disk, found.map(|(s, _)| s)))
+            saved: Mutex::new((last, found.map(|(_, rdb)| rdb), next)),
+        }))
+    }
+
+    /// The snapshot on disk now, if any.
+    fn load(&self) -> Result<Option<Stored>, String> {
+        let _turn = lock(&self.saved);
+        read_named(&self.dir)
+            .map(|found| found.map(|(s, _)| s))
+            .map_err(|e| format!("the Raft snapshot could not be read: {e}"))
     }
 
     /// Saves a snapshot, unless one of later entries is saved already
@@ -178,14 +195,14 @@ pub struct StateMachine {
 impl StateMachine {
     /// The member's state machine, with the snapshot its disk holds; an
     /// error when that cannot be read.
-    pub fn new(engine: mpsc::UnboundedSender<EngineCmd>, dir: PathBuf, log: LogStore) -> Result<StateMachine, String> {
-        let (disk, current) = Disk::open(dir, log.clone()).map_err(|e| format!("the Raft snapshot could not be read: {e}"))?;
+    pub fn new(engine: mpsc::UnboundedSender<EngineCmd>, disk: Arc<Disk>, log: LogStore) -> Result<StateMachine, String> {
+        let current = disk.load()?;
         Ok(StateMachine {
             engine,
             log,
             last_applied: None,
             membership: Arc::new(Mutex::new(StoredMembership::default())),
-            disk: Arc::new(disk),
+            disk,
             current: Arc::new(Mutex::new(current)),
             restored: false,
             built: 0,
@@ -364,9 +381,10 @@ mod tests {
         }
     }
 
-    fn open(dir: &std::path::Path) -> (Disk, Option<Stored>, LogStore) {
+    fn open(dir: &std::path::Path) -> (Arc<Disk>, Option<Stored>, LogStore) {
         let log = LogStore::open(dir, 1, super::super::log_store::Fsync::No).unwrap();
-        let (disk, found) = Disk::open(dir.to_path_buf(), log.clone()).unwrap();
+        let disk = Disk::open(dir.to_path_buf(), log.clone()).unwrap();
+        let found = disk.load().unwrap();
         (disk, found, log)
     }
 
