@@ -96,6 +96,12 @@ pub struct RaftState {
     /// Changes with every rebuild of the dataset: entries this member ran
     /// as leader in this incarnation are not replayed.
     pub incarnation: u64,
+    /// The number of the Raft instance applying to the dataset: one more
+    /// at every rebuild, as the Raft thread counts the instances it makes.
+    /// What an instance replaced still sends (its state machine is not
+    /// waited for when it shuts down) is dropped: it would apply entries
+    /// to the emptied dataset that the new instance applies again.
+    pub instance: u64,
     /// The effects recorded since the last proposal.
     pending: Arc<Mutex<Vec<u8>>>,
     tap: u64,
@@ -196,6 +202,7 @@ impl State {
             cluster_ids: BTreeMap::new(),
             started: std::time::Instant::now(),
             incarnation: fastrand::u64(..),
+            instance: 0,
             pending,
             tap,
             in_flight: 0,
@@ -649,6 +656,7 @@ impl State {
         }
         if let Some(r) = self.raft.as_deref_mut() {
             r.incarnation = fastrand::u64(..);
+            r.instance += 1;
             r.in_flight = 0;
             r.queued.clear();
             r.queued_batches = 0;

@@ -541,6 +541,9 @@ pub struct LogStore {
     /// The member's snapshot on disk, as the state machine says: a purge
     /// waits until one holds the entries it drops.
     pub snapshot_saved: Arc<tokio::sync::watch::Sender<SnapshotSaved>>,
+    /// The Raft instance this handle was given to (a rebuild makes the
+    /// next one).
+    instance: u64,
 }
 
 /// The snapshot a member's disk holds, for its log's purges.
@@ -548,9 +551,10 @@ pub struct LogStore {
 pub struct SnapshotSaved {
     /// The index of the last entry it holds.
     pub upto: Option<u64>,
-    /// A snapshot sent by the leader could not be installed: no purge
-    /// waiting for it goes on.
-    pub failed: bool,
+    /// The last Raft instance whose state machine ended, or failed to
+    /// install a snapshot the leader sent: a purge of that instance, or
+    /// of one before it, waiting for a snapshot fails.
+    pub ended: Option<u64>,
 }
 
 impl SnapshotSaved {
@@ -871,7 +875,19 @@ impl LogStore {
             synced,
             stats,
             snapshot_saved: Arc::new(tokio::sync::watch::Sender::new(SnapshotSaved::default())),
+            instance: 0,
         })
+    }
+
+    /// The handle for Raft instance `instance`.
+    pub fn for_instance(&self, instance: u64) -> LogStore {
+        LogStore { instance, ..self.clone() }
+    }
+
+    /// Says that instance `instance`'s state machine ended (or failed to
+    /// install a snapshot).
+    pub fn instance_ended(&self, instance: u64) {
+        self.snapshot_saved.send_modify(|s| s.ended = s.ended.max(Some(instance)));
     }
 
     /// Tells the log that the member's disk holds a snapshot up to
@@ -1076,8 +1092,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     /// has (it could not start again).
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
         let mut saved = self.snapshot_saved.subscribe();
+        let instance = self.instance;
         let holds = saved
-            .wait_for(|s| s.failed || s.holds(log_id.index))
+            .wait_for(|s| s.ended >= Some(instance) || s.holds(log_id.index))
             .await
             .is_ok_and(|s| s.holds(log_id.index));
         if !holds {
@@ -1461,7 +1478,7 @@ mod tests {
             let mut s = store.clone();
             let purge = tokio::spawn(async move { s.purge(log_id(1, 6)).await.map_err(|e| e.to_string()) });
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            store.snapshot_saved.send_modify(|s| s.failed = true);
+            store.instance_ended(0);
             assert!(purge.await.unwrap().is_err());
             assert_eq!(store.lock().log.places.len(), 2);
         });

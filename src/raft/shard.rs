@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::log_store::LogStore;
 use super::network::{Network, SharedCard, serve};
-use super::state_machine::{Disk, EngineCmd, StateMachine};
+use super::state_machine::{Disk, EngineCmd, EngineSender, StateMachine};
 use super::{Member, NodeId, Raft};
 
 /// What a member is started with.
@@ -120,7 +120,7 @@ pub struct Shard {
     /// log's committed entries first, which needs the engine running).
     pub ready: Option<oneshot::Receiver<Result<Raft, String>>>,
     /// Committed entries for the engine to apply.
-    pub applies: Option<mpsc::UnboundedReceiver<EngineCmd>>,
+    pub applies: Option<mpsc::UnboundedReceiver<(u64, EngineCmd)>>,
     /// This member's cluster identity, as told to the others.
     pub card: SharedCard,
     /// While it leads: when a majority last acknowledged it (see
@@ -156,10 +156,12 @@ async fn new_raft(
     config: Arc<openraft::Config>,
     log: LogStore,
     disk: Arc<Disk>,
-    engine: mpsc::UnboundedSender<EngineCmd>,
+    engine: EngineSender,
+    instance: u64,
 ) -> Result<Raft, String> {
+    let log = log.for_instance(instance);
     let network = Network { log: log.clone() };
-    let state_machine = StateMachine::new(engine, disk, log.clone())?;
+    let state_machine = StateMachine::new(engine, instance, disk, log.clone())?;
     Raft::new(cfg.id, config, network, log, state_machine)
         .await
         .map_err(|e| e.to_string())
@@ -197,7 +199,10 @@ impl Shard {
                     }
                 };
                 runtime.block_on(async move {
-                    let mut raft = match new_raft(&cfg, config.clone(), log.clone(), disk.clone(), engine_tx.clone()).await {
+                    // The instance's number: the engine counts its rebuilds
+                    // the same way (`RaftState::instance`).
+                    let mut instance = 0;
+                    let mut raft = match new_raft(&cfg, config.clone(), log.clone(), disk.clone(), engine_tx.clone(), instance).await {
                         Ok(r) => r,
                         Err(e) => {
                             let _ = ready_tx.send(Err(e));
@@ -219,7 +224,8 @@ impl Shard {
                     let _ = ready_tx.send(Ok(raft.clone()));
                     while let Some(Control::Rebuild(reply)) = control_rx.recv().await {
                         let _ = raft.shutdown().await;
-                        match new_raft(&cfg, config.clone(), log.clone(), disk.clone(), engine_tx.clone()).await {
+                        instance += 1;
+                        match new_raft(&cfg, config.clone(), log.clone(), disk.clone(), engine_tx.clone(), instance).await {
                             Ok(r) => raft = r,
                             Err(e) => {
                                 crate::log::warning(format_args!("Raft: the member could not start again: {e}"));

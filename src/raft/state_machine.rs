@@ -30,6 +30,11 @@ use tokio::sync::{mpsc, oneshot};
 use super::log_store::LogStore;
 use super::{Entry, LogId, Proposal, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 
+/// What the state machines send the engine's thread: the number of the
+/// Raft instance that sends it (the engine drops what an instance it
+/// replaced still sends), and the request.
+pub type EngineSender = mpsc::UnboundedSender<(u64, EngineCmd)>;
+
 /// What the state machine asks of the engine's thread.
 #[derive(Debug)]
 pub enum EngineCmd {
@@ -112,9 +117,12 @@ impl Disk {
     /// be read.
     pub fn open(dir: PathBuf, log: LogStore) -> Result<Arc<Disk>, String> {
         let found = read_named(&dir).map_err(|e| format!("the Raft snapshot could not be read: {e}"))?;
-        let mut next = 1;
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            for entry in entries.flatten() {
+        // Past the named file's number, whatever the listing shows.
+        let mut next = found.as_ref().and_then(|(_, rdb)| file_number(rdb)).map_or(1, |n| n + 1);
+        let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        {
+            for entry in entries {
+                let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
                 let name = entry.file_name().to_string_lossy().into_owned();
                 let named = found.as_ref().is_some_and(|(_, rdb)| *rdb == name);
                 let ours = name == "snapshot.rdb" || file_number(&name).is_some() || name.ends_with(".rdb.tmp");
@@ -154,6 +162,9 @@ impl Disk {
         }
         let rdb = format!("snapshot.{}.rdb", saved.2);
         saved.2 += 1;
+        if saved.1.as_deref() == Some(&rdb) {
+            return Err(std::io::Error::other(format!("{rdb} is the snapshot saved already")));
+        }
         let meta = bincode::serialize(&MetaFile {
             meta: s.meta.clone(),
             rdb: rdb.clone(),
@@ -167,6 +178,8 @@ impl Disk {
             std::fs::rename(&tmp, self.dir.join(name))
         };
         write(&rdb, &s.data)?;
+        // The data's name on disk before the metadata that names it.
+        std::fs::File::open(&self.dir)?.sync_all()?;
         write("snapshot.meta", &meta)?;
         std::fs::File::open(&self.dir)?.sync_all()?;
         if let Some(old) = saved.1.replace(rdb) {
@@ -179,7 +192,9 @@ impl Disk {
 }
 
 pub struct StateMachine {
-    engine: mpsc::UnboundedSender<EngineCmd>,
+    engine: EngineSender,
+    /// The number of this Raft instance (a rebuild makes the next one).
+    instance: u64,
     /// The member's log: a leader applies its own entries once its disk
     /// holds them (see `log_store`).
     log: LogStore,
@@ -195,10 +210,11 @@ pub struct StateMachine {
 impl StateMachine {
     /// The member's state machine, with the snapshot its disk holds; an
     /// error when that cannot be read.
-    pub fn new(engine: mpsc::UnboundedSender<EngineCmd>, disk: Arc<Disk>, log: LogStore) -> Result<StateMachine, String> {
+    pub fn new(engine: EngineSender, instance: u64, disk: Arc<Disk>, log: LogStore) -> Result<StateMachine, String> {
         let current = disk.load()?;
         Ok(StateMachine {
             engine,
+            instance,
             log,
             last_applied: None,
             membership: Arc::new(Mutex::new(StoredMembership::default())),
@@ -228,11 +244,20 @@ impl StateMachine {
     async fn restore(&mut self, data: Vec<u8>, last: Option<LogId>) -> Result<(), StorageError> {
         let (done, wait) = oneshot::channel();
         self.engine
-            .send(EngineCmd::Restore { data, last, done })
+            .send((self.instance, EngineCmd::Restore { data, last, done }))
             .map_err(|_| engine_gone())?;
         wait.await
             .map_err(|_| engine_gone())?
             .map_err(|e| StorageIOError::new(ErrorSubject::StateMachine, ErrorVerb::Write, AnyError::error(e)).into())
+    }
+}
+
+/// The state machine ends with its openraft worker (an instance shut
+/// down, or its worker stopped on an error): a purge still waiting for a
+/// snapshot it would have installed fails rather than wait for good.
+impl Drop for StateMachine {
+    fn drop(&mut self) {
+        self.log.instance_ended(self.instance);
     }
 }
 
@@ -323,7 +348,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             self.log.wait_synced(last.index).await;
             let (done, wait) = oneshot::channel();
             self.engine
-                .send(EngineCmd::Apply { entries: writes, done })
+                .send((self.instance, EngineCmd::Apply { entries: writes, done }))
                 .map_err(|_| engine_gone())?;
             wait.await.map_err(|_| engine_gone())?;
         }
@@ -333,7 +358,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         // Asked now, so that it follows every apply so far.
         let (reply, dump) = oneshot::channel();
-        let _ = self.engine.send(EngineCmd::Dump { reply });
+        let _ = self.engine.send((self.instance, EngineCmd::Dump { reply }));
         self.built += 1;
         SnapshotBuilder {
             dump: Some(dump),
@@ -352,7 +377,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let installed = self.install(meta, snapshot.into_inner()).await;
         if installed.is_err() {
             // The purge that follows an install waits for it: it fails.
-            self.log.snapshot_saved.send_modify(|s| s.failed = true);
+            self.log.instance_ended(self.instance);
         }
         installed
     }
@@ -430,6 +455,36 @@ mod tests {
         // Numbers go on past every data file seen.
         assert!(disk.save(&stored(2, 300, b"third")).unwrap());
         assert_eq!(rdb_files(dir.path()), vec!["snapshot.5.rdb"]);
+    }
+
+    /// A save that fails at its data or at its metadata leaves the
+    /// snapshot saved before whole, and the data file it left unnamed goes
+    /// at start.
+    #[test]
+    fn a_save_that_fails_midway_keeps_the_previous_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let (disk, _, _) = open(dir.path());
+        assert!(disk.save(&stored(1, 100, b"first")).unwrap());
+        assert_eq!(rdb_files(dir.path()), vec!["snapshot.1.rdb"]);
+        // The data cannot be put in place (a directory has its name).
+        std::fs::create_dir(dir.path().join("snapshot.2.rdb")).unwrap();
+        assert!(disk.save(&stored(1, 200, b"second")).is_err());
+        // The metadata cannot be written.
+        std::fs::create_dir(dir.path().join("snapshot.meta.tmp")).unwrap();
+        assert!(disk.save(&stored(1, 300, b"third")).is_err());
+        assert!(rdb_files(dir.path()).contains(&"snapshot.3.rdb".to_string()));
+        drop(disk);
+        std::fs::remove_dir(dir.path().join("snapshot.2.rdb")).unwrap();
+        std::fs::remove_dir(dir.path().join("snapshot.meta.tmp")).unwrap();
+        let (disk, found, log) = open(dir.path());
+        let found = found.unwrap();
+        assert_eq!(found.meta.last_log_id.map(|l| l.index), Some(100));
+        assert_eq!(found.data, b"first");
+        assert_eq!(log.snapshot_saved.borrow().upto, Some(100));
+        assert!(rdb_files(dir.path()).iter().all(|n| n == "snapshot.1.rdb" || n.ends_with(".tmp")));
+        assert!(disk.save(&stored(1, 400, b"fourth")).unwrap());
+        let (_, found, _) = open(dir.path());
+        assert_eq!(found.unwrap().data, b"fourth");
     }
 
     /// A snapshot saved before its file was named by its metadata

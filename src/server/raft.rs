@@ -83,8 +83,22 @@ pub fn serve_shard(shared: &Rc<Shared>, mut shard: Shard) {
 }
 
 /// Committed entries, applied in order on the engine.
-async fn apply_loop(shared: Rc<Shared>, mut applies: tokio::sync::mpsc::UnboundedReceiver<EngineCmd>) {
-    while let Some(cmd) = applies.recv().await {
+async fn apply_loop(shared: Rc<Shared>, mut applies: tokio::sync::mpsc::UnboundedReceiver<(u64, EngineCmd)>) {
+    while let Some((instance, cmd)) = applies.recv().await {
+        let current = shared.engine.borrow().state.raft.as_deref().map(|r| r.instance);
+        if current != Some(instance) {
+            // From an instance a rebuild replaced.
+            match cmd {
+                EngineCmd::Apply { done, .. } => {
+                    let _ = done.send(());
+                }
+                EngineCmd::Restore { done, .. } => {
+                    let _ = done.send(Err("the Raft instance was replaced".into()));
+                }
+                EngineCmd::Dump { .. } => {}
+            }
+            continue;
+        }
         match cmd {
             EngineCmd::Apply { entries, done } => {
                 {
