@@ -495,8 +495,8 @@ fn entries_past_raft_log_memory_are_read_back_from_the_log() {
     // The follower that missed them all is sent them from the disk.
     shard.members[f].start();
     let back = &shard.members[f];
-    wait_until(10, "the member to catch up", || back.call(&["GET", "acked"]) == "$3\r\n300\r\n");
-    assert_eq!(back.call(&["STRLEN", "big19"]), ":1000\r\n");
+    wait_until(10, "the member to catch up", || back.call(&["STRLEN", "big19"]) == ":1000\r\n");
+    assert_eq!(back.call(&["GET", "acked"]), "$3\r\n300\r\n");
     assert_eq!(back.call(&["DBSIZE"]), ":21\r\n");
     assert!(back.info("raft_log_memory").parse::<u64>().unwrap() <= 4096);
     // Every member restarted at once rebuilds its dataset from its log.
@@ -508,8 +508,8 @@ fn entries_past_raft_log_memory_are_read_back_from_the_log() {
     }
     let l = shard.leader();
     for m in &shard.members {
-        wait_until(10, "the member to apply its log", || m.call(&["GET", "acked"]) == "$3\r\n300\r\n");
-        assert_eq!(m.call(&["STRLEN", "big0"]), ":1000\r\n");
+        wait_until(10, "the member to apply its log", || m.call(&["STRLEN", "big19"]) == ":1000\r\n");
+        assert_eq!(m.call(&["GET", "acked"]), "$3\r\n300\r\n");
     }
     assert_eq!(shard.members[l].call(&["INCR", "acked"]), ":301\r\n");
 }
