@@ -1481,6 +1481,14 @@ mod tests {
             store.instance_ended(0);
             assert!(purge.await.unwrap().is_err());
             assert_eq!(store.lock().log.places.len(), 2);
+            // The next instance's purges wait as before.
+            let mut s = store.for_instance(1);
+            let purge = tokio::spawn(async move { s.purge(log_id(1, 6)).await.map_err(|e| e.to_string()) });
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            assert!(!purge.is_finished());
+            store.snapshot_saved_upto(Some(6));
+            purge.await.unwrap().unwrap();
+            assert!(store.lock().log.places.is_empty());
         });
     }
 

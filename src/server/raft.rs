@@ -172,7 +172,12 @@ async fn role_loop(shared: Rc<Shared>, shard: Shard, raft: Raft) {
                     let engine = &mut *engine;
                     engine.state.raft_reset_dataset(&mut engine.scripts);
                 }
-                let Ok(raft) = shard.rebuild().await else { return };
+                let Ok(raft) = shard.rebuild().await else {
+                    // The Raft thread is gone: the dataset is empty, and
+                    // nothing would fill it again.
+                    crate::log::warning(format_args!("Raft: the member's Raft thread stopped: exiting"));
+                    std::process::exit(1);
+                };
                 metrics = raft.metrics();
                 if let Some(r) = shared.engine.borrow_mut().state.raft.as_deref_mut() {
                     r.raft = Some(raft);
