@@ -186,6 +186,16 @@ impl Shard {
         })
     }
 
+    /// Every member killed at once, then started again.
+    fn restart_all(&mut self) {
+        for m in &mut self.members {
+            m.kill();
+        }
+        for m in &mut self.members {
+            m.start();
+        }
+    }
+
     /// The member that leads, once one does, every running member agrees,
     /// and that stays so for half a second.
     fn leader(&self) -> usize {
@@ -460,12 +470,7 @@ fn with_raft_fsync_no_entries_count_once_written_and_survive_killed_processes() 
     }
     // Every process killed at once: the system still holds what they
     // wrote, so every acknowledged write is there when they restart.
-    for m in &mut shard.members {
-        m.kill();
-    }
-    for m in &mut shard.members {
-        m.start();
-    }
+    shard.restart_all();
     let l = shard.leader();
     assert_eq!(shard.members[l].call(&["GET", "acked"]), "$3\r\n300\r\n");
     assert_eq!(shard.members[l].call(&["INCR", "acked"]), ":301\r\n");
@@ -500,12 +505,7 @@ fn entries_past_raft_log_memory_are_read_back_from_the_log() {
     assert_eq!(back.call(&["DBSIZE"]), ":21\r\n");
     assert!(back.info("raft_log_memory").parse::<u64>().unwrap() <= 4096);
     // Every member restarted at once rebuilds its dataset from its log.
-    for m in &mut shard.members {
-        m.kill();
-    }
-    for m in &mut shard.members {
-        m.start();
-    }
+    shard.restart_all();
     let l = shard.leader();
     for m in &shard.members {
         wait_until(10, "the member to apply its log", || m.call(&["STRLEN", "big19"]) == ":1000\r\n");
