@@ -87,9 +87,10 @@ fn file_number(name: &str) -> Option<u64> {
     name.strip_prefix("snapshot.")?.strip_suffix(".rdb")?.parse().ok()
 }
 
-/// The snapshot `snapshot.meta` in `dir` names, and its file's name;
-/// None without one; an error when it cannot be read.
-fn read_named(dir: &std::path::Path) -> Result<Option<(Stored, String)>, String> {
+/// The metadata of the snapshot `snapshot.meta` in `dir` names, and its
+/// data file's name; None without one; an error when the metadata cannot
+/// be read or the file it names is not there.
+fn read_meta(dir: &std::path::Path) -> Result<Option<(SnapshotMeta, String)>, String> {
     let path = dir.join("snapshot.meta");
     let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,
@@ -106,8 +107,8 @@ fn read_named(dir: &std::path::Path) -> Result<Option<(Stored, String)>, String>
     if rdb.contains('/') {
         return Err(format!("{}: names {rdb}", path.display()));
     }
-    let data = std::fs::read(dir.join(&rdb)).map_err(|e| format!("{}: {e}", dir.join(&rdb).display()))?;
-    Ok(Some((Stored { meta, data }, rdb)))
+    std::fs::metadata(dir.join(&rdb)).map_err(|e| format!("{}: {e}", dir.join(&rdb).display()))?;
+    Ok(Some((meta, rdb)))
 }
 
 impl Disk {
@@ -116,25 +117,23 @@ impl Disk {
     /// holds. An error when `snapshot.meta` names a snapshot that cannot
     /// be read.
     pub fn open(dir: PathBuf, log: LogStore) -> Result<Arc<Disk>, String> {
-        let found = read_named(&dir).map_err(|e| format!("the Raft snapshot could not be read: {e}"))?;
+        let found = read_meta(&dir).map_err(|e| format!("the Raft snapshot could not be read: {e}"))?;
         // Past the named file's number, whatever the listing shows.
         let mut next = found.as_ref().and_then(|(_, rdb)| file_number(rdb)).map_or(1, |n| n + 1);
         let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        {
-            for entry in entries {
-                let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
-                let name = entry.file_name().to_string_lossy().into_owned();
-                let named = found.as_ref().is_some_and(|(_, rdb)| *rdb == name);
-                let ours = name == "snapshot.rdb" || file_number(&name).is_some() || name.ends_with(".rdb.tmp");
-                if let Some(n) = file_number(&name) {
-                    next = next.max(n + 1);
-                }
-                if ours && !named {
-                    let _ = std::fs::remove_file(entry.path());
-                }
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let named = found.as_ref().is_some_and(|(_, rdb)| *rdb == name);
+            let ours = name == "snapshot.rdb" || file_number(&name).is_some() || name.ends_with(".rdb.tmp");
+            if let Some(n) = file_number(&name) {
+                next = next.max(n + 1);
+            }
+            if ours && !named {
+                let _ = std::fs::remove_file(entry.path());
             }
         }
-        let last = found.as_ref().and_then(|(s, _)| s.meta.last_log_id);
+        let last = found.as_ref().and_then(|(meta, _)| meta.last_log_id);
         log.snapshot_saved_upto(last.map(|l| l.index));
         Ok(Arc::new(Disk {
             dir,
@@ -146,9 +145,15 @@ impl Disk {
     /// The snapshot on disk now, if any.
     fn load(&self) -> Result<Option<Stored>, String> {
         let _turn = lock(&self.saved);
-        read_named(&self.dir)
-            .map(|found| found.map(|(s, _)| s))
-            .map_err(|e| format!("the Raft snapshot could not be read: {e}"))
+        let read = || -> Result<Option<Stored>, String> {
+            let Some((meta, rdb)) = read_meta(&self.dir)? else {
+                return Ok(None);
+            };
+            let path = self.dir.join(&rdb);
+            let data = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            Ok(Some(Stored { meta, data }))
+        };
+        read().map_err(|e| format!("the Raft snapshot could not be read: {e}"))
     }
 
     /// Saves a snapshot, unless one of later entries is saved already
