@@ -468,7 +468,10 @@ impl Entries {
     /// bytes are).
     fn keep(&mut self, entry: Entry, at: Place) {
         let index = entry.log_id.index;
-        self.forget_from(index);
+        // (An append past the end, the usual case, splits nothing off.)
+        if self.places.last_key_value().is_some_and(|(&last, _)| last >= index) {
+            self.forget_from(index);
+        }
         self.places.insert(index, (entry.log_id, at));
         self.cache.insert(index, entry);
         self.cached_bytes += u64::from(at.len);
@@ -1121,6 +1124,20 @@ mod tests {
         LogId::new(openraft::CommittedLeaderId::new(term, 1), index)
     }
 
+    fn blank(term: u64, index: u64) -> Entry {
+        Entry {
+            log_id: log_id(term, index),
+            payload: openraft::EntryPayload::Blank,
+        }
+    }
+
+    /// What `append` does with `raft-fsync no`, but for telling openraft.
+    fn written(store: &LogStore, entries: impl IntoIterator<Item = Entry>) {
+        let mut inner = store.lock();
+        let placed = inner.write_entries(entries).unwrap();
+        inner.keep(placed);
+    }
+
     /// The committed hint is read back after a restart; a damaged one is
     /// no hint at all, and a longer record written before a shorter one
     /// does not confuse it.
@@ -1255,16 +1272,10 @@ mod tests {
                 })
                 .collect()
         };
-        // What `append` does, but for telling openraft.
-        let append = |store: &LogStore, entries: Vec<Entry>| {
-            let mut inner = store.lock();
-            let placed = inner.write_entries(entries).unwrap();
-            inner.keep(placed);
-        };
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let mut s = store.clone();
         for i in 1..=10 {
-            append(&store, entries(1, i..=i));
+            written(&store, entries(1, i..=i));
         }
         let on_disk = || list_segments(dir.path()).unwrap();
         assert!(on_disk().len() >= 4, "{:?}", on_disk());
@@ -1275,7 +1286,7 @@ mod tests {
         drop(reopened);
         // Back to entry 3, then other entries in its place.
         rt.block_on(async { s.truncate(log_id(1, 3)).await.unwrap() });
-        append(&store, entries(2, 3..=4));
+        written(&store, entries(2, 3..=4));
         let reopened = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
         let ids: Vec<LogId> = reopened.lock().log.places.values().map(|(id, _)| *id).collect();
         assert_eq!(ids, vec![log_id(1, 1), log_id(1, 2), log_id(2, 3), log_id(2, 4)]);
@@ -1304,7 +1315,7 @@ mod tests {
         let store = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
         store.lock().segment_bytes = 300;
         for i in 1..=8 {
-            append(&store, entries(1, i..=i));
+            written(&store, entries(1, i..=i));
         }
         drop(store);
         let segments = list_segments(dir.path()).unwrap();
@@ -1345,12 +1356,7 @@ mod tests {
         };
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let mut s = store.clone();
-        // What `append` does with `raft-fsync no`, but for telling openraft.
-        let append = |s: &mut LogStore, batch: Vec<Entry>| {
-            let mut inner = s.lock();
-            let placed = inner.write_entries(batch).unwrap();
-            inner.keep(placed);
-        };
+        let append = |s: &mut LogStore, batch: Vec<Entry>| written(s, batch);
         // Whether the entries read back, and which.
         let read =
             |s: &mut LogStore, range: std::ops::RangeInclusive<u64>| rt.block_on(s.try_get_log_entries(range)).map_err(|e| e.to_string());
@@ -1406,21 +1412,12 @@ mod tests {
     fn entries_after_a_snapshot_past_the_log_end_survive_a_restart() {
         let dir = tempfile::tempdir().unwrap();
         let store = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
-        let blank = |term: u64, i: u64| Entry {
-            log_id: log_id(term, i),
-            payload: openraft::EntryPayload::Blank,
-        };
-        let append = |store: &LogStore, entries: Vec<Entry>| {
-            let mut inner = store.lock();
-            let placed = inner.write_entries(entries).unwrap();
-            inner.keep(placed);
-        };
-        append(&store, (1..=5).map(|i| blank(1, i)).collect());
+        written(&store, (1..=5).map(|i| blank(1, i)));
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let mut s = store.clone();
         s.snapshot_saved_upto(Some(10));
         rt.block_on(s.purge(log_id(2, 10))).unwrap();
-        append(&store, (11..=13).map(|i| blank(2, i)).collect());
+        written(&store, (11..=13).map(|i| blank(2, i)));
         let reopen = || {
             let reopened = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
             let ids: Vec<LogId> = reopened.lock().log.places.values().map(|(id, _)| *id).collect();
@@ -1453,15 +1450,7 @@ mod tests {
     fn a_purge_waits_for_the_snapshot_that_holds_its_entries() {
         let dir = tempfile::tempdir().unwrap();
         let store = LogStore::open(dir.path(), 2, Fsync::No).unwrap();
-        {
-            let mut inner = store.lock();
-            let entries = (1..=6).map(|i| Entry {
-                log_id: log_id(1, i),
-                payload: openraft::EntryPayload::Blank,
-            });
-            let placed = inner.write_entries(entries).unwrap();
-            inner.keep(placed);
-        }
+        written(&store, (1..=6).map(|i| blank(1, i)));
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let mut s = store.clone();
@@ -1510,11 +1499,7 @@ mod tests {
         let mut all: Vec<Entry> = (1..=10).map(|i| entry(i, 300_000)).collect();
         all.push(entry(11, 2_000_000));
         all.extend((12..=21).map(|i| entry(i, 1000)));
-        {
-            let mut inner = store.lock();
-            let placed = inner.write_entries(all.clone()).unwrap();
-            inner.keep(placed);
-        }
+        written(&store, all.clone());
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let mut limited = |start, end| rt.block_on(store.limited_get_log_entries(start, end)).unwrap();
         assert_eq!(limited(1, 22), all[..3].to_vec());
