@@ -245,6 +245,13 @@ impl Config {
                 reason: format!("Can't open the log file: {}", crate::error::os_error_text(&e)),
             });
         }
+        // A cluster node replicates the master the cluster gives it.
+        if params.int("cluster-enabled") == Some(1) && params.value("replicaof").is_some_and(|v| !v.is_empty()) {
+            return Err(ConfigError::Fatal {
+                line: None,
+                reason: "replicaof directive not allowed in cluster mode".to_string(),
+            });
+        }
         Ok(())
     }
 

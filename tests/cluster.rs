@@ -890,3 +890,228 @@ fn a_node_whose_port_config_set_moves_announces_the_new_one() {
     let nodes = text(Raw::connect(addr).call(&["CLUSTER", "NODES"]));
     assert!(nodes.contains(&format!(":{moved}@{} myself,master", node.cport)), "{nodes}");
 }
+
+/// The node whose CLUSTER NODES line (in `node`'s view) names `id`.
+fn line_of(node: &Node, id: &str) -> String {
+    let listing = node.text(&["CLUSTER", "NODES"]);
+    listing.lines().find(|l| l.starts_with(id)).unwrap_or("").to_string()
+}
+
+/// `redis-cli --cluster create --cluster-replicas 1` on six keylocks:
+/// three masters, each with a replica that replicates it (CLUSTER
+/// REPLICATE), serves reads after READONLY and sends the rest to its
+/// master; CLUSTER FAILOVER hands a master's slots to its replica (its
+/// master paused, the masters voting a new epoch) and the old master
+/// replicates the new one; TAKEOVER takes them back without a vote.
+#[test]
+fn redis_cli_creates_a_cluster_with_replicas_that_replicate_and_fail_over() {
+    if !redis_server_found() || !redis_cli_found() {
+        return;
+    }
+    let dirs: Vec<_> = (0..6).map(|_| tempfile::tempdir().unwrap()).collect();
+    let nodes: Vec<Node> = dirs.iter().map(|d| keylock_node(d.path(), &[])).collect();
+    let mut args = vec!["--cluster".to_string(), "create".into()];
+    args.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())));
+    args.extend(["--cluster-replicas".into(), "1".into(), "--cluster-yes".into()]);
+    let out = redis_cli(&args);
+    assert!(out.contains("[OK] All 16384 slots covered."), "{out}");
+    let all: Vec<&Node> = nodes.iter().collect();
+    wait_for_cluster(&all, 6);
+    wait_until(10, "every node to see three replicas", || {
+        all.iter().all(|n| n.text(&["CLUSTER", "NODES"]).matches("slave").count() == 3)
+    });
+    let check = redis_cli(&["--cluster".into(), "check".into(), format!("127.0.0.1:{}", nodes[0].port())]);
+    assert!(check.contains("[OK] All nodes agree about slots configuration."), "{check}");
+    assert_eq!(check.matches("1 additional replica(s)").count(), 3, "{check}");
+    // Writes through the cluster client reach the masters and their replicas.
+    let client = redis::cluster::ClusterClient::new(vec![format!("redis://127.0.0.1:{}", nodes[0].port())]).unwrap();
+    let mut cc = client.get_connection().unwrap();
+    for i in 0..200 {
+        let _: () = redis::cmd("SET").arg(format!("key:{i}")).arg(i).query(&mut cc).unwrap();
+    }
+    let ids: Vec<String> = nodes.iter().map(Node::id).collect();
+    let master_of = |i: usize| -> usize {
+        let line = line_of(&nodes[i], &ids[i]);
+        let master = line.split(' ').nth(3).unwrap().to_string();
+        ids.iter().position(|id| *id == master).unwrap()
+    };
+    let replicas: Vec<usize> = (0..6).filter(|&i| line_of(&nodes[i], &ids[i]).contains("slave")).collect();
+    assert_eq!(replicas.len(), 3);
+    for &r in &replicas {
+        let m = master_of(r);
+        assert!(line_of(&nodes[m], &ids[m]).contains("myself,master"));
+        wait_until(10, "the replica to have its master's keys", || {
+            nodes[r].text(&["DBSIZE"]) == nodes[m].text(&["DBSIZE"])
+        });
+        assert_eq!(info_field_of(&nodes[r], "role"), "slave");
+        // A key of the master's: MOVED there, read here after READONLY.
+        let key = (0..200)
+            .map(|i| format!("key:{i}"))
+            .find(|k| nodes[m].text(&["EXISTS", k]) == ":1\r\n")
+            .unwrap();
+        let moved = nodes[r].text(&["GET", &key]);
+        assert!(
+            moved.starts_with("-MOVED ") && moved.contains(&format!("127.0.0.1:{}", nodes[m].port())),
+            "{moved}"
+        );
+        let mut c = Raw::connect(nodes[r].addr);
+        assert_eq!(text(c.call(&["READONLY"])), "+OK\r\n");
+        assert!(text(c.call(&["GET", &key])).starts_with('$'));
+        assert!(text(c.call(&["SET", &key, "x"])).starts_with("-MOVED "));
+        // The master's CLUSTER SLOTS lists it once it replicated something.
+        wait_until(10, "the master to list its replica", || {
+            nodes[m].text(&["CLUSTER", "SLOTS"]).contains(&ids[r])
+        });
+    }
+    // A manual failover: the replica takes its master's slots with a new
+    // epoch, and the old master turns replica of it.
+    let r = replicas[0];
+    let m = master_of(r);
+    let slots_of_m = line_of(&nodes[m], &ids[m]).split(' ').skip(8).collect::<Vec<_>>().join(" ");
+    assert_eq!(nodes[r].text(&["CLUSTER", "FAILOVER"]), "+OK\r\n");
+    wait_until(10, "the replica to take over", || {
+        all.iter().all(|n| {
+            line_of(n, &ids[r]).contains("master")
+                && line_of(n, &ids[r]).ends_with(&slots_of_m)
+                && line_of(n, &ids[m]).contains(&format!("slave {}", ids[r]))
+        })
+    });
+    assert_eq!(info_field_of(&nodes[r], "role"), "master");
+    wait_until(10, "the old master to replicate the new one", || {
+        info_field_of(&nodes[m], "master_port") == nodes[r].port().to_string() && info_field_of(&nodes[m], "master_link_status") == "up"
+    });
+    // Nothing lost; writes go to the new master.
+    let client = redis::cluster::ClusterClient::new(vec![format!("redis://127.0.0.1:{}", nodes[r].port())]).unwrap();
+    let mut cc = client.get_connection().unwrap();
+    for i in 0..200 {
+        let v: i64 = redis::cmd("GET").arg(format!("key:{i}")).query(&mut cc).unwrap();
+        assert_eq!(v, i);
+        let _: () = redis::cmd("SET").arg(format!("key:{i}")).arg(i + 1000).query(&mut cc).unwrap();
+    }
+    let check = redis_cli(&["--cluster".into(), "check".into(), format!("127.0.0.1:{}", nodes[m].port())]);
+    assert!(check.contains("[OK] All nodes agree about slots configuration."), "{check}");
+    // TAKEOVER: the old master takes its slots back at once.
+    assert_eq!(nodes[m].text(&["CLUSTER", "FAILOVER", "TAKEOVER"]), "+OK\r\n");
+    wait_until(10, "the old master to take its slots back", || {
+        all.iter()
+            .all(|n| line_of(n, &ids[m]).contains("master") && line_of(n, &ids[r]).contains("slave"))
+    });
+    wait_until(10, "the replica to follow", || {
+        info_field_of(&nodes[r], "master_port") == nodes[m].port().to_string()
+    });
+    for i in 0..200 {
+        let v: i64 = redis::cmd("GET").arg(format!("key:{i}")).query(&mut cc).unwrap();
+        assert_eq!(v, i + 1000);
+    }
+    // A master refuses it; a replica of a failed master needs FORCE.
+    assert_eq!(
+        nodes[m].text(&["CLUSTER", "FAILOVER"]),
+        "-ERR You should send CLUSTER FAILOVER to a replica\r\n"
+    );
+}
+
+/// A field of INFO's replication section.
+fn info_field_of(node: &Node, field: &str) -> String {
+    let info = node.text(&["INFO", "replication"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// A master whose last slot goes to another node (SETSLOT NODE at the
+/// end of a migration) becomes that node's replica, as Redis 7.0 does
+/// with `cluster-allow-replica-migration yes`; CLUSTER RESET on a replica
+/// makes it an empty master again.
+#[test]
+fn a_master_giving_away_its_last_slot_replicates_the_new_owner() {
+    let (da, dc) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = keylock_node(da.path(), &[]);
+    let c = keylock_node(dc.path(), &[]);
+    assert_eq!(a.call(&["CLUSTER", "ADDSLOTSRANGE", "0", "16382"]), b"+OK\r\n");
+    assert_eq!(c.call(&["CLUSTER", "ADDSLOTS", "16383"]), b"+OK\r\n");
+    assert_eq!(a.call(&["CLUSTER", "SET-CONFIG-EPOCH", "1"]), b"+OK\r\n");
+    assert_eq!(c.call(&["CLUSTER", "SET-CONFIG-EPOCH", "2"]), b"+OK\r\n");
+    let meet = a.call(&["CLUSTER", "MEET", "127.0.0.1", &c.port().to_string(), &c.cport.to_string()]);
+    assert_eq!(meet, b"+OK\r\n");
+    wait_for_cluster(&[&a, &c], 2);
+    assert_eq!(a.call(&["SET", "foo", "bar"]), b"+OK\r\n");
+    let (ida, idc) = (a.id(), c.id());
+    assert_eq!(a.call(&["CLUSTER", "SETSLOT", "16383", "IMPORTING", &idc]), b"+OK\r\n");
+    assert_eq!(c.call(&["CLUSTER", "SETSLOT", "16383", "MIGRATING", &ida]), b"+OK\r\n");
+    // The emptied master first: SETSLOT NODE itself makes it a replica.
+    assert_eq!(c.call(&["CLUSTER", "SETSLOT", "16383", "NODE", &ida]), b"+OK\r\n");
+    assert!(line_of(&c, &idc).contains(&format!("myself,slave {ida}")), "{}", line_of(&c, &idc));
+    assert_eq!(a.call(&["CLUSTER", "SETSLOT", "16383", "NODE", &ida]), b"+OK\r\n");
+    wait_until(10, "the emptied master to replicate the new owner", || {
+        info_field_of(&c, "role") == "slave"
+            && info_field_of(&c, "master_port") == a.port().to_string()
+            && info_field_of(&c, "master_link_status") == "up"
+    });
+    wait_until(10, "the owner to see its replica", || {
+        a.text(&["CLUSTER", "REPLICAS", &ida]).contains(&idc)
+    });
+    assert_eq!(c.call(&["DBSIZE"]), b":1\r\n");
+    // RESET: a master again, without its master's keys.
+    assert_eq!(c.call(&["CLUSTER", "RESET"]), b"+OK\r\n");
+    assert!(line_of(&c, &idc).contains("myself,master"), "{}", line_of(&c, &idc));
+    assert_eq!(info_field_of(&c, "role"), "master");
+    assert_eq!(c.call(&["DBSIZE"]), b":0\r\n");
+    assert_eq!(info_field(&c, "cluster_known_nodes"), "1");
+}
+
+/// A key whose time ran out counts as missing for a migrating slot
+/// (without being deleted): the client is sent to the target, as Redis
+/// looks keys up with LOOKUP_NOEXPIRE.
+#[test]
+fn an_expired_key_of_a_migrating_slot_is_asked_for_at_the_target() {
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = keylock_node(da.path(), &["--enable-debug-command", "yes"]);
+    let b = keylock_node(db.path(), &[]);
+    form_pair(&a, &b);
+    // FOO is in slot 3028, on A.
+    assert_eq!(a.call(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");
+    assert_eq!(a.call(&["SET", "FOO", "BAR", "PX", "10"]), b"+OK\r\n");
+    assert_eq!(a.call(&["CLUSTER", "SETSLOT", "3028", "MIGRATING", &b.id()]), b"+OK\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(a.text(&["GET", "FOO"]), format!("-ASK 3028 127.0.0.1:{}\r\n", b.port()));
+    assert_eq!(a.call(&["CLUSTER", "COUNTKEYSINSLOT", "3028"]), b":1\r\n");
+}
+
+/// CONFIG SET of `cluster-announce-port` and `cluster-announce-bus-port`
+/// changes the address this node announces, and 0 brings back the ports
+/// it listens on.
+#[test]
+fn announced_ports_set_at_runtime_reach_the_other_nodes() {
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = keylock_node(da.path(), &[]);
+    let b = keylock_node(db.path(), &[]);
+    form_pair(&a, &b);
+    let ida = a.id();
+    let other = free_port().to_string();
+    for (name, pattern, default) in [
+        ("cluster-announce-port", format!(":{other}@"), format!(":{}@", a.port())),
+        ("cluster-announce-bus-port", format!("@{other} "), format!("@{} ", a.cport)),
+    ] {
+        assert_eq!(a.call(&["CONFIG", "SET", name, &other]), b"+OK\r\n");
+        assert!(line_of(&a, &ida).contains(&pattern), "{}", line_of(&a, &ida));
+        wait_until(10, "the other node to learn it", || line_of(&b, &ida).contains(&pattern));
+        assert_eq!(a.call(&["CONFIG", "SET", name, "0"]), b"+OK\r\n");
+        assert!(line_of(&a, &ida).contains(&default), "{}", line_of(&a, &ida));
+    }
+}
+
+#[test]
+fn replicaof_in_the_configuration_of_a_cluster_node_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_keylock"))
+        .args(["--port", "0", "--cluster-enabled", "yes", "--replicaof", "127.0.0.1", "6379"])
+        .arg("--dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("*** FATAL CONFIG FILE ERROR") && err.contains("replicaof directive not allowed in cluster mode"), "{err}");
+}

@@ -50,6 +50,12 @@ const MEET: u8 = 2;
 const PUBLISH: u8 = 4;
 pub(super) const AUTH_REQUEST: u8 = 5;
 pub(super) const AUTH_ACK: u8 = 6;
+const MFSTART: u8 = 8;
+
+/// In a message's flags, beside the sender's node flags: the sender is a
+/// master pausing its writers for a replica's manual failover (Redis's
+/// `CLUSTERMSG_FLAG0_PAUSED`); its offset is then final.
+const MF_PAUSED: u16 = 1 << 15;
 
 const MAGIC: &[u8; 4] = b"KLB2";
 /// A frame larger than this closes the link.
@@ -291,7 +297,12 @@ impl Cluster {
             sender: me.id.clone(),
             current_epoch: self.current_epoch,
             config_epoch: me.config_epoch,
-            flags: me.flags & !(flag::MYSELF | flag::PFAIL | flag::FAIL),
+            flags: (me.flags & !(flag::MYSELF | flag::PFAIL | flag::FAIL))
+                | if self.mf_paused_until != 0 && me.is_master() {
+                    MF_PAUSED
+                } else {
+                    0
+                },
             port: me.port,
             cport: me.cport,
             ip: announce.ip.clone(),
@@ -450,6 +461,18 @@ impl Cluster {
             let role = msg.flags & (flag::MASTER | flag::SLAVE);
             let master = (role & flag::SLAVE != 0 && !msg.master.is_empty()).then(|| msg.master.clone());
             n.repl_offset = msg.offset;
+            if msg.flags & MF_PAUSED != 0
+                && self.nodes[0].master.as_deref() == Some(msg.sender.as_str())
+                && let Some(mf) = self.manual_failover.as_mut()
+                && mf.master_offset.is_none()
+            {
+                mf.master_offset = Some(msg.offset);
+                crate::log::warning(format_args!(
+                    "Received replication offset for paused master manual failover: {}",
+                    msg.offset
+                ));
+            }
+            let n = &mut self.nodes[s];
             if n.ip != ip
                 || n.port != msg.port
                 || n.cport != msg.cport
@@ -502,6 +525,14 @@ impl Cluster {
                 self.grant_vote(s, msg.current_epoch, claim);
             }
             (AUTH_ACK, _) => self.count_vote(s, msg.current_epoch),
+            (MFSTART, _) if self.myself().is_master() && self.nodes[s].master.as_deref() == Some(self.my_id()) => {
+                // A replica's manual failover: writers pause meanwhile,
+                // and this master's messages tell its offset as final.
+                crate::log::warning(format_args!("Manual failover requested by replica {}.", msg.sender));
+                self.mf_paused_until = now_ms + super::MF_TIMEOUT_MS * super::MF_PAUSE_MULT;
+                self.mf_pause_asked = true;
+                self.version += 1;
+            }
             _ => {}
         }
         (Some(s), dirty)
@@ -548,6 +579,7 @@ impl Engine {
         let now = self.state.clock.now_ms();
         let timeout = self.state.cluster_node_timeout();
         let announce = self.state.cluster_announce();
+        self.state.cluster_refresh_offset();
         #[cfg(feature = "raft")]
         let leading = self.state.raft_shard_leading();
         #[cfg(not(feature = "raft"))]
@@ -574,6 +606,14 @@ impl Engine {
         if msg.kind == AUTH_ACK {
             self.state.raft_cluster_sync();
         }
+        if let Some(c) = self.state.cluster.as_deref_mut()
+            && std::mem::take(&mut c.mf_pause_asked)
+        {
+            let end =
+                std::time::Instant::now() + std::time::Duration::from_millis(crate::cluster::MF_TIMEOUT_MS * crate::cluster::MF_PAUSE_MULT);
+            self.state.pause_clients(false, end);
+        }
+        self.state.cluster_sync_replication();
         self.state.cluster_update_state();
         reply
     }
@@ -747,6 +787,7 @@ async fn link(token: u64, shared: Rc<Shared>) {
                 let mut engine = shared.engine.borrow_mut();
                 let now = engine.state.clock.now_ms();
                 let announce = engine.state.cluster_announce();
+                engine.state.cluster_refresh_offset();
                 let Some(c) = engine.state.cluster.as_deref_mut() else { return };
                 let Some(i) = c.by_token(token) else { return };
                 let kind = if c.nodes[i].has(flag::MEET) { MEET } else { PING };
@@ -772,6 +813,7 @@ async fn link(token: u64, shared: Rc<Shared>) {
                             current_epoch: epoch,
                             ..c.message(AUTH_ACK, &announce)
                         },
+                        VoteMessage::ManualFailoverStart => c.message(MFSTART, &announce),
                     };
                     c.count(true, m.kind);
                     frames.extend_from_slice(&m.encode());

@@ -240,6 +240,27 @@ pub struct Election {
 pub enum VoteMessage {
     Request(u64, Claim),
     Grant(u64),
+    /// A replica asks its master to pause for its manual failover
+    /// (Redis's MFSTART).
+    ManualFailoverStart,
+}
+
+/// How long a manual failover may take (Redis's `CLUSTER_MF_TIMEOUT`),
+/// and how many times that its master pauses its writers for it.
+pub const MF_TIMEOUT_MS: u64 = 5000;
+pub const MF_PAUSE_MULT: u64 = 2;
+
+/// The manual failover this replica runs (CLUSTER FAILOVER; Redis's
+/// `mf_end`, `mf_master_offset`, `mf_can_start`).
+#[derive(Debug, Clone)]
+pub struct ManualFailover {
+    pub end_ms: u64,
+    /// The master's replication offset, told while it pauses for this
+    /// failover; None until then.
+    pub master_offset: Option<u64>,
+    /// The replica processed its master's stream up to that offset (or
+    /// FORCE skipped the wait): the vote may run.
+    pub can_start: bool,
 }
 
 /// Slots, in order, as (start, end) runs.
@@ -337,6 +358,18 @@ pub struct Cluster {
     pub shard_leading: Option<bool>,
     /// Messages were queued for the links since they were last woken.
     pub new_sends: bool,
+    /// `cluster-allow-replica-migration`, as the engine last said.
+    pub allow_replica_migration: bool,
+    /// The port the bus listens on (announced unless
+    /// `cluster-announce-bus-port` names another).
+    pub bus_port: u16,
+    /// The manual failover this replica runs.
+    pub manual_failover: Option<ManualFailover>,
+    /// A master pausing its writers for a replica's manual failover:
+    /// until when (ms; 0: none). Its messages say it is paused.
+    pub mf_paused_until: u64,
+    /// A replica asked this master to pause: the engine pauses writers.
+    pub mf_pause_asked: bool,
 }
 
 /// A fresh node id: 40 random lowercase hex characters.
@@ -382,6 +415,11 @@ impl Cluster {
             election: None,
             shard_leading: None,
             new_sends: false,
+            allow_replica_migration: true,
+            bus_port: 0,
+            manual_failover: None,
+            mf_paused_until: 0,
+            mf_pause_asked: false,
         }
     }
 
@@ -728,9 +766,24 @@ impl Cluster {
     /// configuration epoch become its own where no node serves them or
     /// their master's epoch is older, except slots this node imports.
     /// Returns the slots taken from this node that still hold keys.
+    ///
+    /// A plain node whose shard (itself if a master, else its master) lost
+    /// its last slot that way follows the claimant: it becomes its replica
+    /// (with `cluster-allow-replica-migration`, or when the claimant holds
+    /// nothing but that shard's slots), and keeps its keys for the
+    /// replication to replace. A replica whose master turned replica
+    /// follows its master's master. (A Raft shard member's role is its
+    /// shard's: see [`Cluster::follow_shard`].)
     pub fn take_claim(&mut self, sender: usize, sender_epoch: u64, claimed: &[(u16, u16)]) -> Vec<u16> {
         let mut dirty = Vec::new();
+        let shard = if self.nodes[0].is_master() {
+            Some(0)
+        } else {
+            self.nodes[0].master.as_deref().and_then(|id| self.index_of(id.as_bytes()))
+        };
+        let (mut sender_slots, mut taken_from_shard) = (0, 0);
         for s in slots_of_ranges(claimed) {
+            sender_slots += 1;
             let owner = self.slots[s as usize];
             if owner == sender as u16 || self.importing.contains_key(&s) {
                 continue;
@@ -740,11 +793,168 @@ impl Cluster {
                     dirty.push(s);
                     self.migrating.remove(&s);
                 }
+                if Some(owner as usize) == shard {
+                    taken_from_shard += 1;
+                }
                 self.del_slot(s);
                 self.add_slot(sender, s);
             }
         }
+        if self.shard_leading.is_some() || sender == 0 {
+            return dirty;
+        }
+        if let Some(shard) = shard
+            && taken_from_shard > 0
+            && self.nodes[shard].numslots == 0
+            && (self.allow_replica_migration || sender_slots == taken_from_shard)
+        {
+            crate::log::warning(format_args!(
+                "Configuration change detected. Reconfiguring myself as a replica of {}",
+                self.nodes[sender].id
+            ));
+            self.set_master(sender);
+            self.fsync_pending = true;
+            return Vec::new();
+        }
+        let grandmaster = shard
+            .filter(|&m| m != 0 && self.nodes[m].has(flag::SLAVE))
+            .and_then(|m| self.nodes[m].master.as_deref())
+            .and_then(|id| self.index_of(id.as_bytes()))
+            .filter(|&g| g != 0);
+        if let Some(g) = grandmaster {
+            crate::log::warning(format_args!(
+                "I'm a sub-replica! Reconfiguring myself as a replica of grandmaster {}",
+                self.nodes[g].id
+            ));
+            self.set_master(g);
+            self.fsync_pending = true;
+        }
         dirty
+    }
+
+    /// `clusterSetMaster`: this node becomes a replica of node `index`,
+    /// its slot migrations closed (it serves no slot: the callers see to
+    /// it). The engine then replicates that node (see
+    /// `State::cluster_sync_replication`).
+    pub fn set_master(&mut self, index: usize) {
+        let id = self.nodes[index].id.clone();
+        if self.nodes[0].is_master() {
+            let me = &mut self.nodes[0];
+            me.flags = (me.flags & !flag::MASTER) | flag::SLAVE;
+            self.migrating.clear();
+            self.importing.clear();
+        }
+        self.nodes[0].master = Some(id);
+        self.manual_failover = None;
+        self.changed();
+    }
+
+    /// `clusterFailoverReplaceYourMaster`: this replica becomes a master
+    /// serving every slot of its master (node `old`), with `epoch` when a
+    /// vote gave one. Returns how many slots it took.
+    pub fn replace_master(&mut self, old: usize, epoch: Option<u64>) -> usize {
+        self.set_myself_master();
+        let slots: Vec<u16> = (0..SLOTS as u16).filter(|&s| self.slots[s as usize] == old as u16).collect();
+        for &s in &slots {
+            self.del_slot(s);
+            self.add_slot(0, s);
+        }
+        if let Some(epoch) = epoch
+            && epoch > self.nodes[0].config_epoch
+        {
+            self.nodes[0].config_epoch = epoch;
+            crate::log::warning(format_args!("configEpoch set to {epoch} after successful failover"));
+        }
+        self.current_epoch = self.current_epoch.max(self.nodes[0].config_epoch);
+        self.manual_failover = None;
+        self.fsync_pending = true;
+        self.changed();
+        slots.len()
+    }
+
+    /// The master this replica replicates, as a node index.
+    pub fn my_master(&self) -> Option<usize> {
+        let me = self.myself();
+        if !me.has(flag::SLAVE) {
+            return None;
+        }
+        me.master.as_deref().and_then(|id| self.index_of(id.as_bytes())).filter(|&i| i != 0)
+    }
+
+    /// CLUSTER FAILOVER on this replica (its checks done): TAKEOVER takes
+    /// its master's slots at once with a new epoch no one voted; FORCE
+    /// starts the vote without waiting for the master; otherwise the
+    /// master is asked to pause its writers and tell its offset, which
+    /// this replica reaches before the vote (see
+    /// [`Cluster::manual_failover_step`]).
+    pub fn start_manual_failover(&mut self, force: bool, takeover: bool, now_ms: u64) {
+        let Some(master) = self.my_master() else { return };
+        self.end_election();
+        self.manual_failover = Some(ManualFailover {
+            end_ms: now_ms + MF_TIMEOUT_MS,
+            master_offset: None,
+            can_start: force,
+        });
+        if takeover {
+            crate::log::warning(format_args!("Taking over the master (user request)."));
+            self.bump_epoch();
+            self.replace_master(master, None);
+        } else if force {
+            crate::log::warning(format_args!("Forced failover user request accepted."));
+        } else {
+            crate::log::warning(format_args!("Manual failover user request accepted."));
+            self.votes_out
+                .push((self.nodes[master].link_token, VoteMessage::ManualFailoverStart));
+            self.new_sends = true;
+        }
+    }
+
+    /// One step of this replica's manual failover, at each cron
+    /// (`clusterHandleManualFailover`, and the vote of
+    /// `clusterHandleSlaveFailover`): it times out after
+    /// [`MF_TIMEOUT_MS`]; once the replica processed the offset its
+    /// paused master told, the masters are asked for a new epoch, and
+    /// with a majority this replica takes its master's slots. True once
+    /// it did.
+    pub fn manual_failover_step(&mut self, now_ms: u64) -> bool {
+        let Some(mf) = self.manual_failover.as_mut() else { return false };
+        if now_ms > mf.end_ms {
+            crate::log::warning(format_args!("Manual failover timed out."));
+            self.manual_failover = None;
+            self.end_election();
+            return false;
+        }
+        if !mf.can_start {
+            match mf.master_offset {
+                Some(offset) if self.nodes[0].repl_offset >= offset => {
+                    mf.can_start = true;
+                    crate::log::warning(format_args!("All master replication stream processed, manual failover can start."));
+                }
+                _ => return false,
+            }
+        }
+        let Some(master) = self.my_master() else { return false };
+        let claim: Vec<u16> = (0..SLOTS as u16).filter(|&s| self.slots[s as usize] == master as u16).collect();
+        if claim.is_empty() {
+            return false;
+        }
+        let Some(epoch) = self.vote_won(&[master as u16], &claim, now_ms) else {
+            return false;
+        };
+        self.replace_master(master, Some(epoch));
+        true
+    }
+
+    /// `clusterSetNodeAsMaster` for this node: a replica becomes a master
+    /// (of no slot yet).
+    pub fn set_myself_master(&mut self) {
+        let me = &mut self.nodes[0];
+        if me.is_master() {
+            return;
+        }
+        me.flags = (me.flags & !flag::SLAVE) | flag::MASTER;
+        me.master = None;
+        self.changed();
     }
 
     /// A Raft shard member's place in the cluster (`replication raft`):

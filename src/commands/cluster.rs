@@ -281,7 +281,30 @@ fn failover(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         3 => return Err(CmdError::syntax()),
         _ => return Err(syntax(argv)),
     }
-    Err(CmdError::err("You should send CLUSTER FAILOVER to a replica"))
+    let takeover = argv.len() == 3 && argv[2].eq_ignore_ascii_case(b"takeover");
+    let force = takeover || argv.len() == 3;
+    let now = ctx.now_ms;
+    let c = cluster(ctx)?;
+    if c.myself().is_master() {
+        return Err(CmdError::err("You should send CLUSTER FAILOVER to a replica"));
+    }
+    let Some(master) = c.my_master() else {
+        return Err(CmdError::err("I'm a replica but my master is unknown to me"));
+    };
+    #[cfg(feature = "raft")]
+    if ctx.state.raft.is_some() {
+        return Err(CmdError::err(
+            "This node is a member of a Raft shard (replication raft): its shard elects its leader",
+        ));
+    }
+    let c = cluster(ctx)?;
+    if !force && (c.nodes[master].failed() || !c.nodes[master].link_up) {
+        return Err(CmdError::err("Master is down or failed, please use CLUSTER FAILOVER FORCE"));
+    }
+    c.start_manual_failover(force, takeover, now);
+    ctx.state.cluster_sync_replication();
+    changed(ctx);
+    Ok(Reply::OK)
 }
 
 fn flushslots(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
@@ -402,9 +425,6 @@ fn replicas(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Array(lines))
 }
 
-/// What REPLICATE is refused with, after Redis's own checks.
-pub const NO_CLUSTER_REPLICAS: &str = "ERR Replicating from a master is not supported by this server (keylock): a cluster node is a master";
-
 fn replicate(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let db_empty = ctx.state.dbs[0].is_empty();
     let c = cluster(ctx)?;
@@ -433,8 +453,12 @@ fn replicate(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if c.myself().is_master() && (c.myself().numslots != 0 || !db_empty) {
         return Err(CmdError::err("To set a master the node must be empty and without assigned slots."));
     }
-    let _ = following;
-    Err(CmdError::new(NO_CLUSTER_REPLICAS))
+    if !following {
+        c.set_master(i);
+        ctx.state.cluster_sync_replication();
+    }
+    changed(ctx);
+    Ok(Reply::OK)
 }
 
 fn reset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -448,8 +472,20 @@ fn reset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Some(a) if a.eq_ignore_ascii_case(b"soft") => false,
         Some(_) => return Err(CmdError::syntax()),
     };
-    if !ctx.state.dbs[ctx.client.db].is_empty() {
+    let replica = cluster(ctx)?.myself().has(node_flag::SLAVE);
+    #[cfg(feature = "raft")]
+    let replica = replica && ctx.state.raft.is_none();
+    if !replica && !ctx.state.dbs[ctx.client.db].is_empty() {
         return Err(CmdError::err("CLUSTER RESET can't be called with master nodes containing keys"));
+    }
+    if replica {
+        // A replica turns master, its data gone (`clusterReset`).
+        cluster(ctx)?.set_myself_master();
+        ctx.state.cluster_sync_replication();
+        for db in &mut ctx.state.dbs {
+            db.clear();
+        }
+        ctx.state.invalidate_on_flush(ctx.client);
     }
     cluster(ctx)?.reset(hard);
     changed(ctx);
@@ -498,6 +534,11 @@ fn setslot(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let slot = slot_arg(&argv[2])?;
     let action = String::from_utf8_lossy(&argv[3]).to_ascii_lowercase();
     let keys_in_slot = ctx.state.count_keys_in_slot(slot);
+    let allow_replica_migration = ctx.state.params.int("cluster-allow-replica-migration") != Some(0);
+    #[cfg(feature = "raft")]
+    let raft = ctx.state.raft.is_some();
+    #[cfg(not(feature = "raft"))]
+    let raft = false;
     let c = cluster(ctx)?;
     let target = |c: &Cluster, unknown: &str| -> CmdResult<usize> {
         let i = c
@@ -539,8 +580,18 @@ fn setslot(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             if keys_in_slot == 0 {
                 c.migrating.remove(&slot);
             }
+            let was_mine = c.serves(slot);
             c.del_slot(slot);
             c.add_slot(n, slot);
+            if was_mine && n != 0 && c.myself().numslots == 0 && allow_replica_migration && !raft {
+                // A master left without slots replicates their new owner.
+                crate::log::warning(format_args!(
+                    "Configuration change detected. Reconfiguring myself as a replica of {}",
+                    c.nodes[n].id
+                ));
+                c.set_master(n);
+                c.fsync_pending = true;
+            }
             if n == 0 && c.importing.contains_key(&slot) {
                 // Manually migrated here: a new epoch, so that the new
                 // owner wins everywhere.
@@ -558,6 +609,7 @@ fn setslot(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     // Saved; what changed hands the slot map tells the others itself.
     c.save_pending = true;
+    ctx.state.cluster_sync_replication();
     changed(ctx);
     Ok(Reply::OK)
 }

@@ -334,16 +334,14 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     } else {
         // INFO's tcp_port, and the port a cluster node announces (unless
         // `cluster-announce-port` names another).
-        let port = ctx.state.params.int("port").unwrap_or(0) as u16;
-        ctx.state.port = port;
-        let announced = ctx.state.params.int("cluster-announce-port").unwrap_or(0) != 0;
-        if let Some(c) = ctx.state.cluster.as_deref_mut()
-            && !announced
-            && c.myself().port != port
-        {
-            c.myself_mut().port = port;
-            c.changed();
-        }
+        ctx.state.port = ctx.state.params.int("port").unwrap_or(0) as u16;
+        ctx.state.cluster_announce_ports();
+    }
+    if changed
+        .iter()
+        .any(|name| matches!(*name, "cluster-announce-port" | "cluster-announce-bus-port"))
+    {
+        ctx.state.cluster_announce_ports();
     }
     if changed.contains(&"loglevel")
         && let Some(level) = ctx.state.params.value("loglevel").and_then(crate::log::Level::from_name)

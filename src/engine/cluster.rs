@@ -98,6 +98,27 @@ impl State {
         }
     }
 
+    /// The ports this node announces: `cluster-announce-port` and
+    /// `cluster-announce-bus-port` where set, else those it listens on
+    /// (after CONFIG SET of any of them, as Redis's
+    /// `clusterUpdateMyselfAnnouncedPorts`).
+    pub fn cluster_announce_ports(&mut self) {
+        let announced = |name: &str| self.params.int(name).unwrap_or(0) as u16;
+        let port = match announced("cluster-announce-port") {
+            0 => self.port,
+            p => p,
+        };
+        let bus = announced("cluster-announce-bus-port");
+        let Some(c) = self.cluster.as_deref_mut() else { return };
+        let cport = if bus == 0 { c.bus_port } else { bus };
+        let me = c.myself_mut();
+        if me.port != port || me.cport != cport {
+            me.port = port;
+            me.cport = cport;
+            c.changed();
+        }
+    }
+
     /// Redis's `clusterUpdateState` with this server's settings.
     pub fn cluster_update_state(&mut self) {
         let now = self.clock.now_ms();
@@ -118,10 +139,83 @@ impl State {
         }
         #[cfg(feature = "raft")]
         self.raft_cluster_sync();
+        self.cluster_manual_failover();
+        self.cluster_sync_replication();
         self.cluster_update_state();
         self.cluster_save_if_changed();
         if self.blocked_clients > 0 {
             self.cluster_redirect_blocked();
+        }
+    }
+
+    /// A plain node's replication follows its role in the cluster
+    /// (`clusterSetMaster`, and `clusterCron` for a replica started from
+    /// `nodes.conf`): a replica replicates its master once it knows the
+    /// master's address, and again at a new one; a master replicates
+    /// nothing. (A Raft shard member's data comes from its shard's log.)
+    pub fn cluster_sync_replication(&mut self) {
+        #[cfg(feature = "raft")]
+        if self.raft.is_some() {
+            return;
+        }
+        self.cluster_refresh_offset();
+        let Some(c) = self.cluster.as_deref_mut() else { return };
+        c.allow_replica_migration = self.params.int("cluster-allow-replica-migration") != Some(0);
+        let me = c.myself();
+        if me.is_master() {
+            if self.master.is_some() {
+                self.unset_master();
+                crate::log::notice(format_args!("MASTER MODE enabled (cluster: this node is a master)"));
+            }
+            return;
+        }
+        let Some(m) = me.master.as_deref().and_then(|id| c.node(id.as_bytes())) else {
+            return;
+        };
+        if m.has(crate::cluster::flag::NOADDR | crate::cluster::flag::HANDSHAKE) || m.ip.is_empty() || m.port == 0 {
+            return;
+        }
+        let (ip, port) = (m.ip.clone(), m.port);
+        self.replicate(&ip, port, None);
+    }
+
+    /// The replication offset this plain node tells the others: a
+    /// master's, or how far a replica processed its master's stream (a
+    /// Raft shard member's is its applied index, kept by the shard).
+    pub fn cluster_refresh_offset(&mut self) {
+        #[cfg(feature = "raft")]
+        if self.raft.is_some() {
+            return;
+        }
+        let offset = self.cluster_repl_offset();
+        if let Some(c) = self.cluster.as_deref_mut() {
+            c.nodes[0].repl_offset = offset;
+        }
+    }
+
+    /// The manual failover at each cron: this replica's step (see
+    /// `Cluster::manual_failover_step`); a master's pause for its
+    /// replica's ends with its time, or once the replica took over (this
+    /// node is no longer a master), and its writers go on (to be sent to
+    /// the new master).
+    fn cluster_manual_failover(&mut self) {
+        let now = self.clock.now_ms();
+        let Some(c) = self.cluster.as_deref_mut() else { return };
+        if c.manual_failover.is_some() {
+            self.cluster_refresh_offset();
+            let c = self.cluster.as_deref_mut().expect("checked");
+            if c.manual_failover_step(now) {
+                crate::log::warning(format_args!("Failover: this node is the master of its former master's slots"));
+            }
+            return;
+        }
+        if c.mf_paused_until != 0 && (now >= c.mf_paused_until || !c.myself().is_master()) {
+            let early = c.myself().has(crate::cluster::flag::SLAVE);
+            c.mf_paused_until = 0;
+            c.version += 1;
+            if early {
+                self.unpause();
+            }
         }
     }
 
@@ -196,6 +290,10 @@ impl State {
     /// slot holding keys that no node serves becomes this node's, one
     /// that another node serves is marked as being imported.
     pub fn cluster_verify_with_data(&mut self) -> bool {
+        if self.cluster.as_deref().is_some_and(|c| c.myself().has(crate::cluster::flag::SLAVE)) {
+            // A replica's keys are its master's.
+            return true;
+        }
         if self.dbs.iter().skip(1).any(|db| !db.is_empty()) {
             return false;
         }
@@ -318,7 +416,10 @@ impl State {
         };
         let db = &self.dbs[0];
         let params = &self.params;
-        let here = cluster.route(&query, || down_policy(params), |k| db.contains_key(k))?;
+        // An expired key counts as missing, and stays (Redis's lookup
+        // with LOOKUP_NOEXPIRE).
+        let now = self.clock.now_ms();
+        let here = cluster.route(&query, || down_policy(params), |k| db.peek(k, now).is_some())?;
         #[cfg(feature = "raft")]
         if let Some(slot) = here
             && (write || cmd.spec.has(flag::MAY_REPLICATE))
@@ -374,8 +475,9 @@ impl State {
         };
         let db = &self.dbs[0];
         let params = &self.params;
+        let now = self.clock.now_ms();
         let here = cluster
-            .route(&query, || down_policy(params), |k| db.contains_key(k))
+            .route(&query, || down_policy(params), |k| db.peek(k, now).is_some())
             .map_err(|r| r.script_error())?;
         if let Some(this) = here
             && !allow_cross_slot

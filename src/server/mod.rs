@@ -354,6 +354,7 @@ fn start_cluster(config: &Config, params: &crate::config_params::ConfigParams, p
     let bus = bind_tcp(config, bus_port, "cluster bus")?;
     let bound = bus.first().map_or(bus_port, |l| l.local_addr().map_or(bus_port, |a| a.port()));
     let announced = |name: &str| params.int(name).unwrap_or(0) as u16;
+    cluster.bus_port = bound;
     let me = cluster.myself_mut();
     me.port = if announced("cluster-announce-port") != 0 {
         announced("cluster-announce-port")
