@@ -1113,5 +1113,62 @@ fn replicaof_in_the_configuration_of_a_cluster_node_is_refused() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("*** FATAL CONFIG FILE ERROR") && err.contains("replicaof directive not allowed in cluster mode"), "{err}");
+    assert!(
+        err.contains("*** FATAL CONFIG FILE ERROR") && err.contains("replicaof directive not allowed in cluster mode"),
+        "{err}"
+    );
+}
+
+/// SPUBLISH reaches the subscribers of every node of the shard (master
+/// and replicas, over the bus as PUBLISHSHARD), and not those of other
+/// shards; a message sent while DEBUG CLUSTERLINK KILL has the link down
+/// is lost, and the link comes back.
+#[test]
+fn a_shard_message_reaches_the_replicas_of_its_shard() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let a = keylock_node(dirs[0].path(), &["--enable-debug-command", "yes"]);
+    let b = keylock_node(dirs[1].path(), &[]);
+    let r = keylock_node(dirs[2].path(), &[]);
+    form_pair(&a, &b);
+    let meet = a.call(&["CLUSTER", "MEET", "127.0.0.1", &r.port().to_string(), &r.cport.to_string()]);
+    assert_eq!(meet, b"+OK\r\n");
+    wait_for_cluster(&[&a, &b, &r], 3);
+    let (ida, idr) = (a.id(), r.id());
+    assert_eq!(r.call(&["CLUSTER", "REPLICATE", &ida]), b"+OK\r\n");
+    wait_until(10, "the replica to be known as one", || {
+        [&a, &b].iter().all(|n| line_of(n, &idr).contains(&format!("slave {ida}")))
+    });
+    // ch3 hashes to slot 1672, served by A.
+    let subscribe = |n: &Node| {
+        let mut c = Raw::connect(n.addr);
+        assert!(text(c.call(&["SSUBSCRIBE", "ch3"])).contains("ssubscribe"));
+        c
+    };
+    let mut on_r = subscribe(&r);
+    let mut on_b = Raw::connect(b.addr);
+    assert!(text(on_b.call(&["SUBSCRIBE", "ch3"])).contains("subscribe"));
+    on_b.writer.set_read_timeout(Some(std::time::Duration::from_millis(300))).unwrap();
+    let mut pub_a = Raw::connect(a.addr);
+    assert_eq!(text(pub_a.call(&["SPUBLISH", "ch3", "hello"])), ":0\r\n");
+    assert_eq!(text(on_r.reply()), "*3\r\n$8\r\nsmessage\r\n$3\r\nch3\r\n$5\r\nhello\r\n");
+    // The link to the replica killed in the same transaction: lost.
+    assert_eq!(text(pub_a.call(&["MULTI"])), "+OK\r\n");
+    assert_eq!(text(pub_a.call(&["DEBUG", "CLUSTERLINK", "KILL", "TO", &idr])), "+QUEUED\r\n");
+    assert_eq!(text(pub_a.call(&["SPUBLISH", "ch3", "lost"])), "+QUEUED\r\n");
+    assert_eq!(text(pub_a.call(&["EXEC"])), "*2\r\n+OK\r\n:0\r\n");
+    wait_until(10, "the link to come back", || {
+        a.text(&["CLUSTER", "LINKS"]).matches(idr.as_str()).count() == 2
+    });
+    assert_eq!(text(pub_a.call(&["SPUBLISH", "ch3", "world"])), ":0\r\n");
+    assert_eq!(text(on_r.reply()), "*3\r\n$8\r\nsmessage\r\n$3\r\nch3\r\n$5\r\nworld\r\n");
+    // B, another shard, got nothing (its SUBSCRIBE is to the plain channel).
+    let mut byte = [0u8; 1];
+    assert!(
+        std::io::Read::read(&mut on_b.reader, &mut byte).is_err(),
+        "B received a shard message"
+    );
+    assert_eq!(
+        a.text(&["DEBUG", "CLUSTERLINK", "KILL", "SIDEWAYS", &idr]),
+        "-ERR Unknown direction SIDEWAYS\r\n"
+    );
 }

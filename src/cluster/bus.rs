@@ -48,6 +48,14 @@ const PING: u8 = 0;
 const PONG: u8 = 1;
 const MEET: u8 = 2;
 const PUBLISH: u8 = 4;
+/// A message SPUBLISHed on one node of a shard (master and replicas), for
+/// the others of the shard.
+const PUBLISHSHARD: u8 = 10;
+
+/// PUBLISH and PUBLISHSHARD carry a message, not the sender's claim.
+fn is_publish(kind: u8) -> bool {
+    kind == PUBLISH || kind == PUBLISHSHARD
+}
 pub(super) const AUTH_REQUEST: u8 = 5;
 pub(super) const AUTH_ACK: u8 = 6;
 const MFSTART: u8 = 8;
@@ -237,7 +245,7 @@ impl Message {
                 flags: buf.get_u16(),
             });
         }
-        let publish = if kind == PUBLISH {
+        let publish = if is_publish(kind) {
             Some((get_blob(buf)?, get_blob(buf)?))
         } else {
             None
@@ -350,7 +358,8 @@ pub enum Via {
 /// lost while holding keys in them) and a message to publish.
 struct Effects {
     dirty_slots: Vec<u16>,
-    publish: Option<(Bytes, Bytes)>,
+    /// Whether to a shard's channel, the channel, the message.
+    publish: Option<(bool, Bytes, Bytes)>,
 }
 
 fn ip_text(ip: IpAddr) -> String {
@@ -497,11 +506,11 @@ impl Cluster {
                 self.changed();
             }
         }
-        if matches!(via, Via::Link(_)) || msg.kind != PUBLISH {
+        if matches!(via, Via::Link(_)) || !is_publish(msg.kind) {
             self.answered(s, now_ms, node_timeout_ms);
         }
         let mut dirty = Vec::new();
-        if msg.kind != PUBLISH && msg.flags & flag::MASTER != 0 {
+        if !is_publish(msg.kind) && msg.flags & flag::MASTER != 0 {
             dirty = self.take_claim(s, msg.config_epoch, &msg.slots);
             // A master that claims what another holds with the same
             // epoch: the one with the lesser id takes a new epoch
@@ -517,7 +526,7 @@ impl Cluster {
                 ));
             }
         }
-        if msg.kind != PUBLISH {
+        if !is_publish(msg.kind) {
             self.gossip(s, &msg.gossip, now_ms, node_timeout_ms);
         }
         match (msg.kind, &msg.claim) {
@@ -591,14 +600,18 @@ impl Engine {
             cluster.shard_leading = leading;
         }
         let (sender, dirty) = cluster.process(msg, via, now, timeout, !announce.ip.is_empty());
-        let answer = (sender.is_some() || msg.kind != PUBLISH) && matches!(msg.kind, PING | MEET) && matches!(via, Via::Inbound { .. });
+        let answer = (sender.is_some() || !is_publish(msg.kind)) && matches!(msg.kind, PING | MEET) && matches!(via, Via::Inbound { .. });
         let reply = answer.then(|| {
             cluster.count(true, PONG);
             cluster.message(PONG, &announce).encode()
         });
         let effects = Effects {
             dirty_slots: self.state.lost_slots_to_empty(dirty, &msg.sender),
-            publish: msg.publish.clone().filter(|_| sender.is_some()),
+            publish: msg
+                .publish
+                .clone()
+                .filter(|_| sender.is_some())
+                .map(|(channel, message)| (msg.kind == PUBLISHSHARD, channel, message)),
         };
         self.apply_bus_effects(effects);
         // A grant may complete this node's vote: the slots are taken now.
@@ -634,9 +647,14 @@ impl Engine {
             // shard's log), not with whatever runs next.
             self.state.flush_effects();
         }
-        if let Some((channel, message)) = effects.publish {
+        if let Some((shard, channel, message)) = effects.publish {
             let client = &mut self.scripts.client;
-            self.state.publish(client, crate::pubsub::Kind::Channel, &channel, &message);
+            let kind = if shard {
+                crate::pubsub::Kind::Shard
+            } else {
+                crate::pubsub::Kind::Channel
+            };
+            self.state.publish(client, kind, &channel, &message);
         }
     }
 }
@@ -675,6 +693,9 @@ async fn serve_inbound(mut stream: TcpStream, peer: SocketAddr, shared: Rc<Share
     };
     let mut closing = shared.closing.subscribe();
     let mut from: Option<String> = None;
+    // The node's count of DEBUG CLUSTERLINK KILLs of its inbound links
+    // when this one was told whose it is: another kill closes it.
+    let mut kills = 0;
     loop {
         let frame = tokio::select! {
             f = read_frame(&mut stream) => f,
@@ -695,7 +716,15 @@ async fn serve_inbound(mut stream: TcpStream, peer: SocketAddr, shared: Rc<Share
                 && let Some(i) = c.index_of(msg.sender.as_bytes())
             {
                 c.nodes[i].inbound_links += 1;
+                kills = c.nodes[i].inbound_kills;
                 from = Some(msg.sender.clone());
+            }
+            let killed = from.as_deref().is_some_and(|id| {
+                let c = engine.state.cluster.as_deref();
+                c.and_then(|c| c.node(id.as_bytes())).is_some_and(|n| n.inbound_kills != kills)
+            });
+            if killed {
+                break;
             }
             reply
         };
@@ -764,6 +793,8 @@ async fn link(token: u64, shared: Rc<Shared>) {
             continue;
         };
         let _ = stream.set_nodelay(true);
+        // DEBUG CLUSTERLINK KILLs of this link so far: another one ends it.
+        let mut kills = 0;
         {
             let mut engine = shared.engine.borrow_mut();
             let now = engine.state.clock.now_ms();
@@ -772,6 +803,7 @@ async fn link(token: u64, shared: Rc<Shared>) {
             {
                 c.nodes[i].link_up = true;
                 c.nodes[i].link_ctime = now;
+                kills = c.nodes[i].link_kills;
             }
         }
         let wake = shared.cluster_wake.clone();
@@ -790,14 +822,17 @@ async fn link(token: u64, shared: Rc<Shared>) {
                 engine.state.cluster_refresh_offset();
                 let Some(c) = engine.state.cluster.as_deref_mut() else { return };
                 let Some(i) = c.by_token(token) else { return };
+                if c.nodes[i].link_kills != kills {
+                    break;
+                }
                 let kind = if c.nodes[i].has(flag::MEET) { MEET } else { PING };
                 let mut frames = Vec::new();
-                for (channel, message) in c.take_publishes(token) {
-                    let mut m = c.message(PUBLISH, &announce);
+                for (kind, channel, message) in c.take_publishes(token) {
+                    let mut m = c.message(kind, &announce);
                     m.slots.clear();
                     m.gossip.clear();
                     m.publish = Some((channel, message));
-                    c.count(true, PUBLISH);
+                    c.count(true, kind);
                     frames.extend_from_slice(&m.encode());
                 }
                 for vote in c.take_votes(token) {
@@ -872,7 +907,27 @@ impl Cluster {
             if n.has(flag::HANDSHAKE | flag::NOADDR) || !n.link_up {
                 continue;
             }
-            self.outbox.push((n.link_token, channel.clone(), message.clone()));
+            self.outbox.push((n.link_token, PUBLISH, channel.clone(), message.clone()));
+            self.new_sends = true;
+        }
+    }
+
+    /// Queues a PUBLISHSHARD for the other nodes of this node's shard:
+    /// its master (itself, if a master) and the master's replicas
+    /// (Redis's `clusterPropagatePublishShard`).
+    pub fn propagate_publish_shard(&mut self, channel: &Bytes, message: &Bytes) {
+        let master = if self.nodes[0].is_master() {
+            Some(self.nodes[0].id.clone())
+        } else {
+            self.nodes[0].master.clone()
+        };
+        let Some(master) = master else { return };
+        for n in &self.nodes[1..] {
+            let in_shard = n.id == master || (n.has(flag::SLAVE) && n.master.as_deref() == Some(master.as_str()));
+            if !in_shard || n.has(flag::HANDSHAKE | flag::NOADDR) || !n.link_up {
+                continue;
+            }
+            self.outbox.push((n.link_token, PUBLISHSHARD, channel.clone(), message.clone()));
             self.new_sends = true;
         }
     }
@@ -887,8 +942,11 @@ impl Cluster {
         self.votes_out.extract_if(.., |(t, _)| *t == token).map(|(_, v)| v).collect()
     }
 
-    fn take_publishes(&mut self, token: u64) -> Vec<(Bytes, Bytes)> {
-        self.outbox.extract_if(.., |(t, ..)| *t == token).map(|(_, c, m)| (c, m)).collect()
+    fn take_publishes(&mut self, token: u64) -> Vec<(u8, Bytes, Bytes)> {
+        self.outbox
+            .extract_if(.., |(t, ..)| *t == token)
+            .map(|(_, k, c, m)| (k, c, m))
+            .collect()
     }
 }
 

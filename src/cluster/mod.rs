@@ -100,6 +100,10 @@ pub struct Node {
     pub inbound_links: u32,
     /// The outbound link task serving this node (see [`bus`]).
     pub link_token: u64,
+    /// DEBUG CLUSTERLINK KILLs of the outbound link and of the inbound
+    /// ones: each ends the links open then.
+    pub link_kills: u64,
+    pub inbound_kills: u64,
     /// Masters that reported this node PFAIL or FAIL, with when, ms.
     pub fail_reports: HashMap<String, u64>,
     pub numslots: u32,
@@ -127,6 +131,8 @@ impl Node {
             link_ctime: 0,
             inbound_links: 0,
             link_token: 0,
+            link_kills: 0,
+            inbound_kills: 0,
             fail_reports: HashMap::new(),
             numslots: 0,
             repl_offset: 0,
@@ -348,8 +354,9 @@ pub struct Cluster {
     /// Bumped on every change of the slot map or the nodes, so that the
     /// bus knows when to tell the others at once.
     pub version: u64,
-    /// Messages to publish on other nodes: (link token, channel, message).
-    pub outbox: Vec<(u64, bytes::Bytes, bytes::Bytes)>,
+    /// Messages to publish on other nodes: (link token, message type,
+    /// channel, message).
+    pub outbox: Vec<(u64, u8, bytes::Bytes, bytes::Bytes)>,
     /// Vote requests and grants to send: (link token, message).
     pub votes_out: Vec<(u64, VoteMessage)>,
     /// The vote this node (a Raft shard's new leader) is running.
@@ -830,6 +837,23 @@ impl Cluster {
             self.fsync_pending = true;
         }
         dirty
+    }
+
+    /// DEBUG CLUSTERLINK KILL: node `index`'s outbound link (`to`), its
+    /// inbound ones (`from`), or both end; the outbound one counts as
+    /// down at once (what was queued for it goes), and connects again.
+    pub fn kill_links(&mut self, index: usize, to: bool, from: bool) {
+        let n = &mut self.nodes[index];
+        if to {
+            n.link_kills += 1;
+            n.link_up = false;
+            let token = n.link_token;
+            self.outbox.retain(|(t, ..)| *t != token);
+            self.new_sends = true;
+        }
+        if from {
+            self.nodes[index].inbound_kills += 1;
+        }
     }
 
     /// `clusterSetMaster`: this node becomes a replica of node `index`,

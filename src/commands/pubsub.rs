@@ -167,10 +167,10 @@ fn publish(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn spublish(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let n = ctx.state.publish(ctx.client, Kind::Shard, &argv[1], &argv[2]);
-    // In cluster mode a shard's message goes to the shard's replicas
-    // (keylock nodes have none).
-    if !ctx.state.cluster_enabled() {
-        ctx.force_propagation(crate::engine::effects::REPL);
+    match ctx.state.cluster.as_deref_mut() {
+        // The other nodes of the shard get it, over the bus.
+        Some(c) => c.propagate_publish_shard(&argv[1], &argv[2]),
+        None => ctx.force_propagation(crate::engine::effects::REPL),
     }
     Ok(Reply::Int(n as i64))
 }
