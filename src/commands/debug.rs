@@ -693,6 +693,29 @@ fn help() -> Reply {
     )
 }
 
+/// DEBUG CLUSTERLINK KILL to|from|all node-id: ends this node's bus links
+/// with that node (they connect again), as Redis's `freeClusterLink`.
+fn clusterlink_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let Some(c) = ctx.state.cluster.as_deref_mut() else {
+        return Err(CmdError::err("Debug option only available for cluster mode enabled setup!"));
+    };
+    let Some(index) = c.index_of(&argv[4]) else {
+        return Err(CmdError::err_bytes(&[b"Unknown node ".as_slice(), &argv[4]].concat()));
+    };
+    let direction = argv[3].to_ascii_lowercase();
+    let (to, from) = match direction.as_slice() {
+        b"to" => (true, false),
+        b"from" => (false, true),
+        b"all" => (true, true),
+        _ => return Err(CmdError::err_bytes(&[b"Unknown direction ".as_slice(), &argv[3]].concat())),
+    };
+    // This node has no link with itself.
+    if index != 0 {
+        c.kill_links(index, to, from);
+    }
+    Ok(Reply::OK)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -727,27 +750,4 @@ mod tests {
         assert_eq!(strtod(b"0.25s"), 0.25);
         assert_eq!(strtod(b"abc"), 0.0);
     }
-}
-
-/// DEBUG CLUSTERLINK KILL to|from|all node-id: ends this node's bus links
-/// with that node (they connect again), as Redis's `freeClusterLink`.
-fn clusterlink_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let Some(c) = ctx.state.cluster.as_deref_mut() else {
-        return Err(CmdError::err("Debug option only available for cluster mode enabled setup!"));
-    };
-    let Some(index) = c.index_of(&argv[4]) else {
-        return Err(CmdError::err_bytes(&[b"Unknown node ".as_slice(), &argv[4]].concat()));
-    };
-    let direction = argv[3].to_ascii_lowercase();
-    let (to, from) = match direction.as_slice() {
-        b"to" => (true, false),
-        b"from" => (false, true),
-        b"all" => (true, true),
-        _ => return Err(CmdError::err_bytes(&[b"Unknown direction ".as_slice(), &argv[3]].concat())),
-    };
-    // This node has no link with itself.
-    if index != 0 {
-        c.kill_links(index, to, from);
-    }
-    Ok(Reply::OK)
 }
