@@ -64,6 +64,9 @@ const MFSTART: u8 = 8;
 /// master pausing its writers for a replica's manual failover (Redis's
 /// `CLUSTERMSG_FLAG0_PAUSED`); its offset is then final.
 const MF_PAUSED: u16 = 1 << 15;
+/// In a vote request's flags: a manual failover's, granted while the
+/// master is up (Redis's `CLUSTERMSG_FLAG0_FORCEACK`).
+const MF_FORCEACK: u16 = 1 << 14;
 
 const MAGIC: &[u8; 4] = b"KLB2";
 /// A frame larger than this closes the link.
@@ -531,7 +534,12 @@ impl Cluster {
         }
         match (msg.kind, &msg.claim) {
             (AUTH_REQUEST, Some(claim)) => {
-                self.grant_vote(s, msg.current_epoch, claim);
+                let ask = super::VoteAsk {
+                    force_ack: msg.flags & MF_FORCEACK != 0,
+                    now_ms,
+                    node_timeout_ms,
+                };
+                self.grant_vote(s, msg.current_epoch, claim, ask);
             }
             (AUTH_ACK, _) => self.count_vote(s, msg.current_epoch),
             (MFSTART, _) if self.myself().is_master() && self.nodes[s].master.as_deref() == Some(self.my_id()) => {
@@ -626,6 +634,7 @@ impl Engine {
                 std::time::Instant::now() + std::time::Duration::from_millis(crate::cluster::MF_TIMEOUT_MS * crate::cluster::MF_PAUSE_MULT);
             self.state.pause_clients(false, end);
         }
+        self.state.cluster_end_failover_pause(now);
         self.state.cluster_sync_replication();
         self.state.cluster_update_state();
         reply
@@ -839,11 +848,17 @@ async fn link(token: u64, shared: Rc<Shared>) {
                     // Sent at the epoch of the vote, whatever the current
                     // one is by now.
                     let m = match vote {
-                        VoteMessage::Request(epoch, claim) => Message {
-                            current_epoch: epoch,
-                            claim: Some(claim),
-                            ..c.message(AUTH_REQUEST, &announce)
-                        },
+                        VoteMessage::Request(epoch, claim) => {
+                            let mut m = Message {
+                                current_epoch: epoch,
+                                claim: Some(claim),
+                                ..c.message(AUTH_REQUEST, &announce)
+                            };
+                            if c.manual_failover.is_some() {
+                                m.flags |= MF_FORCEACK;
+                            }
+                            m
+                        }
                         VoteMessage::Grant(epoch) => Message {
                             current_epoch: epoch,
                             ..c.message(AUTH_ACK, &announce)

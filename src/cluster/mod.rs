@@ -104,6 +104,9 @@ pub struct Node {
     /// ones: each ends the links open then.
     pub link_kills: u64,
     pub inbound_kills: u64,
+    /// When this node last granted a vote to a replica of this master,
+    /// ms (0: never).
+    pub voted_time: u64,
     /// Masters that reported this node PFAIL or FAIL, with when, ms.
     pub fail_reports: HashMap<String, u64>,
     pub numslots: u32,
@@ -133,6 +136,7 @@ impl Node {
             link_token: 0,
             link_kills: 0,
             inbound_kills: 0,
+            voted_time: 0,
             fail_reports: HashMap::new(),
             numslots: 0,
             repl_offset: 0,
@@ -238,6 +242,16 @@ pub struct Election {
     claim: Vec<u16>,
     asked: BTreeSet<String>,
     votes: BTreeSet<String>,
+}
+
+/// What a vote request says beside its claim: whether it is a manual
+/// failover's (Redis's FORCEACK), and when and under which node timeout
+/// it is judged.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct VoteAsk {
+    pub force_ack: bool,
+    pub now_ms: u64,
+    pub node_timeout_ms: u64,
 }
 
 /// A vote message waiting for the link to its node, with the epoch it is
@@ -372,6 +386,9 @@ pub struct Cluster {
     pub bus_port: u16,
     /// The manual failover this replica runs.
     pub manual_failover: Option<ManualFailover>,
+    /// When this replica of a failed master may start its election (ms;
+    /// 0: none scheduled).
+    pub failover_at_ms: u64,
     /// A master pausing its writers for a replica's manual failover:
     /// until when (ms; 0: none). Its messages say it is paused.
     pub mf_paused_until: u64,
@@ -425,6 +442,7 @@ impl Cluster {
             allow_replica_migration: true,
             bus_port: 0,
             manual_failover: None,
+            failover_at_ms: 0,
             mf_paused_until: 0,
             mf_pause_asked: false,
         }
@@ -962,9 +980,60 @@ impl Cluster {
         if claim.is_empty() {
             return false;
         }
-        let Some(epoch) = self.vote_won(&[master as u16], &claim, now_ms) else {
+        let Some(epoch) = self.vote_won(&[], &claim, false, now_ms) else {
             return false;
         };
+        self.replace_master(master, Some(epoch));
+        true
+    }
+
+    /// A replica's automatic failover, at each cron
+    /// (`clusterHandleSlaveFailover`): once its master is FAIL (and serves
+    /// slots), unless `cluster-replica-no-failover` or its data is too
+    /// old (`data_fresh` false, see `cluster-replica-validity-factor`),
+    /// it waits 500 ms, a random part of 500 more and a second per replica
+    /// of the same master that replicated more (its rank), then asks the
+    /// masters for a new epoch; with a majority of them it takes its
+    /// master's slots. True once it did.
+    pub fn failover_step(&mut self, now_ms: u64, no_failover: bool, data_fresh: bool) -> bool {
+        if self.manual_failover.is_some() {
+            return self.manual_failover_step(now_ms);
+        }
+        let master = self
+            .my_master()
+            .filter(|&m| self.nodes[m].failed() && self.nodes[m].numslots > 0 && !no_failover);
+        let Some(master) = master else {
+            if self.failover_at_ms != 0 {
+                self.failover_at_ms = 0;
+                self.end_election();
+            }
+            return false;
+        };
+        if !data_fresh {
+            return false;
+        }
+        if self.failover_at_ms == 0 {
+            let mine = self.nodes[0].repl_offset;
+            let master_id = self.nodes[master].id.clone();
+            let rank = self.nodes[1..]
+                .iter()
+                .filter(|n| n.has(flag::SLAVE) && n.master.as_deref() == Some(master_id.as_str()) && n.repl_offset > mine)
+                .count() as u64;
+            let delay = 500 + fastrand::u64(..500) + rank * 1000;
+            self.failover_at_ms = now_ms + delay;
+            crate::log::warning(format_args!(
+                "Start of election delayed for {delay} milliseconds (rank #{rank}, offset {mine})."
+            ));
+            return false;
+        }
+        if now_ms < self.failover_at_ms {
+            return false;
+        }
+        let claim: Vec<u16> = (0..SLOTS as u16).filter(|&s| self.slots[s as usize] == master as u16).collect();
+        let Some(epoch) = self.vote_won(&[], &claim, false, now_ms) else {
+            return false;
+        };
+        self.failover_at_ms = 0;
         self.replace_master(master, Some(epoch));
         true
     }
@@ -1010,7 +1079,7 @@ impl Cluster {
             let mut taken = 0;
             if claim.is_empty() {
                 self.end_election();
-            } else if let Some(epoch) = self.vote_won(&fellows, &claim, now_ms) {
+            } else if let Some(epoch) = self.vote_won(&fellows, &claim, true, now_ms) {
                 for &slot in &claim {
                     self.del_slot(slot);
                     self.add_slot(0, slot);
@@ -1077,25 +1146,31 @@ impl Cluster {
     /// whose view has a slot of the claim at a newer epoch refuses: a
     /// leader whose view is older than a slot's move to another shard does
     /// not take the slot back unless a majority shares its stale view.
-    fn vote_won(&mut self, fellows: &[u16], claim: &[u16], now_ms: u64) -> Option<u64> {
+    ///
+    /// A plain replica taking over its master (`own_vote` false, no
+    /// fellows) has no vote of its own: every master serving slots counts,
+    /// its failed master included, and the others' grants must make the
+    /// majority, as in Redis.
+    fn vote_won(&mut self, fellows: &[u16], claim: &[u16], own_vote: bool, now_ms: u64) -> Option<u64> {
         let others: Vec<usize> = (1..self.nodes.len())
             .filter(|&i| !fellows.contains(&(i as u16)))
             .filter(|&i| self.nodes[i].is_master() && !self.nodes[i].has(flag::HANDSHAKE | flag::NOADDR))
             .collect();
-        let masters = 1 + others.iter().filter(|&&i| self.nodes[i].numslots > 0).count();
+        let own = usize::from(own_vote);
+        let masters = own + others.iter().filter(|&&i| self.nodes[i].numslots > 0).count();
         let needed = masters / 2 + 1;
-        if needed <= 1 {
+        if needed <= own {
             self.end_election();
             return Some(self.max_epoch() + 1);
         }
         if let Some(e) = &self.election
             && e.claim == claim
         {
-            if 1 + e.votes.len() >= needed {
+            if own + e.votes.len() >= needed {
                 let epoch = e.epoch;
                 crate::log::warning(format_args!(
                     "Failover election won: I'm the new master ({} votes of {masters} masters, epoch {epoch}).",
-                    1 + e.votes.len()
+                    own + e.votes.len()
                 ));
                 self.end_election();
                 return Some(epoch);
@@ -1152,10 +1227,17 @@ impl Cluster {
     /// or a slot of the claim is served, in this node's view, by a node
     /// other than the sender at a newer epoch than the claim's. Returns
     /// whether it was granted (the grant is queued for the sender).
-    pub fn grant_vote(&mut self, sender: usize, epoch: u64, claim: &Claim) -> bool {
+    ///
+    /// A plain replica asking (a failover of its master) is also refused,
+    /// as Redis refuses it, unless this node knows its master, the master
+    /// is FAIL or the request is a manual failover's (`force_ack`), and
+    /// this node granted no vote about that master within twice the node
+    /// timeout.
+    pub fn grant_vote(&mut self, sender: usize, epoch: u64, claim: &Claim, ask: VoteAsk) -> bool {
         let id = self.nodes[sender].id.clone();
         let me = self.myself();
-        let voter = self.election.is_some() || (me.is_master() && me.numslots > 0 && self.shard_leading != Some(false));
+        let leading_shard = self.election.is_some() && self.shard_leading.is_some();
+        let voter = leading_shard || (me.is_master() && me.numslots > 0 && self.shard_leading != Some(false));
         if !voter {
             return false;
         }
@@ -1173,6 +1255,27 @@ impl Cluster {
             ));
             return false;
         }
+        let mut voted_about = None;
+        if self.nodes[sender].has(flag::SLAVE) {
+            let master = self.nodes[sender].master.as_deref().and_then(|m| self.index_of(m.as_bytes()));
+            let Some(master) = master else {
+                crate::log::warning(format_args!("Failover auth denied to {id}: I don't know its master"));
+                return false;
+            };
+            if !self.nodes[master].failed() && !ask.force_ack {
+                crate::log::warning(format_args!("Failover auth denied to {id}: its master is up"));
+                return false;
+            }
+            let since = ask.now_ms.saturating_sub(self.nodes[master].voted_time);
+            if self.nodes[master].voted_time != 0 && since < ask.node_timeout_ms * 2 {
+                crate::log::warning(format_args!(
+                    "Failover auth denied to {id}: can't vote about this master before {} milliseconds",
+                    ask.node_timeout_ms * 2 - since
+                ));
+                return false;
+            }
+            voted_about = Some(master);
+        }
         for s in slots_of_ranges(&claim.slots) {
             let Some(owner) = self.owner_index(s).filter(|&o| o != sender) else {
                 continue;
@@ -1187,6 +1290,9 @@ impl Cluster {
             }
         }
         self.last_vote_epoch = self.current_epoch;
+        if let Some(master) = voted_about {
+            self.nodes[master].voted_time = ask.now_ms;
+        }
         self.fsync_pending = true;
         self.changed();
         // Over the link to the asker if it is up (a grant cannot wait for
@@ -1540,6 +1646,80 @@ mod tests {
     }
 
     #[test]
+    fn a_master_votes_for_a_replica_whose_master_failed_or_that_fails_over_by_hand() {
+        let mut c = Cluster::new("nodes.conf".into(), 0);
+        let master = c.add_node(node('a', 7001, flag::MASTER));
+        let replica = c.add_node(node('b', 7002, flag::SLAVE));
+        c.nodes[replica].master = Some(c.nodes[master].id.clone());
+        c.nodes[replica].link_up = true;
+        c.add_slot(0, 100);
+        c.add_slot(master, 0);
+        c.nodes[master].config_epoch = 1;
+        let claim = Claim {
+            epoch: 1,
+            slots: vec![(0, 0)],
+        };
+        let at = |now_ms, force_ack| VoteAsk {
+            force_ack,
+            now_ms,
+            node_timeout_ms: 1000,
+        };
+        c.current_epoch = 2;
+        // Its master is up: refused, unless the replica fails over by hand.
+        assert!(!c.grant_vote(replica, 2, &claim, at(10_000, false)));
+        assert!(c.grant_vote(replica, 2, &claim, at(10_000, true)));
+        // Its master failed: granted, but not twice about the same master
+        // within two node timeouts.
+        c.nodes[master].flags |= flag::FAIL;
+        c.current_epoch = 3;
+        assert!(!c.grant_vote(replica, 3, &claim, at(11_000, false)));
+        assert!(c.grant_vote(replica, 3, &claim, at(12_000, false)));
+        // A replica whose master this node does not know: refused.
+        c.nodes[replica].master = Some("f".repeat(40));
+        c.current_epoch = 4;
+        assert!(!c.grant_vote(replica, 4, &claim, at(20_000, true)));
+    }
+
+    #[test]
+    fn a_replica_needs_a_majority_of_the_masters_without_a_vote_of_its_own() {
+        let mut c = Cluster::new("nodes.conf".into(), 0);
+        let master = c.add_node(node('a', 7001, flag::MASTER | flag::FAIL));
+        let others: Vec<usize> = ['b', 'c'].iter().map(|&id| c.add_node(node(id, 7002, flag::MASTER))).collect();
+        for (slot, &i) in [master, others[0], others[1]].iter().enumerate() {
+            c.add_slot(i, slot as u16);
+            c.nodes[i].link_up = true;
+        }
+        c.nodes[0].flags = flag::MYSELF | flag::SLAVE;
+        c.nodes[0].master = Some(c.nodes[master].id.clone());
+        // The election waits for its delay, then asks every master (the
+        // failed one too: it is one of the three).
+        assert!(!c.failover_step(1000, false, true));
+        let at = c.failover_at_ms;
+        assert!((1500..2000).contains(&at), "{at}");
+        assert!(!c.failover_step(at, false, true));
+        let epoch = c.election.as_ref().unwrap().epoch;
+        assert_eq!(c.votes_out.len(), 3);
+        // One grant of three masters is no majority; two are.
+        c.count_vote(others[0], epoch);
+        assert!(!c.failover_step(at + 1, false, true));
+        c.count_vote(others[1], epoch);
+        assert!(c.failover_step(at + 2, false, true));
+        assert!(c.myself().is_master());
+        assert_eq!(c.owner_index(0), Some(0));
+        assert_eq!(c.myself().config_epoch, epoch);
+        // A replica with `cluster-replica-no-failover`, or data too old,
+        // does not start.
+        let mut d = Cluster::new("nodes.conf".into(), 0);
+        let m = d.add_node(node('a', 7001, flag::MASTER | flag::FAIL));
+        d.add_slot(m, 0);
+        d.nodes[0].flags = flag::MYSELF | flag::SLAVE;
+        d.nodes[0].master = Some(d.nodes[m].id.clone());
+        assert!(!d.failover_step(1000, true, true));
+        assert!(!d.failover_step(1000, false, false));
+        assert_eq!(d.failover_at_ms, 0);
+    }
+
+    #[test]
     fn a_master_votes_once_per_epoch_and_not_for_a_claim_its_view_contradicts() {
         let mut c = Cluster::new("nodes.conf".into(), 0);
         let old = c.add_node(node('a', 7001, flag::MASTER));
@@ -1558,22 +1738,22 @@ mod tests {
         // Slot 1 went to another master at epoch 6: a claim from a view
         // where it is still at epoch 3 is refused (overlapping and
         // out-of-range runs are read as Redis's bitmap would hold them).
-        assert!(!c.grant_vote(asker, 7, &claim(vec![(0, 0), (0, 1), (16000, u16::MAX)])));
+        assert!(!c.grant_vote(asker, 7, &claim(vec![(0, 0), (0, 1), (16000, u16::MAX)]), VoteAsk::default()));
         // An older epoch than this node's is refused.
         let fair = claim(vec![(0, 0), (2, 5)]);
-        assert!(!c.grant_vote(asker, 6, &fair));
+        assert!(!c.grant_vote(asker, 6, &fair, VoteAsk::default()));
         // Unassigned slots and the asker's own do not stand in the way.
-        assert!(c.grant_vote(asker, 7, &fair));
+        assert!(c.grant_vote(asker, 7, &fair, VoteAsk::default()));
         assert_eq!(c.last_vote_epoch, 7);
         assert_eq!(c.votes_out, vec![(c.nodes[asker].link_token, VoteMessage::Grant(7))]);
         // Once per epoch.
-        assert!(!c.grant_vote(asker, 7, &fair));
+        assert!(!c.grant_vote(asker, 7, &fair, VoteAsk::default()));
         c.current_epoch = 8;
-        assert!(c.grant_vote(asker, 8, &fair));
+        assert!(c.grant_vote(asker, 8, &fair, VoteAsk::default()));
         // A shard member that no longer leads does not vote.
         c.current_epoch = 9;
         c.shard_leading = Some(false);
-        assert!(!c.grant_vote(asker, 9, &fair));
+        assert!(!c.grant_vote(asker, 9, &fair, VoteAsk::default()));
         // Nor does a master serving no slot, unless it is a new leader
         // running its own vote.
         let mut r = Cluster::new("nodes.conf".into(), 0);
@@ -1584,7 +1764,7 @@ mod tests {
             epoch: 0,
             slots: vec![(0, 0)],
         };
-        assert!(!r.grant_vote(s, 1, &claim));
+        assert!(!r.grant_vote(s, 1, &claim, VoteAsk::default()));
         r.nodes[s].link_up = true;
         r.election = Some(Election {
             epoch: 1,
@@ -1594,8 +1774,9 @@ mod tests {
             asked: BTreeSet::new(),
             votes: BTreeSet::new(),
         });
+        r.shard_leading = Some(true);
         r.current_epoch = 1;
-        assert!(r.grant_vote(s, 1, &claim));
+        assert!(r.grant_vote(s, 1, &claim, VoteAsk::default()));
         // A candidate has voted for itself in the epoch it asks for.
         let mut t = Cluster::new("nodes.conf".into(), 0);
         let a = t.add_node(node('a', 7001, flag::MASTER));
@@ -1610,9 +1791,9 @@ mod tests {
             epoch: 0,
             slots: vec![(1, 1)],
         };
-        assert!(!t.grant_vote(b, epoch, &theirs));
+        assert!(!t.grant_vote(b, epoch, &theirs, VoteAsk::default()));
         t.current_epoch = epoch + 1;
-        assert!(t.grant_vote(b, epoch + 1, &theirs));
+        assert!(t.grant_vote(b, epoch + 1, &theirs, VoteAsk::default()));
     }
 
     #[test]

@@ -139,7 +139,7 @@ impl State {
         }
         #[cfg(feature = "raft")]
         self.raft_cluster_sync();
-        self.cluster_manual_failover();
+        self.cluster_failover();
         self.cluster_sync_replication();
         self.cluster_update_state();
         self.cluster_save_if_changed();
@@ -193,30 +193,68 @@ impl State {
         }
     }
 
-    /// The manual failover at each cron: this replica's step (see
-    /// `Cluster::manual_failover_step`); a master's pause for its
-    /// replica's ends with its time, or once the replica took over (this
-    /// node is no longer a master), and its writers go on (to be sent to
-    /// the new master).
-    fn cluster_manual_failover(&mut self) {
-        let now = self.clock.now_ms();
-        let Some(c) = self.cluster.as_deref_mut() else { return };
-        if c.manual_failover.is_some() {
-            self.cluster_refresh_offset();
-            let c = self.cluster.as_deref_mut().expect("checked");
-            if c.manual_failover_step(now) {
-                crate::log::warning(format_args!("Failover: this node is the master of its former master's slots"));
-            }
+    /// Failovers at each cron: a replica's step (see
+    /// `Cluster::failover_step`, manual or automatic); a master's pause
+    /// for its replica's manual failover ends with its time, or once the
+    /// replica took over (this node is no longer a master), and its
+    /// writers go on (to be sent to the new master).
+    fn cluster_failover(&mut self) {
+        #[cfg(feature = "raft")]
+        if self.raft.is_some() {
             return;
         }
-        if c.mf_paused_until != 0 && (now >= c.mf_paused_until || !c.myself().is_master()) {
-            let early = c.myself().has(crate::cluster::flag::SLAVE);
-            c.mf_paused_until = 0;
-            c.version += 1;
-            if early {
-                self.unpause();
-            }
+        let now = self.clock.now_ms();
+        let no_failover = self.params.int("cluster-replica-no-failover") == Some(1);
+        let data_fresh = self.replica_data_fresh(now);
+        self.cluster_refresh_offset();
+        self.cluster_end_failover_pause(now);
+        if let Some(c) = self.cluster.as_deref_mut()
+            && c.myself().has(crate::cluster::flag::SLAVE)
+        {
+            c.failover_step(now, no_failover, data_fresh);
         }
+    }
+
+    /// A master's pause for its replica's manual failover ends with its
+    /// time, or at once when this node turned replica (the replica took
+    /// over): its writers go on, to be sent to the new master, and the
+    /// stream of the new master is applied (`resetManualFailover`).
+    pub fn cluster_end_failover_pause(&mut self, now: u64) {
+        let Some(c) = self.cluster.as_deref_mut() else { return };
+        if c.mf_paused_until == 0 || (now < c.mf_paused_until && c.myself().is_master()) {
+            return;
+        }
+        let early = !c.myself().is_master();
+        c.mf_paused_until = 0;
+        c.version += 1;
+        if early {
+            self.unpause();
+        }
+    }
+
+    /// Whether this replica's data is recent enough to fail over its
+    /// master: the time since it last heard from the master (or since
+    /// the link went down), less the node timeout, within
+    /// `repl-ping-replica-period` seconds and `cluster-node-timeout`
+    /// times `cluster-replica-validity-factor` (0: any age).
+    fn replica_data_fresh(&self, now: u64) -> bool {
+        let factor = self.params.int("cluster-replica-validity-factor").unwrap_or(10).max(0) as u64;
+        let Some(m) = self.master.as_deref() else { return true };
+        if factor == 0 {
+            return true;
+        }
+        let since = if m.link == super::replica::LinkState::Connected {
+            m.last_io_ms
+        } else {
+            m.down_since_ms.unwrap_or(m.last_io_ms)
+        };
+        let timeout = self.cluster_node_timeout();
+        let mut age = now.saturating_sub(since);
+        if age > timeout {
+            age -= timeout;
+        }
+        let period = self.params.int("repl-ping-replica-period").unwrap_or(10).max(0) as u64;
+        age <= period * 1000 + timeout * factor
     }
 
     /// Redis's `clusterRedirectBlockedClientIfNeeded`: a client blocked on
