@@ -39,6 +39,8 @@ if [ ${#units[@]} -eq 0 ]; then
         unit/pubsubshard unit/tracking unit/pause unit/multi
         unit/maxmemory unit/limits unit/querybuf unit/obuf-limits
         unit/protocol unit/auth unit/info unit/networking
+        unit/cluster unit/cluster-scripting unit/cluster/misc
+        unit/cluster/links unit/cluster/announced-endpoints
     )
 fi
 repo=$(cd "$(dirname "$0")/.." && pwd)
