@@ -1131,11 +1131,21 @@ impl ConfigParams {
     /// absent from the file (an unset path, Redis's default `bind`, no
     /// `replicaof`): lines for it in the old file are blanked. The lines
     /// are those Redis 7.0.15's `rewriteConfig*Option` functions write.
+    ///
+    /// A cluster node's master is the cluster's to give (a replica's
+    /// `replicaof` would stop it at start): no `replicaof` line, as Redis's
+    /// `rewriteConfigReplicaOfOption` writes none in cluster mode.
     pub fn rewrite_lines(&self) -> Vec<(&'static str, Vec<(String, bool)>)> {
+        let cluster = self.int("cluster-enabled") == Some(1);
         PARAMS
             .iter()
             .enumerate()
-            .map(|(i, p)| (p.name, rewrite_param(p, &self.values[i], &self.defaults[i])))
+            .map(|(i, p)| {
+                if cluster && matches!(p.kind, Kind::ReplicaOf) {
+                    return (p.name, Vec::new());
+                }
+                (p.name, rewrite_param(p, &self.values[i], &self.defaults[i]))
+            })
             .collect()
     }
 
@@ -1886,6 +1896,23 @@ fn parse_hex_float(text: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cluster_replica_rewrites_no_replicaof_line() {
+        let lines = |params: &ConfigParams| {
+            params
+                .rewrite_lines()
+                .into_iter()
+                .find(|(name, _)| *name == "replicaof")
+                .map(|(_, lines)| lines)
+                .unwrap()
+        };
+        let mut params = ConfigParams::new();
+        params.set_default("replicaof", "127.0.0.1 7000");
+        assert_eq!(lines(&params), vec![("replicaof 127.0.0.1 7000".to_string(), true)]);
+        params.apply_directive("cluster-enabled", &["yes".to_string()]).unwrap();
+        assert!(lines(&params).is_empty());
+    }
 
     fn get1(params: &ConfigParams, pattern: &str) -> Vec<(String, String)> {
         params.get(&[pattern.as_bytes()])

@@ -470,7 +470,7 @@ impl Cluster {
             } else {
                 msg.ip.clone()
             };
-            let role = msg.flags & (flag::MASTER | flag::SLAVE);
+            let role = msg.flags & (flag::MASTER | flag::SLAVE | flag::NOFAILOVER);
             let master = (role & flag::SLAVE != 0 && !msg.master.is_empty()).then(|| msg.master.clone());
             n.repl_offset = msg.offset;
             if msg.flags & MF_PAUSED != 0
@@ -489,7 +489,7 @@ impl Cluster {
                 || n.port != msg.port
                 || n.cport != msg.cport
                 || n.hostname != msg.hostname
-                || n.flags & (flag::MASTER | flag::SLAVE) != role
+                || n.flags & (flag::MASTER | flag::SLAVE | flag::NOFAILOVER) != role
                 || n.master != master
                 || n.config_epoch != msg.config_epoch
             {
@@ -498,7 +498,7 @@ impl Cluster {
                 n.port = msg.port;
                 n.cport = msg.cport;
                 n.hostname = msg.hostname.clone();
-                n.flags = (n.flags & !(flag::MASTER | flag::SLAVE | flag::NOADDR)) | role;
+                n.flags = (n.flags & !(flag::MASTER | flag::SLAVE | flag::NOADDR | flag::NOFAILOVER)) | role;
                 n.master = master;
                 n.config_epoch = msg.config_epoch;
                 if became_replica {
@@ -546,7 +546,7 @@ impl Cluster {
                 // A replica's manual failover: writers pause meanwhile,
                 // and this master's messages tell its offset as final.
                 crate::log::warning(format_args!("Manual failover requested by replica {}.", msg.sender));
-                self.mf_paused_until = now_ms + super::MF_TIMEOUT_MS * super::MF_PAUSE_MULT;
+                self.mf_paused_until = now_ms + super::MF_TIMEOUT_MS;
                 self.mf_pause_asked = true;
                 self.version += 1;
             }
@@ -596,7 +596,7 @@ impl Engine {
         let now = self.state.clock.now_ms();
         let timeout = self.state.cluster_node_timeout();
         let announce = self.state.cluster_announce();
-        self.state.cluster_refresh_offset();
+        self.state.cluster_refresh_told();
         #[cfg(feature = "raft")]
         let leading = self.state.raft_shard_leading();
         #[cfg(not(feature = "raft"))]
@@ -633,6 +633,9 @@ impl Engine {
             let end =
                 std::time::Instant::now() + std::time::Duration::from_millis(crate::cluster::MF_TIMEOUT_MS * crate::cluster::MF_PAUSE_MULT);
             self.state.pause_clients(false, end);
+            if let Some(c) = self.state.cluster.as_deref_mut() {
+                c.mf_pause_end = Some(end);
+            }
         }
         self.state.cluster_end_failover_pause(now);
         self.state.cluster_sync_replication();
@@ -828,7 +831,7 @@ async fn link(token: u64, shared: Rc<Shared>) {
                 let mut engine = shared.engine.borrow_mut();
                 let now = engine.state.clock.now_ms();
                 let announce = engine.state.cluster_announce();
-                engine.state.cluster_refresh_offset();
+                engine.state.cluster_refresh_told();
                 let Some(c) = engine.state.cluster.as_deref_mut() else { return };
                 let Some(i) = c.by_token(token) else { return };
                 if c.nodes[i].link_kills != kills {

@@ -394,6 +394,9 @@ pub struct Cluster {
     pub mf_paused_until: u64,
     /// A replica asked this master to pause: the engine pauses writers.
     pub mf_pause_asked: bool,
+    /// When the engine's pause for it ends (the one it lifts, not a
+    /// client's CLIENT PAUSE).
+    pub mf_pause_end: Option<std::time::Instant>,
 }
 
 /// A fresh node id: 40 random lowercase hex characters.
@@ -445,6 +448,7 @@ impl Cluster {
             failover_at_ms: 0,
             mf_paused_until: 0,
             mf_pause_asked: false,
+            mf_pause_end: None,
         }
     }
 
@@ -1017,7 +1021,12 @@ impl Cluster {
             let master_id = self.nodes[master].id.clone();
             let rank = self.nodes[1..]
                 .iter()
-                .filter(|n| n.has(flag::SLAVE) && n.master.as_deref() == Some(master_id.as_str()) && n.repl_offset > mine)
+                .filter(|n| {
+                    n.has(flag::SLAVE)
+                        && !n.has(flag::NOFAILOVER)
+                        && n.master.as_deref() == Some(master_id.as_str())
+                        && n.repl_offset > mine
+                })
                 .count() as u64;
             let delay = 500 + fastrand::u64(..500) + rank * 1000;
             self.failover_at_ms = now_ms + delay;
@@ -1236,7 +1245,7 @@ impl Cluster {
     pub fn grant_vote(&mut self, sender: usize, epoch: u64, claim: &Claim, ask: VoteAsk) -> bool {
         let id = self.nodes[sender].id.clone();
         let me = self.myself();
-        let leading_shard = self.election.is_some() && self.shard_leading.is_some();
+        let leading_shard = self.election.is_some() && self.shard_leading == Some(true);
         let voter = leading_shard || (me.is_master() && me.numslots > 0 && self.shard_leading != Some(false));
         if !voter {
             return false;
@@ -1321,6 +1330,9 @@ impl Cluster {
     /// CLUSTER RESET: slots and other nodes forgotten; HARD also draws a
     /// new id and zeroes the epochs (Redis's `clusterReset`).
     pub fn reset(&mut self, hard: bool) {
+        self.manual_failover = None;
+        self.failover_at_ms = 0;
+        self.end_election();
         self.migrating.clear();
         self.importing.clear();
         self.del_node_slots(0);

@@ -487,6 +487,7 @@ fn reset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
         ctx.state.invalidate_on_flush(ctx.client);
     }
+    ctx.state.cluster_abort_failover_pause();
     cluster(ctx)?.reset(hard);
     changed(ctx);
     Ok(Reply::OK)

@@ -527,6 +527,7 @@ fn kill(ctx: &mut Ctx, id: u64) {
     if id == ctx.client.id {
         ctx.client.close_after_reply = true;
     } else {
+        ctx.state.master_client_killed(id);
         ctx.state.kill_queue.push(id);
     }
 }

@@ -193,6 +193,23 @@ impl State {
         }
     }
 
+    /// What this node's next bus message tells, up to date: its offset,
+    /// and that it pauses for its replica's manual failover only while
+    /// its writers are still paused (a CLIENT UNPAUSE ends the failover's
+    /// pause too: the offset would no longer be final).
+    pub fn cluster_refresh_told(&mut self) {
+        self.cluster_refresh_offset();
+        let paused = self.pause.is_some_and(|p| p.end > std::time::Instant::now());
+        if let Some(c) = self.cluster.as_deref_mut()
+            && c.mf_paused_until != 0
+            && !paused
+        {
+            c.mf_paused_until = 0;
+            c.mf_pause_end = None;
+            c.version += 1;
+        }
+    }
+
     /// Failovers at each cron: a replica's step (see
     /// `Cluster::failover_step`, manual or automatic); a master's pause
     /// for its replica's manual failover ends with its time, or once the
@@ -205,6 +222,13 @@ impl State {
         }
         let now = self.clock.now_ms();
         let no_failover = self.params.int("cluster-replica-no-failover") == Some(1);
+        if let Some(c) = self.cluster.as_deref_mut()
+            && c.myself().has(crate::cluster::flag::NOFAILOVER) != no_failover
+        {
+            // Told to the others, as Redis's `clusterUpdateMyselfFlags`.
+            c.myself_mut().flags ^= crate::cluster::flag::NOFAILOVER;
+            c.changed();
+        }
         let data_fresh = self.replica_data_fresh(now);
         self.cluster_refresh_offset();
         self.cluster_end_failover_pause(now);
@@ -224,12 +248,25 @@ impl State {
         if c.mf_paused_until == 0 || (now < c.mf_paused_until && c.myself().is_master()) {
             return;
         }
-        let early = !c.myself().is_master();
         c.mf_paused_until = 0;
         c.version += 1;
-        if early {
+        let ours = c.mf_pause_end.take();
+        // Its own pause only: a client's CLIENT PAUSE (of every command,
+        // or longer) stays.
+        if self.pause.is_some_and(|p| !p.all && Some(p.end) == ours) {
             self.unpause();
         }
+    }
+
+    /// CLUSTER RESET: a manual failover this master pauses for ends.
+    pub fn cluster_abort_failover_pause(&mut self) {
+        if let Some(c) = self.cluster.as_deref_mut()
+            && c.mf_paused_until != 0
+        {
+            c.mf_paused_until = 1;
+        }
+        let now = self.clock.now_ms();
+        self.cluster_end_failover_pause(now);
     }
 
     /// Whether this replica's data is recent enough to fail over its
@@ -239,14 +276,20 @@ impl State {
     /// times `cluster-replica-validity-factor` (0: any age).
     fn replica_data_fresh(&self, now: u64) -> bool {
         let factor = self.params.int("cluster-replica-validity-factor").unwrap_or(10).max(0) as u64;
-        let Some(m) = self.master.as_deref() else { return true };
         if factor == 0 {
             return true;
         }
+        let Some(m) = self.master.as_deref() else { return false };
+        // A link that never ran the stream (the first sync not done) has
+        // no data to speak of: as old as can be (Redis's `repl_down_since`
+        // 0).
         let since = if m.link == super::replica::LinkState::Connected {
             m.last_io_ms
         } else {
-            m.down_since_ms.unwrap_or(m.last_io_ms)
+            match m.down_since_ms {
+                Some(at) => at,
+                None => return false,
+            }
         };
         let timeout = self.cluster_node_timeout();
         let mut age = now.saturating_sub(since);

@@ -88,6 +88,9 @@ pub struct Master {
     /// When the link went down (INFO `master_link_down_since_seconds`).
     /// None until a link is lost (Redis's `repl_down_since` 0).
     pub down_since_ms: Option<u64>,
+    /// When CLIENT KILL closed the running stream's client, ms: the link
+    /// counts as down from then (its socket closes after the batch).
+    pub killed_at_ms: Option<u64>,
     /// The stream was malformed: what was reached is not kept to continue.
     pub protocol_error: bool,
     /// The snapshot's transfer: its size (-1 while unknown, for the
@@ -171,6 +174,7 @@ impl State {
             down_since_ms,
             transfer: None,
             protocol_error: false,
+            killed_at_ms: None,
         }));
         // Clients blocked on keys were waiting for writes this server
         // will no longer take (Redis's `disconnectAllBlockedClients`).
@@ -267,13 +271,27 @@ impl State {
             let now = self.clock.now_ms();
             if let Some(m) = self.master.as_deref_mut() {
                 if m.link == LinkState::Connected {
-                    m.down_since_ms = Some(now);
+                    m.down_since_ms = Some(m.killed_at_ms.unwrap_or(now));
                 }
+                m.killed_at_ms = None;
                 m.link = LinkState::Connect;
                 m.transfer = None;
             }
         }
         connected
+    }
+
+    /// CLIENT KILL of client `id`: if it is the master's, the link is down
+    /// from now on, for what measures how long (a cluster replica's
+    /// failover), though its socket closes after the batch.
+    pub fn master_client_killed(&mut self, id: u64) {
+        let now = self.clock.now_ms();
+        if let Some(m) = self.master.as_deref_mut()
+            && m.client == Some(id)
+            && m.link == LinkState::Connected
+        {
+            m.killed_at_ms.get_or_insert(now);
+        }
     }
 
     /// Ends the stream's client; the history it reached is the cached
