@@ -958,6 +958,11 @@ fn redis_cli_creates_a_cluster_with_replicas_that_replicate_and_fail_over() {
         assert_eq!(text(c.call(&["READONLY"])), "+OK\r\n");
         assert!(text(c.call(&["GET", &key])).starts_with('$'));
         assert!(text(c.call(&["SET", &key, "x"])).starts_with("-MOVED "));
+        // A shebang script is a write unless flagged `no-writes`.
+        let writes = "#!lua\nreturn redis.call('del', KEYS[1])";
+        assert!(text(c.call(&["EVAL", writes, "1", &key])).starts_with("-MOVED "));
+        let reads = "#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])";
+        assert!(text(c.call(&["EVAL", reads, "1", &key])).starts_with('$'));
         // The master's CLUSTER SLOTS lists it once it replicated something.
         wait_until(10, "the master to list its replica", || {
             nodes[m].text(&["CLUSTER", "SLOTS"]).contains(&ids[r])
@@ -1233,4 +1238,14 @@ fn a_replica_fails_over_its_dead_master_on_the_masters_votes() {
         let v: i64 = redis::cmd("GET").arg(format!("key:{i}")).query(&mut cc).unwrap();
         assert_eq!(v, i);
     }
+    // The new master dies too, and the old one comes back with its stale
+    // claim: the others tell it the newer one (UPDATE), and it turns
+    // replica of the node that took its slots, though that node is down.
+    let idr = ids[r].clone();
+    drop(nodes.remove(r));
+    let old = keylock_node(dirs[m].path(), &["--cluster-node-timeout", "1000"]);
+    assert_eq!(old.id(), idm);
+    wait_until(15, "the old master to turn replica", || {
+        line_of(&old, &idm).contains(&format!("myself,slave {idr}"))
+    });
 }

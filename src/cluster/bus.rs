@@ -58,6 +58,7 @@ fn is_publish(kind: u8) -> bool {
 }
 pub(super) const AUTH_REQUEST: u8 = 5;
 pub(super) const AUTH_ACK: u8 = 6;
+const UPDATE: u8 = 7;
 const MFSTART: u8 = 8;
 
 /// In a message's flags, beside the sender's node flags: the sender is a
@@ -107,8 +108,11 @@ pub struct Message {
     pub gossip: Vec<Gossip>,
     /// PUBLISH: channel and message.
     pub publish: Option<(Bytes, Bytes)>,
-    /// AUTH_REQUEST: the slots the sender asks to take.
+    /// AUTH_REQUEST: the slots the sender asks to take. UPDATE: the
+    /// slots and configuration epoch of the node it is about.
     pub claim: Option<super::Claim>,
+    /// UPDATE: the node whose claim it carries.
+    pub about: Option<String>,
 }
 
 fn put_str8(out: &mut BytesMut, s: &str) {
@@ -190,6 +194,9 @@ impl Message {
                 out.put_u16(end);
             }
         }
+        if let Some(about) = &self.about {
+            out.put_slice(about.as_bytes());
+        }
         let len = (out.len() - 4) as u32;
         out[..4].copy_from_slice(&len.to_be_bytes());
         out.to_vec()
@@ -253,7 +260,7 @@ impl Message {
         } else {
             None
         };
-        let claim = if kind == AUTH_REQUEST {
+        let claim = if kind == AUTH_REQUEST || kind == UPDATE {
             if buf.len() < 10 {
                 return None;
             }
@@ -267,6 +274,7 @@ impl Message {
         } else {
             None
         };
+        let about = if kind == UPDATE { Some(get_id(buf)?) } else { None };
         Some(Message {
             kind,
             sender,
@@ -283,6 +291,7 @@ impl Message {
             gossip,
             publish,
             claim,
+            about,
         })
     }
 }
@@ -334,6 +343,7 @@ impl Cluster {
                 .collect(),
             publish: None,
             claim: None,
+            about: None,
         }
     }
 
@@ -514,6 +524,7 @@ impl Cluster {
         }
         let mut dirty = Vec::new();
         if !is_publish(msg.kind) && msg.flags & flag::MASTER != 0 {
+            self.update_if_stale(s, msg.config_epoch, &msg.slots);
             dirty = self.take_claim(s, msg.config_epoch, &msg.slots);
             // A master that claims what another holds with the same
             // epoch: the one with the lesser id takes a new epoch
@@ -542,6 +553,9 @@ impl Cluster {
                 self.grant_vote(s, msg.current_epoch, claim, ask);
             }
             (AUTH_ACK, _) => self.count_vote(s, msg.current_epoch),
+            (UPDATE, Some(claim)) if self.shard_leading.is_none() => {
+                dirty.extend(self.take_update(msg.about.as_deref().unwrap_or(""), claim));
+            }
             (MFSTART, _) if self.myself().is_master() && self.nodes[s].master.as_deref() == Some(self.my_id()) => {
                 // A replica's manual failover: writers pause meanwhile,
                 // and this master's messages tell its offset as final.
@@ -867,6 +881,11 @@ async fn link(token: u64, shared: Rc<Shared>) {
                             ..c.message(AUTH_ACK, &announce)
                         },
                         VoteMessage::ManualFailoverStart => c.message(MFSTART, &announce),
+                        VoteMessage::Update(about, claim) => Message {
+                            claim: Some(claim),
+                            about: Some(about),
+                            ..c.message(UPDATE, &announce)
+                        },
                     };
                     c.count(true, m.kind);
                     frames.extend_from_slice(&m.encode());
@@ -950,6 +969,62 @@ impl Cluster {
         }
     }
 
+    /// A master `sender` claims slots that, in this node's view, a node
+    /// serves at a newer configuration epoch (it came back after its
+    /// replica took over, and that one is down): it is told that node's
+    /// claim with an UPDATE (Redis's `clusterSendUpdate`, about the first
+    /// such node), over the link to it. Plain clusters only: a Raft
+    /// shard's slots follow its own vote.
+    fn update_if_stale(&mut self, sender: usize, sender_epoch: u64, claimed: &[(u16, u16)]) {
+        if self.shard_leading.is_some() || !self.nodes[sender].link_up {
+            return;
+        }
+        let newer = super::slots_of_ranges(claimed).into_iter().find_map(|s| {
+            let owner = self.owner_index(s).filter(|&o| o != sender)?;
+            (self.nodes[owner].config_epoch > sender_epoch).then_some(owner)
+        });
+        let Some(owner) = newer else { return };
+        let n = &self.nodes[owner];
+        crate::log::verbose(format_args!(
+            "Node {} has old slots configuration, sending an UPDATE message about {}",
+            self.nodes[sender].id, n.id
+        ));
+        let update = VoteMessage::Update(
+            n.id.clone(),
+            super::Claim {
+                epoch: n.config_epoch,
+                slots: self.ranges_of(owner),
+            },
+        );
+        let token = self.nodes[sender].link_token;
+        if !self.votes_out.iter().any(|(t, v)| *t == token && *v == update) {
+            self.votes_out.push((token, update));
+            self.new_sends = true;
+        }
+    }
+
+    /// An UPDATE about node `about` (its claim, at its configuration
+    /// epoch): newer than this node knew, it takes it as that node's own
+    /// message would be taken (a replica in this view turns master).
+    /// Returns the slots taken from this node that still hold keys.
+    fn take_update(&mut self, about: &str, claim: &super::Claim) -> Vec<u16> {
+        let Some(n) = self.index_of(about.as_bytes()).filter(|&n| n != 0) else {
+            return Vec::new();
+        };
+        if self.nodes[n].config_epoch >= claim.epoch {
+            return Vec::new();
+        }
+        let node = &mut self.nodes[n];
+        if node.has(flag::SLAVE) {
+            node.flags = (node.flags & !flag::SLAVE) | flag::MASTER;
+            node.master = None;
+        }
+        node.config_epoch = claim.epoch;
+        self.fsync_pending = true;
+        self.changed();
+        self.take_claim(n, claim.epoch, &claim.slots)
+    }
+
     /// Whether messages (publishes, votes) were queued since the links
     /// were last woken: they are woken once for them.
     pub fn take_new_sends(&mut self) -> bool {
@@ -996,6 +1071,7 @@ mod tests {
             }],
             publish: None,
             claim: None,
+            about: None,
         };
         let frame = msg.encode();
         assert_eq!(u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize, frame.len() - 4);
@@ -1017,6 +1093,7 @@ mod tests {
         assert_eq!(Message::decode(&replica.encode()[4..]), Some(replica.clone()));
         let request = Message {
             kind: AUTH_REQUEST,
+            about: None,
             claim: Some(super::super::Claim {
                 epoch: 9,
                 slots: vec![(0, 100), (200, 200)],
@@ -1046,6 +1123,7 @@ mod tests {
             gossip: vec![],
             publish: None,
             claim: None,
+            about: None,
         }
         .encode();
         frame.truncate(frame.len() - 3);

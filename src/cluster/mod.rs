@@ -263,6 +263,9 @@ pub enum VoteMessage {
     /// A replica asks its master to pause for its manual failover
     /// (Redis's MFSTART).
     ManualFailoverStart,
+    /// A node's claim, for a master whose claim it makes stale (Redis's
+    /// UPDATE): the node's id, its epoch and slots.
+    Update(String, Claim),
 }
 
 /// How long a manual failover may take (Redis's `CLUSTER_MF_TIMEOUT`),
@@ -967,7 +970,10 @@ impl Cluster {
         if now_ms > mf.end_ms {
             crate::log::warning(format_args!("Manual failover timed out."));
             self.manual_failover = None;
-            self.end_election();
+            // Unless the automatic failover runs the vote.
+            if self.failover_at_ms == 0 {
+                self.end_election();
+            }
             return false;
         }
         if !mf.can_start {
@@ -999,9 +1005,18 @@ impl Cluster {
     /// of the same master that replicated more (its rank), then asks the
     /// masters for a new epoch; with a majority of them it takes its
     /// master's slots. True once it did.
+    ///
+    /// A manual failover that cannot start yet (its master does not
+    /// answer) does not hold back the automatic one once the master is
+    /// FAIL, which then starts at once (Redis's `mf_end` case).
     pub fn failover_step(&mut self, now_ms: u64, no_failover: bool, data_fresh: bool) -> bool {
         if self.manual_failover.is_some() {
-            return self.manual_failover_step(now_ms);
+            if self.manual_failover_step(now_ms) {
+                return true;
+            }
+            if self.manual_failover.as_ref().is_some_and(|mf| mf.can_start) {
+                return false;
+            }
         }
         let master = self
             .my_master()
@@ -1015,6 +1030,13 @@ impl Cluster {
         };
         if !data_fresh {
             return false;
+        }
+        if self.failover_at_ms == 0 && self.manual_failover.is_some() {
+            self.failover_at_ms = now_ms;
+            crate::log::warning(format_args!(
+                "Start of election delayed for 0 milliseconds (rank #0, offset {}).",
+                self.nodes[0].repl_offset
+            ));
         }
         if self.failover_at_ms == 0 {
             let mine = self.nodes[0].repl_offset;

@@ -459,12 +459,20 @@ impl State {
     /// Where a client's command is to be served (Redis's
     /// `processCommand` cluster check): Ok here, or the redirection.
     /// EXEC asks about every queued command.
-    pub fn cluster_route(&mut self, client: &Client, cmd: &Command, argv: &[Bytes]) -> Result<(), Redirect> {
-        let Some(cluster) = self.cluster.as_deref() else { return Ok(()) };
-        if !routed(cmd) {
+    /// A script is a write as its flags say (`getCommandFlags`): a
+    /// shebang script without `no-writes` is redirected from a replica.
+    pub fn cluster_route(
+        &mut self,
+        scripts: Option<&super::Scripts>,
+        client: &Client,
+        cmd: &Command,
+        argv: &[Bytes],
+    ) -> Result<(), Redirect> {
+        if self.cluster.is_none() || !routed(cmd) {
             return Ok(());
         }
-        let mut write = cmd.spec.has(flag::WRITE);
+        let mut write = self.command_flags(scripts, client, cmd, argv) & flag::WRITE != 0;
+        let Some(cluster) = self.cluster.as_deref() else { return Ok(()) };
         let mut shard = pubsubshard(cmd);
         let mut is_migrate = cmd.full_name == "migrate";
         let (one, mut many): ([&[u8]; 1], Vec<&[u8]>);
@@ -538,19 +546,19 @@ impl State {
     /// cross-slot keys). `slot` is the run's slot so far.
     pub fn cluster_route_script(
         &self,
-        client: &Client,
         cmd: &Command,
         argv: &[Bytes],
         slot: &mut Option<u16>,
-        allow_cross_slot: bool,
+        limits: &crate::scripting::call::ScriptLimits,
     ) -> Result<(), &'static str> {
+        let allow_cross_slot = limits.allow_cross_slot;
         let Some(cluster) = self.cluster.as_deref() else { return Ok(()) };
         let keys = keys_of(cmd, argv);
         let query = Query {
             keys: &keys,
             write: cmd.spec.has(flag::WRITE),
-            asking: client.cluster_asking,
-            readonly_client: client.cluster_readonly,
+            asking: limits.cluster_asking,
+            readonly_client: limits.cluster_readonly,
             pubsubshard: pubsubshard(cmd),
             migrate: cmd.full_name == "migrate",
         };

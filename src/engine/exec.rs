@@ -195,7 +195,7 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
     }
     if state.cluster_enabled()
         && !client.replaying
-        && let Err(redirect) = state.cluster_route(client, cmd, argv)
+        && let Err(redirect) = state.cluster_route(scripts, client, cmd, argv)
     {
         // A redirected EXEC discards the transaction and says where to
         // go, without EXECABORT (Redis's `discardTransaction`).
@@ -495,7 +495,7 @@ pub fn for_script(
     if state.cluster_enabled() {
         let mut slot = limits.cluster_slot.get();
         state
-            .cluster_route_script(client, cmd, argv, &mut slot, limits.allow_cross_slot)
+            .cluster_route_script(cmd, argv, &mut slot, limits)
             .map_err(|text| Refusal::of(CmdError::new(text), Some(cmd)))?;
         limits.cluster_slot.set(slot);
     }

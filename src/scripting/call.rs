@@ -42,6 +42,10 @@ pub struct ScriptLimits {
     /// `allow-cross-slot-keys` (then None throughout).
     pub cluster_slot: Cell<Option<u16>>,
     pub allow_cross_slot: bool,
+    /// The calling client's READONLY and ASKING, which its script's
+    /// commands are routed with (Redis copies them to the script client).
+    pub cluster_readonly: bool,
+    pub cluster_asking: bool,
 }
 
 impl ScriptLimits {
@@ -52,13 +56,23 @@ impl ScriptLimits {
             replicas_ok: state.enough_good_replicas(),
             cluster_slot: Cell::new(None),
             allow_cross_slot: false,
+            cluster_readonly: false,
+            cluster_asking: false,
         }
     }
 
     /// In cluster mode, the run starts in the slot of its declared keys.
-    pub fn in_cluster(mut self, state: &State, keys: &[bytes::Bytes], allow_cross_slot: bool) -> ScriptLimits {
+    pub fn in_cluster(
+        mut self,
+        state: &State,
+        caller: &crate::engine::Client,
+        keys: &[bytes::Bytes],
+        allow_cross_slot: bool,
+    ) -> ScriptLimits {
         if state.cluster_enabled() {
             self.allow_cross_slot = allow_cross_slot;
+            self.cluster_readonly = caller.cluster_readonly;
+            self.cluster_asking = caller.cluster_asking;
             self.cluster_slot.set(keys.first().map(|k| crate::cluster::key_hash_slot(k)));
         }
         self

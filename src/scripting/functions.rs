@@ -489,8 +489,12 @@ impl Functions {
         if let Err(refused) = super::prepare_declared(state, flags, read_only) {
             return Some(refused);
         }
-        let limits =
-            call::ScriptLimits::of(state, read_only || flags.no_writes, flags.allow_oom).in_cluster(state, keys, flags.allow_cross_slot);
+        let limits = call::ScriptLimits::of(state, read_only || flags.no_writes, flags.allow_oom).in_cluster(
+            state,
+            caller,
+            keys,
+            flags.allow_cross_slot,
+        );
         let runtime = self.vm.runtime.clone();
         runtime.wrote.set(false);
         *runtime.function.borrow_mut() = Some(Rc::new(RunningFunction {

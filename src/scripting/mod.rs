@@ -643,7 +643,7 @@ impl Scripting {
             allow_oom = shebang.allow_oom;
             allow_cross_slot = shebang.allow_cross_slot;
         }
-        let limits = call::ScriptLimits::of(state, flags.read_only, allow_oom).in_cluster(state, keys, allow_cross_slot);
+        let limits = call::ScriptLimits::of(state, flags.read_only, allow_oom).in_cluster(state, caller, keys, allow_cross_slot);
         let flags = &flags;
         let rt = &self.vm.runtime;
         rt.wrote.set(false);
