@@ -840,12 +840,7 @@ impl Cluster {
             && self.nodes[shard].numslots == 0
             && (self.allow_replica_migration || sender_slots == taken_from_shard)
         {
-            crate::log::warning(format_args!(
-                "Configuration change detected. Reconfiguring myself as a replica of {}",
-                self.nodes[sender].id
-            ));
-            self.set_master(sender);
-            self.fsync_pending = true;
+            self.follow_new_owner(sender);
             return Vec::new();
         }
         let grandmaster = shard
@@ -881,6 +876,22 @@ impl Cluster {
         }
     }
 
+    /// This master lost its last slot to node `index` (or this replica's
+    /// master did): it becomes that node's replica.
+    pub fn follow_new_owner(&mut self, index: usize) {
+        crate::log::warning(format_args!(
+            "Configuration change detected. Reconfiguring myself as a replica of {}",
+            self.nodes[index].id
+        ));
+        self.set_master(index);
+        self.fsync_pending = true;
+    }
+
+    /// The slots node `index` serves, in order.
+    fn slots_of(&self, index: usize) -> Vec<u16> {
+        (0..SLOTS as u16).filter(|&s| self.slots[s as usize] == index as u16).collect()
+    }
+
     /// `clusterSetMaster`: this node becomes a replica of node `index`,
     /// its slot migrations closed (it serves no slot: the callers see to
     /// it). The engine then replicates that node (see
@@ -900,11 +911,10 @@ impl Cluster {
 
     /// `clusterFailoverReplaceYourMaster`: this replica becomes a master
     /// serving every slot of its master (node `old`), with `epoch` when a
-    /// vote gave one. Returns how many slots it took.
-    pub fn replace_master(&mut self, old: usize, epoch: Option<u64>) -> usize {
+    /// vote gave one.
+    pub fn replace_master(&mut self, old: usize, epoch: Option<u64>) {
         self.set_myself_master();
-        let slots: Vec<u16> = (0..SLOTS as u16).filter(|&s| self.slots[s as usize] == old as u16).collect();
-        for &s in &slots {
+        for s in self.slots_of(old) {
             self.del_slot(s);
             self.add_slot(0, s);
         }
@@ -918,7 +928,6 @@ impl Cluster {
         self.manual_failover = None;
         self.fsync_pending = true;
         self.changed();
-        slots.len()
     }
 
     /// The master this replica replicates, as a node index.
@@ -986,7 +995,7 @@ impl Cluster {
             }
         }
         let Some(master) = self.my_master() else { return false };
-        let claim: Vec<u16> = (0..SLOTS as u16).filter(|&s| self.slots[s as usize] == master as u16).collect();
+        let claim = self.slots_of(master);
         if claim.is_empty() {
             return false;
         }
@@ -1060,7 +1069,7 @@ impl Cluster {
         if now_ms < self.failover_at_ms {
             return false;
         }
-        let claim: Vec<u16> = (0..SLOTS as u16).filter(|&s| self.slots[s as usize] == master as u16).collect();
+        let claim = self.slots_of(master);
         let Some(epoch) = self.vote_won(&[], &claim, false, now_ms) else {
             return false;
         };

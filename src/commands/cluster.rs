@@ -291,8 +291,7 @@ fn failover(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let Some(master) = c.my_master() else {
         return Err(CmdError::err("I'm a replica but my master is unknown to me"));
     };
-    #[cfg(feature = "raft")]
-    if ctx.state.raft.is_some() {
+    if super::server::raft_member(ctx) {
         return Err(CmdError::err(
             "This node is a member of a Raft shard (replication raft): its shard elects its leader",
         ));
@@ -472,9 +471,7 @@ fn reset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Some(a) if a.eq_ignore_ascii_case(b"soft") => false,
         Some(_) => return Err(CmdError::syntax()),
     };
-    let replica = cluster(ctx)?.myself().has(node_flag::SLAVE);
-    #[cfg(feature = "raft")]
-    let replica = replica && ctx.state.raft.is_none();
+    let replica = cluster(ctx)?.myself().has(node_flag::SLAVE) && !super::server::raft_member(ctx);
     if !replica && !ctx.state.dbs[ctx.client.db].is_empty() {
         return Err(CmdError::err("CLUSTER RESET can't be called with master nodes containing keys"));
     }
@@ -536,10 +533,7 @@ fn setslot(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let action = String::from_utf8_lossy(&argv[3]).to_ascii_lowercase();
     let keys_in_slot = ctx.state.count_keys_in_slot(slot);
     let allow_replica_migration = ctx.state.params.int("cluster-allow-replica-migration") != Some(0);
-    #[cfg(feature = "raft")]
-    let raft = ctx.state.raft.is_some();
-    #[cfg(not(feature = "raft"))]
-    let raft = false;
+    let raft = super::server::raft_member(ctx);
     let c = cluster(ctx)?;
     let target = |c: &Cluster, unknown: &str| -> CmdResult<usize> {
         let i = c
@@ -586,12 +580,7 @@ fn setslot(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             c.add_slot(n, slot);
             if was_mine && n != 0 && c.myself().numslots == 0 && allow_replica_migration && !raft {
                 // A master left without slots replicates their new owner.
-                crate::log::warning(format_args!(
-                    "Configuration change detected. Reconfiguring myself as a replica of {}",
-                    c.nodes[n].id
-                ));
-                c.set_master(n);
-                c.fsync_pending = true;
+                c.follow_new_owner(n);
             }
             if n == 0 && c.importing.contains_key(&slot) {
                 // Manually migrated here: a new epoch, so that the new

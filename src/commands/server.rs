@@ -127,7 +127,7 @@ fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 /// Whether this server is a member of a Raft shard.
-fn raft_member(ctx: &Ctx) -> bool {
+pub(super) fn raft_member(ctx: &Ctx) -> bool {
     #[cfg(feature = "raft")]
     return ctx.state.raft.is_some();
     #[cfg(not(feature = "raft"))]
