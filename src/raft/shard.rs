@@ -105,6 +105,43 @@ const STAMP_TICK: std::time::Duration = std::time::Duration::from_millis(20);
 /// A wake this long after the previous one means a pause.
 const STAMP_GAP: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// Breaks the ties of candidates that stand at the same instants.
+///
+/// openraft 0.9 draws a member's election timeout once, when the
+/// instance is made, and checks it on a tick that starts again from when
+/// the process runs again. Two followers resumed at the same moment (a
+/// paused host, SIGSTOP and SIGCONT) whose timeouts round to the same
+/// number of ticks stand as candidates at the same instants round after
+/// round, each voting for itself, and the shard stays without a leader
+/// (20 terms and 9 s were seen with the default timeouts). Raft breaks
+/// such ties with a random timeout drawn afresh for each election: once
+/// this member has known no leader for the shortest timeout (an election
+/// is won in a round trip, and no member stands again sooner), it starts
+/// an election at a moment drawn afresh each time, off the others' tick.
+async fn break_vote_ties(current: watch::Receiver<Raft>, (min, max): (u64, u64)) {
+    let round = std::time::Duration::from_millis(min);
+    let mut leaderless_since: Option<std::time::Instant> = None;
+    loop {
+        let pause = fastrand::u64(min / 2..(max / 2).max(min / 2 + 1));
+        tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+        let raft = current.borrow().clone();
+        let standing = {
+            let m = raft.metrics();
+            let m = m.borrow();
+            m.current_leader.is_none() && matches!(m.state, openraft::ServerState::Candidate | openraft::ServerState::Follower)
+        };
+        if !standing {
+            leaderless_since = None;
+            continue;
+        }
+        let now = std::time::Instant::now();
+        if now.duration_since(*leaderless_since.get_or_insert(now)) >= round {
+            tracing::debug!("no leader for an election round: standing again, off the others' tick");
+            let _ = raft.trigger().elect().await;
+        }
+    }
+}
+
 /// Requests to the Raft thread.
 enum Control {
     /// Shut the instance down and make it again from the log, with a new
@@ -214,6 +251,7 @@ impl Shard {
                     };
                     let (current_tx, current_rx) = watch::channel(raft.clone());
                     tokio::spawn(stamp_quorum_acks(current_rx.clone(), acked_at.clone()));
+                    tokio::spawn(break_vote_ties(current_rx.clone(), cfg.election_timeout_ms));
                     tokio::spawn(serve(listener, current_rx, cfg.card.clone()));
                     if fresh
                         && !cfg.join
