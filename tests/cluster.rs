@@ -1249,3 +1249,91 @@ fn a_replica_fails_over_its_dead_master_on_the_masters_votes() {
         line_of(&old, &idm).contains(&format!("myself,slave {idr}"))
     });
 }
+
+/// Replica migration (`cluster-migration-barrier`): a master whose only
+/// replica died is joined, after 5 s orphaned, by a replica of a master
+/// that has two (the one with the lesser id), which then replicates it;
+/// not while the barrier would leave that master too few.
+#[test]
+fn a_replica_migrates_to_a_master_left_without_replicas() {
+    if !redis_server_found() || !redis_cli_found() {
+        return;
+    }
+    let dirs: Vec<_> = (0..7).map(|_| tempfile::tempdir().unwrap()).collect();
+    let extra = ["--cluster-node-timeout", "1000", "--cluster-migration-barrier", "2"];
+    let nodes: Vec<Node> = dirs.iter().map(|d| keylock_node(d.path(), &extra)).collect();
+    let mut args = vec!["--cluster".to_string(), "create".into()];
+    args.extend(nodes[..6].iter().map(|n| format!("127.0.0.1:{}", n.port())));
+    args.extend(["--cluster-replicas".into(), "1".into(), "--cluster-yes".into()]);
+    let out = redis_cli(&args);
+    assert!(out.contains("[OK] All 16384 slots covered."), "{out}");
+    wait_for_cluster(&nodes[..6].iter().collect::<Vec<_>>(), 6);
+    let ids: Vec<String> = nodes.iter().map(Node::id).collect();
+    let masters: Vec<usize> = (0..6).filter(|&i| line_of(&nodes[i], &ids[i]).contains("myself,master")).collect();
+    let replica_of = |m: usize| -> Vec<usize> {
+        (0..6)
+            .filter(|&i| line_of(&nodes[i], &ids[i]).contains(&format!("slave {}", ids[m])))
+            .collect()
+    };
+    // The seventh node joins as a second replica of master `m`.
+    let (m, o) = (masters[0], masters[1]);
+    let seventh = &nodes[6];
+    let (port, cport) = (nodes[m].port().to_string(), nodes[m].cport.to_string());
+    assert_eq!(seventh.text(&["CLUSTER", "MEET", "127.0.0.1", &port, &cport]), "+OK\r\n");
+    wait_until(10, "the seventh node to know the master", || {
+        line_of(seventh, &ids[m]).contains("master")
+    });
+    assert_eq!(seventh.text(&["CLUSTER", "REPLICATE", &ids[m]]), "+OK\r\n");
+    let m_replicas = [replica_of(m)[0], 6];
+    wait_until(15, "every node to know the two replicas of m", || {
+        nodes.iter().all(|n| {
+            m_replicas
+                .iter()
+                .all(|&r| line_of(n, &ids[r]).contains(&format!("slave {}", ids[m])))
+        })
+    });
+    // Keys in o's slots, for its replica to come.
+    let client = redis::cluster::ClusterClient::new(vec![format!("redis://127.0.0.1:{}", nodes[o].port())]).unwrap();
+    let mut cc = client.get_connection().unwrap();
+    for i in 0..200 {
+        let _: () = redis::cmd("SET").arg(format!("key:{i}")).arg(i).query(&mut cc).unwrap();
+    }
+    // o's only replica dies.
+    let dead = replica_of(o)[0];
+    let dead_id = ids[dead].clone();
+    let mut nodes: Vec<Option<Node>> = nodes.into_iter().map(Some).collect();
+    nodes[dead] = None;
+    let node = |i: usize| nodes[i].as_ref().unwrap();
+    let alive: Vec<usize> = (0..7).filter(|&i| i != dead).collect();
+    wait_until(15, "the others to flag the dead replica failed", || {
+        alive.iter().all(|&i| line_of(node(i), &dead_id).contains("slave,fail "))
+    });
+    // A barrier of 2: m would be left with one replica. None migrates.
+    std::thread::sleep(std::time::Duration::from_millis(6500));
+    for &r in &m_replicas {
+        assert!(
+            line_of(node(r), &ids[r]).contains(&format!("slave {}", ids[m])),
+            "{}",
+            line_of(node(r), &ids[r])
+        );
+    }
+    // A barrier of 1: the replica of m with the lesser id goes to o.
+    for &i in &alive {
+        assert_eq!(node(i).text(&["CONFIG", "SET", "cluster-migration-barrier", "1"]), "+OK\r\n");
+    }
+    let (go, stay) = if ids[m_replicas[0]] < ids[m_replicas[1]] {
+        (m_replicas[0], m_replicas[1])
+    } else {
+        (m_replicas[1], m_replicas[0])
+    };
+    wait_until(15, "the replica to migrate to the orphaned master", || {
+        alive
+            .iter()
+            .all(|&i| line_of(node(i), &ids[go]).contains(&format!("slave {}", ids[o])))
+    });
+    assert!(line_of(node(stay), &ids[stay]).contains(&format!("slave {}", ids[m])));
+    wait_until(10, "the migrated replica to replicate its new master", || {
+        node(go).text(&["DBSIZE"]) == node(o).text(&["DBSIZE"]) && info_field_of(node(go), "master_link_status") == "up"
+    });
+    assert_eq!(info_field_of(node(go), "master_port"), node(o).port().to_string());
+}

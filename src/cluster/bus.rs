@@ -504,6 +504,11 @@ impl Cluster {
                 || n.config_epoch != msg.config_epoch
             {
                 let became_replica = role & flag::SLAVE != 0 && n.is_master();
+                if role & flag::MASTER != 0 && n.has(flag::SLAVE) {
+                    // A replica that took over may be migrated to, as its
+                    // old master could (`clusterSetNodeAsMaster`).
+                    n.flags |= flag::MIGRATE_TO;
+                }
                 n.ip = ip;
                 n.port = msg.port;
                 n.cport = msg.cport;
@@ -1016,7 +1021,7 @@ impl Cluster {
         }
         let node = &mut self.nodes[n];
         if node.has(flag::SLAVE) {
-            node.flags = (node.flags & !flag::SLAVE) | flag::MASTER;
+            node.flags = (node.flags & !flag::SLAVE) | flag::MASTER | flag::MIGRATE_TO;
             node.master = None;
         }
         node.config_epoch = claim.epoch;

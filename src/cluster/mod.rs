@@ -37,6 +37,10 @@ pub mod flag {
     pub const HANDSHAKE: u16 = 32;
     pub const NOADDR: u16 = 64;
     pub const MEET: u16 = 128;
+    /// A master that had replicas, or took over from one (cluster.h's
+    /// `CLUSTER_NODE_MIGRATE_TO`): a replica may migrate to it once it
+    /// has none working. Neither shown nor told.
+    pub const MIGRATE_TO: u16 = 256;
     pub const NOFAILOVER: u16 = 512;
 
     /// Names as CLUSTER NODES shows them.
@@ -69,6 +73,10 @@ const MAX_REJOIN_DELAY_MS: u64 = 5000;
 const FAIL_UNDO_TIME_MULT: u64 = 2;
 /// How many node timeouts a failure report is valid for.
 const FAIL_REPORT_VALIDITY_MULT: u64 = 2;
+/// How long a master stays orphaned before a replica migrates to it
+/// (`CLUSTER_SLAVE_MIGRATION_DELAY`), ms: time for its own replicas to
+/// tell that they follow it after a failover.
+const REPLICA_MIGRATION_DELAY_MS: u64 = 5000;
 
 /// One node of the cluster, this one included.
 #[derive(Debug, Clone)]
@@ -110,6 +118,9 @@ pub struct Node {
     /// Masters that reported this node PFAIL or FAIL, with when, ms.
     pub fail_reports: HashMap<String, u64>,
     pub numslots: u32,
+    /// Since when this master has been orphaned (serving slots, no
+    /// working replica), ms (0: it is not).
+    pub orphaned_time: u64,
     /// The replication offset the node last told (a Raft shard member's
     /// applied log index).
     pub repl_offset: u64,
@@ -139,6 +150,7 @@ impl Node {
             voted_time: 0,
             fail_reports: HashMap::new(),
             numslots: 0,
+            orphaned_time: 0,
             repl_offset: 0,
         }
     }
@@ -1078,6 +1090,94 @@ impl Cluster {
         true
     }
 
+    /// The replicas of master `m` not flagged FAIL
+    /// (`clusterCountNonFailingSlaves`), and with `pfail_too` not PFAIL
+    /// either.
+    fn working_replicas(&self, m: usize, pfail_too: bool) -> usize {
+        let id = self.nodes[m].id.as_str();
+        let down = if pfail_too { flag::FAIL | flag::PFAIL } else { flag::FAIL };
+        self.nodes
+            .iter()
+            .filter(|n| n.has(flag::SLAVE) && n.master.as_deref() == Some(id) && !n.has(down))
+            .count()
+    }
+
+    /// Marks the other masters that have replicas as ones a replica may
+    /// migrate to (Redis marks a master as it learns of a replica of it).
+    pub fn note_replicated_masters(&mut self) {
+        let masters: Vec<usize> = (1..self.nodes.len())
+            .filter(|&m| {
+                self.nodes[m].is_master()
+                    && !self.nodes[m].has(flag::MIGRATE_TO)
+                    && self
+                        .nodes
+                        .iter()
+                        .any(|n| n.has(flag::SLAVE) && n.master.as_deref() == Some(self.nodes[m].id.as_str()))
+            })
+            .collect();
+        for m in masters {
+            self.nodes[m].flags |= flag::MIGRATE_TO;
+        }
+    }
+
+    /// Replica migration (`clusterCron` and `clusterHandleSlaveMigration`):
+    /// when a master serving slots, which had replicas, has none working,
+    /// a replica of a master with the most working replicas (at least
+    /// two, and more than `barrier` left reachable counting itself)
+    /// joins it, once it has been orphaned for
+    /// [`REPLICA_MIGRATION_DELAY_MS`]; of the replicas of such masters,
+    /// the one with the least id goes. The master to join, when this
+    /// node is the one to go now.
+    pub fn migration_step(&mut self, now_ms: u64, barrier: u64) -> Option<usize> {
+        let mine = self.my_master()?;
+        // The working replicas of each master; the orphaned masters, and
+        // since when (reset as soon as a master is not, where Redis keeps
+        // the time until its next migration check).
+        let working: Vec<usize> = (0..self.nodes.len())
+            .map(|m| {
+                if self.nodes[m].is_master() {
+                    self.working_replicas(m, false)
+                } else {
+                    0
+                }
+            })
+            .collect();
+        let (mut target, mut most) = (None, 0);
+        for (m, n) in self.nodes.iter_mut().enumerate() {
+            let up = n.is_master() && !n.failed();
+            if up && n.has(flag::MIGRATE_TO) && working[m] == 0 {
+                if target.is_none() && n.numslots > 0 {
+                    target = Some(m);
+                }
+                if n.orphaned_time == 0 {
+                    n.orphaned_time = now_ms;
+                }
+            } else {
+                n.orphaned_time = 0;
+            }
+            if up {
+                most = most.max(working[m]);
+            }
+        }
+        let target = target?;
+        if most < 2 || working[mine] != most || !self.ok || self.working_replicas(mine, true) as u64 <= barrier {
+            return None;
+        }
+        // The candidate: the least id among the replicas of the masters
+        // with the most working replicas.
+        let mut candidate = self.nodes[0].id.as_str();
+        for m in (0..self.nodes.len()).filter(|&m| working[m] == most) {
+            let id = self.nodes[m].id.as_str();
+            for r in &self.nodes {
+                if r.has(flag::SLAVE) && r.master.as_deref() == Some(id) && r.id.as_str() < candidate {
+                    candidate = r.id.as_str();
+                }
+            }
+        }
+        (candidate == self.nodes[0].id && now_ms.saturating_sub(self.nodes[target].orphaned_time) > REPLICA_MIGRATION_DELAY_MS)
+            .then_some(target)
+    }
+
     /// `clusterSetNodeAsMaster` for this node: a replica becomes a master
     /// (of no slot yet).
     pub fn set_myself_master(&mut self) {
@@ -1595,6 +1695,54 @@ mod tests {
             port: n.port,
             cport: n.cport,
         }
+    }
+
+    /// Masters a (two replicas: this node and c) and b (one replica, d,
+    /// that fails): the replica of a with the least id migrates to b
+    /// after b has been orphaned for 5 s, and only then.
+    #[test]
+    fn a_replica_migrates_to_an_orphaned_master_after_a_delay() {
+        let mut c = Cluster::new("nodes.conf".into(), 0);
+        c.nodes[0].id = "0".repeat(40);
+        c.ok = true;
+        let a = c.add_node(node('a', 7001, flag::MASTER));
+        let b = c.add_node(node('b', 7002, flag::MASTER));
+        c.add_slot(a, 0);
+        c.add_slot(b, 1);
+        let mut other = node('c', 7003, flag::SLAVE);
+        other.master = Some(c.nodes[a].id.clone());
+        let other = c.add_node(other);
+        let mut d = node('d', 7004, flag::SLAVE);
+        d.master = Some(c.nodes[b].id.clone());
+        let d = c.add_node(d);
+        c.set_master(a);
+        c.note_replicated_masters();
+        assert!(c.nodes[a].has(flag::MIGRATE_TO) && c.nodes[b].has(flag::MIGRATE_TO));
+        assert!(!c.myself().has(flag::MIGRATE_TO));
+        assert_eq!(c.migration_step(1000, 1), None, "b has a working replica");
+        c.nodes[d].flags |= flag::FAIL;
+        assert_eq!(c.migration_step(2000, 1), None, "orphaned since now");
+        assert_eq!(c.migration_step(7000, 1), None, "orphaned for 5 s only");
+        // The barrier: a keeps more than that many reachable replicas.
+        assert_eq!(c.migration_step(7001, 2), None);
+        c.nodes[other].flags |= flag::PFAIL;
+        assert_eq!(c.migration_step(7001, 1), None, "a would be left with no reachable replica");
+        c.nodes[other].flags &= !flag::PFAIL;
+        assert_eq!(c.migration_step(7001, 1), Some(b));
+        // c has the lesser id: it goes, not this node.
+        c.nodes[0].id = "e".repeat(40);
+        c.nodes[d].master = Some(c.nodes[b].id.clone());
+        c.nodes[0].master = Some(c.nodes[a].id.clone());
+        assert_eq!(c.migration_step(8000, 1), None);
+        // No master of slots without replicas, or the cluster down: none.
+        c.nodes[0].id = "0".repeat(40);
+        c.nodes[0].master = Some(c.nodes[a].id.clone());
+        c.ok = false;
+        assert_eq!(c.migration_step(9000, 1), None);
+        c.ok = true;
+        c.nodes[d].flags &= !flag::FAIL;
+        assert_eq!(c.migration_step(9000, 1), None);
+        assert_eq!(c.nodes[b].orphaned_time, 0);
     }
 
     #[test]

@@ -232,10 +232,16 @@ impl State {
         let data_fresh = self.replica_data_fresh(now);
         self.cluster_refresh_offset();
         self.cluster_end_failover_pause(now);
-        if let Some(c) = self.cluster.as_deref_mut()
-            && c.myself().has(crate::cluster::flag::SLAVE)
-        {
-            c.failover_step(now, no_failover, data_fresh);
+        let barrier = self.params.int("cluster-migration-barrier").unwrap_or(1).max(0) as u64;
+        let migrate = self.params.int("cluster-allow-replica-migration") != Some(0);
+        let Some(c) = self.cluster.as_deref_mut() else { return };
+        c.note_replicated_masters();
+        if !c.myself().has(crate::cluster::flag::SLAVE) || c.failover_step(now, no_failover, data_fresh) || !migrate {
+            return;
+        }
+        if let Some(target) = c.migration_step(now, barrier) {
+            crate::log::warning(format_args!("Migrating to orphaned master {}", c.nodes[target].id));
+            c.set_master(target);
         }
     }
 
