@@ -1337,3 +1337,52 @@ fn a_replica_migrates_to_a_master_left_without_replicas() {
     });
     assert_eq!(info_field_of(node(go), "master_port"), node(o).port().to_string());
 }
+
+/// A replica in the cluster restarted from its snapshot keeps the keys
+/// that expired while it was down (its master deletes them and tells it,
+/// as Redis's `iAmMaster` has it), and continues its master's stream
+/// with a partial resync rather than a full one.
+#[test]
+fn a_replica_restarted_from_its_snapshot_keeps_expired_keys_and_continues_its_stream() {
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = keylock_node(da.path(), &["--enable-debug-command", "yes"]);
+    let b = keylock_node(db.path(), &[]);
+    assert_eq!(a.call(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]), b"+OK\r\n");
+    let meet = b.call(&["CLUSTER", "MEET", "127.0.0.1", &a.port().to_string(), &a.cport.to_string()]);
+    assert_eq!(meet, b"+OK\r\n");
+    wait_for_cluster(&[&a, &b], 2);
+    assert_eq!(b.call(&["CLUSTER", "REPLICATE", &a.id()]), b"+OK\r\n");
+    wait_until(10, "the replica to replicate", || info_field_of(&b, "master_link_status") == "up");
+    assert_eq!(a.call(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");
+    assert_eq!(a.call(&["SET", "kept", "1"]), b"+OK\r\n");
+    assert_eq!(a.call(&["SET", "leased", "1", "PX", "1000"]), b"+OK\r\n");
+    wait_until(10, "the replica to have both keys", || b.call(&["DBSIZE"]) == b":2\r\n");
+    assert_eq!(b.call(&["SAVE"]), b"+OK\r\n");
+    let (port, cport) = (b.port().to_string(), b.cport.to_string());
+    drop(b);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let child = Command::new(env!("CARGO_BIN_EXE_keylock"))
+        .args(["--port", &port, "--cluster-enabled", "yes", "--cluster-port", &cport])
+        .args(["--dir", db.path().to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let b = Node {
+        addr: format!("127.0.0.1:{port}").parse().unwrap(),
+        cport: cport.parse().unwrap(),
+        _process: Box::new(Killed(child)),
+    };
+    wait_until(10, "the replica to listen again", || std::net::TcpStream::connect(b.addr).is_ok());
+    assert_eq!(b.call(&["DBSIZE"]), b":2\r\n", "the expired key is kept");
+    wait_until(10, "the replica to replicate again", || {
+        info_field_of(&b, "master_link_status") == "up"
+    });
+    let stats = a.text(&["INFO", "stats"]);
+    assert!(
+        stats.contains("sync_full:1\r\n") && stats.contains("sync_partial_ok:1\r\n"),
+        "{stats}"
+    );
+    // The master's expiry reaches it.
+    assert_eq!(a.call(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]), b"+OK\r\n");
+    wait_until(10, "the replica to be told the key expired", || b.call(&["DBSIZE"]) == b":1\r\n");
+}

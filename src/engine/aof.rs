@@ -1043,7 +1043,7 @@ fn load_parts(state: &mut State, scripts: &mut super::Scripts, files: AofFiles) 
     if let Some((name, bytes)) = files.base {
         if bytes.starts_with(b"REDIS") {
             let options = super::persistence::decode_options(&state.params);
-            let (databases, now) = (state.dbs.len(), state.clock.now_ms());
+            let (databases, now) = (state.dbs.len(), if state.i_am_master() { state.clock.now_ms() } else { 0 });
             let loaded = crate::rdb::file::read_with_progress(&bytes, databases, &options, now, &mut |at| state.loading_progress(at))
                 .map_err(|e| format!("{name}: {} (at offset {})", e.0, e.1))?;
             let libraries = state.install(loaded);

@@ -176,7 +176,13 @@ impl State {
             return;
         }
         let (ip, port) = (m.ip.clone(), m.port);
-        self.replicate(&ip, port, None);
+        if self.replicate(&ip, port, None)
+            && let Some(db) = self.loaded_replication.take()
+        {
+            // Restarted from a snapshot of its replica days: the history
+            // it told, from the database its stream was in.
+            self.cached_master_db = Some(db);
+        }
     }
 
     /// The replication offset this plain node tells the others: a

@@ -150,7 +150,9 @@ impl State {
         };
         let started = Instant::now();
         let options = decode_options(&self.params);
-        let (databases, now_ms) = (self.dbs.len(), self.clock.now_ms());
+        // A replica keeps the keys that expired meanwhile: its master
+        // deletes them, and the commands it sends may need them.
+        let (databases, now_ms) = (self.dbs.len(), if self.i_am_master() { self.clock.now_ms() } else { 0 });
         self.start_loading(bytes.len() as u64);
         let loaded = file::read_with_progress(&bytes, databases, &options, now_ms, &mut |at| self.loading_progress(at));
         self.loading = None;
@@ -190,20 +192,29 @@ impl State {
         Some((db, self.master_replid().to_string(), self.replicas.offset))
     }
 
+    /// Redis's `iAmMaster`: no `replicaof`, or in cluster mode a master
+    /// in the cluster (where `replicaof` is refused).
+    pub fn i_am_master(&self) -> bool {
+        match self.cluster.as_deref() {
+            Some(c) => c.myself().is_master(),
+            None => !self
+                .params
+                .value("replicaof")
+                .is_some_and(|v| !v.eq_ignore_ascii_case("no one") && !v.is_empty()),
+        }
+    }
+
     /// A snapshot loaded at start told its replication history (Redis's
-    /// `loadDataFromDisk`): a replica (`replicaof` set) continues it with
-    /// its master; a master keeps it as its second ID, with a backlog from
-    /// there, for its replicas to continue.
+    /// `loadDataFromDisk`): a replica (`replicaof` set, or a replica in
+    /// the cluster) continues it with its master; a master keeps it as
+    /// its second ID, with a backlog from there, for its replicas to
+    /// continue.
     ///
     /// `expired` are the keys the load left out as expired: a master's
     /// replicas are told with a DEL each (UNLINK with
     /// `lazyfree-lazy-expire`), as Redis feeds them while loading.
     fn restore_replication(&mut self, id: String, offset: u64, db: usize, expired: &[(usize, Bytes)]) {
-        let replica = self
-            .params
-            .value("replicaof")
-            .is_some_and(|v| !v.eq_ignore_ascii_case("no one") && !v.is_empty());
-        if replica {
+        if !self.i_am_master() {
             self.repl_id = id;
             self.replicas.offset = offset;
             // Redis's `selectDb` of one out of range fails: 0 stays.
