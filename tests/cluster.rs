@@ -985,6 +985,9 @@ fn redis_cli_creates_a_cluster_with_replicas_that_replicate_and_fail_over() {
     wait_until(10, "the old master to replicate the new one", || {
         info_field_of(&nodes[m], "master_port") == nodes[r].port().to_string() && info_field_of(&nodes[m], "master_link_status") == "up"
     });
+    // It continued its history with the new master, which took it over.
+    let stats = nodes[r].text(&["INFO", "stats"]);
+    assert!(stats.contains("sync_full:0\r\n") && stats.contains("sync_partial_ok:1\r\n"), "{stats}");
     // Nothing lost; writes go to the new master.
     let client = redis::cluster::ClusterClient::new(vec![format!("redis://127.0.0.1:{}", nodes[r].port())]).unwrap();
     let mut cc = client.get_connection().unwrap();
