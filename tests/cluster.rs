@@ -987,7 +987,10 @@ fn redis_cli_creates_a_cluster_with_replicas_that_replicate_and_fail_over() {
     });
     // It continued its history with the new master, which took it over.
     let stats = nodes[r].text(&["INFO", "stats"]);
-    assert!(stats.contains("sync_full:0\r\n") && stats.contains("sync_partial_ok:1\r\n"), "{stats}");
+    assert!(
+        stats.contains("sync_full:0\r\n") && stats.contains("sync_partial_ok:1\r\n"),
+        "{stats}"
+    );
     // Nothing lost; writes go to the new master.
     let client = redis::cluster::ClusterClient::new(vec![format!("redis://127.0.0.1:{}", nodes[r].port())]).unwrap();
     let mut cc = client.get_connection().unwrap();
@@ -1388,4 +1391,71 @@ fn a_replica_restarted_from_its_snapshot_keeps_expired_keys_and_continues_its_st
     // The master's expiry reaches it.
     assert_eq!(a.call(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]), b"+OK\r\n");
     wait_until(10, "the replica to be told the key expired", || b.call(&["DBSIZE"]) == b":1\r\n");
+}
+
+/// Node `of`'s bus links as `node`'s CLUSTER LINKS lists them: direction
+/// and create-time.
+fn links_with(node: &Node, of: &str) -> Vec<(String, i64)> {
+    let mut c = redis::Client::open(format!("redis://{}", node.addr))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let links: Vec<Vec<redis::Value>> = redis::cmd("CLUSTER").arg("LINKS").query(&mut c).unwrap();
+    let field = |l: &[redis::Value], name: &str| -> redis::Value {
+        let at = l
+            .iter()
+            .position(|v| redis::from_redis_value::<String>(v.clone()).ok().as_deref() == Some(name))
+            .unwrap();
+        l[at + 1].clone()
+    };
+    links
+        .iter()
+        .filter(|l| redis::from_redis_value::<String>(field(l, "node")).unwrap() == of)
+        .map(|l| {
+            let direction: String = redis::from_redis_value(field(l, "direction")).unwrap();
+            (direction, redis::from_redis_value(field(l, "create-time")).unwrap())
+        })
+        .collect()
+}
+
+/// A bus link whose peer reads nothing is freed once what it has to send
+/// passes `cluster-link-sendbuf-limit` (counted in CLUSTER INFO), and made
+/// again; the peer's link to this node stays.
+#[test]
+fn a_bus_link_past_its_send_buffer_limit_is_freed_and_made_again() {
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = keylock_node(da.path(), &[]);
+    let b = keylock_node(db.path(), &[]);
+    form_pair(&a, &b);
+    let idb = b.id();
+    wait_until(10, "a to have a link each way with b", || links_with(&a, &idb).len() == 2);
+    let before = links_with(&a, &idb);
+    assert_eq!(a.call(&["CONFIG", "SET", "cluster-node-timeout", "3600000"]), b"+OK\r\n");
+    assert_eq!(a.call(&["CONFIG", "SET", "cluster-link-sendbuf-limit", "262144"]), b"+OK\r\n");
+    assert_eq!(info_field(&a, "total_cluster_links_buffer_limit_exceeded"), "0");
+    let pid: i32 = b
+        .text(&["INFO", "server"])
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let message = "x".repeat(128 * 1024);
+    let mut sent = 0;
+    while info_field(&a, "total_cluster_links_buffer_limit_exceeded") == "0" {
+        assert!(sent < 100, "the link was not freed after {sent} messages of 128 kB");
+        a.call(&["PUBLISH", "channel", &message]);
+        sent += 1;
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    wait_until(10, "the link to b to be made again", || {
+        let now = links_with(&a, &idb);
+        now.iter()
+            .any(|(d, t)| d == "to" && before.iter().any(|(d0, t0)| d0 == "to" && t > t0))
+    });
+    let from = |links: &[(String, i64)]| links.iter().find(|(d, _)| d == "from").map(|l| l.1);
+    assert_eq!(from(&links_with(&a, &idb)), from(&before), "the link from b stays");
+    unsafe { libc::kill(pid, libc::SIGCONT) };
 }

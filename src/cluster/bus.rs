@@ -150,6 +150,11 @@ fn get_blob(buf: &mut &[u8]) -> Option<Bytes> {
     Some(blob)
 }
 
+/// About what a publish frame takes beside its channel and message: the
+/// header (a sender without a hostname, with a master, no slots or
+/// gossip) and the two lengths.
+pub const PUBLISH_FRAME_OVERHEAD: usize = 160;
+
 impl Message {
     /// The frame: its length (4 bytes), then the message.
     pub fn encode(&self) -> Vec<u8> {
@@ -900,15 +905,33 @@ async fn link(token: u64, shared: Rc<Shared>) {
                 if c.nodes[i].ping_sent == 0 {
                     c.nodes[i].ping_sent = now;
                 }
+                c.nodes[i].sending = frames.len();
                 frames
             };
-            if stream.write_all(&frames).await.is_err() {
-                break;
-            }
-            let answer = tokio::select! {
-                f = tokio::time::timeout(timeout, read_frame(&mut stream)) => f.ok().flatten(),
-                _ = closing.wait_for(|c| *c) => return,
+            // The frames written, then the answer; a kill of the link
+            // (DEBUG CLUSTERLINK KILL, or its send buffer past
+            // `cluster-link-sendbuf-limit`) ends the wait, which a peer
+            // that reads nothing would make endless.
+            let exchange = async {
+                stream.write_all(&frames).await.ok()?;
+                sent(&shared, token);
+                tokio::time::timeout(timeout, read_frame(&mut stream)).await.ok().flatten()
             };
+            tokio::pin!(exchange);
+            let answer = loop {
+                let woken = wake.notified();
+                tokio::pin!(woken);
+                woken.as_mut().enable();
+                if link_kills(&shared, token) != Some(kills) {
+                    break None;
+                }
+                tokio::select! {
+                    f = &mut exchange => break f,
+                    _ = woken => {}
+                    _ = closing.wait_for(|c| *c) => return,
+                }
+            };
+            sent(&shared, token);
             let Some(frame) = answer else { break };
             let Some(msg) = Message::decode(&frame) else { break };
             shared.engine.borrow_mut().cluster_message(&msg, &Via::Link(token));
@@ -921,6 +944,24 @@ async fn link(token: u64, shared: Rc<Shared>) {
         }
         link_down(&shared, token, false);
         tokio::time::sleep(PING_INTERVAL).await;
+    }
+}
+
+/// How many times the outbound link to the node of `token` was killed
+/// (None: the node is gone).
+fn link_kills(shared: &Shared, token: u64) -> Option<u64> {
+    let engine = shared.engine.borrow();
+    let c = engine.state.cluster.as_deref()?;
+    c.by_token(token).map(|i| c.nodes[i].link_kills)
+}
+
+/// The frames taken for the node of `token` are written (or dropped).
+fn sent(shared: &Shared, token: u64) {
+    let mut engine = shared.engine.borrow_mut();
+    if let Some(c) = engine.state.cluster.as_deref_mut()
+        && let Some(i) = c.by_token(token)
+    {
+        c.nodes[i].sending = 0;
     }
 }
 

@@ -118,6 +118,8 @@ pub struct Node {
     /// Masters that reported this node PFAIL or FAIL, with when, ms.
     pub fail_reports: HashMap<String, u64>,
     pub numslots: u32,
+    /// Bytes taken by the outbound link and not yet written.
+    pub sending: usize,
     /// Since when this master has been orphaned (serving slots, no
     /// working replica), ms (0: it is not).
     pub orphaned_time: u64,
@@ -150,6 +152,7 @@ impl Node {
             voted_time: 0,
             fail_reports: HashMap::new(),
             numslots: 0,
+            sending: 0,
             orphaned_time: 0,
             repl_offset: 0,
         }
@@ -386,6 +389,9 @@ pub struct Cluster {
     /// Messages to publish on other nodes: (link token, message type,
     /// channel, message).
     pub outbox: Vec<(u64, u8, bytes::Bytes, bytes::Bytes)>,
+    /// Links freed for their send buffer
+    /// (`total_cluster_links_buffer_limit_exceeded`).
+    pub links_buffer_exceeded: u64,
     /// Vote requests and grants to send: (link token, message).
     pub votes_out: Vec<(u64, VoteMessage)>,
     /// The vote this node (a Raft shard's new leader) is running.
@@ -453,6 +459,7 @@ impl Cluster {
             next_link_token: 1,
             version: 0,
             outbox: Vec::new(),
+            links_buffer_exceeded: 0,
             votes_out: Vec::new(),
             election: None,
             shard_leading: None,
@@ -885,6 +892,41 @@ impl Cluster {
         }
         if from {
             self.nodes[index].inbound_kills += 1;
+        }
+    }
+
+    /// What the outbound link to node `index` holds to send: the bytes it
+    /// is writing and the messages queued for it (Redis's
+    /// `send_msg_queue_mem`).
+    pub fn send_buffer_used(&self, index: usize) -> usize {
+        let n = &self.nodes[index];
+        let queued: usize = self
+            .outbox
+            .iter()
+            .filter(|(t, ..)| *t == n.link_token)
+            .map(|(_, _, channel, message)| bus::PUBLISH_FRAME_OVERHEAD + channel.len() + message.len())
+            .sum();
+        n.sending + queued
+    }
+
+    /// Frees the outbound links whose send buffer is past `limit` bytes
+    /// (`cluster-link-sendbuf-limit`, 0: none), as Redis's
+    /// `clusterNodeCronFreeLinkOnBufferLimitReached`: their messages are
+    /// dropped and the link is made again.
+    pub fn free_links_over_limit(&mut self, limit: usize) {
+        if limit == 0 {
+            return;
+        }
+        for i in 1..self.nodes.len() {
+            let used = self.send_buffer_used(i);
+            if self.nodes[i].link_up && used > limit {
+                crate::log::warning(format_args!(
+                    "Freeing cluster link(to node {}, used memory: {used}) due to exceeding send buffer memory limit.",
+                    self.nodes[i].id
+                ));
+                self.kill_links(i, true, false);
+                self.links_buffer_exceeded += 1;
+            }
         }
     }
 
@@ -1632,7 +1674,7 @@ impl Cluster {
     }
 
     /// CLUSTER INFO.
-    pub fn info(&self, links_buffer_exceeded: u64) -> String {
+    pub fn info(&self) -> String {
         let (mut assigned, mut ok, mut pfail, mut fail) = (0, 0, 0, 0);
         for &o in &self.slots {
             if o == UNASSIGNED {
@@ -1671,7 +1713,10 @@ impl Cluster {
             }
             info.push_str(&format!("cluster_stats_messages_{dir}:{total}\r\n"));
         }
-        info.push_str(&format!("total_cluster_links_buffer_limit_exceeded:{links_buffer_exceeded}\r\n"));
+        info.push_str(&format!(
+            "total_cluster_links_buffer_limit_exceeded:{}\r\n",
+            self.links_buffer_exceeded
+        ));
         info
     }
 }

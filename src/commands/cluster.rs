@@ -333,7 +333,7 @@ fn forget(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn info(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     let c = cluster(ctx)?;
-    Ok(Reply::verbatim_txt(c.info(0)))
+    Ok(Reply::verbatim_txt(c.info()))
 }
 
 fn keyslot(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -345,22 +345,23 @@ fn keyslot(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn links(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     let c = cluster(ctx)?;
     let mut out = Vec::new();
-    for n in &c.nodes[1..] {
-        let describe = |direction: &'static str, created: u64| {
+    for (i, n) in c.nodes.iter().enumerate().skip(1) {
+        let used = c.send_buffer_used(i) as i64;
+        let describe = |direction: &'static str, created: u64, used: i64| {
             Reply::Map(vec![
                 (Reply::bulk_static("direction"), Reply::bulk_static(direction)),
                 (Reply::bulk_static("node"), Reply::Bulk(Bytes::from(n.id.clone()))),
                 (Reply::bulk_static("create-time"), Reply::Int(created as i64)),
                 (Reply::bulk_static("events"), Reply::bulk_static("r")),
-                (Reply::bulk_static("send-buffer-allocated"), Reply::Int(0)),
-                (Reply::bulk_static("send-buffer-used"), Reply::Int(0)),
+                (Reply::bulk_static("send-buffer-allocated"), Reply::Int(used)),
+                (Reply::bulk_static("send-buffer-used"), Reply::Int(used)),
             ])
         };
         if n.link_up {
-            out.push(describe("to", n.link_ctime));
+            out.push(describe("to", n.link_ctime, used));
         }
         if n.inbound_links > 0 {
-            out.push(describe("from", n.ctime));
+            out.push(describe("from", n.ctime, 0));
         }
     }
     Ok(Reply::Array(out))

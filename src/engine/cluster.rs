@@ -134,8 +134,10 @@ impl State {
     pub fn cluster_cron(&mut self) {
         let now = self.clock.now_ms();
         let timeout = self.cluster_node_timeout();
+        let sendbuf_limit = self.params.int("cluster-link-sendbuf-limit").unwrap_or(0).max(0) as usize;
         if let Some(c) = self.cluster.as_deref_mut() {
             c.detect_failures(now, timeout);
+            c.free_links_over_limit(sendbuf_limit);
         }
         #[cfg(feature = "raft")]
         self.raft_cluster_sync();
