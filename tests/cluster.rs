@@ -1096,7 +1096,7 @@ fn an_expired_key_of_a_migrating_slot_is_asked_for_at_the_target() {
 /// changes the address this node announces, and 0 brings back the ports
 /// it listens on.
 #[test]
-fn announced_ports_set_at_runtime_reach_the_other_nodes() {
+fn announced_ports_and_hostname_set_at_runtime_reach_the_other_nodes() {
     let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let a = keylock_node(da.path(), &[]);
     let b = keylock_node(db.path(), &[]);
@@ -1113,6 +1113,13 @@ fn announced_ports_set_at_runtime_reach_the_other_nodes() {
         assert_eq!(a.call(&["CONFIG", "SET", name, "0"]), b"+OK\r\n");
         assert!(line_of(&a, &ida).contains(&default), "{}", line_of(&a, &ida));
     }
+    // The hostname: in the node's own view as in the other's.
+    assert_eq!(a.call(&["CONFIG", "SET", "cluster-announce-hostname", "host-a.com"]), b"+OK\r\n");
+    assert!(line_of(&a, &ida).contains(",host-a.com "), "{}", line_of(&a, &ida));
+    wait_until(10, "both nodes to list the same slots and hostnames", || {
+        let slots = a.text(&["CLUSTER", "SLOTS"]);
+        slots.contains("host-a.com") && slots == b.text(&["CLUSTER", "SLOTS"])
+    });
 }
 
 #[test]

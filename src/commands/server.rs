@@ -335,13 +335,15 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         // INFO's tcp_port, and the port a cluster node announces (unless
         // `cluster-announce-port` names another).
         ctx.state.port = ctx.state.params.int("port").unwrap_or(0) as u16;
-        ctx.state.cluster_announce_ports();
+        ctx.state.cluster_announce_myself();
     }
-    if changed
-        .iter()
-        .any(|name| matches!(*name, "cluster-announce-port" | "cluster-announce-bus-port"))
-    {
-        ctx.state.cluster_announce_ports();
+    if changed.iter().any(|name| {
+        matches!(
+            *name,
+            "cluster-announce-port" | "cluster-announce-bus-port" | "cluster-announce-hostname"
+        )
+    }) {
+        ctx.state.cluster_announce_myself();
     }
     if changed.contains(&"loglevel")
         && let Some(level) = ctx.state.params.value("loglevel").and_then(crate::log::Level::from_name)

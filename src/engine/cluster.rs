@@ -98,23 +98,26 @@ impl State {
         }
     }
 
-    /// The ports this node announces: `cluster-announce-port` and
-    /// `cluster-announce-bus-port` where set, else those it listens on
-    /// (after CONFIG SET of any of them, as Redis's
-    /// `clusterUpdateMyselfAnnouncedPorts`).
-    pub fn cluster_announce_ports(&mut self) {
+    /// What this node announces of itself, in its own view too: the ports
+    /// (`cluster-announce-port` and `cluster-announce-bus-port` where set,
+    /// else those it listens on) and `cluster-announce-hostname`, after
+    /// CONFIG SET of any of them (Redis's
+    /// `clusterUpdateMyselfAnnouncedPorts` and `clusterUpdateMyselfHostname`).
+    pub fn cluster_announce_myself(&mut self) {
         let announced = |name: &str| self.params.int(name).unwrap_or(0) as u16;
         let port = match announced("cluster-announce-port") {
             0 => self.port,
             p => p,
         };
         let bus = announced("cluster-announce-bus-port");
+        let hostname = self.params.value("cluster-announce-hostname").unwrap_or("").to_string();
         let Some(c) = self.cluster.as_deref_mut() else { return };
         let cport = if bus == 0 { c.bus_port } else { bus };
         let me = c.myself_mut();
-        if me.port != port || me.cport != cport {
+        if me.port != port || me.cport != cport || me.hostname != hostname {
             me.port = port;
             me.cport = cport;
+            me.hostname = hostname;
             c.changed();
         }
     }
