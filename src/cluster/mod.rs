@@ -120,6 +120,8 @@ pub struct Node {
     pub numslots: u32,
     /// Bytes taken by the outbound link and not yet written.
     pub sending: usize,
+    /// How many replicas this master had at the last look.
+    pub replicas_seen: usize,
     /// Since when this master has been orphaned (serving slots, no
     /// working replica), ms (0: it is not).
     pub orphaned_time: u64,
@@ -153,6 +155,7 @@ impl Node {
             fail_reports: HashMap::new(),
             numslots: 0,
             sending: 0,
+            replicas_seen: 0,
             orphaned_time: 0,
             repl_offset: 0,
         }
@@ -1144,21 +1147,29 @@ impl Cluster {
             .count()
     }
 
-    /// Marks the other masters that have replicas as ones a replica may
-    /// migrate to (Redis marks a master as it learns of a replica of it).
+    /// Marks the other masters that have replicas (failing or not) as
+    /// ones a replica may migrate to, and unmarks those whose last
+    /// replica went elsewhere or was forgotten (Redis's
+    /// `clusterNodeAddSlave` and `clusterNodeRemoveSlave`). A replica that
+    /// took over stays marked until then.
     pub fn note_replicated_masters(&mut self) {
-        let masters: Vec<usize> = (1..self.nodes.len())
-            .filter(|&m| {
-                self.nodes[m].is_master()
-                    && !self.nodes[m].has(flag::MIGRATE_TO)
-                    && self
-                        .nodes
-                        .iter()
-                        .any(|n| n.has(flag::SLAVE) && n.master.as_deref() == Some(self.nodes[m].id.as_str()))
-            })
-            .collect();
-        for m in masters {
-            self.nodes[m].flags |= flag::MIGRATE_TO;
+        for m in 1..self.nodes.len() {
+            if !self.nodes[m].is_master() {
+                continue;
+            }
+            let id = self.nodes[m].id.as_str();
+            let replicas = self
+                .nodes
+                .iter()
+                .filter(|n| n.has(flag::SLAVE) && n.master.as_deref() == Some(id))
+                .count();
+            let n = &mut self.nodes[m];
+            if replicas > 0 {
+                n.flags |= flag::MIGRATE_TO;
+            } else if n.replicas_seen > 0 {
+                n.flags &= !flag::MIGRATE_TO;
+            }
+            n.replicas_seen = replicas;
         }
     }
 
@@ -1202,7 +1213,9 @@ impl Cluster {
             }
         }
         let target = target?;
-        if most < 2 || working[mine] != most || !self.ok || self.working_replicas(mine, true) as u64 <= barrier {
+        // A replica of a failed master stays, for its failover.
+        let mine_working = if self.nodes[mine].failed() { 0 } else { working[mine] };
+        if most < 2 || mine_working != most || !self.ok || self.working_replicas(mine, true) as u64 <= barrier {
             return None;
         }
         // The candidate: the least id among the replicas of the masters
@@ -1788,6 +1801,13 @@ mod tests {
         c.nodes[d].flags &= !flag::FAIL;
         assert_eq!(c.migration_step(9000, 1), None);
         assert_eq!(c.nodes[b].orphaned_time, 0);
+        // b's replica moved to a (an operator's CLUSTER REPLICATE): b is
+        // no longer one to migrate to.
+        c.nodes[d].master = Some(c.nodes[a].id.clone());
+        c.note_replicated_masters();
+        assert!(!c.nodes[b].has(flag::MIGRATE_TO));
+        assert_eq!(c.migration_step(9000, 1), None);
+        assert_eq!(c.migration_step(20000, 1), None);
     }
 
     #[test]

@@ -126,7 +126,7 @@ impl State {
     /// Keys stay past their deadline and no expiry cycle runs: on a Raft
     /// follower and on a replica, whose master's DELs remove them.
     pub fn keeps_expired_keys(&self) -> bool {
-        self.raft_follower || self.master.is_some()
+        self.raft_follower || self.master.is_some() || !self.i_am_master()
     }
 
     /// Applies [`State::keeps_expired_keys`] (and a pause's hold) to

@@ -69,11 +69,16 @@ async fn read_frame<T: DeserializeOwned>(s: &mut TcpStream) -> io::Result<T> {
     bincode::deserialize(&body).map_err(io::Error::other)
 }
 
+/// When a vote request of this member was last answered by a member
+/// with a longer log (openraft then holds its elections back).
+pub type GreaterLogSeen = std::sync::Arc<std::sync::Mutex<Option<std::time::Instant>>>;
+
 /// openraft's network factory: a connection per peer.
 pub struct Network {
     /// The member's log: what it holds on disk bounds the commit index
     /// a leader tells (see `log_store`).
     pub log: LogStore,
+    pub greater_log: GreaterLogSeen,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -85,6 +90,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             addr: node.raft_addr.clone(),
             stream: None,
             log: self.log.clone(),
+            greater_log: self.greater_log.clone(),
         }
     }
 }
@@ -94,6 +100,7 @@ pub struct Connection {
     addr: String,
     stream: Option<TcpStream>,
     log: LogStore,
+    greater_log: GreaterLogSeen,
 }
 
 enum CallError {
@@ -185,8 +192,16 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, Member, RaftError<NodeId>>> {
+        let mine = rpc.last_log_id;
         match self.call(Request::Vote(rpc), option.hard_ttl()).await {
-            Ok(Response::Vote(r)) => r.map_err(|e| self.remote(e)),
+            Ok(Response::Vote(r)) => {
+                if let Ok(v) = &r
+                    && v.last_log_id > mine
+                {
+                    *self.greater_log.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
+                }
+                r.map_err(|e| self.remote(e))
+            }
             Ok(_) => Err(self.rpc_err(mismatch())),
             Err(e) => Err(self.rpc_err(e)),
         }
@@ -299,6 +314,7 @@ mod tests {
                 addr,
                 stream: None,
                 log,
+                greater_log: Default::default(),
             };
             let ttl = Duration::from_secs(2);
             let dropped = tokio::time::timeout(Duration::from_millis(50), conn.call(Request::Ping, ttl)).await;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::log_store::LogStore;
-use super::network::{Network, SharedCard, serve};
+use super::network::{GreaterLogSeen, Network, SharedCard, serve};
 use super::state_machine::{Disk, EngineCmd, EngineSender, StateMachine};
 use super::{Member, NodeId, Raft};
 
@@ -114,30 +114,60 @@ const STAMP_GAP: std::time::Duration = std::time::Duration::from_millis(100);
 /// number of ticks stand as candidates at the same instants round after
 /// round, each voting for itself, and the shard stays without a leader
 /// (20 terms and 9 s were seen with the default timeouts). Raft breaks
-/// such ties with a random timeout drawn afresh for each election: once
-/// this member has known no leader for the shortest timeout (an election
-/// is won in a round trip, and no member stands again sooner), it starts
-/// an election at a moment drawn afresh each time, off the others' tick.
-async fn break_vote_ties(current: watch::Receiver<Raft>, (min, max): (u64, u64)) {
-    let round = std::time::Duration::from_millis(min);
-    let mut leaderless_since: Option<std::time::Instant> = None;
+/// such ties with a random timeout drawn afresh for each election: when
+/// this member's own candidacy (a vote for itself that openraft's timer
+/// made) has not won within a moment drawn afresh between half the
+/// shortest timeout and the shortest (an election is won in a round
+/// trip, and no member stands again sooner), it stands once more, off
+/// the others' tick. It does not while a member with a longer log
+/// answered it lately (for two longest timeouts): openraft holds such a
+/// member back, for the other to win.
+async fn break_vote_ties(current: watch::Receiver<Raft>, id: NodeId, (min, max): (u64, u64), greater_log: GreaterLogSeen) {
+    use std::time::{Duration, Instant};
+    let back_off = Duration::from_millis(2 * max);
+    // The candidacy watched, and when to stand again if it has not won.
+    let mut watched: Option<(openraft::Vote<NodeId>, Instant)> = None;
+    // The vote stood with last, and the one that made (openraft's own
+    // timer stands next).
+    let mut nudged_from: Option<openraft::Vote<NodeId>> = None;
+    let mut nudged: Option<openraft::Vote<NodeId>> = None;
     loop {
-        let pause = fastrand::u64(min / 2..(max / 2).max(min / 2 + 1));
-        tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
         let raft = current.borrow().clone();
-        let standing = {
+        let vote = {
             let m = raft.metrics();
             let m = m.borrow();
-            m.current_leader.is_none() && matches!(m.state, openraft::ServerState::Candidate | openraft::ServerState::Follower)
+            let own = m.state == openraft::ServerState::Candidate && m.vote.leader_id().voted_for() == Some(id) && !m.vote.is_committed();
+            own.then_some(m.vote)
         };
-        if !standing {
-            leaderless_since = None;
+        let Some(vote) = vote else {
+            watched = None;
+            continue;
+        };
+        if nudged_from.is_some_and(|v| v != vote) {
+            nudged = Some(vote);
+            nudged_from = None;
+        }
+        if nudged == Some(vote) || nudged_from == Some(vote) {
             continue;
         }
-        let now = std::time::Instant::now();
-        if now.duration_since(*leaderless_since.get_or_insert(now)) >= round {
-            tracing::debug!("no leader for an election round: standing again, off the others' tick");
-            let _ = raft.trigger().elect().await;
+        let now = Instant::now();
+        match watched {
+            Some((v, at)) if v == vote => {
+                let held_back = greater_log
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .is_some_and(|seen| now.duration_since(seen) < back_off);
+                if now >= at && !held_back {
+                    tracing::debug!("the candidacy did not win: standing again, off the others' tick");
+                    nudged_from = Some(vote);
+                    let _ = raft.trigger().elect().await;
+                }
+            }
+            _ => {
+                let wait = fastrand::u64(min / 2..min.max(min / 2 + 1));
+                watched = Some((vote, now + Duration::from_millis(wait)));
+            }
         }
     }
 }
@@ -195,9 +225,13 @@ async fn new_raft(
     disk: Arc<Disk>,
     engine: EngineSender,
     instance: u64,
+    greater_log: GreaterLogSeen,
 ) -> Result<Raft, String> {
     let log = log.for_instance(instance);
-    let network = Network { log: log.clone() };
+    let network = Network {
+        log: log.clone(),
+        greater_log,
+    };
     let state_machine = StateMachine::new(engine, instance, disk, log.clone())?;
     Raft::new(cfg.id, config, network, log, state_machine)
         .await
@@ -239,7 +273,18 @@ impl Shard {
                     // The instance's number: the engine counts its rebuilds
                     // the same way (`RaftState::instance`).
                     let mut instance = 0;
-                    let mut raft = match new_raft(&cfg, config.clone(), log.clone(), disk.clone(), engine_tx.clone(), instance).await {
+                    let greater_log: GreaterLogSeen = Default::default();
+                    let mut raft = match new_raft(
+                        &cfg,
+                        config.clone(),
+                        log.clone(),
+                        disk.clone(),
+                        engine_tx.clone(),
+                        instance,
+                        greater_log.clone(),
+                    )
+                    .await
+                    {
                         Ok(r) => r,
                         Err(e) => {
                             let _ = ready_tx.send(Err(e));
@@ -251,7 +296,12 @@ impl Shard {
                     };
                     let (current_tx, current_rx) = watch::channel(raft.clone());
                     tokio::spawn(stamp_quorum_acks(current_rx.clone(), acked_at.clone()));
-                    tokio::spawn(break_vote_ties(current_rx.clone(), cfg.election_timeout_ms));
+                    tokio::spawn(break_vote_ties(
+                        current_rx.clone(),
+                        cfg.id,
+                        cfg.election_timeout_ms,
+                        greater_log.clone(),
+                    ));
                     tokio::spawn(serve(listener, current_rx, cfg.card.clone()));
                     if fresh
                         && !cfg.join
@@ -263,7 +313,17 @@ impl Shard {
                     while let Some(Control::Rebuild(reply)) = control_rx.recv().await {
                         let _ = raft.shutdown().await;
                         instance += 1;
-                        match new_raft(&cfg, config.clone(), log.clone(), disk.clone(), engine_tx.clone(), instance).await {
+                        match new_raft(
+                            &cfg,
+                            config.clone(),
+                            log.clone(),
+                            disk.clone(),
+                            engine_tx.clone(),
+                            instance,
+                            greater_log.clone(),
+                        )
+                        .await
+                        {
                             Ok(r) => raft = r,
                             Err(e) => {
                                 crate::log::warning(format_args!("Raft: the member could not start again: {e}"));

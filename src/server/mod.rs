@@ -912,6 +912,11 @@ fn serve(
                 // the snapshot loaded told the history (see `persistence`).
                 engine.state.cached_master_db = engine.state.loaded_replication.take();
             }
+            // A replica in the cluster (`nodes.conf`) starts its link now
+            // as well, and keeps the expired keys it loaded from the
+            // first cron on (its master deletes them).
+            engine.state.cluster_sync_replication();
+            engine.state.refresh_expiry_mode();
         }
         if shared.engine.borrow().shutdown_requested() {
             stop.send_replace(true);
