@@ -274,17 +274,18 @@ impl Shard {
                     // the same way (`RaftState::instance`).
                     let mut instance = 0;
                     let greater_log: GreaterLogSeen = Default::default();
-                    let mut raft = match new_raft(
-                        &cfg,
-                        config.clone(),
-                        log.clone(),
-                        disk.clone(),
-                        engine_tx.clone(),
-                        instance,
-                        greater_log.clone(),
-                    )
-                    .await
-                    {
+                    let make = |instance| {
+                        new_raft(
+                            &cfg,
+                            config.clone(),
+                            log.clone(),
+                            disk.clone(),
+                            engine_tx.clone(),
+                            instance,
+                            greater_log.clone(),
+                        )
+                    };
+                    let mut raft = match make(instance).await {
                         Ok(r) => r,
                         Err(e) => {
                             let _ = ready_tx.send(Err(e));
@@ -313,17 +314,7 @@ impl Shard {
                     while let Some(Control::Rebuild(reply)) = control_rx.recv().await {
                         let _ = raft.shutdown().await;
                         instance += 1;
-                        match new_raft(
-                            &cfg,
-                            config.clone(),
-                            log.clone(),
-                            disk.clone(),
-                            engine_tx.clone(),
-                            instance,
-                            greater_log.clone(),
-                        )
-                        .await
-                        {
+                        match make(instance).await {
                             Ok(r) => raft = r,
                             Err(e) => {
                                 crate::log::warning(format_args!("Raft: the member could not start again: {e}"));
