@@ -1135,16 +1135,34 @@ impl Cluster {
         true
     }
 
-    /// The replicas of master `m` not flagged FAIL
-    /// (`clusterCountNonFailingSlaves`), and with `pfail_too` not PFAIL
-    /// either.
-    fn working_replicas(&self, m: usize, pfail_too: bool) -> usize {
-        let id = self.nodes[m].id.as_str();
-        let down = if pfail_too { flag::FAIL | flag::PFAIL } else { flag::FAIL };
+    /// For each node, the index of the master it replicates (replicas
+    /// only).
+    fn master_indexes(&self) -> Vec<Option<usize>> {
+        let index: HashMap<&str, usize> = self.nodes.iter().enumerate().map(|(i, n)| (n.id.as_str(), i)).collect();
         self.nodes
             .iter()
-            .filter(|n| n.has(flag::SLAVE) && n.master.as_deref() == Some(id) && !n.has(down))
-            .count()
+            .map(|n| {
+                n.has(flag::SLAVE)
+                    .then(|| n.master.as_deref().and_then(|id| index.get(id).copied()))
+                    .flatten()
+            })
+            .collect()
+    }
+
+    /// How many replicas each master has, by index (0 for a node that is
+    /// not a master), leaving out those flagged `down`
+    /// (`clusterCountNonFailingSlaves` with FAIL).
+    fn replica_counts(&self, masters: &[Option<usize>], down: u16) -> Vec<usize> {
+        let mut counts = vec![0; self.nodes.len()];
+        for (n, &m) in self.nodes.iter().zip(masters) {
+            if let Some(m) = m
+                && !n.has(down)
+                && self.nodes[m].is_master()
+            {
+                counts[m] += 1;
+            }
+        }
+        counts
     }
 
     /// Marks the other masters that have replicas (failing or not) as
@@ -1153,17 +1171,11 @@ impl Cluster {
     /// `clusterNodeAddSlave` and `clusterNodeRemoveSlave`). A replica that
     /// took over stays marked until then.
     pub fn note_replicated_masters(&mut self) {
-        for m in 1..self.nodes.len() {
-            if !self.nodes[m].is_master() {
+        let counts = self.replica_counts(&self.master_indexes(), 0);
+        for (n, replicas) in self.nodes.iter_mut().zip(counts).skip(1) {
+            if !n.is_master() {
                 continue;
             }
-            let id = self.nodes[m].id.as_str();
-            let replicas = self
-                .nodes
-                .iter()
-                .filter(|n| n.has(flag::SLAVE) && n.master.as_deref() == Some(id))
-                .count();
-            let n = &mut self.nodes[m];
             if replicas > 0 {
                 n.flags |= flag::MIGRATE_TO;
             } else if n.replicas_seen > 0 {
@@ -1183,18 +1195,11 @@ impl Cluster {
     /// node is the one to go now.
     pub fn migration_step(&mut self, now_ms: u64, barrier: u64) -> Option<usize> {
         let mine = self.my_master()?;
-        // The working replicas of each master; the orphaned masters, and
-        // since when (reset as soon as a master is not, where Redis keeps
-        // the time until its next migration check).
-        let working: Vec<usize> = (0..self.nodes.len())
-            .map(|m| {
-                if self.nodes[m].is_master() {
-                    self.working_replicas(m, false)
-                } else {
-                    0
-                }
-            })
-            .collect();
+        let masters = self.master_indexes();
+        let working = self.replica_counts(&masters, flag::FAIL);
+        // The orphaned masters, and since when (reset as soon as a master
+        // is not, where Redis keeps the time until its next migration
+        // check).
         let (mut target, mut most) = (None, 0);
         for (m, n) in self.nodes.iter_mut().enumerate() {
             let up = n.is_master() && !n.failed();
@@ -1215,20 +1220,19 @@ impl Cluster {
         let target = target?;
         // A replica of a failed master stays, for its failover.
         let mine_working = if self.nodes[mine].failed() { 0 } else { working[mine] };
-        if most < 2 || mine_working != most || !self.ok || self.working_replicas(mine, true) as u64 <= barrier {
+        let reachable = self.replica_counts(&masters, flag::FAIL | flag::PFAIL)[mine];
+        if most < 2 || mine_working != most || !self.ok || reachable as u64 <= barrier {
             return None;
         }
         // The candidate: the least id among the replicas of the masters
         // with the most working replicas.
-        let mut candidate = self.nodes[0].id.as_str();
-        for m in (0..self.nodes.len()).filter(|&m| working[m] == most) {
-            let id = self.nodes[m].id.as_str();
-            for r in &self.nodes {
-                if r.has(flag::SLAVE) && r.master.as_deref() == Some(id) && r.id.as_str() < candidate {
-                    candidate = r.id.as_str();
-                }
-            }
-        }
+        let candidate = self
+            .nodes
+            .iter()
+            .zip(&masters)
+            .filter(|&(_, &m)| m.is_some_and(|m| working[m] == most))
+            .map(|(r, _)| r.id.as_str())
+            .fold(self.nodes[0].id.as_str(), std::cmp::min);
         (candidate == self.nodes[0].id && now_ms.saturating_sub(self.nodes[target].orphaned_time) > REPLICA_MIGRATION_DELAY_MS)
             .then_some(target)
     }
