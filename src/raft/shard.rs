@@ -127,30 +127,25 @@ async fn break_vote_ties(current: watch::Receiver<Raft>, id: NodeId, (min, max):
     let back_off = Duration::from_millis(2 * max);
     // The candidacy watched, and when to stand again if it has not won.
     let mut watched: Option<(openraft::Vote<NodeId>, Instant)> = None;
-    // The vote stood with last, and the one that made (openraft's own
-    // timer stands next).
-    let mut nudged_from: Option<openraft::Vote<NodeId>> = None;
-    let mut nudged: Option<openraft::Vote<NodeId>> = None;
+    // After standing again at term t: the candidacy it made (t + 1) is
+    // left to openraft's own timer.
+    let mut left_through_term = 0;
     loop {
         tokio::time::sleep(Duration::from_millis(10)).await;
         let raft = current.borrow().clone();
         let vote = {
             let m = raft.metrics();
             let m = m.borrow();
-            let own = m.state == openraft::ServerState::Candidate && m.vote.leader_id().voted_for() == Some(id) && !m.vote.is_committed();
+            let own = m.state == openraft::ServerState::Candidate
+                && m.vote.leader_id().voted_for() == Some(id)
+                && !m.vote.is_committed()
+                && m.vote.leader_id().term > left_through_term;
             own.then_some(m.vote)
         };
         let Some(vote) = vote else {
             watched = None;
             continue;
         };
-        if nudged_from.is_some_and(|v| v != vote) {
-            nudged = Some(vote);
-            nudged_from = None;
-        }
-        if nudged == Some(vote) || nudged_from == Some(vote) {
-            continue;
-        }
         let now = Instant::now();
         match watched {
             Some((v, at)) if v == vote => {
@@ -160,7 +155,7 @@ async fn break_vote_ties(current: watch::Receiver<Raft>, id: NodeId, (min, max):
                     .is_some_and(|seen| now.duration_since(seen) < back_off);
                 if now >= at && !held_back {
                     tracing::debug!("the candidacy did not win: standing again, off the others' tick");
-                    nudged_from = Some(vote);
+                    left_through_term = vote.leader_id().term + 1;
                     let _ = raft.trigger().elect().await;
                 }
             }
