@@ -95,6 +95,26 @@ fn redis_node(extra: &[&str]) -> Option<Node> {
     })
 }
 
+/// A keylock cluster node started again in `dir` (its nodes.conf) on
+/// the ports it had, once it listens.
+fn restarted_node(dir: &std::path::Path, port: u16, cport: u16, extra: &[&str]) -> Node {
+    let (port_text, cport_text) = (port.to_string(), cport.to_string());
+    let child = Command::new(env!("CARGO_BIN_EXE_keylock"))
+        .args(["--port", &port_text, "--cluster-enabled", "yes", "--cluster-port", &cport_text])
+        .args(["--dir", dir.to_str().unwrap()])
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let node = Node {
+        addr: format!("127.0.0.1:{port}").parse().unwrap(),
+        cport,
+        _process: Box::new(Killed(child)),
+    };
+    wait_until(10, "the node to listen again", || std::net::TcpStream::connect(node.addr).is_ok());
+    node
+}
+
 fn info_field(node: &Node, field: &str) -> String {
     let info = node.text(&["CLUSTER", "INFO"]);
     info.lines()
@@ -562,20 +582,7 @@ fn a_dead_node_is_flagged_failed_and_the_cluster_recovers_when_it_is_back() {
     let moved = text(nodes[0].call(&["GET", "foo"]));
     assert_eq!(moved, "-CLUSTERDOWN The cluster is down\r\n");
     // The node comes back on its address, with its nodes.conf.
-    let cport_text = cport.to_string();
-    let port_text = port.to_string();
-    let child = Command::new(env!("CARGO_BIN_EXE_keylock"))
-        .args(["--port", &port_text, "--cluster-enabled", "yes", "--cluster-port", &cport_text])
-        .args(["--cluster-node-timeout", "1000", "--dir", dirs[2].path().to_str().unwrap()])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let back = Node {
-        addr: format!("127.0.0.1:{port}").parse().unwrap(),
-        cport,
-        _process: Box::new(Killed(child)),
-    };
-    wait_until(10, "the node to listen again", || std::net::TcpStream::connect(back.addr).is_ok());
+    let back = restarted_node(dirs[2].path(), port, cport, &["--cluster-node-timeout", "1000"]);
     assert_eq!(back.id(), dead_id, "the node keeps its id");
     nodes.push(back);
     wait_until(20, "the cluster to be ok again", || {
@@ -1371,21 +1378,10 @@ fn a_replica_restarted_from_its_snapshot_keeps_expired_keys_and_continues_its_st
     assert_eq!(a.call(&["SET", "leased", "1", "PX", "1000"]), b"+OK\r\n");
     wait_until(10, "the replica to have both keys", || b.call(&["DBSIZE"]) == b":2\r\n");
     assert_eq!(b.call(&["SAVE"]), b"+OK\r\n");
-    let (port, cport) = (b.port().to_string(), b.cport.to_string());
+    let (port, cport) = (b.port(), b.cport);
     drop(b);
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    let child = Command::new(env!("CARGO_BIN_EXE_keylock"))
-        .args(["--port", &port, "--cluster-enabled", "yes", "--cluster-port", &cport])
-        .args(["--dir", db.path().to_str().unwrap()])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let b = Node {
-        addr: format!("127.0.0.1:{port}").parse().unwrap(),
-        cport: cport.parse().unwrap(),
-        _process: Box::new(Killed(child)),
-    };
-    wait_until(10, "the replica to listen again", || std::net::TcpStream::connect(b.addr).is_ok());
+    let b = restarted_node(db.path(), port, cport, &[]);
     assert_eq!(b.call(&["DBSIZE"]), b":2\r\n", "the expired key is kept");
     wait_until(10, "the replica to replicate again", || {
         info_field_of(&b, "master_link_status") == "up"
