@@ -1462,3 +1462,95 @@ fn a_bus_link_past_its_send_buffer_limit_is_freed_and_made_again() {
     assert_eq!(from(&links_with(&a, &idb)), from(&before), "the link from b stays");
     unsafe { libc::kill(pid, libc::SIGCONT) };
 }
+
+/// The runs of CLUSTER SLOTS, as "start-end" of each.
+fn slot_runs(node: &Node) -> Vec<String> {
+    let mut con = redis::Client::open(format!("redis://{}", node.addr))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let runs: Vec<redis::Value> = redis::cmd("CLUSTER").arg("SLOTS").query(&mut con).unwrap();
+    runs.iter()
+        .map(|run| match run {
+            redis::Value::Array(fields) => match (&fields[0], &fields[1]) {
+                (redis::Value::Int(start), redis::Value::Int(end)) => format!("{start}-{end}"),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn redirections_name_the_node_by_the_preferred_endpoint_type() {
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = keylock_node(da.path(), &[]);
+    let b = keylock_node(db.path(), &[]);
+    form_pair(&a, &b);
+    assert_eq!(b.call(&["CONFIG", "SET", "cluster-announce-hostname", "them.com"]), b"+OK\r\n");
+    wait_until(10, "the hostname to reach the other node", || {
+        a.text(&["CLUSTER", "NODES"]).contains(",them.com ")
+    });
+    // "foo" hashes to slot 12182, on b.
+    let moved = |endpoint: &str| format!("-MOVED 12182 {endpoint}:{}\r\n", b.port());
+    assert_eq!(text(a.call(&["SET", "foo", "1"])), moved("127.0.0.1"));
+    assert_eq!(
+        a.call(&["CONFIG", "SET", "cluster-preferred-endpoint-type", "hostname"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(text(a.call(&["SET", "foo", "1"])), moved("them.com"));
+    assert_eq!(text(a.call(&["GET", "{foo}x"])), moved("them.com"));
+    assert_eq!(
+        a.call(&["CONFIG", "SET", "cluster-preferred-endpoint-type", "unknown-endpoint"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(text(a.call(&["SET", "foo", "1"])), moved(""));
+    // A node without a hostname is `?` to clients that prefer hostnames.
+    assert_eq!(b.call(&["CONFIG", "SET", "cluster-announce-hostname", ""]), b"+OK\r\n");
+    wait_until(10, "the hostname to be gone on the other node", || {
+        !a.text(&["CLUSTER", "NODES"]).contains(",them.com ")
+    });
+    assert_eq!(
+        a.call(&["CONFIG", "SET", "cluster-preferred-endpoint-type", "hostname"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(text(a.call(&["SET", "foo", "1"])), moved("?"));
+    // ASK names the target as MOVED does.
+    let id_b = b.id();
+    assert_eq!(a.call(&["CLUSTER", "SETSLOT", "0", "MIGRATING", &id_b]), b"+OK\r\n");
+    // "{06S}" hashes to slot 0.
+    assert_eq!(text(a.call(&["GET", "{06S}"])), format!("-ASK 0 ?:{}\r\n", b.port()));
+}
+
+#[test]
+fn a_node_learns_a_node_it_cannot_reach_from_the_gossip_of_one_it_can() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let debug = ["--enable-debug-command", "yes", "--cluster-node-timeout", "2000"];
+    let (a, b) = (keylock_node(dirs[0].path(), &debug), keylock_node(dirs[1].path(), &debug));
+    form_pair(&a, &b);
+    let c = keylock_node(dirs[2].path(), &debug);
+    // a and c drop each other's PINGs (type 0), so they never talk.
+    for node in [&a, &c] {
+        assert_eq!(node.call(&["DEBUG", "DROP-CLUSTER-PACKET-FILTER", "0"]), b"+OK\r\n");
+    }
+    assert_eq!(
+        b.call(&["CLUSTER", "MEET", "127.0.0.1", &c.port().to_string(), &c.cport.to_string()]),
+        b"+OK\r\n"
+    );
+    // c takes a in, by its id, from b's gossip; it knows b's slots, as b
+    // told it, and not a's, which only a tells.
+    let id_a = a.id();
+    wait_until(10, "the unreachable node to be known by its id", || {
+        c.text(&["CLUSTER", "NODES"]).contains(&id_a) && slot_runs(&c) == ["8192-16383"]
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(slot_runs(&c), ["8192-16383"], "{}", c.text(&["CLUSTER", "NODES"]));
+    assert!(info_field(&a, "cluster_stats_messages_ping_received").parse::<u64>().unwrap() > 0);
+    for node in [&a, &c] {
+        assert_eq!(node.call(&["DEBUG", "DROP-CLUSTER-PACKET-FILTER", "-1"]), b"+OK\r\n");
+    }
+    // The links waiting for the PONGs dropped are made again after the
+    // node timeout, and the PINGs pass.
+    wait_until(10, "both shards to be known", || slot_runs(&c) == ["0-8191", "8192-16383"]);
+    wait_for_cluster(&[&a, &b, &c], 3);
+}

@@ -599,13 +599,17 @@ impl Cluster {
                     }
                 }
                 None => {
+                    // A node a known node knows is taken in with its id
+                    // and role, not by a handshake with its address,
+                    // which another node may have now (Redis 7.0).
                     if g.ip.is_empty() || g.flags & flag::NOADDR != 0 || self.blacklisted(&g.id, now_ms) {
                         continue;
                     }
-                    if self.nodes.iter().any(|n| n.ip == g.ip && n.port == g.port && n.cport == g.cport) {
-                        continue;
-                    }
-                    self.start_handshake(&g.ip, g.port, g.cport, false, now_ms);
+                    let mut node = Node::new(g.id.clone(), g.flags & (flag::MASTER | flag::SLAVE | flag::NOFAILOVER), now_ms);
+                    node.ip = g.ip.clone();
+                    node.port = g.port;
+                    node.cport = g.cport;
+                    self.add_node(node);
                 }
             }
         }
@@ -630,6 +634,11 @@ impl Engine {
         // last cron pass).
         if leading.is_some() {
             cluster.shard_leading = leading;
+        }
+        if cluster.drop_packet_filter == i64::from(msg.kind) {
+            cluster.count(false, msg.kind);
+            crate::log::warning(format_args!("Dropping packet that matches debug drop filter"));
+            return None;
         }
         let (sender, dirty) = cluster.process(msg, via, now, timeout, !announce.ip.is_empty());
         let answer = (sender.is_some() || !is_publish(msg.kind)) && matches!(msg.kind, PING | MEET) && matches!(via, Via::Inbound { .. });

@@ -180,6 +180,24 @@ impl Node {
     }
 }
 
+/// `cluster-preferred-endpoint-type`: what names a node to clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndpointType {
+    Ip,
+    Hostname,
+    Unknown,
+}
+
+impl EndpointType {
+    pub fn from_name(name: &str) -> EndpointType {
+        match name {
+            "hostname" => EndpointType::Hostname,
+            "unknown-endpoint" => EndpointType::Unknown,
+            _ => EndpointType::Ip,
+        }
+    }
+}
+
 /// Why a command cannot be served here (cluster.c's `CLUSTER_REDIR_*`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Redirect {
@@ -405,6 +423,11 @@ pub struct Cluster {
     pub new_sends: bool,
     /// `cluster-allow-replica-migration`, as the engine last said.
     pub allow_replica_migration: bool,
+    /// DEBUG DROP-CLUSTER-PACKET-FILTER: the type of bus message this node
+    /// drops on arrival (-1: none).
+    pub drop_packet_filter: i64,
+    /// `cluster-preferred-endpoint-type`, as the engine last said.
+    pub endpoint_type: EndpointType,
     /// The port the bus listens on (announced unless
     /// `cluster-announce-bus-port` names another).
     pub bus_port: u16,
@@ -468,6 +491,8 @@ impl Cluster {
             shard_leading: None,
             new_sends: false,
             allow_replica_migration: true,
+            drop_packet_filter: -1,
+            endpoint_type: EndpointType::Ip,
             bus_port: 0,
             manual_failover: None,
             failover_at_ms: 0,
@@ -1633,9 +1658,21 @@ impl Cluster {
         Ok(Some(slot))
     }
 
-    /// `ip:port` as redirections name a node.
+    /// `endpoint:port` as redirections name a node (`getPreferredEndpoint`).
     pub fn endpoint(&self, n: &Node) -> String {
-        format!("{}:{}", n.ip, n.port)
+        format!("{}:{}", self.preferred_endpoint(n).unwrap_or(""), n.port)
+    }
+
+    /// How clients are told to reach a node, by
+    /// `cluster-preferred-endpoint-type`: its IP, its hostname (`?` when it
+    /// announces none), or None for `unknown-endpoint`.
+    pub fn preferred_endpoint<'n>(&self, n: &'n Node) -> Option<&'n str> {
+        match self.endpoint_type {
+            EndpointType::Ip => Some(&n.ip),
+            EndpointType::Hostname if n.hostname.is_empty() => Some("?"),
+            EndpointType::Hostname => Some(&n.hostname),
+            EndpointType::Unknown => None,
+        }
     }
 
     /// One node's CLUSTER NODES line (`clusterGenNodeDescription`),

@@ -13,7 +13,7 @@ use super::args::parse_i64;
 use super::server::help_reply;
 use super::table::{CommandSpec, cmd, container, flag::*};
 use super::{CmdError, CmdResult, Ctx, Reply};
-use crate::cluster::{Cluster, SLOTS, flag as node_flag};
+use crate::cluster::{Cluster, EndpointType, SLOTS, flag as node_flag};
 
 pub const COMMANDS: &[CommandSpec] = &[
     container("cluster", CLUSTER),
@@ -606,20 +606,17 @@ fn setslot(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 /// `addNodeToNodeReply`: a node as CLUSTER SLOTS lists it.
-fn node_reply(ctx: &Ctx, c: &Cluster, index: usize) -> Reply {
+fn node_reply(c: &Cluster, index: usize) -> Reply {
     let n = &c.nodes[index];
-    let endpoint_type = ctx.state.params.value("cluster-preferred-endpoint-type").unwrap_or("ip");
-    let endpoint = match endpoint_type {
-        "hostname" if n.hostname.is_empty() => Reply::bulk_static("?"),
-        "hostname" => Reply::Bulk(Bytes::from(n.hostname.clone())),
-        "unknown-endpoint" => Reply::Nil,
-        _ => Reply::Bulk(Bytes::from(n.ip.clone())),
+    let endpoint = match c.preferred_endpoint(n) {
+        Some(text) => Reply::Bulk(Bytes::copy_from_slice(text.as_bytes())),
+        None => Reply::Nil,
     };
     let mut extra = Vec::new();
-    if endpoint_type != "ip" {
+    if c.endpoint_type != EndpointType::Ip {
         extra.push((Reply::bulk_static("ip"), Reply::Bulk(Bytes::from(n.ip.clone()))));
     }
-    if endpoint_type != "hostname" && !n.hostname.is_empty() {
+    if c.endpoint_type != EndpointType::Hostname && !n.hostname.is_empty() {
         extra.push((Reply::bulk_static("hostname"), Reply::Bulk(Bytes::from(n.hostname.clone()))));
     }
     Reply::Array(vec![
@@ -637,13 +634,13 @@ fn slots(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         .slot_runs()
         .into_iter()
         .map(|(start, end, owner)| {
-            let mut run = vec![Reply::Int(start as i64), Reply::Int(end as i64), node_reply(ctx, c, owner)];
+            let mut run = vec![Reply::Int(start as i64), Reply::Int(end as i64), node_reply(c, owner)];
             // Its replicas that are not failed and have replicated
             // something (`isReplicaAvailable`).
             run.extend(
                 replicas_of(c, owner)
                     .filter(|&j| !c.nodes[j].failed() && c.nodes[j].repl_offset != 0)
-                    .map(|j| node_reply(ctx, c, j)),
+                    .map(|j| node_reply(c, j)),
             );
             Reply::Array(run)
         })
@@ -660,7 +657,6 @@ fn replicas_of(c: &Cluster, index: usize) -> impl Iterator<Item = usize> + '_ {
 /// `addNodeDetailsToShardReply`: one node of a shard.
 fn shard_node(ctx: &Ctx, c: &Cluster, index: usize) -> Reply {
     let n = &c.nodes[index];
-    let endpoint_type = ctx.state.params.value("cluster-preferred-endpoint-type").unwrap_or("ip");
     let mut details = vec![(Reply::bulk_static("id"), Reply::Bulk(Bytes::from(n.id.clone())))];
     if n.port != 0 {
         details.push((Reply::bulk_static("port"), Reply::Int(n.port as i64)));
@@ -668,12 +664,7 @@ fn shard_node(ctx: &Ctx, c: &Cluster, index: usize) -> Reply {
     details.push((Reply::bulk_static("ip"), Reply::Bulk(Bytes::from(n.ip.clone()))));
     details.push((
         Reply::bulk_static("endpoint"),
-        Reply::Bulk(Bytes::from(match endpoint_type {
-            "hostname" if n.hostname.is_empty() => "?".to_string(),
-            "hostname" => n.hostname.clone(),
-            "unknown-endpoint" => String::new(),
-            _ => n.ip.clone(),
-        })),
+        Reply::Bulk(Bytes::copy_from_slice(c.preferred_endpoint(n).unwrap_or("").as_bytes())),
     ));
     if !n.hostname.is_empty() {
         details.push((Reply::bulk_static("hostname"), Reply::Bulk(Bytes::from(n.hostname.clone()))));

@@ -66,7 +66,10 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             Ok(Reply::OK)
         }
         (b"drop-cluster-packet-filter", 3) => {
-            parse_i64(&argv[2]).ok_or_else(CmdError::not_integer)?;
+            let kind = parse_i64(&argv[2]).ok_or_else(CmdError::not_integer)?;
+            if let Some(c) = ctx.state.cluster.as_deref_mut() {
+                c.drop_packet_filter = kind;
+            }
             Ok(Reply::OK)
         }
         (b"object", 3) => object(ctx, &argv[2]),

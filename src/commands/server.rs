@@ -345,6 +345,12 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }) {
         ctx.state.cluster_announce_myself();
     }
+    if changed.contains(&"cluster-preferred-endpoint-type")
+        && let Some(c) = ctx.state.cluster.as_deref_mut()
+    {
+        let name = ctx.state.params.value("cluster-preferred-endpoint-type").unwrap_or("ip");
+        c.endpoint_type = crate::cluster::EndpointType::from_name(name);
+    }
     if changed.contains(&"loglevel")
         && let Some(level) = ctx.state.params.value("loglevel").and_then(crate::log::Level::from_name)
     {

@@ -370,6 +370,7 @@ fn start_cluster(config: &Config, params: &crate::config_params::ConfigParams, p
         me.ip = ip.to_string();
     }
     me.hostname = params.value("cluster-announce-hostname").unwrap_or("").to_string();
+    cluster.endpoint_type = crate::cluster::EndpointType::from_name(params.value("cluster-preferred-endpoint-type").unwrap_or("ip"));
     cluster.changed();
     if let Err(e) = crate::cluster::config_file::save(&mut cluster, &path, true) {
         return Err(fail(format!("Fatal: can't update cluster config file. ({})", os_error_text(&e))));
