@@ -1030,9 +1030,9 @@ fn redis_cli_creates_a_cluster_with_replicas_that_replicate_and_fail_over() {
     );
 }
 
-/// A field of INFO's replication section.
+/// A field of INFO's default sections.
 fn info_field_of(node: &Node, field: &str) -> String {
-    let info = node.text(&["INFO", "replication"]);
+    let info = node.text(&["INFO"]);
     info.lines()
         .find_map(|l| l.strip_prefix(&format!("{field}:")))
         .unwrap_or("")
@@ -1553,4 +1553,54 @@ fn a_node_learns_a_node_it_cannot_reach_from_the_gossip_of_one_it_can() {
     // node timeout, and the PINGs pass.
     wait_until(10, "both shards to be known", || slot_runs(&c) == ["0-8191", "8192-16383"]);
     wait_for_cluster(&[&a, &b, &c], 3);
+}
+
+#[test]
+fn a_replica_loading_its_masters_snapshot_is_hidden_and_shown_loading() {
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let a = keylock_node(dirs[0].path(), &["--enable-debug-command", "yes"]);
+    let r = keylock_node(dirs[1].path(), &[]);
+    assert_eq!(a.call(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]), b"+OK\r\n");
+    assert_eq!(
+        a.call(&["CLUSTER", "MEET", "127.0.0.1", &r.port().to_string(), &r.cport.to_string()]),
+        b"+OK\r\n"
+    );
+    wait_for_cluster(&[&a, &r], 2);
+    assert_eq!(r.call(&["CLUSTER", "REPLICATE", &a.id()]), b"+OK\r\n");
+    assert_eq!(a.call(&["DEBUG", "POPULATE", "1000", "key", "100"]), b"+OK\r\n");
+    let id_r = r.id();
+    wait_until(20, "the replica to be listed", || a.text(&["CLUSTER", "SLOTS"]).contains(&id_r));
+    // The next sync is a full one, and loads slowly (1100 keys at 4 ms).
+    assert_eq!(r.call(&["CONFIG", "SET", "key-load-delay", "4000"]), b"+OK\r\n");
+    assert_eq!(a.call(&["CONFIG", "SET", "repl-backlog-size", "100"]), b"+OK\r\n");
+    let value = "A".repeat(1024);
+    let mut con = Raw::connect(a.addr);
+    assert_eq!(con.call(&["MULTI"]), b"+OK\r\n");
+    con.call(&["CLIENT", "KILL", "TYPE", "replica"]);
+    for i in 0..100 {
+        con.call(&["SET", &format!("{{0}}{i}"), &value]);
+    }
+    con.call(&["EXEC"]);
+    // Its offset is 0 until the snapshot has loaded: its master leaves it
+    // out of CLUSTER SLOTS, and both show it loading.
+    wait_until(20, "the loading replica to be hidden", || {
+        !a.text(&["CLUSTER", "SLOTS"]).contains(&id_r)
+    });
+    assert_eq!(info_field_of(&r, "loading"), "1");
+    wait_until(10, "the master to show it loading", || {
+        a.text(&["CLUSTER", "SHARDS"]).contains("loading")
+    });
+    assert!(r.text(&["CLUSTER", "SHARDS"]).contains("loading"));
+    let mut reader = Raw::connect(r.addr);
+    assert_eq!(reader.call(&["READONLY"]), b"+OK\r\n");
+    assert_eq!(
+        text(reader.call(&["GET", "{0}1"])),
+        "-LOADING Redis is loading the dataset in memory\r\n"
+    );
+    assert_eq!(r.call(&["CONFIG", "SET", "key-load-delay", "0"]), b"+OK\r\n");
+    wait_until(20, "the replica to be listed again", || {
+        a.text(&["CLUSTER", "SLOTS"]).contains(&id_r)
+    });
+    assert!(!a.text(&["CLUSTER", "SHARDS"]).contains("loading"));
+    assert_eq!(info_field_of(&r, "loading"), "0");
 }

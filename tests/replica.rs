@@ -795,3 +795,100 @@ fn eviction_keeps_used_memory_under_maxmemory_whatever_keys_hold() {
         assert!(used <= limit + (1 << 20) + (256 << 10), "{} KB over", (used - limit) / 1024);
     }
 }
+
+/// A master of `keys` keys, and a keylock that has `old` set and will load
+/// the master's snapshot slowly (`key-load-delay` 2 ms a key).
+fn master_and_slow_loading_replica(keys: usize, extra: &[&str]) -> (ServerHandle, Raw, ServerHandle, Raw) {
+    let master = start();
+    let mut m = Raw::connect(master.addr());
+    for chunk in (0..keys).collect::<Vec<_>>().chunks(500) {
+        let mut args = vec!["MSET".to_string()];
+        for i in chunk {
+            args.extend([format!("key:{i}"), i.to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_eq!(m.call(&args), b"+OK\r\n");
+    }
+    let s = start();
+    let mut k = Raw::connect(s.addr());
+    assert_eq!(k.call(&["SET", "old", "1"]), b"+OK\r\n");
+    for pair in extra.chunks(2) {
+        assert_eq!(k.call(&["CONFIG", "SET", pair[0], pair[1]]), b"+OK\r\n");
+    }
+    assert_eq!(k.call(&["CONFIG", "SET", "key-load-delay", "2000"]), b"+OK\r\n");
+    (master, m, s, k)
+}
+
+const LOADING: &[u8] = b"-LOADING Redis is loading the dataset in memory\r\n";
+
+#[test]
+fn a_replica_answers_loading_while_the_masters_snapshot_loads() {
+    let (master, _m, _s, mut k) = master_and_slow_loading_replica(2000, &[]);
+    replicaof(&mut k, master.addr());
+    // 2000 keys at 2 ms: 4 s of loading, served meanwhile.
+    wait_until(10, "the snapshot to start loading", || {
+        field(&k.call(&["INFO", "persistence"]), "loading") == "1"
+    });
+    assert_eq!(k.call(&["GET", "old"]), LOADING);
+    assert_eq!(k.call(&["DBSIZE"]), LOADING);
+    let persistence = k.call(&["INFO", "persistence"]);
+    assert_eq!(field(&persistence, "async_loading"), "0");
+    assert_eq!(field(&info(&mut k), "master_sync_in_progress"), "1");
+    // CONFIG is served, and the keys that follow load at once.
+    assert_eq!(k.call(&["CONFIG", "SET", "key-load-delay", "0"]), b"+OK\r\n");
+    wait_link_up(&mut k);
+    assert_eq!(field(&k.call(&["INFO", "persistence"]), "loading"), "0");
+    assert_eq!(k.call(&["DBSIZE"]), b":2000\r\n");
+    assert_eq!(k.call(&["GET", "key:1999"]), b"$4\r\n1999\r\n");
+    assert_eq!(k.call(&["GET", "old"]), b"$-1\r\n");
+}
+
+#[test]
+fn with_swapdb_a_replica_serves_its_old_data_while_the_masters_snapshot_loads() {
+    let (master, _m, _s, mut k) = master_and_slow_loading_replica(2000, &["repl-diskless-load", "swapdb"]);
+    replicaof(&mut k, master.addr());
+    wait_until(10, "the snapshot to start loading", || {
+        field(&k.call(&["INFO", "persistence"]), "async_loading") == "1"
+    });
+    assert_eq!(field(&k.call(&["INFO", "persistence"]), "loading"), "0");
+    assert_eq!(k.call(&["GET", "old"]), b"$1\r\n1\r\n");
+    assert_eq!(k.call(&["DBSIZE"]), b":1\r\n");
+    // What may not run meanwhile (`no-async-loading`, DENY_LOADING
+    // settings) is answered LOADING.
+    assert_eq!(k.call(&["REPLICAOF", "NO", "ONE"]), LOADING);
+    assert_eq!(k.call(&["CONFIG", "SET", "repl-diskless-load", "disabled"]), LOADING);
+    assert_eq!(k.call(&["CONFIG", "SET", "key-load-delay", "0"]), b"+OK\r\n");
+    wait_link_up(&mut k);
+    assert_eq!(field(&k.call(&["INFO", "persistence"]), "async_loading"), "0");
+    assert_eq!(k.call(&["DBSIZE"]), b":2000\r\n");
+    assert_eq!(k.call(&["GET", "old"]), b"$-1\r\n");
+}
+
+#[test]
+fn with_swapdb_a_transfer_cut_short_leaves_the_old_data_in_place() {
+    let rdb = empty_snapshot();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let s = start();
+    let mut k = Raw::connect(s.addr());
+    assert_eq!(k.call(&["SET", "old", "1"]), b"+OK\r\n");
+    assert_eq!(k.call(&["CONFIG", "SET", "repl-diskless-load", "swapdb"]), b"+OK\r\n");
+    replicaof(&mut k, listener.local_addr().unwrap());
+    let (stream, _) = listener.accept().unwrap();
+    let (_reader, _) = answer_replica_handshake(&stream);
+    let mut writer = &stream;
+    let header = format!("+FULLRESYNC {} 0\r\n${}\r\n", "a".repeat(40), rdb.len());
+    std::io::Write::write_all(&mut writer, header.as_bytes()).unwrap();
+    std::io::Write::write_all(&mut writer, &rdb[..rdb.len() / 2]).unwrap();
+    wait_until(10, "the transfer to start", || {
+        field(&k.call(&["INFO", "persistence"]), "async_loading") == "1"
+    });
+    assert_eq!(k.call(&["GET", "old"]), b"$1\r\n1\r\n");
+    // The master goes before the snapshot is all there.
+    drop(_reader);
+    stream.shutdown(std::net::Shutdown::Both).unwrap();
+    wait_until(10, "the transfer to be left", || {
+        field(&k.call(&["INFO", "persistence"]), "async_loading") == "0"
+    });
+    assert_eq!(k.call(&["GET", "old"]), b"$1\r\n1\r\n");
+    assert_eq!(k.call(&["DBSIZE"]), b":1\r\n");
+}

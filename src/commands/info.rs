@@ -209,7 +209,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
         "persistence" => {
             line!("# Persistence");
             line!("loading:{}", u8::from(st.loading.is_some()));
-            line!("async_loading:0");
+            line!("async_loading:{}", u8::from(st.async_loading()));
             let p = &st.persistence;
             line!("current_cow_peak:0");
             line!("current_cow_size:0");

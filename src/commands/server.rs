@@ -300,10 +300,11 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let port_before = ctx.state.params.int("port");
     // `enable-protected-configs local` lets local clients (Unix socket,
     // loopback) set the protected parameters, as Redis's islocalClient.
-    let changed = ctx
-        .state
-        .params
-        .set_from(&pairs, ctx.client.peer.is_local(), ctx.state.loading.is_some())?;
+    let changed = ctx.state.params.set_from(
+        &pairs,
+        ctx.client.peer.is_local(),
+        ctx.state.loading.is_some() || ctx.state.async_loading(),
+    )?;
     // `tls-auth-clients` alone needs no new context: Redis reads it per
     // connection (see `crate::tls`).
     let restore = |ctx: &mut Ctx| {

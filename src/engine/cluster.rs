@@ -77,11 +77,25 @@ impl State {
     }
 
     /// This node's replication offset as the cluster is told it: a Raft
-    /// shard member's applied log index, else the master offset.
+    /// shard member's applied log index; a replica's offset in its
+    /// master's stream, 0 while it has neither the stream nor a history
+    /// to continue (before its first sync, and from `+FULLRESYNC` until
+    /// the snapshot has loaded: Redis's `replicationGetSlaveOffset`), which
+    /// hides it from CLUSTER SLOTS and shows it `loading` in CLUSTER
+    /// SHARDS; a master's offset.
     pub fn cluster_repl_offset(&self) -> u64 {
         #[cfg(feature = "raft")]
         if let Some(r) = self.raft.as_deref() {
             return r.last_applied.map_or(0, |l| l.index);
+        }
+        let replica = self.cluster.as_deref().is_some_and(|c| c.myself().has(crate::cluster::flag::SLAVE));
+        if replica
+            && self
+                .master
+                .as_deref()
+                .is_none_or(|m| m.client.is_none() && self.cached_master_db.is_none())
+        {
+            return 0;
         }
         self.replicas.offset
     }

@@ -274,6 +274,9 @@ pub fn for_client(state: &mut State, scripts: Option<&Scripts>, client: &Client,
     if state.loading.is_some() && !cmd.spec.has(flag::LOADING) {
         return Err(Refusal::of(CmdError::new(LOADING), Some(cmd)));
     }
+    if cmd.def.is_some_and(|d| d.flags & flag::NO_ASYNC_LOADING != 0) && state.async_loading() {
+        return Err(Refusal::of(CmdError::new(LOADING), Some(cmd)));
+    }
     if let Some(busy) = &state.busy
         && !cmd.spec.has(flag::ALLOW_BUSY)
     {

@@ -94,6 +94,8 @@ pub struct Loading {
     /// Where in the file the current one starts (an AOF's base, then
     /// each incremental file, count as one).
     file_start: u64,
+    /// The load is of a master's snapshot (it ends with the link).
+    pub(crate) of_master: bool,
 }
 
 impl State {
@@ -104,6 +106,7 @@ impl State {
             total_bytes,
             loaded_bytes: 0,
             file_start: 0,
+            of_master: false,
         });
     }
 

@@ -628,7 +628,9 @@ impl State {
     /// A snapshot replaces the dataset (a member starting from its own,
     /// or one too far behind sent the leader's).
     pub fn raft_restore(&mut self, scripts: &mut super::Scripts, data: &[u8], last: Option<LogId>) -> Result<(), String> {
-        self.replace_dataset(scripts, data)?;
+        let options = super::persistence::decode_options(&self.params);
+        let loaded = State::read_replica_snapshot(data, self.dbs.len(), &options, &mut |_| true)?;
+        self.replace_dataset(scripts, loaded);
         if let Some(r) = self.raft.as_deref_mut() {
             r.last_applied = last;
             r.installs += 1;

@@ -96,6 +96,10 @@ pub struct Master {
     /// The snapshot's transfer: its size (-1 while unknown, for the
     /// EOF-delimited form) and the bytes read so far.
     pub transfer: Option<(i64, u64)>,
+    /// `repl-diskless-load swapdb` when the transfer started: the old
+    /// dataset is served until the snapshot has loaded (INFO
+    /// `async_loading:1`).
+    pub swapdb: bool,
 }
 
 impl State {
@@ -175,6 +179,7 @@ impl State {
             transfer: None,
             protocol_error: false,
             killed_at_ms: None,
+            swapdb: false,
         }));
         // Clients blocked on keys were waiting for writes this server
         // will no longer take (Redis's `disconnectAllBlockedClients`).
@@ -234,6 +239,7 @@ impl State {
         };
         if link == LinkState::Transfer && m.link != LinkState::Transfer {
             m.transfer = Some((-1, 0));
+            m.swapdb = self.params.value("repl-diskless-load") == Some("swapdb");
             // `+FULLRESYNC`: the history to continue is gone.
             self.cached_master_db = None;
         }
@@ -297,6 +303,10 @@ impl State {
     /// Ends the stream's client; the history it reached is the cached
     /// master (Redis's `replicationCacheMaster`).
     pub(crate) fn drop_master_client(&mut self) {
+        // A snapshot that was loading is not installed.
+        if self.loading.as_ref().is_some_and(|l| l.of_master) {
+            self.loading = None;
+        }
         let Some(m) = self.master.as_deref_mut() else { return };
         let protocol_error = std::mem::take(&mut m.protocol_error);
         let Some(id) = m.client.take() else { return };
@@ -381,18 +391,70 @@ impl State {
         }
     }
 
+    /// Whether the master's snapshot is being received and loaded while
+    /// the old dataset is served (`repl-diskless-load swapdb`, Redis's
+    /// `async_loading`): commands flagged `no-async-loading` are answered
+    /// `LOADING` meanwhile.
+    pub fn async_loading(&self) -> bool {
+        self.master.as_deref().is_some_and(|m| m.link == LinkState::Transfer && m.swapdb)
+    }
+
+    /// The master's snapshot of the link of `generation` has arrived and
+    /// starts loading, off the engine thread: with `repl-diskless-load
+    /// swapdb` the old dataset is served meanwhile, else clients are
+    /// answered `LOADING` (INFO `loading:1`), as Redis answers them while
+    /// it loads the transferred file. False if the link is no longer
+    /// wanted.
+    pub fn master_load_started(&mut self, generation: u64, total_bytes: u64) -> bool {
+        let Some(m) = self.master.as_deref().filter(|m| m.generation == generation) else {
+            return false;
+        };
+        if !m.swapdb {
+            self.start_loading(total_bytes);
+            if let Some(l) = self.loading.as_mut() {
+                l.of_master = true;
+            }
+        }
+        crate::log::notice(format_args!("MASTER <-> REPLICA sync: Loading DB in memory"));
+        true
+    }
+
+    /// The load of the link of `generation` has read `loaded` bytes.
+    /// Returns `key-load-delay` as it is now, for the keys that follow;
+    /// None if the link is no longer wanted (the load stops).
+    pub fn master_load_progress(&mut self, generation: u64, loaded: u64) -> Option<i64> {
+        self.master
+            .as_deref()
+            .filter(|m| m.generation == generation && m.link == LinkState::Transfer)?;
+        if let Some(l) = self.loading.as_mut().filter(|l| l.of_master) {
+            l.loaded_bytes = loaded;
+        }
+        Some(self.runtime.key_load_delay)
+    }
+
     /// The offset this replica acknowledges (REPLCONF ACK): the stream
     /// bytes it applied.
     pub fn replica_ack_offset(&self) -> u64 {
         self.replicas.offset
     }
 
-    /// Replaces the dataset and function libraries with a snapshot's
-    /// (the file is read whole first: a damaged one changes nothing).
-    /// Returns the database the stream after it starts in.
-    pub fn replace_dataset(&mut self, scripts: &mut super::Scripts, data: &[u8]) -> Result<Option<usize>, String> {
-        let options = super::persistence::decode_options(&self.params);
-        let loaded = crate::rdb::file::read(data, self.dbs.len(), &options, 0).map_err(|e| format!("{} (at offset {})", e.0, e.1))?;
+    /// A snapshot from a master (or a Raft shard's leader), read whole:
+    /// keys past their deadline are kept, as a replica keeps them (its
+    /// master deletes them). `progress` is told the bytes read after each
+    /// key and stops the read with false.
+    pub fn read_replica_snapshot(
+        data: &[u8],
+        databases: usize,
+        options: &crate::rdb::DecodeOptions,
+        progress: &mut dyn FnMut(usize) -> bool,
+    ) -> Result<crate::rdb::file::Loaded, String> {
+        crate::rdb::file::read_with_progress(data, databases, options, 0, progress).map_err(|e| format!("{} (at offset {})", e.0, e.1))
+    }
+
+    /// Replaces the dataset and function libraries with a snapshot's,
+    /// read whole before (a damaged one changes nothing). Returns the
+    /// database the stream after it starts in.
+    pub fn replace_dataset(&mut self, scripts: &mut super::Scripts, loaded: crate::rdb::file::Loaded) -> Option<usize> {
         for db in &mut self.dbs {
             db.clear();
         }
@@ -401,7 +463,7 @@ impl State {
         let stream_db = loaded.stream_db.filter(|&db| db < self.dbs.len());
         let libraries = self.install(loaded);
         scripts.load_libraries(libraries);
-        Ok(stream_db)
+        stream_db
     }
 }
 
@@ -414,7 +476,7 @@ impl Engine {
     pub fn master_synced(
         &mut self,
         generation: u64,
-        rdb: &[u8],
+        loaded: crate::rdb::file::Loaded,
         (replid, offset): (&str, u64),
         (id, peer, local, outbox): (ClientId, ClientAddr, ClientAddr, Outbox),
     ) -> Result<(), String> {
@@ -422,15 +484,11 @@ impl Engine {
         if state.master.as_deref().is_none_or(|m| m.generation != generation) {
             return Err("the master changed".into());
         }
+        if state.loading.as_ref().is_some_and(|l| l.of_master) {
+            state.loading = None;
+        }
         crate::log::notice(format_args!("MASTER <-> REPLICA sync: Flushing old data"));
-        crate::log::notice(format_args!("MASTER <-> REPLICA sync: Loading DB in memory"));
-        let stream_db = match state.replace_dataset(&mut self.scripts, rdb) {
-            Ok(db) => db,
-            Err(e) => {
-                crate::log::warning(format_args!("Failed trying to load the MASTER synchronization DB from socket: {e}"));
-                return Err(e);
-            }
-        };
+        let stream_db = state.replace_dataset(&mut self.scripts, loaded);
         // Tracking clients drop everything they cached, as after FLUSHALL.
         state.invalidate_on_flush(&mut super::Client::script_client());
         // The history is the master's from here; this server's replicas

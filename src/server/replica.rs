@@ -381,15 +381,13 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
         return Ok(());
     }
     let rdb = receive_snapshot(&mut r, shared, generation).await?;
-
+    let loaded = load_snapshot(shared, generation, rdb).await?;
     let client = master_client(shared, peer, local);
     shared
         .engine
         .borrow_mut()
-        .master_synced(generation, &rdb, (&replid, offset), client)
-        // Logged by the engine already.
+        .master_synced(generation, loaded, (&replid, offset), client)
         .map_err(|e| (log::Level::Debug, e))?;
-    drop(rdb);
     shared.after_batch();
     run_stream(&mut r, shared, generation).await
 }
@@ -469,6 +467,79 @@ async fn receive_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64) 
         }
     }
     Ok(rdb)
+}
+
+/// How often a snapshot's load off the engine thread is looked at: its
+/// progress for INFO, `key-load-delay` set meanwhile, and whether the
+/// link is still wanted.
+const LOAD_POLL: Duration = Duration::from_millis(20);
+
+/// Reads the master's snapshot on a thread of its own, while this thread
+/// goes on serving: clients (`LOADING`, or the old dataset with
+/// `repl-diskless-load swapdb`), the cluster bus and the cron, as Redis
+/// serves events while it loads. The read stops when the link is no
+/// longer wanted, or this task is dropped (a REPLICAOF aborts it).
+async fn load_snapshot(shared: &Rc<Shared>, generation: u64, rdb: Vec<u8>) -> Result<crate::rdb::file::Loaded, Failure> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+
+    /// Stops the read when the load is left, however it is left.
+    struct Stop(Arc<AtomicBool>);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+
+    let (databases, options, delay) = {
+        let mut engine = shared.engine.borrow_mut();
+        let state = &mut engine.state;
+        if !state.master_load_started(generation, rdb.len() as u64) {
+            return Err((log::Level::Debug, "the master changed".into()));
+        }
+        let options = crate::engine::persistence::decode_options(&state.params);
+        (state.dbs.len(), options, state.runtime.key_load_delay)
+    };
+    let stop = Stop(Arc::new(AtomicBool::new(false)));
+    let read = Arc::new(AtomicU64::new(0));
+    let key_load_delay = Arc::new(AtomicI64::new(delay));
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    let thread = {
+        let (stop, read, key_load_delay) = (stop.0.clone(), read.clone(), key_load_delay.clone());
+        std::thread::Builder::new().name("replica-load".into()).spawn(move || {
+            let loaded = crate::engine::State::read_replica_snapshot(&rdb, databases, &options, &mut |at| {
+                read.store(at as u64, Ordering::Relaxed);
+                crate::rdb::debug_delay(key_load_delay.load(Ordering::Relaxed));
+                !stop.load(Ordering::Relaxed)
+            });
+            let _ = tx.send(loaded);
+        })
+    };
+    if let Err(e) = thread {
+        return Err(warning(format!("Can't start loading the MASTER synchronization DB: {e}")));
+    }
+    let loaded = loop {
+        tokio::select! {
+            loaded = &mut rx => break loaded,
+            _ = tokio::time::sleep(LOAD_POLL) => {}
+        }
+        let delay = shared
+            .engine
+            .borrow_mut()
+            .state
+            .master_load_progress(generation, read.load(Ordering::Relaxed));
+        match delay {
+            Some(delay) => key_load_delay.store(delay, Ordering::Relaxed),
+            None => return Err((log::Level::Debug, "the master changed".into())),
+        }
+    };
+    match loaded {
+        Ok(Ok(loaded)) => Ok(loaded),
+        Ok(Err(e)) => Err(warning(format!(
+            "Failed trying to load the MASTER synchronization DB from disk: {e}"
+        ))),
+        Err(_) => Err(warning("Failed trying to load the MASTER synchronization DB from disk")),
+    }
 }
 
 /// Runs the stream until the link fails.
