@@ -1545,7 +1545,6 @@ fn a_node_learns_a_node_it_cannot_reach_from_the_gossip_of_one_it_can() {
     });
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert_eq!(slot_runs(&c), ["8192-16383"], "{}", c.text(&["CLUSTER", "NODES"]));
-    assert!(info_field(&a, "cluster_stats_messages_ping_received").parse::<u64>().unwrap() > 0);
     for node in [&a, &c] {
         assert_eq!(node.call(&["DEBUG", "DROP-CLUSTER-PACKET-FILTER", "-1"]), b"+OK\r\n");
     }
@@ -1586,7 +1585,7 @@ fn a_replica_loading_its_masters_snapshot_is_hidden_and_shown_loading() {
     wait_until(20, "the loading replica to be hidden", || {
         !a.text(&["CLUSTER", "SLOTS"]).contains(&id_r)
     });
-    assert_eq!(info_field_of(&r, "loading"), "1");
+    wait_until(10, "the replica to load", || info_field_of(&r, "loading") == "1");
     wait_until(10, "the master to show it loading", || {
         a.text(&["CLUSTER", "SHARDS"]).contains("loading")
     });

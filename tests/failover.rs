@@ -30,9 +30,13 @@ fn hand_made_replica(addr: std::net::SocketAddr, port: u16) -> Raw {
     let mut line = String::new();
     replica.reader.read_line(&mut line).unwrap();
     assert!(line.starts_with("+FULLRESYNC"), "{line}");
-    line.clear();
-    replica.reader.read_line(&mut line).unwrap();
-    let len: usize = line.trim().strip_prefix('$').unwrap().parse().unwrap();
+    // The newlines a master sends while it prepares the snapshot, then
+    // its length.
+    while line.trim().is_empty() || line.starts_with('+') {
+        line.clear();
+        replica.reader.read_line(&mut line).unwrap();
+    }
+    let len: usize = line.trim().strip_prefix('$').unwrap_or_else(|| panic!("{line:?}")).parse().unwrap();
     let mut rdb = vec![0; len];
     replica.reader.read_exact(&mut rdb).unwrap();
     replica

@@ -50,11 +50,21 @@ fn psync(addr: std::net::SocketAddr, psync2: bool, replid: &str, offset: &str) -
     (r, first)
 }
 
-/// Reads a `$<length>` snapshot.
+/// Reads a snapshot: `$<length>` and the file, or (from a diskless
+/// master) `$EOF:<mark>` and the file up to the mark.
 fn skip_snapshot(r: &mut Raw) {
     let header = line(r);
-    let len: usize = header.strip_prefix('$').expect("a snapshot").parse().unwrap();
-    let mut rdb = vec![0; len];
+    let size = header.strip_prefix('$').unwrap_or_else(|| panic!("a snapshot, not {header:?}"));
+    if let Some(mark) = size.strip_prefix("EOF:") {
+        let mut rdb = Vec::new();
+        while !rdb.ends_with(mark.as_bytes()) {
+            let mut byte = [0];
+            r.reader.read_exact(&mut byte).unwrap();
+            rdb.push(byte[0]);
+        }
+        return;
+    }
+    let mut rdb = vec![0; size.parse().unwrap()];
     r.reader.read_exact(&mut rdb).unwrap();
 }
 

@@ -809,7 +809,7 @@ fn master_and_slow_loading_replica(keys: usize, extra: &[&str]) -> (ServerHandle
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         assert_eq!(m.call(&args), b"+OK\r\n");
     }
-    let s = start();
+    let s = start_with(|c| c.set("enable-debug-command", &["yes"]).unwrap());
     let mut k = Raw::connect(s.addr());
     assert_eq!(k.call(&["SET", "old", "1"]), b"+OK\r\n");
     for pair in extra.chunks(2) {
@@ -831,6 +831,8 @@ fn a_replica_answers_loading_while_the_masters_snapshot_loads() {
     });
     assert_eq!(k.call(&["GET", "old"]), LOADING);
     assert_eq!(k.call(&["DBSIZE"]), LOADING);
+    // No other load meanwhile.
+    assert_eq!(k.call(&["DEBUG", "RELOAD"]), LOADING);
     let persistence = k.call(&["INFO", "persistence"]);
     assert_eq!(field(&persistence, "async_loading"), "0");
     assert_eq!(field(&info(&mut k), "master_sync_in_progress"), "1");
@@ -844,51 +846,146 @@ fn a_replica_answers_loading_while_the_masters_snapshot_loads() {
 }
 
 #[test]
-fn with_swapdb_a_replica_serves_its_old_data_while_the_masters_snapshot_loads() {
-    let (master, _m, _s, mut k) = master_and_slow_loading_replica(2000, &["repl-diskless-load", "swapdb"]);
+fn with_swapdb_a_replica_serves_its_old_data_while_a_snapshot_of_its_history_loads() {
+    let (master, mut m, _s, mut k) = master_and_slow_loading_replica(2000, &["repl-diskless-load", "swapdb"]);
     replicaof(&mut k, master.addr());
+    // The first snapshot is of another history: LOADING meanwhile.
     wait_until(10, "the snapshot to start loading", || {
+        field(&k.call(&["INFO", "persistence"]), "loading") == "1"
+    });
+    assert_eq!(field(&k.call(&["INFO", "persistence"]), "async_loading"), "0");
+    assert_eq!(k.call(&["GET", "old"]), LOADING);
+    assert_eq!(k.call(&["CONFIG", "SET", "key-load-delay", "0"]), b"+OK\r\n");
+    wait_link_up(&mut k);
+    assert_eq!(k.call(&["DBSIZE"]), b":2000\r\n");
+    // The next full sync continues the same history: the old data is
+    // served while it loads. (2 MB written past the 1 MB backlog.)
+    assert_eq!(k.call(&["CONFIG", "SET", "key-load-delay", "2000"]), b"+OK\r\n");
+    let value = "x".repeat(100_000);
+    assert_eq!(m.call(&["MULTI"]), b"+OK\r\n");
+    m.call(&["CLIENT", "KILL", "TYPE", "replica"]);
+    for i in 0..20 {
+        m.call(&["SET", &format!("big:{i}"), &value]);
+    }
+    m.call(&["EXEC"]);
+    wait_until(10, "the second snapshot to start loading", || {
         field(&k.call(&["INFO", "persistence"]), "async_loading") == "1"
     });
     assert_eq!(field(&k.call(&["INFO", "persistence"]), "loading"), "0");
-    assert_eq!(k.call(&["GET", "old"]), b"$1\r\n1\r\n");
-    assert_eq!(k.call(&["DBSIZE"]), b":1\r\n");
+    assert_eq!(k.call(&["GET", "key:7"]), b"$1\r\n7\r\n");
+    assert_eq!(k.call(&["EXISTS", "big:0"]), b":0\r\n");
     // What may not run meanwhile (`no-async-loading`, DENY_LOADING
     // settings) is answered LOADING.
     assert_eq!(k.call(&["REPLICAOF", "NO", "ONE"]), LOADING);
     assert_eq!(k.call(&["CONFIG", "SET", "repl-diskless-load", "disabled"]), LOADING);
     assert_eq!(k.call(&["CONFIG", "SET", "key-load-delay", "0"]), b"+OK\r\n");
     wait_link_up(&mut k);
+    wait_offsets_equal(&mut m, &mut k);
     assert_eq!(field(&k.call(&["INFO", "persistence"]), "async_loading"), "0");
-    assert_eq!(k.call(&["DBSIZE"]), b":2000\r\n");
-    assert_eq!(k.call(&["GET", "old"]), b"$-1\r\n");
+    assert_eq!(k.call(&["DBSIZE"]), b":2020\r\n");
 }
 
-#[test]
-fn with_swapdb_a_transfer_cut_short_leaves_the_old_data_in_place() {
+/// A keylock with `old` set and `repl-diskless-load swapdb` gets half a
+/// snapshot, after `+FULLRESYNC replid` (its own history's, or another),
+/// from a master the test plays, which then goes: what GET old answers
+/// during the transfer, and after.
+fn transfer_cut_short(same_history: bool) -> (Vec<u8>, Vec<u8>) {
     let rdb = empty_snapshot();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let s = start();
     let mut k = Raw::connect(s.addr());
     assert_eq!(k.call(&["SET", "old", "1"]), b"+OK\r\n");
     assert_eq!(k.call(&["CONFIG", "SET", "repl-diskless-load", "swapdb"]), b"+OK\r\n");
+    let replid = if same_history {
+        field(&info(&mut k), "master_replid")
+    } else {
+        "a".repeat(40)
+    };
     replicaof(&mut k, listener.local_addr().unwrap());
     let (stream, _) = listener.accept().unwrap();
-    let (_reader, _) = answer_replica_handshake(&stream);
+    let (reader, _) = answer_replica_handshake(&stream);
     let mut writer = &stream;
-    let header = format!("+FULLRESYNC {} 0\r\n${}\r\n", "a".repeat(40), rdb.len());
+    let header = format!("+FULLRESYNC {replid} 0\r\n${}\r\n", rdb.len());
     std::io::Write::write_all(&mut writer, header.as_bytes()).unwrap();
     std::io::Write::write_all(&mut writer, &rdb[..rdb.len() / 2]).unwrap();
+    let flag = if same_history { "async_loading" } else { "loading" };
     wait_until(10, "the transfer to start", || {
-        field(&k.call(&["INFO", "persistence"]), "async_loading") == "1"
+        field(&k.call(&["INFO", "persistence"]), flag) == "1"
     });
-    assert_eq!(k.call(&["GET", "old"]), b"$1\r\n1\r\n");
+    let during = k.call(&["GET", "old"]);
     // The master goes before the snapshot is all there.
-    drop(_reader);
+    drop(reader);
     stream.shutdown(std::net::Shutdown::Both).unwrap();
     wait_until(10, "the transfer to be left", || {
-        field(&k.call(&["INFO", "persistence"]), "async_loading") == "0"
+        field(&k.call(&["INFO", "persistence"]), flag) == "0"
     });
-    assert_eq!(k.call(&["GET", "old"]), b"$1\r\n1\r\n");
     assert_eq!(k.call(&["DBSIZE"]), b":1\r\n");
+    (during, k.call(&["GET", "old"]))
+}
+
+#[test]
+fn with_swapdb_a_transfer_cut_short_leaves_the_old_data_in_place() {
+    let old = b"$1\r\n1\r\n".to_vec();
+    // Of this replica's history: served meanwhile.
+    assert_eq!(transfer_cut_short(true), (old.clone(), old.clone()));
+    // Of another: LOADING meanwhile, as with Redis's load into a
+    // temporary database.
+    assert_eq!(transfer_cut_short(false), (LOADING.to_vec(), old));
+}
+
+#[test]
+fn a_master_serves_its_clients_while_a_child_writes_a_replicas_snapshot() {
+    let master = start();
+    let mut m = Raw::connect(master.addr());
+    for i in 0..1000 {
+        m.call(&["SET", &format!("key:{i}"), "v"]);
+    }
+    // 1000 keys at 2 ms: the child writes for 2 s.
+    assert_eq!(m.call(&["CONFIG", "SET", "rdb-key-save-delay", "2000"]), b"+OK\r\n");
+    let s = start();
+    let mut k = Raw::connect(s.addr());
+    replicaof(&mut k, master.addr());
+    wait_until(10, "the snapshot's child to start", || {
+        info_value(&mut m, "persistence", "rdb_bgsave_in_progress") == "1"
+    });
+    // Served meanwhile, and what it writes follows the snapshot.
+    assert_eq!(m.call(&["SET", "during", "1"]), b"+OK\r\n");
+    assert_eq!(m.call(&["DEL", "key:0"]), b":1\r\n");
+    assert_eq!(info_value(&mut m, "persistence", "rdb_bgsave_in_progress"), "1");
+    assert_eq!(field(&info(&mut k), "master_link_status"), "down");
+    wait_link_up(&mut k);
+    wait_offsets_equal(&mut m, &mut k);
+    assert_eq!(k.call(&["GET", "during"]), b"$1\r\n1\r\n");
+    assert_eq!(k.call(&["EXISTS", "key:0"]), b":0\r\n");
+    assert_eq!(k.call(&["DBSIZE"]), b":1000\r\n");
+    assert_eq!(info_value(&mut m, "persistence", "rdb_bgsave_in_progress"), "0");
+    wait_until(5, "the replica to be online", || {
+        field(&m.call(&["INFO", "replication"]), "slave0").contains("state=online")
+    });
+}
+
+#[test]
+fn a_replica_disconnected_during_its_snapshot_ends_the_child() {
+    let master = start();
+    let mut m = Raw::connect(master.addr());
+    for i in 0..1000 {
+        m.call(&["SET", &format!("key:{i}"), "v"]);
+    }
+    // 10 s of writing, unless the child is ended.
+    assert_eq!(m.call(&["CONFIG", "SET", "rdb-key-save-delay", "10000"]), b"+OK\r\n");
+    let s = start();
+    let mut k = Raw::connect(s.addr());
+    replicaof(&mut k, master.addr());
+    wait_until(10, "the snapshot's child to start", || {
+        info_value(&mut m, "persistence", "rdb_bgsave_in_progress") == "1"
+    });
+    // The replica stops, and its connection is closed on the master (one
+    // closed by a replica in this process would not be seen to: the
+    // child holds a copy of every socket of the process).
+    assert_eq!(k.call(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+    assert_eq!(m.call(&["CLIENT", "KILL", "TYPE", "replica"]), b":1\r\n");
+    wait_until(5, "the child to be ended", || {
+        info_value(&mut m, "persistence", "rdb_bgsave_in_progress") == "0"
+    });
+    assert_eq!(info_value(&mut m, "replication", "connected_slaves"), "0");
 }

@@ -68,6 +68,33 @@ fn a_redis_server_replica_follows_keylock() {
 }
 
 #[test]
+fn a_redis_server_replica_gets_what_keylock_wrote_while_a_child_made_its_snapshot() {
+    let s = start();
+    let mut c = Raw::connect(s.addr());
+    for i in 0..500 {
+        c.call(&["SET", &format!("k{i}"), &i.to_string()]);
+    }
+    // 500 keys at 2 ms: the child writes for a second, from `$EOF:` to
+    // the mark, as Redis's diskless sync does.
+    assert_eq!(c.call(&["CONFIG", "SET", "rdb-key-save-delay", "2000"]), b"+OK\r\n");
+    let Some(replica) = real_redis_with(&["--replicaof", "127.0.0.1", &s.addr().port().to_string()]) else {
+        return;
+    };
+    wait_until(10, "the snapshot's child to start", || {
+        info_value(&mut c, "persistence", "rdb_bgsave_in_progress") == "1"
+    });
+    assert_eq!(c.call(&["SET", "during", "1"]), b"+OK\r\n");
+    assert_eq!(c.call(&["DEL", "k0"]), b":1\r\n");
+    assert_eq!(info_value(&mut c, "persistence", "rdb_bgsave_in_progress"), "1");
+    let mut r = Raw::connect(replica.addr);
+    wait_until(20, "the replica synchronizes", || info_value(&mut r, "replication", "master_link_status") == "up");
+    wait_until(10, "the replica applies the writes", || r.call(&["EXISTS", "during"]) == b":1\r\n");
+    assert_eq!(r.call(&["DBSIZE"]), b":500\r\n");
+    assert_eq!(r.call(&["EXISTS", "k0"]), b":0\r\n");
+    assert_eq!(r.call(&["GET", "k499"]), b"$3\r\n499\r\n");
+}
+
+#[test]
 fn replconf_ack_and_getack_reply_nothing_to_a_client() {
     let s = start();
     let mut raw = Raw::connect(s.addr());

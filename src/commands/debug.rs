@@ -52,6 +52,9 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 crate::error::os_error_text(&e)
             ))),
         },
+        // A dataset is loading already (at start, or a master's snapshot):
+        // another load would end the first's state.
+        (b"reload" | b"loadaof", _) if ctx.state.loading.is_some() => Err(CmdError::new(crate::engine::exec::LOADING)),
         (b"reload", _) => reload(ctx, argv),
         (b"loadaof", _) => {
             ctx.prevent_propagation();

@@ -77,6 +77,8 @@ fn replconf(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         } else if named("capa") {
             if value.eq_ignore_ascii_case(b"psync2") {
                 ctx.state.replicas.announced.entry(ctx.client.id).or_default().psync2 = true;
+            } else if value.eq_ignore_ascii_case(b"eof") {
+                ctx.state.replicas.announced.entry(ctx.client.id).or_default().eof = true;
             }
         } else if named("ack") || named("getack") {
             // A replica's ACK records how far it is; no ACK or GETACK is

@@ -238,8 +238,9 @@ fn shutdown(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if nosave && save {
         return Err(CmdError::syntax());
     }
-    if ctx.state.loading.is_some() {
-        // Half a dataset is never saved over the file it comes from.
+    if ctx.state.loading.is_some() || ctx.state.async_loading() {
+        // Half a dataset is never saved over the file it comes from (nor
+        // one a master's snapshot is replacing, as Redis's).
         (nosave, save) = (true, false);
     }
     if let Some(busy) = ctx.state.busy.as_mut() {

@@ -311,6 +311,11 @@ impl State {
             return true;
         }
         let Some(m) = self.master.as_deref() else { return false };
+        // A snapshot being loaded is finished first, as Redis's load
+        // runs no cluster cron.
+        if self.loading.as_ref().is_some_and(|l| l.of_master) || self.async_loading() {
+            return false;
+        }
         // A link that never ran the stream (the first sync not done) has
         // no data to speak of: as old as can be (Redis's `repl_down_since`
         // 0).

@@ -119,7 +119,7 @@ impl State {
     pub fn perform_evictions(&mut self) -> bool {
         // Redis's `isSafeToPerformEvictions`: not while loading, nor while
         // clients are paused (the dataset is held still).
-        if self.loading.is_some() || self.paused().is_some() {
+        if self.loading.is_some() || self.async_loading() || self.paused().is_some() {
             return true;
         }
         // A replica leaves eviction to its master (its DELs come in the

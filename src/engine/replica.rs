@@ -96,10 +96,10 @@ pub struct Master {
     /// The snapshot's transfer: its size (-1 while unknown, for the
     /// EOF-delimited form) and the bytes read so far.
     pub transfer: Option<(i64, u64)>,
-    /// `repl-diskless-load swapdb` when the transfer started: the old
-    /// dataset is served until the snapshot has loaded (INFO
-    /// `async_loading:1`).
-    pub swapdb: bool,
+    /// The snapshot arriving continues this server's history with
+    /// `repl-diskless-load swapdb`: the old dataset is served until it has
+    /// loaded (INFO `async_loading:1`).
+    pub async_load: bool,
 }
 
 impl State {
@@ -179,7 +179,7 @@ impl State {
             transfer: None,
             protocol_error: false,
             killed_at_ms: None,
-            swapdb: false,
+            async_load: false,
         }));
         // Clients blocked on keys were waiting for writes this server
         // will no longer take (Redis's `disconnectAllBlockedClients`).
@@ -239,7 +239,7 @@ impl State {
         };
         if link == LinkState::Transfer && m.link != LinkState::Transfer {
             m.transfer = Some((-1, 0));
-            m.swapdb = self.params.value("repl-diskless-load") == Some("swapdb");
+            m.async_load = false;
             // `+FULLRESYNC`: the history to continue is gone.
             self.cached_master_db = None;
         }
@@ -396,7 +396,33 @@ impl State {
     /// `async_loading`): commands flagged `no-async-loading` are answered
     /// `LOADING` meanwhile.
     pub fn async_loading(&self) -> bool {
-        self.master.as_deref().is_some_and(|m| m.link == LinkState::Transfer && m.swapdb)
+        self.master
+            .as_deref()
+            .is_some_and(|m| m.link == LinkState::Transfer && m.async_load)
+    }
+
+    /// The snapshot of the link of `generation`, after `+FULLRESYNC
+    /// replid`, starts arriving. As Redis's `readSyncBulkPayload` decides
+    /// by `repl-diskless-load`: with `swapdb`, the old dataset is served
+    /// until the snapshot has loaded if the snapshot continues this
+    /// server's history (the same replication ID), else clients are
+    /// answered `LOADING` from now on, as they are with `on-empty-db` and
+    /// no keys; with `disabled` the old dataset is served until the load
+    /// starts. Whichever, the old dataset stays if the transfer fails.
+    pub fn master_transfer_started(&mut self, generation: u64, replid: &str) {
+        let mode = self.params.value("repl-diskless-load").unwrap_or("disabled");
+        let same_history = replid == self.master_replid();
+        let empty = self.dbs.iter().all(|db| db.is_empty());
+        let Some(m) = self.master.as_deref_mut().filter(|m| m.generation == generation) else {
+            return;
+        };
+        m.async_load = mode == "swapdb" && same_history;
+        if (mode == "swapdb" && !same_history) || (mode == "on-empty-db" && empty) {
+            self.start_loading(0);
+            if let Some(l) = self.loading.as_mut() {
+                l.of_master = true;
+            }
+        }
     }
 
     /// The master's snapshot of the link of `generation` has arrived and
@@ -409,7 +435,9 @@ impl State {
         let Some(m) = self.master.as_deref().filter(|m| m.generation == generation) else {
             return false;
         };
-        if !m.swapdb {
+        if let Some(l) = self.loading.as_mut().filter(|l| l.of_master) {
+            l.total_bytes = total_bytes;
+        } else if !m.async_load {
             self.start_loading(total_bytes);
             if let Some(l) = self.loading.as_mut() {
                 l.of_master = true;

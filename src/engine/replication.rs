@@ -53,6 +53,23 @@ pub struct Announced {
     /// Stream bytes queued after its snapshot, while the snapshot is not
     /// all written (None once it is: the replica is online).
     pub after_snapshot: Option<u64>,
+    /// `REPLCONF capa eof`: it takes a snapshot of unknown length, ended
+    /// by a mark (Redis's SLAVE_CAPA_EOF).
+    pub eof: bool,
+    /// While a child process writes its snapshot: the stream that
+    /// follows the snapshot, held until the snapshot is all relayed and
+    /// the replica has acknowledged it.
+    pub held: Option<Vec<u8>>,
+    /// The snapshot is all relayed, and the replica acknowledged it (a
+    /// REPLCONF ACK, which may come first): the held stream follows once
+    /// both are so (a replica reading `$EOF:` looks for the mark at the
+    /// end of what it read, so nothing may follow the mark before it has:
+    /// Redis's `repl_start_cmd_stream_on_ack`).
+    snapshot_relayed: bool,
+    snapshot_acked: bool,
+    /// Since when (the clock's second) what is held passes the soft
+    /// limit of `client-output-buffer-limit replica`.
+    held_soft_since: std::cell::Cell<Option<u64>>,
 }
 
 impl Announced {
@@ -150,6 +167,23 @@ pub struct Replicas {
     /// A WAIT asked for the replicas' offsets (see
     /// [`State::send_getack_if_due`]).
     pub getack_due: bool,
+    /// Snapshots being written by child processes, for the network side
+    /// to relay (taken by it after each batch).
+    pub relays: Vec<SnapshotRelay>,
+    /// Those child processes still running (INFO `rdb_bgsave_in_progress`).
+    pub snapshot_children: usize,
+}
+
+/// A replica's snapshot written by a child process into a pipe, as
+/// `$EOF:<mark>`, the file, and the mark (Redis's diskless sync,
+/// `rdbSaveToSlavesSockets`): the network side relays it to the replica's
+/// output, then calls [`State::snapshot_relayed`].
+#[derive(Debug)]
+pub struct SnapshotRelay {
+    pub client: ClientId,
+    pub outbox: super::Outbox,
+    pub pid: libc::pid_t,
+    pub pipe: std::os::fd::OwnedFd,
 }
 
 impl Replicas {
@@ -176,6 +210,8 @@ impl Default for Replicas {
             backlog: None,
             no_replicas_since_ms: 0,
             getack_due: false,
+            relays: Vec::new(),
+            snapshot_children: 0,
         }
     }
 }
@@ -280,6 +316,29 @@ impl State {
                 self.repl_id
             ));
         }
+        let diskless = psync
+            && self.params.value("repl-diskless-sync") != Some("no")
+            && self.replicas.announced.get(&client.id).is_some_and(|a| a.eof);
+        if diskless {
+            match self.fork_snapshot(client, codes) {
+                Ok(()) => {
+                    self.replicas.full_syncs += 1;
+                    let reply = format!("+FULLRESYNC {} {}\r\n", self.master_replid(), self.replicas.offset);
+                    self.enlist_replica(client, Some(0));
+                    if let Some(a) = self.replicas.announced.get_mut(&client.id) {
+                        a.held = Some(Vec::new());
+                    }
+                    if let Some(id) = self.replicas.tap {
+                        self.effects.reselect(id);
+                    }
+                    return Ok(Bytes::from(reply));
+                }
+                Err(e) => crate::log::warning(format_args!(
+                    "Can't save in background: fork: {}; the snapshot is made here",
+                    crate::error::os_error_text(&e)
+                )),
+            }
+        }
         let mut rdb = Vec::new();
         self.write_snapshot(&mut rdb, codes, false)?;
         self.replicas.full_syncs += 1;
@@ -296,6 +355,101 @@ impl State {
             self.effects.reselect(id);
         }
         Ok(Bytes::from(reply))
+    }
+
+    /// Starts a child process that writes the snapshot for `client` into
+    /// a pipe, framed for a replica with `capa eof`; the pipe's other end
+    /// goes to the network side ([`Replicas::relays`]).
+    fn fork_snapshot(&mut self, client: &Client, codes: &[Bytes]) -> std::io::Result<()> {
+        use std::os::fd::{FromRawFd, OwnedFd};
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: both descriptors were just made, and are owned here only.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let mark = super::new_run_id();
+        let started = Instant::now();
+        super::persistence::before_fork();
+        // SAFETY: the child only writes the snapshot from its copy of this
+        // thread's memory into the pipe and leaves with `_exit`, never
+        // returning into the runtime (as BGSAVE's child).
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            drop(read);
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::fs::File::from(write));
+            let written = (|| {
+                use std::io::Write;
+                out.write_all(format!("$EOF:{mark}\r\n").as_bytes())?;
+                self.write_snapshot(&mut out, codes, false)?;
+                out.write_all(mark.as_bytes())?;
+                out.flush()
+            })();
+            // SAFETY: ends the child without running the parent's
+            // destructors or atexit handlers.
+            unsafe { libc::_exit(i32::from(written.is_err())) };
+        }
+        if pid < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        drop(write);
+        self.persistence.forks += 1;
+        self.replicas.snapshot_children += 1;
+        self.persistence.latest_fork_usec = started.elapsed().as_micros() as u64;
+        crate::log::notice(format_args!("Starting BGSAVE for SYNC with target: replicas sockets (pid {pid})"));
+        self.replicas.relays.push(SnapshotRelay {
+            client: client.id,
+            outbox: client.outbox.clone(),
+            pid,
+            pipe: read,
+        });
+        Ok(())
+    }
+
+    /// The snapshot of a child process reached `client` (`ok`), or did
+    /// not: the stream held meanwhile follows its first acknowledgement,
+    /// or the replica is disconnected (it asks again).
+    pub fn snapshot_relayed(&mut self, client: ClientId, ok: bool) {
+        self.replicas.snapshot_children = self.replicas.snapshot_children.saturating_sub(1);
+        let Some(a) = self.replicas.announced.get_mut(&client) else {
+            return;
+        };
+        let Some(c) = self.clients.get(&client) else { return };
+        if a.held.is_none() {
+            return;
+        }
+        if !ok {
+            crate::log::warning(format_args!("Diskless rdb transfer to the replica failed: it is disconnected"));
+            a.held = None;
+            c.outbox.close_now();
+            return;
+        }
+        crate::log::notice(format_args!("Diskless rdb transfer done"));
+        a.snapshot_relayed = true;
+        if a.snapshot_acked {
+            self.release_held_stream(client);
+        }
+    }
+
+    /// The replica `client` acknowledged its snapshot: the stream held
+    /// since the snapshot was made follows it.
+    fn release_held_stream(&mut self, client: ClientId) {
+        // Its ACK's batch runs with its client out of the map: its output
+        // is reached through what it announced.
+        let Some(a) = self.replicas.announced.get_mut(&client) else {
+            return;
+        };
+        let Some(outbox) = a.outbox.clone() else { return };
+        let Some(held) = a.held.take() else { return };
+        (a.snapshot_relayed, a.snapshot_acked) = (false, false);
+        a.after_snapshot = Some(held.len() as u64);
+        if let Some(mut out) = outbox.writable() {
+            out.extend_from_slice(&held);
+            out.place(false);
+        }
+        outbox.wake();
+        self.note_replicas_online();
     }
 
     /// `client` gets the stream from now on; `after_snapshot` is None for
@@ -356,6 +510,12 @@ impl State {
         if let Some(a) = self.replicas.announced.get_mut(&id) {
             a.ack_offset = a.ack_offset.max(offset);
             a.ack_secs = now_secs;
+            if a.held.is_some() {
+                a.snapshot_acked = true;
+                if a.snapshot_relayed {
+                    self.release_held_stream(id);
+                }
+            }
         }
         if self.blocked_clients > 0 {
             self.serve_waits();
@@ -449,8 +609,26 @@ impl State {
         if let Some(backlog) = self.replicas.backlog.as_mut() {
             backlog.feed(bytes);
         }
+        let now_secs = self.clock.now_ms() / 1000;
         for id in &self.replicas.ids {
             if let Some(replica) = self.clients.get(id) {
+                if let Some(a) = self.replicas.announced.get_mut(id)
+                    && let Some(held) = a.held.as_mut()
+                {
+                    // Its snapshot is still being written: the stream
+                    // waits, within the replica's output limits.
+                    held.extend_from_slice(bytes);
+                    let limits = &self.runtime.output_limits;
+                    if limits.reached(super::output::ClientClass::Replica, held.len(), &a.held_soft_since, now_secs) {
+                        crate::log::warning(format_args!(
+                            "Client {} scheduled to be closed ASAP for overcoming of output buffer limits.",
+                            replica.info_line(self.clock.now_ms())
+                        ));
+                        a.held = Some(Vec::new());
+                        replica.outbox.close_now();
+                    }
+                    continue;
+                }
                 if let Some(mut out) = replica.outbox.writable() {
                     // In whole chunks, never a chunk regrown past its size.
                     out.extend_from_slice(bytes);
@@ -475,6 +653,9 @@ impl State {
                 continue;
             };
             let Some(after) = announced.after_snapshot else { continue };
+            if announced.held.is_some() {
+                continue;
+            }
             let Some(replica) = self.clients.get_mut(id) else { continue };
             if replica.outbox.unwritten() as u64 <= after {
                 announced.after_snapshot = None;

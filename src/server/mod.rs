@@ -19,6 +19,7 @@ pub mod busy;
 pub mod conn;
 pub mod control;
 mod debug_conn;
+mod full_sync;
 pub mod limits;
 pub mod parser;
 #[cfg(feature = "raft")]
@@ -145,6 +146,9 @@ impl Shared {
             conn::spawn_busy_accepted(self);
         }
         replica::follow(self);
+        if !self.engine.borrow().state.replicas.relays.is_empty() {
+            full_sync::start_relays(self);
+        }
         if self.engine.borrow().state.cluster_enabled() {
             // Proposes the batch's effects too.
             self.after_bus_message();

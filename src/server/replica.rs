@@ -380,8 +380,8 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
     if !shared.engine.borrow_mut().state.master_link_at(generation, LinkState::Transfer) {
         return Ok(());
     }
-    let rdb = receive_snapshot(&mut r, shared, generation).await?;
-    let loaded = load_snapshot(shared, generation, rdb).await?;
+    let rdb = receive_snapshot(&mut r, shared, generation, &replid).await?;
+    let loaded = load_snapshot(&mut r, shared, generation, rdb).await?;
     let client = master_client(shared, peer, local);
     shared
         .engine
@@ -404,7 +404,7 @@ fn master_client(
 }
 
 /// The snapshot's bytes, after its `$` line.
-async fn receive_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64) -> Result<Vec<u8>, Failure> {
+async fn receive_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64, replid: &str) -> Result<Vec<u8>, Failure> {
     let header = loop {
         let line = r
             .line()
@@ -423,6 +423,7 @@ async fn receive_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64) 
             "Bad protocol from MASTER, the first byte is not '$' (we received '{header}'), are you sure the host and port are right?"
         )));
     };
+    shared.engine.borrow_mut().state.master_transfer_started(generation, replid);
     let mut rdb = Vec::new();
     if let Some(mark) = size.strip_prefix("EOF:") {
         if mark.len() != 40 {
@@ -433,10 +434,15 @@ async fn receive_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64) 
         ));
         let mark = mark.as_bytes();
         loop {
+            // The mark may be followed by the stream in the same read: what
+            // follows it stays for the stream.
+            let from = rdb.len().saturating_sub(mark.len());
             rdb.extend_from_slice(&r.buf);
             r.buf.clear();
-            if rdb.len() >= mark.len() && rdb.ends_with(mark) {
-                rdb.truncate(rdb.len() - mark.len());
+            if let Some(at) = rdb[from..].windows(mark.len()).position(|w| w == mark) {
+                let end = from + at;
+                r.buf.extend_from_slice(&rdb[end + mark.len()..]);
+                rdb.truncate(end);
                 break;
             }
             shared.engine.borrow_mut().state.master_transfer_progress(-1, rdb.len() as u64);
@@ -474,12 +480,17 @@ async fn receive_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64) 
 /// link is still wanted.
 const LOAD_POLL: Duration = Duration::from_millis(20);
 
+/// How often the master is sent a newline while the snapshot loads, so
+/// that it does not take the replica for gone after `repl-timeout`
+/// (Redis's `replicationSendNewlineToMaster`).
+const LOAD_KEEPALIVE: Duration = Duration::from_secs(1);
+
 /// Reads the master's snapshot on a thread of its own, while this thread
 /// goes on serving: clients (`LOADING`, or the old dataset with
 /// `repl-diskless-load swapdb`), the cluster bus and the cron, as Redis
 /// serves events while it loads. The read stops when the link is no
 /// longer wanted, or this task is dropped (a REPLICAOF aborts it).
-async fn load_snapshot(shared: &Rc<Shared>, generation: u64, rdb: Vec<u8>) -> Result<crate::rdb::file::Loaded, Failure> {
+async fn load_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64, rdb: Vec<u8>) -> Result<crate::rdb::file::Loaded, Failure> {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
@@ -518,10 +529,18 @@ async fn load_snapshot(shared: &Rc<Shared>, generation: u64, rdb: Vec<u8>) -> Re
     if let Err(e) = thread {
         return Err(warning(format!("Can't start loading the MASTER synchronization DB: {e}")));
     }
+    let mut keepalive = tokio::time::Instant::now() + LOAD_KEEPALIVE;
     let loaded = loop {
         tokio::select! {
             loaded = &mut rx => break loaded,
             _ = tokio::time::sleep(LOAD_POLL) => {}
+        }
+        if tokio::time::Instant::now() >= keepalive {
+            keepalive += LOAD_KEEPALIVE;
+            r.link
+                .write_all(b"\n")
+                .await
+                .map_err(|e| io_failure("Error writing to MASTER", &e))?;
         }
         let delay = shared
             .engine

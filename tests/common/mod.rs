@@ -550,7 +550,10 @@ pub fn read_request(reader: &mut impl BufRead) -> Vec<String> {
 /// snapshots from disk, as `$<length>`), asserts the two outcomes equal
 /// and returns keylock's; None when redis-server is missing.
 pub fn same_on_both_masters(scenario: fn(SocketAddr) -> Vec<String>) -> Option<Vec<String>> {
-    let s = start_with(|c| c.set("repl-ping-replica-period", &["3600"]).unwrap());
+    let s = start_with(|c| {
+        c.set("repl-ping-replica-period", &["3600"]).unwrap();
+        c.set("repl-diskless-sync", &["no"]).unwrap();
+    });
     let ours = scenario(s.addr());
     let redis = real_redis_with(&["--repl-diskless-sync", "no", "--repl-ping-replica-period", "3600"])?;
     let theirs = scenario(redis.addr);
