@@ -989,3 +989,23 @@ fn a_replica_disconnected_during_its_snapshot_ends_the_child() {
     });
     assert_eq!(info_value(&mut m, "replication", "connected_slaves"), "0");
 }
+
+#[test]
+fn a_replica_that_reads_nothing_of_its_snapshot_is_dropped_after_repl_timeout() {
+    let master = start_with(|c| c.set("enable-debug-command", &["yes"]).unwrap());
+    let mut m = Raw::connect(master.addr());
+    // 20 MB, more than the socket's buffers and the 4 MB relayed ahead.
+    assert_eq!(m.call(&["DEBUG", "POPULATE", "200", "key", "100000"]), b"+OK\r\n");
+    assert_eq!(m.call(&["CONFIG", "SET", "repl-timeout", "1"]), b"+OK\r\n");
+    assert_eq!(m.call(&["CONFIG", "SET", "rdbcompression", "no"]), b"+OK\r\n");
+    let mut replica = Raw::connect(master.addr());
+    assert_eq!(replica.call(&["REPLCONF", "capa", "eof", "capa", "psync2"]), b"+OK\r\n");
+    replica.send(&encode(&[b"PSYNC", b"?", b"-1"]));
+    // It reads nothing more.
+    wait_until(10, "the snapshot's child to start", || {
+        info_value(&mut m, "persistence", "rdb_bgsave_in_progress") == "1"
+    });
+    wait_until(10, "the replica to be dropped and the child ended", || {
+        info_value(&mut m, "persistence", "rdb_bgsave_in_progress") == "0" && info_value(&mut m, "replication", "connected_slaves") == "0"
+    });
+}

@@ -97,7 +97,8 @@ impl State {
                 .map(|_| (host, port)),
             None => self.replicas.ids.iter().find_map(|id| {
                 let announced = self.replicas.announced.get(id)?;
-                if announced.ack_offset != offset {
+                // One still getting its snapshot has acknowledged nothing.
+                if !announced.online() || announced.ack_offset != offset {
                     return None;
                 }
                 Some((replica_ip(Some(announced), &self.clients.get(id)?.peer)?, announced.port))

@@ -423,9 +423,15 @@ impl State {
         let pid = unsafe { libc::fork() };
         self.persistence.forks += u64::from(pid > 0);
         if pid == 0 {
-            let status = match self.write_snapshot_to(&path, codes, false) {
-                Ok(()) => 0,
-                Err(_) => 1,
+            // A panic's report would take locks another thread may have
+            // held at the fork; and whatever happens here, the child never
+            // unwinds back into the server's loop as a second server.
+            std::panic::set_hook(Box::new(|_| {}));
+            let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.write_snapshot_to(&path, codes, false)));
+            let status = match written {
+                Ok(Ok(())) => 0,
+                Ok(Err(_)) => 1,
+                Err(_) => 2,
             };
             // SAFETY: ends the child without running the parent's
             // destructors or atexit handlers.

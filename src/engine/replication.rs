@@ -9,8 +9,13 @@
 //! tools that read a master's stream (`redis-cli --replica`, Redis's test
 //! suite).
 //!
-//! The snapshot is made in the foreground when the replica asks. The
-//! stream's last `repl-backlog-size` bytes are kept in a backlog (made with
+//! For a replica with `capa eof` (and `repl-diskless-sync yes`) the
+//! snapshot is written by a forked child into a pipe, as `$EOF:<mark>`,
+//! the file and the mark, which the network side relays
+//! (`server::full_sync`); the stream meanwhile is held for that replica
+//! and follows once the snapshot is relayed and acknowledged. Otherwise
+//! (SYNC, no `capa eof`, `repl-diskless-sync no`) the snapshot is made on
+//! this thread when the replica asks. The stream's last `repl-backlog-size` bytes are kept in a backlog (made with
 //! the first replica, on a replica when it synchronizes, freed
 //! `repl-backlog-ttl` seconds after the last replica of a master left): a
 //! replica whose link broke asks `PSYNC <replid> <offset>` and, when its
@@ -378,17 +383,26 @@ impl State {
         let pid = unsafe { libc::fork() };
         if pid == 0 {
             drop(read);
-            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::fs::File::from(write));
-            let written = (|| {
+            // A panic's report would take locks another thread may have
+            // held at the fork; and whatever happens here, the child never
+            // unwinds back into the server's loop as a second server.
+            std::panic::set_hook(Box::new(|_| {}));
+            let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 use std::io::Write;
+                let mut out = std::io::BufWriter::with_capacity(1 << 16, std::fs::File::from(write));
                 out.write_all(format!("$EOF:{mark}\r\n").as_bytes())?;
                 self.write_snapshot(&mut out, codes, false)?;
                 out.write_all(mark.as_bytes())?;
                 out.flush()
-            })();
+            }));
+            let status = match written {
+                Ok(Ok(())) => 0,
+                Ok(Err(_)) => 1,
+                Err(_) => 2,
+            };
             // SAFETY: ends the child without running the parent's
             // destructors or atexit handlers.
-            unsafe { libc::_exit(i32::from(written.is_err())) };
+            unsafe { libc::_exit(status) };
         }
         if pid < 0 {
             return Err(std::io::Error::last_os_error());
@@ -569,8 +583,11 @@ impl State {
         self.replicas
             .ids
             .iter()
-            .filter_map(|id| self.replicas.announced.get(id)?.outbox.as_ref())
-            .map(|outbox| outbox.buffer().borrow().allocated() as u64)
+            .filter_map(|id| self.replicas.announced.get(id))
+            .map(|a| {
+                let held = a.held.as_ref().map_or(0, Vec::capacity);
+                a.outbox.as_ref().map_or(0, |outbox| outbox.buffer().borrow().allocated()) as u64 + held as u64
+            })
             .sum()
     }
 
@@ -611,24 +628,27 @@ impl State {
         }
         let now_secs = self.clock.now_ms() / 1000;
         for id in &self.replicas.ids {
-            if let Some(replica) = self.clients.get(id) {
-                if let Some(a) = self.replicas.announced.get_mut(id)
-                    && let Some(held) = a.held.as_mut()
-                {
-                    // Its snapshot is still being written: the stream
-                    // waits, within the replica's output limits.
-                    held.extend_from_slice(bytes);
-                    let limits = &self.runtime.output_limits;
-                    if limits.reached(super::output::ClientClass::Replica, held.len(), &a.held_soft_since, now_secs) {
-                        crate::log::warning(format_args!(
-                            "Client {} scheduled to be closed ASAP for overcoming of output buffer limits.",
-                            replica.info_line(self.clock.now_ms())
-                        ));
-                        a.held = Some(Vec::new());
-                        replica.outbox.close_now();
+            // Reached through what it announced: its client is out of the
+            // map while its own batch runs.
+            if let Some(a) = self.replicas.announced.get_mut(id)
+                && let Some(held) = a.held.as_mut()
+            {
+                // Its snapshot is still being written: the stream waits,
+                // within the replica's output limits.
+                held.extend_from_slice(bytes);
+                let limits = &self.runtime.output_limits;
+                if limits.reached(super::output::ClientClass::Replica, held.len(), &a.held_soft_since, now_secs) {
+                    crate::log::warning(format_args!(
+                        "Replica client id={id} scheduled to be closed ASAP for overcoming of output buffer limits."
+                    ));
+                    a.held = Some(Vec::new());
+                    if let Some(outbox) = &a.outbox {
+                        outbox.close_now();
                     }
-                    continue;
                 }
+                continue;
+            }
+            if let Some(replica) = self.clients.get(id) {
                 if let Some(mut out) = replica.outbox.writable() {
                     // In whole chunks, never a chunk regrown past its size.
                     out.extend_from_slice(bytes);

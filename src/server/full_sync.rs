@@ -7,8 +7,10 @@
 //! output holds less than [`HIGH_WATER`] bytes, so that a slow replica
 //! slows the child instead of filling memory. Once the child has
 //! written everything and exited, the engine puts the stream held
-//! meanwhile after the snapshot; a child that fails, or a replica that
-//! goes, ends the transfer (the child is killed and reaped).
+//! meanwhile after the snapshot; a child that fails, a replica that goes,
+//! or one that reads nothing for `repl-timeout` seconds ("Disconnecting
+//! timedout replica (full sync)"), ends the transfer: the child is killed,
+//! and reaped without blocking the server.
 
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
@@ -39,10 +41,18 @@ async fn relay_task(shared: Rc<Shared>, relay: SnapshotRelay) {
         // SAFETY: signals this process's own child.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
+    // The child has closed its end of the pipe (it is exiting) or was
+    // just killed: its exit is waited for off the server's loop, as the
+    // kernel may take a while to take a large copy of the dataset down.
     let mut status = 0;
-    // SAFETY: reaps this process's own child, which has closed its end
-    // of the pipe (it is exiting) or was just killed.
-    let reaped = unsafe { libc::waitpid(pid, &mut status, 0) };
+    let reaped = loop {
+        // SAFETY: reaps this process's own child, without blocking.
+        let reaped = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if reaped != 0 {
+            break reaped;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
     let ok = relayed && reaped == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
     shared.engine.borrow_mut().state.snapshot_relayed(client, ok);
     shared.after_batch();
@@ -52,10 +62,19 @@ async fn relay_task(shared: Rc<Shared>, relay: SnapshotRelay) {
 /// at its end, false if the replica (`client`) went or the pipe failed.
 async fn relay_pipe(shared: &Shared, client: crate::db::ClientId, outbox: &crate::engine::Outbox, pipe: std::os::fd::OwnedFd) -> bool {
     // SAFETY: sets a flag on a descriptor owned here.
-    unsafe {
+    let nonblocking = unsafe {
         let flags = libc::fcntl(pipe.as_raw_fd(), libc::F_GETFL);
-        libc::fcntl(pipe.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+        flags >= 0 && libc::fcntl(pipe.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) == 0
+    };
+    if !nonblocking {
+        return false;
     }
+    let timeout = {
+        let engine = shared.engine.borrow();
+        Duration::from_secs(engine.state.params.int("repl-timeout").unwrap_or(60).max(1) as u64)
+    };
+    // When the replica last read some of what waits for it.
+    let (mut waiting, mut moved_at) = (0, tokio::time::Instant::now());
     // SAFETY: an OwnedFd stays open, on the same pipe, for as long as
     // the AsyncFd that owns it.
     let Ok(pipe) = (unsafe { AsyncFd::register(pipe) }) else {
@@ -66,7 +85,17 @@ async fn relay_pipe(shared: &Shared, client: crate::db::ClientId, outbox: &crate
         if outbox.close_request() != CloseRequest::Open || !shared.engine.borrow().state.clients.contains_key(&client) {
             return false;
         }
-        if outbox.unwritten() > HIGH_WATER {
+        let unwritten = outbox.unwritten();
+        if unwritten < waiting || unwritten == 0 {
+            moved_at = tokio::time::Instant::now();
+        }
+        waiting = unwritten;
+        if unwritten > HIGH_WATER {
+            if moved_at.elapsed() > timeout {
+                crate::log::warning(format_args!("Disconnecting timedout replica (full sync): client id={client}"));
+                outbox.close_now();
+                return false;
+            }
             tokio::time::sleep(Duration::from_millis(5)).await;
             continue;
         }
@@ -89,8 +118,13 @@ async fn relay_pipe(shared: &Shared, client: crate::db::ClientId, outbox: &crate
         match read {
             Ok(Ok(0)) => return true,
             Ok(Ok(n)) => {
-                outbox.push(&buf[..n]);
+                if let Some(mut out) = outbox.writable() {
+                    // In whole chunks, as the stream is written.
+                    out.extend_from_slice(&buf[..n]);
+                    out.place(false);
+                }
                 outbox.wake();
+                waiting += n;
             }
             Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Ok(Err(_)) => return false,
