@@ -951,6 +951,8 @@ fn a_master_serves_its_clients_while_a_child_writes_a_replicas_snapshot() {
     // Served meanwhile, and what it writes follows the snapshot.
     assert_eq!(m.call(&["SET", "during", "1"]), b"+OK\r\n");
     assert_eq!(m.call(&["DEL", "key:0"]), b":1\r\n");
+    // The child is a save in progress, as Redis's is.
+    assert_eq!(m.call(&["BGSAVE"]), b"-ERR Background save already in progress\r\n");
     assert_eq!(info_value(&mut m, "persistence", "rdb_bgsave_in_progress"), "1");
     assert_eq!(field(&info(&mut k), "master_link_status"), "down");
     wait_link_up(&mut k);

@@ -183,7 +183,7 @@ fn library_codes(ctx: &Ctx) -> Vec<Bytes> {
 
 /// SAVE: the snapshot written now (see `engine::persistence`).
 fn save(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    if ctx.state.persistence.child.is_some() {
+    if ctx.state.rdb_child_active() {
         return Err(CmdError::err("Background save already in progress"));
     }
     let codes = library_codes(ctx);
@@ -198,7 +198,7 @@ fn bgsave(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         2 if argv[1].eq_ignore_ascii_case(b"schedule") => true,
         _ => return Err(CmdError::syntax()),
     };
-    if ctx.state.persistence.child.is_some() {
+    if ctx.state.rdb_child_active() {
         return Err(CmdError::err("Background save already in progress"));
     }
     if ctx.state.aof_rewrites.running.is_some() || ctx.client.multi.is_some() {

@@ -372,10 +372,16 @@ impl State {
         result
     }
 
+    /// Whether a child writes a snapshot: BGSAVE's, or a replica's
+    /// (Redis's CHILD_TYPE_RDB, which holds back another save).
+    pub fn rdb_child_active(&self) -> bool {
+        self.persistence.child.is_some() || self.replicas.snapshot_children > 0
+    }
+
     /// SAVE: the snapshot written now, in the foreground (Redis's
     /// `rdbSave`). Its error is the text Redis logs.
     pub fn save(&mut self, codes: &[Bytes]) -> Result<(), String> {
-        if self.persistence.child.is_some() {
+        if self.rdb_child_active() {
             return Err("Background save already in progress".into());
         }
         let path = rdb_path(&self.params);
@@ -410,7 +416,7 @@ impl State {
     /// BGSAVE: a child process writes the snapshot (Redis's
     /// `rdbSaveBackground`).
     pub fn bgsave(&mut self, codes: &[Bytes]) -> Result<(), String> {
-        if self.persistence.child.is_some() {
+        if self.rdb_child_active() {
             return Err("Background save already in progress".into());
         }
         let path = rdb_path(&self.params);
@@ -476,7 +482,7 @@ impl State {
             }
             return;
         }
-        if self.aof_rewrites.running.is_some() {
+        if self.aof_rewrites.running.is_some() || self.replicas.snapshot_children > 0 {
             return;
         }
         let now = self.clock.now_ms() / 1000;
