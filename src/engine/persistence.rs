@@ -429,19 +429,7 @@ impl State {
         let pid = unsafe { libc::fork() };
         self.persistence.forks += u64::from(pid > 0);
         if pid == 0 {
-            // A panic's report would take locks another thread may have
-            // held at the fork; and whatever happens here, the child never
-            // unwinds back into the server's loop as a second server.
-            std::panic::set_hook(Box::new(|_| {}));
-            let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.write_snapshot_to(&path, codes, false)));
-            let status = match written {
-                Ok(Ok(())) => 0,
-                Ok(Err(_)) => 1,
-                Err(_) => 2,
-            };
-            // SAFETY: ends the child without running the parent's
-            // destructors or atexit handlers.
-            unsafe { libc::_exit(status) };
+            child_exit(|| self.write_snapshot_to(&path, codes, false));
         }
         if pid < 0 {
             let e = std::io::Error::last_os_error();
@@ -515,6 +503,23 @@ impl State {
             let _ = std::fs::remove_file(dir.join(format!("temp-{}.rdb", child.pid)));
         }
     }
+}
+
+/// A forked child's work, then its end: exit status 0 when `work` did
+/// it, 1 on its error, 2 if it panicked. A panic's report would take locks
+/// another thread may have held at the fork, so there is none; and
+/// whatever happens, the child never unwinds back into the server's loop
+/// as a second server.
+pub(crate) fn child_exit(work: impl FnOnce() -> std::io::Result<()>) -> ! {
+    std::panic::set_hook(Box::new(|_| {}));
+    let status = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(_)) => 1,
+        Err(_) => 2,
+    };
+    // SAFETY: ends the child without running the parent's destructors or
+    // atexit handlers.
+    unsafe { libc::_exit(status) }
 }
 
 /// Flushes stdout and stderr before a fork, so the child inherits no

@@ -383,26 +383,14 @@ impl State {
         let pid = unsafe { libc::fork() };
         if pid == 0 {
             drop(read);
-            // A panic's report would take locks another thread may have
-            // held at the fork; and whatever happens here, the child never
-            // unwinds back into the server's loop as a second server.
-            std::panic::set_hook(Box::new(|_| {}));
-            let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            super::persistence::child_exit(|| {
                 use std::io::Write;
                 let mut out = std::io::BufWriter::with_capacity(1 << 16, std::fs::File::from(write));
                 out.write_all(format!("$EOF:{mark}\r\n").as_bytes())?;
                 self.write_snapshot(&mut out, codes, false)?;
                 out.write_all(mark.as_bytes())?;
                 out.flush()
-            }));
-            let status = match written {
-                Ok(Ok(())) => 0,
-                Ok(Err(_)) => 1,
-                Err(_) => 2,
-            };
-            // SAFETY: ends the child without running the parent's
-            // destructors or atexit handlers.
-            unsafe { libc::_exit(status) };
+            });
         }
         if pid < 0 {
             return Err(std::io::Error::last_os_error());
