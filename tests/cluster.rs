@@ -1567,6 +1567,8 @@ fn a_replica_loading_its_masters_snapshot_is_hidden_and_shown_loading() {
     wait_for_cluster(&[&a, &r], 2);
     assert_eq!(r.call(&["CLUSTER", "REPLICATE", &a.id()]), b"+OK\r\n");
     assert_eq!(a.call(&["DEBUG", "POPULATE", "1000", "key", "100"]), b"+OK\r\n");
+    // A write, so that the replica's offset is not 0 once it follows.
+    assert_eq!(a.call(&["SET", "{0}x", "1"]), b"+OK\r\n");
     let id_r = r.id();
     wait_until(20, "the replica to be listed", || a.text(&["CLUSTER", "SLOTS"]).contains(&id_r));
     // The next sync is a full one, and loads slowly (1100 keys at 4 ms).

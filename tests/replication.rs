@@ -97,6 +97,26 @@ fn a_redis_server_replica_gets_what_keylock_wrote_while_a_child_made_its_snapsho
 }
 
 #[test]
+fn debug_populate_adds_keys_on_the_master_only_as_redis_servers_does() {
+    let s = start_with(|c| c.set("enable-debug-command", &["yes"]).unwrap());
+    let mut c = Raw::connect(s.addr());
+    let Some(replica) = real_redis_with(&["--replicaof", "127.0.0.1", &s.addr().port().to_string()]) else {
+        return;
+    };
+    let mut r = Raw::connect(replica.addr);
+    wait_until(20, "the replica synchronizes", || {
+        info_value(&mut r, "replication", "master_link_status") == "up"
+    });
+    let changes = info_value(&mut c, "persistence", "rdb_changes_since_last_save");
+    assert_eq!(c.call(&["DEBUG", "POPULATE", "10"]), b"+OK\r\n");
+    assert_eq!(info_value(&mut c, "persistence", "rdb_changes_since_last_save"), changes);
+    assert_eq!(c.call(&["SET", "after", "1"]), b"+OK\r\n");
+    wait_until(10, "the replica applies the write", || r.call(&["EXISTS", "after"]) == b":1\r\n");
+    assert_eq!(c.call(&["DBSIZE"]), b":11\r\n");
+    assert_eq!(r.call(&["DBSIZE"]), b":1\r\n");
+}
+
+#[test]
 fn replconf_ack_and_getack_reply_nothing_to_a_client() {
     let s = start();
     let mut raw = Raw::connect(s.addr());

@@ -419,6 +419,10 @@ fn populate(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let count = positive(&argv[2])?;
     let size = if argv.len() == 5 { positive(&argv[4])? as usize } else { 0 };
     let prefix: &[u8] = argv.get(3).map_or(b"key", |p| p);
+    // Redis's DEBUG POPULATE adds its keys here only: replicas and the
+    // append-only file are not told, and they count as no change.
+    ctx.prevent_propagation();
+    ctx.dirty(0);
     let now = ctx.now_ms;
     let db = ctx.db();
     for j in 0..count {
