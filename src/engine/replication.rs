@@ -15,8 +15,9 @@
 //! (`server::full_sync`); the stream meanwhile is held for that replica
 //! and follows once the snapshot is relayed and acknowledged. Otherwise
 //! (SYNC, no `capa eof`, `repl-diskless-sync no`) the snapshot is made on
-//! this thread when the replica asks. The stream's last `repl-backlog-size` bytes are kept in a backlog (made with
-//! the first replica, on a replica when it synchronizes, freed
+//! this thread when the replica asks. The stream's last
+//! `repl-backlog-size` bytes are kept in a backlog (made with the first
+//! replica, on a replica when it synchronizes, freed
 //! `repl-backlog-ttl` seconds after the last replica of a master left): a
 //! replica whose link broke asks `PSYNC <replid> <offset>` and, when its
 //! history is this server's (its replication ID is this server's, or the
