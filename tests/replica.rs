@@ -933,21 +933,30 @@ fn with_swapdb_a_transfer_cut_short_leaves_the_old_data_in_place() {
     assert_eq!(transfer_cut_short(false), (LOADING.to_vec(), old));
 }
 
-#[test]
-fn a_master_serves_its_clients_while_a_child_writes_a_replicas_snapshot() {
+/// A master of 1000 keys whose snapshot's child waits `delay_us` a key
+/// (`rdb-key-save-delay`), and a keylock replica of it whose snapshot's
+/// child has started: the master, a connection to it, the replica, a
+/// connection to it.
+fn replica_of_a_slow_child(delay_us: u32) -> (ServerHandle, Raw, ServerHandle, Raw) {
     let master = start();
     let mut m = Raw::connect(master.addr());
     for i in 0..1000 {
         m.call(&["SET", &format!("key:{i}"), "v"]);
     }
-    // 1000 keys at 2 ms: the child writes for 2 s.
-    assert_eq!(m.call(&["CONFIG", "SET", "rdb-key-save-delay", "2000"]), b"+OK\r\n");
+    assert_eq!(m.call(&["CONFIG", "SET", "rdb-key-save-delay", &delay_us.to_string()]), b"+OK\r\n");
     let s = start();
     let mut k = Raw::connect(s.addr());
     replicaof(&mut k, master.addr());
     wait_until(10, "the snapshot's child to start", || {
         info_value(&mut m, "persistence", "rdb_bgsave_in_progress") == "1"
     });
+    (master, m, s, k)
+}
+
+#[test]
+fn a_master_serves_its_clients_while_a_child_writes_a_replicas_snapshot() {
+    // 1000 keys at 2 ms: the child writes for 2 s.
+    let (_master, mut m, _s, mut k) = replica_of_a_slow_child(2000);
     // Served meanwhile, and what it writes follows the snapshot.
     assert_eq!(m.call(&["SET", "during", "1"]), b"+OK\r\n");
     assert_eq!(m.call(&["DEL", "key:0"]), b":1\r\n");
@@ -968,19 +977,8 @@ fn a_master_serves_its_clients_while_a_child_writes_a_replicas_snapshot() {
 
 #[test]
 fn a_replica_disconnected_during_its_snapshot_ends_the_child() {
-    let master = start();
-    let mut m = Raw::connect(master.addr());
-    for i in 0..1000 {
-        m.call(&["SET", &format!("key:{i}"), "v"]);
-    }
     // 10 s of writing, unless the child is ended.
-    assert_eq!(m.call(&["CONFIG", "SET", "rdb-key-save-delay", "10000"]), b"+OK\r\n");
-    let s = start();
-    let mut k = Raw::connect(s.addr());
-    replicaof(&mut k, master.addr());
-    wait_until(10, "the snapshot's child to start", || {
-        info_value(&mut m, "persistence", "rdb_bgsave_in_progress") == "1"
-    });
+    let (_master, mut m, _s, mut k) = replica_of_a_slow_child(10_000);
     // The replica stops, and its connection is closed on the master (one
     // closed by a replica in this process would not be seen to: the
     // child holds a copy of every socket of the process).
