@@ -313,7 +313,7 @@ impl State {
         let Some(m) = self.master.as_deref() else { return false };
         // A snapshot being loaded is finished first, as Redis's load
         // runs no cluster cron.
-        if self.loading.as_ref().is_some_and(|l| l.of_master) || self.async_loading() {
+        if self.master_loading() || self.async_loading() {
             return false;
         }
         // A link that never ran the stream (the first sync not done) has

@@ -304,9 +304,7 @@ impl State {
     /// master (Redis's `replicationCacheMaster`).
     pub(crate) fn drop_master_client(&mut self) {
         // A snapshot that was loading is not installed.
-        if self.loading.as_ref().is_some_and(|l| l.of_master) {
-            self.loading = None;
-        }
+        self.end_master_load();
         let Some(m) = self.master.as_deref_mut() else { return };
         let protocol_error = std::mem::take(&mut m.protocol_error);
         let Some(id) = m.client.take() else { return };
@@ -418,10 +416,7 @@ impl State {
         };
         m.async_load = mode == "swapdb" && same_history;
         if (mode == "swapdb" && !same_history) || (mode == "on-empty-db" && empty) {
-            self.start_loading(0);
-            if let Some(l) = self.loading.as_mut() {
-                l.of_master = true;
-            }
+            self.start_master_load(0);
         }
     }
 
@@ -438,13 +433,31 @@ impl State {
         if let Some(l) = self.loading.as_mut().filter(|l| l.of_master) {
             l.total_bytes = total_bytes;
         } else if !m.async_load {
-            self.start_loading(total_bytes);
-            if let Some(l) = self.loading.as_mut() {
-                l.of_master = true;
-            }
+            self.start_master_load(total_bytes);
         }
         crate::log::notice(format_args!("MASTER <-> REPLICA sync: Loading DB in memory"));
         true
+    }
+
+    /// Clients are answered `LOADING` while the master's snapshot loads.
+    fn start_master_load(&mut self, total_bytes: u64) {
+        self.start_loading(total_bytes);
+        if let Some(l) = self.loading.as_mut() {
+            l.of_master = true;
+        }
+    }
+
+    /// Whether the master's snapshot is loading (clients answered
+    /// `LOADING`).
+    pub fn master_loading(&self) -> bool {
+        self.loading.as_ref().is_some_and(|l| l.of_master)
+    }
+
+    /// The master's snapshot is no longer loading (installed, or left).
+    fn end_master_load(&mut self) {
+        if self.master_loading() {
+            self.loading = None;
+        }
     }
 
     /// The load of the link of `generation` has read `loaded` bytes.
@@ -512,9 +525,7 @@ impl Engine {
         if state.master.as_deref().is_none_or(|m| m.generation != generation) {
             return Err("the master changed".into());
         }
-        if state.loading.as_ref().is_some_and(|l| l.of_master) {
-            state.loading = None;
-        }
+        state.end_master_load();
         crate::log::notice(format_args!("MASTER <-> REPLICA sync: Flushing old data"));
         let stream_db = state.replace_dataset(&mut self.scripts, loaded);
         // Tracking clients drop everything they cached, as after FLUSHALL.

@@ -418,14 +418,15 @@ impl State {
         let Some(a) = self.replicas.announced.get_mut(&client) else {
             return;
         };
-        let Some(c) = self.clients.get(&client) else { return };
         if a.held.is_none() {
             return;
         }
         if !ok {
             crate::log::warning(format_args!("Diskless rdb transfer to the replica failed: it is disconnected"));
             a.held = None;
-            c.outbox.close_now();
+            if let Some(outbox) = &a.outbox {
+                outbox.close_now();
+            }
             return;
         }
         crate::log::notice(format_args!("Diskless rdb transfer done"));
