@@ -34,7 +34,7 @@ fn without_ids(bytes: &[u8]) -> String {
 /// The first line of a reply (without CRLF).
 fn line(r: &mut Raw) -> String {
     let mut l = String::new();
-    r.reader.read_line(&mut l).unwrap();
+    assert_ne!(r.reader.read_line(&mut l).unwrap(), 0, "the connection closed");
     l.trim_end().to_string()
 }
 
@@ -51,9 +51,15 @@ fn psync(addr: std::net::SocketAddr, psync2: bool, replid: &str, offset: &str) -
 }
 
 /// Reads a snapshot: `$<length>` and the file, or (from a diskless
-/// master) `$EOF:<mark>` and the file up to the mark.
+/// master) `$EOF:<mark>` and the file up to the mark. The newlines a
+/// master sends as keep-alives while its snapshot is being made (Redis's
+/// replication cron does, once a second) come first and are skipped, as
+/// a replica skips them.
 fn skip_snapshot(r: &mut Raw) {
-    let header = line(r);
+    let mut header = line(r);
+    while header.is_empty() {
+        header = line(r);
+    }
     let size = header.strip_prefix('$').unwrap_or_else(|| panic!("a snapshot, not {header:?}"));
     if let Some(mark) = size.strip_prefix("EOF:") {
         let mut rdb = Vec::new();
