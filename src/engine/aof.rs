@@ -730,12 +730,7 @@ impl State {
         let pid = unsafe { libc::fork() };
         self.persistence.forks += u64::from(pid > 0);
         if pid == 0 {
-            let status = match self.write_base_to(&base_path, codes) {
-                Ok(()) => 0,
-                Err(_) => 1,
-            };
-            // SAFETY: ends the child without the parent's destructors.
-            unsafe { libc::_exit(status) };
+            super::persistence::child_exit(|| self.write_base_to(&base_path, codes));
         }
         if pid < 0 {
             return Err(format!("fork: {}", os_error_text(&std::io::Error::last_os_error())));

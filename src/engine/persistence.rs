@@ -512,6 +512,7 @@ impl State {
 /// as a second server.
 pub(crate) fn child_exit(work: impl FnOnce() -> std::io::Result<()>) -> ! {
     std::panic::set_hook(Box::new(|_| {}));
+    close_inherited_sockets();
     let status = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
         Ok(Ok(())) => 0,
         Ok(Err(_)) => 1,
@@ -520,6 +521,30 @@ pub(crate) fn child_exit(work: impl FnOnce() -> std::io::Result<()>) -> ! {
     // SAFETY: ends the child without running the parent's destructors or
     // atexit handlers.
     unsafe { libc::_exit(status) }
+}
+
+/// Closes the sockets a forked child inherited: the listening ones, the
+/// clients', the links to other nodes (Redis's child closes its listening
+/// sockets, `closeChildUnusedResourceAfterFork`). A child writes a file or
+/// a pipe and needs none, and a socket it kept open would outlive the
+/// server's own close of it: a client the server disconnected would not
+/// see its connection end, nor a port the server gave up be free, until
+/// the child exits.
+fn close_inherited_sockets() {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
+    let fds: Vec<libc::c_int> = dir
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    for fd in fds {
+        // SAFETY: `stat` is plain data, filled by fstat; a descriptor of
+        // this process that is a socket is closed in the child only.
+        unsafe {
+            let mut stat: libc::stat = std::mem::zeroed();
+            if libc::fstat(fd, &mut stat) == 0 && stat.st_mode & libc::S_IFMT == libc::S_IFSOCK {
+                libc::close(fd);
+            }
+        }
+    }
 }
 
 /// Flushes stdout and stderr before a fork, so the child inherits no
