@@ -101,6 +101,7 @@ fn restarted_node(dir: &std::path::Path, port: u16, cport: u16, extra: &[&str]) 
     let (port_text, cport_text) = (port.to_string(), cport.to_string());
     let child = Command::new(env!("CARGO_BIN_EXE_keylock"))
         .args(["--port", &port_text, "--cluster-enabled", "yes", "--cluster-port", &cport_text])
+        .args(["--repl-diskless-sync-delay", "0"])
         .args(["--dir", dir.to_str().unwrap()])
         .args(extra)
         .stdout(std::process::Stdio::null())

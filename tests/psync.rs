@@ -54,8 +54,8 @@ fn psync(addr: std::net::SocketAddr, psync2: bool, replid: &str, offset: &str) -
 /// master) `$EOF:<mark>` and the file up to the mark. The newlines a
 /// master sends as keep-alives while its snapshot is being made (Redis's
 /// replication cron does, once a second) come first and are skipped, as
-/// a replica skips them.
-fn skip_snapshot(r: &mut Raw) {
+/// a replica skips them. Returns the header line.
+fn skip_snapshot(r: &mut Raw) -> String {
     let mut header = line(r);
     while header.is_empty() {
         header = line(r);
@@ -68,10 +68,11 @@ fn skip_snapshot(r: &mut Raw) {
             r.reader.read_exact(&mut byte).unwrap();
             rdb.push(byte[0]);
         }
-        return;
+        return header;
     }
     let mut rdb = vec![0; size.parse().unwrap()];
     r.reader.read_exact(&mut rdb).unwrap();
+    header
 }
 
 /// What a master answers a replica made by hand: a full synchronization,
@@ -327,6 +328,7 @@ fn the_backlog_of_a_master_without_replicas_goes_after_repl_backlog_ttl() {
 fn keylock_on(dir: &std::path::Path, port: u16) -> Killed {
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_keylock"))
         .args(["--port", &port.to_string(), "--dir", dir.to_str().unwrap()])
+        .args(["--repl-diskless-sync-delay", "0"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -407,4 +409,85 @@ fn a_replica_restarted_from_its_snapshot_continues_with_its_master() {
     wait_offsets_equal(&mut m, &mut c);
     c.call(&["SELECT", "5"]);
     assert_eq!(c.call(&["MGET", "x", "y"]), b"*2\r\n$1\r\n1\r\n$1\r\n2\r\n");
+}
+
+/// The `state=` of replica `i` in INFO replication.
+fn replica_state(c: &mut Raw, i: usize) -> String {
+    let line = field(c, "replication", &format!("slave{i}"));
+    line.split(',').find_map(|kv| kv.strip_prefix("state=")).unwrap_or("?").to_string()
+}
+
+/// Two replicas ask for a full synchronization within
+/// `repl-diskless-sync-delay` of each other: what each gets, and what the
+/// master shows meanwhile.
+fn delayed_sync_scenario(addr: std::net::SocketAddr) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut c = Raw::connect(addr);
+    c.call(&["SET", "a", "1"]);
+    assert_eq!(c.call(&["CONFIG", "SET", "repl-diskless-sync-delay", "2"]), b"+OK\r\n");
+    let forks: u64 = field(&mut c, "stats", "total_forks").parse().unwrap();
+    let mut replicas: Vec<Raw> = (0..2)
+        .map(|_| {
+            let mut r = Raw::connect(addr);
+            assert_eq!(r.call(&["REPLCONF", "capa", "eof", "capa", "psync2"]), b"+OK\r\n");
+            r.send_cmd(&[b"PSYNC", b"?", b"-1"]);
+            r
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Both wait for the child, counted and listed, unanswered.
+    out.push(format!("connected_slaves:{}", field(&mut c, "replication", "connected_slaves")));
+    out.push(format!("waiting: {} {}", replica_state(&mut c, 0), replica_state(&mut c, 1)));
+    out.push(format!("rdb_bgsave_in_progress:{}", field(&mut c, "persistence", "rdb_bgsave_in_progress")));
+    out.push(format!("sync_full:{}", field(&mut c, "stats", "sync_full")));
+    for r in &mut replicas {
+        // Kept alive with newlines until the child starts.
+        let mut newlines = 0;
+        let answer = loop {
+            match line(r) {
+                l if l.is_empty() => newlines += 1,
+                l => break l,
+            }
+        };
+        out.push(format!("newlines first: {}", newlines > 0));
+        out.push(without_ids(answer.as_bytes()));
+        let header = skip_snapshot(r);
+        out.push(header.split(':').next().unwrap().to_string());
+    }
+    // One child wrote both.
+    let forked = field(&mut c, "stats", "total_forks").parse::<u64>().unwrap() - forks;
+    out.push(format!("forks: {forked}"));
+    // Online once the child is done; the stream starts with the first
+    // ACK after that (redis-server takes no earlier one).
+    wait_until(10, "both replicas online", || {
+        replica_state(&mut c, 0) == "online" && replica_state(&mut c, 1) == "online"
+    });
+    for r in &mut replicas {
+        r.send_cmd(&[b"REPLCONF", b"ACK", b"0"]);
+    }
+    c.call(&["SET", "b", "2"]);
+    for r in &mut replicas {
+        let stream = [r.reply(), r.reply()].concat();
+        out.push(without_ids(&stream));
+    }
+    out
+}
+
+#[test]
+fn replicas_that_ask_within_the_diskless_sync_delay_share_one_child_as_on_redis_server() {
+    let s = start_with(|c| c.set("repl-ping-replica-period", &["3600"]).unwrap());
+    let ours = delayed_sync_scenario(s.addr());
+    assert_eq!(
+        ours[..4],
+        ["connected_slaves:2", "waiting: wait_bgsave wait_bgsave", "rdb_bgsave_in_progress:0", "sync_full:2"]
+    );
+    assert_eq!(ours[4..7], ["newlines first: true", "+FULLRESYNC <id> 0", "$EOF"]);
+    assert_eq!(ours[7..10], ours[4..7]);
+    assert_eq!(ours[10], "forks: 1");
+    let Some(redis) = real_redis_with(&["--repl-ping-replica-period", "3600"]) else {
+        return;
+    };
+    // Past redis-server's first replication cron (see same_on_both_masters).
+    assert_eq!(Raw::connect(redis.addr).call(&["PING"]), b"+PONG\r\n");
+    assert_eq!(ours, delayed_sync_scenario(redis.addr));
 }

@@ -979,15 +979,30 @@ fn a_master_serves_its_clients_while_a_child_writes_a_replicas_snapshot() {
 fn a_replica_disconnected_during_its_snapshot_ends_the_child() {
     // 10 s of writing, unless the child is ended.
     let (_master, mut m, _s, mut k) = replica_of_a_slow_child(10_000);
-    // The replica stops, and its connection is closed on the master (one
-    // closed by a replica in this process would not be seen to: the
-    // child holds a copy of every socket of the process).
+    // The replica stops and closes its link. (The child closed its copy
+    // of every socket of this process, the replica's end of the link
+    // among them: the master sees the link end.)
     assert_eq!(k.call(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
-    assert_eq!(m.call(&["CLIENT", "KILL", "TYPE", "replica"]), b":1\r\n");
     wait_until(5, "the child to be ended", || {
         info_value(&mut m, "persistence", "rdb_bgsave_in_progress") == "0"
     });
     assert_eq!(info_value(&mut m, "replication", "connected_slaves"), "0");
+}
+
+#[test]
+fn flushall_ends_the_child_writing_a_replicas_snapshot_and_the_replica_syncs_again() {
+    // 10 s of writing, unless the child is ended.
+    let (_master, mut m, _s, mut k) = replica_of_a_slow_child(10_000);
+    assert_eq!(m.call(&["FLUSHALL"]), b"+OK\r\n");
+    wait_until(3, "the child to be ended", || {
+        info_value(&mut m, "persistence", "rdb_bgsave_in_progress") == "0"
+    });
+    // The replica, disconnected, asks again and gets the flushed dataset.
+    assert_eq!(m.call(&["SET", "after", "1"]), b"+OK\r\n");
+    wait_until(10, "the second full synchronization", || info_value(&mut m, "stats", "sync_full") == "2");
+    wait_link_up(&mut k);
+    wait_offsets_equal(&mut m, &mut k);
+    assert_eq!(k.call(&["DBSIZE"]), b":1\r\n");
 }
 
 #[test]
@@ -1008,4 +1023,54 @@ fn a_replica_that_reads_nothing_of_its_snapshot_is_dropped_after_repl_timeout() 
     wait_until(10, "the replica to be dropped and the child ended", || {
         info_value(&mut m, "persistence", "rdb_bgsave_in_progress") == "0" && info_value(&mut m, "replication", "connected_slaves") == "0"
     });
+}
+
+#[test]
+fn a_replica_that_asks_while_a_child_writes_waits_for_the_next_child() {
+    // 1000 keys at 1 ms: the first child writes for 1 s.
+    let (master, mut m, _s, mut k) = replica_of_a_slow_child(1000);
+    let forks = info_value(&mut m, "stats", "total_forks");
+    let s2 = start();
+    let mut k2 = Raw::connect(s2.addr());
+    replicaof(&mut k2, master.addr());
+    wait_until(5, "the second replica to wait", || {
+        let info = String::from_utf8_lossy(&m.call(&["INFO", "replication"])).into_owned();
+        info.lines().any(|l| l.starts_with("slave1:") && l.contains("state=wait_bgsave"))
+    });
+    // Not served by the running child, nor given one of its own.
+    assert_eq!(info_value(&mut m, "stats", "total_forks"), forks);
+    assert_eq!(m.call(&["SET", "during", "1"]), b"+OK\r\n");
+    // The next child starts once the first is done.
+    for r in [&mut k, &mut k2] {
+        wait_link_up(r);
+        wait_offsets_equal(&mut m, r);
+        assert_eq!(r.call(&["DBSIZE"]), b":1001\r\n");
+    }
+    assert_eq!(info_value(&mut m, "stats", "total_forks").parse::<u64>().unwrap(), forks.parse::<u64>().unwrap() + 1);
+}
+
+#[test]
+fn repl_diskless_sync_max_replicas_starts_the_child_before_the_delay() {
+    let master = start();
+    let mut m = Raw::connect(master.addr());
+    assert_eq!(m.call(&["SET", "k", "v"]), b"+OK\r\n");
+    assert_eq!(m.call(&["CONFIG", "SET", "repl-diskless-sync-delay", "100"]), b"+OK\r\n");
+    assert_eq!(m.call(&["CONFIG", "SET", "repl-diskless-sync-max-replicas", "2"]), b"+OK\r\n");
+    let s1 = start();
+    let mut k1 = Raw::connect(s1.addr());
+    replicaof(&mut k1, master.addr());
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // One replica waits for the delay (a newline a second keeps its link).
+    assert!(field(&m.call(&["INFO", "replication"]), "slave0").contains("state=wait_bgsave"));
+    assert_eq!(field(&info(&mut k1), "master_link_status"), "down");
+    assert_eq!(info_value(&mut m, "stats", "total_forks"), "0");
+    // The second makes two: one child for both, long before 100 s.
+    let s2 = start();
+    let mut k2 = Raw::connect(s2.addr());
+    replicaof(&mut k2, master.addr());
+    for r in [&mut k1, &mut k2] {
+        wait_link_up(r);
+        assert_eq!(r.call(&["GET", "k"]), b"$1\r\nv\r\n");
+    }
+    assert_eq!(info_value(&mut m, "stats", "total_forks"), "1");
 }

@@ -84,6 +84,7 @@ fn start_tls(pki: &Pki, extra: &[(&str, &str)]) -> ServerHandle {
     for _ in 0..10 {
         let mut config = Config::ephemeral();
         config.set("port", &[&free_port().to_string()]).unwrap();
+        config.set("repl-diskless-sync-delay", &["0"]).unwrap();
         for (name, value) in pki.server_flags(free_port()) {
             config.set(&name, &[&value]).unwrap();
         }

@@ -220,7 +220,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("rdb_changes_since_last_save:{}", st.dirty - st.dirty_at_save);
             line!(
                 "rdb_bgsave_in_progress:{}",
-                u8::from(p.child.is_some() || st.replicas.snapshot_children > 0)
+                u8::from(p.child.is_some() || !st.replicas.snapshot_children.is_empty())
             );
             line!("rdb_last_save_time:{}", p.lastsave);
             line!("rdb_last_bgsave_status:{}", if p.last_bgsave_ok { "ok" } else { "err" });
@@ -397,11 +397,8 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
                     let announced = st.replicas.announced.get(id);
                     let ip = crate::engine::replication::replica_ip(announced, &replica.peer).unwrap_or_default();
                     let (port, offset, acked) = announced.map_or((0, 0, 0), |a| (a.port, a.ack_offset, a.ack_secs));
-                    let (state, lag) = if replica.replica_online {
-                        ("online", now_secs.saturating_sub(acked))
-                    } else {
-                        ("send_bulk", 0)
-                    };
+                    let state = announced.map_or("send_bulk", |a| a.info_state());
+                    let lag = if state == "online" { now_secs.saturating_sub(acked) } else { 0 };
                     line!("slave{i}:ip={ip},port={port},state={state},offset={offset},lag={lag}");
                 }
             }

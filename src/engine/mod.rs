@@ -1568,6 +1568,7 @@ impl Engine {
         self.state.aof_cron(|| scripts.library_codes());
         self.state.reap_debug_sessions();
         self.state.ping_replicas();
+        self.state.start_pending_snapshot(|| scripts.library_codes());
         self.state.update_failover();
         if self.state.cluster_enabled() {
             self.state.cluster_cron();

@@ -375,7 +375,7 @@ impl State {
     /// Whether a child writes a snapshot: BGSAVE's, or a replica's
     /// (Redis's CHILD_TYPE_RDB, which holds back another save).
     pub fn rdb_child_active(&self) -> bool {
-        self.persistence.child.is_some() || self.replicas.snapshot_children > 0
+        self.persistence.child.is_some() || !self.replicas.snapshot_children.is_empty()
     }
 
     /// SAVE: the snapshot written now, in the foreground (Redis's
@@ -470,7 +470,7 @@ impl State {
             }
             return;
         }
-        if self.aof_rewrites.running.is_some() || self.replicas.snapshot_children > 0 {
+        if self.aof_rewrites.running.is_some() || !self.replicas.snapshot_children.is_empty() {
             return;
         }
         let now = self.clock.now_ms() / 1000;
@@ -489,8 +489,14 @@ impl State {
     }
 
     /// Stops a background save (FLUSHALL, SHUTDOWN): the child is killed
-    /// and its temporary file removed.
+    /// and its temporary file removed. A child writing the replicas'
+    /// snapshot is killed too (Redis's `killRDBChild`); its relay then
+    /// ends, and its replicas, disconnected, ask again.
     pub fn kill_bgsave(&mut self) {
+        for &pid in &self.replicas.snapshot_children {
+            // SAFETY: signals this process's own child, reaped by its relay.
+            unsafe { libc::kill(pid, libc::SIGUSR1) };
+        }
         if let Some(child) = self.persistence.child.take() {
             // SAFETY: signals and reaps this process's own child.
             unsafe {

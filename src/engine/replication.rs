@@ -13,7 +13,12 @@
 //! snapshot is written by a forked child into a pipe, as `$EOF:<mark>`,
 //! the file and the mark, which the network side relays
 //! (`server::full_sync`); the stream meanwhile is held for that replica
-//! and follows once the snapshot is relayed and acknowledged. Otherwise
+//! and follows once the snapshot is relayed and acknowledged. As in
+//! Redis, the replica first waits (answered nothing but a newline a
+//! second) until no other child runs and `repl-diskless-sync-delay`
+//! seconds have passed or `repl-diskless-sync-max-replicas` replicas
+//! wait; then one child writes for all the replicas waiting, each told
+//! `+FULLRESYNC` with the offset its snapshot is of. Otherwise
 //! (SYNC, no `capa eof`, `repl-diskless-sync no`) the snapshot is made on
 //! this thread when the replica asks. The stream's last
 //! `repl-backlog-size` bytes are kept in a backlog (made with the first
@@ -62,6 +67,11 @@ pub struct Announced {
     /// `REPLCONF capa eof`: it takes a snapshot of unknown length, ended
     /// by a mark (Redis's SLAVE_CAPA_EOF).
     pub eof: bool,
+    /// Since when it waits for the next child to write its snapshot
+    /// (Redis's SLAVE_STATE_WAIT_BGSAVE_START): it gets no stream, and a
+    /// newline a second, until [`State::start_pending_snapshot`] starts
+    /// one.
+    pub waiting_since: Option<Instant>,
     /// While a child process writes its snapshot: the stream that
     /// follows the snapshot, held until the snapshot is all relayed and
     /// the replica has acknowledged it.
@@ -84,6 +94,21 @@ impl Announced {
     /// known while the replica's own batch runs (an ACK's).
     pub fn online(&self) -> bool {
         self.synced && self.after_snapshot.is_none()
+    }
+
+    /// Its state as INFO's `slaveN` line names it: `wait_bgsave` while it
+    /// waits for a child or a child writes its snapshot, `send_bulk` while
+    /// a snapshot made here is being written to it, `online` after (a
+    /// child's snapshot relayed: Redis's replica is online then, the
+    /// stream waiting for its first ACK).
+    pub fn info_state(&self) -> &'static str {
+        if self.waiting_since.is_some() || self.held.is_some() && !self.snapshot_relayed {
+            "wait_bgsave"
+        } else if self.online() || self.held.is_some() {
+            "online"
+        } else {
+            "send_bulk"
+        }
     }
 }
 
@@ -177,17 +202,19 @@ pub struct Replicas {
     /// to relay (taken by it after each batch).
     pub relays: Vec<SnapshotRelay>,
     /// Those child processes still running (INFO `rdb_bgsave_in_progress`).
-    pub snapshot_children: usize,
+    pub snapshot_children: Vec<libc::pid_t>,
+    /// When the replicas waiting for a child were last sent a newline.
+    keepalive_at: Instant,
 }
 
-/// A replica's snapshot written by a child process into a pipe, as
+/// The replicas' snapshot written by a child process into a pipe, as
 /// `$EOF:<mark>`, the file, and the mark (Redis's diskless sync,
-/// `rdbSaveToSlavesSockets`): the network side relays it to the replica's
-/// output, then calls [`State::snapshot_relayed`].
+/// `rdbSaveToSlavesSockets`): the network side relays it to each
+/// replica's output, then calls [`State::snapshot_child_ended`].
 #[derive(Debug)]
 pub struct SnapshotRelay {
-    pub client: ClientId,
-    pub outbox: super::Outbox,
+    /// The replicas it is for, and their outputs.
+    pub targets: Vec<(ClientId, super::Outbox)>,
     pub pid: libc::pid_t,
     pub pipe: std::os::fd::OwnedFd,
 }
@@ -217,7 +244,8 @@ impl Default for Replicas {
             no_replicas_since_ms: 0,
             getack_due: false,
             relays: Vec::new(),
-            snapshot_children: 0,
+            snapshot_children: Vec::new(),
+            keepalive_at: Instant::now(),
         }
     }
 }
@@ -302,7 +330,7 @@ impl State {
         ));
         reply.extend_from_slice(&held);
         self.replicas.partial_syncs += 1;
-        self.enlist_replica(client, None);
+        self.enlist_replica(client.id, &client.outbox, None);
         Some(Bytes::from(reply))
     }
 
@@ -326,47 +354,121 @@ impl State {
             && self.params.value("repl-diskless-sync") != Some("no")
             && self.replicas.announced.get(&client.id).is_some_and(|a| a.eof);
         if diskless {
-            match self.fork_snapshot(client, codes) {
-                Ok(()) => {
-                    self.replicas.full_syncs += 1;
-                    let reply = format!("+FULLRESYNC {} {}\r\n", self.master_replid(), self.replicas.offset);
-                    self.enlist_replica(client, Some(0));
-                    if let Some(a) = self.replicas.announced.get_mut(&client.id) {
-                        a.held = Some(Vec::new());
-                    }
-                    if let Some(id) = self.replicas.tap {
-                        self.effects.reselect(id);
-                    }
-                    return Ok(Bytes::from(reply));
-                }
-                Err(e) => crate::log::warning(format_args!(
-                    "Can't save in background: fork: {}; the snapshot is made here",
-                    crate::error::os_error_text(&e)
-                )),
+            // It waits for the next child, which starts once the replicas
+            // that asked meanwhile are there (Redis's `syncCommand`).
+            self.replicas.full_syncs += 1;
+            self.enlist_replica(client.id, &client.outbox, Some(0));
+            if let Some(a) = self.replicas.announced.get_mut(&client.id) {
+                a.waiting_since = Some(Instant::now());
             }
+            if !self.replicas.snapshot_children.is_empty() {
+                crate::log::notice(format_args!("Current BGSAVE has socket target. Waiting for next BGSAVE for SYNC"));
+            } else if self.child_active() {
+                crate::log::notice(format_args!(
+                    "No BGSAVE in progress, but another BG operation is active. BGSAVE for replication delayed"
+                ));
+            } else if self.params.int("repl-diskless-sync-delay").unwrap_or(5) > 0 {
+                crate::log::notice(format_args!("Delay next BGSAVE for diskless SYNC"));
+            }
+            self.start_pending_snapshot(|| codes.to_vec());
+            return Ok(Bytes::new());
         }
-        let mut rdb = Vec::new();
-        self.write_snapshot(&mut rdb, codes, false)?;
+        let rdb = self.foreground_snapshot(codes)?;
         self.replicas.full_syncs += 1;
         let mut reply = Vec::with_capacity(rdb.len() + 64);
         if psync {
             reply.extend_from_slice(format!("+FULLRESYNC {} {}\r\n", self.master_replid(), self.replicas.offset).as_bytes());
         }
-        reply.extend_from_slice(format!("${}\r\n", rdb.len()).as_bytes());
         reply.extend_from_slice(&rdb);
-        self.enlist_replica(client, Some(0));
+        self.enlist_replica(client.id, &client.outbox, Some(0));
         // The stream goes on; its next effect comes after a SELECT, so
         // that the new replica knows its database.
-        if let Some(id) = self.replicas.tap {
-            self.effects.reselect(id);
-        }
+        self.reselect_replication_stream();
         Ok(Bytes::from(reply))
     }
 
-    /// Starts a child process that writes the snapshot for `client` into
-    /// a pipe, framed for a replica with `capa eof`; the pipe's other end
+    /// The snapshot made on this thread, as `$<length>` and the file.
+    fn foreground_snapshot(&mut self, codes: &[Bytes]) -> std::io::Result<Vec<u8>> {
+        let mut rdb = Vec::new();
+        self.write_snapshot(&mut rdb, codes, false)?;
+        let mut framed = format!("${}\r\n", rdb.len()).into_bytes();
+        framed.extend_from_slice(&rdb);
+        Ok(framed)
+    }
+
+    /// A child process runs: a background save, an AOF rewrite, or a
+    /// replicas' snapshot (Redis's `hasActiveChildProcess`).
+    pub(crate) fn child_active(&self) -> bool {
+        self.rdb_child_active() || self.aof_rewrites.running.is_some()
+    }
+
+    /// Starts the child that writes the snapshot for the replicas waiting
+    /// for one, when it may (Redis's `replicationStartPendingFork`): no
+    /// other child runs, and the one that waited longest has waited
+    /// `repl-diskless-sync-delay` seconds, or
+    /// `repl-diskless-sync-max-replicas` of them wait, or diskless sync
+    /// was turned off meanwhile. Each gets `+FULLRESYNC` with the offset
+    /// the snapshot is of; the stream after it is held for them (see
+    /// [`Announced::held`]). `codes` gives the function libraries.
+    pub fn start_pending_snapshot(&mut self, codes: impl FnOnce() -> Vec<Bytes>) {
+        if self.child_active() {
+            return;
+        }
+        let waiting: Vec<(ClientId, super::Outbox, Instant)> = self
+            .replicas
+            .ids
+            .iter()
+            .filter_map(|id| {
+                let a = self.replicas.announced.get(id)?;
+                Some((*id, a.outbox.clone()?, a.waiting_since?))
+            })
+            .collect();
+        let Some(longest) = waiting.iter().map(|(_, _, since)| since.elapsed()).max() else {
+            return;
+        };
+        let delay = std::time::Duration::from_secs(self.params.int("repl-diskless-sync-delay").unwrap_or(5).max(0) as u64);
+        let max = self.params.int("repl-diskless-sync-max-replicas").unwrap_or(0);
+        let now = self.params.value("repl-diskless-sync") == Some("no")
+            || longest >= delay
+            || (max > 0 && waiting.len() as i64 >= max);
+        if !now {
+            return;
+        }
+        let header = format!("+FULLRESYNC {} {}\r\n", self.master_replid(), self.replicas.offset);
+        let targets: Vec<(ClientId, super::Outbox)> = waiting.into_iter().map(|(id, outbox, _)| (id, outbox)).collect();
+        for (id, outbox) in &targets {
+            if let Some(a) = self.replicas.announced.get_mut(id) {
+                a.waiting_since = None;
+            }
+            send_raw(outbox, header.as_bytes());
+        }
+        self.reselect_replication_stream();
+        let codes = codes();
+        match self.fork_snapshot(&targets, &codes) {
+            Ok(()) => {
+                for (id, _) in &targets {
+                    if let Some(a) = self.replicas.announced.get_mut(id) {
+                        a.held = Some(Vec::new());
+                    }
+                }
+            }
+            Err(e) => {
+                crate::log::warning(format_args!(
+                    "Can't save in background: fork: {}; the snapshot is made here",
+                    crate::error::os_error_text(&e)
+                ));
+                match self.foreground_snapshot(&codes) {
+                    Ok(rdb) => targets.iter().for_each(|(_, outbox)| send_raw(outbox, &rdb)),
+                    Err(_) => targets.iter().for_each(|(_, outbox)| outbox.close_now()),
+                }
+            }
+        }
+    }
+
+    /// Starts a child process that writes the snapshot for `targets` into
+    /// a pipe, framed for replicas with `capa eof`; the pipe's other end
     /// goes to the network side ([`Replicas::relays`]).
-    fn fork_snapshot(&mut self, client: &Client, codes: &[Bytes]) -> std::io::Result<()> {
+    fn fork_snapshot(&mut self, targets: &[(ClientId, super::Outbox)], codes: &[Bytes]) -> std::io::Result<()> {
         use std::os::fd::{FromRawFd, OwnedFd};
         let mut fds = [0; 2];
         // SAFETY: `fds` has room for the two descriptors pipe2 writes.
@@ -398,23 +500,30 @@ impl State {
         }
         drop(write);
         self.persistence.forks += 1;
-        self.replicas.snapshot_children += 1;
+        self.replicas.snapshot_children.push(pid);
         self.persistence.latest_fork_usec = started.elapsed().as_micros() as u64;
         crate::log::notice(format_args!("Starting BGSAVE for SYNC with target: replicas sockets (pid {pid})"));
         self.replicas.relays.push(SnapshotRelay {
-            client: client.id,
-            outbox: client.outbox.clone(),
+            targets: targets.to_vec(),
             pid,
             pipe: read,
         });
         Ok(())
     }
 
+    /// The child `pid` that wrote a snapshot ended; `outcomes` says which
+    /// of its replicas got all of it.
+    pub fn snapshot_child_ended(&mut self, pid: libc::pid_t, outcomes: &[(ClientId, bool)]) {
+        self.replicas.snapshot_children.retain(|&p| p != pid);
+        for &(client, ok) in outcomes {
+            self.snapshot_relayed(client, ok);
+        }
+    }
+
     /// The snapshot of a child process reached `client` (`ok`), or did
     /// not: the stream held meanwhile follows its first acknowledgement,
     /// or the replica is disconnected (it asks again).
-    pub fn snapshot_relayed(&mut self, client: ClientId, ok: bool) {
-        self.replicas.snapshot_children = self.replicas.snapshot_children.saturating_sub(1);
+    fn snapshot_relayed(&mut self, client: ClientId, ok: bool) {
         let Some(a) = self.replicas.announced.get_mut(&client) else {
             return;
         };
@@ -429,7 +538,9 @@ impl State {
             }
             return;
         }
-        crate::log::notice(format_args!("Diskless rdb transfer done"));
+        crate::log::notice(format_args!(
+            "Streamed RDB transfer with replica client id={client} succeeded (socket). Waiting for REPLCONF ACK from slave to enable streaming"
+        ));
         a.snapshot_relayed = true;
         if a.snapshot_acked {
             self.release_held_stream(client);
@@ -458,15 +569,15 @@ impl State {
 
     /// `client` gets the stream from now on; `after_snapshot` is None for
     /// a replica online at once (a partial resynchronization's).
-    fn enlist_replica(&mut self, client: &Client, after_snapshot: Option<u64>) {
-        if !self.replicas.ids.contains(&client.id) {
-            self.replicas.ids.push(client.id);
+    fn enlist_replica(&mut self, client: ClientId, outbox: &super::Outbox, after_snapshot: Option<u64>) {
+        if !self.replicas.ids.contains(&client) {
+            self.replicas.ids.push(client);
         }
         let now_secs = self.clock.now_ms() / 1000;
-        let announced = self.replicas.announced.entry(client.id).or_default();
+        let announced = self.replicas.announced.entry(client).or_default();
         announced.ack_secs = now_secs;
         announced.synced = true;
-        announced.outbox = Some(client.outbox.clone());
+        announced.outbox = Some(outbox.clone());
         announced.after_snapshot = after_snapshot;
         self.sync_replication_tap();
     }
@@ -620,6 +731,11 @@ impl State {
         for id in &self.replicas.ids {
             // Reached through what it announced: its client is out of the
             // map while its own batch runs.
+            if self.replicas.announced.get(id).is_some_and(|a| a.waiting_since.is_some()) {
+                // It waits for its snapshot's child: the stream it gets
+                // starts where the snapshot ends.
+                continue;
+            }
             if let Some(a) = self.replicas.announced.get_mut(id)
                 && let Some(held) = a.held.as_mut()
             {
@@ -663,7 +779,7 @@ impl State {
                 continue;
             };
             let Some(after) = announced.after_snapshot else { continue };
-            if announced.held.is_some() {
+            if announced.held.is_some() || announced.waiting_since.is_some() {
                 continue;
             }
             let Some(replica) = self.clients.get_mut(id) else { continue };
@@ -683,6 +799,7 @@ impl State {
         self.note_replicas_online();
         self.send_getack_if_due();
         self.tend_backlog();
+        self.keep_waiting_replicas_alive();
         // A replica's replicas get its master's PINGs.
         if self.replicas.ids.is_empty() || self.master.is_some() {
             return;
@@ -697,6 +814,20 @@ impl State {
         if self.replicas.last_ping.elapsed().as_secs() >= period {
             self.replicas.last_ping = Instant::now();
             self.send_to_replicas(b"*1\r\n$4\r\nPING\r\n");
+        }
+    }
+
+    /// A newline a second to the replicas waiting for a child, so that
+    /// they do not take the master for gone (Redis's `replicationCron`).
+    fn keep_waiting_replicas_alive(&mut self) {
+        if self.replicas.keepalive_at.elapsed() < std::time::Duration::from_secs(1) {
+            return;
+        }
+        self.replicas.keepalive_at = Instant::now();
+        for a in self.replicas.announced.values() {
+            if let (Some(_), Some(outbox)) = (a.waiting_since, &a.outbox) {
+                send_raw(outbox, b"\n");
+            }
         }
     }
 
@@ -729,6 +860,15 @@ impl State {
             ));
         }
     }
+}
+
+/// Queues `bytes` in a replica's output, outside any reply.
+fn send_raw(outbox: &super::Outbox, bytes: &[u8]) {
+    if let Some(mut out) = outbox.writable() {
+        out.extend_from_slice(bytes);
+        out.place(false);
+    }
+    outbox.wake();
 }
 
 /// INFO's `master_replid2` when there is none.

@@ -3,14 +3,16 @@
 //! child writes `$EOF:<mark>`, the file and the mark into a pipe, and a
 //! task here moves what the pipe holds into the replica's output while
 //! the server goes on serving (Redis's diskless sync,
-//! `rdbPipeReadHandler`). The pipe is read only while the replica's
-//! output holds less than [`HIGH_WATER`] bytes, so that a slow replica
-//! slows the child instead of filling memory. Once the child has
-//! written everything and exited, the engine puts the stream held
-//! meanwhile after the snapshot; a child that fails, a replica that goes,
-//! or one that reads nothing for `repl-timeout` seconds ("Disconnecting
-//! timedout replica (full sync)"), ends the transfer: the child is killed,
-//! and reaped without blocking the server.
+//! `rdbPipeReadHandler`). One child writes for all the replicas that
+//! waited for it, and each gets every byte. The pipe is read only while
+//! every replica's output holds less than [`HIGH_WATER`] bytes, so that a
+//! slow replica slows the child instead of filling memory. Once the child
+//! has written everything and exited, the engine puts the stream held
+//! meanwhile after the snapshot. A replica that goes, or one that reads
+//! nothing for `repl-timeout` seconds ("Disconnecting timedout replica
+//! (full sync)"), is left out; when none is left, or the child fails, the
+//! transfer ends: the child is killed, and reaped without blocking the
+//! server.
 
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
@@ -25,8 +27,8 @@ use crate::engine::replication::SnapshotRelay;
 /// Most of the snapshot waiting in a replica's output at once.
 const HIGH_WATER: usize = 4 << 20;
 
-/// Starts a task for each snapshot the engine started since the last
-/// batch.
+/// Starts a task for each snapshot child the engine started since the
+/// last batch.
 pub(crate) fn start_relays(shared: &Rc<Shared>) {
     let relays = std::mem::take(&mut shared.engine.borrow_mut().state.replicas.relays);
     for relay in relays {
@@ -34,9 +36,32 @@ pub(crate) fn start_relays(shared: &Rc<Shared>) {
     }
 }
 
+/// A replica the snapshot goes to, and how far its output moved.
+struct Target {
+    client: crate::db::ClientId,
+    outbox: crate::engine::Outbox,
+    /// Still taking the snapshot.
+    up: bool,
+    /// What waited in its output at the last look, and when it last read
+    /// some of it.
+    waiting: usize,
+    moved_at: tokio::time::Instant,
+}
+
 async fn relay_task(shared: Rc<Shared>, relay: SnapshotRelay) {
-    let SnapshotRelay { client, outbox, pid, pipe } = relay;
-    let relayed = relay_pipe(&shared, client, &outbox, pipe).await;
+    let SnapshotRelay { targets, pid, pipe } = relay;
+    let now = tokio::time::Instant::now();
+    let mut targets: Vec<Target> = targets
+        .into_iter()
+        .map(|(client, outbox)| Target {
+            client,
+            outbox,
+            up: true,
+            waiting: 0,
+            moved_at: now,
+        })
+        .collect();
+    let relayed = relay_pipe(&shared, &mut targets, pipe).await;
     if !relayed {
         // SAFETY: signals this process's own child.
         unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -54,13 +79,24 @@ async fn relay_task(shared: Rc<Shared>, relay: SnapshotRelay) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
     let ok = relayed && reaped == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-    shared.engine.borrow_mut().state.snapshot_relayed(client, ok);
+    let outcomes: Vec<_> = targets.iter().map(|t| (t.client, ok && t.up)).collect();
+    {
+        let mut engine = shared.engine.borrow_mut();
+        let engine = &mut *engine;
+        engine.state.snapshot_child_ended(pid, &outcomes);
+        // Replicas that asked meanwhile get the next child now (Redis's
+        // `checkChildrenDone`).
+        let scripts = &engine.scripts;
+        engine.state.start_pending_snapshot(|| scripts.library_codes());
+    }
     shared.after_batch();
 }
 
-/// Moves the pipe's bytes into `outbox` until the child closes it: true
-/// at its end, false if the replica (`client`) went or the pipe failed.
-async fn relay_pipe(shared: &Shared, client: crate::db::ClientId, outbox: &crate::engine::Outbox, pipe: std::os::fd::OwnedFd) -> bool {
+/// Moves the pipe's bytes into the targets' outputs until the child
+/// closes it: true at its end, false if every replica went (or the pipe
+/// failed). A replica that went, or that read nothing for `repl-timeout`
+/// while its output was full, is left out from then on (`up` false).
+async fn relay_pipe(shared: &Shared, targets: &mut [Target], pipe: std::os::fd::OwnedFd) -> bool {
     // SAFETY: sets a flag on a descriptor owned here.
     let nonblocking = unsafe {
         let flags = libc::fcntl(pipe.as_raw_fd(), libc::F_GETFL);
@@ -73,8 +109,6 @@ async fn relay_pipe(shared: &Shared, client: crate::db::ClientId, outbox: &crate
         let engine = shared.engine.borrow();
         Duration::from_secs(engine.state.params.int("repl-timeout").unwrap_or(60).max(1) as u64)
     };
-    // When the replica last read some of what waits for it.
-    let (mut waiting, mut moved_at) = (0, tokio::time::Instant::now());
     // SAFETY: an OwnedFd stays open, on the same pipe, for as long as
     // the AsyncFd that owns it.
     let Ok(pipe) = (unsafe { AsyncFd::register(pipe) }) else {
@@ -82,25 +116,42 @@ async fn relay_pipe(shared: &Shared, client: crate::db::ClientId, outbox: &crate
     };
     let mut buf = vec![0u8; 1 << 16];
     loop {
-        if outbox.close_request() != CloseRequest::Open || !shared.engine.borrow().state.clients.contains_key(&client) {
+        let mut full = false;
+        for t in targets.iter_mut().filter(|t| t.up) {
+            if t.outbox.close_request() != CloseRequest::Open || !shared.engine.borrow().state.clients.contains_key(&t.client) {
+                t.up = false;
+                continue;
+            }
+            let unwritten = t.outbox.unwritten();
+            if unwritten < t.waiting || unwritten == 0 {
+                t.moved_at = tokio::time::Instant::now();
+            }
+            t.waiting = unwritten;
+            if unwritten > HIGH_WATER {
+                if t.moved_at.elapsed() > timeout {
+                    crate::log::warning(format_args!(
+                        "Disconnecting timedout replica (full sync): client id={}",
+                        t.client
+                    ));
+                    t.outbox.close_now();
+                    t.up = false;
+                } else {
+                    full = true;
+                }
+            }
+        }
+        if !targets.iter().any(|t| t.up) {
+            crate::log::warning(format_args!("Diskless rdb transfer, last replica dropped, killing fork child."));
             return false;
         }
-        let unwritten = outbox.unwritten();
-        if unwritten < waiting || unwritten == 0 {
-            moved_at = tokio::time::Instant::now();
-        }
-        waiting = unwritten;
-        if unwritten > HIGH_WATER {
-            if moved_at.elapsed() > timeout {
-                crate::log::warning(format_args!("Disconnecting timedout replica (full sync): client id={client}"));
-                outbox.close_now();
-                return false;
-            }
+        if full {
+            // The slowest replica sets the pace (Redis's
+            // `rdb_pipe_numconns_writing`).
             tokio::time::sleep(Duration::from_millis(5)).await;
             continue;
         }
         // Looked at again now and then: a replica that went while the
-        // child is slow (`rdb-key-save-delay`) ends it.
+        // child is slow (`rdb-key-save-delay`) is left out.
         let ready = tokio::select! {
             ready = pipe.readable() => ready,
             _ = tokio::time::sleep(Duration::from_millis(100)) => continue,
@@ -116,15 +167,23 @@ async fn relay_pipe(shared: &Shared, client: crate::db::ClientId, outbox: &crate
             }
         });
         match read {
-            Ok(Ok(0)) => return true,
+            Ok(Ok(0)) => {
+                let up = targets.iter().filter(|t| t.up).count();
+                crate::log::notice(format_args!(
+                    "Diskless rdb transfer, done reading from pipe, {up} replicas still up."
+                ));
+                return true;
+            }
             Ok(Ok(n)) => {
-                if let Some(mut out) = outbox.writable() {
-                    // In whole chunks, as the stream is written.
-                    out.extend_from_slice(&buf[..n]);
-                    out.place(false);
+                for t in targets.iter_mut().filter(|t| t.up) {
+                    if let Some(mut out) = t.outbox.writable() {
+                        // In whole chunks, as the stream is written.
+                        out.extend_from_slice(&buf[..n]);
+                        out.place(false);
+                    }
+                    t.outbox.wake();
+                    t.waiting += n;
                 }
-                outbox.wake();
-                waiting += n;
             }
             Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Ok(Err(_)) => return false,

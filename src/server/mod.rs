@@ -1040,6 +1040,9 @@ async fn cron_loop(shared: Rc<Shared>) {
         shared.cron(hz as u64);
         // A failover's timeout may have made this server a replica.
         replica::follow(&shared);
+        if !shared.engine.borrow().state.replicas.relays.is_empty() {
+            full_sync::start_relays(&shared);
+        }
         if shared.engine.borrow().state.cluster_enabled() {
             shared.after_bus_message();
         }

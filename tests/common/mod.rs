@@ -12,12 +12,15 @@ pub use keylock::{Config, Server, ServerHandle};
 
 /// Starts keylock in-process on a free loopback port.
 pub fn start() -> ServerHandle {
-    Server::ephemeral().start().expect("keylock starts")
+    start_with(|_| {})
 }
 
-/// Starts keylock with a configuration tweak.
+/// Starts keylock with a configuration tweak. A replica's full
+/// synchronization starts at once (`repl-diskless-sync-delay 0`, as in
+/// Redis's own test suite) unless the tweak says otherwise.
 pub fn start_with(f: impl FnOnce(&mut Config)) -> ServerHandle {
     let mut config = Config::ephemeral();
+    config.set("repl-diskless-sync-delay", &["0"]).unwrap();
     f(&mut config);
     Server::new(config).start().expect("keylock starts")
 }
@@ -351,9 +354,11 @@ impl Binary {
         Binary::spawn(command, extra)
     }
 
+    /// Started as [`start_with`] starts one in-process: a replica's full
+    /// synchronization starts at once unless `extra` says otherwise.
     fn spawn(mut command: Command, extra: &[&str]) -> Binary {
         let mut child = command
-            .args(["--port", "0"])
+            .args(["--port", "0", "--repl-diskless-sync-delay", "0"])
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
