@@ -515,3 +515,33 @@ fn a_save_child_holds_no_client_connection_nor_the_listening_port() {
     kill_child();
     assert!(refused, "the port still accepted connections after the server was gone");
 }
+
+#[test]
+fn sigterm_while_a_child_writes_a_replicas_snapshot_saves_and_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut keylock = keylock_in(dir.path(), &["--save", "3600 1"]);
+    let mut c = Raw::connect(keylock.addr);
+    c.call(&["DEBUG", "POPULATE", "20"]);
+    assert_eq!(c.call(&["CONFIG", "SET", "rdb-key-save-delay", "1000000"]), b"+OK\r\n");
+    // A replica whose snapshot's child writes for 20 s.
+    let mut replica = Raw::connect(keylock.addr);
+    assert_eq!(replica.call(&["REPLCONF", "capa", "eof", "capa", "psync2"]), b"+OK\r\n");
+    replica.send_cmd(&[b"PSYNC", b"?", b"-1"]);
+    common::wait_until(10, "the snapshot's child to start", || {
+        info_field(&mut c, "rdb_bgsave_in_progress") == "1"
+    });
+    let children = children_of(keylock.pid());
+    // The child goes on at 1 s a key; the final save is to be quick.
+    assert_eq!(c.call(&["CONFIG", "SET", "rdb-key-save-delay", "0"]), b"+OK\r\n");
+    // The child is ended (Redis's `killRDBChild`), the dataset saved, and
+    // the server gone.
+    keylock.signal(libc::SIGTERM);
+    let exited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| keylock.wait_exit(10)));
+    for child in children {
+        // SAFETY: kills the test's own grandchild, if it is still there.
+        unsafe { libc::kill(child as i32, libc::SIGKILL) };
+    }
+    assert_eq!(exited.expect("keylock exits").code(), Some(0));
+    let keylock = keylock_in(dir.path(), &[]);
+    assert_eq!(Raw::connect(keylock.addr).call(&["DBSIZE"]), b":20\r\n");
+}

@@ -490,10 +490,11 @@ impl State {
 
     /// Stops a background save (FLUSHALL, SHUTDOWN): the child is killed
     /// and its temporary file removed. A child writing the replicas'
-    /// snapshot is killed too (Redis's `killRDBChild`); its relay then
-    /// ends, and its replicas, disconnected, ask again.
+    /// snapshot is killed too (Redis's `killRDBChild`), and counts as
+    /// gone (a save may follow at once); its relay reaps it, and its
+    /// replicas, disconnected, ask again.
     pub fn kill_bgsave(&mut self) {
-        for &pid in &self.replicas.snapshot_children {
+        for pid in self.replicas.snapshot_children.drain(..) {
             // SAFETY: signals this process's own child, reaped by its relay.
             unsafe { libc::kill(pid, libc::SIGUSR1) };
         }
