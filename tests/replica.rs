@@ -1074,3 +1074,23 @@ fn repl_diskless_sync_max_replicas_starts_the_child_before_the_delay() {
     }
     assert_eq!(info_value(&mut m, "stats", "total_forks"), "1");
 }
+
+#[test]
+fn a_master_silent_after_psync_times_the_handshake_out_as_redis_logs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("keylock.log");
+    let replica = Binary::start(&["--logfile", log.to_str().unwrap(), "--repl-timeout", "1"]);
+    let master = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut r = Raw::connect(replica.addr);
+    replicaof(&mut r, master.local_addr().unwrap());
+    // The master answers the handshake, then nothing: not even the
+    // newlines a master waiting to start a snapshot sends.
+    let (link, _) = master.accept().unwrap();
+    let (_reader, psync) = answer_replica_handshake(&link);
+    assert_eq!(psync[0], "PSYNC");
+    assert!(text(r.call(&["ROLE"])).contains("handshake"));
+    // Redis's words for a silence in the handshake, then a new link.
+    let (_again, _) = master.accept().unwrap();
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("Timeout connecting to the MASTER..."), "{logged}");
+}

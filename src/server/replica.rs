@@ -139,6 +139,9 @@ struct Reader {
     link: Link,
     buf: BytesMut,
     timeout: Duration,
+    /// What a silence of `timeout` is logged as: Redis's words for the
+    /// phase the link is in.
+    silence: &'static str,
     /// A transaction of the stream not yet ended: its commands, parsed
     /// from the start of `buf` up to `held_to` (so that each byte is
     /// parsed once, however long it waits for its EXEC).
@@ -150,7 +153,7 @@ impl Reader {
     /// Reads more, or fails after `repl-timeout` of silence.
     async fn fill(&mut self) -> Result<(), Failure> {
         match tokio::time::timeout(self.timeout, self.link.read(&mut self.buf)).await {
-            Err(_) => Err(warning("Timeout reading from the MASTER")),
+            Err(_) => Err(warning(self.silence)),
             Ok(Ok(0)) => Err(warning("The MASTER closed the connection")),
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(io_failure("I/O error reading from the MASTER", &e)),
@@ -252,6 +255,7 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
         link,
         buf: BytesMut::new(),
         timeout,
+        silence: "Timeout connecting to the MASTER...",
         held: Vec::new(),
         held_to: 0,
     };
@@ -347,6 +351,7 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
         }
     }
     let reply = reply?;
+    r.silence = "Timeout receiving bulk data from MASTER... If the problem persists try to set the 'repl-timeout' parameter in redis.conf to a larger value.";
     if let Some(rest) = reply.strip_prefix("+CONTINUE").filter(|_| request.is_some()) {
         log::notice(format_args!("Successful partial resynchronization with master."));
         // Redis takes the ID only when it is one (40 characters).
