@@ -1606,3 +1606,42 @@ fn a_replica_loading_its_masters_snapshot_is_hidden_and_shown_loading() {
     assert!(!a.text(&["CLUSTER", "SHARDS"]).contains("loading"));
     assert_eq!(info_field_of(&r, "loading"), "0");
 }
+
+/// What subscribers of shard channels are sent when their slots go: one
+/// freed by DELSLOTS, the rest by CLUSTER RESET, a RESP2 and a RESP3
+/// subscriber.
+fn shard_channels_of_lost_slots(node: &Node) -> Vec<String> {
+    let mut admin = Raw::connect(node.addr);
+    assert_eq!(admin.call(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]), b"+OK\r\n");
+    let mut resp2 = Raw::connect(node.addr);
+    let mut resp3 = Raw::connect(node.addr);
+    resp3.call(&["HELLO", "3"]);
+    let mut out = Vec::new();
+    for (three, channel) in [(false, "ch1"), (false, "ch2"), (true, "ch1"), (true, "other")] {
+        let sub = if three { &mut resp3 } else { &mut resp2 };
+        out.push(text(sub.call(&["SSUBSCRIBE", channel])));
+    }
+    let slot = text(admin.call(&["CLUSTER", "KEYSLOT", "ch1"]));
+    let slot = slot.trim().trim_start_matches(':').to_string();
+    assert_eq!(admin.call(&["CLUSTER", "DELSLOTS", &slot]), b"+OK\r\n");
+    out.push(text(resp2.reply()));
+    out.push(text(resp3.reply()));
+    assert_eq!(admin.call(&["CLUSTER", "RESET"]), b"+OK\r\n");
+    out.push(text(resp2.reply()));
+    out.push(text(resp3.reply()));
+    // Nothing more, and both still answer.
+    out.push(text(resp3.call(&["PING"])));
+    out.push(text(resp2.call(&["SSUBSCRIBE", "ch9"])));
+    out
+}
+
+#[test]
+fn subscribers_of_a_slot_that_goes_are_told_sunsubscribe_as_redis_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = shard_channels_of_lost_slots(&keylock_node(dir.path(), &[]));
+    assert_eq!(ours[4], "*3\r\n$12\r\nsunsubscribe\r\n$3\r\nch1\r\n:1\r\n");
+    assert_eq!(ours[5], ">3\r\n$12\r\nsunsubscribe\r\n$3\r\nch1\r\n:1\r\n");
+    assert_eq!(ours[6], "*3\r\n$12\r\nsunsubscribe\r\n$3\r\nch2\r\n:0\r\n");
+    let Some(redis) = redis_node(&[]) else { return };
+    assert_eq!(ours, shard_channels_of_lost_slots(&redis));
+}

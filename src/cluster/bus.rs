@@ -701,6 +701,7 @@ impl Engine {
             };
             self.state.publish(client, kind, &channel, &message);
         }
+        self.state.drop_lost_slot_channels(&mut self.scripts.client);
     }
 }
 

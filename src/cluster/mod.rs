@@ -379,6 +379,10 @@ pub struct Cluster {
     slots: Vec<u16>,
     pub migrating: BTreeMap<u16, String>,
     pub importing: BTreeMap<u16, String>,
+    /// Slots this node's shard (itself, or the master it replicates) no
+    /// longer serves, whose shard channels lose their subscribers (see
+    /// `State::drop_lost_slot_channels`).
+    pub lost_slots: Vec<u16>,
     pub current_epoch: u64,
     pub last_vote_epoch: u64,
     pub ok: bool,
@@ -465,6 +469,7 @@ impl Cluster {
             nodes: vec![myself],
             slots: vec![UNASSIGNED; SLOTS],
             migrating: BTreeMap::new(),
+            lost_slots: Vec::new(),
             importing: BTreeMap::new(),
             current_epoch: 0,
             last_vote_epoch: 0,
@@ -596,6 +601,10 @@ impl Cluster {
         let owner = self.slots[slot as usize];
         if owner == UNASSIGNED {
             return false;
+        }
+        if owner == 0 || self.my_master() == Some(owner as usize) {
+            // Redis's `clusterDelSlot`: the channels go with the slot.
+            self.lost_slots.push(slot);
         }
         self.nodes[owner as usize].numslots -= 1;
         self.slots[slot as usize] = UNASSIGNED;

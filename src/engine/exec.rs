@@ -678,6 +678,9 @@ impl State {
         }
         self.record_changes(changes, client.db, cmd, argv);
         self.publish_key_events(client);
+        if self.cluster.as_ref().is_some_and(|c| !c.lost_slots.is_empty()) {
+            self.drop_lost_slot_channels(client);
+        }
         self.collect_watch_invalidations(client);
         if self.tracking.enabled && cmd.spec.has(flag::READONLY) {
             self.remember_tracked_keys(client, cmd, argv);

@@ -779,6 +779,48 @@ impl State {
     /// Sends a message to client `id`. The running client (or, while a
     /// script runs, its pseudo-client acting for the caller) holds its own
     /// until its reply is written; the others get it in their output now.
+    /// The shard channels of the slots this node's shard no longer
+    /// serves lose their subscribers, each told `sunsubscribe` with the
+    /// shard channels it has left (Redis's `removeChannelsInSlot`).
+    /// `current` is the client whose command moved the slots, if one did.
+    pub(crate) fn drop_lost_slot_channels(&mut self, current: &mut Client) {
+        let Some(lost) = self.cluster.as_mut().map(|c| std::mem::take(&mut c.lost_slots)) else {
+            return;
+        };
+        if lost.is_empty() {
+            return;
+        }
+        let lost: std::collections::HashSet<u16> = lost.into_iter().collect();
+        let channels: Vec<Bytes> = self
+            .pubsub
+            .channel_names(Kind::Shard, None)
+            .into_iter()
+            .filter(|channel| lost.contains(&crate::cluster::slot::key_hash_slot(channel)))
+            .collect();
+        for channel in channels {
+            let subscribers = self.pubsub.subscribers(Kind::Shard, &channel).to_vec();
+            for id in subscribers {
+                self.pubsub.unsubscribe(Kind::Shard, &channel, id);
+                let notice = |left: usize| {
+                    Reply::Push(vec![
+                        Reply::bulk_static("sunsubscribe"),
+                        Reply::Bulk(channel.clone()),
+                        Reply::Int(left as i64),
+                    ])
+                };
+                if current.id == id {
+                    current.shard_channels.remove(&channel);
+                    current.inline_pushes.push(notice(current.shard_channels.len()));
+                } else if let Some(c) = self.clients.get_mut(&id) {
+                    c.shard_channels.remove(&channel);
+                    let mut msg = EncodedOnce::new(notice(c.shard_channels.len()));
+                    c.outbox.push(&msg.get(c.resp));
+                    self.check_output_limits(&self.clients[&id], true);
+                }
+            }
+        }
+    }
+
     fn deliver(&mut self, current: &mut Client, id: ClientId, msg: &mut EncodedOnce) {
         if current.holds_for(id) {
             current.inline_pushes.push(msg.reply.clone());
@@ -1572,6 +1614,7 @@ impl Engine {
         self.state.update_failover();
         if self.state.cluster_enabled() {
             self.state.cluster_cron();
+            self.state.drop_lost_slot_channels(&mut self.scripts.client);
         }
         if self.state.blocked_clients > 0 {
             // An expired stream tells its XREADGROUP waiters, as Redis's
