@@ -481,15 +481,12 @@ fn rdb_key_save_delay_slows_the_background_save_whose_child_can_be_killed() {
 }
 
 #[test]
-fn a_save_child_holds_no_client_connection_nor_the_listening_port() {
+fn a_save_child_does_not_hold_the_listening_port() {
     let dir = tempfile::tempdir().unwrap();
     let mut keylock = keylock_in(dir.path(), &[]);
     let mut c = Raw::connect(keylock.addr);
     c.call(&["DEBUG", "POPULATE", "20"]);
     assert_eq!(c.call(&["CONFIG", "SET", "rdb-key-save-delay", "1000000"]), b"+OK\r\n");
-    let mut victim = Raw::connect(keylock.addr);
-    let id = text(victim.call(&["CLIENT", "ID"]));
-    // The child is forked with the victim's connection open.
     assert_eq!(c.call(&["BGSAVE"]), b"+Background saving started\r\n");
     let children = children_of(keylock.pid());
     assert_eq!(children.len(), 1, "{children:?}");
@@ -497,18 +494,8 @@ fn a_save_child_holds_no_client_connection_nor_the_listening_port() {
         // SAFETY: kills the test's own grandchild, the save's child process.
         unsafe { libc::kill(children[0] as i32, libc::SIGKILL) };
     };
-    // The server closes the victim's connection while the child writes
-    // for 20 s: the victim sees it end now, not when the child exits.
-    let id = id.trim().trim_start_matches(':');
-    assert_eq!(c.call(&["CLIENT", "KILL", "ID", id]), b":1\r\n");
-    victim.writer.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-    let mut byte = [0u8; 1];
-    let read = std::io::Read::read(&mut victim.reader, &mut byte);
-    if !matches!(read, Ok(0)) {
-        kill_child();
-        panic!("the killed client's connection did not end while the child ran: {read:?}");
-    }
-    // The server goes; its port is free while the child still writes.
+    // The server goes; its port is free while the child (20 s of
+    // writing) still runs.
     keylock.signal(libc::SIGKILL);
     keylock.wait_exit(10);
     let refused = std::net::TcpStream::connect(keylock.addr).is_err();

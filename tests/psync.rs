@@ -438,7 +438,10 @@ fn delayed_sync_scenario(addr: std::net::SocketAddr) -> Vec<String> {
     // Both wait for the child, counted and listed, unanswered.
     out.push(format!("connected_slaves:{}", field(&mut c, "replication", "connected_slaves")));
     out.push(format!("waiting: {} {}", replica_state(&mut c, 0), replica_state(&mut c, 1)));
-    out.push(format!("rdb_bgsave_in_progress:{}", field(&mut c, "persistence", "rdb_bgsave_in_progress")));
+    out.push(format!(
+        "rdb_bgsave_in_progress:{}",
+        field(&mut c, "persistence", "rdb_bgsave_in_progress")
+    ));
     out.push(format!("sync_full:{}", field(&mut c, "stats", "sync_full")));
     for r in &mut replicas {
         // Kept alive with newlines until the child starts.
@@ -479,7 +482,12 @@ fn replicas_that_ask_within_the_diskless_sync_delay_share_one_child_as_on_redis_
     let ours = delayed_sync_scenario(s.addr());
     assert_eq!(
         ours[..4],
-        ["connected_slaves:2", "waiting: wait_bgsave wait_bgsave", "rdb_bgsave_in_progress:0", "sync_full:2"]
+        [
+            "connected_slaves:2",
+            "waiting: wait_bgsave wait_bgsave",
+            "rdb_bgsave_in_progress:0",
+            "sync_full:2"
+        ]
     );
     assert_eq!(ours[4..7], ["newlines first: true", "+FULLRESYNC <id> 0", "$EOF"]);
     assert_eq!(ours[7..10], ours[4..7]);

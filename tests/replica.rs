@@ -999,7 +999,9 @@ fn flushall_ends_the_child_writing_a_replicas_snapshot_and_the_replica_syncs_aga
     });
     // The replica, disconnected, asks again and gets the flushed dataset.
     assert_eq!(m.call(&["SET", "after", "1"]), b"+OK\r\n");
-    wait_until(10, "the second full synchronization", || info_value(&mut m, "stats", "sync_full") == "2");
+    wait_until(10, "the second full synchronization", || {
+        info_value(&mut m, "stats", "sync_full") == "2"
+    });
     wait_link_up(&mut k);
     wait_offsets_equal(&mut m, &mut k);
     assert_eq!(k.call(&["DBSIZE"]), b":1\r\n");
@@ -1027,8 +1029,8 @@ fn a_replica_that_reads_nothing_of_its_snapshot_is_dropped_after_repl_timeout() 
 
 #[test]
 fn a_replica_that_asks_while_a_child_writes_waits_for_the_next_child() {
-    // 1000 keys at 1 ms: the first child writes for 1 s.
-    let (master, mut m, _s, mut k) = replica_of_a_slow_child(1000);
+    // 1000 keys at 3 ms: the first child writes for 3 s.
+    let (master, mut m, _s, mut k) = replica_of_a_slow_child(3000);
     let forks = info_value(&mut m, "stats", "total_forks");
     let s2 = start();
     let mut k2 = Raw::connect(s2.addr());
@@ -1039,6 +1041,8 @@ fn a_replica_that_asks_while_a_child_writes_waits_for_the_next_child() {
     });
     // Not served by the running child, nor given one of its own.
     assert_eq!(info_value(&mut m, "stats", "total_forks"), forks);
+    // The next child is to be quick (the running one keeps its setting).
+    assert_eq!(m.call(&["CONFIG", "SET", "rdb-key-save-delay", "0"]), b"+OK\r\n");
     assert_eq!(m.call(&["SET", "during", "1"]), b"+OK\r\n");
     // The next child starts once the first is done.
     for r in [&mut k, &mut k2] {
@@ -1046,7 +1050,10 @@ fn a_replica_that_asks_while_a_child_writes_waits_for_the_next_child() {
         wait_offsets_equal(&mut m, r);
         assert_eq!(r.call(&["DBSIZE"]), b":1001\r\n");
     }
-    assert_eq!(info_value(&mut m, "stats", "total_forks").parse::<u64>().unwrap(), forks.parse::<u64>().unwrap() + 1);
+    assert_eq!(
+        info_value(&mut m, "stats", "total_forks").parse::<u64>().unwrap(),
+        forks.parse::<u64>().unwrap() + 1
+    );
 }
 
 #[test]
@@ -1093,4 +1100,43 @@ fn a_master_silent_after_psync_times_the_handshake_out_as_redis_logs_it() {
     let (_again, _) = master.accept().unwrap();
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(logged.contains("Timeout connecting to the MASTER..."), "{logged}");
+}
+
+#[test]
+fn shutdown_and_flushall_with_save_points_save_while_a_replicas_snapshot_child_runs() {
+    let (_master, mut m, _s, _k) = replica_of_a_slow_child(10_000);
+    assert_eq!(m.call(&["CONFIG", "SET", "save", "900 1"]), b"+OK\r\n");
+    // The child is killed first; the save follows (it was refused while
+    // the killed child still counted).
+    assert_eq!(m.call(&["FLUSHALL"]), b"+OK\r\n");
+    assert_eq!(info_value(&mut m, "persistence", "rdb_changes_since_last_save"), "0");
+    let (_master, mut m, _s, _k) = replica_of_a_slow_child(10_000);
+    assert_eq!(m.call(&["CONFIG", "SET", "save", "900 1"]), b"+OK\r\n");
+    // NOW: without waiting for the replica, which is still loading, to
+    // acknowledge the stream. Not refused ("-ERR Errors trying to
+    // SHUTDOWN" while the killed child counted).
+    m.send(&encode(&[b"SHUTDOWN", b"NOW"]));
+    m.writer.set_read_timeout(Some(std::time::Duration::from_secs(2))).unwrap();
+    let mut answer = String::new();
+    let _ = std::io::BufRead::read_line(&mut m.reader, &mut answer);
+    assert!(!answer.starts_with('-'), "SHUTDOWN refused: {answer}");
+}
+
+#[test]
+fn the_idle_timeout_spares_a_replica_waiting_for_its_snapshot() {
+    let master = start();
+    let mut m = Raw::connect(master.addr());
+    assert_eq!(m.call(&["SET", "k", "v"]), b"+OK\r\n");
+    assert_eq!(m.call(&["CONFIG", "SET", "timeout", "1"]), b"+OK\r\n");
+    assert_eq!(m.call(&["CONFIG", "SET", "repl-diskless-sync-delay", "3"]), b"+OK\r\n");
+    let s1 = start();
+    let mut k1 = Raw::connect(s1.addr());
+    replicaof(&mut k1, master.addr());
+    // It says nothing for 3 s and is not closed for it, as Redis spares
+    // replicas (and its master) from `timeout`.
+    wait_link_up(&mut k1);
+    // (The test's own idle connection is closed meanwhile.)
+    let mut m = Raw::connect(master.addr());
+    assert_eq!(info_value(&mut m, "stats", "sync_full"), "1");
+    assert_eq!(k1.call(&["GET", "k"]), b"$1\r\nv\r\n");
 }

@@ -486,7 +486,7 @@ fn bgrewriteaof(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     }
     // Redis forks neither beside another child nor inside a transaction
     // (where `deny_blocking` is set): the cron starts it later.
-    if ctx.state.persistence.child.is_some() || ctx.state.deny_blocking {
+    if ctx.state.rdb_child_active() || ctx.state.deny_blocking {
         ctx.state.aof_rewrites.scheduled = true;
         ctx.state.aof_rewrites.failures = 0;
         return Ok(Reply::status("Background append only file rewriting scheduled"));

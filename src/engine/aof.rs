@@ -504,7 +504,7 @@ impl State {
             }
             return;
         }
-        if self.aof_rewrites.scheduled && self.persistence.child.is_none() {
+        if self.aof_rewrites.scheduled && !self.rdb_child_active() {
             self.aof_rewrites.scheduled = false;
             let _ = self.bgrewriteaof(&codes());
             return;
@@ -513,7 +513,7 @@ impl State {
         let min_size = self.params.int("auto-aof-rewrite-min-size").unwrap_or(64 << 20).max(0) as u64;
         let Some(aof) = self.aof.as_ref() else { return };
         let size = aof.current_size + aof.base_size;
-        if percentage > 0 && self.persistence.child.is_none() && size > min_size {
+        if percentage > 0 && !self.rdb_child_active() && size > min_size {
             let base = aof.rewrite_base_size.max(1);
             let growth = (size.saturating_sub(base) * 100 / base) as i64;
             if growth >= percentage {
@@ -672,7 +672,7 @@ impl State {
         if self.aof_rewrites.running.is_some() {
             return Err("Background append only file rewriting already in progress".into());
         }
-        if self.persistence.child.is_some() {
+        if self.rdb_child_active() {
             return Err("child in progress".into());
         }
         self.aof_write();

@@ -1633,7 +1633,9 @@ impl Engine {
         if idle_timeout > 0 {
             let limit = idle_timeout * 1000;
             for c in self.state.clients.values() {
-                if !c.in_pubsub_mode() && !c.monitor && now.saturating_sub(c.last_interaction_ms) > limit {
+                // Not a replica (one waiting for its snapshot sends nothing)
+                // nor the master, as Redis's `clientsCronHandleTimeout`.
+                if !c.in_pubsub_mode() && !c.monitor && !c.is_replica && !c.is_master && now.saturating_sub(c.last_interaction_ms) > limit {
                     crate::log::verbose(format_args!("Closing idle client"));
                     c.outbox.close();
                 }

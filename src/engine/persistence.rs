@@ -537,21 +537,31 @@ pub(crate) fn child_exit(work: impl FnOnce() -> std::io::Result<()>) -> ! {
 /// server's own close of it: a client the server disconnected would not
 /// see its connection end, nor a port the server gave up be free, until
 /// the child exits.
+///
+/// Each socket's number is taken over by /dev/null rather than freed: a
+/// number the child's file could otherwise get is still written to by
+/// what the child inherited (the runtime's signal handler writes a byte
+/// to its socket on SIGTERM), and would write into the snapshot.
 fn close_inherited_sockets() {
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
-    let fds: Vec<libc::c_int> = dir
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
+    let fds: Vec<libc::c_int> = dir.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok()).collect();
+    // SAFETY: opens a descriptor owned here, closed below.
+    let null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if null < 0 {
+        return;
+    }
     for fd in fds {
         // SAFETY: `stat` is plain data, filled by fstat; a descriptor of
-        // this process that is a socket is closed in the child only.
+        // this process that is a socket is replaced in the child only.
         unsafe {
             let mut stat: libc::stat = std::mem::zeroed();
-            if libc::fstat(fd, &mut stat) == 0 && stat.st_mode & libc::S_IFMT == libc::S_IFSOCK {
-                libc::close(fd);
+            if fd != null && libc::fstat(fd, &mut stat) == 0 && stat.st_mode & libc::S_IFMT == libc::S_IFSOCK {
+                libc::dup2(null, fd);
             }
         }
     }
+    // SAFETY: the descriptor opened above.
+    unsafe { libc::close(null) };
 }
 
 /// Flushes stdout and stderr before a fork, so the child inherits no

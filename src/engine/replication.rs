@@ -72,6 +72,8 @@ pub struct Announced {
     /// newline a second, until [`State::start_pending_snapshot`] starts
     /// one.
     pub waiting_since: Option<Instant>,
+    /// How the log names it (see [`State::replica_name`]), from its SYNC.
+    pub name: String,
     /// While a child process writes its snapshot: the stream that
     /// follows the snapshot, held until the snapshot is all relayed and
     /// the replica has acknowledged it.
@@ -358,17 +360,24 @@ impl State {
             // that asked meanwhile are there (Redis's `syncCommand`).
             self.replicas.full_syncs += 1;
             self.enlist_replica(client.id, &client.outbox, Some(0));
+            let name = self.replica_name(client);
             if let Some(a) = self.replicas.announced.get_mut(&client.id) {
                 a.waiting_since = Some(Instant::now());
+                a.name = name;
             }
-            if !self.replicas.snapshot_children.is_empty() {
+            // Why it waits, in Redis's words (`syncCommand`).
+            if self.persistence.child.is_some() {
+                crate::log::notice(format_args!(
+                    "Can't attach the replica to the current BGSAVE. Waiting for next BGSAVE for SYNC"
+                ));
+            } else if !self.replicas.snapshot_children.is_empty() {
                 crate::log::notice(format_args!("Current BGSAVE has socket target. Waiting for next BGSAVE for SYNC"));
+            } else if self.params.int("repl-diskless-sync-delay").unwrap_or(5) > 0 {
+                crate::log::notice(format_args!("Delay next BGSAVE for diskless SYNC"));
             } else if self.child_active() {
                 crate::log::notice(format_args!(
                     "No BGSAVE in progress, but another BG operation is active. BGSAVE for replication delayed"
                 ));
-            } else if self.params.int("repl-diskless-sync-delay").unwrap_or(5) > 0 {
-                crate::log::notice(format_args!("Delay next BGSAVE for diskless SYNC"));
             }
             self.start_pending_snapshot(|| codes.to_vec());
             return Ok(Bytes::new());
@@ -428,9 +437,7 @@ impl State {
         };
         let delay = std::time::Duration::from_secs(self.params.int("repl-diskless-sync-delay").unwrap_or(5).max(0) as u64);
         let max = self.params.int("repl-diskless-sync-max-replicas").unwrap_or(0);
-        let now = self.params.value("repl-diskless-sync") == Some("no")
-            || longest >= delay
-            || (max > 0 && waiting.len() as i64 >= max);
+        let now = self.params.value("repl-diskless-sync") == Some("no") || longest >= delay || (max > 0 && waiting.len() as i64 >= max);
         if !now {
             return;
         }
@@ -502,7 +509,8 @@ impl State {
         self.persistence.forks += 1;
         self.replicas.snapshot_children.push(pid);
         self.persistence.latest_fork_usec = started.elapsed().as_micros() as u64;
-        crate::log::notice(format_args!("Starting BGSAVE for SYNC with target: replicas sockets (pid {pid})"));
+        crate::log::notice(format_args!("Starting BGSAVE for SYNC with target: replicas sockets"));
+        crate::log::notice(format_args!("Background RDB transfer started by pid {pid}"));
         self.replicas.relays.push(SnapshotRelay {
             targets: targets.to_vec(),
             pid,
@@ -539,7 +547,8 @@ impl State {
             return;
         }
         crate::log::notice(format_args!(
-            "Streamed RDB transfer with replica client id={client} succeeded (socket). Waiting for REPLCONF ACK from slave to enable streaming"
+            "Streamed RDB transfer with replica {} succeeded (socket). Waiting for REPLCONF ACK from slave to enable streaming",
+            a.name
         ));
         a.snapshot_relayed = true;
         if a.snapshot_acked {
@@ -558,6 +567,8 @@ impl State {
         let Some(outbox) = a.outbox.clone() else { return };
         let Some(held) = a.held.take() else { return };
         (a.snapshot_relayed, a.snapshot_acked) = (false, false);
+        // Online now: its lag counts from here (Redis's `replicaPutOnline`).
+        a.ack_secs = self.clock.now_ms() / 1000;
         a.after_snapshot = Some(held.len() as u64);
         if let Some(mut out) = outbox.writable() {
             out.extend_from_slice(&held);
@@ -785,6 +796,7 @@ impl State {
             let Some(replica) = self.clients.get_mut(id) else { continue };
             if replica.outbox.unwritten() as u64 <= after {
                 announced.after_snapshot = None;
+                announced.ack_secs = self.clock.now_ms() / 1000;
                 replica.replica_online = true;
                 replica.outbox.set_class(replica.output_class());
             }

@@ -105,10 +105,6 @@ async fn relay_pipe(shared: &Shared, targets: &mut [Target], pipe: std::os::fd::
     if !nonblocking {
         return false;
     }
-    let timeout = {
-        let engine = shared.engine.borrow();
-        Duration::from_secs(engine.state.params.int("repl-timeout").unwrap_or(60).max(1) as u64)
-    };
     // SAFETY: an OwnedFd stays open, on the same pipe, for as long as
     // the AsyncFd that owns it.
     let Ok(pipe) = (unsafe { AsyncFd::register(pipe) }) else {
@@ -116,6 +112,11 @@ async fn relay_pipe(shared: &Shared, targets: &mut [Target], pipe: std::os::fd::
     };
     let mut buf = vec![0u8; 1 << 16];
     loop {
+        // Read each time: CONFIG SET applies to a transfer under way.
+        let timeout = {
+            let engine = shared.engine.borrow();
+            Duration::from_secs(engine.state.params.int("repl-timeout").unwrap_or(60).max(1) as u64)
+        };
         let mut full = false;
         for t in targets.iter_mut().filter(|t| t.up) {
             if t.outbox.close_request() != CloseRequest::Open || !shared.engine.borrow().state.clients.contains_key(&t.client) {
@@ -129,9 +130,17 @@ async fn relay_pipe(shared: &Shared, targets: &mut [Target], pipe: std::os::fd::
             t.waiting = unwritten;
             if unwritten > HIGH_WATER {
                 if t.moved_at.elapsed() > timeout {
+                    let name = shared
+                        .engine
+                        .borrow()
+                        .state
+                        .replicas
+                        .announced
+                        .get(&t.client)
+                        .map(|a| a.name.clone());
                     crate::log::warning(format_args!(
-                        "Disconnecting timedout replica (full sync): client id={}",
-                        t.client
+                        "Disconnecting timedout replica (full sync): {}",
+                        name.unwrap_or_default()
                     ));
                     t.outbox.close_now();
                     t.up = false;
@@ -169,7 +178,7 @@ async fn relay_pipe(shared: &Shared, targets: &mut [Target], pipe: std::os::fd::
         match read {
             Ok(Ok(0)) => {
                 let up = targets.iter().filter(|t| t.up).count();
-                crate::log::notice(format_args!(
+                crate::log::warning(format_args!(
                     "Diskless rdb transfer, done reading from pipe, {up} replicas still up."
                 ));
                 return true;
