@@ -337,28 +337,31 @@ pub struct Binary {
 }
 
 impl Binary {
+    /// Started as [`start_with`] starts one in-process: a replica's full
+    /// synchronization starts at once unless `extra` says otherwise.
     pub fn start(extra: &[&str]) -> Binary {
         Binary::start_program(env!("CARGO_BIN_EXE_keylock"), extra)
     }
 
     /// [`Binary::start`] with another build of keylock (a release one).
     pub fn start_program(program: &str, extra: &[&str]) -> Binary {
-        Binary::spawn(Command::new(program), extra)
+        let mut command = Command::new(program);
+        command.args(["--repl-diskless-sync-delay", "0"]);
+        Binary::spawn(command, extra)
     }
 
-    /// [`Binary::start`] reading the config file `conf` first, as
-    /// `keylock conf --port 0 extra…`.
+    /// Keylock reading the config file `conf` first, as `keylock conf
+    /// --port 0 extra…`, with nothing else set (its CONFIG REWRITE is to
+    /// be what the file and `extra` make).
     pub fn start_from_file(conf: &std::path::Path, extra: &[&str]) -> Binary {
         let mut command = Command::new(env!("CARGO_BIN_EXE_keylock"));
         command.arg(conf);
         Binary::spawn(command, extra)
     }
 
-    /// Started as [`start_with`] starts one in-process: a replica's full
-    /// synchronization starts at once unless `extra` says otherwise.
     fn spawn(mut command: Command, extra: &[&str]) -> Binary {
         let mut child = command
-            .args(["--port", "0", "--repl-diskless-sync-delay", "0"])
+            .args(["--port", "0"])
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
