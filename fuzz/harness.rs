@@ -146,9 +146,10 @@ pub fn restore(data: &[u8]) {
     );
 }
 
-/// The script now running and when it must end: one thread for the whole
-/// process sets its halt flag once the deadline passes.
-static RUNNING: Mutex<Option<(Arc<AtomicBool>, Instant)>> = Mutex::new(None);
+/// The scripts now running (tests run them on several threads at once)
+/// and when each must end: one thread for the whole process sets a
+/// script's halt flag once its deadline passes.
+static RUNNING: Mutex<Vec<(Arc<AtomicBool>, Instant)>> = Mutex::new(Vec::new());
 
 fn watch(halt: &Arc<AtomicBool>, limit: Duration) {
     static WATCHER: OnceLock<()> = OnceLock::new();
@@ -156,15 +157,18 @@ fn watch(halt: &Arc<AtomicBool>, limit: Duration) {
         std::thread::spawn(|| {
             loop {
                 std::thread::sleep(Duration::from_millis(10));
-                if let Some((halt, deadline)) = &*RUNNING.lock().unwrap_or_else(|e| e.into_inner())
-                    && Instant::now() > *deadline
-                {
-                    halt.store(true, Ordering::Relaxed);
+                for (halt, deadline) in RUNNING.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                    if Instant::now() > *deadline {
+                        halt.store(true, Ordering::Relaxed);
+                    }
                 }
             }
         });
     });
-    *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) = Some((halt.clone(), Instant::now() + limit));
+    RUNNING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((halt.clone(), Instant::now() + limit));
 }
 
 pub fn script(data: &[u8]) {
@@ -194,7 +198,10 @@ pub fn script(data: &[u8]) {
         out.clear();
         engine.run_batch(1, vec![argv], &mut out);
     }
-    *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    RUNNING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|(running, _)| !Arc::ptr_eq(running, &halt));
 }
 
 pub fn rdb(data: &[u8]) {
