@@ -218,10 +218,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("current_save_keys_processed:0");
             line!("current_save_keys_total:0");
             line!("rdb_changes_since_last_save:{}", st.dirty - st.dirty_at_save);
-            line!(
-                "rdb_bgsave_in_progress:{}",
-                u8::from(p.child.is_some() || !st.replicas.snapshot_children.is_empty())
-            );
+            line!("rdb_bgsave_in_progress:{}", u8::from(st.rdb_child_active()));
             line!("rdb_last_save_time:{}", p.lastsave);
             line!("rdb_last_bgsave_status:{}", if p.last_bgsave_ok { "ok" } else { "err" });
             line!("rdb_last_bgsave_time_sec:{}", p.last_bgsave_secs);

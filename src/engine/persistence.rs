@@ -470,7 +470,7 @@ impl State {
             }
             return;
         }
-        if self.aof_rewrites.running.is_some() || !self.replicas.snapshot_children.is_empty() {
+        if self.child_active() {
             return;
         }
         let now = self.clock.now_ms() / 1000;

@@ -570,11 +570,7 @@ impl State {
         // Online now: its lag counts from here (Redis's `replicaPutOnline`).
         a.ack_secs = self.clock.now_ms() / 1000;
         a.after_snapshot = Some(held.len() as u64);
-        if let Some(mut out) = outbox.writable() {
-            out.extend_from_slice(&held);
-            out.place(false);
-        }
-        outbox.wake();
+        send_raw(&outbox, &held);
         self.note_replicas_online();
     }
 
@@ -766,12 +762,7 @@ impl State {
                 continue;
             }
             if let Some(replica) = self.clients.get(id) {
-                if let Some(mut out) = replica.outbox.writable() {
-                    // In whole chunks, never a chunk regrown past its size.
-                    out.extend_from_slice(bytes);
-                    out.place(false);
-                }
-                replica.outbox.wake();
+                send_raw(&replica.outbox, bytes);
                 if let Some(after) = self.replicas.announced.get_mut(id).and_then(|a| a.after_snapshot.as_mut()) {
                     *after += bytes.len() as u64;
                 }
@@ -874,8 +865,9 @@ impl State {
     }
 }
 
-/// Queues `bytes` in a replica's output, outside any reply.
-fn send_raw(outbox: &super::Outbox, bytes: &[u8]) {
+/// Queues `bytes` in a replica's output, outside any reply: in whole
+/// chunks, never a chunk regrown past its size.
+pub(crate) fn send_raw(outbox: &super::Outbox, bytes: &[u8]) {
     if let Some(mut out) = outbox.writable() {
         out.extend_from_slice(bytes);
         out.place(false);

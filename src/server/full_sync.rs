@@ -185,12 +185,7 @@ async fn relay_pipe(shared: &Shared, targets: &mut [Target], pipe: std::os::fd::
             }
             Ok(Ok(n)) => {
                 for t in targets.iter_mut().filter(|t| t.up) {
-                    if let Some(mut out) = t.outbox.writable() {
-                        // In whole chunks, as the stream is written.
-                        out.extend_from_slice(&buf[..n]);
-                        out.place(false);
-                    }
-                    t.outbox.wake();
+                    crate::engine::replication::send_raw(&t.outbox, &buf[..n]);
                     t.waiting += n;
                 }
             }
