@@ -43,6 +43,8 @@ pub struct Reader<'a> {
     buf: &'a [u8],
     at: usize,
     options: &'a DecodeOptions,
+    /// A read wanted bytes past the end of `buf`: as many as this in all.
+    wanted: Option<usize>,
 }
 
 /// A length as `rdbLoadLen` reads it: a count, or a special string
@@ -54,7 +56,12 @@ enum Len {
 
 impl<'a> Reader<'a> {
     pub fn new(buf: &'a [u8], options: &'a DecodeOptions) -> Reader<'a> {
-        Reader { buf, at: 0, options }
+        Reader {
+            buf,
+            at: 0,
+            options,
+            wanted: None,
+        }
     }
 
     /// Bytes read so far.
@@ -72,16 +79,24 @@ impl<'a> Reader<'a> {
         self.buf.len() - self.at
     }
 
+    /// If a read failed for want of bytes past the end of the buffer (so
+    /// that more of the file could make it succeed), rather than for what
+    /// the bytes say: how long the buffer would have to be, at least.
+    pub fn wanted(&self) -> Option<usize> {
+        self.wanted
+    }
+
     /// One byte (an opcode or a type).
     pub fn u8(&mut self) -> Option<u8> {
-        let b = *self.buf.get(self.at)?;
-        self.at += 1;
-        Some(b)
+        self.take(1).map(|b| b[0])
     }
 
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let end = self.at.checked_add(n)?;
-        let bytes = self.buf.get(self.at..end)?;
+        let Some(bytes) = self.buf.get(self.at..end) else {
+            self.wanted = Some(end);
+            return None;
+        };
         self.at = end;
         Some(bytes)
     }
@@ -127,7 +142,8 @@ impl<'a> Reader<'a> {
     /// reads as u64::MAX after its one byte, as in Redis, where only a
     /// short read is an error.
     fn len_or_max(&mut self) -> Option<u64> {
-        let first = *self.buf.get(self.at)?;
+        let first = *self.take(1)?.first()?;
+        self.at -= 1;
         if first >> 6 == 2 && first != 0x80 && first != 0x81 {
             self.at += 1;
             return Some(u64::MAX);
@@ -139,7 +155,12 @@ impl<'a> Reader<'a> {
     /// the bytes left could hold that many.
     fn count(&mut self, min_bytes: usize) -> Option<usize> {
         let n = usize::try_from(self.len()?).ok()?;
-        (n.checked_mul(min_bytes)? <= self.remaining()).then_some(n)
+        let bytes = n.checked_mul(min_bytes)?;
+        if bytes > self.remaining() {
+            self.wanted = self.at.checked_add(bytes);
+            return None;
+        }
+        Some(n)
     }
 
     /// `rdbGenericLoadStringObject`: plain, integer or LZF.

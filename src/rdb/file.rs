@@ -17,7 +17,7 @@
 
 use std::io::{self, Write};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use super::decode::{self, Reader};
 use super::encode::{self, write_len, write_string};
@@ -190,73 +190,220 @@ pub fn read_with_progress(
     now_ms: u64,
     progress: &mut dyn FnMut(usize) -> bool,
 ) -> Result<Loaded, LoadError> {
-    let fail = |what: &str| LoadError(what.to_string(), 0);
-    if file.len() < 9 || &file[..5] != b"REDIS" {
-        return Err(fail("Wrong signature trying to load DB from file"));
-    }
-    let version: u16 = std::str::from_utf8(&file[5..9])
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| fail("Wrong signature trying to load DB from file"))?;
-    if !(1..=RDB_VERSION).contains(&version) {
-        return Err(LoadError(format!("Can't handle RDB format version {version}"), 0));
-    }
-    let mut r = Reader::new(file, options);
-    r.bytes(9);
-    read_body(file, version, &mut r, databases, now_ms, progress).map_err(|text| LoadError(text, r.position()))
+    let mut loader = Loader::new(databases, options, now_ms);
+    loader.feed(file, true, progress)?;
+    Ok(loader.loaded)
 }
 
-/// The file after its header: the error is Redis's text.
-fn read_body(
-    file: &[u8],
-    version: u16,
-    r: &mut Reader,
+/// What the source of a file read as it arrives gives.
+pub enum Piece {
+    /// The next bytes.
+    Bytes(Bytes),
+    /// Nothing yet, after a short wait.
+    Idle,
+    /// The end: there is no more.
+    End,
+}
+
+/// Reads an RDB file as it arrives (a master's snapshot parsed from the
+/// socket, Redis's diskless load): `next(patient)` gives the next bytes,
+/// waiting as long as it takes if `patient`, else only briefly. Only the
+/// key being read is held, not the file. Returns what was loaded and the
+/// bytes `next` gave past the file's end (a replication stream's EOF
+/// mark, and what follows it).
+pub fn read_streamed(
+    next: &mut dyn FnMut(bool) -> Piece,
     databases: usize,
+    options: &DecodeOptions,
     now_ms: u64,
     progress: &mut dyn FnMut(usize) -> bool,
-) -> Result<Loaded, String> {
-    let fail = |what: &str| what.to_string();
-    let short = || fail("Short read or OOM loading DB. Unrecoverable error, aborting now.");
-    let mut loaded = Loaded {
-        dbs: (0..databases).map(|_| Vec::new()).collect(),
-        ..Loaded::default()
-    };
-    let mut db = 0usize;
-    let mut deadline: Option<u64> = None;
+) -> Result<(Loaded, BytesMut), LoadError> {
+    let mut loader = Loader::new(databases, options, now_ms);
+    let mut pending = BytesMut::new();
+    // An item that did not parse is read again once the bytes it needs at
+    // least are in, and then either twice as many bytes as last time or
+    // none for a while: a value arriving in many reads is parsed about
+    // twice, not once a read, and the last key of a file whose end is not
+    // known (followed by nothing yet) is not left waiting.
+    let mut wanted = 0;
+    let mut plenty = 1;
+    let mut complete = false;
     loop {
-        let op = r.u8().ok_or_else(short)?;
-        match op {
-            OP_EXPIRETIME => {
-                let secs = r.bytes(4).ok_or_else(short)?;
-                deadline = Some(u32::from_le_bytes(secs.try_into().unwrap_or_default()) as u64 * 1000);
+        while !complete && pending.len() < plenty {
+            match next(pending.len() < wanted) {
+                Piece::Bytes(bytes) => pending.extend_from_slice(&bytes),
+                Piece::Idle => break,
+                Piece::End => complete = true,
             }
-            OP_EXPIRETIME_MS => {
-                let ms = r.bytes(8).ok_or_else(short)?;
-                deadline = Some(u64::from_le_bytes(ms.try_into().unwrap_or_default()));
+        }
+        let used = loader.feed(&pending, complete, progress)?;
+        let _ = pending.split_to(used);
+        if loader.done {
+            return Ok((loader.loaded, pending));
+        }
+        wanted = loader.wanted.max(pending.len() + 1);
+        plenty = pending.len().saturating_mul(2).max(wanted);
+    }
+}
+
+/// Where a [`Loader`] is in the file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Header,
+    Body,
+    Checksum,
+}
+
+/// An RDB file read item by item (an opcode and what follows it), from
+/// bytes given as they come: an item that is not all there is read again
+/// when more is.
+struct Loader<'o> {
+    options: &'o DecodeOptions,
+    databases: usize,
+    now_ms: u64,
+    part: Part,
+    version: u16,
+    loaded: Loaded,
+    db: usize,
+    deadline: Option<u64>,
+    /// The CRC64 of every byte read so far.
+    digest: crc::Digest<'static, u64, crc::Table<16>>,
+    /// Bytes read so far.
+    at: usize,
+    /// When the last [`Loader::feed`] stopped at an item not all there:
+    /// how many bytes after those read it needs, at least.
+    wanted: usize,
+    done: bool,
+}
+
+/// What one item of the body is.
+enum Item {
+    Deadline(u64),
+    Skip,
+    End,
+    SelectDb(u64),
+    Aux(Bytes, Bytes),
+    Function(Bytes),
+    Key(Bytes, Value),
+}
+
+impl<'o> Loader<'o> {
+    fn new(databases: usize, options: &'o DecodeOptions, now_ms: u64) -> Loader<'o> {
+        Loader {
+            options,
+            databases,
+            now_ms,
+            part: Part::Header,
+            version: RDB_VERSION,
+            loaded: Loaded {
+                dbs: (0..databases).map(|_| Vec::new()).collect(),
+                ..Loaded::default()
+            },
+            db: 0,
+            deadline: None,
+            digest: super::CRC.digest(),
+            at: 0,
+            wanted: 0,
+            done: false,
+        }
+    }
+
+    /// Reads the whole items `buf` holds (the bytes after those read so
+    /// far); `complete` says no more will come, so an item cut short is
+    /// an error. Returns how many bytes were read.
+    fn feed(&mut self, buf: &[u8], complete: bool, progress: &mut dyn FnMut(usize) -> bool) -> Result<usize, LoadError> {
+        let mut used = 0;
+        while !self.done {
+            let rest = &buf[used..];
+            let read = match self.part {
+                Part::Header => self.header(rest, complete),
+                Part::Body => self.item(rest, complete, progress),
+                Part::Checksum => self.checksum(rest, complete),
             }
-            OP_FREQ => {
-                r.u8().ok_or_else(short)?;
+            .map_err(|(text, at)| LoadError(text, self.at + at))?;
+            let Some(n) = read else {
+                break;
+            };
+            self.digest.update(&rest[..n]);
+            self.at += n;
+            used += n;
+        }
+        Ok(used)
+    }
+
+    /// `REDIS` and a version Redis 7.0 reads.
+    fn header(&mut self, buf: &[u8], complete: bool) -> Result<Option<usize>, (String, usize)> {
+        let wrong = || ("Wrong signature trying to load DB from file".to_string(), 0);
+        if buf.len() < 9 {
+            self.wanted = 9;
+            return if complete { Err(wrong()) } else { Ok(None) };
+        }
+        if &buf[..5] != b"REDIS" {
+            return Err(wrong());
+        }
+        let version: u16 = std::str::from_utf8(&buf[5..9])
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(wrong)?;
+        if !(1..=RDB_VERSION).contains(&version) {
+            return Err((format!("Can't handle RDB format version {version}"), 0));
+        }
+        self.version = version;
+        self.part = Part::Body;
+        Ok(Some(9))
+    }
+
+    /// The CRC64 of everything before it (from version 5; zero is none).
+    fn checksum(&mut self, buf: &[u8], complete: bool) -> Result<Option<usize>, (String, usize)> {
+        if self.version < 5 {
+            self.done = true;
+            return Ok(Some(0));
+        }
+        let Some(stored) = buf.get(..8) else {
+            self.wanted = 8;
+            return if complete { Err((SHORT.to_string(), buf.len())) } else { Ok(None) };
+        };
+        let stored = u64::from_le_bytes(stored.try_into().unwrap_or_default());
+        if stored != 0 && stored != self.digest.clone().finalize() {
+            // Redis names the offset after the checksum read.
+            return Err(("Wrong RDB checksum. Aborting now.".to_string(), 8));
+        }
+        self.done = true;
+        Ok(Some(8))
+    }
+
+    /// One item of the body, read and then applied: None if `buf` does
+    /// not hold all of it yet.
+    fn item(&mut self, buf: &[u8], complete: bool, progress: &mut dyn FnMut(usize) -> bool) -> Result<Option<usize>, (String, usize)> {
+        let mut r = Reader::new(buf, self.options);
+        let item = match parse_item(&mut r) {
+            Ok(item) => item,
+            // Cut short: read again when more is in.
+            Err(_) if r.wanted().is_some() && !complete => {
+                self.wanted = r.wanted().unwrap_or(0);
+                return Ok(None);
             }
-            OP_IDLE => {
-                r.length().ok_or_else(short)?;
-            }
-            OP_EOF => break,
-            OP_SELECTDB => {
-                let n = r.length().ok_or_else(short)? as usize;
-                if n >= databases {
-                    return Err(format!(
-                        "FATAL: Data file was created with a Redis server configured to handle more than {databases} databases. Exiting"
+            Err(text) => return Err((text, r.position())),
+        };
+        let used = r.position();
+        match item {
+            Item::Deadline(at) => self.deadline = Some(at),
+            Item::Skip => {}
+            Item::End => self.part = Part::Checksum,
+            Item::SelectDb(n) => {
+                if n >= self.databases as u64 {
+                    return Err((
+                        format!(
+                            "FATAL: Data file was created with a Redis server configured to handle more than {} databases. Exiting",
+                            self.databases
+                        ),
+                        used,
                     ));
                 }
-                db = n;
+                self.db = n as usize;
             }
-            OP_RESIZEDB => {
-                r.length().ok_or_else(short)?;
-                r.length().ok_or_else(short)?;
-            }
-            OP_AUX => {
-                let key = r.string().ok_or_else(short)?;
-                let value = r.string().ok_or_else(short)?;
+            Item::Aux(key, value) => {
+                let loaded = &mut self.loaded;
                 let text = || std::str::from_utf8(&value).ok();
                 match &key[..] {
                     b"repl-stream-db" => loaded.stream_db = text().and_then(|v| v.parse().ok()),
@@ -266,39 +413,75 @@ fn read_body(
                     _ => {}
                 }
             }
-            OP_MODULE_AUX => return Err(fail("The RDB file contains AUX module data I can't load: no matching module")),
-            OP_FUNCTION2 => loaded.libraries.push(r.string().ok_or_else(short)?),
-            OP_FUNCTION => return Err(fail("Pre-release function format not supported.")),
-            kind => {
-                let key = r.string().ok_or_else(short)?;
-                let value = decode::read_typed(kind, r)
-                    .ok_or_else(|| format!("Bad data format loading key '{}'", String::from_utf8_lossy(&key)))?;
-                match deadline.take() {
-                    Some(at) if at <= now_ms => {
-                        loaded.expired += 1;
-                        loaded.expired_keys.push((db, key));
+            Item::Function(code) => self.loaded.libraries.push(code),
+            Item::Key(key, value) => {
+                match self.deadline.take() {
+                    Some(at) if at <= self.now_ms => {
+                        self.loaded.expired += 1;
+                        self.loaded.expired_keys.push((self.db, key));
                     }
-                    at => loaded.dbs[db].push((key, value, at)),
+                    at => self.loaded.dbs[self.db].push((key, value, at)),
                 }
-                if !progress(r.position()) {
-                    return Err(fail("Loading stopped"));
+                if !progress(self.at + used) {
+                    return Err(("Loading stopped".to_string(), used));
                 }
             }
         }
+        Ok(Some(used))
     }
-    if version >= 5 {
-        let end = r.position();
-        let stored = r.bytes(8).ok_or_else(short)?;
-        let stored = u64::from_le_bytes(stored.try_into().unwrap_or_default());
-        if stored != 0 && stored != super::crc64(&file[..end]) {
-            return Err(fail("Wrong RDB checksum. Aborting now."));
+}
+
+const SHORT: &str = "Short read or OOM loading DB. Unrecoverable error, aborting now.";
+
+/// One opcode and what follows it; the error is Redis's text.
+fn parse_item(r: &mut Reader) -> Result<Item, String> {
+    let short = || SHORT.to_string();
+    let op = r.u8().ok_or_else(short)?;
+    Ok(match op {
+        OP_EXPIRETIME => {
+            let secs = r.bytes(4).ok_or_else(short)?;
+            Item::Deadline(u32::from_le_bytes(secs.try_into().unwrap_or_default()) as u64 * 1000)
         }
-    }
-    Ok(loaded)
+        OP_EXPIRETIME_MS => {
+            let ms = r.bytes(8).ok_or_else(short)?;
+            Item::Deadline(u64::from_le_bytes(ms.try_into().unwrap_or_default()))
+        }
+        OP_FREQ => {
+            r.u8().ok_or_else(short)?;
+            Item::Skip
+        }
+        OP_IDLE => {
+            r.length().ok_or_else(short)?;
+            Item::Skip
+        }
+        OP_EOF => Item::End,
+        OP_SELECTDB => Item::SelectDb(r.length().ok_or_else(short)?),
+        OP_RESIZEDB => {
+            r.length().ok_or_else(short)?;
+            r.length().ok_or_else(short)?;
+            Item::Skip
+        }
+        OP_AUX => {
+            let key = r.string().ok_or_else(short)?;
+            let value = r.string().ok_or_else(short)?;
+            Item::Aux(key, value)
+        }
+        OP_MODULE_AUX => return Err("The RDB file contains AUX module data I can't load: no matching module".into()),
+        OP_FUNCTION2 => Item::Function(r.string().ok_or_else(short)?),
+        OP_FUNCTION => return Err("Pre-release function format not supported.".into()),
+        kind => {
+            let key = r.string().ok_or_else(short)?;
+            let value =
+                decode::read_typed(kind, r).ok_or_else(|| format!("Bad data format loading key '{}'", String::from_utf8_lossy(&key)))?;
+            Item::Key(key, value)
+        }
+    })
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::VecDeque;
+
     use super::*;
 
     fn save(entries: &[(&[u8], Value, Option<u64>)], libraries: &[&[u8]]) -> Vec<u8> {
@@ -346,5 +529,125 @@ mod tests {
         assert!(read(b"RADIS0010", 16, &DecodeOptions::default(), 0).is_err());
         let truncated = save(&[(b"s", Value::Str(Bytes::from("hello")), None)], &[]);
         assert!(read(&truncated[..truncated.len() - 9], 16, &DecodeOptions::default(), 0).is_err());
+    }
+
+    /// `file` read by [`read_streamed`] in pieces of `size` bytes, then
+    /// `after`; also how many pieces were asked for. The bytes past the
+    /// file are those read past it and then those not asked for.
+    fn streamed(file: &[u8], size: usize, after: &[u8]) -> (Result<(Loaded, BytesMut), LoadError>, usize) {
+        let mut pieces: VecDeque<Bytes> = file.chunks(size).map(Bytes::copy_from_slice).collect();
+        if !after.is_empty() {
+            pieces.push_back(Bytes::copy_from_slice(after));
+        }
+        let mut asked = 0;
+        let result = read_streamed(
+            &mut |_| {
+                asked += 1;
+                pieces.pop_front().map_or(Piece::End, Piece::Bytes)
+            },
+            16,
+            &DecodeOptions::default(),
+            100,
+            &mut |_| true,
+        )
+        .map(|(loaded, mut rest)| {
+            pieces.iter().for_each(|p| rest.extend_from_slice(p));
+            (loaded, rest)
+        });
+        (result, asked)
+    }
+
+    fn big_file() -> Vec<u8> {
+        let long = Value::Str(Bytes::from(vec![b'x'; 100_000]));
+        let list = Box::new((0..2000).map(|i| Bytes::from(format!("item-{i}"))).collect());
+        save(
+            &[
+                (b"s", Value::Str(Bytes::from("hello")), None),
+                (b"long", long, Some(5_000)),
+                (b"list", Value::List(list), None),
+                (b"gone", Value::Str(Bytes::from("x")), Some(10)),
+            ],
+            &[b"#!lua name=lib\nredis.register_function('f', function() return 1 end)"],
+        )
+    }
+
+    fn summary(loaded: &Loaded) -> Vec<(Bytes, Option<u64>)> {
+        loaded.dbs[3].iter().map(|(k, _, at)| (k.clone(), *at)).collect()
+    }
+
+    #[test]
+    fn a_file_read_as_it_arrives_loads_as_the_whole_file_and_keeps_what_follows() {
+        let file = big_file();
+        let whole = read(&file, 16, &DecodeOptions::default(), 100).unwrap();
+        for size in [1, 7, 100, 4096, 65536, file.len()] {
+            let (result, _) = streamed(&file, size, b"MARK+stream");
+            let (loaded, rest) = result.unwrap();
+            assert_eq!(summary(&loaded), summary(&whole), "pieces of {size}");
+            let dumps = |l: &Loaded| -> Vec<Vec<u8>> {
+                l.dbs[3]
+                    .iter()
+                    .map(|(_, v, _)| crate::rdb::dump(v, &EncodeOptions::default()))
+                    .collect()
+            };
+            assert_eq!(dumps(&loaded), dumps(&whole));
+            assert_eq!(loaded.libraries, whole.libraries);
+            assert_eq!(loaded.expired, 1);
+            assert_eq!(&rest[..], b"MARK+stream", "pieces of {size}");
+        }
+    }
+
+    #[test]
+    fn a_file_read_as_it_arrives_is_refused_when_cut_short_or_damaged() {
+        let file = big_file();
+        for cut in [5, 9, 20, file.len() / 2, file.len() - 1] {
+            let (result, _) = streamed(&file[..cut], 1000, b"");
+            assert!(result.is_err(), "cut at {cut}");
+        }
+        let mut damaged = file.clone();
+        let at = damaged.len() - 3;
+        damaged[at] ^= 0xff;
+        let (result, _) = streamed(&damaged, 1000, b"");
+        assert_eq!(result.err().unwrap().0, "Wrong RDB checksum. Aborting now.");
+    }
+
+    #[test]
+    fn damage_is_found_where_it_is_without_waiting_for_the_rest() {
+        let mut file = big_file();
+        // The first key's type byte becomes one no file has.
+        let at = file.windows(2).position(|w| w == [0, 1]).unwrap();
+        assert_eq!(&file[at + 1..at + 3], b"\x01s");
+        file[at] = 0xf0;
+        let (result, asked) = streamed(&file, 100, b"");
+        let error = result.err().unwrap();
+        assert_eq!(error.0, "Bad data format loading key 's'");
+        assert!(asked < file.len() / 100 / 2, "read {asked} pieces of {}", file.len() / 100);
+        assert_eq!(read(&file, 16, &DecodeOptions::default(), 0).err().unwrap(), error);
+    }
+
+    #[test]
+    fn a_file_whose_end_is_not_told_loads_from_what_has_come() {
+        // A master's snapshot ended by a mark: after the mark, nothing
+        // comes for a while; the parser must not wait for more than the
+        // file needs.
+        let file = big_file();
+        for size in [1000, 65536] {
+            let mut pieces: VecDeque<Bytes> = file.chunks(size).map(Bytes::copy_from_slice).collect();
+            pieces.push_back(Bytes::from_static(b"MARK"));
+            let result = read_streamed(
+                &mut |patient| match pieces.pop_front() {
+                    Some(bytes) => Piece::Bytes(bytes),
+                    None if patient => panic!("waited for bytes the file does not need"),
+                    None => Piece::Idle,
+                },
+                16,
+                &DecodeOptions::default(),
+                100,
+                &mut |_| true,
+            );
+            let (loaded, mut rest) = result.unwrap();
+            pieces.iter().for_each(|p| rest.extend_from_slice(p));
+            assert_eq!(loaded.dbs[3].len(), 3);
+            assert_eq!(&rest[..], b"MARK");
+        }
     }
 }
