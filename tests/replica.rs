@@ -1140,3 +1140,132 @@ fn the_idle_timeout_spares_a_replica_waiting_for_its_snapshot() {
     assert_eq!(info_value(&mut m, "stats", "sync_full"), "1");
     assert_eq!(k1.call(&["GET", "k"]), b"$1\r\nv\r\n");
 }
+
+#[test]
+fn with_diskless_load_a_slow_load_makes_a_slow_reader_of_the_replica() {
+    let master = start_with(|c| c.set("enable-debug-command", &["yes"]).unwrap());
+    let mut m = Raw::connect(master.addr());
+    // 40 MB, far more than the socket's buffers and what the master
+    // relays ahead; at 1 ms a key the replica loads for 4 s.
+    assert_eq!(m.call(&["DEBUG", "POPULATE", "4000", "key", "10000"]), b"+OK\r\n");
+    assert_eq!(m.call(&["CONFIG", "SET", "rdbcompression", "no"]), b"+OK\r\n");
+    let s = start_with(|c| c.set("enable-debug-command", &["yes"]).unwrap());
+    let mut k = Raw::connect(s.addr());
+    assert_eq!(k.call(&["CONFIG", "SET", "repl-diskless-load", "swapdb"]), b"+OK\r\n");
+    assert_eq!(k.call(&["CONFIG", "SET", "key-load-delay", "1000"]), b"+OK\r\n");
+    replicaof(&mut k, master.addr());
+    wait_until(10, "the snapshot to start loading", || {
+        field(&k.call(&["INFO", "persistence"]), "loading") == "1"
+    });
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    // The replica reads the snapshot as it parses it, so the master's
+    // child still waits to write the rest (as with Redis's diskless
+    // load); a replica that read it all first would have let it finish.
+    assert_eq!(info_value(&mut m, "persistence", "rdb_bgsave_in_progress"), "1");
+    let replication = info(&mut k);
+    let read: u64 = field(&replication, "master_sync_read_bytes").parse().unwrap();
+    assert!(read < 30 << 20, "{read} bytes read");
+    assert_eq!(field(&replication, "master_sync_total_bytes"), "-1");
+    assert_eq!(k.call(&["CONFIG", "SET", "key-load-delay", "0"]), b"+OK\r\n");
+    wait_link_up(&mut k);
+    wait_offsets_equal(&mut m, &mut k);
+    assert_eq!(k.call(&["DBSIZE"]), b":4000\r\n");
+    assert_eq!(k.call(&["DEBUG", "DIGEST"]), m.call(&["DEBUG", "DIGEST"]));
+}
+
+/// A keylock with `old` set and `repl-diskless-load swapdb` told to
+/// replicate a master the test plays, which sends `+FULLRESYNC` of
+/// another history, then `body` in one write: what GET old and GET k
+/// answer after the link is up, or after `wait_for` says.
+fn snapshot_parsed_as_it_arrives(body: &[u8]) -> (std::net::TcpListener, ServerHandle, Raw) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let s = start();
+    let mut k = Raw::connect(s.addr());
+    assert_eq!(k.call(&["SET", "old", "1"]), b"+OK\r\n");
+    assert_eq!(k.call(&["CONFIG", "SET", "repl-diskless-load", "swapdb"]), b"+OK\r\n");
+    replicaof(&mut k, listener.local_addr().unwrap());
+    let (stream, _) = listener.accept().unwrap();
+    let (reader, _) = answer_replica_handshake(&stream);
+    let mut message = format!("+FULLRESYNC {} 0\r\n", "a".repeat(40)).into_bytes();
+    message.extend_from_slice(body);
+    std::io::Write::write_all(&mut &stream, &message).unwrap();
+    // The link stays open for the test's life.
+    std::mem::forget((reader, stream));
+    (listener, s, k)
+}
+
+#[test]
+fn a_snapshot_parsed_as_it_arrives_is_followed_by_the_stream_read_with_it() {
+    let rdb = empty_snapshot();
+    let command = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n";
+    let mark = "m".repeat(40);
+    // With an EOF mark, and with a length.
+    let mut eof = format!("$EOF:{mark}\r\n").into_bytes();
+    eof.extend_from_slice(&rdb);
+    eof.extend_from_slice(mark.as_bytes());
+    eof.extend_from_slice(command);
+    let mut length = format!("${}\r\n", rdb.len()).into_bytes();
+    length.extend_from_slice(&rdb);
+    length.extend_from_slice(command);
+    for body in [eof, length] {
+        let (_listener, _s, mut k) = snapshot_parsed_as_it_arrives(&body);
+        wait_link_up(&mut k);
+        wait_until(5, "the stream's command to run", || k.call(&["GET", "k"]) == b"$1\r\nv\r\n");
+        assert_eq!(k.call(&["GET", "old"]), b"$-1\r\n");
+        assert_eq!(info_value(&mut k, "replication", "master_repl_offset"), command.len().to_string());
+    }
+}
+
+#[test]
+fn a_snapshot_parsed_as_it_arrives_with_a_broken_eof_mark_is_not_installed() {
+    let rdb = empty_snapshot();
+    let mark = "m".repeat(40);
+    let mut body = format!("$EOF:{mark}\r\n").into_bytes();
+    body.extend_from_slice(&rdb);
+    body.extend_from_slice("x".repeat(40).as_bytes());
+    let (listener, _s, mut k) = snapshot_parsed_as_it_arrives(&body);
+    // The link starts over, asking for a snapshot again; the old data stays.
+    let (again, _) = listener.accept().unwrap();
+    assert_eq!(answer_replica_handshake(&again).1, ["PSYNC", "?", "-1"]);
+    assert_eq!(k.call(&["GET", "old"]), b"$1\r\n1\r\n");
+    assert_eq!(info_value(&mut k, "replication", "master_link_status"), "down");
+}
+
+#[test]
+fn a_snapshot_child_killed_while_its_replica_reads_slowly_is_collected() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("master.log");
+    let master = Binary::start(&["--logfile", log.to_str().unwrap(), "--enable-debug-command", "yes"]);
+    let mut m = Raw::connect(master.addr);
+    assert_eq!(m.call(&["DEBUG", "POPULATE", "4000", "key", "10000"]), b"+OK\r\n");
+    assert_eq!(m.call(&["CONFIG", "SET", "rdbcompression", "no"]), b"+OK\r\n");
+    // A replica that reads a key a second: the master's relay waits on
+    // it and does not read the child's pipe.
+    let s = start();
+    let mut k = Raw::connect(s.addr());
+    assert_eq!(k.call(&["CONFIG", "SET", "repl-diskless-load", "swapdb"]), b"+OK\r\n");
+    assert_eq!(k.call(&["CONFIG", "SET", "key-load-delay", "1000000"]), b"+OK\r\n");
+    replicaof(&mut k, master.addr);
+    let mut child = None;
+    wait_until(10, "the snapshot's child to start", || {
+        let logged = std::fs::read_to_string(&log).unwrap();
+        child = logged
+            .lines()
+            .find_map(|l| l.split("Background RDB transfer started by pid ").nth(1))
+            .map(|pid| pid.trim().parse::<i32>().unwrap());
+        child.is_some()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // As the OOM killer would.
+    unsafe { libc::kill(child.unwrap(), libc::SIGKILL) };
+    wait_until(5, "the killed child to be collected", || {
+        info_value(&mut m, "persistence", "rdb_bgsave_in_progress") == "0"
+    });
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("Background transfer terminated by signal 9"), "{logged}");
+    // The replica was dropped; it asks again, and syncs once it loads at
+    // speed.
+    assert_eq!(k.call(&["CONFIG", "SET", "key-load-delay", "0"]), b"+OK\r\n");
+    wait_link_up(&mut k);
+    assert_eq!(k.call(&["DBSIZE"]), b":4000\r\n");
+}

@@ -407,25 +407,32 @@ impl State {
     /// answered `LOADING` from now on, as they are with `on-empty-db` and
     /// no keys; with `disabled` the old dataset is served until the load
     /// starts. Whichever, the old dataset stays if the transfer fails.
-    pub fn master_transfer_started(&mut self, generation: u64, replid: &str) {
+    ///
+    /// Returns whether the snapshot is parsed from the link as it arrives
+    /// (Redis's `useDisklessLoad`: `swapdb`, or `on-empty-db` and no
+    /// keys), rather than received whole first (Redis's file on disk).
+    pub fn master_transfer_started(&mut self, generation: u64, replid: &str) -> bool {
         let mode = self.params.value("repl-diskless-load").unwrap_or("disabled");
         let same_history = replid == self.master_replid();
         let empty = self.dbs.iter().all(|db| db.is_empty());
         let Some(m) = self.master.as_deref_mut().filter(|m| m.generation == generation) else {
-            return;
+            return false;
         };
         m.async_load = mode == "swapdb" && same_history;
-        if (mode == "swapdb" && !same_history) || (mode == "on-empty-db" && empty) {
+        let diskless = mode == "swapdb" || (mode == "on-empty-db" && empty);
+        if diskless && !m.async_load {
             self.start_master_load(0);
         }
+        diskless
     }
 
     /// The master's snapshot of the link of `generation` has arrived and
     /// starts loading, off the engine thread: with `repl-diskless-load
     /// swapdb` the old dataset is served meanwhile, else clients are
     /// answered `LOADING` (INFO `loading:1`), as Redis answers them while
-    /// it loads the transferred file. False if the link is no longer
-    /// wanted.
+    /// it loads the transferred file. A snapshot parsed as it arrives
+    /// starts loading when it starts arriving, `total_bytes` its length if
+    /// known (0 for an EOF mark). False if the link is no longer wanted.
     pub fn master_load_started(&mut self, generation: u64, total_bytes: u64) -> bool {
         let Some(m) = self.master.as_deref().filter(|m| m.generation == generation) else {
             return false;

@@ -61,24 +61,30 @@ async fn relay_task(shared: Rc<Shared>, relay: SnapshotRelay) {
             moved_at: now,
         })
         .collect();
-    let relayed = relay_pipe(&shared, &mut targets, pipe).await;
-    if !relayed {
+    let mut exit = None;
+    let relayed = relay_pipe(&shared, &mut targets, pipe, pid, &mut exit).await;
+    if !relayed && exit.is_none() {
         // SAFETY: signals this process's own child.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
     // The child has closed its end of the pipe (it is exiting) or was
     // just killed: its exit is waited for off the server's loop, as the
     // kernel may take a while to take a large copy of the dataset down.
-    let mut status = 0;
-    let reaped = loop {
-        // SAFETY: reaps this process's own child, without blocking.
-        let reaped = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if reaped != 0 {
-            break reaped;
+    let status = loop {
+        if let Some(status) = exit.or_else(|| reap(pid)) {
+            break status;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    let ok = relayed && reaped == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    let ok = relayed && succeeded(status);
+    // Redis's `backgroundSaveDoneHandlerSocket`.
+    match status {
+        Some(status) if libc::WIFSIGNALED(status) => {
+            crate::log::warning(format_args!("Background transfer terminated by signal {}", libc::WTERMSIG(status)))
+        }
+        _ if ok => crate::log::notice(format_args!("Background RDB transfer terminated with success")),
+        _ => crate::log::warning(format_args!("Background transfer error")),
+    }
     let outcomes: Vec<_> = targets.iter().map(|t| (t.client, ok && t.up)).collect();
     {
         let mut engine = shared.engine.borrow_mut();
@@ -92,11 +98,36 @@ async fn relay_task(shared: Rc<Shared>, relay: SnapshotRelay) {
     shared.after_batch();
 }
 
+/// The exit status of the child `pid` once it has exited (None inside
+/// if it cannot be had).
+fn reap(pid: libc::pid_t) -> Option<Option<libc::c_int>> {
+    let mut status = 0;
+    // SAFETY: reaps this process's own child, without blocking.
+    match unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } {
+        0 => None,
+        reaped if reaped == pid => Some(Some(status)),
+        _ => Some(None),
+    }
+}
+
+/// Whether a child exited with success.
+fn succeeded(status: Option<libc::c_int>) -> bool {
+    status.is_some_and(|s| libc::WIFEXITED(s) && libc::WEXITSTATUS(s) == 0)
+}
+
 /// Moves the pipe's bytes into the targets' outputs until the child
-/// closes it: true at its end, false if every replica went (or the pipe
-/// failed). A replica that went, or that read nothing for `repl-timeout`
-/// while its output was full, is left out from then on (`up` false).
-async fn relay_pipe(shared: &Shared, targets: &mut [Target], pipe: std::os::fd::OwnedFd) -> bool {
+/// closes it: true at its end, false if every replica went, the child
+/// failed (killed, as by the OOM killer; its status is then in `exit`),
+/// or the pipe failed. A replica that went, or that read nothing for
+/// `repl-timeout` while its output was full, is left out from then on
+/// (`up` false).
+async fn relay_pipe(
+    shared: &Shared,
+    targets: &mut [Target],
+    pipe: std::os::fd::OwnedFd,
+    pid: libc::pid_t,
+    exit: &mut Option<Option<libc::c_int>>,
+) -> bool {
     // SAFETY: sets a flag on a descriptor owned here.
     let nonblocking = unsafe {
         let flags = libc::fcntl(pipe.as_raw_fd(), libc::F_GETFL);
@@ -112,6 +143,16 @@ async fn relay_pipe(shared: &Shared, targets: &mut [Target], pipe: std::os::fd::
     };
     let mut buf = vec![0u8; 1 << 16];
     loop {
+        // A child that exited with success may have left its last bytes
+        // in the pipe; one that failed ends the transfer even while the
+        // replicas' outputs are full and the pipe is not read (Redis's
+        // `checkChildrenDone`).
+        if exit.is_none() {
+            *exit = reap(pid);
+        }
+        if exit.is_some_and(|status| !succeeded(status)) {
+            return false;
+        }
         // Read each time: CONFIG SET applies to a transfer under way.
         let timeout = {
             let engine = shared.engine.borrow();

@@ -385,8 +385,8 @@ async fn sync_and_run(shared: &Rc<Shared>, generation: u64, host: &str, port: u1
     if !shared.engine.borrow_mut().state.master_link_at(generation, LinkState::Transfer) {
         return Ok(());
     }
-    let rdb = receive_snapshot(&mut r, shared, generation, &replid).await?;
-    let loaded = load_snapshot(&mut r, shared, generation, rdb).await?;
+    let snapshot = receive_snapshot(&mut r, shared, generation, &replid).await?;
+    let loaded = load_snapshot(&mut r, shared, generation, snapshot).await?;
     let client = master_client(shared, peer, local);
     shared
         .engine
@@ -408,8 +408,18 @@ fn master_client(
     (id, ClientAddr::Tcp(peer), ClientAddr::Tcp(local), Outbox::new())
 }
 
-/// The snapshot's bytes, after its `$` line.
-async fn receive_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64, replid: &str) -> Result<Vec<u8>, Failure> {
+/// A master's snapshot, as its load takes it.
+enum Snapshot {
+    /// Received whole (Redis's file on disk).
+    Whole(Vec<u8>),
+    /// To be parsed from the link as it arrives (Redis's diskless load):
+    /// `length` bytes, or up to the 40-byte `mark`.
+    Streamed { length: Option<usize>, mark: Option<Vec<u8>> },
+}
+
+/// Reads the snapshot's `$` line and, unless it is to be parsed as it
+/// arrives, its bytes.
+async fn receive_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64, replid: &str) -> Result<Snapshot, Failure> {
     let header = loop {
         let line = r
             .line()
@@ -428,15 +438,20 @@ async fn receive_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64, 
             "Bad protocol from MASTER, the first byte is not '$' (we received '{header}'), are you sure the host and port are right?"
         )));
     };
-    shared.engine.borrow_mut().state.master_transfer_started(generation, replid);
+    let streamed = shared.engine.borrow_mut().state.master_transfer_started(generation, replid);
+    let to = if streamed { "to parser" } else { "to disk" };
     let mut rdb = Vec::new();
     if let Some(mark) = size.strip_prefix("EOF:") {
         if mark.len() != 40 {
             return Err(warning(format!("Bad EOF mark from MASTER: '{mark}'")));
         }
         log::notice(format_args!(
-            "MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to disk"
+            "MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF {to}"
         ));
+        if streamed {
+            let mark = Some(mark.as_bytes().to_vec());
+            return Ok(Snapshot::Streamed { length: None, mark });
+        }
         let mark = mark.as_bytes();
         loop {
             // The mark may be followed by the stream in the same read: what
@@ -459,7 +474,13 @@ async fn receive_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64, 
         let Ok(total) = size.parse::<usize>() else {
             return Err(warning(format!("Bad bulk count from MASTER: '{size}'")));
         };
-        log::notice(format_args!("MASTER <-> REPLICA sync: receiving {total} bytes from master to disk"));
+        log::notice(format_args!("MASTER <-> REPLICA sync: receiving {total} bytes from master {to}"));
+        if streamed {
+            return Ok(Snapshot::Streamed {
+                length: Some(total),
+                mark: None,
+            });
+        }
         rdb.reserve(total);
         loop {
             let take = r.buf.len().min(total - rdb.len());
@@ -477,7 +498,7 @@ async fn receive_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64, 
                 .map_err(|(level, e)| (level, format!("I/O error trying to sync with MASTER: {e}")))?;
         }
     }
-    Ok(rdb)
+    Ok(Snapshot::Whole(rdb))
 }
 
 /// How often a snapshot's load off the engine thread is looked at: its
@@ -490,12 +511,30 @@ const LOAD_POLL: Duration = Duration::from_millis(20);
 /// (Redis's `replicationSendNewlineToMaster`).
 const LOAD_KEEPALIVE: Duration = Duration::from_secs(1);
 
+/// How many reads of a streamed snapshot wait for its parser: past them
+/// the link is not read, so that a slow load makes a slow reader of this
+/// replica, as Redis's diskless load is.
+const STREAMED_READS_AHEAD: usize = 4;
+
+/// How long the parser of a streamed snapshot waits for more bytes
+/// before it reads again what it has (the last key of a snapshot ended by
+/// a mark is followed by nothing it could wait for).
+const STREAMED_IDLE: Duration = Duration::from_millis(10);
+
 /// Reads the master's snapshot on a thread of its own, while this thread
 /// goes on serving: clients (`LOADING`, or the old dataset with
 /// `repl-diskless-load swapdb`), the cluster bus and the cron, as Redis
-/// serves events while it loads. The read stops when the link is no
-/// longer wanted, or this task is dropped (a REPLICAOF aborts it).
-async fn load_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64, rdb: Vec<u8>) -> Result<crate::rdb::file::Loaded, Failure> {
+/// serves events while it loads. A streamed snapshot's bytes are read
+/// from the link here and handed to the thread as they come; what the
+/// link brought after the snapshot is left in the buffer for the stream.
+/// The read stops when the link is no longer wanted, or this task is
+/// dropped (a REPLICAOF aborts it).
+async fn load_snapshot(
+    r: &mut Reader,
+    shared: &Rc<Shared>,
+    generation: u64,
+    snapshot: Snapshot,
+) -> Result<crate::rdb::file::Loaded, Failure> {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
@@ -507,38 +546,94 @@ async fn load_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64, rdb
         }
     }
 
+    let (length, mark, whole) = match snapshot {
+        Snapshot::Whole(rdb) => (Some(rdb.len()), None, Some(rdb)),
+        Snapshot::Streamed { length, mark } => (length, mark, None),
+    };
     let (databases, options, delay) = {
         let mut engine = shared.engine.borrow_mut();
         let state = &mut engine.state;
-        if !state.master_load_started(generation, rdb.len() as u64) {
+        if !state.master_load_started(generation, length.unwrap_or(0) as u64) {
             return Err((log::Level::Debug, "the master changed".into()));
         }
         let options = crate::engine::persistence::decode_options(&state.params);
         (state.dbs.len(), options, state.runtime.key_load_delay)
     };
+    let from = if whole.is_some() { "disk" } else { "socket" };
     let stop = Stop(Arc::new(AtomicBool::new(false)));
     let read = Arc::new(AtomicU64::new(0));
     let key_load_delay = Arc::new(AtomicI64::new(delay));
+    // A streamed snapshot's bytes, to the thread.
+    let (chunks, mut chunks_rx) = tokio::sync::mpsc::channel::<Bytes>(STREAMED_READS_AHEAD);
+    let mut chunks = whole.is_none().then_some(chunks);
     let (tx, mut rx) = tokio::sync::oneshot::channel();
     let thread = {
         let (stop, read, key_load_delay) = (stop.0.clone(), read.clone(), key_load_delay.clone());
         std::thread::Builder::new().name("replica-load".into()).spawn(move || {
-            let loaded = crate::engine::State::read_replica_snapshot(&rdb, databases, &options, &mut |at| {
+            let mut progress = |at: usize| {
                 read.store(at as u64, Ordering::Relaxed);
                 crate::rdb::debug_delay(key_load_delay.load(Ordering::Relaxed));
                 !stop.load(Ordering::Relaxed)
-            });
-            let _ = tx.send(loaded);
+            };
+            let loaded = match whole {
+                Some(rdb) => crate::engine::State::read_replica_snapshot(&rdb, databases, &options, &mut progress)
+                    .map(|loaded| (loaded, BytesMut::new())),
+                None => crate::rdb::file::read_streamed(
+                    &mut |patient| next_piece(&mut chunks_rx, patient),
+                    databases,
+                    &options,
+                    0,
+                    &mut progress,
+                )
+                .map_err(|e| format!("{} (at offset {})", e.0, e.1)),
+            };
+            let _ = tx.send((loaded, chunks_rx));
         })
     };
     if let Err(e) = thread {
         return Err(warning(format!("Can't start loading the MASTER synchronization DB: {e}")));
     }
+    // Bytes of a streamed snapshot read from the link, and one read not
+    // yet taken by the thread.
+    let mut received = 0usize;
+    let mut unsent: Option<Bytes> = None;
+    let mut last_read = tokio::time::Instant::now();
     let mut keepalive = tokio::time::Instant::now() + LOAD_KEEPALIVE;
-    let loaded = loop {
+    let (loaded, mut chunks_rx) = loop {
+        if let Some(sender) = &chunks {
+            if unsent.is_none() && !r.buf.is_empty() {
+                let take = length.map_or(r.buf.len(), |total| r.buf.len().min(total - received));
+                if take > 0 {
+                    unsent = Some(r.buf.split_to(take).freeze());
+                    received += take;
+                    let total = length.map_or(-1, |n| n as i64);
+                    shared.engine.borrow_mut().state.master_transfer_progress(total, received as u64);
+                }
+            }
+            if unsent.is_none() && length == Some(received) {
+                // All of it is in: the thread reads to the end.
+                chunks = None;
+            } else if sender.is_closed() {
+                chunks = None;
+            }
+        }
+        let reading = chunks.is_some() && unsent.is_none();
         tokio::select! {
             loaded = &mut rx => break loaded,
+            permit = async { chunks.as_ref()?.reserve().await.ok() }, if unsent.is_some() => {
+                if let (Some(permit), Some(bytes)) = (permit, unsent.take()) {
+                    permit.send(bytes);
+                }
+            }
+            n = r.link.read(&mut r.buf), if reading => match n {
+                Ok(0) => return Err(warning("I/O error trying to sync with MASTER: connection lost")),
+                Ok(_) => last_read = tokio::time::Instant::now(),
+                Err(e) => return Err(io_failure("I/O error trying to sync with MASTER", &e)),
+            },
             _ = tokio::time::sleep(LOAD_POLL) => {}
+        }
+        if reading && last_read.elapsed() > r.timeout {
+            return Err(warning(r.silence));
         }
         if tokio::time::Instant::now() >= keepalive {
             keepalive += LOAD_KEEPALIVE;
@@ -556,13 +651,48 @@ async fn load_snapshot(r: &mut Reader, shared: &Rc<Shared>, generation: u64, rdb
             Some(delay) => key_load_delay.store(delay, Ordering::Relaxed),
             None => return Err((log::Level::Debug, "the master changed".into())),
         }
-    };
-    match loaded {
-        Ok(Ok(loaded)) => Ok(loaded),
-        Ok(Err(e)) => Err(warning(format!(
-            "Failed trying to load the MASTER synchronization DB from disk: {e}"
-        ))),
-        Err(_) => Err(warning("Failed trying to load the MASTER synchronization DB from disk")),
+    }
+    .map_err(|_| warning(format!("Failed trying to load the MASTER synchronization DB from {from}")))?;
+    let (loaded, after) = loaded.map_err(|e| warning(format!("Failed trying to load the MASTER synchronization DB from {from}: {e}")))?;
+    // What was read past the snapshot's end comes before what the buffer
+    // holds: the mark, then the stream.
+    let mut rest = after;
+    while let Ok(bytes) = chunks_rx.try_recv() {
+        rest.extend_from_slice(&bytes);
+    }
+    if let Some(bytes) = unsent {
+        rest.extend_from_slice(&bytes);
+    }
+    rest.extend_from_slice(&r.buf);
+    r.buf = rest;
+    if let Some(mark) = mark {
+        while r.buf.len() < mark.len() {
+            r.fill().await?;
+        }
+        if r.buf[..mark.len()] != mark[..] {
+            return Err(warning("Replication stream EOF marker is broken"));
+        }
+        let _ = r.buf.split_to(mark.len());
+    }
+    Ok(loaded)
+}
+
+/// The next bytes of a streamed snapshot for its parser: waiting for them
+/// if `patient`, else for [`STREAMED_IDLE`] at most.
+fn next_piece(chunks: &mut tokio::sync::mpsc::Receiver<Bytes>, patient: bool) -> crate::rdb::file::Piece {
+    use crate::rdb::file::Piece;
+    use tokio::sync::mpsc::error::TryRecvError;
+    if patient {
+        return chunks.blocking_recv().map_or(Piece::End, Piece::Bytes);
+    }
+    let since = std::time::Instant::now();
+    loop {
+        match chunks.try_recv() {
+            Ok(bytes) => return Piece::Bytes(bytes),
+            Err(TryRecvError::Disconnected) => return Piece::End,
+            Err(TryRecvError::Empty) if since.elapsed() >= STREAMED_IDLE => return Piece::Idle,
+            Err(TryRecvError::Empty) => std::thread::sleep(Duration::from_millis(1)),
+        }
     }
 }
 
