@@ -85,3 +85,23 @@ fn client_age_and_idle_count_whole_seconds_of_the_clock_as_redis() {
     assert_eq!(client_info_field(&mut c, "age"), 1);
     assert_eq!(client_info_field(&mut c, "idle"), 0);
 }
+
+#[test]
+fn a_killed_client_sees_its_connection_end_before_the_killer_gets_its_reply() {
+    // Redis closes the killed connection inside CLIENT KILL, so whoever
+    // sent it (a test, a master dropping its replicas in a transaction)
+    // can count on the peer having seen the end.
+    let s = start();
+    for round in 0..20 {
+        let mut victim = Raw::connect(s.addr());
+        let id = text(victim.call(&["CLIENT", "ID"]));
+        let id = id.trim().trim_start_matches(':');
+        let mut killer = Raw::connect(s.addr());
+        assert_eq!(killer.call(&["CLIENT", "KILL", "ID", id]), b":1\r\n");
+        let socket = victim.reader.get_ref();
+        socket.set_nonblocking(true).unwrap();
+        let mut byte = [0u8; 1];
+        let read = std::io::Read::read(&mut &*socket, &mut byte);
+        assert!(matches!(read, Ok(0)), "round {round}: {read:?}");
+    }
+}

@@ -662,6 +662,9 @@ struct Inner {
     blocked: Cell<Option<Option<Instant>>>,
     /// The connection's socket belongs to a forked debugging session now.
     handed_over: Cell<bool>,
+    /// The connection's socket while its task has it open: a connection
+    /// closed from outside its task is shut down at once.
+    socket: Cell<Option<std::os::fd::RawFd>>,
 }
 
 impl Default for Outbox {
@@ -685,6 +688,7 @@ impl Outbox {
                 partial_request: Cell::new((0, 0)),
                 blocked: Cell::new(None),
                 handed_over: Cell::new(false),
+                socket: Cell::new(None),
             }),
         }
     }
@@ -790,10 +794,32 @@ impl Outbox {
 
     /// Closes the connection without writing what it is owed, which is
     /// dropped now (its memory goes back at once).
+    ///
+    /// The socket is shut down here, not when the connection's task next
+    /// runs: whoever closed it (CLIENT KILL, a master dropping a replica)
+    /// gets its reply after the peer saw the connection end, as Redis's
+    /// `freeClient` closes it before the reply is written.
     pub fn close_now(&self) {
         self.inner.close.set(CloseRequest::Now);
         self.inner.buffer.borrow_mut().clear();
+        if let Some(fd) = self.inner.socket.take().filter(|_| !self.inner.handed_over.get()) {
+            // SAFETY: the descriptor is open: its task detaches it before
+            // closing it, on this thread. Shutting down a socket needs no
+            // ownership of its descriptor.
+            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+        }
         self.inner.wake.notify_one();
+    }
+
+    /// The connection's task has its socket `fd` open from now on (see
+    /// [`Outbox::close_now`]).
+    pub fn attach_socket(&self, fd: std::os::fd::RawFd) {
+        self.inner.socket.set(Some(fd));
+    }
+
+    /// The connection's task is about to close its socket.
+    pub fn detach_socket(&self) {
+        self.inner.socket.set(None);
     }
 
     /// Closes the connection here for good, its output dropped, while the

@@ -326,6 +326,16 @@ async fn run(mut accepted: Accepted, shared: Rc<Shared>) {
         }
         return;
     };
+    /// Detaches the socket from the outbox before the socket closes,
+    /// however the task ends (declared after it: dropped first).
+    struct Detach<'a>(&'a Outbox);
+    impl Drop for Detach<'_> {
+        fn drop(&mut self) {
+            self.0.detach_socket();
+        }
+    }
+    io.outbox.attach_socket(io.fd);
+    let detach = Detach(&io.outbox);
     let mut stop = shared.closing.subscribe();
     if let Err(e) = handshake(&io, &stream, &mut stop).await {
         if !e.is_empty() {
@@ -471,6 +481,7 @@ async fn run(mut accepted: Accepted, shared: Rc<Shared>) {
     if !io.outbox.handed_over() {
         stream.shutdown_write();
     }
+    drop(detach);
     drop(stream);
     shared.engine.borrow_mut().disconnect(id);
     shared.connected.set(shared.connected.get() - 1);
