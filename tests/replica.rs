@@ -1175,9 +1175,9 @@ fn with_diskless_load_a_slow_load_makes_a_slow_reader_of_the_replica() {
 
 /// A keylock with `old` set and `repl-diskless-load swapdb` told to
 /// replicate a master the test plays, which sends `+FULLRESYNC` of
-/// another history, then `body` in one write: what GET old and GET k
-/// answer after the link is up, or after `wait_for` says.
-fn snapshot_parsed_as_it_arrives(body: &[u8]) -> (std::net::TcpListener, ServerHandle, Raw) {
+/// another history, then `body` cut in `pieces` writes 50 ms apart: the
+/// listener, the keylock and a connection to it.
+fn snapshot_parsed_as_it_arrives(body: &[u8], pieces: usize) -> (std::net::TcpListener, ServerHandle, Raw) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let s = start();
     let mut k = Raw::connect(s.addr());
@@ -1186,9 +1186,14 @@ fn snapshot_parsed_as_it_arrives(body: &[u8]) -> (std::net::TcpListener, ServerH
     replicaof(&mut k, listener.local_addr().unwrap());
     let (stream, _) = listener.accept().unwrap();
     let (reader, _) = answer_replica_handshake(&stream);
-    let mut message = format!("+FULLRESYNC {} 0\r\n", "a".repeat(40)).into_bytes();
-    message.extend_from_slice(body);
+    let message = format!("+FULLRESYNC {} 0\r\n", "a".repeat(40)).into_bytes();
     std::io::Write::write_all(&mut &stream, &message).unwrap();
+    for piece in body.chunks(body.len().div_ceil(pieces)) {
+        std::io::Write::write_all(&mut &stream, piece).unwrap();
+        if pieces > 1 {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
     // The link stays open for the test's life.
     std::mem::forget((reader, stream));
     (listener, s, k)
@@ -1207,8 +1212,9 @@ fn a_snapshot_parsed_as_it_arrives_is_followed_by_the_stream_read_with_it() {
     let mut length = format!("${}\r\n", rdb.len()).into_bytes();
     length.extend_from_slice(&rdb);
     length.extend_from_slice(command);
-    for body in [eof, length] {
-        let (_listener, _s, mut k) = snapshot_parsed_as_it_arrives(&body);
+    // In one write, and in many (the mark cut across two).
+    for (body, pieces) in [(&eof, 1), (&length, 1), (&eof, 7), (&length, 7)] {
+        let (_listener, _s, mut k) = snapshot_parsed_as_it_arrives(body, pieces);
         wait_link_up(&mut k);
         wait_until(5, "the stream's command to run", || k.call(&["GET", "k"]) == b"$1\r\nv\r\n");
         assert_eq!(k.call(&["GET", "old"]), b"$-1\r\n");
@@ -1223,7 +1229,7 @@ fn a_snapshot_parsed_as_it_arrives_with_a_broken_eof_mark_is_not_installed() {
     let mut body = format!("$EOF:{mark}\r\n").into_bytes();
     body.extend_from_slice(&rdb);
     body.extend_from_slice("x".repeat(40).as_bytes());
-    let (listener, _s, mut k) = snapshot_parsed_as_it_arrives(&body);
+    let (listener, _s, mut k) = snapshot_parsed_as_it_arrives(&body, 1);
     // The link starts over, asking for a snapshot again; the old data stays.
     let (again, _) = listener.accept().unwrap();
     assert_eq!(answer_replica_handshake(&again).1, ["PSYNC", "?", "-1"]);
@@ -1256,6 +1262,7 @@ fn a_snapshot_child_killed_while_its_replica_reads_slowly_is_collected() {
         child.is_some()
     });
     std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(info_value(&mut m, "persistence", "rdb_bgsave_in_progress"), "1");
     // As the OOM killer would.
     unsafe { libc::kill(child.unwrap(), libc::SIGKILL) };
     wait_until(5, "the killed child to be collected", || {

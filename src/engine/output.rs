@@ -662,9 +662,11 @@ struct Inner {
     blocked: Cell<Option<Option<Instant>>>,
     /// The connection's socket belongs to a forked debugging session now.
     handed_over: Cell<bool>,
-    /// The connection's socket while its task has it open: a connection
-    /// closed from outside its task is shut down at once.
-    socket: Cell<Option<std::os::fd::RawFd>>,
+    /// The connection's socket while its task has it open, and the
+    /// process it was opened in: a connection closed from outside its
+    /// task is shut down at once (never from a forked child, with which
+    /// the socket is shared).
+    socket: Cell<Option<(std::os::fd::RawFd, u32)>>,
 }
 
 impl Default for Outbox {
@@ -802,7 +804,12 @@ impl Outbox {
     pub fn close_now(&self) {
         self.inner.close.set(CloseRequest::Now);
         self.inner.buffer.borrow_mut().clear();
-        if let Some(fd) = self.inner.socket.take().filter(|_| !self.inner.handed_over.get()) {
+        let open = self
+            .inner
+            .socket
+            .take()
+            .filter(|&(_, pid)| !self.inner.handed_over.get() && pid == std::process::id());
+        if let Some((fd, _)) = open {
             // SAFETY: the descriptor is open: its task detaches it before
             // closing it, on this thread. Shutting down a socket needs no
             // ownership of its descriptor.
@@ -814,7 +821,7 @@ impl Outbox {
     /// The connection's task has its socket `fd` open from now on (see
     /// [`Outbox::close_now`]).
     pub fn attach_socket(&self, fd: std::os::fd::RawFd) {
-        self.inner.socket.set(Some(fd));
+        self.inner.socket.set(Some((fd, std::process::id())));
     }
 
     /// The connection's task is about to close its socket.
@@ -905,6 +912,34 @@ impl RecentPeaks {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn close_now_shuts_an_attached_socket_down_at_once_unless_detached_or_handed_over() {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        let read_now = |peer: &mut std::os::unix::net::UnixStream| {
+            peer.set_nonblocking(true).unwrap();
+            let mut byte = [0u8; 1];
+            peer.read(&mut byte).map_err(|e| e.kind())
+        };
+        // Attached: the peer sees the end before close_now returns.
+        let (ours, mut peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        let outbox = Outbox::new();
+        outbox.attach_socket(ours.as_raw_fd());
+        outbox.close_now();
+        assert_eq!(read_now(&mut peer), Ok(0));
+        // Detached, or handed over to a debugging session: left alone.
+        let (ours, mut peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        let outbox = Outbox::new();
+        outbox.attach_socket(ours.as_raw_fd());
+        outbox.detach_socket();
+        outbox.close_now();
+        assert_eq!(read_now(&mut peer), Err(std::io::ErrorKind::WouldBlock));
+        let outbox = Outbox::new();
+        outbox.attach_socket(ours.as_raw_fd());
+        outbox.hand_over();
+        assert_eq!(read_now(&mut peer), Err(std::io::ErrorKind::WouldBlock));
+    }
 
     const DEFAULT: &str = "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60";
 

@@ -195,24 +195,13 @@ pub fn read_with_progress(
     Ok(loader.loaded)
 }
 
-/// What the source of a file read as it arrives gives.
-pub enum Piece {
-    /// The next bytes.
-    Bytes(Bytes),
-    /// Nothing yet, after a short wait.
-    Idle,
-    /// The end: there is no more.
-    End,
-}
-
 /// Reads an RDB file as it arrives (a master's snapshot parsed from the
-/// socket, Redis's diskless load): `next(patient)` gives the next bytes,
-/// waiting as long as it takes if `patient`, else only briefly. Only the
-/// key being read is held, not the file. Returns what was loaded and the
-/// bytes `next` gave past the file's end (a replication stream's EOF
-/// mark, and what follows it).
+/// socket, Redis's diskless load): `next` gives the next bytes, waiting
+/// for them, or None when there are no more. Only the key being read is
+/// held, not the file. Returns what was loaded and the bytes `next` gave
+/// past the file's end.
 pub fn read_streamed(
-    next: &mut dyn FnMut(bool) -> Piece,
+    next: &mut dyn FnMut() -> Option<Bytes>,
     databases: usize,
     options: &DecodeOptions,
     now_ms: u64,
@@ -221,19 +210,15 @@ pub fn read_streamed(
     let mut loader = Loader::new(databases, options, now_ms);
     let mut pending = BytesMut::new();
     // An item that did not parse is read again once the bytes it needs at
-    // least are in, and then either twice as many bytes as last time or
-    // none for a while: a value arriving in many reads is parsed about
-    // twice, not once a read, and the last key of a file whose end is not
-    // known (followed by nothing yet) is not left waiting.
-    let mut wanted = 0;
+    // least are in, and twice as many as at the last try: a value arriving
+    // in many reads is parsed about twice, not once a read.
     let mut plenty = 1;
     let mut complete = false;
     loop {
         while !complete && pending.len() < plenty {
-            match next(pending.len() < wanted) {
-                Piece::Bytes(bytes) => pending.extend_from_slice(&bytes),
-                Piece::Idle => break,
-                Piece::End => complete = true,
+            match next() {
+                Some(bytes) => pending.extend_from_slice(&bytes),
+                None => complete = true,
             }
         }
         let used = loader.feed(&pending, complete, progress)?;
@@ -241,8 +226,7 @@ pub fn read_streamed(
         if loader.done {
             return Ok((loader.loaded, pending));
         }
-        wanted = loader.wanted.max(pending.len() + 1);
-        plenty = pending.len().saturating_mul(2).max(wanted);
+        plenty = pending.len().saturating_mul(2).max(loader.wanted).max(pending.len() + 1);
     }
 }
 
@@ -361,7 +345,11 @@ impl<'o> Loader<'o> {
         }
         let Some(stored) = buf.get(..8) else {
             self.wanted = 8;
-            return if complete { Err((SHORT.to_string(), buf.len())) } else { Ok(None) };
+            return if complete {
+                Err((SHORT_READ.to_string(), buf.len()))
+            } else {
+                Ok(None)
+            };
         };
         let stored = u64::from_le_bytes(stored.try_into().unwrap_or_default());
         if stored != 0 && stored != self.digest.clone().finalize() {
@@ -431,11 +419,12 @@ impl<'o> Loader<'o> {
     }
 }
 
-const SHORT: &str = "Short read or OOM loading DB. Unrecoverable error, aborting now.";
+/// Why a file cut short did not load, Redis's text.
+pub const SHORT_READ: &str = "Short read or OOM loading DB. Unrecoverable error, aborting now.";
 
 /// One opcode and what follows it; the error is Redis's text.
 fn parse_item(r: &mut Reader) -> Result<Item, String> {
-    let short = || SHORT.to_string();
+    let short = || SHORT_READ.to_string();
     let op = r.u8().ok_or_else(short)?;
     Ok(match op {
         OP_EXPIRETIME => {
@@ -541,9 +530,9 @@ mod tests {
         }
         let mut asked = 0;
         let result = read_streamed(
-            &mut |_| {
+            &mut || {
                 asked += 1;
-                pieces.pop_front().map_or(Piece::End, Piece::Bytes)
+                pieces.pop_front()
             },
             16,
             &DecodeOptions::default(),
@@ -622,32 +611,5 @@ mod tests {
         assert_eq!(error.0, "Bad data format loading key 's'");
         assert!(asked < file.len() / 100 / 2, "read {asked} pieces of {}", file.len() / 100);
         assert_eq!(read(&file, 16, &DecodeOptions::default(), 0).err().unwrap(), error);
-    }
-
-    #[test]
-    fn a_file_whose_end_is_not_told_loads_from_what_has_come() {
-        // A master's snapshot ended by a mark: after the mark, nothing
-        // comes for a while; the parser must not wait for more than the
-        // file needs.
-        let file = big_file();
-        for size in [1000, 65536] {
-            let mut pieces: VecDeque<Bytes> = file.chunks(size).map(Bytes::copy_from_slice).collect();
-            pieces.push_back(Bytes::from_static(b"MARK"));
-            let result = read_streamed(
-                &mut |patient| match pieces.pop_front() {
-                    Some(bytes) => Piece::Bytes(bytes),
-                    None if patient => panic!("waited for bytes the file does not need"),
-                    None => Piece::Idle,
-                },
-                16,
-                &DecodeOptions::default(),
-                100,
-                &mut |_| true,
-            );
-            let (loaded, mut rest) = result.unwrap();
-            pieces.iter().for_each(|p| rest.extend_from_slice(p));
-            assert_eq!(loaded.dbs[3].len(), 3);
-            assert_eq!(&rest[..], b"MARK");
-        }
     }
 }

@@ -61,17 +61,17 @@ async fn relay_task(shared: Rc<Shared>, relay: SnapshotRelay) {
             moved_at: now,
         })
         .collect();
-    let mut exit = None;
-    let relayed = relay_pipe(&shared, &mut targets, pipe, pid, &mut exit).await;
-    if !relayed && exit.is_none() {
-        // SAFETY: signals this process's own child.
+    let relayed = relay_pipe(&shared, &mut targets, pipe, pid).await;
+    if !relayed {
+        // SAFETY: signals this process's own child (not yet reaped: its
+        // pid is still its own).
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
     // The child has closed its end of the pipe (it is exiting) or was
     // just killed: its exit is waited for off the server's loop, as the
     // kernel may take a while to take a large copy of the dataset down.
     let status = loop {
-        if let Some(status) = exit.or_else(|| reap(pid)) {
+        if let Some(status) = reap(pid) {
             break status;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -115,19 +115,33 @@ fn succeeded(status: Option<libc::c_int>) -> bool {
     status.is_some_and(|s| libc::WIFEXITED(s) && libc::WEXITSTATUS(s) == 0)
 }
 
+/// Whether the child `pid` has ended without success (killed, as by the
+/// OOM killer, or failed), looked at without reaping it: its pid stays
+/// its own (FLUSHALL may signal it) until [`reap`].
+fn failed_meanwhile(pid: libc::pid_t) -> bool {
+    // SAFETY: a zeroed siginfo_t is a valid value for waitid to fill.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: looks at this process's own child, without blocking or
+    // reaping it.
+    let done = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: `si_pid` and `si_status` are set for a child's exit.
+    let (exited, status) = unsafe { (info.si_pid(), info.si_status()) };
+    done == 0 && exited == pid && (info.si_code != libc::CLD_EXITED || status != 0)
+}
+
 /// Moves the pipe's bytes into the targets' outputs until the child
 /// closes it: true at its end, false if every replica went, the child
-/// failed (killed, as by the OOM killer; its status is then in `exit`),
-/// or the pipe failed. A replica that went, or that read nothing for
-/// `repl-timeout` while its output was full, is left out from then on
-/// (`up` false).
-async fn relay_pipe(
-    shared: &Shared,
-    targets: &mut [Target],
-    pipe: std::os::fd::OwnedFd,
-    pid: libc::pid_t,
-    exit: &mut Option<Option<libc::c_int>>,
-) -> bool {
+/// failed (killed, as by the OOM killer), or the pipe failed. A replica
+/// that went, or that read nothing for `repl-timeout` while its output
+/// was full, is left out from then on (`up` false).
+async fn relay_pipe(shared: &Shared, targets: &mut [Target], pipe: std::os::fd::OwnedFd, pid: libc::pid_t) -> bool {
     // SAFETY: sets a flag on a descriptor owned here.
     let nonblocking = unsafe {
         let flags = libc::fcntl(pipe.as_raw_fd(), libc::F_GETFL);
@@ -147,10 +161,7 @@ async fn relay_pipe(
         // in the pipe; one that failed ends the transfer even while the
         // replicas' outputs are full and the pipe is not read (Redis's
         // `checkChildrenDone`).
-        if exit.is_none() {
-            *exit = reap(pid);
-        }
-        if exit.is_some_and(|status| !succeeded(status)) {
+        if failed_meanwhile(pid) {
             return false;
         }
         // Read each time: CONFIG SET applies to a transfer under way.

@@ -516,11 +516,6 @@ const LOAD_KEEPALIVE: Duration = Duration::from_secs(1);
 /// replica, as Redis's diskless load is.
 const STREAMED_READS_AHEAD: usize = 4;
 
-/// How long the parser of a streamed snapshot waits for more bytes
-/// before it reads again what it has (the last key of a snapshot ended by
-/// a mark is followed by nothing it could wait for).
-const STREAMED_IDLE: Duration = Duration::from_millis(10);
-
 /// Reads the master's snapshot on a thread of its own, while this thread
 /// goes on serving: clients (`LOADING`, or the old dataset with
 /// `repl-diskless-load swapdb`), the cluster bus and the cron, as Redis
@@ -563,12 +558,16 @@ async fn load_snapshot(
     let stop = Stop(Arc::new(AtomicBool::new(false)));
     let read = Arc::new(AtomicU64::new(0));
     let key_load_delay = Arc::new(AtomicI64::new(delay));
+    // The thread waits for bytes of a streamed snapshot: only then does a
+    // silent link count toward `repl-timeout` (Redis's blocking read).
+    let starving = Arc::new(AtomicBool::new(false));
     // A streamed snapshot's bytes, to the thread.
     let (chunks, mut chunks_rx) = tokio::sync::mpsc::channel::<Bytes>(STREAMED_READS_AHEAD);
     let mut chunks = whole.is_none().then_some(chunks);
     let (tx, mut rx) = tokio::sync::oneshot::channel();
     let thread = {
         let (stop, read, key_load_delay) = (stop.0.clone(), read.clone(), key_load_delay.clone());
+        let starving = starving.clone();
         std::thread::Builder::new().name("replica-load".into()).spawn(move || {
             let mut progress = |at: usize| {
                 read.store(at as u64, Ordering::Relaxed);
@@ -576,16 +575,23 @@ async fn load_snapshot(
                 !stop.load(Ordering::Relaxed)
             };
             let loaded = match whole {
-                Some(rdb) => crate::engine::State::read_replica_snapshot(&rdb, databases, &options, &mut progress)
+                Some(rdb) => crate::rdb::file::read_with_progress(&rdb, databases, &options, 0, &mut progress)
                     .map(|loaded| (loaded, BytesMut::new())),
                 None => crate::rdb::file::read_streamed(
-                    &mut |patient| next_piece(&mut chunks_rx, patient),
+                    &mut || {
+                        if let Ok(bytes) = chunks_rx.try_recv() {
+                            return Some(bytes);
+                        }
+                        starving.store(true, Ordering::Relaxed);
+                        let bytes = chunks_rx.blocking_recv();
+                        starving.store(false, Ordering::Relaxed);
+                        bytes
+                    },
                     databases,
                     &options,
                     0,
                     &mut progress,
-                )
-                .map_err(|e| format!("{} (at offset {})", e.0, e.1)),
+                ),
             };
             let _ = tx.send((loaded, chunks_rx));
         })
@@ -594,15 +600,32 @@ async fn load_snapshot(
         return Err(warning(format!("Can't start loading the MASTER synchronization DB: {e}")));
     }
     // Bytes of a streamed snapshot read from the link, and one read not
-    // yet taken by the thread.
+    // yet taken by the thread. The thread gets the bytes before the EOF
+    // mark, and then their end: the mark (or, with a length, what is past
+    // it) stays in the buffer.
     let mut received = 0usize;
+    let mut mark_found = false;
     let mut unsent: Option<Bytes> = None;
     let mut last_read = tokio::time::Instant::now();
+    // Why the link failed while a streamed snapshot was read from it.
+    let mut lost: Option<String> = None;
     let mut keepalive = tokio::time::Instant::now() + LOAD_KEEPALIVE;
     let (loaded, mut chunks_rx) = loop {
         if let Some(sender) = &chunks {
             if unsent.is_none() && !r.buf.is_empty() {
-                let take = length.map_or(r.buf.len(), |total| r.buf.len().min(total - received));
+                let take = match (length, &mark) {
+                    (Some(total), _) => r.buf.len().min(total - received),
+                    (None, Some(mark)) => match r.buf.windows(mark.len()).position(|w| w == &mark[..]) {
+                        Some(at) => {
+                            mark_found = true;
+                            at
+                        }
+                        // What could be the start of the mark waits for
+                        // the rest of it.
+                        None => r.buf.len().saturating_sub(mark.len() - 1),
+                    },
+                    (None, None) => r.buf.len(),
+                };
                 if take > 0 {
                     unsent = Some(r.buf.split_to(take).freeze());
                     received += take;
@@ -610,7 +633,7 @@ async fn load_snapshot(
                     shared.engine.borrow_mut().state.master_transfer_progress(total, received as u64);
                 }
             }
-            if unsent.is_none() && length == Some(received) {
+            if unsent.is_none() && (length == Some(received) || mark_found) {
                 // All of it is in: the thread reads to the end.
                 chunks = None;
             } else if sender.is_closed() {
@@ -626,16 +649,24 @@ async fn load_snapshot(
                 }
             }
             n = r.link.read(&mut r.buf), if reading => match n {
-                Ok(0) => return Err(warning("I/O error trying to sync with MASTER: connection lost")),
+                Ok(0) => lost = Some("connection lost".to_string()),
                 Ok(_) => last_read = tokio::time::Instant::now(),
-                Err(e) => return Err(io_failure("I/O error trying to sync with MASTER", &e)),
+                Err(e) => lost = Some(crate::error::os_error_text(&e)),
             },
             _ = tokio::time::sleep(LOAD_POLL) => {}
         }
-        if reading && last_read.elapsed() > r.timeout {
-            return Err(warning(r.silence));
+        if !reading || !starving.load(Ordering::Relaxed) {
+            last_read = tokio::time::Instant::now();
+        } else if lost.is_none() && last_read.elapsed() > r.timeout {
+            lost = Some("Connection timed out".to_string());
         }
-        if tokio::time::Instant::now() >= keepalive {
+        if lost.is_some() {
+            // The parser reads to the end of what came, and fails there
+            // (as Redis's read from the socket fails), unless the
+            // snapshot was all in.
+            chunks = None;
+        }
+        if lost.is_none() && tokio::time::Instant::now() >= keepalive {
             keepalive += LOAD_KEEPALIVE;
             r.link
                 .write_all(b"\n")
@@ -653,7 +684,36 @@ async fn load_snapshot(
         }
     }
     .map_err(|_| warning(format!("Failed trying to load the MASTER synchronization DB from {from}")))?;
-    let (loaded, after) = loaded.map_err(|e| warning(format!("Failed trying to load the MASTER synchronization DB from {from}: {e}")))?;
+    let (loaded, after) = match loaded {
+        Ok(loaded) => loaded,
+        Err(crate::rdb::file::LoadError(text, at)) if from == "socket" => {
+            // Redis's `rdbReportError` for a diskless load.
+            if text == crate::rdb::file::SHORT_READ {
+                log::warning(format_args!("{text}"));
+                log::warning(format_args!(
+                    "Internal error in RDB reading offset {at}, function at rdb.c:3240 -> Unexpected EOF reading RDB file. Failure loading rdb format from socket, assuming connection error, resuming operation."
+                ));
+            } else {
+                log::warning(format_args!(
+                    "Internal error in RDB reading offset {at} -> {text}. Failure loading rdb format"
+                ));
+            }
+            let why = lost.unwrap_or(text);
+            return Err(warning(format!(
+                "Failed trying to load the MASTER synchronization DB from socket: {why}"
+            )));
+        }
+        Err(e) => {
+            return Err(warning(format!(
+                "Failed trying to load the MASTER synchronization DB from disk: {} (at offset {})",
+                e.0, e.1
+            )));
+        }
+    };
+    if let Some(why) = lost {
+        // All of the snapshot came before the link failed.
+        return Err(warning(format!("I/O error trying to sync with MASTER: {why}")));
+    }
     // What was read past the snapshot's end comes before what the buffer
     // holds: the mark, then the stream.
     let mut rest = after;
@@ -675,25 +735,6 @@ async fn load_snapshot(
         let _ = r.buf.split_to(mark.len());
     }
     Ok(loaded)
-}
-
-/// The next bytes of a streamed snapshot for its parser: waiting for them
-/// if `patient`, else for [`STREAMED_IDLE`] at most.
-fn next_piece(chunks: &mut tokio::sync::mpsc::Receiver<Bytes>, patient: bool) -> crate::rdb::file::Piece {
-    use crate::rdb::file::Piece;
-    use tokio::sync::mpsc::error::TryRecvError;
-    if patient {
-        return chunks.blocking_recv().map_or(Piece::End, Piece::Bytes);
-    }
-    let since = std::time::Instant::now();
-    loop {
-        match chunks.try_recv() {
-            Ok(bytes) => return Piece::Bytes(bytes),
-            Err(TryRecvError::Disconnected) => return Piece::End,
-            Err(TryRecvError::Empty) if since.elapsed() >= STREAMED_IDLE => return Piece::Idle,
-            Err(TryRecvError::Empty) => std::thread::sleep(Duration::from_millis(1)),
-        }
-    }
 }
 
 /// Runs the stream until the link fails.
