@@ -607,3 +607,40 @@ fn an_approximate_stream_trim_replays_as_the_trim_it_made_as_redis_does() {
         assert_eq!(approximate_trim_replayed(redis.addr), ours);
     }
 }
+
+/// Waits until no rewrite runs or is scheduled.
+fn wait_rewrite_done(c: &mut Raw) {
+    common::wait_until(10, "the rewrite to finish", || {
+        info_field(c, "aof_rewrite_in_progress") == "0" && info_field(c, "aof_rewrite_scheduled") == "0"
+    });
+}
+
+#[test]
+fn keys_past_their_deadline_are_live_while_the_file_replays_and_expire_after() {
+    // Redis expires nothing while it loads: a command of the file finds
+    // the key as it was when the command first ran. Expiring it lazily
+    // instead would make APPEND and HINCRBY create keys with no deadline,
+    // which live on for ever.
+    let dir = tempfile::tempdir().unwrap();
+    let keylock = keylock_in(dir.path(), &["--appendonly", "yes"]);
+    let mut c = Raw::connect(keylock.addr);
+    assert_eq!(c.call(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");
+    // In the base (an RDB preamble), then changed by the commands after.
+    assert_eq!(c.call(&["HSET", "in-base", "f", "1"]), b":1\r\n");
+    assert_eq!(c.call(&["PEXPIRE", "in-base", "1000"]), b":1\r\n");
+    assert_eq!(c.call(&["BGREWRITEAOF"]), b"+Background append only file rewriting started\r\n");
+    wait_rewrite_done(&mut c);
+    assert_eq!(c.call(&["HINCRBY", "in-base", "f", "1"]), b":2\r\n");
+    // Only in the commands.
+    assert_eq!(c.call(&["SET", "appended", "v", "PX", "1000"]), b"+OK\r\n");
+    assert_eq!(c.call(&["APPEND", "appended", "x"]), b":2\r\n");
+    assert_eq!(c.call(&["SET", "counted", "1", "PX", "1000"]), b"+OK\r\n");
+    assert_eq!(c.call(&["INCR", "counted"]), b":2\r\n");
+    // Their deadlines pass, unseen.
+    std::thread::sleep(std::time::Duration::from_millis(1300));
+    assert_eq!(c.call(&["DEBUG", "LOADAOF"]), b"+OK\r\n");
+    // Loaded with their deadlines (past): gone, none made anew.
+    assert_eq!(c.call(&["DBSIZE"]), b":3\r\n");
+    assert_eq!(c.call(&["EXISTS", "in-base", "appended", "counted"]), b":0\r\n");
+    assert_eq!(c.call(&["DBSIZE"]), b":0\r\n");
+}

@@ -1276,3 +1276,32 @@ fn a_snapshot_child_killed_while_its_replica_reads_slowly_is_collected() {
     wait_link_up(&mut k);
     assert_eq!(k.call(&["DBSIZE"]), b":4000\r\n");
 }
+
+#[test]
+fn a_deadline_past_when_the_masters_stream_sets_it_is_kept_not_deleted() {
+    // As on a Redis replica (`checkAlreadyExpired` is false with a
+    // master): the key stays, with the deadline, until its master deletes
+    // it; the replica's clients see it gone meanwhile.
+    let (rdb, listener, _s, mut k) = replica_of_fake_master();
+    let (stream, _) = listener.accept().unwrap();
+    let (reader, _) = answer_replica_handshake(&stream);
+    let mut writer = &stream;
+    let header = format!("+FULLRESYNC {} 0\r\n${}\r\n", "a".repeat(40), rdb.len());
+    std::io::Write::write_all(&mut writer, header.as_bytes()).unwrap();
+    std::io::Write::write_all(&mut writer, &rdb).unwrap();
+    let stream_bytes = encode(&[b"SET", b"k", b"v"])
+        .into_iter()
+        .chain(encode(&[b"PEXPIREAT", b"k", b"1"]))
+        .collect::<Vec<u8>>();
+    std::io::Write::write_all(&mut writer, &stream_bytes).unwrap();
+    wait_link_up(&mut k);
+    wait_until(5, "the stream to be applied", || {
+        info_value(&mut k, "replication", "slave_repl_offset") == stream_bytes.len().to_string()
+    });
+    assert_eq!(k.call(&["DBSIZE"]), b":1\r\n");
+    assert_eq!(k.call(&["GET", "k"]), b"$-1\r\n");
+    // Its master's DEL removes it.
+    std::io::Write::write_all(&mut writer, &encode(&[b"DEL", b"k"])).unwrap();
+    wait_until(5, "the DEL to be applied", || k.call(&["DBSIZE"]) == b":0\r\n");
+    drop(reader);
+}

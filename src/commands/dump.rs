@@ -123,12 +123,13 @@ fn restore(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         RestoreError::VersionOrChecksum => CmdError::dump_payload_footer(),
         RestoreError::BadFormat => CmdError::bad_data_format(),
     })?;
-    let db = ctx.db();
-    let deleted = replace && db.remove(key).is_some();
     if ttl != 0 && !absttl {
         ttl = ttl.wrapping_add(now as i64);
     }
-    if ttl != 0 && ttl <= now as i64 {
+    let expired = ttl != 0 && ctx.already_expired(ttl);
+    let db = ctx.db();
+    let deleted = replace && db.remove(key).is_some();
+    if expired {
         if deleted {
             db.notify(NOTIFY_GENERIC, "del", key);
             // Replayed as what it did: the key is gone.

@@ -274,6 +274,7 @@ pub fn expire_generic(ctx: &mut Ctx, argv: &[Bytes], base_ms: i64, seconds: bool
     when += base_ms;
     let key = &argv[1];
     let now = ctx.now_ms;
+    let expired = ctx.already_expired(when);
     let db = ctx.db();
     if !db.contains(key, now) {
         return Ok(0);
@@ -288,7 +289,7 @@ pub fn expire_generic(ctx: &mut Ctx, argv: &[Bytes], base_ms: i64, seconds: bool
     if lt && current.is_some_and(|c| when >= c) {
         return Ok(0);
     }
-    if when <= now as i64 {
+    if expired {
         db.remove(key);
         db.notify(NOTIFY_GENERIC, "del", key);
         let lazy = ctx.state.params.value("lazyfree-lazy-expire") == Some("yes");

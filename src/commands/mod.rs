@@ -72,6 +72,15 @@ impl Ctx<'_> {
         self.state.dirty_counted = true;
     }
 
+    /// Whether a deadline `at` a command sets has passed already (Redis's
+    /// `checkAlreadyExpired`): the key is then deleted instead. Never
+    /// while an append-only file, a Raft entry or a master's stream is
+    /// replayed, nor on a replica: there the key keeps the deadline, to be
+    /// expired where it was written (or once loading ends), as in Redis.
+    pub fn already_expired(&self, at: i64) -> bool {
+        at <= self.now_ms as i64 && !self.client.replaying && self.state.i_am_master()
+    }
+
     /// Whether effects are recorded (see `engine::effects`): a handler
     /// builds a replacement effect only then.
     #[inline]

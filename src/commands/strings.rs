@@ -239,11 +239,11 @@ fn getex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Some((secs, rel, raw)) => Some(expire_deadline(ctx, raw, *secs, *rel, "getex")?),
         None => None,
     };
-    let now = ctx.now_ms;
+    let expired = deadline.is_some_and(|at| ctx.already_expired(at as i64));
     let db = ctx.db();
     // Replayed as the change it made: DEL, PEXPIREAT or PERSIST.
     if let Some(at) = deadline {
-        if at <= now {
+        if expired {
             db.remove(key);
             db.notify(NOTIFY_GENERIC, "del", key);
             ctx.propagate_as_words(&[b"DEL", key]);

@@ -171,6 +171,11 @@ impl Db {
         self.keys.clock.set_ignore_deadlines(ignore);
     }
 
+    /// Whether keys past their deadline are live now.
+    pub fn ignores_deadlines(&self) -> bool {
+        self.keys.clock.ignores_deadlines()
+    }
+
     /// The clock accesses are stamped with; every database of a server
     /// shares the one the engine sets.
     pub fn use_access_clock(&mut self, clock: keyspace::AccessClock) {

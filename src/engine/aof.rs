@@ -1038,8 +1038,11 @@ fn load_parts(state: &mut State, scripts: &mut super::Scripts, files: AofFiles) 
     if let Some((name, bytes)) = files.base {
         if bytes.starts_with(b"REDIS") {
             let options = super::persistence::decode_options(&state.params);
-            let (databases, now) = (state.dbs.len(), if state.i_am_master() { state.clock.now_ms() } else { 0 });
-            let loaded = crate::rdb::file::read_with_progress(&bytes, databases, &options, now, &mut |at| state.loading_progress(at))
+            // Keys past their deadline are kept, as Redis keeps them in an
+            // AOF preamble (`RDBFLAGS_AOF_PREAMBLE`): the commands that
+            // follow ran while they were live.
+            let databases = state.dbs.len();
+            let loaded = crate::rdb::file::read_with_progress(&bytes, databases, &options, 0, &mut |at| state.loading_progress(at))
                 .map_err(|e| format!("{name}: {} (at offset {})", e.0, e.1))?;
             let libraries = state.install(loaded);
             scripts.load_libraries(libraries);
@@ -1061,7 +1064,9 @@ fn load_parts(state: &mut State, scripts: &mut super::Scripts, files: AofFiles) 
 /// would (Redis's fake AOF client): its transactions are queued and run
 /// at their EXEC (one cut short at the end of the file never runs), no
 /// user's permissions apply, and what they do is no effect (it is what
-/// the effects were).
+/// the effects were). Keys past their deadline are live meanwhile, as
+/// they were when the commands first ran (Redis expires nothing while it
+/// loads); they expire once the replay is over.
 pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec<Bytes>>) -> Result<(), String> {
     let mut client = super::Client::script_client();
     client.is_script = false;
@@ -1073,6 +1078,8 @@ pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec
     // `rename-command` calls them for clients.
     let mut renames = std::mem::take(&mut state.renames);
     state.effects.suspend(true);
+    let ignored_deadlines = state.dbs[0].ignores_deadlines();
+    state.dbs[0].ignore_deadlines(true);
     let mut result = Ok(());
     // Bytes read so far, as the file holds them (for the load's progress).
     let mut read = 0;
@@ -1103,6 +1110,7 @@ pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec
         }
     }
     state.effects.suspend(false);
+    state.dbs[0].ignore_deadlines(ignored_deadlines);
     state.acl = users;
     state.renames = renames;
     result
