@@ -371,6 +371,8 @@ impl<'o> Loader<'o> {
                 self.wanted = r.wanted().unwrap_or(0);
                 return Ok(None);
             }
+            // Cut short for good: Redis's short read.
+            Err(_) if r.wanted().is_some() => return Err((SHORT_READ.to_string(), r.position())),
             Err(text) => return Err((text, r.position())),
         };
         let used = r.position();
@@ -588,9 +590,13 @@ mod tests {
     #[test]
     fn a_file_read_as_it_arrives_is_refused_when_cut_short_or_damaged() {
         let file = big_file();
-        for cut in [5, 9, 20, file.len() / 2, file.len() - 1] {
+        let (result, _) = streamed(&file[..5], 1000, b"");
+        assert_eq!(result.err().unwrap().0, "Wrong signature trying to load DB from file");
+        // Cut anywhere after the header (inside a key or between two): a
+        // short read, as Redis names it.
+        for cut in [9, 20, 100, file.len() / 2, file.len() - 1] {
             let (result, _) = streamed(&file[..cut], 1000, b"");
-            assert!(result.is_err(), "cut at {cut}");
+            assert_eq!(result.err().map(|e| e.0), Some(SHORT_READ.to_string()), "cut at {cut}");
         }
         let mut damaged = file.clone();
         let at = damaged.len() - 3;

@@ -624,6 +624,7 @@ async fn load_snapshot(
                         // the rest of it.
                         None => r.buf.len().saturating_sub(mark.len() - 1),
                     },
+                    // Either a length or a mark: not reached.
                     (None, None) => r.buf.len(),
                 };
                 if take > 0 {
@@ -710,10 +711,8 @@ async fn load_snapshot(
             )));
         }
     };
-    if let Some(why) = lost {
-        // All of the snapshot came before the link failed.
-        return Err(warning(format!("I/O error trying to sync with MASTER: {why}")));
-    }
+    // A link lost after all of the snapshot came leaves it loaded, as in
+    // Redis: the stream finds the link gone, and continues on a new one.
     // What was read past the snapshot's end comes before what the buffer
     // holds: the mark, then the stream.
     let mut rest = after;
