@@ -248,5 +248,5 @@ pub fn aof(data: &[u8]) {
         .collect();
     let mut engine = engine(Arc::default());
     let keylock::engine::Engine { state, scripts } = &mut engine;
-    let _ = keylock::engine::aof::replay(state, scripts, kept);
+    let _ = keylock::engine::aof::replay(state, scripts, kept, "AOF-loading-client");
 }

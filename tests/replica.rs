@@ -667,21 +667,84 @@ fn a_replicas_connection_may_not_touch_the_keyspace_and_min_replicas_counts_acks
         m.call(&["SET", "k", "v"]),
         b"-NOREPLICAS Not enough good replicas to write.\r\n".to_vec()
     );
-    // A connection that became a replica gets the stream, not the keyspace.
-    let mut fake = Raw::connect(s.addr());
+    // A connection that became a replica gets the stream, not the
+    // keyspace: its GET is refused, and since the refusal is a reply, which
+    // the link never carries, the replica is disconnected instead.
+    let (stream, closed) = replica_sends_after_sync(s.addr(), &[b"GET", b"k"]);
+    assert!(closed);
+    assert!(!stream.windows(4).any(|w| w == b"-ERR"), "{}", String::from_utf8_lossy(&stream));
+}
+
+/// A connection to `server` that sends SYNC, reads the snapshot, then sends
+/// `command`: what it reads after the snapshot (the stream) in 3 s, and
+/// whether the server closed it.
+fn replica_sends_after_sync(server: std::net::SocketAddr, command: &[&[u8]]) -> (Vec<u8>, bool) {
+    let mut fake = Raw::connect(server);
     fake.send(b"SYNC\r\n");
     let mut header = String::new();
-    std::io::BufRead::read_line(&mut fake.reader, &mut header).unwrap();
-    let mut rdb = vec![0; header.trim()[1..].parse().unwrap()];
-    std::io::Read::read_exact(&mut fake.reader, &mut rdb).unwrap();
-    fake.send_cmd(&[b"GET", b"k"]);
     loop {
-        let reply = fake.reply();
-        if reply.starts_with(b"-") {
-            assert_eq!(reply, b"-ERR Replica can't interact with the keyspace\r\n");
+        header.clear();
+        std::io::BufRead::read_line(&mut fake.reader, &mut header).unwrap();
+        // Newlines are the master's keep-alives.
+        if header.trim().starts_with('$') {
             break;
         }
     }
+    let mut rdb = vec![0; header.trim()[1..].parse().unwrap()];
+    std::io::Read::read_exact(&mut fake.reader, &mut rdb).unwrap();
+    fake.send(&encode(command));
+    fake.reader
+        .get_ref()
+        .set_read_timeout(Some(std::time::Duration::from_secs(3)))
+        .unwrap();
+    let mut stream = Vec::new();
+    let closed = std::io::Read::read_to_end(&mut fake.reader, &mut stream).is_ok();
+    (stream, closed)
+}
+
+#[test]
+fn a_replica_whose_command_makes_a_reply_is_disconnected_as_redis_server_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("keylock.log");
+    let keylock = Binary::start(&["--logfile", log.to_str().unwrap()]);
+    let redis = real_redis_with(&[]);
+    for (command, name) in [
+        (&[&b"PING"[..]][..], "ping"),
+        (&[&b"XINFO"[..], b"HELP"], "xinfo|help"),
+        (&[&b"GET"[..], b"k"], "get"),
+        (&[&b"NOSUCH"[..]], "<unknown>"),
+    ] {
+        let (stream, closed) = replica_sends_after_sync(keylock.addr, command);
+        assert!(closed, "{name}: still open");
+        assert!(!stream.windows(5).any(|w| w == b"+PONG" || w.starts_with(b"-ERR")), "{name}");
+        let logged = std::fs::read_to_string(&log).unwrap();
+        let line = format!("Replica generated a reply to command '{name}', disconnecting it: id=");
+        assert!(logged.contains(&line), "{name}: {logged}");
+        if let Some(redis) = &redis {
+            // redis-server closes it the same way, replying nothing.
+            let (stream, closed) = replica_sends_after_sync(redis.addr, command);
+            assert!(closed, "redis-server, {name}: still open");
+            assert!(
+                !stream.windows(5).any(|w| w == b"+PONG" || w.starts_with(b"-ERR")),
+                "redis-server, {name}"
+            );
+        }
+    }
+    // An error is also logged as one sent to a replica, and counted.
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("== CRITICAL == This master is sending an error to its replica: 'Replica can't interact with the keyspace' after processing the command 'get'"),
+        "{logged}"
+    );
+    let mut c = Raw::connect(keylock.addr);
+    assert_eq!(info_value(&mut c, "stats", "unexpected_error_replies"), "2");
+    if let Some(redis) = &redis {
+        let mut r = Raw::connect(redis.addr);
+        assert_eq!(info_value(&mut r, "stats", "unexpected_error_replies"), "2");
+    }
+    // REPLCONF ACK makes none: the link stays.
+    let (_, closed) = replica_sends_after_sync(keylock.addr, &[b"REPLCONF", b"ACK", b"0"]);
+    assert!(!closed);
 }
 
 #[test]

@@ -327,7 +327,7 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
             line!("tracking_total_keys:{}", st.tracking.total_keys());
             line!("tracking_total_items:{}", st.tracking.total_items());
             line!("tracking_total_prefixes:{}", st.tracking.total_prefixes());
-            line!("unexpected_error_replies:0");
+            line!("unexpected_error_replies:{}", s.unexpected_error_replies);
             line!("total_error_replies:{}", s.total_error_replies);
             line!("dump_payload_sanitizations:0");
             line!("total_reads_processed:{reads}");

@@ -1047,18 +1047,21 @@ fn load_parts(state: &mut State, scripts: &mut super::Scripts, files: AofFiles) 
             let libraries = state.install(loaded);
             scripts.load_libraries(libraries);
         } else {
-            replay(state, scripts, commands(Path::new(&name), &bytes, false, false)?)?;
+            replay(state, scripts, commands(Path::new(&name), &bytes, false, false)?, AOF_CLIENT)?;
         }
         state.loading_next_file();
     }
     let truncated_ok = state.params.value("aof-load-truncated") != Some("no");
     let last = files.incrs.len();
     for (i, (path, bytes)) in files.incrs.iter().enumerate() {
-        replay(state, scripts, commands(path, bytes, truncated_ok, i + 1 == last)?)?;
+        replay(state, scripts, commands(path, bytes, truncated_ok, i + 1 == last)?, AOF_CLIENT)?;
         state.loading_next_file();
     }
     Ok(())
 }
+
+/// Who a file's replay answers, in the logs.
+const AOF_CLIENT: &str = "AOF-loading-client";
 
 /// Runs an append-only file's commands as a client with no connection
 /// would (Redis's fake AOF client): its transactions are queued and run
@@ -1066,8 +1069,9 @@ fn load_parts(state: &mut State, scripts: &mut super::Scripts, files: AofFiles) 
 /// user's permissions apply, and what they do is no effect (it is what
 /// the effects were). Keys past their deadline are live meanwhile, as
 /// they were when the commands first ran (Redis expires nothing while it
-/// loads); they expire once the replay is over.
-pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec<Bytes>>) -> Result<(), String> {
+/// loads); they expire once the replay is over. An error reply is logged
+/// as sent to `to` (Redis's `AOF-loading-client`).
+pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec<Bytes>>, to: &str) -> Result<(), String> {
     let mut client = super::Client::script_client();
     client.is_script = false;
     client.authenticated = true;
@@ -1094,8 +1098,13 @@ pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec
         read += argv.iter().map(|a| a.len() + 16).sum::<usize>() + 16;
         // The file's own commands are not refused as loading.
         let loading = state.loading.take();
-        super::exec::dispatch(state, Some(scripts), &mut client, argv);
+        let words = argv[..argv.len().min(2)].to_vec();
+        let reply = super::exec::dispatch(state, Some(scripts), &mut client, argv);
         state.loading = loading;
+        if let crate::reply::Reply::Error(error) = &reply {
+            let command = super::exec::command_full_name(&state.renames, &words);
+            state.unexpected_error("server", to, error, &command);
+        }
         if state.loading.is_some() {
             // Other clients are served under their users' permissions.
             std::mem::swap(&mut state.acl, &mut users);

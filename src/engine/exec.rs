@@ -99,6 +99,16 @@ pub fn lookup(names: &Renames, argv: &[Bytes]) -> Lookup {
     }
 }
 
+/// The full name of the command `argv` (its first two words) names,
+/// `container|sub` for a subcommand, `<unknown>` for none (Redis's
+/// `lastcmd->fullname`, for logs).
+pub fn command_full_name(names: &Renames, argv: &[Bytes]) -> String {
+    match lookup(names, argv) {
+        Lookup::Found(cmd) => cmd.full_name.to_string(),
+        _ => "<unknown>".to_string(),
+    }
+}
+
 /// A command refused before it ran.
 #[derive(Debug, Clone)]
 pub struct Refusal {
@@ -619,6 +629,25 @@ pub enum Shown<'a> {
 }
 
 impl State {
+    /// An error reply to a client that should get none: a master's stream,
+    /// a replica, or a file's replay (Redis's `afterErrorReply`: logged,
+    /// and counted in `unexpected_error_replies`).
+    pub fn unexpected_error(&mut self, from: &str, to: &str, error: &[u8], command: &str) {
+        // As Redis has it: a plain error's message (its `-ERR ` is added
+        // on the wire), another code's whole line.
+        let line = String::from_utf8_lossy(error);
+        let line = line.trim_end_matches("\r\n").trim_start_matches('-');
+        let text = match line.strip_prefix("ERR ") {
+            Some(message) => message.to_string(),
+            None => format!("-{line}"),
+        };
+        let text: String = text.chars().take(4096).collect();
+        crate::log::warning(format_args!(
+            "== CRITICAL == This {from} is sending an error to its {to}: '{text}' after processing the command '{command}'"
+        ));
+        self.stats.unexpected_error_replies += 1;
+    }
+
     /// Runs a resolved command: the handler, statistics, WATCH and MONITOR.
     /// `scripts` is the scripting a command may use: the engine's for a
     /// client's command, None for a script's own commands.

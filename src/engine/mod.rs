@@ -1402,6 +1402,21 @@ impl Engine {
         self.state.remove_replica(c.id);
     }
 
+    /// Whether `reply`, or what `client` was sent while its command ran,
+    /// would write anything to its output.
+    fn makes_output(client: &Client, reply: &Reply) -> bool {
+        if !client.inline_pushes.is_empty() {
+            return true;
+        }
+        let mut bytes = BytesMut::new();
+        if client.replies_silenced() {
+            reply.encode_pushes(client.resp, &mut bytes);
+        } else {
+            reply.encode(client.resp, &mut bytes);
+        }
+        !bytes.is_empty()
+    }
+
     /// Runs a batch of commands from one client with no connection behind
     /// it (benches), appending the encoded replies to `out`.
     pub fn run_batch(&mut self, id: ClientId, commands: Vec<Vec<Bytes>>, out: &mut BytesMut) -> BatchOutput {
@@ -1436,6 +1451,10 @@ impl Engine {
             }
             client.deferred_len = false;
             let offset = self.state.replicas.offset;
+            // A replica's commands (REPLCONF ACK) make no reply, and a
+            // master's no error: the command's name and first argument,
+            // for the log of one that does.
+            let link_command = (client.is_replica || client.is_master).then(|| argv[..argv.len().min(2)].to_vec());
             let reply = self.dispatch(&mut client, argv);
             if self.state.replicas.offset != offset {
                 client.woff = self.state.replicas.offset;
@@ -1471,6 +1490,32 @@ impl Engine {
                 client.inline_pushes.clear();
                 client.close_after_reply = true;
                 break;
+            }
+            if let Some(argv) = link_command {
+                let replica_replied = client.is_replica && Self::makes_output(&client, &reply);
+                let name = (replica_replied || reply.is_error()).then(|| exec::command_full_name(&self.state.renames, &argv));
+                let name = name.unwrap_or_default();
+                if replica_replied {
+                    // Redis's `_addReplyToBufferOrList`: the link carries
+                    // the stream, never a reply; the replica goes instead.
+                    crate::log::warning(format_args!(
+                        "Replica generated a reply to command '{name}', disconnecting it: {}",
+                        client.info_line(self.state.clock.now_ms())
+                    ));
+                }
+                if let Reply::Error(error) = &reply {
+                    let (from, to) = if client.is_master {
+                        ("replica", "master")
+                    } else {
+                        ("master", "replica")
+                    };
+                    self.state.unexpected_error(from, to, error, &name);
+                }
+                if replica_replied {
+                    client.inline_pushes.clear();
+                    outbox.close_now();
+                    break;
+                }
             }
             self.state.send_reply(&mut client, &reply);
             if self.state.blocked_clients > 0 {

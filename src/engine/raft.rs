@@ -577,7 +577,7 @@ impl State {
             }
             match super::aof::parse_commands(&proposal.effects) {
                 Ok(commands) => {
-                    if let Err(e) = super::aof::replay(self, scripts, commands) {
+                    if let Err(e) = super::aof::replay(self, scripts, commands, "Raft-apply-client") {
                         crate::log::warning(format_args!("Raft: entry {log_id} did not apply cleanly: {e}"));
                     }
                 }

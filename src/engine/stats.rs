@@ -19,6 +19,9 @@ pub struct CommandStat {
 #[derive(Debug, Default)]
 pub struct Stats {
     pub total_connections_received: u64,
+    /// Error replies to a master, a replica or the AOF's replay, which
+    /// should make none (Redis's `stat_unexpected_error_replies`).
+    pub unexpected_error_replies: u64,
     pub total_commands_processed: u64,
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
