@@ -1293,9 +1293,12 @@ fn a_snapshot_parsed_as_it_arrives_with_a_broken_eof_mark_is_not_installed() {
     body.extend_from_slice(&rdb);
     body.extend_from_slice("x".repeat(40).as_bytes());
     let (listener, _s, mut k) = snapshot_parsed_as_it_arrives(&body, 1);
-    // The link starts over, asking for a snapshot again; the old data stays.
+    // The link starts over; the old data stays, and so does the history
+    // it is at, which the next PSYNC offers to continue (with `swapdb`
+    // Redis keeps its cached master until a snapshot has loaded).
     let (again, _) = listener.accept().unwrap();
-    assert_eq!(answer_replica_handshake(&again).1, ["PSYNC", "?", "-1"]);
+    let replid = info_value(&mut k, "replication", "master_replid");
+    assert_eq!(answer_replica_handshake(&again).1, ["PSYNC", replid.as_str(), "1"]);
     assert_eq!(k.call(&["GET", "old"]), b"$1\r\n1\r\n");
     assert_eq!(info_value(&mut k, "replication", "master_link_status"), "down");
 }
@@ -1367,4 +1370,37 @@ fn a_deadline_past_when_the_masters_stream_sets_it_is_kept_not_deleted() {
     std::io::Write::write_all(&mut writer, &encode(&[b"DEL", b"k"])).unwrap();
     wait_until(5, "the DEL to be applied", || k.call(&["DBSIZE"]) == b":0\r\n");
     drop(reader);
+}
+
+#[test]
+fn a_full_sync_that_fails_before_its_snapshot_keeps_the_history_for_a_partial_resync() {
+    // Redis keeps its cached master until the new master's snapshot is
+    // loaded (`replicationAttachToNewMaster`): back with its old master, a
+    // replica whose full sync elsewhere failed continues where it was.
+    let master = start();
+    let mut m = Raw::connect(master.addr());
+    assert_eq!(m.call(&["SET", "a", "b"]), b"+OK\r\n");
+    let s = start();
+    let mut k = Raw::connect(s.addr());
+    replicaof(&mut k, master.addr());
+    wait_link_up(&mut k);
+    wait_offsets_equal(&mut m, &mut k);
+    let full = info_value(&mut m, "stats", "sync_full");
+    let partial: u64 = info_value(&mut m, "stats", "sync_partial_ok").parse().unwrap();
+    // Another master answers +FULLRESYNC, then goes before its snapshot.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    replicaof(&mut k, listener.local_addr().unwrap());
+    let (stream, _) = listener.accept().unwrap();
+    let (reader, _) = answer_replica_handshake(&stream);
+    let message = format!("+FULLRESYNC {} 0\r\n", "c".repeat(40));
+    std::io::Write::write_all(&mut &stream, message.as_bytes()).unwrap();
+    wait_until(5, "the transfer to start", || {
+        info_value(&mut k, "replication", "master_sync_in_progress") == "1"
+    });
+    drop((reader, stream, listener));
+    replicaof(&mut k, master.addr());
+    wait_link_up(&mut k);
+    assert_eq!(info_value(&mut m, "stats", "sync_full"), full);
+    assert_eq!(info_value(&mut m, "stats", "sync_partial_ok"), (partial + 1).to_string());
+    assert_eq!(k.call(&["GET", "a"]), b"$1\r\nb\r\n");
 }

@@ -240,8 +240,10 @@ impl State {
         if link == LinkState::Transfer && m.link != LinkState::Transfer {
             m.transfer = Some((-1, 0));
             m.async_load = false;
-            // `+FULLRESYNC`: the history to continue is gone.
-            self.cached_master_db = None;
+            // The cached master stays until the snapshot starts loading
+            // (see `master_load_started`): a transfer that fails leaves
+            // this server where it was, free to continue its history with
+            // a PSYNC.
         }
         if link != LinkState::Transfer {
             m.transfer = None;
@@ -442,6 +444,12 @@ impl State {
         } else if !m.async_load {
             self.start_master_load(total_bytes);
         }
+        // Redis's `replicationAttachToNewMaster`, before the load but with
+        // `swapdb`, which loads aside and attaches once loaded: the history
+        // this server had is no longer one to continue.
+        if self.params.value("repl-diskless-load") != Some("swapdb") {
+            self.cached_master_db = None;
+        }
         crate::log::notice(format_args!("MASTER <-> REPLICA sync: Loading DB in memory"));
         true
     }
@@ -533,6 +541,8 @@ impl Engine {
             return Err("the master changed".into());
         }
         state.end_master_load();
+        // The history this server continued is gone.
+        state.cached_master_db = None;
         crate::log::notice(format_args!("MASTER <-> REPLICA sync: Flushing old data"));
         let stream_db = state.replace_dataset(&mut self.scripts, loaded);
         // Tracking clients drop everything they cached, as after FLUSHALL.
