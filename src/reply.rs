@@ -100,6 +100,16 @@ impl Reply {
         matches!(self, Reply::Error(_))
     }
 
+    /// Every error in this reply, those inside arrays (a transaction's)
+    /// too, in order.
+    pub fn collect_errors(&self, out: &mut Vec<Bytes>) {
+        match self {
+            Reply::Error(e) => out.push(e.clone()),
+            Reply::Array(items) | Reply::Many(items) => items.iter().for_each(|r| r.collect_errors(out)),
+            _ => {}
+        }
+    }
+
     /// Encodes only the pub/sub pushes in this reply (subscription
     /// confirmations): what a client whose replies are off still gets, as
     /// Redis's CLIENT_PUSHING lets them through.

@@ -698,7 +698,11 @@ fn replica_sends_after_sync(server: std::net::SocketAddr, command: &[&[u8]]) -> 
         .set_read_timeout(Some(std::time::Duration::from_secs(3)))
         .unwrap();
     let mut stream = Vec::new();
-    let closed = std::io::Read::read_to_end(&mut fake.reader, &mut stream).is_ok();
+    // A reset is a close too; only the timeout is an open connection.
+    let closed = match std::io::Read::read_to_end(&mut fake.reader, &mut stream) {
+        Ok(_) => true,
+        Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+    };
     (stream, closed)
 }
 
@@ -742,7 +746,10 @@ fn a_replica_whose_command_makes_a_reply_is_disconnected_as_redis_server_does() 
         let mut r = Raw::connect(redis.addr);
         assert_eq!(info_value(&mut r, "stats", "unexpected_error_replies"), "2");
     }
-    // REPLCONF ACK makes none: the link stays.
+    // MONITOR is ignored, with no reply, as Redis ignores it from a
+    // replica; REPLCONF ACK makes none either: the link stays.
+    let (_, closed) = replica_sends_after_sync(keylock.addr, &[b"MONITOR"]);
+    assert!(!closed);
     let (_, closed) = replica_sends_after_sync(keylock.addr, &[b"REPLCONF", b"ACK", b"0"]);
     assert!(!closed);
 }
@@ -1394,7 +1401,7 @@ fn a_full_sync_that_fails_before_its_snapshot_keeps_the_history_for_a_partial_re
     let (reader, _) = answer_replica_handshake(&stream);
     let message = format!("+FULLRESYNC {} 0\r\n", "c".repeat(40));
     std::io::Write::write_all(&mut &stream, message.as_bytes()).unwrap();
-    wait_until(5, "the transfer to start", || {
+    wait_until(20, "the transfer to start", || {
         info_value(&mut k, "replication", "master_sync_in_progress") == "1"
     });
     drop((reader, stream, listener));
@@ -1403,4 +1410,42 @@ fn a_full_sync_that_fails_before_its_snapshot_keeps_the_history_for_a_partial_re
     assert_eq!(info_value(&mut m, "stats", "sync_full"), full);
     assert_eq!(info_value(&mut m, "stats", "sync_partial_ok"), (partial + 1).to_string());
     assert_eq!(k.call(&["GET", "a"]), b"$1\r\nb\r\n");
+}
+
+#[test]
+fn errors_inside_a_transaction_of_the_masters_stream_are_logged_and_counted() {
+    // A replica whose data drifted: the master's MULTI/EXEC meets a
+    // WRONGTYPE. Redis logs each error sent to its master's client.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("replica.log");
+    let replica = Binary::start(&["--logfile", log.to_str().unwrap()]);
+    let (rdb, listener) = (empty_snapshot(), std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+    let mut k = Raw::connect(replica.addr);
+    assert_eq!(
+        k.call(&["REPLICAOF", "127.0.0.1", &listener.local_addr().unwrap().port().to_string()]),
+        b"+OK\r\n"
+    );
+    let (stream, _) = listener.accept().unwrap();
+    let (reader, _) = answer_replica_handshake(&stream);
+    let mut writer = &stream;
+    let header = format!("+FULLRESYNC {} 0\r\n${}\r\n", "a".repeat(40), rdb.len());
+    std::io::Write::write_all(&mut writer, header.as_bytes()).unwrap();
+    std::io::Write::write_all(&mut writer, &rdb).unwrap();
+    let mut commands = encode(&[b"SET", b"k", b"v"]);
+    for command in [&[&b"MULTI"[..]][..], &[b"LPUSH", b"k", b"x"], &[b"SET", b"n", b"1"], &[b"EXEC"]] {
+        commands.extend(encode(command));
+    }
+    std::io::Write::write_all(&mut writer, &commands).unwrap();
+    wait_link_up(&mut k);
+    wait_until(20, "the stream to be applied", || {
+        info_value(&mut k, "replication", "slave_repl_offset") == commands.len().to_string()
+    });
+    assert_eq!(k.call(&["GET", "n"]), b"$1\r\n1\r\n");
+    assert_eq!(info_value(&mut k, "stats", "unexpected_error_replies"), "1");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("== CRITICAL == This replica is sending an error to its master: '-WRONGTYPE Operation against a key holding the wrong kind of value' after processing the command 'exec'"),
+        "{logged}"
+    );
+    drop(reader);
 }

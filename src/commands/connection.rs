@@ -176,6 +176,9 @@ fn quit(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    if ctx.client.is_replica || ctx.client.is_master {
+        return Err(CmdError::err("can only reset normal client connections"));
+    }
     if ctx.client.monitor {
         ctx.client.monitor = false;
         let id = ctx.client.id;

@@ -216,10 +216,12 @@ fn bgsave(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn monitor(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    if !ctx.client.monitor {
-        ctx.client.monitor = true;
-        ctx.state.monitors.push(ctx.client.id);
+    // Redis ignores it, with no reply, from a replica or a monitor.
+    if ctx.client.monitor || ctx.client.is_replica {
+        return Ok(Reply::Many(Vec::new()));
     }
+    ctx.client.monitor = true;
+    ctx.state.monitors.push(ctx.client.id);
     Ok(Reply::OK)
 }
 

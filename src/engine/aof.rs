@@ -1101,9 +1101,13 @@ pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec
         let words = argv[..argv.len().min(2)].to_vec();
         let reply = super::exec::dispatch(state, Some(scripts), &mut client, argv);
         state.loading = loading;
-        if let crate::reply::Reply::Error(error) = &reply {
+        let mut errors = Vec::new();
+        reply.collect_errors(&mut errors);
+        if !errors.is_empty() {
             let command = super::exec::command_full_name(&state.renames, &words);
-            state.unexpected_error("server", to, error, &command);
+            for error in errors {
+                state.unexpected_error("server", to, &error, &command);
+            }
         }
         if state.loading.is_some() {
             // Other clients are served under their users' permissions.

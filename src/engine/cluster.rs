@@ -79,8 +79,8 @@ impl State {
     /// This node's replication offset as the cluster is told it: a Raft
     /// shard member's applied log index; a replica's offset in its
     /// master's stream, 0 while it has neither the stream nor a history
-    /// to continue (before its first sync, and from `+FULLRESYNC` until
-    /// the snapshot has loaded: Redis's `replicationGetSlaveOffset`), which
+    /// to continue (before its first sync, and while a new master's
+    /// snapshot loads: Redis's `replicationGetSlaveOffset`), which
     /// hides it from CLUSTER SLOTS and shows it `loading` in CLUSTER
     /// SHARDS; a master's offset.
     pub fn cluster_repl_offset(&self) -> u64 {

@@ -1492,8 +1492,10 @@ impl Engine {
                 break;
             }
             if let Some(argv) = link_command {
-                let replica_replied = client.is_replica && Self::makes_output(&client, &reply);
-                let name = (replica_replied || reply.is_error()).then(|| exec::command_full_name(&self.state.renames, &argv));
+                let replica_replied = client.is_replica && !client.monitor && Self::makes_output(&client, &reply);
+                let mut errors = Vec::new();
+                reply.collect_errors(&mut errors);
+                let name = (replica_replied || !errors.is_empty()).then(|| exec::command_full_name(&self.state.renames, &argv));
                 let name = name.unwrap_or_default();
                 if replica_replied {
                     // Redis's `_addReplyToBufferOrList`: the link carries
@@ -1503,13 +1505,15 @@ impl Engine {
                         client.info_line(self.state.clock.now_ms())
                     ));
                 }
-                if let Reply::Error(error) = &reply {
-                    let (from, to) = if client.is_master {
-                        ("replica", "master")
-                    } else {
-                        ("master", "replica")
-                    };
-                    self.state.unexpected_error(from, to, error, &name);
+                // Each error, a transaction's inner ones too (Redis's
+                // `afterErrorReply`, under the EXEC).
+                let (from, to) = if client.is_master {
+                    ("replica", "master")
+                } else {
+                    ("master", "replica")
+                };
+                for error in errors {
+                    self.state.unexpected_error(from, to, &error, &name);
                 }
                 if replica_replied {
                     client.inline_pushes.clear();

@@ -33,8 +33,10 @@
 //!   `+CONTINUE [replid]` the stream goes on from there
 //!   ([`Engine::master_continued`]); a master told REPLICAOF asks the
 //!   same with its own history, so that a failover costs no snapshot.
-//!   Without one (the first link, or after `+FULLRESYNC`) it asks
-//!   `PSYNC ? -1`.
+//!   Without one (the first link, or once a new master's snapshot
+//!   started loading: with `repl-diskless-load swapdb`, once it has
+//!   loaded; Redis's `replicationAttachToNewMaster`) it asks `PSYNC ? -1`.
+//!   A full sync that fails before leaves the cached master in place.
 
 use bytes::Bytes;
 
