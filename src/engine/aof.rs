@@ -1088,7 +1088,8 @@ pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec
     // Bytes read so far, as the file holds them (for the load's progress).
     let mut read = 0;
     for argv in commands {
-        if let super::exec::Lookup::Unknown = super::exec::lookup(&state.renames, &argv) {
+        let found = super::exec::lookup(&state.renames, &argv);
+        if let super::exec::Lookup::Unknown = found {
             result = Err(format!(
                 "Unknown command '{}' reading the append only file",
                 String::from_utf8_lossy(&argv[0])
@@ -1098,16 +1099,12 @@ pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec
         read += argv.iter().map(|a| a.len() + 16).sum::<usize>() + 16;
         // The file's own commands are not refused as loading.
         let loading = state.loading.take();
-        let words = argv[..argv.len().min(2)].to_vec();
         let reply = super::exec::dispatch(state, Some(scripts), &mut client, argv);
         state.loading = loading;
         let mut errors = Vec::new();
         reply.collect_errors(&mut errors);
-        if !errors.is_empty() {
-            let command = super::exec::command_full_name(&state.renames, &words);
-            for error in errors {
-                state.unexpected_error("server", to, &error, &command);
-            }
+        for error in errors {
+            state.unexpected_error("server", to, &error, found.full_name());
         }
         if state.loading.is_some() {
             // Other clients are served under their users' permissions.

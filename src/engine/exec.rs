@@ -99,13 +99,15 @@ pub fn lookup(names: &Renames, argv: &[Bytes]) -> Lookup {
     }
 }
 
-/// The full name of the command `argv` (its first two words) names,
-/// `container|sub` for a subcommand, `<unknown>` for none (Redis's
-/// `lastcmd->fullname`, for logs).
-pub fn command_full_name(names: &Renames, argv: &[Bytes]) -> String {
-    match lookup(names, argv) {
-        Lookup::Found(cmd) => cmd.full_name.to_string(),
-        _ => "<unknown>".to_string(),
+impl Lookup {
+    /// The full name of the command found, `container|sub` for a
+    /// subcommand, `<unknown>` for none (Redis's `lastcmd->fullname`, for
+    /// logs).
+    pub fn full_name(&self) -> &'static str {
+        match self {
+            Lookup::Found(cmd) => cmd.full_name.as_str(),
+            _ => "<unknown>",
+        }
     }
 }
 

@@ -1452,9 +1452,9 @@ impl Engine {
             client.deferred_len = false;
             let offset = self.state.replicas.offset;
             // A replica's commands (REPLCONF ACK) make no reply, and a
-            // master's no error: the command's name and first argument,
-            // for the log of one that does.
-            let link_command = (client.is_replica || client.is_master).then(|| argv[..argv.len().min(2)].to_vec());
+            // master's no error: the command's name, for the log of one
+            // that does.
+            let link_command = (client.is_replica || client.is_master).then(|| exec::lookup(&self.state.renames, &argv).full_name());
             let reply = self.dispatch(&mut client, argv);
             if self.state.replicas.offset != offset {
                 client.woff = self.state.replicas.offset;
@@ -1491,12 +1491,8 @@ impl Engine {
                 client.close_after_reply = true;
                 break;
             }
-            if let Some(argv) = link_command {
+            if let Some(name) = link_command {
                 let replica_replied = client.is_replica && !client.monitor && Self::makes_output(&client, &reply);
-                let mut errors = Vec::new();
-                reply.collect_errors(&mut errors);
-                let name = (replica_replied || !errors.is_empty()).then(|| exec::command_full_name(&self.state.renames, &argv));
-                let name = name.unwrap_or_default();
                 if replica_replied {
                     // Redis's `_addReplyToBufferOrList`: the link carries
                     // the stream, never a reply; the replica goes instead.
@@ -1512,8 +1508,10 @@ impl Engine {
                 } else {
                     ("master", "replica")
                 };
+                let mut errors = Vec::new();
+                reply.collect_errors(&mut errors);
                 for error in errors {
-                    self.state.unexpected_error(from, to, &error, &name);
+                    self.state.unexpected_error(from, to, &error, name);
                 }
                 if replica_replied {
                     client.inline_pushes.clear();

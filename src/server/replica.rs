@@ -554,7 +554,8 @@ async fn load_snapshot(
         let options = crate::engine::persistence::decode_options(&state.params);
         (state.dbs.len(), options, state.runtime.key_load_delay)
     };
-    let from = if whole.is_some() { "disk" } else { "socket" };
+    let streamed = whole.is_none();
+    let from = if streamed { "socket" } else { "disk" };
     let stop = Stop(Arc::new(AtomicBool::new(false)));
     let read = Arc::new(AtomicU64::new(0));
     let key_load_delay = Arc::new(AtomicI64::new(delay));
@@ -563,7 +564,7 @@ async fn load_snapshot(
     let starving = Arc::new(AtomicBool::new(false));
     // A streamed snapshot's bytes, to the thread.
     let (chunks, mut chunks_rx) = tokio::sync::mpsc::channel::<Bytes>(STREAMED_READS_AHEAD);
-    let mut chunks = whole.is_none().then_some(chunks);
+    let mut chunks = streamed.then_some(chunks);
     let (tx, mut rx) = tokio::sync::oneshot::channel();
     let thread = {
         let (stop, read, key_load_delay) = (stop.0.clone(), read.clone(), key_load_delay.clone());
@@ -687,7 +688,7 @@ async fn load_snapshot(
     .map_err(|_| warning(format!("Failed trying to load the MASTER synchronization DB from {from}")))?;
     let (loaded, after) = match loaded {
         Ok(loaded) => loaded,
-        Err(crate::rdb::file::LoadError(text, at)) if from == "socket" => {
+        Err(crate::rdb::file::LoadError(text, at)) if streamed => {
             // Redis's `rdbReportError` for a diskless load.
             if text == crate::rdb::file::SHORT_READ {
                 log::warning(format_args!("{text}"));
