@@ -503,6 +503,39 @@ fn a_save_child_does_not_hold_the_listening_port() {
     assert!(refused, "the port still accepted connections after the server was gone");
 }
 
+/// Whether process `pid` has ended (gone, or a zombie no one reaps).
+fn ended(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_or(true, |stat| stat.rsplit(") ").next().is_some_and(|rest| rest.starts_with('Z')))
+}
+
+#[test]
+fn a_save_child_ends_when_its_server_is_killed() {
+    // A BGSAVE's child, and the one a replica syncing from disk waits for.
+    for replica in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut keylock = keylock_in(dir.path(), &["--repl-diskless-sync", "no"]);
+        let mut c = Raw::connect(keylock.addr);
+        c.call(&["DEBUG", "POPULATE", "20"]);
+        assert_eq!(c.call(&["CONFIG", "SET", "rdb-key-save-delay", "1000000"]), b"+OK\r\n");
+        let mut r = Raw::connect(keylock.addr);
+        if replica {
+            r.send_cmd(&[b"PSYNC", b"?", b"-1"]);
+        } else {
+            assert_eq!(c.call(&["BGSAVE"]), b"+Background saving started\r\n");
+        }
+        common::wait_until(10, "the save's child to start", || {
+            info_field(&mut c, "rdb_bgsave_in_progress") == "1"
+        });
+        let children = children_of(keylock.pid());
+        assert_eq!(children.len(), 1, "{children:?}");
+        // As by the OOM killer: the child (20 s of writing) stops too.
+        keylock.signal(libc::SIGKILL);
+        keylock.wait_exit(10);
+        common::wait_until(5, "the orphaned child to end", || ended(children[0]));
+    }
+}
+
 #[test]
 fn sigterm_while_a_child_writes_a_replicas_snapshot_saves_and_exits() {
     let dir = tempfile::tempdir().unwrap();

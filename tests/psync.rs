@@ -499,3 +499,171 @@ fn replicas_that_ask_within_the_diskless_sync_delay_share_one_child_as_on_redis_
     assert_eq!(Raw::connect(redis.addr).call(&["PING"]), b"+PONG\r\n");
     assert_eq!(ours, delayed_sync_scenario(redis.addr));
 }
+
+/// Two replicas ask for a full synchronization from a master that syncs
+/// from disk (though they take `$EOF:`), the second while the background
+/// save made for the first runs: what each gets, and what the master
+/// shows meanwhile.
+fn shared_save_scenario(addr: std::net::SocketAddr) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut c = Raw::connect(addr);
+    for i in 0..5 {
+        c.call(&["SET", &format!("k{i}"), "v"]);
+    }
+    assert_eq!(c.call(&["CONFIG", "SET", "save", ""]), b"+OK\r\n");
+    assert_eq!(c.call(&["CONFIG", "SET", "repl-diskless-sync", "no"]), b"+OK\r\n");
+    // Five keys at 200 ms each: the save takes a second.
+    assert_eq!(c.call(&["CONFIG", "SET", "rdb-key-save-delay", "200000"]), b"+OK\r\n");
+    let forks: u64 = field(&mut c, "stats", "total_forks").parse().unwrap();
+    let mut first = Raw::connect(addr);
+    assert_eq!(first.call(&["REPLCONF", "capa", "eof", "capa", "psync2"]), b"+OK\r\n");
+    first.send_cmd(&[b"PSYNC", b"?", b"-1"]);
+    wait_until(5, "the save for the first replica", || {
+        field(&mut c, "persistence", "rdb_bgsave_in_progress") == "1"
+    });
+    // Served while the child saves; the stream since it forked is held.
+    assert_eq!(c.call(&["SET", "during", "1"]), b"+OK\r\n");
+    // Only a replica with (at least) the first one's capabilities shares
+    // its save, as on redis-server.
+    let mut second = Raw::connect(addr);
+    assert_eq!(second.call(&["REPLCONF", "capa", "eof", "capa", "psync2"]), b"+OK\r\n");
+    second.send_cmd(&[b"PSYNC", b"?", b"-1"]);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    out.push(format!("connected_slaves:{}", field(&mut c, "replication", "connected_slaves")));
+    out.push(format!("waiting: {} {}", replica_state(&mut c, 0), replica_state(&mut c, 1)));
+    out.push(format!(
+        "rdb_bgsave_in_progress:{}",
+        field(&mut c, "persistence", "rdb_bgsave_in_progress")
+    ));
+    out.push(format!("sync_full:{}", field(&mut c, "stats", "sync_full")));
+    for r in [&mut first, &mut second] {
+        // Both told the offset the one save is of.
+        out.push(without_ids(line(r).as_bytes()));
+    }
+    assert_eq!(c.call(&["SET", "after", "2"]), b"+OK\r\n");
+    for r in [&mut first, &mut second] {
+        // The file, then the stream at once: SELECT, and the writes
+        // since the fork.
+        let header = skip_snapshot(r);
+        out.push(format!("file: {}", header.starts_with('$') && !header.starts_with("$EOF")));
+        let stream = [r.reply(), r.reply(), r.reply()].concat();
+        assert_eq!(r.reply(), b"*3\r\n$3\r\nSET\r\n$5\r\nafter\r\n$1\r\n2\r\n");
+        out.push(without_ids(&stream));
+    }
+    let forked = field(&mut c, "stats", "total_forks").parse::<u64>().unwrap() - forks;
+    out.push(format!("forks: {forked}"));
+    wait_until(5, "both replicas online", || {
+        replica_state(&mut c, 0) == "online" && replica_state(&mut c, 1) == "online"
+    });
+    // The save counts as one: what changed since it forked is left.
+    for name in ["rdb_changes_since_last_save", "rdb_last_bgsave_status", "rdb_bgsave_in_progress"] {
+        out.push(format!("{name}:{}", field(&mut c, "persistence", name)));
+    }
+    out
+}
+
+#[test]
+fn replicas_syncing_from_disk_share_one_background_save_as_on_redis_server() {
+    let s = start_with(|c| c.set("repl-ping-replica-period", &["3600"]).unwrap());
+    let ours = shared_save_scenario(s.addr());
+    assert_eq!(
+        ours[..6],
+        [
+            "connected_slaves:2",
+            "waiting: wait_bgsave wait_bgsave",
+            "rdb_bgsave_in_progress:1",
+            "sync_full:2",
+            "+FULLRESYNC <id> 0",
+            "+FULLRESYNC <id> 0",
+        ]
+    );
+    // The second replica's arrival puts a SELECT before the next write.
+    let stream = "*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$6\r\nduring\r\n$1\r\n1\r\n*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n";
+    assert_eq!(ours[6..10], ["file: true", stream, "file: true", stream]);
+    assert_eq!(
+        ours[10..],
+        [
+            "forks: 1",
+            "rdb_changes_since_last_save:2",
+            "rdb_last_bgsave_status:ok",
+            "rdb_bgsave_in_progress:0"
+        ]
+    );
+    let Some(redis) = real_redis_with(&["--repl-ping-replica-period", "3600"]) else {
+        return;
+    };
+    assert_eq!(Raw::connect(redis.addr).call(&["PING"]), b"+PONG\r\n");
+    assert_eq!(ours, shared_save_scenario(redis.addr));
+}
+
+/// Replicas that wait for a background save made for them leave, with no
+/// `save` points and then with one.
+fn unneeded_save_scenario(addr: std::net::SocketAddr) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut c = Raw::connect(addr);
+    for i in 0..20 {
+        c.call(&["SET", &format!("k{i}"), "v"]);
+    }
+    assert_eq!(c.call(&["CONFIG", "SET", "repl-diskless-sync", "no"]), b"+OK\r\n");
+    // Twenty keys at 100 ms each: the save takes two seconds.
+    assert_eq!(c.call(&["CONFIG", "SET", "rdb-key-save-delay", "100000"]), b"+OK\r\n");
+    let in_progress = |c: &mut Raw| field(c, "persistence", "rdb_bgsave_in_progress");
+    for save in ["", "900 1"] {
+        assert_eq!(c.call(&["CONFIG", "SET", "save", save]), b"+OK\r\n");
+        let mut replicas: Vec<Raw> = (0..2)
+            .map(|_| {
+                let mut r = Raw::connect(addr);
+                r.send_cmd(&[b"PSYNC", b"?", b"-1"]);
+                // Told at once (the second shares the first's save).
+                assert!(line(&mut r).starts_with("+FULLRESYNC"));
+                r
+            })
+            .collect();
+        wait_until(5, "both replicas waiting for the save", || {
+            in_progress(&mut c) == "1" && replica_state(&mut c, 0) == "wait_bgsave" && replica_state(&mut c, 1) == "wait_bgsave"
+        });
+        drop(replicas.pop());
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        out.push(format!("save '{save}', one replica left: in progress {}", in_progress(&mut c)));
+        drop(replicas.pop());
+        let gone = std::time::Instant::now();
+        while in_progress(&mut c) == "1" && gone.elapsed() < std::time::Duration::from_millis(600) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        out.push(format!("save '{save}', none left: in progress {}", in_progress(&mut c)));
+        out.push(format!(
+            "rdb_last_bgsave_status:{}",
+            field(&mut c, "persistence", "rdb_last_bgsave_status")
+        ));
+        if save.is_empty() {
+            continue;
+        }
+        // The save goes on to its end.
+        wait_until(5, "the save's end", || in_progress(&mut c) == "0");
+        out.push(format!(
+            "changes left: {}",
+            field(&mut c, "persistence", "rdb_changes_since_last_save")
+        ));
+    }
+    out
+}
+
+#[test]
+fn a_save_made_for_replicas_stops_when_the_last_of_them_leaves_unless_save_points_want_it() {
+    let s = start();
+    let ours = unneeded_save_scenario(s.addr());
+    assert_eq!(
+        ours,
+        [
+            "save '', one replica left: in progress 1",
+            "save '', none left: in progress 0",
+            "rdb_last_bgsave_status:ok",
+            "save '900 1', one replica left: in progress 1",
+            "save '900 1', none left: in progress 1",
+            "rdb_last_bgsave_status:ok",
+            "changes left: 0",
+        ]
+    );
+    let Some(redis) = real_redis() else { return };
+    assert_eq!(ours, unneeded_save_scenario(redis.addr));
+}

@@ -456,17 +456,23 @@ impl State {
             // SAFETY: waits without blocking for this process's own child.
             let done = unsafe { libc::waitpid(child.pid, &mut status, libc::WNOHANG) };
             if done == child.pid || done < 0 {
-                let ok = done == child.pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+                let reaped = done == child.pid;
+                let ok = reaped && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
                 let (dirty, secs) = (child.dirty_at_fork, child.started.elapsed().as_secs() as i64);
                 self.persistence.child = None;
                 self.persistence.last_bgsave_secs = secs;
                 if ok {
                     crate::log::notice(format_args!("Background saving terminated with success"));
                     self.saved(dirty);
+                } else if reaped && libc::WIFSIGNALED(status) {
+                    crate::log::warning(format_args!("Background saving terminated by signal {}", libc::WTERMSIG(status)));
+                    self.persistence.last_bgsave_ok = false;
                 } else {
                     crate::log::warning(format_args!("Background saving error"));
                     self.persistence.last_bgsave_ok = false;
                 }
+                // Replicas waiting for this save get its file.
+                self.save_for_replicas_ended(ok);
             }
             return;
         }
@@ -498,17 +504,28 @@ impl State {
             // SAFETY: signals this process's own child, reaped by its relay.
             unsafe { libc::kill(pid, libc::SIGUSR1) };
         }
-        if let Some(child) = self.persistence.child.take() {
-            // SAFETY: signals and reaps this process's own child.
-            unsafe {
-                libc::kill(child.pid, libc::SIGUSR1);
-                let mut status = 0;
-                libc::waitpid(child.pid, &mut status, 0);
-            }
-            let path = rdb_path(&self.params);
-            let dir = path.parent().unwrap_or(std::path::Path::new("."));
-            let _ = std::fs::remove_file(dir.join(format!("temp-{}.rdb", child.pid)));
+        self.kill_save_child();
+    }
+
+    /// Stops the background save to disk, if one runs (Redis's
+    /// `killRDBChild`): the child is killed and reaped, its temporary file
+    /// removed, and replicas waiting for its file are disconnected (they
+    /// ask again).
+    pub(crate) fn kill_save_child(&mut self) {
+        let Some(child) = self.persistence.child.take() else {
+            return;
+        };
+        // SAFETY: signals and reaps this process's own child.
+        unsafe {
+            libc::kill(child.pid, libc::SIGUSR1);
+            let mut status = 0;
+            libc::waitpid(child.pid, &mut status, 0);
         }
+        crate::log::warning(format_args!("Background saving terminated by signal {}", libc::SIGUSR1));
+        let path = rdb_path(&self.params);
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        let _ = std::fs::remove_file(dir.join(format!("temp-{}.rdb", child.pid)));
+        self.save_for_replicas_ended(false);
     }
 }
 
@@ -519,6 +536,17 @@ impl State {
 /// as a second server.
 pub(crate) fn child_exit(work: impl FnOnce() -> std::io::Result<()>) -> ! {
     std::panic::set_hook(Box::new(|_| {}));
+    // A child whose server is gone (killed, as by the OOM killer) stops
+    // at once rather than write on for nobody (Redis's child notices its
+    // parent's end on the pipe to it).
+    #[cfg(target_os = "linux")]
+    // SAFETY: asks for a signal to this process; reads its parent's id.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() as u32 != PARENT.load(std::sync::atomic::Ordering::Relaxed) {
+            libc::_exit(1);
+        }
+    }
     close_inherited_sockets();
     let status = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
         Ok(Ok(())) => 0,
@@ -564,9 +592,14 @@ fn close_inherited_sockets() {
     unsafe { libc::close(null) };
 }
 
+/// The process that forks, as its children knew it at the fork.
+static PARENT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 /// Flushes stdout and stderr before a fork, so the child inherits no
-/// half-written line (nothing else is buffered across it).
+/// half-written line (nothing else is buffered across it), and notes who
+/// forks (see [`child_exit`]).
 pub fn before_fork() {
+    PARENT.store(std::process::id(), std::sync::atomic::Ordering::Relaxed);
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
 }

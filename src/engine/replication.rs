@@ -18,9 +18,10 @@
 //! second) until no other child runs and `repl-diskless-sync-delay`
 //! seconds have passed or `repl-diskless-sync-max-replicas` replicas
 //! wait; then one child writes for all the replicas waiting, each told
-//! `+FULLRESYNC` with the offset its snapshot is of. Otherwise
-//! (SYNC, no `capa eof`, `repl-diskless-sync no`) the snapshot is made on
-//! this thread when the replica asks. The stream's last
+//! `+FULLRESYNC` with the offset its snapshot is of. Otherwise (a replica
+//! without `capa eof`, `repl-diskless-sync no`) the child is a background
+//! save to disk, whose file is sent once it has ended (Redis's disk-based
+//! sync), and a replica that asks meanwhile may share it. The stream's last
 //! `repl-backlog-size` bytes are kept in a backlog (made with the first
 //! replica, on a replica when it synchronizes, freed
 //! `repl-backlog-ttl` seconds after the last replica of a master left): a
@@ -85,6 +86,18 @@ pub struct Announced {
     /// Redis's `repl_start_cmd_stream_on_ack`).
     snapshot_relayed: bool,
     snapshot_acked: bool,
+    /// Its snapshot is the file a background save writes (Redis's
+    /// RDB_CHILD_TYPE_DISK), sent once the save has ended, with the
+    /// stream held meanwhile following it at once; not a child's pipe.
+    disk: bool,
+    /// That file is being sent to it (Redis's SLAVE_STATE_SEND_BULK).
+    sending: bool,
+    /// It sent SYNC, not PSYNC: its snapshot comes with no
+    /// `+FULLRESYNC` line (Redis's CLIENT_PRE_PSYNC).
+    pre_psync: bool,
+    /// The stream offset its snapshot is of (Redis's
+    /// `psync_initial_offset`): a replica that shares its save is told it.
+    initial_offset: u64,
     /// Since when (the clock's second) what is held passes the soft
     /// limit of `client-output-buffer-limit replica`.
     held_soft_since: std::cell::Cell<Option<u64>>,
@@ -100,17 +113,26 @@ impl Announced {
 
     /// Its state as INFO's `slaveN` line names it: `wait_bgsave` while it
     /// waits for a child or a child writes its snapshot, `send_bulk` while
-    /// a snapshot made here is being written to it, `online` after (a
-    /// child's snapshot relayed: Redis's replica is online then, the
-    /// stream waiting for its first ACK).
+    /// a saved file or a snapshot made here is being written to it,
+    /// `online` after (a child's pipe relayed: Redis's replica is online
+    /// then, the stream waiting for its first ACK).
     pub fn info_state(&self) -> &'static str {
-        if self.waiting_since.is_some() || self.held.is_some() && !self.snapshot_relayed {
-            "wait_bgsave"
-        } else if self.online() || self.held.is_some() {
-            "online"
-        } else {
-            "send_bulk"
+        if self.waiting_since.is_some() {
+            return "wait_bgsave";
         }
+        match (&self.held, self.disk) {
+            (Some(_), true) if self.sending => "send_bulk",
+            (Some(_), false) if self.snapshot_relayed => "online",
+            (Some(_), _) => "wait_bgsave",
+            (None, _) if self.online() => "online",
+            (None, _) => "send_bulk",
+        }
+    }
+
+    /// It waits for the end of the background save whose file is its
+    /// snapshot (Redis's SLAVE_STATE_WAIT_BGSAVE_END with a disk target).
+    fn waits_for_save(&self) -> bool {
+        self.disk && self.held.is_some() && !self.sending
     }
 }
 
@@ -209,16 +231,26 @@ pub struct Replicas {
     keepalive_at: Instant,
 }
 
-/// The replicas' snapshot written by a child process into a pipe, as
-/// `$EOF:<mark>`, the file, and the mark (Redis's diskless sync,
-/// `rdbSaveToSlavesSockets`): the network side relays it to each
-/// replica's output, then calls [`State::snapshot_child_ended`].
+/// A snapshot for replicas that the network side moves into each
+/// replica's output, at the pace of the slowest.
 #[derive(Debug)]
 pub struct SnapshotRelay {
     /// The replicas it is for, and their outputs.
     pub targets: Vec<(ClientId, super::Outbox)>,
-    pub pid: libc::pid_t,
-    pub pipe: std::os::fd::OwnedFd,
+    pub source: SnapshotSource,
+}
+
+/// Where a relayed snapshot comes from.
+#[derive(Debug)]
+pub enum SnapshotSource {
+    /// A child process writing `$EOF:<mark>`, the file, and the mark into
+    /// a pipe (Redis's diskless sync, `rdbSaveToSlavesSockets`); once it
+    /// has ended the network side calls [`State::snapshot_child_ended`].
+    Pipe { pid: libc::pid_t, pipe: std::os::fd::OwnedFd },
+    /// The file a background save wrote, `len` bytes, sent after
+    /// `$<len>` (Redis's `sendBulkToSlave`); once it is sent the network
+    /// side calls [`State::saved_file_sent`].
+    File { file: std::fs::File, len: u64 },
 }
 
 impl Replicas {
@@ -352,48 +384,74 @@ impl State {
                 self.repl_id
             ));
         }
-        let diskless = psync
-            && self.params.value("repl-diskless-sync") != Some("no")
-            && self.replicas.announced.get(&client.id).is_some_and(|a| a.eof);
-        if diskless {
-            // It waits for the next child, which starts once the replicas
-            // that asked meanwhile are there (Redis's `syncCommand`).
-            self.replicas.full_syncs += 1;
-            self.enlist_replica(client.id, &client.outbox, Some(0));
-            let name = self.replica_name(client);
-            if let Some(a) = self.replicas.announced.get_mut(&client.id) {
-                a.waiting_since = Some(Instant::now());
-                a.name = name;
-            }
-            // Why it waits, in Redis's words (`syncCommand`).
-            if self.persistence.child.is_some() {
-                crate::log::notice(format_args!(
-                    "Can't attach the replica to the current BGSAVE. Waiting for next BGSAVE for SYNC"
-                ));
-            } else if !self.replicas.snapshot_children.is_empty() {
-                crate::log::notice(format_args!("Current BGSAVE has socket target. Waiting for next BGSAVE for SYNC"));
-            } else if self.params.int("repl-diskless-sync-delay").unwrap_or(5) > 0 {
-                crate::log::notice(format_args!("Delay next BGSAVE for diskless SYNC"));
-            } else if self.child_active() {
-                crate::log::notice(format_args!(
-                    "No BGSAVE in progress, but another BG operation is active. BGSAVE for replication delayed"
-                ));
-            }
-            self.start_pending_snapshot(|| codes.to_vec());
-            return Ok(Bytes::new());
-        }
-        let rdb = self.foreground_snapshot(codes)?;
+        // It waits for a child to write its snapshot (Redis's
+        // SLAVE_STATE_WAIT_BGSAVE_START) unless it can share the one
+        // under way; which child, and when, as Redis's `syncCommand`.
         self.replicas.full_syncs += 1;
-        let mut reply = Vec::with_capacity(rdb.len() + 64);
-        if psync {
-            reply.extend_from_slice(format!("+FULLRESYNC {} {}\r\n", self.master_replid(), self.replicas.offset).as_bytes());
-        }
-        reply.extend_from_slice(&rdb);
         self.enlist_replica(client.id, &client.outbox, Some(0));
-        // The stream goes on; its next effect comes after a SELECT, so
-        // that the new replica knows its database.
-        self.reselect_replication_stream();
-        Ok(Bytes::from(reply))
+        let name = self.replica_name(client);
+        let Some(a) = self.replicas.announced.get_mut(&client.id) else {
+            return Ok(Bytes::new());
+        };
+        a.waiting_since = Some(Instant::now());
+        a.name = name;
+        a.pre_psync = !psync;
+        let (eof, psync2) = (a.eof, a.psync2);
+        if self.persistence.child.is_some() {
+            // A save to disk runs: its file serves this replica too if
+            // another replica waits for it, as the stream since it started
+            // is held for that one, and this one has all its capabilities.
+            let shared = self
+                .replicas
+                .announced
+                .iter()
+                .find(|(id, other)| {
+                    **id != client.id
+                        && other.waits_for_save()
+                        && (eof || !other.eof)
+                        && (psync2 || !other.psync2)
+                        && other
+                            .outbox
+                            .as_ref()
+                            .is_some_and(|o| o.close_request() == super::CloseRequest::Open)
+                })
+                .map(|(_, other)| (other.held.clone(), other.initial_offset));
+            match shared {
+                Some((held, offset)) => {
+                    let replid = self.master_replid().to_string();
+                    if let Some(a) = self.replicas.announced.get_mut(&client.id) {
+                        (a.waiting_since, a.disk, a.held, a.initial_offset) = (None, true, held, offset);
+                        if psync {
+                            send_raw(&client.outbox, format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes());
+                        }
+                    }
+                    // As for each replica set up for a full sync, the
+                    // stream's next effect comes after a SELECT (Redis's
+                    // `replicationSetupSlaveForFullResync`).
+                    self.reselect_replication_stream();
+                    crate::log::notice(format_args!("Waiting for end of BGSAVE for SYNC"));
+                }
+                None => crate::log::notice(format_args!(
+                    "Can't attach the replica to the current BGSAVE. Waiting for next BGSAVE for SYNC"
+                )),
+            }
+        } else if !self.replicas.snapshot_children.is_empty() {
+            crate::log::notice(format_args!("Current BGSAVE has socket target. Waiting for next BGSAVE for SYNC"));
+        } else if self.params.value("repl-diskless-sync") != Some("no")
+            && eof
+            && self.params.int("repl-diskless-sync-delay").unwrap_or(5) > 0
+        {
+            // The child starts from the cron, once the delay has let
+            // more replicas come (`start_pending_snapshot`).
+            crate::log::notice(format_args!("Delay next BGSAVE for diskless SYNC"));
+        } else if self.child_active() {
+            crate::log::notice(format_args!(
+                "No BGSAVE in progress, but another BG operation is active. BGSAVE for replication delayed"
+            ));
+        } else {
+            self.start_snapshot_for_replicas(codes.to_vec());
+        }
+        Ok(Bytes::new())
     }
 
     /// The snapshot made on this thread, as `$<length>` and the file.
@@ -441,33 +499,63 @@ impl State {
         if !now {
             return;
         }
-        let header = format!("+FULLRESYNC {} {}\r\n", self.master_replid(), self.replicas.offset);
-        let targets: Vec<(ClientId, super::Outbox)> = waiting.into_iter().map(|(id, outbox, _)| (id, outbox)).collect();
-        for (id, outbox) in &targets {
+        self.start_snapshot_for_replicas(codes());
+    }
+
+    /// Starts the child that writes the snapshot for every replica waiting
+    /// for one (Redis's `startBgsaveForReplication`): into a pipe relayed
+    /// to their sockets with `repl-diskless-sync yes` when each of them
+    /// takes a snapshot ended by a mark (`capa eof`), else a background
+    /// save whose file is sent to them once it has ended. Each gets
+    /// `+FULLRESYNC` (unless it sent SYNC) with the offset the snapshot is
+    /// of; the stream after it is held for them (see [`Announced::held`]).
+    /// Should the fork fail, the snapshot is made on this thread.
+    fn start_snapshot_for_replicas(&mut self, codes: Vec<Bytes>) {
+        let waiting: Vec<(ClientId, super::Outbox, bool, bool)> = self
+            .replicas
+            .ids
+            .iter()
+            .filter_map(|id| {
+                let a = self.replicas.announced.get(id)?;
+                a.waiting_since?;
+                Some((*id, a.outbox.clone()?, a.eof, a.pre_psync))
+            })
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        let offset = self.replicas.offset;
+        let header = format!("+FULLRESYNC {} {offset}\r\n", self.master_replid());
+        let socket = self.params.value("repl-diskless-sync") != Some("no") && waiting.iter().all(|w| w.2);
+        crate::log::notice(format_args!(
+            "Starting BGSAVE for SYNC with target: {}",
+            if socket { "replicas sockets" } else { "disk" }
+        ));
+        let targets: Vec<(ClientId, super::Outbox)> = waiting.iter().map(|(id, outbox, ..)| (*id, outbox.clone())).collect();
+        let forked = if socket {
+            self.fork_snapshot(&targets, &codes)
+        } else {
+            self.bgsave(&codes).map_err(std::io::Error::other)
+        };
+        for (id, outbox, _, pre_psync) in &waiting {
             if let Some(a) = self.replicas.announced.get_mut(id) {
                 a.waiting_since = None;
+                if forked.is_ok() {
+                    (a.held, a.disk, a.sending, a.initial_offset) = (Some(Vec::new()), !socket, false, offset);
+                }
             }
-            send_raw(outbox, header.as_bytes());
+            if !pre_psync {
+                send_raw(outbox, header.as_bytes());
+            }
         }
+        // The stream goes on; its next effect comes after a SELECT, so
+        // that the new replicas know their database.
         self.reselect_replication_stream();
-        let codes = codes();
-        match self.fork_snapshot(&targets, &codes) {
-            Ok(()) => {
-                for (id, _) in &targets {
-                    if let Some(a) = self.replicas.announced.get_mut(id) {
-                        a.held = Some(Vec::new());
-                    }
-                }
-            }
-            Err(e) => {
-                crate::log::warning(format_args!(
-                    "Can't save in background: fork: {}; the snapshot is made here",
-                    crate::error::os_error_text(&e)
-                ));
-                match self.foreground_snapshot(&codes) {
-                    Ok(rdb) => targets.iter().for_each(|(_, outbox)| send_raw(outbox, &rdb)),
-                    Err(_) => targets.iter().for_each(|(_, outbox)| outbox.close_now()),
-                }
+        if let Err(e) = forked {
+            crate::log::warning(format_args!("BGSAVE for replication failed: {e}; the snapshot is made here"));
+            match self.foreground_snapshot(&codes) {
+                Ok(rdb) => targets.iter().for_each(|(_, outbox)| send_raw(outbox, &rdb)),
+                Err(_) => targets.iter().for_each(|(_, outbox)| outbox.close_now()),
             }
         }
     }
@@ -509,12 +597,10 @@ impl State {
         self.persistence.forks += 1;
         self.replicas.snapshot_children.push(pid);
         self.persistence.latest_fork_usec = started.elapsed().as_micros() as u64;
-        crate::log::notice(format_args!("Starting BGSAVE for SYNC with target: replicas sockets"));
         crate::log::notice(format_args!("Background RDB transfer started by pid {pid}"));
         self.replicas.relays.push(SnapshotRelay {
             targets: targets.to_vec(),
-            pid,
-            pipe: read,
+            source: SnapshotSource::Pipe { pid, pipe: read },
         });
         Ok(())
     }
@@ -566,12 +652,85 @@ impl State {
         };
         let Some(outbox) = a.outbox.clone() else { return };
         let Some(held) = a.held.take() else { return };
-        (a.snapshot_relayed, a.snapshot_acked) = (false, false);
+        (a.snapshot_relayed, a.snapshot_acked, a.disk, a.sending) = (false, false, false, false);
         // Online now: its lag counts from here (Redis's `replicaPutOnline`).
         a.ack_secs = self.clock.now_ms() / 1000;
         a.after_snapshot = Some(held.len() as u64);
         send_raw(&outbox, &held);
         self.note_replicas_online();
+    }
+
+    /// The background save the replicas in [`Announced::waits_for_save`]
+    /// wait for has ended (`ok`), or failed or was killed: its file is
+    /// sent to them, or they are disconnected (they ask again), as
+    /// Redis's `updateSlavesWaitingBgsave`.
+    pub(crate) fn save_for_replicas_ended(&mut self, ok: bool) {
+        let waiting: Vec<(ClientId, super::Outbox)> = self
+            .replicas
+            .ids
+            .iter()
+            .filter_map(|id| {
+                let a = self.replicas.announced.get(id)?;
+                a.waits_for_save().then_some((*id, a.outbox.clone()?))
+            })
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        let file = if ok {
+            let path = super::persistence::rdb_path(&self.params);
+            std::fs::File::open(path)
+                .and_then(|file| Ok((file.metadata()?.len(), file)))
+                .map_err(|e| format!("Can't open/stat DB after BGSAVE: {}", crate::error::os_error_text(&e)))
+        } else {
+            Err("BGSAVE child returned an error".to_string())
+        };
+        match file {
+            Ok((len, file)) => {
+                for (id, _) in &waiting {
+                    if let Some(a) = self.replicas.announced.get_mut(id) {
+                        a.sending = true;
+                    }
+                }
+                self.replicas.relays.push(SnapshotRelay {
+                    targets: waiting,
+                    source: SnapshotSource::File { file, len },
+                });
+            }
+            Err(why) => {
+                for (id, outbox) in &waiting {
+                    crate::log::warning(format_args!("SYNC failed. {why}"));
+                    if let Some(a) = self.replicas.announced.get_mut(id) {
+                        a.held = None;
+                    }
+                    outbox.close_now();
+                }
+            }
+        }
+    }
+
+    /// A saved file was sent to the replicas in `outcomes` (true), or not:
+    /// those that got it all are online, the stream held for them
+    /// following at once (Redis's `replicaPutOnline` and
+    /// `replicaStartCommandStream`); the others are disconnected.
+    pub fn saved_file_sent(&mut self, outcomes: &[(ClientId, bool)]) {
+        for &(client, ok) in outcomes {
+            let Some(a) = self.replicas.announced.get_mut(&client) else {
+                continue;
+            };
+            if !(a.disk && a.sending) {
+                continue;
+            }
+            if ok {
+                crate::log::notice(format_args!("Synchronization with replica {} succeeded", a.name));
+                self.release_held_stream(client);
+            } else {
+                a.held = None;
+                if let Some(outbox) = &a.outbox {
+                    outbox.close_now();
+                }
+            }
+        }
     }
 
     /// `client` gets the stream from now on; `after_snapshot` is None for
@@ -632,7 +791,7 @@ impl State {
         if let Some(a) = self.replicas.announced.get_mut(&id) {
             a.ack_offset = a.ack_offset.max(offset);
             a.ack_secs = now_secs;
-            if a.held.is_some() {
+            if a.held.is_some() && !a.disk {
                 a.snapshot_acked = true;
                 if a.snapshot_relayed {
                     self.release_held_stream(id);
@@ -706,6 +865,9 @@ impl State {
 
     /// A replica's connection is gone.
     pub fn remove_replica(&mut self, id: ClientId) {
+        // The last replica waiting for a save made for them went: the save
+        // stops unless `save` points want it anyway (Redis's `freeClient`).
+        let waited = self.replicas.announced.get(&id).is_some_and(Announced::waits_for_save);
         let was = self.replicas.ids.len();
         self.replicas.ids.retain(|&r| r != id);
         self.replicas.announced.remove(&id);
@@ -713,6 +875,9 @@ impl State {
             self.replicas.no_replicas_since_ms = self.clock.now_ms();
         }
         self.sync_replication_tap();
+        if waited && self.save_points().is_empty() && !self.replicas.announced.values().any(Announced::waits_for_save) {
+            self.kill_save_child();
+        }
     }
 
     /// Hands the replicas what the stream holds (after each flush of the
@@ -820,15 +985,16 @@ impl State {
         }
     }
 
-    /// A newline a second to the replicas waiting for a child, so that
-    /// they do not take the master for gone (Redis's `replicationCron`).
+    /// A newline a second to the replicas waiting for a child to start,
+    /// or for a save to disk to end, so that they do not take the master
+    /// for gone (Redis's `replicationCron`).
     fn keep_waiting_replicas_alive(&mut self) {
         if self.replicas.keepalive_at.elapsed() < std::time::Duration::from_secs(1) {
             return;
         }
         self.replicas.keepalive_at = Instant::now();
         for a in self.replicas.announced.values() {
-            if let (Some(_), Some(outbox)) = (a.waiting_since, &a.outbox) {
+            if let (true, Some(outbox)) = (a.waiting_since.is_some() || a.waits_for_save(), &a.outbox) {
                 send_raw(outbox, b"\n");
             }
         }

@@ -13,6 +13,11 @@
 //! (full sync)"), is left out; when none is left, or the child fails, the
 //! transfer ends: the child is killed, and reaped without blocking the
 //! server.
+//!
+//! A disk-based sync's snapshot (Redis's `sendBulkToSlave`) is relayed
+//! the same way, from the file a background save wrote, after `$<length>`:
+//! the replicas that waited for that save are online once it is all in
+//! their outputs, and the stream held for them follows at once.
 
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
@@ -22,7 +27,7 @@ use tokio::io::unix::AsyncFd;
 
 use super::Shared;
 use crate::engine::CloseRequest;
-use crate::engine::replication::SnapshotRelay;
+use crate::engine::replication::{SnapshotRelay, SnapshotSource};
 
 /// Most of the snapshot waiting in a replica's output at once.
 const HIGH_WATER: usize = 4 << 20;
@@ -49,9 +54,9 @@ struct Target {
 }
 
 async fn relay_task(shared: Rc<Shared>, relay: SnapshotRelay) {
-    let SnapshotRelay { targets, pid, pipe } = relay;
     let now = tokio::time::Instant::now();
-    let mut targets: Vec<Target> = targets
+    let mut targets: Vec<Target> = relay
+        .targets
         .into_iter()
         .map(|(client, outbox)| Target {
             client,
@@ -61,6 +66,16 @@ async fn relay_task(shared: Rc<Shared>, relay: SnapshotRelay) {
             moved_at: now,
         })
         .collect();
+    let (pid, pipe) = match relay.source {
+        SnapshotSource::Pipe { pid, pipe } => (pid, pipe),
+        SnapshotSource::File { file, len } => {
+            let sent = relay_file(&shared, &mut targets, file, len).await;
+            let outcomes: Vec<_> = targets.iter().map(|t| (t.client, sent && t.up)).collect();
+            shared.engine.borrow_mut().state.saved_file_sent(&outcomes);
+            shared.after_batch();
+            return;
+        }
+    };
     let relayed = relay_pipe(&shared, &mut targets, pipe, pid).await;
     if !relayed {
         // SAFETY: signals this process's own child (not yet reaped: its
@@ -164,52 +179,16 @@ async fn relay_pipe(shared: &Shared, targets: &mut [Target], pipe: std::os::fd::
         if failed_meanwhile(pid) {
             return false;
         }
-        // Read each time: CONFIG SET applies to a transfer under way.
-        let timeout = {
-            let engine = shared.engine.borrow();
-            Duration::from_secs(engine.state.params.int("repl-timeout").unwrap_or(60).max(1) as u64)
-        };
-        let mut full = false;
-        for t in targets.iter_mut().filter(|t| t.up) {
-            if t.outbox.close_request() != CloseRequest::Open || !shared.engine.borrow().state.clients.contains_key(&t.client) {
-                t.up = false;
+        match pace(shared, targets) {
+            Pace::NoneLeft => {
+                crate::log::warning(format_args!("Diskless rdb transfer, last replica dropped, killing fork child."));
+                return false;
+            }
+            Pace::Full => {
+                tokio::time::sleep(Duration::from_millis(5)).await;
                 continue;
             }
-            let unwritten = t.outbox.unwritten();
-            if unwritten < t.waiting || unwritten == 0 {
-                t.moved_at = tokio::time::Instant::now();
-            }
-            t.waiting = unwritten;
-            if unwritten > HIGH_WATER {
-                if t.moved_at.elapsed() > timeout {
-                    let name = shared
-                        .engine
-                        .borrow()
-                        .state
-                        .replicas
-                        .announced
-                        .get(&t.client)
-                        .map(|a| a.name.clone());
-                    crate::log::warning(format_args!(
-                        "Disconnecting timedout replica (full sync): {}",
-                        name.unwrap_or_default()
-                    ));
-                    t.outbox.close_now();
-                    t.up = false;
-                } else {
-                    full = true;
-                }
-            }
-        }
-        if !targets.iter().any(|t| t.up) {
-            crate::log::warning(format_args!("Diskless rdb transfer, last replica dropped, killing fork child."));
-            return false;
-        }
-        if full {
-            // The slowest replica sets the pace (Redis's
-            // `rdb_pipe_numconns_writing`).
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            continue;
+            Pace::Go => {}
         }
         // Looked at again now and then: a replica that went while the
         // child is slow (`rdb-key-save-delay`) is left out.
@@ -246,4 +225,111 @@ async fn relay_pipe(shared: &Shared, targets: &mut [Target], pipe: std::os::fd::
             Err(_would_block) => {}
         }
     }
+}
+
+/// What the replicas' outputs allow.
+enum Pace {
+    /// Every replica went.
+    NoneLeft,
+    /// The slowest replica's output is full: wait (Redis's
+    /// `rdb_pipe_numconns_writing`).
+    Full,
+    Go,
+}
+
+/// Looks at the targets' outputs: a replica that went, or that read
+/// nothing for `repl-timeout` while its output was full ("Disconnecting
+/// timedout replica (full sync)"), is left out from then on (`up` false).
+fn pace(shared: &Shared, targets: &mut [Target]) -> Pace {
+    // Read each time: CONFIG SET applies to a transfer under way.
+    let timeout = {
+        let engine = shared.engine.borrow();
+        Duration::from_secs(engine.state.params.int("repl-timeout").unwrap_or(60).max(1) as u64)
+    };
+    let mut full = false;
+    for t in targets.iter_mut().filter(|t| t.up) {
+        if t.outbox.close_request() != CloseRequest::Open || !shared.engine.borrow().state.clients.contains_key(&t.client) {
+            t.up = false;
+            continue;
+        }
+        let unwritten = t.outbox.unwritten();
+        if unwritten < t.waiting || unwritten == 0 {
+            t.moved_at = tokio::time::Instant::now();
+        }
+        t.waiting = unwritten;
+        if unwritten > HIGH_WATER {
+            if t.moved_at.elapsed() > timeout {
+                let name = shared
+                    .engine
+                    .borrow()
+                    .state
+                    .replicas
+                    .announced
+                    .get(&t.client)
+                    .map(|a| a.name.clone());
+                crate::log::warning(format_args!(
+                    "Disconnecting timedout replica (full sync): {}",
+                    name.unwrap_or_default()
+                ));
+                t.outbox.close_now();
+                t.up = false;
+            } else {
+                full = true;
+            }
+        }
+    }
+    if !targets.iter().any(|t| t.up) {
+        Pace::NoneLeft
+    } else if full {
+        Pace::Full
+    } else {
+        Pace::Go
+    }
+}
+
+/// Moves the saved `file`, `len` bytes after `$<len>`, into the targets'
+/// outputs: true once all of it is there for those still `up`, false if
+/// every replica went or the file could not be read.
+async fn relay_file(shared: &Shared, targets: &mut [Target], mut file: std::fs::File, len: u64) -> bool {
+    use std::io::Read;
+    let preamble = format!("${len}\r\n");
+    for t in targets.iter_mut() {
+        crate::engine::replication::send_raw(&t.outbox, preamble.as_bytes());
+    }
+    let mut buf = vec![0u8; 1 << 16];
+    let mut sent = 0u64;
+    while sent < len {
+        match pace(shared, targets) {
+            Pace::NoneLeft => return false,
+            Pace::Full => {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            }
+            Pace::Go => {}
+        }
+        let want = buf.len().min((len - sent) as usize);
+        let n = match file.read(&mut buf[..want]) {
+            Ok(0) => {
+                crate::log::warning(format_args!("Read error sending DB to replica: premature EOF"));
+                return false;
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                crate::log::warning(format_args!(
+                    "Read error sending DB to replica: {}",
+                    crate::error::os_error_text(&e)
+                ));
+                return false;
+            }
+        };
+        for t in targets.iter_mut().filter(|t| t.up) {
+            crate::engine::replication::send_raw(&t.outbox, &buf[..n]);
+            t.waiting += n;
+        }
+        sent += n as u64;
+        // Other connections run between pieces.
+        tokio::task::yield_now().await;
+    }
+    targets.iter().any(|t| t.up)
 }

@@ -334,6 +334,9 @@ pub fn rss_of(pid: u32) -> u64 {
 pub struct Binary {
     child: Child,
     pub addr: SocketAddr,
+    /// Its `dir` when the test named none: what it saves (a disk-based
+    /// sync's snapshot, say) goes there, not into the working directory.
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Binary {
@@ -347,7 +350,13 @@ impl Binary {
     pub fn start_program(program: &str, extra: &[&str]) -> Binary {
         let mut command = Command::new(program);
         command.args(["--repl-diskless-sync-delay", "0"]);
-        Binary::spawn(command, extra)
+        let dir = (!extra.contains(&"--dir")).then(|| tempfile::tempdir().unwrap());
+        if let Some(dir) = &dir {
+            command.arg("--dir").arg(dir.path());
+        }
+        let mut binary = Binary::spawn(command, extra);
+        binary._dir = dir;
+        binary
     }
 
     /// Keylock reading the config file `conf` first, as `keylock conf
@@ -370,7 +379,7 @@ impl Binary {
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let addr = line.trim().strip_prefix("listening on ").expect("announce line").parse().unwrap();
-        Binary { child, addr }
+        Binary { child, addr, _dir: None }
     }
 
     pub fn pid(&self) -> u32 {
