@@ -276,6 +276,11 @@ fn effects_and_dirty_counts_match_redis_command_by_command() {
         .with_effects(EffectsTap::replication(move |bytes| sink.lock().unwrap().extend_from_slice(bytes)))
         .start()
         .unwrap();
+    // redis-server PINGs its replicas on its replication cron's first
+    // round whatever the period: the replica link is made once that round
+    // has passed (it runs a millisecond after the event loop starts).
+    assert_eq!(common::Raw::connect(redis.addr).call(&["PING"]), b"+PONG\r\n");
+    std::thread::sleep(Duration::from_millis(50));
     let mut theirs = side(redis.addr, Box::new(ReplicaLink::open(redis.addr)));
     let mut ours = side(server.addr(), Box::new(Tapped(tapped)));
 
