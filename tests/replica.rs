@@ -1449,3 +1449,133 @@ fn errors_inside_a_transaction_of_the_masters_stream_are_logged_and_counted() {
     );
     drop(reader);
 }
+
+#[test]
+fn propagation_error_behavior_panic_stops_a_read_only_replica_that_refuses_its_masters_command() {
+    let master = Binary::start(&["--enable-debug-command", "yes"]);
+    let mut m = Raw::connect(master.addr);
+    for read_only in ["no", "yes"] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("replica.log");
+        let mut replica = Binary::start(&[
+            "--logfile",
+            log.to_str().unwrap(),
+            "--propagation-error-behavior",
+            "panic",
+            "--replica-read-only",
+            read_only,
+        ]);
+        let mut r = Raw::connect(replica.addr);
+        replicaof(&mut r, master.addr);
+        wait_link_up(&mut r);
+        assert_eq!(m.call(&["DEBUG", "REPLICATE", "fake-command-1"]), b"+OK\r\n");
+        assert_eq!(m.call(&["SET", "after", "1"]), b"+OK\r\n");
+        let refused = "== CRITICAL == This replica is sending an error to its master: 'unknown command 'fake-command-1', with args beginning with: ' after processing the command '<unknown>'";
+        if read_only == "no" {
+            // A writable replica may diverge: it logs the error and goes on.
+            wait_offsets_equal(&mut m, &mut r);
+            assert_eq!(r.call(&["GET", "after"]), b"$1\r\n1\r\n");
+            let logged = std::fs::read_to_string(&log).unwrap();
+            assert!(logged.contains(refused), "{logged}");
+            continue;
+        }
+        // A read-only one stops rather than go on with other data than
+        // its master's.
+        let status = replica.wait_exit(10);
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGABRT));
+        let logged = std::fs::read_to_string(&log).unwrap();
+        assert!(logged.contains(refused), "{logged}");
+        assert!(
+            logged
+                .contains("Guru Meditation: This replica panicked sending an error to its master after processing the command '<unknown>'"),
+            "{logged}"
+        );
+    }
+}
+
+/// A connection to `server` that runs `before` (reading each reply), sends
+/// SYNC and reads the snapshot: a replica, as the master sees it.
+fn replica_after(server: std::net::SocketAddr, before: &[&[&str]]) -> Raw {
+    let mut fake = Raw::connect(server);
+    for command in before {
+        fake.call(command);
+    }
+    fake.send(b"SYNC\r\n");
+    let mut header = String::new();
+    loop {
+        header.clear();
+        std::io::BufRead::read_line(&mut fake.reader, &mut header).unwrap();
+        if header.trim().starts_with('$') {
+            break;
+        }
+    }
+    let mut rdb = vec![0; header.trim()[1..].parse().unwrap()];
+    std::io::Read::read_exact(&mut fake.reader, &mut rdb).unwrap();
+    fake
+}
+
+/// What `replica` reads in 3 s, and whether the server closed it then.
+fn read_for_a_while(replica: &mut Raw) -> (Vec<u8>, bool) {
+    replica
+        .reader
+        .get_ref()
+        .set_read_timeout(Some(std::time::Duration::from_secs(3)))
+        .unwrap();
+    let mut stream = Vec::new();
+    let closed = match std::io::Read::read_to_end(&mut replica.reader, &mut stream) {
+        Ok(_) => true,
+        Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+    };
+    (stream, closed)
+}
+
+/// A replica's link gets a reply made later than its command (WAIT timed
+/// out), a message of a channel it subscribed to, or an invalidation of a
+/// key it tracked: whether it was closed, and whether any of those reached
+/// it.
+fn late_replies_to_a_replica(server: std::net::SocketAddr) -> Vec<(bool, bool)> {
+    let mut c = Raw::connect(server);
+    c.call(&["SET", "k", "v"]);
+    let mut out = Vec::new();
+    let mut waiting = replica_after(server, &[]);
+    waiting.send(&encode(&[b"WAIT", b"5", b"300"]));
+    let (stream, closed) = read_for_a_while(&mut waiting);
+    out.push((closed, stream.windows(3).any(|w| w == b"\n:0" || w == b"\n:1")));
+    let mut subscribed = replica_after(server, &[&["HELLO", "3"], &["SUBSCRIBE", "ch"]]);
+    c.call(&["PUBLISH", "ch", "m"]);
+    let (stream, closed) = read_for_a_while(&mut subscribed);
+    out.push((closed, stream.windows(7).any(|w| w == b"message")));
+    let mut tracking = replica_after(server, &[&["HELLO", "3"], &["CLIENT", "TRACKING", "ON"], &["GET", "k"]]);
+    c.call(&["SET", "k", "w"]);
+    let (stream, closed) = read_for_a_while(&mut tracking);
+    out.push((closed, stream.windows(10).any(|w| w == b"invalidate")));
+    // A command answered BUSY while a script runs too long.
+    let mut busy = replica_after(server, &[]);
+    assert_eq!(c.call(&["CONFIG", "SET", "busy-reply-threshold", "100"]), b"+OK\r\n");
+    let mut script = Raw::connect(server);
+    script.send(&encode(&[b"EVAL", b"while true do end", b"0"]));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    busy.send(&encode(&[b"PING"]));
+    let (stream, closed) = read_for_a_while(&mut busy);
+    out.push((closed, stream.windows(5).any(|w| w == b"-BUSY")));
+    assert_eq!(c.call(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    out
+}
+
+#[test]
+fn replies_made_later_for_a_replica_disconnect_it_as_redis_server_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("keylock.log");
+    let keylock = Binary::start(&["--logfile", log.to_str().unwrap()]);
+    let ours = late_replies_to_a_replica(keylock.addr);
+    // Closed, with nothing of the reply, the message or the invalidation.
+    assert_eq!(ours, [(true, false), (true, false), (true, false), (true, false)]);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    for command in ["wait", "sync", "ping"] {
+        let line = format!("Replica generated a reply to command '{command}', disconnecting it: id=");
+        assert!(logged.contains(&line), "{command}: {logged}");
+    }
+    if let Some(redis) = real_redis_with(&[]) {
+        assert_eq!(ours, late_replies_to_a_replica(redis.addr));
+    }
+}

@@ -114,7 +114,14 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             ctx.state.debug.allow_noscript = atoi(&argv[2]) != 0;
             Ok(Reply::OK)
         }
-        (b"replicate", 3..) => Ok(Reply::OK),
+        (b"replicate", 3..) => {
+            // The words go to the replicas as a command of the stream
+            // (Redis's `alsoPropagate` with PROPAGATE_REPL), whatever they
+            // are: a test of how replicas take a command they refuse.
+            let db = ctx.client.db;
+            ctx.state.effects.push(db, &argv[2..], crate::engine::effects::REPL);
+            Ok(Reply::OK)
+        }
         (b"error", 3) => {
             let text: Vec<u8> = argv[2].iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }).collect();
             Ok(Reply::Error(Bytes::from(text)))

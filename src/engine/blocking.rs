@@ -339,6 +339,9 @@ impl State {
     /// Queues the reply of a client whose wait ended and wakes its
     /// connection to send it and run what it sent next.
     pub fn answer_unblocked(&mut self, client: &Client, reply: Reply) {
+        if self.refuse_reply_to_replica(client, client.last_command) {
+            return;
+        }
         self.woken.push(client.id);
         if let Some(mut out) = client.outbox.writable() {
             out.place(false);

@@ -648,6 +648,21 @@ impl State {
             "== CRITICAL == This {from} is sending an error to its {to}: '{text}' after processing the command '{command}'"
         ));
         self.stats.unexpected_error_replies += 1;
+        // `propagation-error-behavior`: a replica that may not diverge from
+        // its master (read-only), or a file replayed, stops the server
+        // rather than go on with data that is not what was written, when
+        // the operator asked for that (Redis's `afterErrorReply`).
+        let behavior = self.params.value("propagation-error-behavior").unwrap_or("ignore");
+        let panic_on_replica =
+            to == "master" && self.params.value("replica-read-only") != Some("no") && matches!(behavior, "panic" | "panic-on-replicas");
+        let panic_on_replay = from == "server" && behavior == "panic";
+        if panic_on_replica || panic_on_replay {
+            crate::log::warning(format_args!("------------------------------------------------"));
+            crate::log::warning(format_args!(
+                "Guru Meditation: This {from} panicked sending an error to its {to} after processing the command '{command}' (propagation-error-behavior {behavior})"
+            ));
+            std::process::abort();
+        }
     }
 
     /// Runs a resolved command: the handler, statistics, WATCH and MONITOR.

@@ -813,9 +813,12 @@ impl State {
                     current.inline_pushes.push(notice(current.shard_channels.len()));
                 } else if let Some(c) = self.clients.get_mut(&id) {
                     c.shard_channels.remove(&channel);
-                    let mut msg = EncodedOnce::new(notice(c.shard_channels.len()));
-                    c.outbox.push(&msg.get(c.resp));
-                    self.check_output_limits(&self.clients[&id], true);
+                    let c = &self.clients[&id];
+                    if !self.refuse_reply_to_replica(c, c.last_command) {
+                        let mut msg = EncodedOnce::new(notice(c.shard_channels.len()));
+                        c.outbox.push(&msg.get(c.resp));
+                        self.check_output_limits(c, true);
+                    }
                 }
             }
         }
@@ -825,6 +828,9 @@ impl State {
         if current.holds_for(id) {
             current.inline_pushes.push(msg.reply.clone());
         } else if let Some(c) = self.clients.get(&id) {
+            if self.refuse_reply_to_replica(c, c.last_command) {
+                return;
+            }
             c.outbox.push(&msg.get(c.resp));
             self.check_output_limits(c, true);
         }
@@ -1072,6 +1078,24 @@ impl State {
         client.after_command();
     }
 
+    /// Whether `c` is a replica, whose link carries the replication stream
+    /// and never a reply or a push: one made for it outside its own
+    /// command's batch (a WAIT or blocked command answered later, a
+    /// message, an invalidation, a reply while a script is busy)
+    /// disconnects it instead, logged with `command` (Redis's
+    /// `_addReplyToBufferOrList`, for any reply).
+    pub(crate) fn refuse_reply_to_replica(&self, c: &Client, command: &str) -> bool {
+        if !c.is_replica || c.monitor {
+            return false;
+        }
+        crate::log::warning(format_args!(
+            "Replica generated a reply to command '{command}', disconnecting it: {}",
+            c.info_line(self.clock.now_ms())
+        ));
+        c.outbox.close_now();
+        true
+    }
+
     /// Writes what `client` holds to be sent (see [`Client::inline_pushes`])
     /// to its output now.
     fn write_inline_pushes(&mut self, client: &mut Client) {
@@ -1106,9 +1130,16 @@ impl State {
             action: None,
             function: script.function.clone(),
         });
+        let name = client.is_replica.then(|| exec::lookup(&self.renames, &argv).full_name());
         let reply = exec::dispatch(self, None, &mut client, argv);
         let action = self.busy.take().and_then(|b| b.action);
         if std::mem::take(&mut self.disconnect_after) {
+            client.inline_pushes.clear();
+            client.close_after_reply = true;
+        } else if let Some(name) = name
+            && Engine::makes_output(&client, &reply)
+            && self.refuse_reply_to_replica(&client, name)
+        {
             client.inline_pushes.clear();
             client.close_after_reply = true;
         } else {
@@ -1404,7 +1435,7 @@ impl Engine {
 
     /// Whether `reply`, or what `client` was sent while its command ran,
     /// would write anything to its output.
-    fn makes_output(client: &Client, reply: &Reply) -> bool {
+    pub(crate) fn makes_output(client: &Client, reply: &Reply) -> bool {
         if !client.inline_pushes.is_empty() {
             return true;
         }

@@ -355,6 +355,9 @@ impl State {
             Some(c) => self.deliver(c, id, &mut EncodedOnce::new(push)),
             None => {
                 if let Some(c) = self.clients.get(&id) {
+                    if self.refuse_reply_to_replica(c, c.last_command) {
+                        return;
+                    }
                     c.outbox.push(&EncodedOnce::new(push).get(c.resp));
                     self.check_output_limits(c, true);
                 }
