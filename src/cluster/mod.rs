@@ -592,6 +592,12 @@ impl Cluster {
         }
         self.slots[slot as usize] = index as u16;
         self.nodes[index].numslots += 1;
+        // A master's first slot makes it one a replica may migrate to, as
+        // long as some master has replicas (Redis's `clusterNodeSetSlotBit`:
+        // a new master with slots in a cluster that has replicas).
+        if self.nodes[index].numslots == 1 && self.replica_counts(&self.master_indexes(), 0).iter().any(|&n| n > 0) {
+            self.nodes[index].flags |= flag::MIGRATE_TO;
+        }
         self.slots_changed(index);
         true
     }
@@ -1858,6 +1864,39 @@ mod tests {
         assert!(!c.nodes[b].has(flag::MIGRATE_TO));
         assert_eq!(c.migration_step(9000, 1), None);
         assert_eq!(c.migration_step(20000, 1), None);
+    }
+
+    /// A master (b) that gets its first slot while another master (a)
+    /// has a replica is one to migrate to, though it never had a replica;
+    /// in a cluster with no replicas, one that gets its first slot is not.
+    #[test]
+    fn a_master_given_its_first_slot_where_masters_have_replicas_is_one_to_migrate_to() {
+        let mut c = Cluster::new("nodes.conf".into(), 0);
+        c.nodes[0].id = "0".repeat(40);
+        let a = c.add_node(node('a', 7001, flag::MASTER));
+        let b = c.add_node(node('b', 7002, flag::MASTER));
+        let e = c.add_node(node('e', 7005, flag::MASTER));
+        c.add_slot(a, 0);
+        c.add_slot(e, 5);
+        assert!(!c.nodes[e].has(flag::MIGRATE_TO), "no master has a replica");
+        let mut r = node('c', 7003, flag::SLAVE);
+        r.master = Some(c.nodes[a].id.clone());
+        c.add_node(r);
+        c.add_slot(b, 1);
+        assert!(c.nodes[b].has(flag::MIGRATE_TO));
+        // Only the first slot marks it; e, whose first slot came before, is
+        // not marked by its second.
+        c.add_slot(e, 6);
+        assert!(!c.nodes[e].has(flag::MIGRATE_TO));
+        c.add_slot(b, 2);
+        assert!(c.nodes[b].has(flag::MIGRATE_TO));
+        // Orphaned (serving slots, no working replica) and marked: once
+        // the delay has passed, a's spare replica would go to it, given a
+        // barrier a keeps.
+        c.ok = true;
+        c.set_master(a);
+        assert_eq!(c.migration_step(1000, 0), None, "orphaned since now");
+        assert_eq!(c.migration_step(7000, 0), Some(b));
     }
 
     #[test]
