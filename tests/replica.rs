@@ -1579,3 +1579,163 @@ fn replies_made_later_for_a_replica_disconnect_it_as_redis_server_does() {
         assert_eq!(ours, late_replies_to_a_replica(redis.addr));
     }
 }
+
+/// Keys given a deadline on a writable replica, by its own client and by
+/// its master's stream: what is left on the replica once both are due.
+fn writable_replica_expiry_scenario(master: std::net::SocketAddr, replica: std::net::SocketAddr) -> Vec<String> {
+    let mut m = Raw::connect(master);
+    let mut r = Raw::connect(replica);
+    replicaof(&mut r, master);
+    wait_link_up(&mut r);
+    assert_eq!(r.call(&["CONFIG", "SET", "replica-read-only", "no"]), b"+OK\r\n");
+    // The master's key: its deadline passes, but the master (active expiry
+    // off) sends no DEL, and the replica leaves it to its master.
+    assert_eq!(m.call(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");
+    m.call(&["SET", "from-master", "1", "PX", "200"]);
+    wait_offsets_equal(&mut m, &mut r);
+    // The replica's own keys, in two databases, and one whose deadline
+    // is taken away again.
+    for (db, key) in [("0", "a"), ("0", "b"), ("3", "a")] {
+        r.call(&["SELECT", db]);
+        assert_eq!(r.call(&["SET", key, "1", "PX", "200"]), b"+OK\r\n");
+    }
+    r.call(&["SELECT", "0"]);
+    r.call(&["SET", "kept", "1", "EX", "100"]);
+    r.call(&["PERSIST", "kept"]);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let mut out = Vec::new();
+    for db in ["0", "3"] {
+        r.call(&["SELECT", db]);
+        out.push(format!("db {db}: {}", String::from_utf8_lossy(&r.call(&["DBSIZE"])).trim()));
+    }
+    r.call(&["SELECT", "0"]);
+    out.push(format!("kept: {}", String::from_utf8_lossy(&r.call(&["EXISTS", "kept"])).trim()));
+    // A write to the master's key past its deadline makes it anew, with
+    // no deadline.
+    out.push(format!(
+        "incr: {}",
+        String::from_utf8_lossy(&r.call(&["INCR", "from-master"])).trim()
+    ));
+    out.push(format!("ttl: {}", String::from_utf8_lossy(&r.call(&["TTL", "from-master"])).trim()));
+    assert_eq!(m.call(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]), b"+OK\r\n");
+    out
+}
+
+#[test]
+fn a_writable_replica_expires_the_keys_its_clients_gave_a_deadline_as_redis_server_does() {
+    let master = Binary::start(&["--enable-debug-command", "yes"]);
+    let replica = Binary::start(&[]);
+    let ours = writable_replica_expiry_scenario(master.addr, replica.addr);
+    // Its own keys went; the master's stays until the master's DEL.
+    assert_eq!(ours, ["db 0: :2", "db 3: :0", "kept: :1", "incr: :1", "ttl: :-1"]);
+    let (Some(redis_master), Some(redis_replica)) = (real_redis_with(&["--enable-debug-command", "yes"]), real_redis_with(&[])) else {
+        return;
+    };
+    assert_eq!(ours, writable_replica_expiry_scenario(redis_master.addr, redis_replica.addr));
+}
+
+/// A master and its replica, in sync on `k` = 1, the replica then stopped
+/// (SIGSTOP) and `k` incremented: the master's replica is behind.
+fn master_with_a_stopped_replica(extra: &[&str]) -> (Binary, Binary, std::path::PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("master.log");
+    let mut args = vec!["--logfile", log.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let master = Binary::start(&args);
+    let replica = Binary::start(&[]);
+    let (mut m, mut r) = (Raw::connect(master.addr), Raw::connect(replica.addr));
+    replicaof(&mut r, master.addr);
+    wait_link_up(&mut r);
+    assert_eq!(m.call(&["SET", "k", "1"]), b"+OK\r\n");
+    wait_offsets_equal(&mut m, &mut r);
+    replica.signal(libc::SIGSTOP);
+    assert_eq!(m.call(&["INCR", "k"]), b":2\r\n");
+    (master, replica, log, dir)
+}
+
+fn shutdown_in_ms(m: &mut Raw) -> Option<u64> {
+    let info = String::from_utf8(m.call(&["INFO", "server"])).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("shutdown_in_milliseconds:")?.trim().parse().ok())
+}
+
+#[test]
+fn a_shutdown_waits_for_a_lagging_replica_with_writes_paused_then_exits() {
+    for how in ["shutdown", "sigterm"] {
+        let (mut master, replica, log, _dir) = master_with_a_stopped_replica(&[]);
+        let mut m = Raw::connect(master.addr);
+        let mut shut = Raw::connect(master.addr);
+        match how {
+            "shutdown" => shut.send_cmd(&[b"SHUTDOWN"]),
+            _ => master.signal(libc::SIGTERM),
+        }
+        wait_until(5, "the master to wait for its replica", || {
+            shutdown_in_ms(&mut m).is_some_and(|ms| ms > 0)
+        });
+        // Reads are served meanwhile; writes wait.
+        assert_eq!(m.call(&["GET", "k"]), b"$1\r\n2\r\n", "{how}");
+        let mut writer = Raw::connect(master.addr);
+        writer.send_cmd(&[b"SET", b"x", b"1"]);
+        assert!(silent_for(&mut writer, std::time::Duration::from_millis(300)), "{how}: a write ran");
+        // The replica catches up; the master goes.
+        replica.signal(libc::SIGCONT);
+        assert!(master.wait_exit(20).success(), "{how}");
+        let mut r = Raw::connect(replica.addr);
+        assert_eq!(r.call(&["GET", "k"]), b"$1\r\n2\r\n", "{how}");
+        let logged = std::fs::read_to_string(&log).unwrap();
+        assert!(logged.contains("Waiting for replicas before shutting down."), "{how}: {logged}");
+        assert!(
+            logged.contains("1 of 1 replicas are in sync when shutting down."),
+            "{how}: {logged}"
+        );
+        assert!(!logged.contains("Lagging replica"), "{how}: {logged}");
+        assert_eq!(logged.matches("User requested shutdown...").count(), 1, "{how}: {logged}");
+    }
+}
+
+#[test]
+fn shutdown_abort_gives_up_the_wait_and_shutdown_timeout_ends_it() {
+    let (mut master, replica, log, _dir) = master_with_a_stopped_replica(&[]);
+    let mut m = Raw::connect(master.addr);
+    assert_eq!(m.call(&["SHUTDOWN", "ABORT"]), b"-ERR No shutdown in progress.\r\n");
+    assert_eq!(m.call(&["SHUTDOWN", "ABORT", "NOW"]), b"-ERR syntax error\r\n");
+    let mut shut = Raw::connect(master.addr);
+    shut.send_cmd(&[b"SHUTDOWN"]);
+    wait_until(5, "the master to wait for its replica", || shutdown_in_ms(&mut m).is_some());
+    let mut writer = Raw::connect(master.addr);
+    writer.send_cmd(&[b"SET", b"x", b"1"]);
+    assert!(silent_for(&mut writer, std::time::Duration::from_millis(200)));
+    // Given up: SHUTDOWN is told, the paused write runs.
+    assert_eq!(m.call(&["SHUTDOWN", "ABORT"]), b"+OK\r\n");
+    assert_eq!(shut.reply(), b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n");
+    assert_eq!(writer.reply(), b"+OK\r\n");
+    assert_eq!(shutdown_in_ms(&mut m), None);
+    // With a one-second timeout it goes without the stopped replica.
+    assert_eq!(m.call(&["CONFIG", "SET", "shutdown-timeout", "1"]), b"+OK\r\n");
+    shut.send_cmd(&[b"SHUTDOWN"]);
+    assert!(master.wait_exit(10).success());
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("Shutdown manually aborted."), "{logged}");
+    assert!(logged.contains("Lagging replica 127.0.0.1:"), "{logged}");
+    assert!(logged.contains("0 of 1 replicas are in sync when shutting down."), "{logged}");
+    replica.signal(libc::SIGCONT);
+}
+
+#[test]
+fn connected_clients_leaves_replicas_out_as_redis_server_does() {
+    let s = start();
+    let mut counts = Vec::new();
+    let redis = real_redis_with(&[]);
+    for addr in std::iter::once(s.addr()).chain(redis.as_ref().map(|r| r.addr)) {
+        let _replica = replica_after(addr, &[]);
+        let mut c = Raw::connect(addr);
+        counts.push((
+            info_value(&mut c, "clients", "connected_clients"),
+            info_value(&mut c, "replication", "connected_slaves"),
+        ));
+    }
+    assert_eq!(counts[0], ("1".to_string(), "1".to_string()));
+    if counts.len() == 2 {
+        assert_eq!(counts[0], counts[1]);
+    }
+}

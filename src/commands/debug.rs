@@ -117,8 +117,12 @@ fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         (b"replicate", 3..) => {
             // The words go to the replicas as a command of the stream
             // (Redis's `alsoPropagate` with PROPAGATE_REPL), whatever they
-            // are: a test of how replicas take a command they refuse.
-            let db = ctx.client.db;
+            // are: a test of how replicas take a command they refuse. No
+            // SELECT comes before them: they go in the database the stream
+            // is in.
+            let state = &ctx.state;
+            let selected = state.replicas.tap.and_then(|tap| state.effects.selected(tap));
+            let db = selected.unwrap_or(ctx.client.db);
             ctx.state.effects.push(db, &argv[2..], crate::engine::effects::REPL);
             Ok(Reply::OK)
         }

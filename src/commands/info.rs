@@ -107,11 +107,16 @@ fn section(ctx: &mut Ctx, name: &str, out: &mut String) {
                 st.config.config_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default()
             );
             line!("io_threads_active:0");
+            if let Some(wait) = &st.shutdown_wait {
+                line!("shutdown_in_milliseconds:{}", wait.deadline_ms.saturating_sub(st.clock.now_ms()));
+            }
         }
         "clients" => {
             let pubsub_clients = st.clients.values().filter(|c| c.in_pubsub_mode()).count() + ctx.client.in_pubsub_mode() as usize;
             line!("# Clients");
-            line!("connected_clients:{}", st.total_clients());
+            // Replicas are not counted (Redis's `listLength(server.clients)
+            // - listLength(server.slaves)`): `connected_slaves` counts them.
+            line!("connected_clients:{}", st.total_clients() - st.replicas.ids.len());
             line!("cluster_connections:0");
             line!("maxclients:{}", st.runtime.maxclients);
             line!("client_recent_max_input_buffer:0");

@@ -115,6 +115,7 @@ fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         removed += db.len() as u64;
         db.clear();
     }
+    ctx.state.replica_expires.clear();
     ctx.dirty(removed);
     if !ctx.state.save_points().is_empty() {
         // Redis saves the emptied dataset at once: no change is left to save.
@@ -187,6 +188,8 @@ fn save(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::err("Background save already in progress"));
     }
     let codes = library_codes(ctx);
+    // Counted when tried, as Redis's `stat_rdb_saves`.
+    ctx.state.persistence.saves += 1;
     ctx.state.save(&codes).map_err(|_| CmdError::new("ERR"))?;
     Ok(Reply::OK)
 }
@@ -226,19 +229,32 @@ fn monitor(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 fn shutdown(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let (mut nosave, mut save, mut force) = (false, false, false);
+    let (mut nosave, mut save, mut force, mut now, mut abort) = (false, false, false, false, false);
     for opt in &argv[1..] {
         match upper(opt).as_str() {
             "NOSAVE" => nosave = true,
             "SAVE" => save = true,
             "FORCE" => force = true,
-            "NOW" => {}
-            "ABORT" => return Err(CmdError::err("No shutdown in progress.")),
+            "NOW" => now = true,
+            "ABORT" => abort = true,
             _ => return Err(CmdError::syntax()),
         }
     }
-    if nosave && save {
+    if (nosave && save) || (abort && (nosave || save || force || now)) {
         return Err(CmdError::syntax());
+    }
+    if abort {
+        // A shutdown waiting for its replicas is given up.
+        if !ctx.state.cancel_shutdown() {
+            return Err(CmdError::err("No shutdown in progress."));
+        }
+        crate::log::notice(format_args!("Shutdown manually aborted."));
+        return Ok(Reply::OK);
+    }
+    if !now && ctx.state.deny_blocking {
+        return Err(CmdError::err(
+            "SHUTDOWN without NOW or ABORT isn't allowed for DENY BLOCKING client",
+        ));
     }
     if ctx.state.loading.is_some() || ctx.state.async_loading() {
         // Half a dataset is never saved over the file it comes from (nor
@@ -256,9 +272,21 @@ fn shutdown(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         ctx.client.close_after_reply = true;
         return Ok(Reply::Many(Vec::new()));
     }
-    // Redis's prepareForShutdown: the final snapshot, with `save` points
-    // or SAVE, unless NOSAVE; a failed one stops the shutdown unless FORCE.
-    crate::log::warning(format_args!("User requested shutdown..."));
+    // Redis's prepareForShutdown: the replicas first get the time to catch
+    // up (unless NOW), this client waiting; then the final snapshot, with
+    // `save` points or SAVE, unless NOSAVE; a failed one stops the
+    // shutdown unless FORCE.
+    if ctx.state.shutdown_wait.is_none() {
+        crate::log::warning(format_args!("User requested shutdown..."));
+    }
+    // One already waiting is joined, NOW or not (Redis's
+    // `isShutdownInitiated`).
+    if ctx.state.shutdown_wait.is_some() || (!now && ctx.state.begin_shutdown_wait(nosave, save, force)) {
+        if let Some(wait) = ctx.state.shutdown_wait.as_mut() {
+            wait.clients.push(ctx.client.id);
+        }
+        return super::blocking::block(ctx, &[], crate::engine::blocking::BlockOp::Admin, 0);
+    }
     ctx.state.kill_bgsave();
     if !nosave && (save || !ctx.state.save_points().is_empty()) {
         crate::log::notice(format_args!("Saving the final RDB snapshot before exiting."));

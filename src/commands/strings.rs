@@ -301,7 +301,9 @@ fn msetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// Adds `by` to the integer at `key`, keeping its TTL.
 pub fn incr_by(ctx: &mut Ctx, key: &Bytes, by: i64) -> CmdResult<i64> {
-    let current = match peek_string(ctx, key)? {
+    let current = peek_string(ctx, key)?;
+    let current_exists = current.is_some();
+    let current = match current {
         Some(s) => crate::numfmt::parse_i64(&s).ok_or_else(CmdError::not_integer)?,
         None => 0,
     };
@@ -309,7 +311,9 @@ pub fn incr_by(ctx: &mut Ctx, key: &Bytes, by: i64) -> CmdResult<i64> {
     let mut buf = itoa::Buffer::new();
     let text = Bytes::copy_from_slice(buf.format(next).as_bytes());
     let db = ctx.db();
-    db.set(key, Value::Str(text), true);
+    // A key not there (or past its deadline, kept on a replica) is made
+    // anew, with no deadline.
+    db.set(key, Value::Str(text), current_exists);
     db.notify(NOTIFY_STRING, "incrby", key);
     Ok(next)
 }
@@ -337,7 +341,9 @@ fn decrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let key = &argv[1];
-    let current = match peek_string(ctx, key)? {
+    let current = peek_string(ctx, key)?;
+    let current_exists = current.is_some();
+    let current = match current {
         Some(s) => LongDouble::parse(&s).ok_or_else(CmdError::not_float)?,
         None => LongDouble::parse(b"0").ok_or_else(CmdError::not_float)?,
     };
@@ -348,7 +354,7 @@ fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     let text = Bytes::from(next.to_human());
     let db = ctx.db();
-    db.set(key, Value::Str(text.clone()), true);
+    db.set(key, Value::Str(text.clone()), current_exists);
     db.notify(NOTIFY_STRING, "incrbyfloat", key);
     // Replayed as the value it left, whatever the float formatting.
     ctx.propagate_as_words(&[b"SET", key, &text, b"KEEPTTL"]);
@@ -380,7 +386,7 @@ fn append(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     };
     let len = new.len();
     let db = ctx.db();
-    db.set(key, Value::Str(new), true);
+    db.set(key, Value::Str(new), appended);
     if appended {
         // Redis appends to its own copy of the string: it is raw now.
         db.mark_raw(key);
@@ -430,6 +436,7 @@ fn setrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Int(old.map_or(0, |s| s.len()) as i64));
     }
     check_string_length(ctx, offset as u64 + value.len() as u64)?;
+    let existed = old.is_some();
     let old = old.unwrap_or_default();
     let offset = offset as usize;
     let mut b = BytesMut::from(&old[..]);
@@ -439,7 +446,7 @@ fn setrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     b[offset..offset + value.len()].copy_from_slice(value);
     let len = b.len();
     let db = ctx.db();
-    db.set(key, Value::Str(b.freeze()), true);
+    db.set(key, Value::Str(b.freeze()), existed);
     db.mark_raw(key);
     db.notify(NOTIFY_STRING, "setrange", key);
     Ok(Reply::Int(len as i64))

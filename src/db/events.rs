@@ -56,6 +56,10 @@ struct Inner {
     /// load, not a lock.
     expired_pending: AtomicBool,
     expired: std::sync::Mutex<Vec<(usize, Bytes)>>,
+    /// The running command is a client's on a writable replica: the keys
+    /// it gives a deadline are kept (see [`KeyEvents::record_deadline`]).
+    deadlines: AtomicBool,
+    deadlines_set: std::sync::Mutex<Vec<(usize, Bytes)>>,
 }
 
 impl KeyEvents {
@@ -113,6 +117,27 @@ impl KeyEvents {
     fn push(&self, event: KeyEvent) {
         let mut pending = self.0.pending.lock().unwrap_or_else(|e| e.into_inner());
         pending.push(event);
+    }
+
+    /// Whether the keys given a deadline from now on are kept, until
+    /// [`KeyEvents::take_deadlines`] (a client's command on a writable
+    /// replica: Redis's `rememberSlaveKeyWithExpire`).
+    pub fn keep_deadlines(&self, on: bool) {
+        self.0.deadlines.store(on, Ordering::Relaxed);
+    }
+
+    /// `key` of database `db` was given a deadline.
+    #[inline]
+    pub fn record_deadline(&self, db: usize, key: &[u8]) {
+        if self.0.deadlines.load(Ordering::Relaxed) {
+            let mut set = self.0.deadlines_set.lock().unwrap_or_else(|e| e.into_inner());
+            set.push((db, Bytes::copy_from_slice(key)));
+        }
+    }
+
+    /// The keys given a deadline while they were kept.
+    pub fn take_deadlines(&self) -> Vec<(usize, Bytes)> {
+        std::mem::take(&mut *self.0.deadlines_set.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// From now on, the keys expiry removes are kept (for the effect

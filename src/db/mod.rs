@@ -304,6 +304,7 @@ impl Db {
     pub fn set_expire_at_position(&mut self, position: usize, key: &[u8], at_ms: u64) {
         self.signal_modified(key);
         self.keys.set_deadline_at(position, at_ms);
+        self.events.record_deadline(self.index, key);
     }
 
     /// Stores `value` at `key`, dropping any TTL unless `keep_ttl`.
@@ -380,6 +381,7 @@ impl Db {
         if let Some(p) = self.keys.position(key) {
             self.signal_modified(key);
             self.keys.set_deadline_at(p, at_ms);
+            self.events.record_deadline(self.index, key);
         }
     }
 
@@ -651,6 +653,18 @@ impl Db {
         if let Some(list) = self.watchers.get(key) {
             self.invalidated.extend(list.iter().map(|w| w.client));
         }
+    }
+
+    /// Removes `key` if its deadline has passed at `now_ms`, as expiry
+    /// does (see below): Some(true) if it went, Some(false) if it is live
+    /// with a deadline still ahead, None if it has no deadline or is gone.
+    pub fn expire_if_due(&mut self, key: &[u8], now_ms: u64) -> Option<bool> {
+        let at = self.keys.deadline(key)?;
+        if at > now_ms {
+            return Some(false);
+        }
+        self.remove_expired(key);
+        Some(true)
     }
 
     /// A key reached its deadline and is removed (Redis's

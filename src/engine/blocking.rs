@@ -82,6 +82,8 @@ pub enum BlockOp {
     /// KEYLOCK ADDMEMBER / DELMEMBER: waits for the shard's membership
     /// change to be made; answered by [`State::finish_admin`]. It has no
     /// timeout and CLIENT UNBLOCK leaves it (the change goes on anyway).
+    /// SHUTDOWN waiting for the replicas waits so too (Redis's
+    /// BLOCKED_SHUTDOWN), answered only if the shutdown is given up.
     Admin,
 }
 
@@ -166,7 +168,7 @@ impl State {
             }
             pause => pause.map(|p| p.all),
         };
-        by_client.or(self.failover.is_some().then_some(false))
+        by_client.or((self.failover.is_some() || self.shutdown_wait.is_some()).then_some(false))
     }
 
     /// CLIENT PAUSE: pauses clients until `end`, every command (`all`) or
@@ -339,7 +341,12 @@ impl State {
     /// Queues the reply of a client whose wait ended and wakes its
     /// connection to send it and run what it sent next.
     pub fn answer_unblocked(&mut self, client: &Client, reply: Reply) {
-        if self.refuse_reply_to_replica(client, client.last_command) {
+        if !client.replies_silenced() && self.refuse_reply_to_replica(client, client.last_command) {
+            let mut errors = Vec::new();
+            reply.collect_errors(&mut errors);
+            for error in errors {
+                self.unexpected_error("master", "replica", &error, client.last_command);
+            }
             return;
         }
         self.woken.push(client.id);

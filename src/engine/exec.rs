@@ -342,7 +342,17 @@ pub fn dispatch(state: &mut State, scripts: Option<&mut Scripts>, client: &mut C
     let named_client = argv[0].eq_ignore_ascii_case(b"client");
     let client_argv = named_client.then(|| argv.clone());
     let asking = argv[0].eq_ignore_ascii_case(b"asking");
+    // On a writable replica the keys a client's command gives a deadline
+    // are the replica's to expire.
+    let keep_deadlines = state.master.is_some() && state.keeps_replica_deadlines(client);
+    if keep_deadlines {
+        state.key_events.keep_deadlines(true);
+    }
     let reply = checked_dispatch(state, scripts, client, argv);
+    if keep_deadlines {
+        state.key_events.keep_deadlines(false);
+        state.remember_replica_deadlines();
+    }
     // Redis's `resetClient`: ASKING holds for the next command only
     // (or the transaction it opens).
     if client.cluster_asking && !asking && client.multi.is_none() {
@@ -655,7 +665,9 @@ impl State {
         let behavior = self.params.value("propagation-error-behavior").unwrap_or("ignore");
         let panic_on_replica =
             to == "master" && self.params.value("replica-read-only") != Some("no") && matches!(behavior, "panic" | "panic-on-replicas");
-        let panic_on_replay = from == "server" && behavior == "panic";
+        // An AOF's only: a Raft member replays what its shard agreed on,
+        // and would stop again on each restart.
+        let panic_on_replay = to == "AOF-loading-client" && behavior == "panic";
         if panic_on_replica || panic_on_replay {
             crate::log::warning(format_args!("------------------------------------------------"));
             crate::log::warning(format_args!(

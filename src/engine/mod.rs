@@ -226,11 +226,17 @@ pub struct State {
     /// replication ID and offset reached, whose stream had this database
     /// selected (see `replica`).
     pub cached_master_db: Option<usize>,
+    /// Keys a client's command gave a deadline on this writable replica,
+    /// which it expires itself (see `replica::ReplicaExpires`).
+    pub replica_expires: replica::ReplicaExpires,
     /// The stream database of a replication history the snapshot loaded
     /// at start told, for the replica's first link to continue.
     pub loaded_replication: Option<usize>,
     /// FAILOVER under way (see `failover`).
     pub failover: Option<failover::Failover>,
+    /// A shutdown waiting for the replicas to catch up, writes paused
+    /// meanwhile (see `replication::ShutdownWait`).
+    pub shutdown_wait: Option<replication::ShutdownWait>,
     /// CLIENT PAUSE in force, if any (see `blocking`).
     pub pause: Option<blocking::ClientPause>,
     /// Blocking commands answer at once (Redis's CLIENT_DENY_BLOCKING):
@@ -509,8 +515,10 @@ impl State {
             repl_id2: String::new(),
             second_repl_offset: -1,
             cached_master_db: None,
+            replica_expires: Default::default(),
             loaded_replication: None,
             failover: None,
+            shutdown_wait: None,
             master: None,
             master_clients_gone: Vec::new(),
             debug: DebugSwitches::default(),
@@ -1088,6 +1096,10 @@ impl State {
         if !c.is_replica || c.monitor {
             return false;
         }
+        if c.outbox.close_request() != output::CloseRequest::Open {
+            // Closing already: nothing more is written, nor logged again.
+            return true;
+        }
         crate::log::warning(format_args!(
             "Replica generated a reply to command '{command}', disconnecting it: {}",
             c.info_line(self.clock.now_ms())
@@ -1140,6 +1152,12 @@ impl State {
             && Engine::makes_output(&client, &reply)
             && self.refuse_reply_to_replica(&client, name)
         {
+            // As any error to a replica (Redis's `afterErrorReply`).
+            let mut errors = Vec::new();
+            reply.collect_errors(&mut errors);
+            for error in errors {
+                self.unexpected_error("master", "replica", &error, name);
+            }
             client.inline_pushes.clear();
             client.close_after_reply = true;
         } else {
@@ -1668,6 +1686,9 @@ impl Engine {
         // A pause whose time is up ends; while one holds, nothing expires.
         let paused = self.state.paused().is_some() || !self.state.debug.active_expire || self.state.keeps_expired_keys();
         let cycle_started = Instant::now();
+        if self.state.master.is_some() && self.state.debug.active_expire && self.state.paused().is_none() {
+            self.state.expire_replica_keys(now);
+        }
         for db in &mut self.state.dbs {
             // Redis's rule: keep sampling while more than a quarter of a
             // sample turns out expired, within the time budget.
@@ -1690,6 +1711,7 @@ impl Engine {
         self.state.ping_replicas();
         self.state.start_pending_snapshot(|| scripts.library_codes());
         self.state.update_failover();
+        self.state.shutdown_wait_cron(|| scripts.library_codes());
         if self.state.cluster_enabled() {
             self.state.cluster_cron();
             self.state.drop_lost_slot_channels(&mut self.scripts.client);

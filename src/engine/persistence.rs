@@ -35,6 +35,10 @@ pub struct Persistence {
     pub last_bgsave_try: u64,
     /// The running background save.
     pub child: Option<Child>,
+    /// Background saves killed (FLUSHALL, SHUTDOWN, their last replica
+    /// gone), reaped by the cron without waiting for them, and the
+    /// temporary file each was writing.
+    pub killed: Vec<(libc::pid_t, PathBuf)>,
     /// BGSAVE SCHEDULE asked for one once the running one ends.
     pub scheduled: bool,
     /// Saves made since start (INFO `rdb_saves`).
@@ -57,6 +61,17 @@ pub struct Child {
     pub started: Instant,
     /// The dirty counter when it forked: what it saves.
     pub dirty_at_fork: u64,
+    /// The file it writes, as `dir` and `dbfilename` were at the fork
+    /// (replicas waiting for it are sent this one).
+    pub path: PathBuf,
+}
+
+impl Child {
+    /// The temporary file it writes before renaming it over [`Child::path`].
+    fn temp_path(&self) -> PathBuf {
+        let dir = self.path.parent().unwrap_or(std::path::Path::new("."));
+        dir.join(format!("temp-{}.rdb", self.pid))
+    }
 }
 
 impl Persistence {
@@ -66,6 +81,7 @@ impl Persistence {
             last_bgsave_ok: true,
             last_bgsave_try: 0,
             child: None,
+            killed: Vec::new(),
             scheduled: false,
             saves: 0,
             last_bgsave_secs: -1,
@@ -322,9 +338,12 @@ impl State {
 
     /// Writes the dataset as an RDB file to `out`, with the function
     /// libraries' `codes`; `aof_base` marks it as an append-only file's
-    /// base.
+    /// base. Keys past their deadline not yet removed are written too, as
+    /// Redis's `rdbSaveRio` writes them: a master that loads the file at
+    /// start drops them and tells its replicas (a DEL each after the
+    /// history the file records), which hold them until then.
     pub fn write_snapshot(&self, out: impl Write, codes: &[Bytes], aof_base: bool) -> std::io::Result<()> {
-        self.write_snapshot_upto(out, codes, aof_base, self.clock.now_ms())
+        self.write_snapshot_upto(out, codes, aof_base, 0)
     }
 
     /// [`State::write_snapshot`] with the keys whose deadline is at or
@@ -410,7 +429,6 @@ impl State {
         self.dirty_at_save = dirty;
         self.persistence.lastsave = self.clock.now_ms() / 1000;
         self.persistence.last_bgsave_ok = true;
-        self.persistence.saves += 1;
     }
 
     /// BGSAVE: a child process writes the snapshot (Redis's
@@ -421,6 +439,8 @@ impl State {
         }
         let path = rdb_path(&self.params);
         self.persistence.last_bgsave_try = self.clock.now_ms() / 1000;
+        // Counted when tried, as Redis's `stat_rdb_saves`.
+        self.persistence.saves += 1;
         let started = Instant::now();
         before_fork();
         // SAFETY: the child only writes the snapshot from its copy of this
@@ -443,6 +463,7 @@ impl State {
             pid,
             started,
             dirty_at_fork: self.dirty,
+            path,
         });
         Ok(())
     }
@@ -451,28 +472,46 @@ impl State {
     /// and the `save` schedule starts one when a point is reached
     /// (Redis's `serverCron`). `codes` gives the function libraries.
     pub fn persistence_cron(&mut self, codes: impl FnOnce() -> Vec<Bytes>) {
+        self.persistence.killed.retain(|(pid, temp)| {
+            let mut status = 0;
+            // SAFETY: reaps this process's own child, without blocking.
+            let done = unsafe { libc::waitpid(*pid, &mut status, libc::WNOHANG) };
+            if done == 0 {
+                return true;
+            }
+            // Gone: what it was writing goes too (a file it renamed in
+            // place before the signal came is a whole snapshot).
+            let _ = std::fs::remove_file(temp);
+            false
+        });
         if let Some(child) = &self.persistence.child {
             let mut status = 0;
             // SAFETY: waits without blocking for this process's own child.
             let done = unsafe { libc::waitpid(child.pid, &mut status, libc::WNOHANG) };
-            if done == child.pid || done < 0 {
+            if let Some(child) = (done == child.pid || done < 0).then(|| self.persistence.child.take()).flatten() {
                 let reaped = done == child.pid;
                 let ok = reaped && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
                 let (dirty, secs) = (child.dirty_at_fork, child.started.elapsed().as_secs() as i64);
-                self.persistence.child = None;
                 self.persistence.last_bgsave_secs = secs;
                 if ok {
                     crate::log::notice(format_args!("Background saving terminated with success"));
                     self.saved(dirty);
                 } else if reaped && libc::WIFSIGNALED(status) {
-                    crate::log::warning(format_args!("Background saving terminated by signal {}", libc::WTERMSIG(status)));
-                    self.persistence.last_bgsave_ok = false;
+                    // Killed from outside (as by the OOM killer): its
+                    // temporary file goes; SIGUSR1 is a stop asked for, not
+                    // an error (Redis's `backgroundSaveDoneHandlerDisk`).
+                    let signal = libc::WTERMSIG(status);
+                    crate::log::warning(format_args!("Background saving terminated by signal {signal}"));
+                    let _ = std::fs::remove_file(child.temp_path());
+                    if signal != libc::SIGUSR1 {
+                        self.persistence.last_bgsave_ok = false;
+                    }
                 } else {
                     crate::log::warning(format_args!("Background saving error"));
                     self.persistence.last_bgsave_ok = false;
                 }
                 // Replicas waiting for this save get its file.
-                self.save_for_replicas_ended(ok);
+                self.save_for_replicas_ended(ok, Some(&child.path));
             }
             return;
         }
@@ -508,24 +547,25 @@ impl State {
     }
 
     /// Stops the background save to disk, if one runs (Redis's
-    /// `killRDBChild`): the child is killed and reaped, its temporary file
-    /// removed, and replicas waiting for its file are disconnected (they
+    /// `killRDBChild`): the child is killed, and counts as gone at once
+    /// (a save may follow); the cron reaps it, without holding the server
+    /// while the kernel takes down its copy of the dataset, and removes its
+    /// temporary file. Replicas waiting for its file are disconnected (they
     /// ask again).
     pub(crate) fn kill_save_child(&mut self) {
         let Some(child) = self.persistence.child.take() else {
             return;
         };
-        // SAFETY: signals and reaps this process's own child.
-        unsafe {
-            libc::kill(child.pid, libc::SIGUSR1);
-            let mut status = 0;
-            libc::waitpid(child.pid, &mut status, 0);
-        }
+        // SAFETY: signals this process's own child; the cron reaps it.
+        unsafe { libc::kill(child.pid, libc::SIGUSR1) };
         crate::log::warning(format_args!("Background saving terminated by signal {}", libc::SIGUSR1));
-        let path = rdb_path(&self.params);
-        let dir = path.parent().unwrap_or(std::path::Path::new("."));
-        let _ = std::fs::remove_file(dir.join(format!("temp-{}.rdb", child.pid)));
-        self.save_for_replicas_ended(false);
+        self.persistence.last_bgsave_secs = child.started.elapsed().as_secs() as i64;
+        // Its file goes now (a shutdown leaves no cron to wait for it), and
+        // again once it is reaped, should it have written on meanwhile.
+        let temp = child.temp_path();
+        let _ = std::fs::remove_file(&temp);
+        self.persistence.killed.push((child.pid, temp));
+        self.save_for_replicas_ended(false, None);
     }
 }
 
@@ -536,6 +576,16 @@ impl State {
 /// as a second server.
 pub(crate) fn child_exit(work: impl FnOnce() -> std::io::Result<()>) -> ! {
     std::panic::set_hook(Box::new(|_| {}));
+    // SIGUSR1 stops it (`kill_save_child`), whatever the process that
+    // embeds the server made of that signal.
+    // SAFETY: sets this process's own signal disposition and mask.
+    unsafe {
+        libc::signal(libc::SIGUSR1, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGUSR1);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
     // A child whose server is gone (killed, as by the OOM killer) stops
     // at once rather than write on for nobody (Redis's child notices its
     // parent's end on the pipe to it).

@@ -138,7 +138,7 @@ impl State {
     /// Applies [`State::keeps_expired_keys`] (and a pause's hold) to
     /// every database.
     pub fn refresh_expiry_mode(&self) {
-        let keep = self.keeps_expired_keys() || self.pause.is_some() || self.failover.is_some();
+        let keep = self.keeps_expired_keys() || self.pause.is_some() || self.failover.is_some() || self.shutdown_wait.is_some();
         for db in &self.dbs {
             db.keep_expired_keys(keep);
         }
@@ -516,6 +516,7 @@ impl State {
         for db in &mut self.dbs {
             db.clear();
         }
+        self.replica_expires.clear();
         let limit = self.runtime.lua_memory_limit;
         let _ = scripts.reset_functions(limit);
         let stream_db = loaded.stream_db.filter(|&db| db < self.dbs.len());
@@ -650,6 +651,81 @@ impl Engine {
     pub fn forget_master_clients(&mut self) {
         for id in std::mem::take(&mut self.state.master_clients_gone) {
             self.disconnect(id);
+        }
+    }
+}
+
+/// The keys a client's command gave a deadline on a writable replica
+/// (`replica-read-only no`; Redis's `slaveKeysWithExpire`): its master
+/// knows nothing of them and sends no DEL when they are due, so the
+/// replica expires them itself, from the cron (Redis's `expireSlaveKeys`).
+/// The keys the master's stream gives a deadline are not among them.
+#[derive(Debug, Default)]
+pub struct ReplicaExpires {
+    /// Each key, and a bit for each database (0 to 63, as Redis) it was
+    /// given a deadline in.
+    dbs: std::collections::HashMap<Bytes, u64>,
+    /// The keys in the order the cron looks at them, each once.
+    queue: std::collections::VecDeque<Bytes>,
+}
+
+impl ReplicaExpires {
+    /// Forgets every key (FLUSHALL, a master's snapshot loaded).
+    pub fn clear(&mut self) {
+        self.dbs.clear();
+        self.queue.clear();
+    }
+}
+
+impl State {
+    /// Whether `client`'s command runs on a writable replica, where the
+    /// keys it gives a deadline are the replica's to expire.
+    pub(crate) fn keeps_replica_deadlines(&self, client: &super::Client) -> bool {
+        self.master.is_some() && !client.is_master && self.params.value("replica-read-only") == Some("no")
+    }
+
+    /// Takes the keys the command that ran gave a deadline (see
+    /// [`ReplicaExpires`]).
+    pub(crate) fn remember_replica_deadlines(&mut self) {
+        for (db, key) in self.key_events.take_deadlines() {
+            if db > 63 {
+                crate::log::warning(format_args!("Writable replica is not able to expire keys in DB with id > 63"));
+                continue;
+            }
+            let bits = self.replica_expires.dbs.entry(key.clone()).or_insert(0);
+            if *bits == 0 {
+                self.replica_expires.queue.push_back(key);
+            }
+            *bits |= 1 << db;
+        }
+    }
+
+    /// The cron's part on a replica: the keys in [`ReplicaExpires`] that
+    /// are due are removed (an `expired` event each, as any expiry), and
+    /// those with no deadline left forgotten, for at most a millisecond
+    /// a pass, taking turns.
+    pub fn expire_replica_keys(&mut self, now_ms: u64) {
+        let started = std::time::Instant::now();
+        let mut looked = 0;
+        while looked < self.replica_expires.queue.len() {
+            let Some(key) = self.replica_expires.queue.pop_front() else { break };
+            looked += 1;
+            let bits = self.replica_expires.dbs.get(&key).copied().unwrap_or(0);
+            let mut left = 0;
+            for db in 0..64.min(self.dbs.len()) {
+                if bits & (1 << db) != 0 && self.dbs[db].expire_if_due(&key, now_ms) == Some(false) {
+                    left |= 1 << db;
+                }
+            }
+            if left == 0 {
+                self.replica_expires.dbs.remove(&key);
+            } else {
+                self.replica_expires.dbs.insert(key.clone(), left);
+                self.replica_expires.queue.push_back(key);
+            }
+            if looked % 64 == 0 && started.elapsed() > std::time::Duration::from_millis(1) {
+                break;
+            }
         }
     }
 }

@@ -401,21 +401,23 @@ impl State {
             // A save to disk runs: its file serves this replica too if
             // another replica waits for it, as the stream since it started
             // is held for that one, and this one has all its capabilities.
+            // Redis looks at the first replica waiting for it only.
             let shared = self
                 .replicas
-                .announced
+                .ids
                 .iter()
-                .find(|(id, other)| {
-                    **id != client.id
-                        && other.waits_for_save()
-                        && (eof || !other.eof)
+                .filter(|&&id| id != client.id)
+                .filter_map(|id| self.replicas.announced.get(id))
+                .find(|other| other.waits_for_save())
+                .filter(|other| {
+                    (eof || !other.eof)
                         && (psync2 || !other.psync2)
                         && other
                             .outbox
                             .as_ref()
                             .is_some_and(|o| o.close_request() == super::CloseRequest::Open)
                 })
-                .map(|(_, other)| (other.held.clone(), other.initial_offset));
+                .map(|other| (other.held.clone(), other.initial_offset));
             match shared {
                 Some((held, offset)) => {
                     let replid = self.master_replid().to_string();
@@ -664,7 +666,7 @@ impl State {
     /// wait for has ended (`ok`), or failed or was killed: its file is
     /// sent to them, or they are disconnected (they ask again), as
     /// Redis's `updateSlavesWaitingBgsave`.
-    pub(crate) fn save_for_replicas_ended(&mut self, ok: bool) {
+    pub(crate) fn save_for_replicas_ended(&mut self, ok: bool, path: Option<&std::path::Path>) {
         let waiting: Vec<(ClientId, super::Outbox)> = self
             .replicas
             .ids
@@ -677,8 +679,7 @@ impl State {
         if waiting.is_empty() {
             return;
         }
-        let file = if ok {
-            let path = super::persistence::rdb_path(&self.params);
+        let file = if let Some(path) = path.filter(|_| ok) {
             std::fs::File::open(path)
                 .and_then(|file| Ok((file.metadata()?.len(), file)))
                 .map_err(|e| format!("Can't open/stat DB after BGSAVE: {}", crate::error::os_error_text(&e)))
@@ -1039,6 +1040,130 @@ pub(crate) fn send_raw(outbox: &super::Outbox, bytes: &[u8]) {
         out.place(false);
     }
     outbox.wake();
+}
+
+/// A shutdown (SHUTDOWN without NOW, SIGTERM, SIGINT) that waits for the
+/// replicas to acknowledge the whole stream before the final snapshot,
+/// for at most `shutdown-timeout` seconds, with writes paused meanwhile
+/// (Redis 7.0's `prepareForShutdown`), so that no acknowledged write is
+/// lost with the master.
+#[derive(Debug, Clone)]
+pub struct ShutdownWait {
+    /// When it stops waiting (the clock's milliseconds).
+    pub deadline_ms: u64,
+    /// SHUTDOWN's NOSAVE, SAVE and FORCE.
+    pub nosave: bool,
+    pub save: bool,
+    pub force: bool,
+    /// The SHUTDOWN clients waiting with it, answered only if it fails.
+    pub clients: Vec<ClientId>,
+}
+
+impl State {
+    /// Every replica acknowledged the whole stream (Redis's
+    /// `isReadyToShutdown`).
+    pub fn replicas_in_sync(&self) -> bool {
+        let offset = self.replicas.offset;
+        self.replicas
+            .ids
+            .iter()
+            .all(|id| self.replicas.announced.get(id).is_some_and(|a| a.ack_offset == offset))
+    }
+
+    /// A shutdown begins: unless `shutdown-timeout` is 0 or the replicas
+    /// are in sync already, it waits for them (their offsets asked for at
+    /// once, writes paused) and true is returned; a shutdown already
+    /// waiting goes on waiting.
+    pub fn begin_shutdown_wait(&mut self, nosave: bool, save: bool, force: bool) -> bool {
+        if self.shutdown_wait.is_some() {
+            return true;
+        }
+        let timeout = self.params.int("shutdown-timeout").unwrap_or(10).max(0) as u64;
+        if timeout == 0 || self.replicas_in_sync() {
+            return false;
+        }
+        if self.paused().is_none() {
+            self.replicas.getack_due = true;
+            self.send_getack_if_due();
+        }
+        self.shutdown_wait = Some(ShutdownWait {
+            deadline_ms: self.clock.now_ms() + timeout * 1000,
+            nosave,
+            save,
+            force,
+            clients: Vec::new(),
+        });
+        self.refresh_expiry_mode();
+        crate::log::notice(format_args!("Waiting for replicas before shutting down."));
+        true
+    }
+
+    /// The cron's part: a waiting shutdown goes on once the replicas are
+    /// in sync or its time is up (Redis's `finishShutdown`): each replica
+    /// still behind is logged, the background save stopped, and the final
+    /// snapshot taken (with `save` points or SAVE, unless NOSAVE). Then
+    /// [`State::shutdown`] is set for the server to stop; a snapshot that
+    /// failed (without FORCE) ends the shutdown instead, the server going on.
+    pub fn shutdown_wait_cron(&mut self, codes: impl FnOnce() -> Vec<Bytes>) {
+        let Some(wait) = self.shutdown_wait.clone() else { return };
+        let now_ms = self.clock.now_ms();
+        if now_ms < wait.deadline_ms && !self.replicas_in_sync() {
+            return;
+        }
+        let offset = self.replicas.offset;
+        let mut lagging = 0;
+        for id in &self.replicas.ids {
+            let Some(a) = self.replicas.announced.get(id) else { continue };
+            if a.ack_offset == offset {
+                continue;
+            }
+            lagging += 1;
+            let lag = if a.online() {
+                (now_ms / 1000).saturating_sub(a.ack_secs)
+            } else {
+                0
+            };
+            crate::log::warning(format_args!(
+                "Lagging replica {} reported offset {} behind master, lag={lag}, state={}.",
+                a.name,
+                offset.saturating_sub(a.ack_offset),
+                a.info_state()
+            ));
+        }
+        let replicas = self.replicas.ids.len();
+        if replicas > 0 {
+            crate::log::notice(format_args!(
+                "{} of {replicas} replicas are in sync when shutting down.",
+                replicas - lagging
+            ));
+        }
+        self.kill_bgsave();
+        if !wait.nosave && (wait.save || !self.save_points().is_empty()) {
+            crate::log::notice(format_args!("Saving the final RDB snapshot before exiting."));
+            if self.save(&codes()).is_err() && !wait.force {
+                crate::log::warning(format_args!("Error trying to save the DB, can't exit."));
+                crate::log::warning(format_args!(
+                    "Errors trying to shut down the server. Check the logs for more information."
+                ));
+                self.cancel_shutdown();
+                return;
+            }
+        }
+        self.shutdown_save_done = true;
+        self.shutdown = true;
+    }
+
+    /// A waiting shutdown is given up (SHUTDOWN ABORT, or its snapshot
+    /// failed): its SHUTDOWN clients are told, and writes go on.
+    pub fn cancel_shutdown(&mut self) -> bool {
+        let Some(wait) = self.shutdown_wait.take() else { return false };
+        for id in wait.clients {
+            self.finish_admin(id, Err(crate::commands::CmdError::err("Errors trying to SHUTDOWN. Check logs.")));
+        }
+        self.refresh_expiry_mode();
+        self.release_paused_clients();
+        true
+    }
 }
 
 /// INFO's `master_replid2` when there is none.

@@ -15,9 +15,11 @@
 //! server.
 //!
 //! A disk-based sync's snapshot (Redis's `sendBulkToSlave`) is relayed
-//! the same way, from the file a background save wrote, after `$<length>`:
-//! the replicas that waited for that save are online once it is all in
-//! their outputs, and the stream held for them follows at once.
+//! from the file a background save wrote, after `$<length>`, to each
+//! replica at its own pace (the file is there to be read again, where a
+//! pipe is read once for all); the replicas that waited for that save are
+//! online once it is all in their outputs, and the stream held for them
+//! follows at once.
 
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
@@ -51,6 +53,9 @@ struct Target {
     /// some of it.
     waiting: usize,
     moved_at: tokio::time::Instant,
+    /// How much of a saved file it was given (each replica takes a file
+    /// at its own pace, as Redis's `repldboff`).
+    offset: u64,
 }
 
 async fn relay_task(shared: Rc<Shared>, relay: SnapshotRelay) {
@@ -64,6 +69,7 @@ async fn relay_task(shared: Rc<Shared>, relay: SnapshotRelay) {
             up: true,
             waiting: 0,
             moved_at: now,
+            offset: 0,
         })
         .collect();
     let (pid, pipe) = match relay.source {
@@ -237,46 +243,56 @@ enum Pace {
     Go,
 }
 
-/// Looks at the targets' outputs: a replica that went, or that read
-/// nothing for `repl-timeout` while its output was full ("Disconnecting
-/// timedout replica (full sync)"), is left out from then on (`up` false).
+/// `repl-timeout`, read each time: CONFIG SET applies to a transfer
+/// under way.
+fn repl_timeout(shared: &Shared) -> Duration {
+    let engine = shared.engine.borrow();
+    Duration::from_secs(engine.state.params.int("repl-timeout").unwrap_or(60).max(1) as u64)
+}
+
+/// Looks at a target's output: whether it has room for more. A replica
+/// that went, or that read nothing for `timeout` while its output was
+/// full ("Disconnecting timedout replica (full sync)"), is left out from
+/// then on (`up` false).
+fn has_room(shared: &Shared, t: &mut Target, timeout: Duration) -> bool {
+    if t.outbox.close_request() != CloseRequest::Open || !shared.engine.borrow().state.clients.contains_key(&t.client) {
+        t.up = false;
+        return false;
+    }
+    let unwritten = t.outbox.unwritten();
+    if unwritten < t.waiting || unwritten == 0 {
+        t.moved_at = tokio::time::Instant::now();
+    }
+    t.waiting = unwritten;
+    if unwritten <= HIGH_WATER {
+        return true;
+    }
+    if t.moved_at.elapsed() > timeout {
+        let name = shared
+            .engine
+            .borrow()
+            .state
+            .replicas
+            .announced
+            .get(&t.client)
+            .map(|a| a.name.clone());
+        crate::log::warning(format_args!(
+            "Disconnecting timedout replica (full sync): {}",
+            name.unwrap_or_default()
+        ));
+        t.outbox.close_now();
+        t.up = false;
+    }
+    false
+}
+
+/// Looks at the targets' outputs (see [`has_room`]): the slowest sets the
+/// pace of a pipe, read once for all.
 fn pace(shared: &Shared, targets: &mut [Target]) -> Pace {
-    // Read each time: CONFIG SET applies to a transfer under way.
-    let timeout = {
-        let engine = shared.engine.borrow();
-        Duration::from_secs(engine.state.params.int("repl-timeout").unwrap_or(60).max(1) as u64)
-    };
+    let timeout = repl_timeout(shared);
     let mut full = false;
     for t in targets.iter_mut().filter(|t| t.up) {
-        if t.outbox.close_request() != CloseRequest::Open || !shared.engine.borrow().state.clients.contains_key(&t.client) {
-            t.up = false;
-            continue;
-        }
-        let unwritten = t.outbox.unwritten();
-        if unwritten < t.waiting || unwritten == 0 {
-            t.moved_at = tokio::time::Instant::now();
-        }
-        t.waiting = unwritten;
-        if unwritten > HIGH_WATER {
-            if t.moved_at.elapsed() > timeout {
-                let name = shared
-                    .engine
-                    .borrow()
-                    .state
-                    .replicas
-                    .announced
-                    .get(&t.client)
-                    .map(|a| a.name.clone());
-                crate::log::warning(format_args!(
-                    "Disconnecting timedout replica (full sync): {}",
-                    name.unwrap_or_default()
-                ));
-                t.outbox.close_now();
-                t.up = false;
-            } else {
-                full = true;
-            }
-        }
+        full |= !has_room(shared, t, timeout) && t.up;
     }
     if !targets.iter().any(|t| t.up) {
         Pace::NoneLeft
@@ -288,48 +304,57 @@ fn pace(shared: &Shared, targets: &mut [Target]) -> Pace {
 }
 
 /// Moves the saved `file`, `len` bytes after `$<len>`, into the targets'
-/// outputs: true once all of it is there for those still `up`, false if
+/// outputs, each at its own pace (a replica that reads slowly holds back
+/// no other): true once all of it is there for those still `up`, false if
 /// every replica went or the file could not be read.
-async fn relay_file(shared: &Shared, targets: &mut [Target], mut file: std::fs::File, len: u64) -> bool {
-    use std::io::Read;
+async fn relay_file(shared: &Shared, targets: &mut [Target], file: std::fs::File, len: u64) -> bool {
+    use std::os::unix::fs::FileExt;
     let preamble = format!("${len}\r\n");
     for t in targets.iter_mut() {
         crate::engine::replication::send_raw(&t.outbox, preamble.as_bytes());
     }
     let mut buf = vec![0u8; 1 << 16];
-    let mut sent = 0u64;
-    while sent < len {
-        match pace(shared, targets) {
-            Pace::NoneLeft => return false,
-            Pace::Full => {
-                tokio::time::sleep(Duration::from_millis(5)).await;
+    loop {
+        let timeout = repl_timeout(shared);
+        let mut moved = false;
+        for t in targets.iter_mut().filter(|t| t.up && t.offset < len) {
+            if !has_room(shared, t, timeout) {
                 continue;
             }
-            Pace::Go => {}
-        }
-        let want = buf.len().min((len - sent) as usize);
-        let n = match file.read(&mut buf[..want]) {
-            Ok(0) => {
-                crate::log::warning(format_args!("Read error sending DB to replica: premature EOF"));
-                return false;
+            let want = buf.len().min((len - t.offset) as usize);
+            match file.read_at(&mut buf[..want], t.offset) {
+                Ok(0) => {
+                    crate::log::warning(format_args!("Read error sending DB to replica: premature EOF"));
+                    return false;
+                }
+                Ok(n) => {
+                    crate::engine::replication::send_raw(&t.outbox, &buf[..n]);
+                    t.waiting += n;
+                    t.offset += n as u64;
+                    moved = true;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    crate::log::warning(format_args!(
+                        "Read error sending DB to replica: {}",
+                        crate::error::os_error_text(&e)
+                    ));
+                    return false;
+                }
             }
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                crate::log::warning(format_args!(
-                    "Read error sending DB to replica: {}",
-                    crate::error::os_error_text(&e)
-                ));
-                return false;
-            }
-        };
-        for t in targets.iter_mut().filter(|t| t.up) {
-            crate::engine::replication::send_raw(&t.outbox, &buf[..n]);
-            t.waiting += n;
         }
-        sent += n as u64;
-        // Other connections run between pieces.
-        tokio::task::yield_now().await;
+        let up: Vec<&Target> = targets.iter().filter(|t| t.up).collect();
+        if up.is_empty() {
+            return false;
+        }
+        if up.iter().all(|t| t.offset >= len) {
+            return true;
+        }
+        if moved {
+            // Other connections run between pieces.
+            tokio::task::yield_now().await;
+        } else {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
-    targets.iter().any(|t| t.up)
 }

@@ -963,8 +963,22 @@ fn serve(
             }
             // SHUTDOWN logged it and took its snapshot already.
             let by_command = shared.engine.borrow().state.shutdown;
+            let signalled = by_signal.load(std::sync::atomic::Ordering::Relaxed);
             if !by_command {
-                log::warning(format_args!("User requested shutdown..."));
+                if shared.engine.borrow().state.shutdown_wait.is_none() {
+                    log::warning(format_args!("User requested shutdown..."));
+                }
+                // A signal's shutdown first lets the replicas catch up, as
+                // SHUTDOWN does; the cron stops the server once they have
+                // (or the time is up).
+                if signalled && shared.engine.borrow_mut().state.begin_shutdown_wait(false, false, false) {
+                    // Its end (or its failure) is the cron's from here.
+                    by_signal.store(false, std::sync::atomic::Ordering::Relaxed);
+                    let engine = shared.engine.borrow();
+                    engine.state.watchdog.halt.store(false, std::sync::atomic::Ordering::Relaxed);
+                    stop.send_replace(false);
+                    continue;
+                }
             }
             let saved = shared.engine.borrow_mut().save_on_shutdown();
             if saved || by_command || !by_signal.swap(false, std::sync::atomic::Ordering::Relaxed) {
@@ -1038,6 +1052,11 @@ async fn cron_loop(shared: Rc<Shared>) {
         tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
         shared.engine.borrow_mut().cron();
         shared.cron(hz as u64);
+        if shared.engine.borrow().shutdown_requested() && !*shared.stop.borrow() {
+            // A shutdown that waited for the replicas is done waiting.
+            shared.stop_listening();
+            shared.stop.send_replace(true);
+        }
         // A failover's timeout may have made this server a replica.
         replica::follow(&shared);
         if !shared.engine.borrow().state.replicas.relays.is_empty() {
