@@ -679,31 +679,9 @@ fn a_replicas_connection_may_not_touch_the_keyspace_and_min_replicas_counts_acks
 /// `command`: what it reads after the snapshot (the stream) in 3 s, and
 /// whether the server closed it.
 fn replica_sends_after_sync(server: std::net::SocketAddr, command: &[&[u8]]) -> (Vec<u8>, bool) {
-    let mut fake = Raw::connect(server);
-    fake.send(b"SYNC\r\n");
-    let mut header = String::new();
-    loop {
-        header.clear();
-        std::io::BufRead::read_line(&mut fake.reader, &mut header).unwrap();
-        // Newlines are the master's keep-alives.
-        if header.trim().starts_with('$') {
-            break;
-        }
-    }
-    let mut rdb = vec![0; header.trim()[1..].parse().unwrap()];
-    std::io::Read::read_exact(&mut fake.reader, &mut rdb).unwrap();
+    let mut fake = replica_after(server, &[]);
     fake.send(&encode(command));
-    fake.reader
-        .get_ref()
-        .set_read_timeout(Some(std::time::Duration::from_secs(3)))
-        .unwrap();
-    let mut stream = Vec::new();
-    // A reset is a close too; only the timeout is an open connection.
-    let closed = match std::io::Read::read_to_end(&mut fake.reader, &mut stream) {
-        Ok(_) => true,
-        Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
-    };
-    (stream, closed)
+    read_for_a_while(&mut fake)
 }
 
 #[test]

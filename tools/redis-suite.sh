@@ -41,6 +41,12 @@ if [ ${#units[@]} -eq 0 ]; then
         unit/protocol unit/auth unit/info unit/networking
         unit/cluster unit/cluster-scripting unit/cluster/misc
         unit/cluster/links unit/cluster/announced-endpoints
+        integration/replication integration/replication-2
+        integration/replication-3 integration/replication-4
+        integration/replication-psync integration/replication-buffer
+        integration/block-repl integration/psync2 integration/psync2-reg
+        integration/psync2-pingoff integration/psync2-master-restart
+        integration/failover integration/shutdown
     )
 fi
 repo=$(cd "$(dirname "$0")/.." && pwd)
