@@ -674,3 +674,30 @@ fn a_save_made_for_replicas_stops_when_the_last_of_them_leaves_unless_save_point
     let Some(redis) = real_redis() else { return };
     assert_eq!(ours, unneeded_save_scenario(redis.addr));
 }
+
+#[test]
+fn rdb_del_sync_files_removes_the_file_a_disk_based_sync_saved_when_nothing_else_persists() {
+    for (settings, kept) in [
+        (&["--rdb-del-sync-files", "yes"][..], false),
+        (&[], true),
+        (&["--rdb-del-sync-files", "yes", "--save", "3600 1"], true),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = vec!["--repl-diskless-sync", "no"];
+        args.extend_from_slice(settings);
+        let k = keylock_in_dir(dir.path(), &args);
+        let mut c = Raw::connect(k.addr);
+        c.call(&["SET", "a", "1"]);
+        let (mut r, answer) = psync(k.addr, false, "?", "-1");
+        assert!(answer.starts_with("+FULLRESYNC"), "{answer}");
+        let header = skip_snapshot(&mut r);
+        assert!(header.starts_with('$') && !header.starts_with("$EOF"), "{header}");
+        let file = dir.path().join("dump.rdb");
+        if kept {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            assert!(file.exists(), "{settings:?}: the file went");
+        } else {
+            wait_until(5, "the file to be removed", || !file.exists());
+        }
+    }
+}

@@ -227,6 +227,10 @@ pub struct Replicas {
     pub relays: Vec<SnapshotRelay>,
     /// Those child processes still running (INFO `rdb_bgsave_in_progress`).
     pub snapshot_children: Vec<libc::pid_t>,
+    /// A save to disk was made for replicas since the file was last
+    /// removed (Redis's `RDBGeneratedByReplication`, for
+    /// `rdb-del-sync-files`).
+    rdb_for_replicas: bool,
     /// When the replicas waiting for a child were last sent a newline.
     keepalive_at: Instant,
 }
@@ -279,6 +283,7 @@ impl Default for Replicas {
             getack_due: false,
             relays: Vec::new(),
             snapshot_children: Vec::new(),
+            rdb_for_replicas: false,
             keepalive_at: Instant::now(),
         }
     }
@@ -539,6 +544,7 @@ impl State {
         } else {
             self.bgsave(&codes).map_err(std::io::Error::other)
         };
+        self.replicas.rdb_for_replicas |= !socket && forked.is_ok();
         for (id, outbox, _, pre_psync) in &waiting {
             if let Some(a) = self.replicas.announced.get_mut(id) {
                 a.waiting_since = None;
@@ -965,6 +971,7 @@ impl State {
     /// `repl-backlog-size` says, and freed `repl-backlog-ttl` seconds after
     /// the last replica of a master left.
     pub fn ping_replicas(&mut self) {
+        self.remove_rdb_used_for_replicas();
         self.note_replicas_online();
         self.send_getack_if_due();
         self.tend_backlog();
@@ -983,6 +990,37 @@ impl State {
         if self.replicas.last_ping.elapsed().as_secs() >= period {
             self.replicas.last_ping = Instant::now();
             self.send_to_replicas(b"*1\r\n$4\r\nPING\r\n");
+        }
+    }
+
+    /// With `rdb-del-sync-files yes` and no persistence (no `save` points,
+    /// no AOF), the file a disk-based sync saved is removed once no
+    /// replica waits for a snapshot or is sent one, so that a server meant
+    /// to keep nothing on disk does not keep it (Redis's
+    /// `removeRDBUsedToSyncReplicas`).
+    fn remove_rdb_used_for_replicas(&mut self) {
+        if self.params.value("rdb-del-sync-files") != Some("yes") {
+            self.replicas.rdb_for_replicas = false;
+            return;
+        }
+        if !self.replicas.rdb_for_replicas || !self.save_points().is_empty() || self.aof_on() {
+            return;
+        }
+        if self
+            .replicas
+            .announced
+            .values()
+            .any(|a| a.waiting_since.is_some() || a.held.is_some())
+        {
+            return;
+        }
+        let path = super::persistence::rdb_path(&self.params);
+        if std::fs::symlink_metadata(&path).is_ok() {
+            self.replicas.rdb_for_replicas = false;
+            crate::log::notice(format_args!(
+                "Removing the RDB file used to feed replicas in a persistence-less instance"
+            ));
+            let _ = std::fs::remove_file(&path);
         }
     }
 
