@@ -504,6 +504,18 @@ fn replica_of_fake_master() -> (Vec<u8>, std::net::TcpListener, ServerHandle, Ra
     (rdb, listener, s, k)
 }
 
+/// Plays a master for the replica that connects to `listener`: its
+/// handshake, then `+FULLRESYNC` and the snapshot `rdb`. The connection,
+/// and the reader past the replica's PSYNC.
+fn fake_master_full_sync(listener: &std::net::TcpListener, rdb: &[u8]) -> (std::net::TcpStream, std::io::BufReader<std::net::TcpStream>) {
+    let (stream, _) = listener.accept().unwrap();
+    let (reader, _) = answer_replica_handshake(&stream);
+    let header = format!("+FULLRESYNC {} 0\r\n${}\r\n", "a".repeat(40), rdb.len());
+    std::io::Write::write_all(&mut &stream, header.as_bytes()).unwrap();
+    std::io::Write::write_all(&mut &stream, rdb).unwrap();
+    (stream, reader)
+}
+
 #[test]
 fn a_malformed_stream_from_the_master_ends_the_link() {
     // A master that sends a snapshot, one command, then a bad count.
@@ -1334,12 +1346,8 @@ fn a_deadline_past_when_the_masters_stream_sets_it_is_kept_not_deleted() {
     // master): the key stays, with the deadline, until its master deletes
     // it; the replica's clients see it gone meanwhile.
     let (rdb, listener, _s, mut k) = replica_of_fake_master();
-    let (stream, _) = listener.accept().unwrap();
-    let (reader, _) = answer_replica_handshake(&stream);
+    let (stream, reader) = fake_master_full_sync(&listener, &rdb);
     let mut writer = &stream;
-    let header = format!("+FULLRESYNC {} 0\r\n${}\r\n", "a".repeat(40), rdb.len());
-    std::io::Write::write_all(&mut writer, header.as_bytes()).unwrap();
-    std::io::Write::write_all(&mut writer, &rdb).unwrap();
     let stream_bytes = encode(&[b"SET", b"k", b"v"])
         .into_iter()
         .chain(encode(&[b"PEXPIREAT", b"k", b"1"]))
@@ -1403,12 +1411,8 @@ fn errors_inside_a_transaction_of_the_masters_stream_are_logged_and_counted() {
         k.call(&["REPLICAOF", "127.0.0.1", &listener.local_addr().unwrap().port().to_string()]),
         b"+OK\r\n"
     );
-    let (stream, _) = listener.accept().unwrap();
-    let (reader, _) = answer_replica_handshake(&stream);
+    let (stream, reader) = fake_master_full_sync(&listener, &rdb);
     let mut writer = &stream;
-    let header = format!("+FULLRESYNC {} 0\r\n${}\r\n", "a".repeat(40), rdb.len());
-    std::io::Write::write_all(&mut writer, header.as_bytes()).unwrap();
-    std::io::Write::write_all(&mut writer, &rdb).unwrap();
     let mut commands = encode(&[b"SET", b"k", b"v"]);
     for command in [&[&b"MULTI"[..]][..], &[b"LPUSH", b"k", b"x"], &[b"SET", b"n", b"1"], &[b"EXEC"]] {
         commands.extend(encode(command));

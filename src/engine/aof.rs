@@ -1101,11 +1101,7 @@ pub fn replay(state: &mut State, scripts: &mut super::Scripts, commands: Vec<Vec
         let loading = state.loading.take();
         let reply = super::exec::dispatch(state, Some(scripts), &mut client, argv);
         state.loading = loading;
-        let mut errors = Vec::new();
-        reply.collect_errors(&mut errors);
-        for error in errors {
-            state.unexpected_error("server", to, &error, found.full_name());
-        }
+        state.unexpected_errors("server", to, &reply, found.full_name());
         if state.loading.is_some() {
             // Other clients are served under their users' permissions.
             std::mem::swap(&mut state.acl, &mut users);

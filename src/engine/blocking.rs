@@ -342,11 +342,7 @@ impl State {
     /// connection to send it and run what it sent next.
     pub fn answer_unblocked(&mut self, client: &Client, reply: Reply) {
         if !client.replies_silenced() && self.refuse_reply_to_replica(client, client.last_command) {
-            let mut errors = Vec::new();
-            reply.collect_errors(&mut errors);
-            for error in errors {
-                self.unexpected_error("master", "replica", &error, client.last_command);
-            }
+            self.unexpected_errors("master", "replica", &reply, client.last_command);
             return;
         }
         self.woken.push(client.id);

@@ -344,7 +344,7 @@ pub fn dispatch(state: &mut State, scripts: Option<&mut Scripts>, client: &mut C
     let asking = argv[0].eq_ignore_ascii_case(b"asking");
     // On a writable replica the keys a client's command gives a deadline
     // are the replica's to expire.
-    let keep_deadlines = state.master.is_some() && state.keeps_replica_deadlines(client);
+    let keep_deadlines = state.keeps_replica_deadlines(client);
     if keep_deadlines {
         state.key_events.keep_deadlines(true);
     }
@@ -641,10 +641,19 @@ pub enum Shown<'a> {
 }
 
 impl State {
-    /// An error reply to a client that should get none: a master's stream,
-    /// a replica, or a file's replay (Redis's `afterErrorReply`: logged,
-    /// and counted in `unexpected_error_replies`).
-    pub fn unexpected_error(&mut self, from: &str, to: &str, error: &[u8], command: &str) {
+    /// The errors in `reply` (a transaction's inner ones one by one), to a
+    /// client that should get none: a master's stream, a replica, or a
+    /// file's replay (Redis's `afterErrorReply`: each logged, and counted
+    /// in `unexpected_error_replies`).
+    pub fn unexpected_errors(&mut self, from: &str, to: &str, reply: &Reply, command: &str) {
+        let mut errors = Vec::new();
+        reply.collect_errors(&mut errors);
+        for error in errors {
+            self.unexpected_error(from, to, &error, command);
+        }
+    }
+
+    fn unexpected_error(&mut self, from: &str, to: &str, error: &[u8], command: &str) {
         // As Redis has it: a plain error's message (its `-ERR ` is added
         // on the wire), another code's whole line.
         let line = String::from_utf8_lossy(error);

@@ -1153,11 +1153,7 @@ impl State {
             && self.refuse_reply_to_replica(&client, name)
         {
             // As any error to a replica (Redis's `afterErrorReply`).
-            let mut errors = Vec::new();
-            reply.collect_errors(&mut errors);
-            for error in errors {
-                self.unexpected_error("master", "replica", &error, name);
-            }
+            self.unexpected_errors("master", "replica", &reply, name);
             client.inline_pushes.clear();
             client.close_after_reply = true;
         } else {
@@ -1541,15 +1537,10 @@ impl Engine {
                 break;
             }
             if let Some(name) = link_command {
-                let replica_replied = client.is_replica && !client.monitor && Self::makes_output(&client, &reply);
-                if replica_replied {
-                    // Redis's `_addReplyToBufferOrList`: the link carries
-                    // the stream, never a reply; the replica goes instead.
-                    crate::log::warning(format_args!(
-                        "Replica generated a reply to command '{name}', disconnecting it: {}",
-                        client.info_line(self.state.clock.now_ms())
-                    ));
-                }
+                // Redis's `_addReplyToBufferOrList`: the link carries the
+                // stream, never a reply; the replica goes instead.
+                let replica_replied =
+                    client.is_replica && Self::makes_output(&client, &reply) && self.state.refuse_reply_to_replica(&client, name);
                 // Each error, a transaction's inner ones too (Redis's
                 // `afterErrorReply`, under the EXEC).
                 let (from, to) = if client.is_master {
@@ -1557,14 +1548,9 @@ impl Engine {
                 } else {
                     ("master", "replica")
                 };
-                let mut errors = Vec::new();
-                reply.collect_errors(&mut errors);
-                for error in errors {
-                    self.state.unexpected_error(from, to, &error, name);
-                }
+                self.state.unexpected_errors(from, to, &reply, name);
                 if replica_replied {
                     client.inline_pushes.clear();
-                    outbox.close_now();
                     break;
                 }
             }

@@ -341,15 +341,9 @@ impl State {
     /// base. Keys past their deadline not yet removed are written too, as
     /// Redis's `rdbSaveRio` writes them: a master that loads the file at
     /// start drops them and tells its replicas (a DEL each after the
-    /// history the file records), which hold them until then.
+    /// history the file records), which hold them until then; a Raft
+    /// member's snapshot holds exactly what the log made.
     pub fn write_snapshot(&self, out: impl Write, codes: &[Bytes], aof_base: bool) -> std::io::Result<()> {
-        self.write_snapshot_upto(out, codes, aof_base, 0)
-    }
-
-    /// [`State::write_snapshot`] with the keys whose deadline is at or
-    /// before `now` left out (0: every key kept, as in a Raft member's
-    /// snapshot, which must hold exactly what the log made).
-    pub fn write_snapshot_upto(&self, out: impl Write, codes: &[Bytes], aof_base: bool, now: u64) -> std::io::Result<()> {
         let aux = Aux {
             ctime: self.clock.now_ms() / 1000,
             used_mem: crate::memory::used_bytes(),
@@ -362,7 +356,7 @@ impl State {
             index,
             keys: db.len(),
             expires: db.expires_len(),
-            entries: db.entries().filter(move |(_, _, at)| !at.is_some_and(|at| at <= now)),
+            entries: db.entries(),
         });
         let checksum = self.params.value("rdbchecksum") != Some("no");
         file::write(out, &aux, &libraries, dbs, &self.encode_options(), checksum)

@@ -605,7 +605,7 @@ impl State {
         let last = r.last_applied;
         r.snapshots += 1;
         let mut data = Vec::new();
-        if let Err(e) = self.write_snapshot_upto(&mut data, &scripts.library_codes(), false, 0) {
+        if let Err(e) = self.write_snapshot(&mut data, &scripts.library_codes(), false) {
             crate::log::warning(format_args!("Raft: the snapshot could not be made: {e}"));
         }
         let _ = reply.send((data, last));

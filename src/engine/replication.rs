@@ -236,7 +236,8 @@ pub struct Replicas {
 }
 
 /// A snapshot for replicas that the network side moves into each
-/// replica's output, at the pace of the slowest.
+/// replica's output (a pipe at the pace of the slowest, a file at each
+/// one's own).
 #[derive(Debug)]
 pub struct SnapshotRelay {
     /// The replicas it is for, and their outputs.
@@ -488,16 +489,17 @@ impl State {
         if self.child_active() {
             return;
         }
-        let waiting: Vec<(ClientId, super::Outbox, Instant)> = self
+        let waiting: Vec<Instant> = self
             .replicas
             .ids
             .iter()
             .filter_map(|id| {
                 let a = self.replicas.announced.get(id)?;
-                Some((*id, a.outbox.clone()?, a.waiting_since?))
+                a.outbox.as_ref()?;
+                a.waiting_since
             })
             .collect();
-        let Some(longest) = waiting.iter().map(|(_, _, since)| since.elapsed()).max() else {
+        let Some(longest) = waiting.iter().map(Instant::elapsed).max() else {
             return;
         };
         let delay = std::time::Duration::from_secs(self.params.int("repl-diskless-sync-delay").unwrap_or(5).max(0) as u64);
